@@ -1,0 +1,45 @@
+# casestudy: `make` builds the CLI and the engine; `make test` is what CI runs.
+GO        ?= go
+BUILD     ?= build
+ENGINE_LIB = $(BUILD)/engine/libcasestudy_engine.so
+JOBS      ?= $(shell nproc)
+export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
+
+.PHONY: all cli engine deps test test-go lint fmt gpu-tests clean
+
+all: cli engine
+
+cli:
+	$(GO) build -o bin/casestudy ./cmd/casestudy
+
+# The native engine, against whatever libtorch this machine has (pip torch or
+# Debian's libtorch-dev); see engine/native/CMakeLists.txt.
+engine: $(ENGINE_LIB)
+$(ENGINE_LIB): $(shell find engine/native -type f -not -path '*/third_party/*')
+	cmake -S engine/native -B $(BUILD)/engine -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD)/engine -j $(JOBS)
+
+# System packages the engine and the browser tests need (installs as root, or
+# prints the apt-get line to run).
+deps:
+	scripts/install-deps.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+test: deps lint engine cli
+	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
+
+# Go test binaries for the GPU machine (no Go there): see scripts/gpu-check.sh.
+gpu-tests: cli
+	mkdir -p $(BUILD)/gpu
+	for p in $$($(GO) list ./... ); do \
+	  n=$$(basename $$p); $(GO) test -c -o $(BUILD)/gpu/$$n.test $$p || exit 1; \
+	done
+
+clean:
+	rm -rf bin $(BUILD)

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/version"
+)
+
+// commands holds the constructors of every subcommand; each command file adds
+// itself in an init function, so this file never changes when one is added.
+var commands []func() *cobra.Command
+
+func register(newCommand func() *cobra.Command) { commands = append(commands, newCommand) }
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "casestudy",
+		Short:         "Reproducible case studies for tuning multi-GPU training (ResNet-50, BERT, GPT)",
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+// execute runs the command line and turns its error into an exit status:
+// 0 success, 1 a failure or a regression, 2 bad usage or bad input (see
+// internal/exitcode).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitcode.Usage(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var silent exitcode.Silent
+	if !errors.As(err, &silent) {
+		fmt.Fprintf(stderr, "casestudy: %v\n", err)
+	}
+	return exitcode.Of(err)
+}

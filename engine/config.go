@@ -1,0 +1,72 @@
+// Package engine is the Go side of the native training engine: the configuration
+// and metric types that cross the C ABI as JSON, and the binding that loads
+// libcasestudy_engine.so at run time.
+package engine
+
+// Config is the JSON document passed to cs_create and cs_describe. Field names are
+// the contract with engine/native/src/config.cpp; docs/engine.md documents them.
+type Config struct {
+	Family string `json:"family"`           // gpt | bert | resnet50
+	Preset string `json:"preset"`           // e.g. tiny, 124m, base, large, 50
+	Layers int    `json:"layers,omitempty"` // 0: the preset's; overrides for experiments
+	Hidden int    `json:"hidden,omitempty"` // 0: the preset's
+
+	MicroBatch int `json:"micro_batch"`          // samples per micro-batch per rank
+	SeqLen     int `json:"seq_len,omitempty"`    // tokens per sample (gpt, bert)
+	ImageSize  int `json:"image_size,omitempty"` // pixels per side (resnet50)
+
+	Device      string `json:"device"`       // cpu | cuda
+	DeviceIndex int    `json:"device_index"` // CUDA ordinal within CUDA_VISIBLE_DEVICES
+	Threads     int    `json:"threads"`      // intra-op CPU threads; 0: all cores
+
+	Precision               string `json:"precision"` // fp32 | tf32 | bf16 | fp16
+	Graphs                  bool   `json:"graphs"`    // capture and replay the whole step
+	GradAccum               int    `json:"grad_accum"`
+	ActivationCheckpointing bool   `json:"activation_checkpointing"`
+	ChannelsLast            bool   `json:"channels_last"`
+
+	Seed         int64   `json:"seed"`
+	LearningRate float64 `json:"lr,omitempty"`          // 0: the family's default
+	PeakTFLOPS   float64 `json:"peak_tflops,omitempty"` // for MFU; 0: engine's table by device name
+
+	Dist     DistConfig     `json:"dist"`
+	DDP      DDPConfig      `json:"ddp"`
+	Pipeline PipelineConfig `json:"pipeline"`
+	Fault    FaultConfig    `json:"fault"`
+}
+
+// DistConfig places this process in the trial's communicator.
+type DistConfig struct {
+	Rank      int    `json:"rank"`
+	WorldSize int    `json:"world_size"`           // 1: no communicator
+	Backend   string `json:"backend,omitempty"`    // nccl | gloo; "": by device
+	StoreAddr string `json:"store_addr,omitempty"` // c10d TCPStore host (gloo); rank 0 serves it
+	StorePort int    `json:"store_port,omitempty"`
+	NCCLID    string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)
+	TimeoutMS int    `json:"timeout_ms,omitempty"` // collective deadline; 0: engine default
+}
+
+// DDPConfig is the gradient reducer's configuration (PyTorch DDP semantics).
+type DDPConfig struct {
+	BucketMB      float64 `json:"bucket_mb"`
+	FirstBucketMB float64 `json:"first_bucket_mb"`
+	Overlap       bool    `json:"overlap"`
+	Compression   string  `json:"compression"` // none | fp16 | bf16 | topk
+	TopKRatio     float64 `json:"topk_ratio,omitempty"`
+}
+
+// PipelineConfig splits the model into stages (pipeline parallelism).
+type PipelineConfig struct {
+	Stages       int    `json:"stages"`
+	Microbatches int    `json:"microbatches"`
+	Schedule     string `json:"schedule"` // gpipe | 1f1b
+	Balance      []int  `json:"balance,omitempty"`
+}
+
+// FaultConfig injects a fault for tests of the runner's failure handling.
+type FaultConfig struct {
+	Kind   string `json:"kind,omitempty"` // crash | abort | hang | slow | oom | error
+	Rank   int    `json:"rank"`
+	AtStep int    `json:"at_step"`
+	SlowMS int    `json:"slow_ms,omitempty"`
+}

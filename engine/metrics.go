@@ -1,0 +1,91 @@
+package engine
+
+// StepMetrics is what cs_step returns for one training step on one rank.
+// Times are milliseconds measured with CUDA events on GPUs, the host clock on CPU.
+type StepMetrics struct {
+	Step             int             `json:"step"`
+	Loss             float64         `json:"loss"`
+	GradNorm         float64         `json:"grad_norm"`
+	StepMS           float64         `json:"step_ms"`
+	ForwardMS        float64         `json:"forward_ms"`      // 0 when replaying a graph
+	BackwardMS       float64         `json:"backward_ms"`     // 0 when replaying a graph
+	OptimizerMS      float64         `json:"optimizer_ms"`    // 0 when replaying a graph
+	CommMS           float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
+	ExposedCommMS    float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
+	BubbleMS         float64         `json:"bubble_ms"`       // pipeline idle time
+	Samples          int             `json:"samples"`         // samples this rank processed in the step
+	Tokens           int             `json:"tokens"`          // tokens this rank processed (0 for images)
+	SamplesPerS      float64         `json:"samples_per_s"`
+	TokensPerS       float64         `json:"tokens_per_s"`
+	TFLOPS           float64         `json:"tflops"` // achieved, from model FLOPs
+	MFU              float64         `json:"mfu"`    // TFLOPS / peak; 0 when the peak is unknown
+	MemPeakBytes     int64           `json:"mem_peak_bytes"`
+	MemReservedBytes int64           `json:"mem_reserved_bytes"`
+	Skipped          bool            `json:"skipped"`    // fp16: step skipped for inf/nan gradients
+	LossScale        float64         `json:"loss_scale"` // fp16 dynamic loss scale; 0 otherwise
+	CommBytes        int64           `json:"comm_bytes"`
+	Collectives      int             `json:"collectives"`
+	Buckets          []BucketMetrics `json:"buckets,omitempty"`
+	Stages           []StageMetrics  `json:"stages,omitempty"`
+}
+
+// BucketMetrics describes one gradient bucket's all-reduce in a step.
+type BucketMetrics struct {
+	Bytes    int64   `json:"bytes"`
+	MS       float64 `json:"ms"`
+	AlgBWGBs float64 `json:"algbw_gbs"`
+	BusBWGBs float64 `json:"busbw_gbs"`
+}
+
+// StageMetrics describes this rank's pipeline stage in a step.
+type StageMetrics struct {
+	Stage          int     `json:"stage"`
+	BusyMS         float64 `json:"busy_ms"`
+	IdleMS         float64 `json:"idle_ms"`
+	BubbleFraction float64 `json:"bubble_fraction"`
+	TheoryBubble   float64 `json:"theory_bubble"`
+	ActPeakBytes   int64   `json:"act_peak_bytes"`
+	P2PBytes       int64   `json:"p2p_bytes"`
+	P2PMS          float64 `json:"p2p_ms"`
+}
+
+// Description is what cs_describe returns: a model's static facts.
+type Description struct {
+	Family          string         `json:"family"`
+	Preset          string         `json:"preset"`
+	Params          int64          `json:"params"`
+	FLOPsPerSample  float64        `json:"flops_per_sample"` // training FLOPs (fwd+bwd)
+	TokensPerSample int            `json:"tokens_per_sample"`
+	Shapes          map[string]int `json:"shapes"` // layers, hidden, heads, seq_len, vocab, image_size ...
+}
+
+// Info is what cs_info returns for a created engine.
+type Info struct {
+	Description
+	Device        string  `json:"device"`
+	DeviceName    string  `json:"device_name"`
+	Precision     string  `json:"precision"`
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	PeakTFLOPS    float64 `json:"peak_tflops"`
+	MemAfterSetup int64   `json:"mem_after_setup_bytes"`
+	Backend       string  `json:"backend"` // nccl | gloo | none
+}
+
+// BuildInfo is what cs_build_info returns.
+type BuildInfo struct {
+	ABI           int    `json:"abi"`
+	Torch         string `json:"torch"`
+	CUDA          string `json:"cuda"`
+	NCCL          string `json:"nccl"`
+	CuDNN         string `json:"cudnn"`
+	Gloo          bool   `json:"gloo"`
+	CUDAAvailable bool   `json:"cuda_available"`
+	DeviceCount   int    `json:"device_count"`
+}
+
+// Checksum is what cs_param_checksum returns.
+type Checksum struct {
+	Sum  float64 `json:"sum"`
+	Hash string  `json:"hash"`
+}

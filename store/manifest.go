@@ -1,0 +1,85 @@
+package store
+
+import (
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// Manifest is manifest.json: everything needed to know what ran where.
+type Manifest struct {
+	Schema      int               `json:"schema"`
+	RunID       string            `json:"run_id"`
+	Study       string            `json:"study"`      // study name
+	StudyPath   string            `json:"study_path"` // as given on the command line
+	StudyText   string            `json:"study_text"`
+	StudySHA256 string            `json:"study_sha256"`
+	Created     time.Time         `json:"created"`
+	Command     string            `json:"command"` // the casestudy command line
+	Tool        Tool              `json:"tool"`
+	Plan        []PlannedTrial    `json:"plan"`
+	Dropped     []DroppedTrial    `json:"dropped,omitempty"`
+	Baseline    map[string]string `json:"baseline"`
+	Objective   Objective         `json:"objective"`
+	Workload    map[string]any    `json:"workload"`
+	Model       map[string]any    `json:"model"`
+	Host        Host              `json:"host"`
+	Engine      *engine.BuildInfo `json:"engine,omitempty"`
+	Env         map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+}
+
+// Tool identifies the casestudy build.
+type Tool struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Go      string `json:"go"`
+}
+
+// PlannedTrial is one entry of the resolved plan.
+type PlannedTrial struct {
+	ID      string            `json:"id"`
+	Index   int               `json:"index"`
+	Knobs   map[string]string `json:"knobs"`
+	Changed []string          `json:"changed"`
+}
+
+// DroppedTrial is a combination the planner dropped, with the reason.
+type DroppedTrial struct {
+	Knobs  map[string]string `json:"knobs"`
+	Reason string            `json:"reason"`
+}
+
+// Objective mirrors the study's objective.
+type Objective struct {
+	Metric string `json:"metric"`
+	Goal   string `json:"goal"`
+}
+
+// Host describes the machine(s).
+type Host struct {
+	Hostname   string `json:"hostname"`
+	OS         string `json:"os"`
+	Kernel     string `json:"kernel,omitempty"`
+	CPU        string `json:"cpu"`
+	CPUs       int    `json:"cpus"`
+	MemBytes   uint64 `json:"mem_bytes"`
+	Driver     string `json:"driver,omitempty"`
+	CUDADriver string `json:"cuda_driver,omitempty"`
+	GPUs       []GPU  `json:"gpus,omitempty"`
+	TopoMatrix string `json:"topo_matrix,omitempty"` // nvidia-smi topo -m
+	Nodes      []Host `json:"nodes,omitempty"`       // other nodes of a multi-node run
+}
+
+// GPU is one device as NVML reports it.
+type GPU struct {
+	Index       int      `json:"index"`
+	Name        string   `json:"name"`
+	UUID        string   `json:"uuid"`
+	MemBytes    uint64   `json:"mem_bytes"`
+	SMClockMax  uint32   `json:"sm_clock_max_mhz"`
+	MemClockMax uint32   `json:"mem_clock_max_mhz"`
+	PowerLimitW float64  `json:"power_limit_w"`
+	NVLinks     int      `json:"nvlinks"`
+	PCIBus      string   `json:"pci_bus"`
+	P2P         []string `json:"p2p,omitempty"` // per peer: OK | not supported | ...
+}

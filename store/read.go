@@ -1,0 +1,71 @@
+package store
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Run is a run directory read back: the manifest and every committed trial.
+type Run struct {
+	Dir      string
+	Manifest Manifest
+	Trials   []TrialRecord
+}
+
+// ReadRun reads manifest.json and trials.jsonl of dir. A torn last line of
+// trials.jsonl (a run killed mid-append) is ignored; any other bad line is an error.
+func ReadRun(dir string) (*Run, error) {
+	r := &Run{Dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a run directory: %w", dir, err)
+	}
+	if err := json.Unmarshal(b, &r.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "manifest.json"), err)
+	}
+	if r.Manifest.Schema > SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %d is newer than this casestudy understands (%d): upgrade casestudy",
+			dir, r.Manifest.Schema, SchemaVersion)
+	}
+	r.Trials, err = ReadTrials(filepath.Join(dir, "trials.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ReadTrials reads a trials.jsonl file; a missing file is an empty run.
+func ReadTrials(path string) ([]TrialRecord, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []TrialRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	var pendingErr error
+	line := 0
+	for sc.Scan() {
+		line++
+		if pendingErr != nil { // a bad line that was not the last one
+			return nil, pendingErr
+		}
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var t TrialRecord
+		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
+			pendingErr = fmt.Errorf("%s:%d: %w", path, line, err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, sc.Err()
+}

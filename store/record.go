@@ -1,0 +1,117 @@
+// Package store owns the run directory: results/<study>/<UTC time>-<id>/ with
+// manifest.json, trials.jsonl and logs/. docs/results-format.md documents it.
+package store
+
+import (
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// SchemaVersion is the version of manifest.json and trials.jsonl.
+const SchemaVersion = 1
+
+// Outcome is how a trial ended.
+type Outcome string
+
+const (
+	OK          Outcome = "ok"
+	Failed      Outcome = "failed"      // engine error (text kept)
+	OOM         Outcome = "oom"         // device out of memory
+	Timeout     Outcome = "timeout"     // past its deadline or silent past the heartbeat limit
+	Crashed     Outcome = "crashed"     // a rank died by signal or exited non-zero unexpectedly
+	Unsupported Outcome = "unsupported" // the engine or machine refused a knob
+	Skipped     Outcome = "skipped"     // dropped by a constraint
+	Interrupted Outcome = "interrupted" // the run was stopped (Ctrl-C); --resume re-runs it
+)
+
+// TrialRecord is one line of trials.jsonl: a finished trial with every repeat.
+type TrialRecord struct {
+	Schema     int               `json:"schema"`
+	ID         string            `json:"id"`
+	Index      int               `json:"index"`
+	Knobs      map[string]string `json:"knobs"`   // every knob, resolved
+	Changed    []string          `json:"changed"` // knobs that differ from the baseline
+	Outcome    Outcome           `json:"outcome"`
+	Error      string            `json:"error,omitempty"`
+	FailedRank int               `json:"failed_rank,omitempty"` // first failing rank, -1 none
+	ExitCode   int               `json:"exit_code,omitempty"`
+	Signal     string            `json:"signal,omitempty"`
+	Attempts   int               `json:"attempts"`
+	Started    time.Time         `json:"started"`
+	Finished   time.Time         `json:"finished"`
+	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
+	Command    string            `json:"command"`             // re-runs this trial alone
+	Repeats    []RepeatRecord    `json:"repeats"`
+	Summary    *TrialSummary     `json:"summary,omitempty"` // over all ok repeats
+}
+
+// RepeatRecord is one launch of a trial.
+type RepeatRecord struct {
+	Repeat  int          `json:"repeat"`
+	Outcome Outcome      `json:"outcome"`
+	Error   string       `json:"error,omitempty"`
+	Ranks   []RankRecord `json:"ranks"`
+	// Throughput is total samples of all ranks over the measured wall time of the
+	// slowest rank (not a mean of per-step rates).
+	SamplesPerS float64        `json:"samples_per_s"`
+	TokensPerS  float64        `json:"tokens_per_s"`
+	GPUSamples  []GPUSample    `json:"gpu_samples,omitempty"`
+	Summary     *RepeatSummary `json:"summary,omitempty"`
+}
+
+// RankRecord is what one rank measured in one repeat.
+type RankRecord struct {
+	Rank        int                  `json:"rank"`
+	Node        string               `json:"node,omitempty"`
+	GPU         string               `json:"gpu,omitempty"` // CUDA_VISIBLE_DEVICES entry
+	Info        *engine.Info         `json:"info,omitempty"`
+	WarmupSteps int                  `json:"warmup_steps"`
+	Steps       []engine.StepMetrics `json:"steps"` // measured steps only (raw samples)
+	Checksum    *engine.Checksum     `json:"checksum,omitempty"`
+	ExitCode    int                  `json:"exit_code"`
+	Signal      string               `json:"signal,omitempty"`
+	LastStep    int                  `json:"last_step"` // last completed step, for timeouts
+}
+
+// GPUSample is one NVML reading taken while a trial ran.
+type GPUSample struct {
+	T         float64 `json:"t"` // seconds since the repeat started
+	GPU       int     `json:"gpu"`
+	SMClock   uint32  `json:"sm_mhz"`
+	PowerW    float64 `json:"power_w"`
+	TempC     uint32  `json:"temp_c"`
+	Throttles uint64  `json:"throttle_reasons"`
+}
+
+// RepeatSummary condenses one repeat's steps (rank 0's step times unless stated).
+type RepeatSummary struct {
+	StepMSMedian float64 `json:"step_ms_median"`
+	StepMSP10    float64 `json:"step_ms_p10"`
+	StepMSP90    float64 `json:"step_ms_p90"`
+	StepCV       float64 `json:"step_cv"`
+	RankSpread   float64 `json:"rank_spread"` // (max-min)/median of per-rank median step times
+}
+
+// TrialSummary condenses a trial across repeats.
+type TrialSummary struct {
+	SamplesPerS   float64 `json:"samples_per_s"` // median over repeats
+	TokensPerS    float64 `json:"tokens_per_s"`
+	StepMSMedian  float64 `json:"step_ms_median"`
+	StepMSP10     float64 `json:"step_ms_p10"`
+	StepMSP90     float64 `json:"step_ms_p90"`
+	StepCV        float64 `json:"step_cv"`   // across steps (pooled)
+	RepeatCV      float64 `json:"repeat_cv"` // of throughput across repeats
+	Noisy         bool    `json:"noisy"`
+	TFLOPS        float64 `json:"tflops"`
+	MFU           float64 `json:"mfu"`
+	MemPeakBytes  int64   `json:"mem_peak_bytes"`
+	FinalLoss     float64 `json:"final_loss"`
+	SkippedSteps  int     `json:"skipped_steps"`
+	ForwardMS     float64 `json:"forward_ms"`
+	BackwardMS    float64 `json:"backward_ms"`
+	OptimizerMS   float64 `json:"optimizer_ms"`
+	ExposedCommMS float64 `json:"exposed_comm_ms"`
+	CommMS        float64 `json:"comm_ms"`
+	BubbleMS      float64 `json:"bubble_ms"`
+}

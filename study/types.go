@@ -1,0 +1,105 @@
+// Package study loads study files (YAML), validates them against the knob
+// registry and expands their sweeps into plans of trials with stable IDs.
+package study
+
+import "time"
+
+// Study is a validated study file with its parents (extends) merged in.
+type Study struct {
+	Name        string
+	Description string
+	Path        string // file it was loaded from
+	Text        []byte // the file's bytes, for provenance
+	SHA256      string // of Text
+	Extends     string // path of the parent as written, "" for none
+
+	Model     Model
+	Workload  Workload
+	Baseline  map[string]string // knob name -> canonical value (see knobs.Canonical)
+	Sweep     Sweep
+	Objective Objective
+	Checklist Checklist
+	Report    Report
+	Compare   Compare
+	Launcher  map[string]string // launcher settings (slurm: partition, account, ...)
+}
+
+// Model names what is trained. micro_batch, seq_len, image_size given here are
+// defaults of the knobs of the same names.
+type Model struct {
+	Family string // resnet50 | bert | gpt
+	Preset string
+	Layers int // optional override of the preset
+	Hidden int // optional override of the preset
+}
+
+// Workload says how each trial runs.
+type Workload struct {
+	GPUs        int    // GPUs per node a trial uses (0 on cpu)
+	Nodes       int    // 1 unless multi-node
+	Ranks       int    // CPU ranks when device is cpu; GPUs*procs_per_gpu otherwise
+	Device      string // auto | cuda | cpu
+	WarmupSteps int
+	Steps       int
+	Repeats     int
+	Timeout     time.Duration
+	Seed        int64
+	Threads     int  // CPU intra-op threads per rank; 0 = cores / ranks
+	Interleave  bool // run repeats round-robin across trials
+}
+
+// Sweep is the study's search space.
+type Sweep struct {
+	Strategy    string              // grid | one-at-a-time | list | greedy
+	Knobs       map[string][]string // knob -> canonical values, in file order (see Order)
+	Order       []string            // knob names in file order
+	Trials      []map[string]string // strategy list: explicit trials
+	Exclude     []map[string]string // combinations to drop
+	Constraints []string            // expressions that must hold (see docs/study-format.md)
+	MaxTrials   int
+}
+
+// Objective is what "best" means.
+type Objective struct {
+	Metric string // throughput | step_time | mfu | ...
+	Goal   string // max | min
+}
+
+// Checklist carries rule threshold overrides: rule ID -> threshold name -> value.
+type Checklist struct {
+	Disable    []string
+	Thresholds map[string]map[string]float64
+}
+
+// Report says which formats to write.
+type Report struct {
+	Formats []string // html | md | json
+}
+
+// Compare names a baseline to compare against and the regression threshold.
+type Compare struct {
+	Baseline  string  // run dir or baseline.json; relative to the study file
+	Threshold float64 // fraction, 0.05 = 5%
+}
+
+// Trial is one configuration of a plan.
+type Trial struct {
+	ID      string            // stable: derived from the resolved knob values
+	Index   int               // position in the plan
+	Knobs   map[string]string // every knob resolved (baseline + sweep point)
+	Changed []string          // knobs that differ from the baseline, sorted
+}
+
+// Dropped is a combination that was not planned, and why.
+type Dropped struct {
+	Knobs  map[string]string
+	Reason string
+}
+
+// Plan is a study expanded into trials.
+type Plan struct {
+	Study    *Study
+	Strategy string
+	Trials   []Trial
+	Dropped  []Dropped
+}
