@@ -26,10 +26,18 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.PersistentFlags().String("engine-lib", "",
+		"path of libcasestudy_engine.so (default: $CASESTUDY_ENGINE_LIB, next to the binary, ./build/engine)")
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
 	return root
+}
+
+// engineLibFlag is the --engine-lib value ("" when unset) for engine.Discover.
+func engineLibFlag(cmd *cobra.Command) string {
+	v, _ := cmd.Flags().GetString("engine-lib")
+	return v
 }
 
 // execute runs the command line and turns its error into an exit status:
