@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// ABIVersion is the CS_ABI_VERSION this binding speaks.
+const ABIVersion = 1
+
+// LibraryName is the file name of the engine library.
+const LibraryName = "libcasestudy_engine.so"
+
+// EnvLibrary names the environment variable that points at the library.
+const EnvLibrary = "CASESTUDY_ENGINE_LIB"
+
+// Discover finds the engine library. In order: explicit (the --engine-lib
+// flag), $CASESTUDY_ENGINE_LIB, next to the executable (LibraryName or
+// ../lib/LibraryName), then build/engine/LibraryName under the working
+// directory or, inside a source checkout, under the module root. An explicit
+// path or the variable that names a missing file is an error, not a reason to
+// look elsewhere. The error lists where it looked and how to build the library.
+func Discover(explicit string) (string, error) {
+	if explicit != "" {
+		return existing(explicit, "--engine-lib")
+	}
+	if env := os.Getenv(EnvLibrary); env != "" {
+		return existing(env, "$"+EnvLibrary)
+	}
+	var looked []string
+	for _, p := range candidates() {
+		if fileExists(p) {
+			return p, nil
+		}
+		looked = append(looked, p)
+	}
+	return "", &LoadError{
+		Err: fmt.Errorf("%w (--engine-lib and $%s not set; looked in %s)",
+			ErrNoLibrary, EnvLibrary, strings.Join(looked, ", ")),
+		Hint: buildHint,
+	}
+}
+
+func existing(path, source string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	if !fileExists(abs) {
+		return "", &LoadError{Path: abs, Err: fmt.Errorf("%w (named by %s)", ErrNoLibrary, source), Hint: buildHint}
+	}
+	return abs, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// candidates are the places Discover looks when nothing names the library.
+func candidates() []string {
+	var out []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dir := filepath.Dir(exe)
+		out = append(out, filepath.Join(dir, LibraryName), filepath.Join(dir, "..", "lib", LibraryName))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		out = append(out, filepath.Join(wd, "build", "engine", LibraryName))
+		// Inside a source checkout (go test runs in the package folder), the
+		// module root's build folder.
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if fileExists(filepath.Join(dir, "go.mod")) {
+				if dir != wd {
+					out = append(out, filepath.Join(dir, "build", "engine", LibraryName))
+				}
+				break
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Library is an opened engine library. Its methods are safe for concurrent
+// use. Each Load opens its own reference (dlopen counts them); Close drops it
+// once the engines created from it are closed, and a second Close is a no-op.
+type Library struct {
+	path string
+	syms *symbols
+
+	mu      sync.Mutex
+	refs    int  // 1 for the Library itself + 1 per open Engine
+	closing bool // Close was called
+}
+
+// Load opens the library at path and checks its ABI version. A missing file,
+// a library that does not load, lacks a cs_ function or reports another ABI
+// version is a *LoadError; nothing here aborts the process.
+func Load(path string) (*Library, error) {
+	if path == "" {
+		return nil, &LoadError{Err: fmt.Errorf("%w (empty path)", ErrNoLibrary), Hint: buildHint}
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if !fileExists(path) {
+		return nil, &LoadError{Path: path, Err: ErrNoLibrary, Hint: buildHint}
+	}
+	syms, err := dlOpen(path)
+	if err != nil {
+		return nil, &LoadError{Path: path, Err: err, Hint: buildHint}
+	}
+	if v := syms.abiVersion(); v != ABIVersion {
+		_ = syms.close()
+		return nil, &LoadError{
+			Path: path,
+			Err:  fmt.Errorf("%w: the library has ABI version %d, this casestudy binary needs %d", ErrABIMismatch, v, ABIVersion),
+			Hint: "rebuild the engine from the same commit as casestudy with `make engine`",
+		}
+	}
+	return &Library{path: path, syms: syms, refs: 1}, nil
+}
+
+// Path is the absolute path the library was loaded from.
+func (l *Library) Path() string { return l.path }
+
+// acquire takes a reference for an engine or a call; it fails once Close ran.
+func (l *Library) acquire() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing || l.refs == 0 {
+		return errors.New("engine library " + l.path + " is closed")
+	}
+	l.refs++
+	return nil
+}
+
+func (l *Library) release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refs--
+	if l.refs == 0 {
+		return l.syms.close()
+	}
+	return nil
+}
+
+// Close releases the library; it is unloaded once every engine created from it
+// is closed. Calling Close again does nothing.
+func (l *Library) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closing = true
+	l.mu.Unlock()
+	return l.release()
+}
+
+// BuildInfo reports the versions the library was built with.
+func (l *Library) BuildInfo() (BuildInfo, error) {
+	var bi BuildInfo
+	err := l.callJSON(func() (string, error) { return l.syms.write("cs_build_info") }, "cs_build_info", &bi)
+	return bi, err
+}
+
+// Describe computes a model's static facts (parameters, FLOPs per sample,
+// shapes) without building it. Only the model fields of cfg are read.
+func (l *Library) Describe(cfg Config) (Description, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return Description{}, err
+	}
+	return l.describeRaw(string(raw))
+}
+
+// describeRaw passes config JSON as is (tests use it for malformed JSON).
+func (l *Library) describeRaw(config string) (Description, error) {
+	var d Description
+	err := l.callJSON(func() (string, error) { return l.syms.describe(config) }, "cs_describe", &d)
+	return d, err
+}
+
+// NCCLUniqueID returns a new NCCL unique id as hex (rank 0 makes it, the
+// rendezvous hands it to the other ranks). ErrUnsupported without NCCL.
+func (l *Library) NCCLUniqueID() (string, error) {
+	if err := l.acquire(); err != nil {
+		return "", err
+	}
+	defer l.release()
+	return l.syms.write("cs_nccl_unique_id")
+}
+
+// callJSON runs call with a reference held and decodes its JSON into v.
+func (l *Library) callJSON(call func() (string, error), op string, v any) error {
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.release()
+	out, err := call()
+	if err != nil {
+		return err
+	}
+	return decode(op, out, v)
+}
+
+// decode reads the engine's JSON answer; unknown fields are allowed so that a
+// newer engine may add some.
+func decode(op, out string, v any) error {
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return &Error{Status: StatusRuntime, Op: op, Msg: fmt.Sprintf("engine returned invalid JSON (%v): %.200q", err, out)}
+	}
+	return nil
+}
