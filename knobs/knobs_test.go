@@ -1,0 +1,236 @@
+package knobs
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/knobs.md")
+
+func TestRegistryEntriesAreComplete(t *testing.T) {
+	required := []string{"nccl.algo", "nccl.proto", "nccl.min_channels", "nccl.max_channels", "nccl.buffsize",
+		"nccl.nthreads", "nccl.p2p_level", "nccl.p2p_disable", "nccl.shm_disable", "nccl.ib_disable", "nccl.debug",
+		"nccl.socket_ifname", "nccl.net_gdr_level", "nccl.ib_hca", "nccl.cross_nic",
+		"cuda.device_max_connections", "precision", "graphs", "ddp.bucket_mb", "ddp.first_bucket_mb",
+		"ddp.overlap", "ddp.compression", "ddp.topk_ratio", "pipeline.stages", "pipeline.microbatches",
+		"pipeline.schedule", "pipeline.balance", "grad_accum", "mps", "mps.active_thread_pct", "procs_per_gpu",
+		"micro_batch", "seq_len", "image_size", "channels_last", "activation_checkpointing",
+		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms"}
+	for _, name := range required {
+		_, ok := Lookup(name)
+		assert.True(t, ok, name)
+	}
+	for _, k := range All() {
+		assert.NotEmpty(t, k.Doc, k.Name)
+		assert.Positive(t, k.Chapter, k.Name)
+		assert.Contains(t, []Apply{Env, Engine, Launcher}, k.Apply, k.Name)
+		if k.Apply == Env {
+			assert.NotEmpty(t, k.EnvVar, k.Name)
+		}
+		// The default must itself be a valid value.
+		got, err := k.Canonical(k.Default)
+		if assert.NoError(t, err, k.Name) {
+			assert.Equal(t, k.Default, got, k.Name)
+		}
+	}
+	nccl, _ := Lookup("nccl.algo")
+	assert.Equal(t, []string{"Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "auto"}, nccl.Values)
+}
+
+func TestCanonical(t *testing.T) {
+	tests := []struct {
+		knob string
+		raw  any
+		want string
+		err  string
+	}{
+		{knob: "precision", raw: "BF16", want: "bf16"},
+		{knob: "nccl.algo", raw: "ring", want: "Ring"},
+		{knob: "nccl.algo", raw: "Auto", want: "auto"},
+		{knob: "nccl.algo", raw: "Rings", err: `did you mean "Ring"?`},
+		{knob: "graphs", raw: true, want: "true"},
+		{knob: "graphs", raw: "no", want: "false"},
+		{knob: "graphs", raw: "maybe", err: "not a boolean"},
+		{knob: "graphs", raw: "auto", err: "not a boolean"},
+		{knob: "grad_accum", raw: "025", want: "25"},
+		{knob: "grad_accum", raw: 2, want: "2"},
+		{knob: "grad_accum", raw: "0", err: "below the minimum 1"},
+		{knob: "grad_accum", raw: "1.5", err: "not an integer"},
+		{knob: "ddp.bucket_mb", raw: "1.50", want: "1.5"},
+		{knob: "ddp.bucket_mb", raw: 25.0, want: "25"},
+		{knob: "ddp.bucket_mb", raw: "NaN", err: "not a number"},
+		{knob: "nccl.buffsize", raw: "4MiB", want: "4194304"},
+		{knob: "nccl.buffsize", raw: "4194304", want: "4194304"},
+		{knob: "nccl.buffsize", raw: "1KiB", err: "below the minimum"},
+		{knob: "nccl.min_channels", raw: "auto", want: "auto"},
+		{knob: "nccl.min_channels", raw: "65", err: "above the maximum 64"},
+		{knob: "mps.active_thread_pct", raw: "50", want: "50"},
+		{knob: "mps.active_thread_pct", raw: "auto", want: "auto"},
+		{knob: "mps.active_thread_pct", raw: "0", err: "below the minimum"},
+		{knob: "ddp.compression", raw: "TopK:0.010", want: "topk:0.01"},
+		{knob: "ddp.compression", raw: "topk:2", err: "(0, 1]"},
+		{knob: "ddp.compression", raw: "fp61", err: `did you mean "fp16"?`},
+		{knob: "pipeline.balance", raw: "5, 7", want: "5,7"},
+		{knob: "pipeline.balance", raw: "5,x", err: "positive layer counts"},
+		{knob: "nccl.socket_ifname", raw: "^docker,lo", want: "^docker,lo"},
+		{knob: "bucket_mbs", raw: "1", err: `did you mean "ddp.bucket_mb"?`},
+		{knob: "precision", raw: []any{"a"}, err: "expected a single value"},
+	}
+	for _, tt := range tests {
+		got, err := Canonical(tt.knob, tt.raw)
+		if tt.err != "" {
+			if assert.Error(t, err, "%s=%v", tt.knob, tt.raw) {
+				assert.Contains(t, err.Error(), tt.err)
+			}
+			continue
+		}
+		if assert.NoError(t, err, "%s=%v", tt.knob, tt.raw) {
+			assert.Equal(t, tt.want, got, "%s=%v", tt.knob, tt.raw)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	assert.Equal(t, "ddp.bucket_mb", Suggest("bucket_mbs"))
+	assert.Equal(t, "nccl.algo", Suggest("nccl.algos"))
+	assert.Equal(t, "precision", Suggest("precison"))
+	assert.Equal(t, "", Suggest("completely_unrelated_thing"))
+}
+
+func TestEnvironment(t *testing.T) {
+	set, unset := Environment(map[string]string{"nccl.algo": "Ring", "nccl.p2p_disable": "true", "nccl.buffsize": "4194304"})
+	assert.Equal(t, "Ring", set["NCCL_ALGO"])
+	assert.Equal(t, "1", set["NCCL_P2P_DISABLE"])
+	assert.Equal(t, "4194304", set["NCCL_BUFFSIZE"])
+	assert.Equal(t, "0", set[NVLSEnableVar])
+	assert.Contains(t, unset, "NCCL_PROTO")
+	assert.NotContains(t, unset, "NCCL_ALGO")
+	assert.IsIncreasing(t, unset)
+	// Non-env knobs never leak into the environment.
+	for v := range set {
+		assert.NotEqual(t, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v)
+	}
+
+	// NVLS (only planned with allow_nvls): the parent's NCCL_NVLS_ENABLE stands; never 1.
+	set, unset = Environment(map[string]string{"nccl.algo": "NVLS"})
+	_, has := set[NVLSEnableVar]
+	assert.False(t, has)
+	assert.NotContains(t, unset, NVLSEnableVar)
+	for _, algo := range nccl().Values {
+		set, _ := Environment(map[string]string{"nccl.algo": algo})
+		assert.NotEqual(t, "1", set[NVLSEnableVar], algo)
+	}
+}
+
+func nccl() *Knob { k, _ := Lookup("nccl.algo"); return k }
+
+func TestEngineConfig(t *testing.T) {
+	var cfg engine.Config
+	require.NoError(t, EngineConfig(map[string]string{
+		"precision": "bf16", "graphs": "true", "grad_accum": "2", "micro_batch": "16", "seq_len": "128",
+		"ddp.bucket_mb": "5", "ddp.overlap": "false", "ddp.compression": "topk:0.05",
+		"pipeline.stages": "2", "pipeline.microbatches": "8", "pipeline.schedule": "gpipe", "pipeline.balance": "3,5",
+		"fault.kind": "hang", "fault.rank": "1", "fault.at_step": "3",
+	}, &cfg))
+	assert.Equal(t, "bf16", cfg.Precision)
+	assert.True(t, cfg.Graphs)
+	assert.Equal(t, 2, cfg.GradAccum)
+	assert.Equal(t, 16, cfg.MicroBatch)
+	assert.Equal(t, 128, cfg.SeqLen)
+	assert.Equal(t, 0, cfg.ImageSize) // auto
+	assert.Equal(t, 5.0, cfg.DDP.BucketMB)
+	assert.Equal(t, 1.0, cfg.DDP.FirstBucketMB)
+	assert.False(t, cfg.DDP.Overlap)
+	assert.Equal(t, "topk", cfg.DDP.Compression)
+	assert.Equal(t, 0.05, cfg.DDP.TopKRatio)
+	assert.Equal(t, engine.PipelineConfig{Stages: 2, Microbatches: 8, Schedule: "gpipe", Balance: []int{3, 5}}, cfg.Pipeline)
+	assert.Equal(t, engine.FaultConfig{Kind: "hang", Rank: 1, AtStep: 3}, cfg.Fault)
+
+	cfg = engine.Config{}
+	require.NoError(t, EngineConfig(map[string]string{"ddp.compression": "topk", "ddp.topk_ratio": "0.2"}, &cfg))
+	assert.Equal(t, 0.2, cfg.DDP.TopKRatio)
+	assert.Equal(t, "fp32", cfg.Precision)
+	assert.Equal(t, "", cfg.Fault.Kind)
+
+	assert.Error(t, EngineConfig(map[string]string{"grad_accum": "two"}, &cfg))
+}
+
+func TestLaunchSettings(t *testing.T) {
+	l, err := LaunchSettings(map[string]string{"mps": "true", "mps.active_thread_pct": "50", "procs_per_gpu": "2"})
+	require.NoError(t, err)
+	assert.Equal(t, Launch{MPS: true, ActiveThreadPct: 50, ProcsPerGPU: 2}, l)
+	l, err = LaunchSettings(nil)
+	require.NoError(t, err)
+	assert.Equal(t, Launch{ProcsPerGPU: 1}, l)
+}
+
+func TestCheck(t *testing.T) {
+	all := func(names ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	gpu8 := Setting{Device: "cuda", Ranks: 8}
+	tests := []struct {
+		name    string
+		values  map[string]string
+		changed map[string]bool
+		s       Setting
+		want    string // substring; "" = allowed
+	}{
+		{"defaults", nil, nil, gpu8, ""},
+		{"algo one rank", map[string]string{"nccl.algo": "Tree"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
+		{"proto one rank", map[string]string{"nccl.proto": "LL"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
+		{"algo eight ranks", map[string]string{"nccl.algo": "Tree"}, nil, gpu8, ""},
+		{"nvls refused", map[string]string{"nccl.algo": "NVLSTree"}, nil, gpu8, "allow_nvls"},
+		{"nvls allowed", map[string]string{"nccl.algo": "NVLS"}, nil, Setting{Device: "cuda", Ranks: 8, AllowNVLS: true}, ""},
+		{"stages > ranks", map[string]string{"pipeline.stages": "4"}, nil, Setting{Device: "cpu", Ranks: 2}, "exceeds the trial's 2 ranks"},
+		{"stages divide", map[string]string{"pipeline.stages": "3"}, nil, gpu8, "does not divide"},
+		{"balance entries", map[string]string{"pipeline.stages": "2", "pipeline.balance": "1,2,3"}, nil, gpu8, "3 entries for 2"},
+		{"channels", map[string]string{"nccl.min_channels": "8", "nccl.max_channels": "4"}, nil, gpu8, "below nccl.min_channels"},
+		{"mps cpu", map[string]string{"mps": "true"}, nil, Setting{Device: "cpu", Ranks: 2}, "needs device cuda"},
+		{"graphs cpu kept", map[string]string{"graphs": "true"}, all("graphs"), Setting{Device: "cpu", Ranks: 1}, ""},
+		{"ddp one rank changed", map[string]string{"ddp.bucket_mb": "5"}, all("ddp.bucket_mb"), Setting{Device: "cuda", Ranks: 1}, "one data-parallel rank"},
+		{"ddp one rank baseline", map[string]string{"ddp.bucket_mb": "5"}, nil, Setting{Device: "cuda", Ranks: 1}, ""},
+		{"ddp all pipeline", map[string]string{"ddp.overlap": "false", "pipeline.stages": "2"}, all("ddp.overlap"), Setting{Device: "cpu", Ranks: 2}, "one data-parallel rank"},
+		{"nccl on cpu", map[string]string{"nccl.buffsize": "4194304"}, all("nccl.buffsize"), Setting{Device: "cpu", Ranks: 2}, "no effect on device cpu"},
+		{"topk ratio", map[string]string{"ddp.topk_ratio": "0.1"}, all("ddp.topk_ratio"), gpu8, "unless ddp.compression is topk"},
+		{"topk ratio ok", map[string]string{"ddp.topk_ratio": "0.1", "ddp.compression": "topk"}, all("ddp.topk_ratio"), gpu8, ""},
+		{"schedule no stages", map[string]string{"pipeline.schedule": "gpipe"}, all("pipeline.schedule"), gpu8, "without pipeline stages"},
+		{"mps pct without mps", map[string]string{"mps.active_thread_pct": "50"}, all("mps.active_thread_pct"), gpu8, "unless mps is true"},
+	}
+	for _, tt := range tests {
+		got := Check(tt.values, tt.changed, tt.s)
+		if tt.want == "" {
+			assert.Empty(t, got, tt.name)
+		} else {
+			assert.Contains(t, got, tt.want, tt.name)
+		}
+	}
+}
+
+func TestKnobsDoc(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteMarkdown(&b))
+	path := filepath.Join("..", "docs", "knobs.md")
+	if *update {
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+	}
+	have, err := os.ReadFile(path)
+	require.NoError(t, err, "docs/knobs.md missing: go test ./knobs -run TestKnobsDoc -update")
+	assert.Equal(t, b.String(), string(have), "docs/knobs.md is stale: go test ./knobs -run TestKnobsDoc -update")
+	for _, k := range Visible() {
+		assert.Contains(t, string(have), "## "+k.Name)
+	}
+	assert.NotContains(t, string(have), "fault.kind", "hidden knobs stay out of the docs")
+}

@@ -1,0 +1,61 @@
+package knobs
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteMarkdown writes docs/knobs.md: a table of every visible knob, then one
+// section per knob. The file is generated; knobs_test.go fails when it is stale
+// (regenerate with `go test ./knobs -run TestKnobsDoc -update`).
+func WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("# Knobs\n\n")
+	b.WriteString("<!-- Generated from knobs/registry.go by `go test ./knobs -run TestKnobsDoc -update`; do not edit. -->\n\n")
+	b.WriteString("Every setting a study can put in `baseline` or sweep. `auto` leaves a setting to the library: " +
+		"the environment variable is unset for the trial, even if the parent shell set it. " +
+		"Env knobs become environment variables of every rank, engine knobs fields of the engine config, " +
+		"launcher knobs settings of the runner. `casestudy knobs NAME` prints one entry. " +
+		"NCCL_NVLS_ENABLE is 0 in every trial (NVLink multicast stays off) unless a study sets `sweep.allow_nvls: true`; " +
+		"casestudy never sets it to 1.\n\n")
+	b.WriteString("| knob | type | domain | default | applied as | chapter |\n|---|---|---|---|---|---|\n")
+	for _, k := range Visible() {
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | `%s` | %s | %d |\n", k.Name, anchor(k.Name), k.Type,
+			escape(k.Domain()), k.Default, k.AppliedAs(), k.Chapter)
+	}
+	for _, k := range Visible() {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", k.Name, k.Doc)
+		fmt.Fprintf(&b, "- type: %s; domain: %s; default: `%s`\n", k.Type, escape(k.Domain()), k.Default)
+		fmt.Fprintf(&b, "- applied as: %s\n", k.AppliedAs())
+		if len(k.Families) > 0 {
+			fmt.Fprintf(&b, "- model families: %s\n", strings.Join(k.Families, ", "))
+		}
+		if k.Constraint != "" {
+			fmt.Fprintf(&b, "- planner: %s\n", k.Constraint)
+		}
+		fmt.Fprintf(&b, "- seed chapter: %d\n", k.Chapter)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// AppliedAs says in words how the knob reaches a trial.
+func (k *Knob) AppliedAs() string {
+	switch k.Apply {
+	case Env:
+		return "env `" + k.EnvVar + "`"
+	case Engine:
+		return "engine config"
+	case Launcher:
+		if k.EnvVar != "" {
+			return "launcher (`" + k.EnvVar + "`)"
+		}
+		return "launcher"
+	}
+	return string(k.Apply)
+}
+
+func anchor(name string) string { return strings.ReplaceAll(name, ".", "") }
+
+func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

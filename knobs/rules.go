@@ -1,0 +1,89 @@
+package knobs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Setting is what the rules need to know about a trial beyond its knobs.
+type Setting struct {
+	Device    string // cpu | cuda | auto
+	Ranks     int    // total ranks of the trial
+	AllowNVLS bool   // the study set sweep.allow_nvls: true
+}
+
+// Check returns why a trial should not be planned, "" when it may run.
+// Invalid combinations (a forced NCCL algorithm with one rank, more pipeline
+// stages than ranks, NVLS without allow_nvls, ...) are judged on the resolved
+// values; settings that would have no effect (DDP knobs with one data-parallel
+// rank, NCCL knobs on cpu, ...) only for the knobs the trial changes from the
+// study's baseline, so a baseline value never empties a plan. Graphs on cpu
+// are kept on purpose: the engine refuses them and the trial is recorded as
+// unsupported.
+func Check(values map[string]string, changed map[string]bool, s Setting) string {
+	get := func(name string) string {
+		if v, ok := values[name]; ok {
+			return v
+		}
+		if k, ok := Lookup(name); ok {
+			return k.Default
+		}
+		return ""
+	}
+	atoi := func(name string) int { n, _ := strconv.Atoi(get(name)); return n }
+
+	algo := get("nccl.algo")
+	if IsNVLS(algo) && !s.AllowNVLS {
+		return fmt.Sprintf("nccl.algo=%s needs NVLink multicast, which casestudy keeps off (NCCL_NVLS_ENABLE=0); set sweep.allow_nvls: true to plan it", algo)
+	}
+	for _, name := range []string{"nccl.algo", "nccl.proto"} {
+		if v := get(name); v != Auto && s.Ranks <= 1 {
+			return fmt.Sprintf("%s=%s needs more than one rank (this trial has %d): with one rank there is no collective to tune", name, v, s.Ranks)
+		}
+	}
+	if get("mps") == "true" && s.Device == "cpu" {
+		return "mps needs device cuda (this study runs on cpu)"
+	}
+	lo, hi := get("nccl.min_channels"), get("nccl.max_channels")
+	if lo != Auto && hi != Auto && atoi("nccl.max_channels") < atoi("nccl.min_channels") {
+		return fmt.Sprintf("nccl.max_channels=%s is below nccl.min_channels=%s", hi, lo)
+	}
+	stages := max(atoi("pipeline.stages"), 1)
+	if stages > s.Ranks {
+		return fmt.Sprintf("pipeline.stages=%d exceeds the trial's %d ranks", stages, s.Ranks)
+	}
+	if s.Ranks%stages != 0 {
+		return fmt.Sprintf("pipeline.stages=%d does not divide the trial's %d ranks", stages, s.Ranks)
+	}
+	if b := Balance(get("pipeline.balance")); b != nil && len(b) != stages {
+		return fmt.Sprintf("pipeline.balance=%s has %d entries for %d pipeline stages", get("pipeline.balance"), len(b), stages)
+	}
+
+	// No-effect rules: only for what the trial changes.
+	names := make([]string, 0, len(changed))
+	for n, c := range changed {
+		if c {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	dp := s.Ranks / stages
+	for _, n := range names {
+		v := get(n)
+		switch {
+		case s.Device == "cpu" && (strings.HasPrefix(n, "nccl.") || strings.HasPrefix(n, "cuda.")) && v != Auto:
+			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
+		case strings.HasPrefix(n, "ddp.") && dp <= 1:
+			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (%d ranks, %d pipeline stages)", n, v, s.Ranks, stages)
+		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
+			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
+		case strings.HasPrefix(n, "pipeline.") && n != "pipeline.stages" && stages == 1:
+			return fmt.Sprintf("%s=%s has no effect without pipeline stages (pipeline.stages=1)", n, v)
+		case n == "mps.active_thread_pct" && v != Auto && get("mps") != "true":
+			return fmt.Sprintf("mps.active_thread_pct=%s has no effect unless mps is true", v)
+		}
+	}
+	return ""
+}
