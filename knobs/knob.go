@@ -116,6 +116,9 @@ func (k *Knob) Domain() string {
 	switch k.Type {
 	case Enum:
 		d = strings.Join(k.Values, " | ")
+		if k.Name == "ddp.compression" {
+			d += " | topk:RATIO"
+		}
 	case Bool:
 		d = "true | false"
 	case Int, Float, Size:

@@ -119,7 +119,7 @@ func knobList() []*Knob {
 			parse: parseCompression},
 		{Name: "ddp.topk_ratio", Type: Float, Min: "0.0001", Max: "1", Apply: Engine, Chapter: 24, Default: "0.01",
 			Constraint: "only with ddp.compression topk",
-			Doc: "Fraction of gradient entries top-k compression sends per bucket."},
+			Doc:        "Fraction of gradient entries top-k compression sends per bucket."},
 		{Name: "pipeline.stages", Type: Int, Min: "1", Max: "64", Apply: Engine, Chapter: 12, Default: "1",
 			Constraint: "at most the trial's ranks, and divides them",
 			Doc: "Pipeline-parallel stages: the model's layers are cut into this many consecutive parts, one per " +
@@ -133,8 +133,8 @@ func knobList() []*Knob {
 				"micro-batches of activations."},
 		{Name: "pipeline.balance", Type: String, AutoOK: true, Apply: Engine, Chapter: 13, Default: Auto,
 			Constraint: "one entry per stage",
-			Doc: "Layers per stage, comma-separated (`5,7`); auto splits evenly by parameter count.",
-			parse: parseBalance},
+			Doc:        "Layers per stage, comma-separated (`5,7`); auto splits evenly by parameter count.",
+			parse:      parseBalance},
 
 		// ---- fault injection (tests of the runner only) ----
 		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "exit", "hang", "slow", "oom", "error"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
