@@ -1,0 +1,87 @@
+package stats
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
+)
+
+func steps(ms ...float64) []engine.StepMetrics {
+	out := make([]engine.StepMetrics, len(ms))
+	for i, m := range ms {
+		out[i] = engine.StepMetrics{Step: i, StepMS: m, Samples: 4, Tokens: 64, Loss: 10 - float64(i)}
+	}
+	return out
+}
+
+func TestDescribeOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		xs   []float64
+		want Describe
+	}{
+		{"empty", nil, Describe{}},
+		{"one value has no spread", []float64{7}, Describe{Median: 7, P10: 7, P90: 7}},
+		{"constant", []float64{5, 5, 5, 5}, Describe{Median: 5, P10: 5, P90: 5}},
+		{"odd count", []float64{3, 1, 2}, Describe{Median: 2, P10: 1, P90: 3, CV: 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DescribeOf(tc.xs)
+			assert.InDelta(t, tc.want.Median, got.Median, 1e-9)
+			assert.InDelta(t, tc.want.CV, got.CV, 1e-9)
+			assert.GreaterOrEqual(t, got.P90, got.Median)
+			assert.LessOrEqual(t, got.P10, got.Median)
+		})
+	}
+}
+
+func TestThroughputUsesSlowestRank(t *testing.T) {
+	// rank 0: 2 steps of 100 ms; rank 1: 2 steps of 150 ms (slowest: 300 ms).
+	// 4 steps x 4 samples = 16 samples in 0.3 s = 53.3/s; the sum of the
+	// ranks' mean per-step rates would say 40 + 26.7 = 66.7/s.
+	ranks := []store.RankRecord{{Rank: 0, Steps: steps(100, 100)}, {Rank: 1, Steps: steps(150, 150)}}
+	sps, tps := Throughput(ranks)
+	assert.InDelta(t, 16/0.3, sps, 1e-9)
+	assert.InDelta(t, 256/0.3, tps, 1e-9)
+	sps, _ = Throughput(nil)
+	assert.Zero(t, sps)
+}
+
+func TestSummarizeRepeat(t *testing.T) {
+	rep := &store.RepeatRecord{Ranks: []store.RankRecord{
+		{Rank: 0, Steps: steps(10, 10, 10, 10)},
+		{Rank: 1, Steps: steps(12, 12, 12, 12)},
+	}}
+	s := SummarizeRepeat(rep)
+	require.NotNil(t, s)
+	assert.Equal(t, 10.0, s.StepMSMedian)
+	assert.Zero(t, s.StepCV)
+	assert.InDelta(t, 2.0/11, s.RankSpread, 1e-9) // (12-10)/median(10,12)
+	assert.Nil(t, SummarizeRepeat(&store.RepeatRecord{}))
+}
+
+func TestSummarizeTrialNoisy(t *testing.T) {
+	mk := func(sps float64, ms ...float64) store.RepeatRecord {
+		return store.RepeatRecord{Outcome: store.OK, SamplesPerS: sps, Ranks: []store.RankRecord{{Steps: steps(ms...)}}}
+	}
+	quiet := SummarizeTrial([]store.RepeatRecord{mk(100, 10, 10, 10), mk(101, 10, 10, 10)}, SummaryOptions{})
+	require.NotNil(t, quiet)
+	assert.False(t, quiet.Noisy)
+	assert.InDelta(t, 100.5, quiet.SamplesPerS, 1e-9)
+	assert.Equal(t, 8.0, quiet.FinalLoss)
+
+	noisySteps := SummarizeTrial([]store.RepeatRecord{mk(100, 10, 20, 10)}, SummaryOptions{})
+	assert.True(t, noisySteps.Noisy, "step CV %.3f", noisySteps.StepCV)
+
+	noisyRepeats := SummarizeTrial([]store.RepeatRecord{mk(100, 10, 10), mk(130, 10, 10)}, SummaryOptions{})
+	assert.True(t, noisyRepeats.Noisy, "repeat CV %.3f", noisyRepeats.RepeatCV)
+	relaxed := SummarizeTrial([]store.RepeatRecord{mk(100, 10, 10), mk(130, 10, 10)}, SummaryOptions{NoisyCV: 0.5})
+	assert.False(t, relaxed.Noisy)
+
+	failedOnly := SummarizeTrial([]store.RepeatRecord{{Outcome: store.Crashed}}, SummaryOptions{})
+	assert.Nil(t, failedOnly)
+}
