@@ -1,0 +1,140 @@
+// Package stats turns a run's raw samples into medians with confidence
+// intervals, comparisons with significance and speedups, on top of
+// golang.org/x/perf/benchmath (the engine behind benchstat). It computes;
+// it never writes: warnings travel with the values they qualify.
+package stats
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+
+	"golang.org/x/perf/benchmath"
+)
+
+// Confidence is the level of every interval this package computes.
+const Confidence = 0.95
+
+// Alpha is the significance level of every comparison (Mann-Whitney U).
+const Alpha = 0.05
+
+// Thresholds are the benchmath thresholds used for every sample.
+var Thresholds = benchmath.Thresholds{CompareAlpha: Alpha}
+
+// Estimate is a sample's median with its distribution-free confidence
+// interval (benchmath.AssumeNothing: order statistics of the sample).
+// Lo and Hi are -Inf/+Inf when the sample is too small for an interval at
+// this level (fewer than 6 values at 95%); Warnings then says so.
+type Estimate struct {
+	Center     float64  `json:"center"`
+	Lo         float64  `json:"lo"` // null in JSON when unbounded
+	Hi         float64  `json:"hi"` // null in JSON when unbounded
+	Confidence float64  `json:"confidence"`
+	N          int      `json:"n"`
+	Warnings   []string `json:"warnings,omitempty"`
+}
+
+// Bounded reports whether both ends of the interval are finite.
+func (e Estimate) Bounded() bool {
+	return e.N > 0 && !math.IsInf(e.Lo, 0) && !math.IsInf(e.Hi, 0)
+}
+
+// Summarize is the median of values with its confidence interval. values is
+// not modified.
+func Summarize(values []float64) Estimate {
+	if len(values) == 0 {
+		return Estimate{Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: Confidence,
+			Warnings: []string{"no samples"}}
+	}
+	s := benchmath.NewSample(append([]float64(nil), values...), &Thresholds)
+	sum := benchmath.AssumeNothing.Summary(s, Confidence)
+	e := Estimate{Center: sum.Center, Lo: sum.Lo, Hi: sum.Hi, Confidence: sum.Confidence, N: len(values)}
+	for _, w := range sum.Warnings {
+		e.Warnings = append(e.Warnings, w.Error())
+	}
+	return e
+}
+
+// CV is the coefficient of variation (sample standard deviation over mean)
+// of values; 0 for fewer than two values or a zero mean.
+func CV(values []float64) float64 {
+	if len(values) < 2 {
+		return 0
+	}
+	var mean float64
+	for _, v := range values {
+		mean += v
+	}
+	mean /= float64(len(values))
+	if mean == 0 {
+		return 0
+	}
+	var ss float64
+	for _, v := range values {
+		ss += (v - mean) * (v - mean)
+	}
+	return math.Sqrt(ss/float64(len(values)-1)) / math.Abs(mean)
+}
+
+// Quantile is the q-quantile of values by linear interpolation between
+// order statistics (type 7, as numpy's default); 0 for no values.
+func Quantile(values []float64, q float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), values...)
+	sort.Float64s(s)
+	pos := q * float64(len(s)-1)
+	i := int(math.Floor(pos))
+	if i >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
+}
+
+// estimateJSON is Estimate with nullable bounds: JSON has no infinities.
+type estimateJSON struct {
+	Center     float64  `json:"center"`
+	Lo         *float64 `json:"lo"`
+	Hi         *float64 `json:"hi"`
+	Confidence float64  `json:"confidence"`
+	N          int      `json:"n"`
+	Warnings   []string `json:"warnings,omitempty"`
+}
+
+// MarshalJSON writes unbounded ends as null.
+func (e Estimate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(estimateJSON{Center: finite(e.Center), Lo: bound(e.Lo), Hi: bound(e.Hi),
+		Confidence: e.Confidence, N: e.N, Warnings: e.Warnings})
+}
+
+// UnmarshalJSON reads null ends as -Inf (lo) and +Inf (hi).
+func (e *Estimate) UnmarshalJSON(b []byte) error {
+	var j estimateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Estimate{Center: j.Center, Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: j.Confidence,
+		N: j.N, Warnings: j.Warnings}
+	if j.Lo != nil {
+		e.Lo = *j.Lo
+	}
+	if j.Hi != nil {
+		e.Hi = *j.Hi
+	}
+	return nil
+}
+
+func bound(v float64) *float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+func finite(v float64) float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
