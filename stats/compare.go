@@ -74,7 +74,7 @@ type Speedup struct {
 func NewSpeedup(best, base []float64, higherIsBetter bool) Speedup {
 	b, a := Summarize(best), Summarize(base)
 	s := Speedup{Lo: math.Inf(-1), Hi: math.Inf(1)}
-	s.Confidence = 1 - (1-b.Confidence) - (1-a.Confidence)
+	s.Confidence = 1 - (1 - b.Confidence) - (1 - a.Confidence)
 	num, den := b, a
 	if !higherIsBetter {
 		num, den = a, b
