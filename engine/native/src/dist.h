@@ -48,13 +48,27 @@ class Communicator {
   // Sums t in place across ranks, asynchronously (GPU: on the communication stream,
   // ordered after the work queued so far on the current stream).
   virtual std::shared_ptr<CommWork> all_reduce_sum(torch::Tensor t) = 0;
+  // Gathers in (contiguous) from every rank into out (contiguous, world_size *
+  // in.numel() elements of in's dtype, rank r's block at r * in.numel()); async
+  // like all_reduce_sum. Used by top-k compression.
+  virtual std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) = 0;
+  // Bytes t occupies on the wire (Gloo sends bf16 as fp32).
+  virtual int64_t wire_bytes(const torch::Tensor& t) const {
+    return t.numel() * static_cast<int64_t>(t.element_size());
+  }
   virtual void broadcast(torch::Tensor t, int root) = 0;  // synchronous
   virtual void send(torch::Tensor t, int peer) = 0;       // point-to-point (pipeline)
   virtual void recv(torch::Tensor t, int peer) = 0;
   virtual void barrier() = 0;
 };
 
+// Backend "" picks nccl for a CUDA device and gloo for the CPU. Throws
+// UnsupportedError (model.h) for a backend this build lacks.
 std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::Device device);
+
+// A new NCCL unique id as 256 hex characters (cs_nccl_unique_id in capi.cpp calls
+// it; comm_nccl.cpp defines it). Throws UnsupportedError in a build without NCCL.
+std::string nccl_unique_id_hex();
 
 // DDP reducer options (engine config "ddp").
 struct DDPOptions {
@@ -66,9 +80,21 @@ struct DDPOptions {
 };
 
 struct BucketStat {
-  int64_t bytes = 0;  // bytes on the wire
+  int64_t bytes = 0;  // bytes on the wire (all_gather: the gathered output)
   double ms = 0;
+  std::string op = "all_reduce";  // all_reduce | all_gather (topk compression)
 };
+
+// nccl-tests' definitions (doc/PERFORMANCE.md): algbw = bytes / time; busbw =
+// algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for all-gather. GB/s (1e9).
+inline double algbw_gbs(const BucketStat& b) {
+  return b.ms > 0 ? static_cast<double>(b.bytes) / (b.ms * 1e6) : 0;
+}
+inline double busbw_gbs(const BucketStat& b, int world_size) {
+  double n = world_size;
+  double factor = b.op == "all_gather" ? (n - 1) / n : 2 * (n - 1) / n;
+  return algbw_gbs(b) * factor;
+}
 
 // What the reducer did in the last step.
 struct ReducerStats {
@@ -92,6 +118,11 @@ class GradReducer {
 };
 
 // params in registration order (model->parameters()); hooks are registered here.
+// Like DDP's constructor it broadcasts the parameters from rank 0, so every rank
+// starts from the same weights (buffers such as BatchNorm statistics are not
+// parameters: the trainer broadcasts them or leaves them out of the checksum).
+// Gradients become views into flat bucket storage: the reducer (re)binds each
+// .grad() in prepare(), so zero_grad() may zero them or set them to none.
 std::unique_ptr<GradReducer> make_reducer(const std::vector<torch::Tensor>& params,
                                           Communicator& comm, const DDPOptions& opts);
 
