@@ -7,7 +7,6 @@ package stats
 import (
 	"encoding/json"
 	"math"
-	"sort"
 
 	"golang.org/x/perf/benchmath"
 )
@@ -53,43 +52,6 @@ func Summarize(values []float64) Estimate {
 		e.Warnings = append(e.Warnings, w.Error())
 	}
 	return e
-}
-
-// CV is the coefficient of variation (sample standard deviation over mean)
-// of values; 0 for fewer than two values or a zero mean.
-func CV(values []float64) float64 {
-	if len(values) < 2 {
-		return 0
-	}
-	var mean float64
-	for _, v := range values {
-		mean += v
-	}
-	mean /= float64(len(values))
-	if mean == 0 {
-		return 0
-	}
-	var ss float64
-	for _, v := range values {
-		ss += (v - mean) * (v - mean)
-	}
-	return math.Sqrt(ss/float64(len(values)-1)) / math.Abs(mean)
-}
-
-// Quantile is the q-quantile of values by linear interpolation between
-// order statistics (type 7, as numpy's default); 0 for no values.
-func Quantile(values []float64, q float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), values...)
-	sort.Float64s(s)
-	pos := q * float64(len(s)-1)
-	i := int(math.Floor(pos))
-	if i >= len(s)-1 {
-		return s[len(s)-1]
-	}
-	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
 // estimateJSON is Estimate with nullable bounds: JSON has no infinities.

@@ -103,4 +103,4 @@ func stepThroughput(r *store.RepeatRecord) []float64 {
 	}
 }
 
-func medianOf(v []float64) float64 { return Quantile(v, 0.5) }
+func medianOf(v []float64) float64 { return DescribeOf(v).Median }

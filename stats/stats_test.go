@@ -194,13 +194,3 @@ func TestTrialSamples(t *testing.T) {
 	assert.Equal(t, NoSamples, s.Source)
 	assert.Empty(t, s.Throughput)
 }
-
-func TestQuantileAndCV(t *testing.T) {
-	v := []float64{4, 1, 3, 2, 5}
-	assert.Equal(t, 3.0, Quantile(v, 0.5))
-	assert.InDelta(t, 1.4, Quantile(v, 0.1), 1e-12)
-	assert.InDelta(t, 4.6, Quantile(v, 0.9), 1e-12)
-	assert.Equal(t, []float64{4, 1, 3, 2, 5}, v)
-	assert.InDelta(t, math.Sqrt(2.5)/3, CV(v), 1e-12)
-	assert.Zero(t, CV([]float64{7}))
-}
