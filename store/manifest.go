@@ -21,11 +21,14 @@ type Manifest struct {
 	Dropped     []DroppedTrial    `json:"dropped,omitempty"`
 	Baseline    map[string]string `json:"baseline"`
 	Objective   Objective         `json:"objective"`
-	Workload    map[string]any    `json:"workload"`
-	Model       map[string]any    `json:"model"`
-	Host        Host              `json:"host"`
-	Engine      *engine.BuildInfo `json:"engine,omitempty"`
-	Env         map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+	// CompareThreshold is the study's compare.threshold (fraction, 0.05 = 5%);
+	// 0 when the study sets none. casestudy compare defaults to it.
+	CompareThreshold float64           `json:"compare_threshold,omitempty"`
+	Workload         map[string]any    `json:"workload"`
+	Model            map[string]any    `json:"model"`
+	Host             Host              `json:"host"`
+	Engine           *engine.BuildInfo `json:"engine,omitempty"`
+	Env              map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
 }
 
 // Tool identifies the casestudy build.
