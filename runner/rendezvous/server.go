@@ -1,0 +1,246 @@
+package rendezvous
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Event is something a rank told the runner (or a refused join), in arrival order.
+type Event struct {
+	At  time.Time
+	Msg Message // Type is one of heartbeat, info, step, checksum, done, error, hello, set, barrier, refused, lost
+}
+
+// TypeLost is the event of a joined rank whose connection closed before done
+// or error (it died or was killed).
+const TypeLost = "lost"
+
+// Server is one trial launch's rendezvous.
+type Server struct {
+	ln       net.Listener
+	token    string
+	welcomes []Welcome
+	logf     func(format string, args ...any)
+	events   chan Event
+	quit     chan struct{}
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	joined   map[int]net.Conn
+	kv       map[string]string
+	waiting  map[string][]func(string)
+	barriers map[string][]func()
+	closed   bool
+}
+
+// NewToken returns a random token for one trial launch.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Listen starts a rendezvous on addr ("127.0.0.1:0" picks a free port) for
+// len(welcomes) ranks that must present token. logf receives refused joins.
+func Listen(addr, token string, welcomes []Welcome, logf func(string, ...any)) (*Server, error) {
+	if token == "" {
+		return nil, fmt.Errorf("rendezvous: empty token")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: listening on %s: %w", addr, err)
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s := &Server{ln: ln, token: token, welcomes: welcomes, logf: logf,
+		events: make(chan Event, 1024), quit: make(chan struct{}),
+		joined: map[int]net.Conn{}, kv: map[string]string{},
+		waiting: map[string][]func(string){}, barriers: map[string][]func(){}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr is host:port for the ranks.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Events delivers what the ranks report. The runner must keep reading until Close.
+func (s *Server) Events() <-chan Event { return s.events }
+
+// Close stops accepting, closes every connection and waits for the handlers.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.quit)
+	for _, c := range s.joined {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	s.wg.Wait()
+}
+
+func (s *Server) emit(m Message) {
+	select {
+	case s.events <- Event{At: time.Now(), Msg: m}:
+	case <-s.quit:
+	}
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+// conn serialises writes to one rank (replies come from several goroutines).
+type conn struct {
+	net.Conn
+	mu sync.Mutex
+}
+
+func (c *conn) send(m Message) {
+	b, _ := json.Marshal(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, _ = c.Write(append(b, '\n'))
+}
+
+func (s *Server) refuse(c *conn, hello Message, why string) {
+	s.logf("rendezvous: refused a join from %s (rank %d): %s", c.RemoteAddr(), hello.Rank, why)
+	s.emit(Message{Type: TypeRefused, Rank: hello.Rank, Message: why})
+	c.send(Message{Type: TypeRefused, ID: hello.ID, Rank: hello.Rank, Message: why})
+}
+
+func (s *Server) serve(nc net.Conn) {
+	defer s.wg.Done()
+	defer nc.Close()
+	c := &conn{Conn: nc}
+	sc := bufio.NewScanner(nc)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+
+	// The first line must be a hello with the right token, within 10 s.
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if !sc.Scan() {
+		return
+	}
+	var hello Message
+	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil || hello.Type != TypeHello {
+		s.refuse(c, Message{Rank: -1}, "the first message must be a hello")
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(hello.Token), []byte(s.token)) != 1 {
+		s.refuse(c, hello, "wrong token")
+		return
+	}
+	rank := hello.Rank
+	if rank < 0 || rank >= len(s.welcomes) {
+		s.refuse(c, hello, fmt.Sprintf("rank %d is outside 0..%d", rank, len(s.welcomes)-1))
+		return
+	}
+	s.mu.Lock()
+	_, dup := s.joined[rank]
+	if !dup && !s.closed {
+		s.joined[rank] = nc
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if dup || closed {
+		s.refuse(c, hello, fmt.Sprintf("rank %d already joined", rank))
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	w := s.welcomes[rank]
+	c.send(Message{Type: TypeWelcome, ID: hello.ID, Rank: rank, Welcome: &w})
+	s.emit(Message{Type: TypeHello, Rank: rank})
+
+	finished := false
+	for sc.Scan() {
+		var m Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			s.logf("rendezvous: rank %d sent a bad line: %v", rank, err)
+			continue
+		}
+		m.Rank = rank
+		switch m.Type {
+		case TypeSet:
+			s.set(m.Key, m.Value)
+			c.send(Message{Type: TypeOK, ID: m.ID})
+		case TypeGet:
+			id, key := m.ID, m.Key
+			s.get(key, func(v string) { c.send(Message{Type: TypeValue, ID: id, Key: key, Value: v}) })
+		case TypeBarrier:
+			id := m.ID
+			s.emit(m)
+			s.barrier(m.Name, func() { c.send(Message{Type: TypeOK, ID: id}) })
+		case TypeDone, TypeError:
+			finished = true
+			s.emit(m)
+			c.send(Message{Type: TypeOK, ID: m.ID})
+		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum:
+			s.emit(m)
+		default:
+			s.logf("rendezvous: rank %d sent an unknown message %q", rank, m.Type)
+		}
+	}
+	if !finished {
+		s.emit(Message{Type: TypeLost, Rank: rank})
+	}
+}
+
+func (s *Server) set(key, value string) {
+	s.mu.Lock()
+	s.kv[key] = value
+	waiters := s.waiting[key]
+	delete(s.waiting, key)
+	s.mu.Unlock()
+	for _, f := range waiters {
+		f(value)
+	}
+}
+
+func (s *Server) get(key string, reply func(string)) {
+	s.mu.Lock()
+	v, ok := s.kv[key]
+	if !ok {
+		s.waiting[key] = append(s.waiting[key], reply)
+	}
+	s.mu.Unlock()
+	if ok {
+		reply(v)
+	}
+}
+
+// barrier releases everyone once all ranks of the trial arrived at name.
+func (s *Server) barrier(name string, release func()) {
+	s.mu.Lock()
+	s.barriers[name] = append(s.barriers[name], release)
+	var all []func()
+	if len(s.barriers[name]) == len(s.welcomes) {
+		all = s.barriers[name]
+		delete(s.barriers, name)
+	}
+	s.mu.Unlock()
+	for _, f := range all {
+		f()
+	}
+}
