@@ -1,0 +1,383 @@
+// bert.cpp: BERT pre-training as Hugging Face BertForPreTraining builds it: the
+// post-LayerNorm encoder, the MLM head (dense + GELU + LayerNorm, decoder tied
+// to the word embeddings, output bias) and the NSP head (pooler + 2-way
+// classifier); loss = MLM cross-entropy + NSP cross-entropy. Presets tiny (CPU),
+// base (L12 H768 A12: 110,106,428 parameters) and large (L24 H1024 A16:
+// 336,226,108). Dropout is 0 (the GPT family's choice too; the reference
+// scripts set it to 0 as well).
+//
+// Pipeline layers: the embeddings, then each encoder layer; the heads run in
+// loss() and their parameters belong to the last layer. The MLM head runs on
+// the masked positions only (each sequence has the same number of them, so the
+// gather has static shapes and needs no host sync); the loss equals the
+// full-sequence head's with labels -100 elsewhere.
+#include "bert.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "compat.h"
+
+namespace cs {
+namespace {
+
+struct BertSpec {
+  std::string preset;
+  int64_t layers = 12, hidden = 768, heads = 12, intermediate = 3072;
+  int64_t vocab = 30522, positions = 512, types = 2;
+  int64_t seq_len = 128, micro_batch = 1;
+};
+
+// Token ids of the synthetic vocabulary; ordinary tokens are [kFirstToken, vocab).
+constexpr int64_t kCLS = 1, kSEP = 2, kMASK = 3, kFirstToken = 4;
+constexpr double kInitStd = 0.02;      // HF initializer_range
+constexpr double kLayerNormEps = 1e-12;  // HF layer_norm_eps
+
+BertSpec resolve(const ModelConfig& cfg) {
+  BertSpec s;
+  s.preset = cfg.preset;
+  if (s.preset == "tiny") {
+    s.layers = 2, s.hidden = 128, s.heads = 2, s.intermediate = 512, s.vocab = 1024;
+  } else if (s.preset == "base") {
+    s.layers = 12, s.hidden = 768, s.heads = 12, s.intermediate = 3072;
+  } else if (s.preset == "large") {
+    s.layers = 24, s.hidden = 1024, s.heads = 16, s.intermediate = 4096;
+  } else {
+    throw ConfigError("preset: unknown bert preset \"" + cfg.preset +
+                      "\"; use one of: tiny, base, large");
+  }
+  if (cfg.layers < 0 || cfg.hidden < 0)
+    throw ConfigError("layers/hidden: must not be negative");
+  if (cfg.layers > 0) s.layers = cfg.layers;
+  if (cfg.hidden > 0) {
+    if (cfg.hidden % s.heads != 0)
+      throw ConfigError("hidden: " + std::to_string(cfg.hidden) + " is not a multiple of the " +
+                        std::to_string(s.heads) + " attention heads of bert " + s.preset);
+    s.hidden = cfg.hidden, s.intermediate = 4 * cfg.hidden;
+  }
+  if (cfg.seq_len != 0) {
+    if (cfg.seq_len < 8 || cfg.seq_len > s.positions)
+      throw ConfigError("seq_len: " + std::to_string(cfg.seq_len) +
+                        " is out of range for bert (" + std::to_string(s.positions) +
+                        " position embeddings); use 8.." + std::to_string(s.positions));
+    s.seq_len = cfg.seq_len;
+  }
+  if (cfg.image_size != 0)
+    throw ConfigError("image_size: bert takes token sequences; set seq_len instead");
+  if (cfg.channels_last)
+    throw ConfigError("channels_last: applies to resnet50 (convolutions) only; leave it false for bert");
+  if (cfg.micro_batch < 1)
+    throw ConfigError("micro_batch: must be at least 1, got " + std::to_string(cfg.micro_batch));
+  s.micro_batch = cfg.micro_batch;
+  return s;
+}
+
+// Masked positions per sequence: 15% of the sequence as in the original
+// create_pretraining_data.py (round(0.15 T), at least 1); 19 at T=128, 77 at 512.
+int64_t masked_per_sequence(int64_t seq_len) {
+  return std::max<int64_t>(1, std::llround(0.15 * double(seq_len)));
+}
+
+int64_t count_params(const BertSpec& s) {
+  const int64_t H = s.hidden, I = s.intermediate, V = s.vocab;
+  int64_t emb = (V + s.positions + s.types) * H + 2 * H;
+  int64_t layer = 4 * H * H + 4 * H      // q, k, v, attention output (+ biases)
+                  + 2 * H                // attention LayerNorm
+                  + 2 * H * I + I + H    // intermediate and output dense (+ biases)
+                  + 2 * H;               // output LayerNorm
+  int64_t pooler = H * H + H;
+  int64_t mlm = H * H + H + 2 * H + V;   // transform dense, LayerNorm, decoder bias (tied weight)
+  int64_t nsp = 2 * H + 2;
+  return emb + s.layers * layer + pooler + mlm + nsp;
+}
+
+// Forward FLOPs of one sample (2 per multiply-accumulate): the encoder's dense
+// layers 2T(4H^2 + 2HI) and attention scores and context 4T^2H per layer, the
+// pooler and NSP classifier, and the MLM head on the k masked positions.
+// Embedding lookups, LayerNorm, softmax and GELU are left out.
+double forward_flops(const BertSpec& s) {
+  const double H = s.hidden, I = s.intermediate, V = s.vocab, T = s.seq_len;
+  const double k = masked_per_sequence(s.seq_len);
+  double layer = 2 * T * (4 * H * H + 2 * H * I) + 4 * T * T * H;
+  return s.layers * layer + 2 * H * H + 4 * H + k * (2 * H * H + 2 * H * V);
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out));
+}
+torch::nn::LayerNorm layer_norm(int64_t h) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(kLayerNormEps));
+}
+
+struct Embeddings : torch::nn::Module {
+  torch::nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  explicit Embeddings(const BertSpec& s) {
+    word = register_module("word_embeddings", torch::nn::Embedding(s.vocab, s.hidden));
+    position = register_module("position_embeddings", torch::nn::Embedding(s.positions, s.hidden));
+    token_type = register_module("token_type_embeddings", torch::nn::Embedding(s.types, s.hidden));
+    norm = register_module("LayerNorm", layer_norm(s.hidden));
+  }
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& types) {
+    auto pos = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
+    return norm(word(ids) + position(pos).unsqueeze(0) + token_type(types));
+  }
+};
+
+struct EncoderLayer : torch::nn::Module {
+  torch::nn::Linear qkv{nullptr}, attn_out{nullptr}, intermediate{nullptr}, output{nullptr};
+  torch::nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
+  int64_t heads;
+  EncoderLayer(const BertSpec& s) : heads(s.heads) {
+    // q, k and v in one matmul: the same parameters as HF's three Linear layers.
+    qkv = register_module("attention_qkv", linear(s.hidden, 3 * s.hidden));
+    attn_out = register_module("attention_output", linear(s.hidden, s.hidden));
+    attn_norm = register_module("attention_LayerNorm", layer_norm(s.hidden));
+    intermediate = register_module("intermediate", linear(s.hidden, s.intermediate));
+    output = register_module("output", linear(s.intermediate, s.hidden));
+    out_norm = register_module("output_LayerNorm", layer_norm(s.hidden));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
+    auto qkv_ = qkv(x).view({B, T, 3, heads, H / heads}).permute({2, 0, 3, 1, 4});
+    auto ctx = compat::attention(qkv_[0], qkv_[1], qkv_[2]).transpose(1, 2).reshape({B, T, H});
+    auto h = attn_norm(x + attn_out(ctx));
+    return out_norm(h + output(torch::gelu(intermediate(h))));
+  }
+};
+
+struct Heads : torch::nn::Module {
+  torch::nn::Linear pooler{nullptr}, transform{nullptr}, nsp{nullptr};
+  torch::nn::LayerNorm transform_norm{nullptr};
+  torch::Tensor decoder_bias;
+  explicit Heads(const BertSpec& s) {
+    pooler = register_module("pooler", linear(s.hidden, s.hidden));
+    transform = register_module("predictions_transform", linear(s.hidden, s.hidden));
+    transform_norm = register_module("predictions_transform_LayerNorm", layer_norm(s.hidden));
+    decoder_bias = register_parameter("predictions_bias", torch::zeros({s.vocab}));
+    nsp = register_module("seq_relationship", linear(s.hidden, 2));
+  }
+};
+
+class Bert : public Model {
+ public:
+  Bert(const BertSpec& s, bool checkpointing) : spec_(s), checkpointing_(checkpointing) {
+    embeddings_ = register_module("embeddings", std::make_shared<Embeddings>(s));
+    for (int64_t i = 0; i < s.layers; ++i)
+      layers_.push_back(register_module("layer" + std::to_string(i),
+                                        std::make_shared<EncoderLayer>(s)));
+    heads_ = register_module("heads", std::make_shared<Heads>(s));
+    init();
+  }
+
+  int64_t num_layers() const override { return spec_.layers + 1; }
+
+  torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x,
+                               const Batch& b) override {
+    torch::Tensor h = x;
+    for (int64_t i = first; i < last; ++i) {
+      if (i == 0) {
+        h = embeddings_->forward(b.input, b.aux);
+        continue;
+      }
+      EncoderLayer* l = layers_[i - 1].get();
+      if (checkpointing_ && h.requires_grad())
+        h = checkpoint([l](const torch::Tensor& t) { return l->forward(t); }, h);
+      else
+        h = l->forward(h);
+    }
+    return h;
+  }
+
+  torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    namespace F = torch::nn::functional;
+    const int64_t B = out.size(0), T = out.size(1), H = out.size(2);
+    // The masked positions: exactly k per sequence (see BertData), found
+    // without a host sync; labels there, -100 elsewhere.
+    const int64_t k = masked_per_sequence(T);
+    auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
+    auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
+    auto labels = b.target.gather(1, pos);
+    auto t = heads_->transform_norm(torch::gelu(heads_->transform(hm)));
+    auto logits = torch::linear(t, embeddings_->word->weight, heads_->decoder_bias);
+    auto mlm = F::cross_entropy(logits.reshape({B * k, -1}).to(torch::kFloat), labels.reshape(-1),
+                                F::CrossEntropyFuncOptions().ignore_index(-100));
+    auto pooled = torch::tanh(heads_->pooler(out.select(1, 0)));
+    auto nsp = F::cross_entropy(heads_->nsp(pooled).to(torch::kFloat), b.aux_target);
+    return mlm + nsp;
+  }
+
+  std::vector<torch::Tensor> layer_parameters(int64_t layer) override {
+    if (layer == 0) return embeddings_->parameters();
+    auto ps = layers_.at(layer - 1)->parameters();
+    if (layer == spec_.layers) {
+      auto hp = heads_->parameters();
+      ps.insert(ps.end(), hp.begin(), hp.end());
+    }
+    return ps;
+  }
+
+  // HF's pre-training recipe: no weight decay for biases and LayerNorm weights;
+  // embeddings decay.
+  bool decays(const std::string& name) const override {
+    return name.find("bias") == std::string::npos && name.find("LayerNorm") == std::string::npos;
+  }
+
+ private:
+  // HF _init_weights: Linear and Embedding weights ~ N(0, 0.02), biases 0,
+  // LayerNorm weight 1 and bias 0, the padding embedding (id 0) zero.
+  void init() {
+    torch::NoGradGuard ng;
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* l = m->as<torch::nn::Linear>()) {
+        l->weight.normal_(0, kInitStd);
+        l->bias.zero_();
+      } else if (auto* e = m->as<torch::nn::Embedding>()) {
+        e->weight.normal_(0, kInitStd);
+      }
+    }
+    embeddings_->word->weight[0].zero_();
+  }
+
+  BertSpec spec_;
+  bool checkpointing_;
+  std::shared_ptr<Embeddings> embeddings_;
+  std::vector<std::shared_ptr<EncoderLayer>> layers_;
+  std::shared_ptr<Heads> heads_;
+};
+
+at::Generator seeded_generator(torch::Device device, uint64_t seed) {
+  at::Generator g = at::globalContext().defaultGenerator(device).clone();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(seed);
+  return g;
+}
+
+// Masked sentence pairs from a seeded Markov chain. Every ordinary token has
+// kSuccessors fixed successors (from the config seed, the same on every rank;
+// Zipf-distributed over the vocabulary) taken with probabilities kSuccessorProbs, so a masked token is predictable
+// from its neighbours. A pool of chains is generated once per rank; a sample is
+// [CLS] A [SEP] B [SEP] where A is a chain segment and B either continues it
+// (NSP label 0) or comes from another chain (label 1, half the samples).
+// Exactly masked_per_sequence(T) ordinary positions are masked: 80% become
+// [MASK], 10% a random token, 10% stay; labels are -100 elsewhere.
+class BertData : public DataSource {
+ public:
+  BertData(const BertSpec& s, const ModelConfig& cfg, torch::Device device, int64_t rank)
+      : spec_(s), device_(device) {
+    torch::NoGradGuard ng;
+    const uint64_t seed = uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL;
+    auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
+    at::Generator shared = seeded_generator(device, seed);
+    // Zipf-like token frequencies (weight 1/rank), as in text: successors and
+    // chain starts are drawn from them.
+    auto zipf = 1.0 / torch::arange(1, s.vocab - kFirstToken + 1,
+                                    torch::TensorOptions().dtype(torch::kFloat).device(device));
+    auto succ = (at::multinomial(zipf, s.vocab * kSuccessors, true, shared) + kFirstToken)
+                    .view({s.vocab, kSuccessors});
+    auto probs = torch::tensor(std::vector<double>(kSuccessorProbs, kSuccessorProbs + kSuccessors),
+                               torch::TensorOptions().dtype(torch::kFloat).device(device));
+    gen_ = seeded_generator(device, seed + 1 + uint64_t(rank));
+    body_ = s.seq_len - 3;
+    len_a_ = body_ / 2;
+    chain_len_ = 2 * body_;
+    const int64_t pool = std::max<int64_t>(kPoolChains, 4 * s.micro_batch);
+    std::vector<torch::Tensor> cols;
+    auto cur = at::multinomial(zipf, pool, true, gen_) + kFirstToken;
+    cols.push_back(cur);
+    auto flat = succ.reshape(-1);
+    for (int64_t i = 1; i < chain_len_; ++i) {
+      auto choice = at::multinomial(probs, pool, /*replacement=*/true, gen_);
+      cur = flat.index_select(0, cur * kSuccessors + choice);
+      cols.push_back(cur);
+    }
+    pool_ = torch::stack(cols, 1);  // [pool, chain_len]
+  }
+
+  Batch next() override {
+    torch::NoGradGuard ng;
+    const int64_t B = spec_.micro_batch, T = spec_.seq_len, V = spec_.vocab;
+    auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device_);
+    auto fopt = torch::TensorOptions().dtype(torch::kFloat).device(device_);
+    auto seg = segments(B, lopt);
+    auto other = segments(B, lopt);
+    auto nsp = (at::rand({B}, gen_, fopt) < 0.5).to(torch::kLong);  // 1: B is random
+    auto a = seg.narrow(1, 0, len_a_);
+    auto b = torch::where(nsp.unsqueeze(1).to(torch::kBool), other.narrow(1, len_a_, body_ - len_a_),
+                          seg.narrow(1, len_a_, body_ - len_a_));
+    auto col = [&](int64_t id) { return torch::full({B, 1}, id, lopt); };
+    auto ids = torch::cat({col(kCLS), a, col(kSEP), b, col(kSEP)}, 1);
+    auto types = torch::cat({torch::zeros({B, len_a_ + 2}, lopt),
+                             torch::ones({B, T - len_a_ - 2}, lopt)}, 1);
+
+    // Pick k ordinary positions per row: random scores, specials scored -1.
+    const int64_t k = masked_per_sequence(T);
+    auto score = at::rand({B, T}, gen_, fopt);
+    score.index_fill_(1, torch::tensor({int64_t(0), len_a_ + 1, T - 1}, lopt), -1.0);
+    auto pos = std::get<1>(torch::topk(score, k, 1));
+    auto orig = ids.gather(1, pos);
+    auto labels = torch::full({B, T}, -100, lopt).scatter_(1, pos, orig);
+    auto r = at::rand({B, k}, gen_, fopt);
+    auto random_tok = at::randint(kFirstToken, V, {B, k}, gen_, lopt);
+    auto repl = torch::where(r < 0.8, torch::full_like(orig, kMASK),
+                             torch::where(r < 0.9, random_tok, orig));
+    ids.scatter_(1, pos, repl);
+    return Batch{ids, labels, types, nsp};
+  }
+
+ private:
+  // B random windows of body_ tokens from the chain pool.
+  torch::Tensor segments(int64_t B, const torch::TensorOptions& lopt) {
+    auto rows = at::randint(0, pool_.size(0), {B}, gen_, lopt);
+    auto off = at::randint(0, chain_len_ - body_ + 1, {B, 1}, gen_, lopt);
+    auto idx = off + torch::arange(body_, lopt).unsqueeze(0);
+    return pool_.index_select(0, rows).gather(1, idx);
+  }
+
+  static constexpr int64_t kSuccessors = 4;
+  static constexpr double kSuccessorProbs[kSuccessors] = {0.6, 0.25, 0.1, 0.05};
+  static constexpr int64_t kPoolChains = 2048;
+  BertSpec spec_;
+  torch::Device device_;
+  at::Generator gen_;
+  torch::Tensor pool_;
+  int64_t body_ = 0, len_a_ = 0, chain_len_ = 0;
+};
+
+Facts describe(const ModelConfig& cfg) {
+  BertSpec s = resolve(cfg);
+  Facts f;
+  f.params = count_params(s);
+  f.flops_per_sample = 3.0 * forward_flops(s);  // forward + backward (2x forward)
+  f.tokens_per_sample = s.seq_len;
+  f.shapes = {{"layers", s.layers},
+              {"hidden", s.hidden},
+              {"heads", s.heads},
+              {"intermediate", s.intermediate},
+              {"seq_len", s.seq_len},
+              {"vocab", s.vocab},
+              {"positions", s.positions},
+              {"masked_per_sequence", masked_per_sequence(s.seq_len)},
+              {"micro_batch", s.micro_batch}};
+  return f;
+}
+
+}  // namespace
+
+Family bert_family() {
+  Family f;
+  f.describe = describe;
+  f.build = [](const ModelConfig& cfg) -> std::shared_ptr<Model> {
+    return std::make_shared<Bert>(resolve(cfg), cfg.activation_checkpointing);
+  };
+  f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
+              int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
+    return std::make_unique<BertData>(resolve(cfg), cfg, device, rank);
+  };
+  f.optimizer = OptimizerKind::AdamW;
+  f.default_lr = 1e-3;
+  return f;
+}
+
+}  // namespace cs

@@ -1,0 +1,308 @@
+// resnet.cpp: ResNet-50 v1.5 exactly as torchvision.models.resnet50 builds it
+// (bottleneck blocks, stride on the 3x3 conv, BatchNorm, 1000 classes:
+// 25,557,032 parameters), a narrow shallow "tiny" preset for CPU, and
+// synthetic learnable labelled images.
+//
+// Pipeline layers: the stem (conv 7x7, BN, ReLU, max-pool), then each
+// bottleneck block, then the head (global average pool + fc): 18 layers for
+// ResNet-50, 6 for tiny. Activation checkpointing wraps each block.
+#include "resnet.h"
+
+#include <string>
+#include <vector>
+
+namespace cs {
+namespace {
+
+struct ResNetSpec {
+  std::string preset;
+  int64_t stem = 64;                 // stem width
+  std::vector<int64_t> blocks;       // bottleneck blocks per stage
+  std::vector<int64_t> planes;       // bottleneck width per stage (output is 4x)
+  int64_t classes = 1000;
+  int64_t image = 224;               // pixels per side
+  int64_t micro_batch = 1;
+};
+constexpr int64_t kExpansion = 4;
+constexpr int64_t kProtoSide = 8;    // resolution of the class patterns
+constexpr double kNoiseStd = 1.0;    // per-pixel noise on top of the pattern (std 1)
+
+ResNetSpec resolve(const ModelConfig& cfg) {
+  ResNetSpec s;
+  s.preset = cfg.preset.empty() ? "50" : cfg.preset;
+  if (s.preset == "50") {
+    s.stem = 64, s.blocks = {3, 4, 6, 3}, s.planes = {64, 128, 256, 512}, s.classes = 1000;
+    s.image = 224;
+  } else if (s.preset == "tiny") {
+    s.stem = 8, s.blocks = {1, 1, 1, 1}, s.planes = {8, 16, 32, 64}, s.classes = 10;
+    s.image = 32;
+  } else {
+    throw ConfigError("preset: unknown resnet50 preset \"" + cfg.preset +
+                      "\"; use one of: 50, tiny");
+  }
+  if (cfg.layers != 0)
+    throw ConfigError("layers: resnet50 has a fixed depth per preset; leave layers unset (0)");
+  if (cfg.hidden != 0)
+    throw ConfigError("hidden: resnet50 has fixed widths per preset; leave hidden unset (0)");
+  if (cfg.seq_len != 0)
+    throw ConfigError("seq_len: resnet50 takes images, not sequences; set image_size instead");
+  if (cfg.image_size != 0) {
+    if (cfg.image_size < 32 || cfg.image_size > 1024)
+      throw ConfigError("image_size: " + std::to_string(cfg.image_size) +
+                        " is out of range for resnet50; use 32..1024 pixels (224 is standard)");
+    s.image = cfg.image_size;
+  }
+  if (cfg.micro_batch < 1)
+    throw ConfigError("micro_batch: must be at least 1, got " + std::to_string(cfg.micro_batch));
+  // Training-mode BatchNorm needs more than one value per channel in the last stage.
+  int64_t last = s.image / 32;
+  if (cfg.micro_batch * last * last < 2)
+    throw ConfigError("micro_batch: 1 with image_size " + std::to_string(s.image) +
+                      " leaves BatchNorm one value per channel; use micro_batch >= 2 or "
+                      "image_size >= 64");
+  s.micro_batch = cfg.micro_batch;
+  return s;
+}
+
+int64_t conv_out(int64_t h, int64_t k, int64_t stride, int64_t pad) {
+  return (h + 2 * pad - k) / stride + 1;
+}
+
+// Walks the network's convolutions and the fc analytically: parameters and
+// multiply-accumulates of one forward pass at the spec's image size.
+struct Count {
+  int64_t params = 0;
+  double macs = 0;
+  void conv(int64_t cin, int64_t cout, int64_t k, int64_t hout) {
+    params += cin * cout * k * k + 2 * cout;  // conv weight (no bias) + BatchNorm weight, bias
+    macs += double(cin) * cout * k * k * hout * hout;
+  }
+};
+
+Count count(const ResNetSpec& s) {
+  Count c;
+  int64_t h = conv_out(s.image, 7, 2, 3);
+  c.conv(3, s.stem, 7, h);
+  h = conv_out(h, 3, 2, 1);  // max-pool
+  int64_t in = s.stem;
+  for (size_t st = 0; st < s.blocks.size(); ++st) {
+    for (int64_t b = 0; b < s.blocks[st]; ++b) {
+      int64_t stride = (st > 0 && b == 0) ? 2 : 1, width = s.planes[st],
+              out = width * kExpansion;
+      int64_t ho = conv_out(h, 3, stride, 1);
+      c.conv(in, width, 1, h);
+      c.conv(width, width, 3, ho);
+      c.conv(width, out, 1, ho);
+      if (stride != 1 || in != out) c.conv(in, out, 1, ho);
+      in = out, h = ho;
+    }
+  }
+  c.params += in * s.classes + s.classes;
+  c.macs += double(in) * s.classes;
+  return c;
+}
+
+// One pipeline layer: a tensor-to-tensor module.
+struct Layer : torch::nn::Module {
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+
+torch::nn::Conv2d conv(int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(cin, cout, k).stride(stride).padding(pad).bias(false));
+}
+
+struct Stem : Layer {
+  torch::nn::Conv2d conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  bool channels_last;
+  Stem(int64_t width, bool cl) : channels_last(cl) {
+    conv1 = register_module("conv1", conv(3, width, 7, 2, 3));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    x = bn1(conv1(x)).relu_();
+    return torch::max_pool2d(x, 3, 2, 1);
+  }
+};
+
+struct Bottleneck : Layer {
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, down{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr}, down_bn{nullptr};
+  Bottleneck(int64_t in, int64_t width, int64_t stride) {
+    int64_t out = width * kExpansion;
+    conv1 = register_module("conv1", conv(in, width, 1, 1, 0));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+    conv2 = register_module("conv2", conv(width, width, 3, stride, 1));  // v1.5: stride here
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(width));
+    conv3 = register_module("conv3", conv(width, out, 1, 1, 0));
+    bn3 = register_module("bn3", torch::nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      down = register_module("downsample_conv", conv(in, out, 1, stride, 0));
+      down_bn = register_module("downsample_bn", torch::nn::BatchNorm2d(out));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    torch::Tensor identity = down ? down_bn(down(x)) : x;
+    torch::Tensor y = bn1(conv1(x)).relu_();
+    y = bn2(conv2(y)).relu_();
+    y = bn3(conv3(y));
+    return y.add_(identity).relu_();
+  }
+};
+
+struct Head : Layer {
+  torch::nn::Linear fc{nullptr};
+  Head(int64_t in, int64_t classes) { fc = register_module("fc", torch::nn::Linear(in, classes)); }
+  torch::Tensor forward(torch::Tensor x) override {
+    return fc(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
+  }
+};
+
+class ResNet : public Model {
+ public:
+  ResNet(const ResNetSpec& s, const ModelConfig& cfg)
+      : checkpointing_(cfg.activation_checkpointing) {
+    add("stem", std::make_shared<Stem>(s.stem, cfg.channels_last), false);
+    int64_t in = s.stem;
+    for (size_t st = 0; st < s.blocks.size(); ++st) {
+      for (int64_t b = 0; b < s.blocks[st]; ++b) {
+        int64_t stride = (st > 0 && b == 0) ? 2 : 1;
+        add("layer" + std::to_string(st + 1) + "_" + std::to_string(b),
+            std::make_shared<Bottleneck>(in, s.planes[st], stride), true);
+        in = s.planes[st] * kExpansion;
+      }
+    }
+    add("head", std::make_shared<Head>(in, s.classes), false);
+    // torchvision's init: Kaiming normal (fan_out, ReLU) for convolutions; BatchNorm
+    // weight 1, bias 0 and the fc's default uniform init are libtorch's defaults.
+    torch::NoGradGuard ng;
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* c = m->as<torch::nn::Conv2d>())
+        torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    }
+    if (cfg.channels_last) {
+      for (auto& p : parameters())
+        if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+
+  int64_t num_layers() const override { return static_cast<int64_t>(layers_.size()); }
+
+  torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x,
+                               const Batch& b) override {
+    torch::Tensor h = first == 0 ? b.input : x;
+    for (int64_t i = first; i < last; ++i) {
+      Layer* l = layers_[i].get();
+      if (checkpointing_ && is_block_[i] && h.requires_grad())
+        h = checkpoint([l](const torch::Tensor& t) { return l->forward(t); }, h);
+      else
+        h = l->forward(h);
+    }
+    return h;
+  }
+
+  torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    return torch::nn::functional::cross_entropy(out.to(torch::kFloat), b.target);
+  }
+
+  std::vector<torch::Tensor> layer_parameters(int64_t layer) override {
+    return layers_.at(layer)->parameters();
+  }
+
+  // torchvision's reference recipe applies weight decay to every parameter.
+  bool decays(const std::string&) const override { return true; }
+
+ private:
+  void add(const std::string& name, std::shared_ptr<Layer> l, bool block) {
+    layers_.push_back(register_module(name, l));
+    is_block_.push_back(block);
+  }
+  std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<bool> is_block_;
+  bool checkpointing_;
+};
+
+at::Generator seeded_generator(torch::Device device, uint64_t seed) {
+  at::Generator g = at::globalContext().defaultGenerator(device).clone();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(seed);
+  return g;
+}
+
+// Labelled images: each class has a fixed random low-resolution pattern
+// (kProtoSide^2 x 3, from the config seed, the same on every rank), upsampled
+// to the image size; a sample is its class's pattern plus Gaussian noise.
+// Labels and noise come from a per-rank generator.
+class ImageData : public DataSource {
+ public:
+  ImageData(const ResNetSpec& s, const ModelConfig& cfg, torch::Device device, int64_t rank)
+      : spec_(s), channels_last_(cfg.channels_last), device_(device) {
+    auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    at::Generator shared = seeded_generator(device, uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL);
+    protos_ = at::randn({s.classes, 3, kProtoSide, kProtoSide}, shared, opts);
+    gen_ = seeded_generator(device, uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL + 1 + rank);
+  }
+
+  Batch next() override {
+    torch::NoGradGuard ng;
+    auto opts = torch::TensorOptions().device(device_);
+    int64_t n = spec_.micro_batch, side = spec_.image;
+    torch::Tensor labels = at::randint(0, spec_.classes, {n}, gen_, opts.dtype(torch::kLong));
+    torch::Tensor img = torch::nn::functional::interpolate(
+        protos_.index_select(0, labels),
+        torch::nn::functional::InterpolateFuncOptions()
+            .size(std::vector<int64_t>{side, side})
+            .mode(torch::kBilinear)
+            .align_corners(false));
+    img.add_(at::randn({n, 3, side, side}, gen_, opts.dtype(torch::kFloat)), kNoiseStd);
+    if (channels_last_) img = img.contiguous(at::MemoryFormat::ChannelsLast);
+    return Batch{img, labels, torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  ResNetSpec spec_;
+  bool channels_last_;
+  torch::Device device_;
+  torch::Tensor protos_;
+  at::Generator gen_;
+};
+
+Facts describe(const ModelConfig& cfg) {
+  ResNetSpec s = resolve(cfg);
+  Count c = count(s);
+  Facts f;
+  f.params = c.params;
+  // Forward FLOPs = 2 x multiply-accumulates of the convolutions and the fc
+  // (BatchNorm, ReLU, pooling and the residual adds are left out); training = 3x
+  // forward. At 224 pixels this is 2 x 4.09 G MACs (torchvision's "GFLOPS").
+  f.flops_per_sample = 3.0 * 2.0 * c.macs;
+  f.tokens_per_sample = 0;
+  int64_t blocks = 0;
+  for (int64_t b : s.blocks) blocks += b;
+  f.shapes = {{"layers", blocks + 2},        {"blocks", blocks},
+              {"width", s.stem},             {"classes", s.classes},
+              {"image_size", s.image},       {"micro_batch", s.micro_batch},
+              {"forward_mmacs", int64_t(c.macs / 1e6)}};
+  return f;
+}
+
+}  // namespace
+
+Family resnet50_family() {
+  Family f;
+  f.describe = describe;
+  f.build = [](const ModelConfig& cfg) -> std::shared_ptr<Model> {
+    return std::make_shared<ResNet>(resolve(cfg), cfg);
+  };
+  f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
+              int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
+    return std::make_unique<ImageData>(resolve(cfg), cfg, device, rank);
+  };
+  f.optimizer = OptimizerKind::SGDMomentum;
+  f.default_lr = 0.02;  // stable for tiny at micro-batch 8; the torchvision recipe uses 0.1 per 256 images
+  return f;
+}
+
+}  // namespace cs
