@@ -1,0 +1,46 @@
+// comm.cpp: picks the communicator backend (dist.h make_communicator).
+#include "comm_internal.h"
+#include "model.h"
+
+namespace cs {
+
+std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::Device device) {
+  if (opts.world_size < 1 || opts.rank < 0 || opts.rank >= opts.world_size) {
+    throw ConfigError("dist: rank " + std::to_string(opts.rank) + " is outside world_size " +
+                      std::to_string(opts.world_size));
+  }
+  if (opts.timeout_ms <= 0) {
+    throw ConfigError("dist.timeout_ms must be positive, got " + std::to_string(opts.timeout_ms));
+  }
+  std::string backend = opts.backend;
+  if (backend.empty()) backend = device.is_cuda() ? "nccl" : "gloo";
+  if (backend == "gloo") {
+    if (device.is_cuda()) {
+      throw UnsupportedError("dist.backend gloo is for CPU ranks; use nccl with device cuda");
+    }
+#ifdef CS_WITH_GLOO
+    return make_gloo_communicator(opts);
+#else
+    throw UnsupportedError("dist.backend gloo: this engine was built without Gloo (CS_WITH_GLOO)");
+#endif
+  }
+  if (backend == "nccl") {
+    if (!device.is_cuda()) {
+      throw UnsupportedError("dist.backend nccl needs device cuda; CPU ranks use gloo");
+    }
+#ifdef CS_WITH_NCCL
+    return make_nccl_communicator(opts, device);
+#else
+    throw UnsupportedError("dist.backend nccl: this engine was built without NCCL (CS_WITH_NCCL)");
+#endif
+  }
+  throw ConfigError("dist.backend must be nccl, gloo or empty, got \"" + backend + "\"");
+}
+
+#ifndef CS_WITH_NCCL
+std::string nccl_unique_id_hex() {
+  throw UnsupportedError("no NCCL: this engine was built without CUDA/NCCL (CS_WITH_NCCL)");
+}
+#endif
+
+}  // namespace cs

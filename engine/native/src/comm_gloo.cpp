@@ -1,0 +1,170 @@
+// comm_gloo.cpp: CPU ranks through Gloo, via libtorch's c10d ProcessGroupGloo.
+// Rank 0 serves a c10d TCPStore at dist.store_addr:store_port, the others
+// connect; Gloo meshes the ranks through it. Collectives run on a HostQueue
+// thread in issue order, so they overlap with the backward pass on the host.
+// Gloo has no bfloat16: bf16 tensors travel as fp32.
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+#include "comm_internal.h"
+#include "host_queue.h"
+#include "model.h"
+
+namespace cs {
+namespace {
+
+// Gloo's own timeout fires first; the host deadline only catches a wedged queue.
+constexpr int kHostSlackMS = 10000;
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+// Runs op on a tensor Gloo accepts: bf16 goes through an fp32 copy.
+template <typename Op>
+void on_wire(const torch::Tensor& t, Op op) {
+  if (t.scalar_type() != torch::kBFloat16) {
+    op(t);
+    return;
+  }
+  torch::Tensor w = t.to(torch::kFloat);
+  op(w);
+  t.copy_(w);
+}
+
+void check_cpu(const torch::Tensor& t, const char* what) {
+  if (!t.device().is_cpu() || !t.is_contiguous()) {
+    throw CommError(std::string("gloo ") + what + ": needs a contiguous CPU tensor");
+  }
+}
+
+class GlooCommunicator : public Communicator {
+ public:
+  explicit GlooCommunicator(const DistOptions& o)
+      : rank_(o.rank), world_(o.world_size), queue_("gloo", o.timeout_ms + kHostSlackMS) {
+    if (o.store_addr.empty() || o.store_port <= 0 || o.store_port > 65535) {
+      throw ConfigError("dist: gloo needs store_addr and store_port (1-65535), got \"" +
+                        o.store_addr + "\":" + std::to_string(o.store_port));
+    }
+    auto timeout = std::chrono::milliseconds(o.timeout_ms);
+    try {
+      c10d::TCPStoreOptions so;
+      so.port = static_cast<uint16_t>(o.store_port);
+      so.isServer = o.rank == 0;
+      so.numWorkers = o.world_size;
+      so.waitWorkers = false;  // ProcessGroupGloo's own rendezvous waits for everyone
+      so.timeout = timeout;
+      auto store = c10::make_intrusive<c10d::TCPStore>(o.store_addr, so);
+
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      if (ifname != nullptr && *ifname != '\0') {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      } else if (is_loopback(o.store_addr)) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.store_addr));
+      } else {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      opts->threads = 1;  // the HostQueue already serialises the collectives
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank, o.world_size, opts);
+    } catch (const std::exception& e) {
+      throw CommError("gloo: setting up rank " + std::to_string(o.rank) + " of " +
+                      std::to_string(o.world_size) + " through the store at " + o.store_addr +
+                      ":" + std::to_string(o.store_port) + ": " + e.what());
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend() const override { return "gloo"; }
+  std::string version() const override { return "gloo"; }
+
+  int64_t wire_bytes(const torch::Tensor& t) const override {
+    int64_t elem = t.scalar_type() == torch::kBFloat16 ? 4 : t.element_size();
+    return t.numel() * elem;
+  }
+
+  std::shared_ptr<CommWork> all_reduce_sum(torch::Tensor t) override {
+    check_cpu(t, "all_reduce");
+    auto pg = pg_;
+    return queue_.submit([pg, t] {
+      on_wire(t, [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> v{w};
+        pg->allreduce(v)->wait();
+      });
+    });
+  }
+
+  std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) override {
+    check_cpu(in, "all_gather");
+    check_cpu(out, "all_gather");
+    if (out.numel() != in.numel() * world_ || out.scalar_type() != in.scalar_type()) {
+      throw CommError("gloo all_gather: output must hold world_size x input elements of its dtype");
+    }
+    if (in.scalar_type() == torch::kBFloat16) {
+      throw CommError("gloo all_gather: bf16 is not supported by Gloo");
+    }
+    auto pg = pg_;
+    int world = world_;
+    return queue_.submit([pg, in, out, world] {
+      std::vector<std::vector<torch::Tensor>> outs(1);
+      for (int r = 0; r < world; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()));
+      std::vector<torch::Tensor> ins{in};
+      pg->allgather(outs, ins)->wait();
+    });
+  }
+
+  void broadcast(torch::Tensor t, int root) override {
+    check_cpu(t, "broadcast");
+    auto pg = pg_;
+    queue_.run([pg, t, root] {
+      on_wire(t, [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> v{w};
+        c10d::BroadcastOptions bo;
+        bo.rootRank = root;
+        pg->broadcast(v, bo)->wait();
+      });
+    });
+  }
+
+  void send(torch::Tensor t, int peer) override {
+    check_cpu(t, "send");
+    auto pg = pg_;
+    queue_.run([pg, t, peer] {
+      torch::Tensor w = t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat) : t;
+      std::vector<torch::Tensor> v{w};
+      pg->send(v, peer, 0)->wait();
+    });
+  }
+
+  void recv(torch::Tensor t, int peer) override {
+    check_cpu(t, "recv");
+    auto pg = pg_;
+    queue_.run([pg, t, peer] {
+      on_wire(t, [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> v{w};
+        pg->recv(v, peer, 0)->wait();
+      });
+    });
+  }
+
+  void barrier() override {
+    auto pg = pg_;
+    queue_.run([pg] { pg->barrier()->wait(); });
+  }
+
+ private:
+  int rank_, world_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  HostQueue queue_;  // last: destroyed (joined) before pg_
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(const DistOptions& opts) {
+  return std::make_unique<GlooCommunicator>(opts);
+}
+
+}  // namespace cs

@@ -1,0 +1,96 @@
+// host_queue.cpp: see host_queue.h.
+#include "host_queue.h"
+
+namespace cs {
+
+struct HostQueue::State {
+  std::string name;
+  int deadline_ms;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<HostWork>>> tasks;
+  bool stop = false;
+  bool busy = false;
+  std::string failed;  // first error: later collectives fail at once
+};
+
+void HostWork::wait() {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(deadline_ms_), [this] { return done_; })) {
+    throw CommError("collective not finished after " + std::to_string(deadline_ms_) +
+                    " ms (host deadline)");
+  }
+  if (!error_.empty()) throw CommError(error_);
+}
+
+HostQueue::HostQueue(std::string name, int deadline_ms) : state_(std::make_shared<State>()) {
+  state_->name = std::move(name);
+  state_->deadline_ms = deadline_ms;
+  std::shared_ptr<State> st = state_;
+  thread_ = std::thread([st] {
+    for (;;) {
+      std::unique_lock<std::mutex> lk(st->mu);
+      st->cv.wait(lk, [&] { return st->stop || !st->tasks.empty(); });
+      if (st->tasks.empty()) return;  // stop requested and nothing left
+      auto task = std::move(st->tasks.front());
+      st->tasks.pop_front();
+      std::string failed = st->failed;
+      st->busy = true;
+      lk.unlock();
+
+      std::string error = failed.empty() ? "" : failed + " (an earlier collective failed)";
+      auto t0 = std::chrono::steady_clock::now();
+      if (error.empty()) {
+        try {
+          task.first();
+        } catch (const std::exception& e) {
+          error = st->name + ": " + e.what();
+        }
+      }
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+      lk.lock();
+      st->busy = false;
+      if (!error.empty() && st->failed.empty()) st->failed = error;
+      lk.unlock();
+      HostWork& w = *task.second;
+      {
+        std::lock_guard<std::mutex> wl(w.mu_);
+        w.done_ = true;
+        w.error_ = error;
+        w.ms_ = ms;
+      }
+      w.cv_.notify_all();
+    }
+  });
+}
+
+HostQueue::~HostQueue() {
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->stop = true;
+    idle = !state_->busy && state_->tasks.empty();
+  }
+  state_->cv.notify_all();
+  // A collective stuck past every deadline must not hang the teardown: the
+  // thread keeps its state alive and is left behind.
+  if (idle) {
+    thread_.join();
+  } else {
+    thread_.detach();
+  }
+}
+
+std::shared_ptr<HostWork> HostQueue::submit(std::function<void()> fn) {
+  auto w = std::make_shared<HostWork>(state_, state_->deadline_ms);
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (!state_->failed.empty()) throw CommError(state_->failed + " (an earlier collective failed)");
+    state_->tasks.emplace_back(std::move(fn), w);
+  }
+  state_->cv.notify_one();
+  return w;
+}
+
+}  // namespace cs
