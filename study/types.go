@@ -8,10 +8,11 @@ import "time"
 type Study struct {
 	Name        string
 	Description string
-	Path        string // file it was loaded from
-	Text        []byte // the file's bytes, for provenance
-	SHA256      string // of Text
-	Extends     string // path of the parent as written, "" for none
+	Path        string   // file it was loaded from
+	Text        []byte   // the file's bytes, for provenance
+	SHA256      string   // of Text
+	Extends     string   // path of the parent as written, "" for none
+	Sources     []Source // every file of the extends chain, this one first
 
 	Model     Model
 	Workload  Workload
@@ -56,7 +57,11 @@ type Sweep struct {
 	Trials      []map[string]string // strategy list: explicit trials
 	Exclude     []map[string]string // combinations to drop
 	Constraints []string            // expressions that must hold (see docs/study-format.md)
-	MaxTrials   int
+	MaxTrials   int                 // lowers the trial limit for this study (the CLI's --max-trials raises it)
+	AllowNVLS   bool                // plan nccl.algo NVLS/NVLSTree (dropped otherwise); NCCL_NVLS_ENABLE is never set to 1
+
+	pos   Pos     // of the sweep section, for errors of Expand
+	exprs []*Expr // parsed Constraints
 }
 
 // Objective is what "best" means.
@@ -84,22 +89,26 @@ type Compare struct {
 
 // Trial is one configuration of a plan.
 type Trial struct {
-	ID      string            // stable: derived from the resolved knob values
-	Index   int               // position in the plan
-	Knobs   map[string]string // every knob resolved (baseline + sweep point)
-	Changed []string          // knobs that differ from the baseline, sorted
+	ID      string            `json:"id"`      // stable: derived from the resolved knob values
+	Index   int               `json:"index"`   // position in the plan
+	Knobs   map[string]string `json:"knobs"`   // every knob resolved (baseline + sweep point)
+	Changed []string          `json:"changed"` // knobs that differ from the baseline, sorted
 }
 
 // Dropped is a combination that was not planned, and why.
 type Dropped struct {
-	Knobs  map[string]string
-	Reason string
+	Knobs  map[string]string `json:"knobs"` // the sweep point as written (canonical values)
+	Reason string            `json:"reason"`
 }
 
 // Plan is a study expanded into trials.
 type Plan struct {
-	Study    *Study
-	Strategy string
-	Trials   []Trial
-	Dropped  []Dropped
+	Study      *Study    `json:"-"`
+	Strategy   string    `json:"strategy"`
+	Trials     []Trial   `json:"trials"`
+	Dropped    []Dropped `json:"dropped"`
+	BaselineID string    `json:"baseline_id,omitempty"` // the trial equal to the baseline, if planned
+	Limit      int       `json:"limit"`                 // the trial limit the sweep was checked against
+	Size       int       `json:"size"`                  // combinations before drops (greedy: all rounds)
+	Rounds     []string  `json:"rounds,omitempty"`      // greedy: the knob of each round; Trials is round 1
 }

@@ -1,0 +1,278 @@
+package study
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/casestudy/casestudy/knobs"
+)
+
+// safeName is what a study name may be: it becomes a directory under results/.
+var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// build turns the merged file into a Study, checking what needs the whole
+// extends chain: required fields, presets, device/rank settings that
+// contradict each other, knobs that do not apply to the model family.
+func build(r, child *rawStudy, ps *problems) *Study {
+	s := &Study{Baseline: map[string]string{}, Launcher: map[string]string{}, Extends: child.Ext.V}
+	top := func(key string) Pos {
+		if p, ok := child.sectionPos[key]; ok {
+			return p
+		}
+		return Pos{File: child.File, Line: 1, Col: 1}
+	}
+
+	switch {
+	case !child.Name.Set:
+		ps.add(top("name"), "name is required (every file needs its own, even one that extends another)")
+	case child.Name.Bad:
+	case !safeName.MatchString(child.Name.V) || strings.Contains(child.Name.V, ".."):
+		ps.add(child.Name.Pos, "name %q: use letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit); it names the results directory", child.Name.V)
+	default:
+		s.Name = child.Name.V
+	}
+	s.Description = r.Description.V
+
+	// Model.
+	s.Model = Model{Family: r.Family.V, Preset: r.Preset.V, Layers: r.Layers.V, Hidden: r.Hidden.V}
+	switch {
+	case !r.Family.Set:
+		ps.add(top("model"), "model.family is required (%s)", strings.Join(Families, " | "))
+	case r.Family.Bad:
+	case !contains(Families, r.Family.V):
+		ps.add(r.Family.Pos, "model.family: %q is not one of %s%s", r.Family.V, strings.Join(Families, " | "),
+			didYouMean(knobs.Closest(r.Family.V, Families)))
+		r.Family.Bad = true
+	case !r.Preset.Set:
+		ps.add(top("model"), "model.preset is required for %s (%s)", r.Family.V, strings.Join(Presets[r.Family.V], " | "))
+	case !r.Preset.Bad && !contains(Presets[r.Family.V], strings.ToLower(r.Preset.V)):
+		ps.add(r.Preset.Pos, "model.preset: %q is not a %s preset (%s)%s", r.Preset.V, r.Family.V,
+			strings.Join(Presets[r.Family.V], " | "), didYouMean(knobs.Closest(r.Preset.V, Presets[r.Family.V])))
+	default:
+		s.Model.Preset = strings.ToLower(r.Preset.V)
+	}
+	family := ""
+	if r.Family.Set && !r.Family.Bad {
+		family = r.Family.V
+	}
+	applies := func(name string, pos Pos, where string) {
+		if k, ok := knobs.Lookup(name); ok && !k.AppliesTo(family) {
+			ps.add(pos, "%s: %s applies to %s models only, not %s", where, name, strings.Join(k.Families, ", "), family)
+		}
+	}
+
+	// Workload.
+	w := &s.Workload
+	w.Device = orDefault(r.Device, "auto")
+	w.GPUs, w.Nodes, w.Ranks = r.GPUs.V, max(r.Nodes.V, 1), r.Ranks.V
+	w.WarmupSteps = intOr(r.Warmup, DefaultWarmup)
+	w.Steps = intOr(r.Steps, DefaultSteps)
+	w.Repeats = intOr(r.Repeats, DefaultRepeats)
+	w.Threads = r.Threads.V
+	w.Interleave = r.Interleave.V
+	w.Timeout = 10 * time.Minute
+	if r.Timeout.Set && !r.Timeout.Bad {
+		w.Timeout = r.Timeout.V
+	}
+	w.Seed = DefaultSeed
+	if r.Seed.Set && !r.Seed.Bad {
+		w.Seed = r.Seed.V
+	}
+	switch w.Device {
+	case "cpu":
+		if r.GPUs.Set && r.GPUs.V > 0 {
+			ps.add(r.GPUs.Pos, "workload.gpus: %d GPUs contradicts device cpu; use workload.ranks for CPU ranks", r.GPUs.V)
+		}
+		if r.ProcsPerGPU.Set && r.ProcsPerGPU.V != "1" {
+			ps.add(r.ProcsPerGPU.Pos, "workload.procs_per_gpu contradicts device cpu; use workload.ranks for CPU ranks")
+		}
+		w.GPUs = 0
+		w.Ranks = max(w.Ranks, 1)
+	case "cuda":
+		if r.GPUs.Set && r.GPUs.V == 0 {
+			ps.add(r.GPUs.Pos, "workload.gpus: 0 contradicts device cuda; use device cpu for CPU runs")
+		}
+		w.GPUs = max(w.GPUs, 1)
+		if r.Ranks.Set {
+			ps.add(r.Ranks.Pos, "workload.ranks applies to device cpu; on cuda a trial runs gpus x nodes x procs_per_gpu ranks")
+		}
+	default: // auto: gpus for a GPU machine, ranks for the CPU fallback
+		w.GPUs = max(w.GPUs, 1)
+		w.Ranks = max(w.Ranks, 1)
+	}
+
+	// Baseline: knob defaults from model and workload, then the baseline itself.
+	for _, name := range r.ModelKnobs.Order {
+		v := r.ModelKnobs.Values[name]
+		applies(name, v.Pos, "model")
+		if !v.Bad {
+			s.Baseline[name] = v.V
+		}
+	}
+	if r.ProcsPerGPU.Set && !r.ProcsPerGPU.Bad {
+		s.Baseline["procs_per_gpu"] = r.ProcsPerGPU.V
+	}
+	for _, name := range r.Baseline.Order {
+		v := r.Baseline.Values[name]
+		applies(name, v.Pos, "baseline")
+		if !v.Bad {
+			s.Baseline[name] = v.V
+		}
+	}
+	if w.Device == "cpu" {
+		if v, ok := r.Baseline.Values["mps"]; ok && v.V == "true" {
+			ps.add(v.Pos, "baseline mps: true contradicts device cpu (MPS shares a GPU)")
+		}
+	}
+	if w.Device == "cuda" {
+		w.Ranks = s.RanksFor(s.Baseline)
+	}
+
+	s.Sweep = buildSweep(r.Sweep, family, ps, applies)
+	s.Objective = buildObjective(r, ps)
+
+	// Checklist, report, compare, launcher.
+	s.Checklist.Disable = r.Disable.V
+	s.Checklist.Thresholds = map[string]map[string]float64{}
+	for rule, t := range r.Thresholds {
+		s.Checklist.Thresholds[rule] = map[string]float64{}
+		for k, v := range t {
+			if !v.Bad {
+				s.Checklist.Thresholds[rule][k] = v.V
+			}
+		}
+	}
+	s.Report.Formats = append([]string(nil), ReportFormats...)
+	if r.Formats.Set && !r.Formats.Bad {
+		s.Report.Formats = nil
+		for _, f := range r.Formats.V {
+			switch {
+			case !contains(ReportFormats, f):
+				ps.add(r.Formats.Pos, "report.formats: %q is not one of %s%s", f, strings.Join(ReportFormats, " | "),
+					didYouMean(knobs.Closest(f, ReportFormats)))
+			case contains(s.Report.Formats, f):
+				ps.add(r.Formats.Pos, "report.formats: %q is listed twice", f)
+			default:
+				s.Report.Formats = append(s.Report.Formats, f)
+			}
+		}
+	}
+	s.Compare.Threshold = 0.05
+	if r.Threshold.Set && !r.Threshold.Bad {
+		s.Compare.Threshold = r.Threshold.V
+	}
+	if r.CompareBase.Set && !r.CompareBase.Bad {
+		s.Compare.Baseline = resolveRelative(r.CompareBase.Pos.File, r.CompareBase.V)
+	}
+	for k, v := range r.Launcher {
+		if !v.Bad {
+			s.Launcher[k] = v.V
+		}
+	}
+	return s
+}
+
+func buildObjective(r *rawStudy, ps *problems) Objective {
+	o := Objective{Metric: orDefault(r.Metric, "throughput")}
+	natural, ok := Metrics[o.Metric]
+	if !ok {
+		names := make([]string, 0, len(Metrics))
+		for m := range Metrics {
+			names = append(names, m)
+		}
+		ps.add(r.Metric.Pos, "objective.metric: %q is not a metric (throughput, tokens_per_s, mfu, tflops, step_time, memory)%s",
+			o.Metric, didYouMean(knobs.Closest(o.Metric, names)))
+		return o
+	}
+	o.Goal = orDefault(r.Goal, natural)
+	switch {
+	case o.Goal != "max" && o.Goal != "min":
+		ps.add(r.Goal.Pos, "objective.goal: %q is not max or min", o.Goal)
+	case o.Goal != natural:
+		ps.add(r.Goal.Pos, "objective.goal: %s contradicts objective.metric %s, where %s is better", o.Goal, o.Metric,
+			map[string]string{"max": "higher", "min": "lower"}[natural])
+	}
+	return o
+}
+
+func orDefault(v val[string], def string) string {
+	if !v.Set || v.Bad {
+		return def
+	}
+	return v.V
+}
+
+func intOr(v val[int], def int) int {
+	if !v.Set || v.Bad {
+		return def
+	}
+	return v.V
+}
+
+// buildSweep checks the sweep against its strategy.
+func buildSweep(r *rawSweep, family string, ps *problems, applies func(string, Pos, string)) Sweep {
+	sw := Sweep{Strategy: "one-at-a-time", Knobs: map[string][]string{}}
+	if r == nil {
+		return sw // no sweep: the plan is the baseline alone
+	}
+	sw.pos = r.Pos
+	if !r.Strategy.Set {
+		ps.add(r.Pos, "sweep.strategy is required (%s)", strings.Join(Strategies, " | "))
+	} else if !r.Strategy.Bad {
+		sw.Strategy = r.Strategy.V
+	}
+	for _, a := range r.Knobs {
+		applies(a.Name, a.Pos, "sweep")
+		sw.Order = append(sw.Order, a.Name)
+		for _, v := range a.Values {
+			sw.Knobs[a.Name] = append(sw.Knobs[a.Name], v.V)
+		}
+	}
+	if r.Strategy.Set && !r.Strategy.Bad {
+		switch sw.Strategy {
+		case "list":
+			if !r.TrialsSet || len(r.Trials) == 0 {
+				ps.add(r.Pos, "sweep: strategy list needs sweep.trials (a list of knob mappings)")
+			}
+			if r.KnobsSet {
+				ps.add(r.Pos, "sweep: strategy list takes sweep.trials, not sweep.knobs")
+			}
+		default:
+			if !r.KnobsSet || len(r.Knobs) == 0 && len(ps.list) == 0 {
+				ps.add(r.Pos, "sweep: strategy %s needs sweep.knobs (knob: [values, ...])", sw.Strategy)
+			}
+			if r.TrialsSet {
+				ps.add(r.Pos, "sweep: sweep.trials is for strategy list; strategy %s takes sweep.knobs", sw.Strategy)
+			}
+		}
+	}
+	for _, p := range r.Trials {
+		for _, name := range p.Order {
+			applies(name, p.Values[name].Pos, "sweep.trials")
+		}
+		sw.Trials = append(sw.Trials, p.plain())
+	}
+	for _, p := range r.Exclude {
+		sw.Exclude = append(sw.Exclude, p.plain())
+	}
+	for _, c := range r.Constraints {
+		sw.Constraints = append(sw.Constraints, c.Src)
+		sw.exprs = append(sw.exprs, c.Expr)
+	}
+	if r.MaxTrials.Set && !r.MaxTrials.Bad {
+		sw.MaxTrials = r.MaxTrials.V
+	}
+	sw.AllowNVLS = r.AllowNVLS.V && !r.AllowNVLS.Bad
+	return sw
+}
+
+// String describes a sweep axis for messages.
+func (s Sweep) String() string {
+	parts := make([]string, len(s.Order))
+	for i, k := range s.Order {
+		parts[i] = fmt.Sprintf("%s(%d)", k, len(s.Knobs[k]))
+	}
+	return s.Strategy + " " + strings.Join(parts, " ")
+}

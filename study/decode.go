@@ -1,0 +1,349 @@
+package study
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/casestudy/casestudy/knobs"
+)
+
+// val is a decoded field with where it came from. Set: the file has the key;
+// Bad: it has the key but the value was refused (already reported).
+type val[T any] struct {
+	V   T
+	Pos Pos
+	Set bool
+	Bad bool
+}
+
+// point is a mapping of knob -> canonical value (baseline, a list trial, an
+// exclude entry), in file order.
+type point struct {
+	Pos    Pos
+	Order  []string
+	Values map[string]val[string]
+}
+
+func newPoint(pos Pos) *point { return &point{Pos: pos, Values: map[string]val[string]{}} }
+
+func (p *point) set(name string, v val[string]) {
+	if _, ok := p.Values[name]; !ok {
+		p.Order = append(p.Order, name)
+	}
+	p.Values[name] = v
+}
+
+func (p *point) plain() map[string]string {
+	out := make(map[string]string, len(p.Values))
+	for k, v := range p.Values {
+		if !v.Bad {
+			out[k] = v.V
+		}
+	}
+	return out
+}
+
+// rawStudy is one file as written, before extends are merged.
+type rawStudy struct {
+	File                   string
+	Name, Description, Ext val[string]
+	Family, Preset         val[string]
+	Layers, Hidden         val[int]
+	ModelKnobs             *point // micro_batch, seq_len, image_size
+	GPUs, Nodes, Ranks     val[int]
+	Warmup, Steps, Repeats val[int]
+	Threads                val[int]
+	Device                 val[string]
+	Timeout                val[time.Duration]
+	Seed                   val[int64]
+	Interleave             val[bool]
+	ProcsPerGPU            val[string]
+	Baseline               *point
+	Sweep                  *rawSweep
+	Metric, Goal           val[string]
+	Disable                val[[]string]
+	Thresholds             map[string]map[string]val[float64]
+	Formats                val[[]string]
+	CompareBase            val[string]
+	Threshold              val[float64]
+	Launcher               map[string]val[string]
+	sectionPos             map[string]Pos
+}
+
+type rawSweep struct {
+	Pos         Pos
+	Strategy    val[string]
+	Knobs       []rawAxis
+	KnobsSet    bool
+	Trials      []*point
+	TrialsSet   bool
+	Exclude     []*point
+	Constraints []rawConstraint
+	MaxTrials   val[int]
+	AllowNVLS   val[bool]
+}
+
+type rawAxis struct {
+	Name   string
+	Pos    Pos
+	Values []val[string]
+}
+
+type rawConstraint struct {
+	Src  string
+	Pos  Pos
+	Expr *Expr
+}
+
+// Keys of each section; unknown keys are errors with a suggestion.
+var (
+	topKeys       = []string{"name", "description", "extends", "model", "workload", "baseline", "sweep", "objective", "checklist", "report", "compare", "launcher"}
+	modelKeys     = []string{"family", "preset", "layers", "hidden", "micro_batch", "seq_len", "image_size"}
+	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "repeats", "timeout", "seed", "threads", "interleave"}
+	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls"}
+	objectiveKeys = []string{"metric", "goal"}
+	checklistKeys = []string{"disable", "thresholds"}
+	reportKeys    = []string{"formats"}
+	compareKeys   = []string{"baseline", "threshold"}
+	// LauncherKeys are the settings a study's launcher section may carry
+	// (launch/ reads them); extend this list when a launcher learns a new one.
+	LauncherKeys = []string{"kind", "partition", "account", "qos", "reservation", "constraint", "time_limit", "extra_args"}
+)
+
+// decoder walks one file's node tree, reporting every problem it finds.
+type decoder struct {
+	file string
+	ps   *problems
+}
+
+func (d *decoder) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Col: n.Column} }
+
+// mapping calls fn for each key of n (a mapping), refusing duplicate keys and,
+// when keys is not nil, keys outside it (with the closest valid key).
+func (d *decoder) mapping(n *yaml.Node, where string, keys []string, fn func(key string, k, v *yaml.Node)) bool {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return false // an empty section: nothing to read
+		}
+		d.ps.add(d.pos(n), "%s must be a mapping of keys, got %s", where, kindName(n))
+		return false
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.ps.add(d.pos(k), "a key in %s must be a plain name, got %s", where, kindName(k))
+			continue
+		}
+		key := k.Value
+		if k.Tag == "!!merge" {
+			d.ps.add(d.pos(k), "merge keys (<<) are not supported in %s; write the keys out", where)
+			continue
+		}
+		if seen[key] {
+			d.ps.add(d.pos(k), "duplicate key %q in %s", key, where)
+			continue
+		}
+		seen[key] = true
+		if keys != nil && !contains(keys, key) {
+			d.ps.add(d.pos(k), "unknown key %q in %s%s", key, where, didYouMean(knobs.Closest(key, keys)))
+			continue
+		}
+		fn(key, k, v)
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scalar returns the text of a scalar node, reporting anything else.
+func (d *decoder) scalar(n *yaml.Node, field string) (string, bool) {
+	n = deref(n)
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		d.ps.add(d.pos(n), "%s: expected a single value, got %s", field, kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) str(n *yaml.Node, field string) val[string] {
+	s, ok := d.scalar(n, field)
+	if ok && deref(n).Tag != "!!str" {
+		d.ps.add(d.pos(n), "%s: expected text, got %s (quote it if you mean the text)", field, kindName(deref(n)))
+		ok = false
+	}
+	return val[string]{V: s, Pos: d.pos(n), Set: true, Bad: !ok}
+}
+
+func (d *decoder) integer(n *yaml.Node, field string, min, max int) val[int] {
+	s, ok := d.scalar(n, field)
+	v := val[int]{Pos: d.pos(n), Set: true, Bad: true}
+	if !ok {
+		return v
+	}
+	i, err := strconv.Atoi(s)
+	switch {
+	case err != nil || deref(n).Tag != "!!int":
+		d.ps.add(d.pos(n), "%s: expected an integer, got %s", field, kindName(deref(n)))
+	case i < min || i > max:
+		d.ps.add(d.pos(n), "%s: %d is outside %d..%d", field, i, min, max)
+	default:
+		v.V, v.Bad = i, false
+	}
+	return v
+}
+
+func (d *decoder) boolean(n *yaml.Node, field string) val[bool] {
+	s, ok := d.scalar(n, field)
+	v := val[bool]{Pos: d.pos(n), Set: true, Bad: true}
+	if !ok {
+		return v
+	}
+	switch {
+	case deref(n).Tag == "!!bool" && (s == "true" || s == "True" || s == "TRUE"):
+		v.V, v.Bad = true, false
+	case deref(n).Tag == "!!bool":
+		v.V, v.Bad = false, false
+	default:
+		d.ps.add(d.pos(n), "%s: expected true or false, got %s", field, kindName(deref(n)))
+	}
+	return v
+}
+
+func (d *decoder) number(n *yaml.Node, field string) val[float64] {
+	s, ok := d.scalar(n, field)
+	v := val[float64]{Pos: d.pos(n), Set: true, Bad: true}
+	if !ok {
+		return v
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if t := deref(n).Tag; err != nil || (t != "!!int" && t != "!!float") {
+		d.ps.add(d.pos(n), "%s: expected a number, got %s", field, kindName(deref(n)))
+		return v
+	}
+	v.V, v.Bad = f, false
+	return v
+}
+
+func (d *decoder) strings(n *yaml.Node, field string) val[[]string] {
+	v := val[[]string]{Pos: d.pos(n), Set: true}
+	n = deref(n)
+	if n.Kind != yaml.SequenceNode {
+		d.ps.add(d.pos(n), "%s: expected a list, got %s", field, kindName(n))
+		v.Bad = true
+		return v
+	}
+	for _, c := range n.Content {
+		s := d.str(c, field)
+		if s.Bad {
+			v.Bad = true
+			continue
+		}
+		v.V = append(v.V, s.V)
+	}
+	return v
+}
+
+// knobValue canonicalises one knob value, reporting an unknown knob or a
+// value outside its domain.
+func (d *decoder) knobValue(name string, n *yaml.Node) val[string] {
+	v := val[string]{Pos: d.pos(n), Set: true, Bad: true}
+	s, ok := d.scalar(n, name)
+	if !ok {
+		return v
+	}
+	k, known := knobs.Lookup(name)
+	if !known {
+		return v // the key was reported already
+	}
+	c, err := k.Canonical(s)
+	if err != nil {
+		d.ps.add(d.pos(n), "%v", err)
+		return v
+	}
+	v.V, v.Bad = c, false
+	return v
+}
+
+// knobKey checks a knob name used as a key, with a suggestion.
+func (d *decoder) knobKey(k *yaml.Node, where string) bool {
+	if _, ok := knobs.Lookup(k.Value); ok {
+		return true
+	}
+	d.ps.add(d.pos(k), "unknown key %q in %s%s", k.Value, where, didYouMean(knobs.Suggest(k.Value)))
+	return false
+}
+
+// knobPoint reads a mapping of knob -> value.
+func (d *decoder) knobPoint(n *yaml.Node, where string) *point {
+	p := newPoint(d.pos(n))
+	d.mapping(n, where, nil, func(key string, k, v *yaml.Node) {
+		if d.knobKey(k, where) {
+			p.set(key, d.knobValue(key, v))
+		}
+	})
+	return p
+}
+
+// duration reads a Go duration ("10m", "90s"); a bare integer is refused so
+// that "timeout: 10" is not silently ten nanoseconds or ten seconds.
+func (d *decoder) duration(n *yaml.Node, field string) val[time.Duration] {
+	v := val[time.Duration]{Pos: d.pos(n), Set: true, Bad: true}
+	s, ok := d.scalar(n, field)
+	if !ok {
+		return v
+	}
+	t, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.ps.add(d.pos(n), "%s: %q is not a duration (write e.g. 10m, 90s, 1h30m)", field, s)
+	case t <= 0 || t > 48*time.Hour:
+		d.ps.add(d.pos(n), "%s: %s is outside 1s..48h", field, t)
+	default:
+		v.V, v.Bad = t, false
+	}
+	return v
+}
+
+// percent reads a threshold as "5%" or a fraction 0.05.
+func (d *decoder) percent(n *yaml.Node, field string) val[float64] {
+	v := val[float64]{Pos: d.pos(n), Set: true, Bad: true}
+	s, ok := d.scalar(n, field)
+	if !ok {
+		return v
+	}
+	var f float64
+	var err error
+	if p, isPct := strings.CutSuffix(strings.TrimSpace(s), "%"); isPct {
+		f, err = strconv.ParseFloat(strings.TrimSpace(p), 64)
+		f /= 100
+	} else {
+		f, err = strconv.ParseFloat(s, 64)
+		if err == nil && f > 1 {
+			err = fmt.Errorf("%q reads as more than 100%%; write %s%% or %g", s, s, f/100)
+		}
+	}
+	switch {
+	case err != nil && strings.Contains(err.Error(), "reads as"):
+		d.ps.add(d.pos(n), "%s: %v", field, err)
+	case err != nil:
+		d.ps.add(d.pos(n), "%s: %q is not a percentage (write 5%% or 0.05)", field, s)
+	case !(f > 0 && f <= 1):
+		d.ps.add(d.pos(n), "%s: %s must be above 0%% and at most 100%%", field, s)
+	default:
+		v.V, v.Bad = f, false
+	}
+	return v
+}

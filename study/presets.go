@@ -1,0 +1,35 @@
+package study
+
+// Families are the model families the engine trains.
+var Families = []string{"resnet50", "bert", "gpt"}
+
+// Presets are each family's size presets (the engine's model tables agree).
+var Presets = map[string][]string{
+	"gpt":      {"tiny", "124m", "350m", "774m", "1.5b"},
+	"bert":     {"tiny", "base", "large"},
+	"resnet50": {"tiny", "50"},
+}
+
+// Strategies are the sweep strategies.
+var Strategies = []string{"grid", "one-at-a-time", "list", "greedy"}
+
+// Metrics are the objective metrics and the goal each one naturally has.
+var Metrics = map[string]string{
+	"throughput":   "max", // samples/s of the whole trial
+	"tokens_per_s": "max",
+	"mfu":          "max",
+	"tflops":       "max",
+	"step_time":    "min", // median step time
+	"memory":       "min", // peak device memory per rank
+}
+
+// ReportFormats are the formats a report can be written in.
+var ReportFormats = []string{"html", "md", "json"}
+
+// Workload defaults, used when no file in the extends chain sets them.
+const (
+	DefaultWarmup  = 10
+	DefaultSteps   = 50
+	DefaultRepeats = 1
+	DefaultSeed    = 1
+)

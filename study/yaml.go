@@ -1,0 +1,178 @@
+package study
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Limits on hostile input. A study is a few kilobytes; these leave room for
+// large generated sweeps and refuse anything built to exhaust memory.
+const (
+	DefaultMaxBytes = 1 << 20 // file size, checked before parsing
+	maxNodes        = 100000  // YAML nodes after expanding aliases (billion laughs)
+	maxDepth        = 32      // nesting of mappings and sequences
+	maxExtends      = 16      // length of an extends chain
+)
+
+// readLimited reads at most max bytes of path and refuses larger files before
+// any parsing.
+func readLimited(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("is a directory, not a study file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than the %d-byte limit for a study file", max)
+	}
+	return data, nil
+}
+
+// parseYAML parses one YAML document into a node tree and refuses alias bombs,
+// recursive aliases and deep nesting. It never panics.
+func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, fmt.Errorf("invalid YAML: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty file: a study needs at least name and model")
+		}
+		return nil, fmt.Errorf("invalid YAML: %v", trimYAMLError(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("invalid YAML: %v", trimYAMLError(err))
+		}
+		return nil, fmt.Errorf("line %d: more than one YAML document (---); a study file holds one", extra.Line)
+	}
+	if err := checkSize(&doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, fmt.Errorf("empty file: a study needs at least name and model")
+		}
+		return doc.Content[0], nil
+	}
+	return &doc, nil
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+func trimYAMLError(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// problemAt turns a parse error into a Problem, with the line when the message
+// names one ("line 3: ...").
+func problemAt(file string, err error) Problem {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(strings.TrimPrefix(msg, "invalid YAML: ")); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		rest := yamlLine.ReplaceAllString(strings.TrimPrefix(msg, "invalid YAML: "), "")
+		if strings.HasPrefix(msg, "invalid YAML: ") {
+			rest = "invalid YAML: " + rest
+		}
+		return Problem{Pos: Pos{File: file, Line: line, Col: 1}, Msg: rest}
+	}
+	return Problem{Pos: Pos{File: file}, Msg: msg}
+}
+
+// checkSize counts the nodes and depth of the tree with aliases expanded,
+// memoised per node so that the count itself stays cheap, and refuses trees
+// past the limits and aliases that refer to their own ancestors.
+func checkSize(root *yaml.Node) error {
+	type stat struct{ nodes, depth int }
+	memo := map[*yaml.Node]stat{}
+	active := map[*yaml.Node]bool{}
+	var walk func(n *yaml.Node) (stat, error)
+	walk = func(n *yaml.Node) (stat, error) {
+		if s, ok := memo[n]; ok {
+			return s, nil
+		}
+		if active[n] {
+			return stat{}, fmt.Errorf("line %d: an alias refers to a node that contains it", n.Line)
+		}
+		active[n] = true
+		defer delete(active, n)
+		s := stat{nodes: 1, depth: 1}
+		kids := n.Content
+		if n.Kind == yaml.AliasNode {
+			if n.Alias == nil {
+				return stat{}, fmt.Errorf("line %d: alias to an unknown anchor", n.Line)
+			}
+			kids = []*yaml.Node{n.Alias}
+			s.depth = 0
+		}
+		for _, c := range kids {
+			cs, err := walk(c)
+			if err != nil {
+				return stat{}, err
+			}
+			s.nodes += cs.nodes
+			s.depth = max(s.depth, cs.depth+1)
+			if s.nodes > maxNodes {
+				return stat{}, fmt.Errorf("line %d: the document expands to more than %d YAML nodes (aliases multiply it); refusing it as an alias bomb", n.Line, maxNodes)
+			}
+			if s.depth > maxDepth {
+				return stat{}, fmt.Errorf("line %d: nesting deeper than %d levels", c.Line, maxDepth)
+			}
+		}
+		memo[n] = s
+		return s, nil
+	}
+	_, err := walk(root)
+	return err
+}
+
+// deref follows aliases (bounded: checkSize ran first).
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxDepth; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// kindName says what a node is, for "expected X, got Y" errors.
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return "nothing (null)"
+		case "!!bool":
+			return "a boolean"
+		case "!!int":
+			return "an integer"
+		case "!!float":
+			return "a number"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
