@@ -31,4 +31,6 @@ type Result struct {
 	Evidence       []string `json:"evidence,omitempty"`       // numbers and where they come from
 	Trials         []string `json:"trials,omitempty"`         // trial IDs the evidence comes from
 	Recommendation string   `json:"recommendation,omitempty"` // what to do
+	// Thresholds are the values the rule judged with (defaults and overrides).
+	Thresholds map[string]float64 `json:"thresholds,omitempty"`
 }

@@ -1,0 +1,63 @@
+package checklist
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// x formats a ratio: "1.93×".
+func x(r float64) string { return fmt.Sprintf("%.2f×", r) }
+
+// pct formats a fraction as a percentage: "12.5%".
+func pct(f float64) string {
+	if math.Abs(f) < 0.1 {
+		return fmt.Sprintf("%.2f%%", 100*f)
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// ms formats milliseconds.
+func ms(v float64) string { return fmt.Sprintf("%.3g ms", v) }
+
+// gib formats bytes in GiB (MiB below 1 GiB).
+func gib(b float64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", b/(1<<30))
+}
+
+// gbs formats a bandwidth in GB/s.
+func gbs(v float64) string { return fmt.Sprintf("%.1f GB/s", v) }
+
+// num formats a threshold or knob number without trailing zeros.
+func num(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", v), ".0") }
+
+// ids returns the IDs of trials.
+func ids(ts ...*trial) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.ID)
+	}
+	return out
+}
+
+// idList is "a1b2, c3d4".
+func idList(ts ...*trial) string { return strings.Join(ids(ts...), ", ") }
+
+// limit keeps the first n lines and says how many were left out.
+func limit(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	return append(lines[:n:n], fmt.Sprintf("... and %d more", len(lines)-n))
+}
+
+func na(format string, args ...any) verdict {
+	return verdict{Status: NotApplicable, Message: fmt.Sprintf(format, args...)}
+}
+
+func pass(format string, args ...any) verdict {
+	return verdict{Status: Pass, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,291 @@
+package checklist
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+// Threshold is one tunable number of a rule; a study overrides it in its
+// `checklist:` section (thresholds: {RULE: {NAME: VALUE}}).
+type Threshold struct {
+	Name    string  `json:"name"`
+	Default float64 `json:"default"`
+	Unit    string  `json:"unit,omitempty"` // "x" ratio, "fraction", "ms", "GB/s", "steps" ...
+	Doc     string  `json:"doc"`
+}
+
+// Rule is one entry of the registry.
+type Rule struct {
+	ID         string      `json:"id"`
+	Title      string      `json:"title"`
+	Chapter    int         `json:"chapter"` // seed chapter (docs: curriculum)
+	Severity   Severity    `json:"severity"`
+	Rationale  string      `json:"rationale"`
+	Needs      []string    `json:"needs"` // metrics and run facts it reads
+	Thresholds []Threshold `json:"thresholds,omitempty"`
+
+	check func(c *evalContext) verdict
+}
+
+// verdict is what a rule's check returns; Evaluate fills in the rule's facts.
+type verdict struct {
+	Status         Status
+	Severity       Severity // "" = the rule's severity
+	Message        string
+	Evidence       []string
+	Trials         []string
+	Recommendation string
+}
+
+// Config carries a study's overrides (study.Checklist): rules to skip and
+// thresholds by rule ID and threshold name.
+type Config struct {
+	Disable    []string                      `json:"disable,omitempty"`
+	Thresholds map[string]map[string]float64 `json:"thresholds,omitempty"`
+}
+
+var (
+	registry []*Rule
+	byID     = map[string]*Rule{}
+)
+
+// The registry, in the order Evaluate reports: compute, communication, links,
+// pipeline, resources, then the run as a whole.
+func init() {
+	for _, group := range [][]*Rule{computeRules, commRules, topoRules, pipelineRules, resourceRules, runRules} {
+		register(group...)
+	}
+}
+
+// register adds rules in the order Evaluate reports them.
+func register(rules ...*Rule) {
+	for _, r := range rules {
+		if _, dup := byID[r.ID]; dup {
+			panic("checklist: duplicate rule " + r.ID)
+		}
+		registry = append(registry, r)
+		byID[r.ID] = r
+	}
+}
+
+// Rules returns every rule in evaluation order.
+func Rules() []*Rule { return registry }
+
+// Lookup finds a rule by ID.
+func Lookup(id string) (*Rule, bool) {
+	r, ok := byID[id]
+	return r, ok
+}
+
+// threshold returns the named threshold's definition.
+func (r *Rule) threshold(name string) (Threshold, bool) {
+	for _, t := range r.Thresholds {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Threshold{}, false
+}
+
+// Validate checks that every rule ID and threshold name of the config exists,
+// naming the closest valid one, so a typo in a study is an input error rather
+// than a silently ignored override.
+func (cfg Config) Validate() error {
+	var errs []string
+	for _, id := range cfg.Disable {
+		if _, ok := byID[id]; !ok {
+			errs = append(errs, fmt.Sprintf("checklist.disable: unknown rule %q%s", id, suggest(id, ruleIDs())))
+		}
+	}
+	ids := make([]string, 0, len(cfg.Thresholds))
+	for id := range cfg.Thresholds {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			errs = append(errs, fmt.Sprintf("checklist.thresholds: unknown rule %q%s", id, suggest(id, ruleIDs())))
+			continue
+		}
+		names := make([]string, 0, len(cfg.Thresholds[id]))
+		for n := range cfg.Thresholds[id] {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if _, ok := r.threshold(n); !ok {
+				var valid []string
+				for _, t := range r.Thresholds {
+					valid = append(valid, t.Name)
+				}
+				if len(valid) == 0 {
+					errs = append(errs, fmt.Sprintf("checklist.thresholds.%s: rule %s has no thresholds", id, id))
+					continue
+				}
+				errs = append(errs, fmt.Sprintf("checklist.thresholds.%s: unknown threshold %q (valid: %s)",
+					id, n, strings.Join(valid, ", ")))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+func ruleIDs() []string {
+	out := make([]string, len(registry))
+	for i, r := range registry {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Evaluate applies every rule to the run, in registry order. A disabled rule
+// is reported not_applicable with the reason. Unknown IDs and threshold names
+// in cfg are ignored here: call cfg.Validate first to report them.
+func Evaluate(run *store.Run, cfg Config) []Result {
+	disabled := map[string]bool{}
+	for _, id := range cfg.Disable {
+		disabled[id] = true
+	}
+	view := newRunView(run)
+	out := make([]Result, 0, len(registry))
+	for _, r := range registry {
+		res := Result{RuleID: r.ID, Title: r.Title, Chapter: r.Chapter, Severity: r.Severity}
+		th := r.resolve(cfg)
+		res.Thresholds = th
+		if disabled[r.ID] {
+			res.Status = NotApplicable
+			res.Message = "disabled by the study's checklist.disable"
+			out = append(out, res)
+			continue
+		}
+		v := r.check(&evalContext{run: view, th: th})
+		res.Status = v.Status
+		if v.Severity != "" {
+			res.Severity = v.Severity
+		}
+		res.Message = v.Message
+		res.Evidence = v.Evidence
+		res.Trials = dedupe(v.Trials)
+		res.Recommendation = v.Recommendation
+		out = append(out, res)
+	}
+	return out
+}
+
+// resolve returns the rule's thresholds with the config's overrides applied.
+func (r *Rule) resolve(cfg Config) map[string]float64 {
+	if len(r.Thresholds) == 0 {
+		return nil
+	}
+	th := make(map[string]float64, len(r.Thresholds))
+	for _, t := range r.Thresholds {
+		th[t.Name] = t.Default
+	}
+	for n, v := range cfg.Thresholds[r.ID] {
+		if _, ok := th[n]; ok {
+			th[n] = v
+		}
+	}
+	return th
+}
+
+// evalContext is what a rule's check sees.
+type evalContext struct {
+	run *runView
+	th  map[string]float64
+}
+
+// t returns a resolved threshold; asking for an undeclared one is a bug.
+func (c *evalContext) t(name string) float64 {
+	v, ok := c.th[name]
+	if !ok {
+		panic("checklist: undeclared threshold " + name)
+	}
+	return v
+}
+
+// SeverityRank orders severities: info < warning < error; unknown is -1.
+func SeverityRank(s Severity) int {
+	switch s {
+	case Info:
+		return 0
+	case Warning:
+		return 1
+	case Error:
+		return 2
+	}
+	return -1
+}
+
+// ParseSeverity reads a --fail-on value.
+func ParseSeverity(s string) (Severity, error) {
+	sev := Severity(strings.ToLower(s))
+	if SeverityRank(sev) < 0 {
+		return "", fmt.Errorf("unknown severity %q (valid: info, warning, error)", s)
+	}
+	return sev, nil
+}
+
+// Gate returns the findings at or above min.
+func Gate(results []Result, min Severity) []Result {
+	var out []Result
+	for _, r := range results {
+		if r.Status == Finding && SeverityRank(r.Severity) >= SeverityRank(min) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func dedupe(ids []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ids {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// suggest returns ` (did you mean "x"?)` for the closest candidate, or "".
+func suggest(s string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" || bestD > max(2, len(s)/3) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,295 @@
+package checklist
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Compute-side rules: precision, fp16 overflow, CUDA Graphs.
+
+var computeRules = []*Rule{
+	&Rule{
+		ID: "precision", Title: "Reduced precision is faster with matching loss", Chapter: 23, Severity: Warning,
+		Rationale: "bf16/fp16 autocast (and TF32 matmuls) run on tensor cores at several times fp32's rate and halve " +
+			"activation and gradient traffic. When a trial that differs from the baseline only in precision is " +
+			"faster and ends at the same loss, the baseline leaves speed unused.",
+		Needs: []string{"knob precision", "samples_per_s", "final_loss", "a pair of trials differing only in precision"},
+		Thresholds: []Threshold{
+			{Name: "min_speedup", Default: 1.10, Unit: "x", Doc: "speed-up over the baseline's precision that makes a recommendation"},
+			{Name: "loss_tolerance", Default: 0.02, Unit: "fraction", Doc: "largest relative difference of final loss that still counts as matching"},
+		},
+		check: checkPrecision,
+	},
+	&Rule{
+		ID: "fp16-overflow", Title: "fp16 steps skipped for overflow", Chapter: 23, Severity: Warning,
+		Rationale: "fp16's narrow range needs dynamic loss scaling; a step whose gradients overflow is skipped. " +
+			"Many skipped steps mean wasted work, fewer real updates, and an inflated throughput (skipped steps " +
+			"do no optimizer step); a collapsing loss scale means the gradients keep overflowing.",
+		Needs: []string{"knob precision", "steps[].skipped", "steps[].loss_scale", "final_loss"},
+		Thresholds: []Threshold{
+			{Name: "max_skipped_frac", Default: 0.02, Unit: "fraction", Doc: "largest share of measured steps that may be skipped"},
+			{Name: "min_loss_scale", Default: 1, Unit: "scale", Doc: "a loss scale below this means persistent overflow"},
+		},
+		check: checkFP16Overflow,
+	},
+	&Rule{
+		ID: "cuda-graphs", Title: "CUDA Graphs for launch-bound steps", Chapter: 27, Severity: Warning,
+		Rationale: "Short steps made of many small kernels are bound by CPU launch overhead; capturing the step in " +
+			"a CUDA Graph replays it with one launch. Judged from a graphs on/off pair when the study swept it, " +
+			"else from short steps at low MFU (a hint, reported as info).",
+		Needs: []string{"knob graphs", "samples_per_s", "step_ms", "mfu"},
+		Thresholds: []Threshold{
+			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation"},
+			{Name: "small_step_ms", Default: 50, Unit: "ms", Doc: "steps shorter than this may be launch-bound"},
+			{Name: "low_mfu", Default: 0.30, Unit: "fraction", Doc: "MFU below this, with short steps, suggests launch overhead"},
+		},
+		check: checkGraphs,
+	},
+}
+
+// comparison is one pair oriented from the baseline side to the alternative.
+type comparison struct {
+	Base, Alt *trial
+	Speedup   float64 // Alt over Base
+}
+
+// against orients every pair of knob so that Base holds baseVal; pairs where
+// neither side holds it are left out.
+func (v *runView) against(knob, baseVal string) []comparison {
+	var out []comparison
+	for _, p := range v.pairs(knob) {
+		switch {
+		case p.A.knob(knob) == baseVal:
+			out = append(out, comparison{Base: p.A, Alt: p.B, Speedup: speedup(p.B, p.A)})
+		case p.B.knob(knob) == baseVal:
+			out = append(out, comparison{Base: p.B, Alt: p.A, Speedup: speedup(p.A, p.B)})
+		}
+	}
+	return out
+}
+
+// fastest returns the comparison with the largest speed-up (nil for none).
+func fastest(cs []comparison) *comparison {
+	var best *comparison
+	for i := range cs {
+		if math.IsNaN(cs[i].Speedup) {
+			continue
+		}
+		if best == nil || cs[i].Speedup > best.Speedup {
+			best = &cs[i]
+		}
+	}
+	return best
+}
+
+// precisionRank orders precisions from full to reduced.
+func precisionRank(p string) int {
+	return map[string]int{"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 2}[p]
+}
+
+func precisionName(p string) string {
+	switch p {
+	case "bf16", "fp16":
+		return p + " autocast"
+	case "tf32":
+		return "TF32 matmuls"
+	}
+	return p
+}
+
+func relDiff(a, b float64) float64 {
+	if b == 0 {
+		return math.Abs(a - b)
+	}
+	return math.Abs(a-b) / math.Abs(b)
+}
+
+func checkPrecision(c *evalContext) verdict {
+	base := c.run.baseline("precision")
+	if base == "" {
+		base = "fp32"
+	}
+	if len(c.run.pairs("precision")) == 0 {
+		return na("no two completed trials differ only in precision (sweep precision: [%s, bf16] to measure it)", base)
+	}
+	var comps []comparison
+	for _, cmp := range c.run.against("precision", base) {
+		if precisionRank(cmp.Alt.knob("precision")) > precisionRank(base) {
+			comps = append(comps, cmp)
+		}
+	}
+	if len(comps) == 0 {
+		return na("no completed trial with a lower precision than the baseline's %s differs from it only in precision", base)
+	}
+	var good, fastButOff, unknownLoss []comparison
+	for _, cmp := range comps {
+		if math.IsNaN(cmp.Speedup) || cmp.Speedup < c.t("min_speedup") {
+			continue
+		}
+		switch {
+		case math.IsNaN(cmp.Alt.Loss) || math.IsNaN(cmp.Base.Loss):
+			unknownLoss = append(unknownLoss, cmp)
+		case relDiff(cmp.Alt.Loss, cmp.Base.Loss) <= c.t("loss_tolerance"):
+			good = append(good, cmp)
+		default:
+			fastButOff = append(fastButOff, cmp)
+		}
+	}
+	if b := fastest(good); b != nil {
+		alt := b.Alt.knob("precision")
+		return verdict{
+			Status: Finding,
+			Message: fmt.Sprintf("%s was %s faster than %s (trials %s, %s) with loss within %s",
+				precisionName(alt), x(b.Speedup), base, b.Alt.ID, b.Base.ID, pct(relDiff(b.Alt.Loss, b.Base.Loss))),
+			Evidence: []string{
+				fmt.Sprintf("%s: %.4g samples/s, final loss %.4g", b.Alt.label(), b.Alt.Throughput, b.Alt.Loss),
+				fmt.Sprintf("%s: %.4g samples/s, final loss %.4g", b.Base.label(), b.Base.Throughput, b.Base.Loss),
+			},
+			Trials:         ids(b.Alt, b.Base),
+			Recommendation: "use precision: " + alt,
+		}
+	}
+	if b := fastest(fastButOff); b != nil {
+		return pass("%s was %s faster than %s (trials %s, %s) but its final loss differs by %s (tolerance %s): not recommended without checking convergence",
+			b.Alt.knob("precision"), x(b.Speedup), base, b.Alt.ID, b.Base.ID,
+			pct(relDiff(b.Alt.Loss, b.Base.Loss)), pct(c.t("loss_tolerance")))
+	}
+	if b := fastest(unknownLoss); b != nil {
+		return na("%s was %s faster than %s (trials %s, %s) but the final loss was not recorded, so matching loss cannot be checked",
+			b.Alt.knob("precision"), x(b.Speedup), base, b.Alt.ID, b.Base.ID)
+	}
+	b := fastest(comps)
+	if b == nil {
+		return na("the precision pairs have no throughput or step time")
+	}
+	return pass("reduced precision gained at most %s over %s (trials %s, %s), below %s: keeping %s is fine",
+		x(b.Speedup), base, b.Alt.ID, b.Base.ID, x(c.t("min_speedup")), base)
+}
+
+func checkFP16Overflow(c *evalContext) verdict {
+	var fp16 []*trial
+	for _, t := range c.run.ok {
+		if t.knob("precision") == "fp16" {
+			fp16 = append(fp16, t)
+		}
+	}
+	if len(fp16) == 0 {
+		return na("no completed fp16 trial")
+	}
+	var bad []string
+	var badTrials []string
+	measured := false
+	worst := 0.0
+	for _, t := range fp16 {
+		if t.Measured == 0 {
+			continue
+		}
+		measured = true
+		frac := float64(t.Skipped) / float64(t.Measured)
+		worst = math.Max(worst, frac)
+		minScale := math.Inf(1)
+		t.steps(func(_ int, s stepMetrics) {
+			if s.LossScale > 0 {
+				minScale = math.Min(minScale, s.LossScale)
+			}
+		})
+		var why []string
+		if frac > c.t("max_skipped_frac") {
+			why = append(why, fmt.Sprintf("skipped %d of %d measured steps (%s)", t.Skipped, t.Measured, pct(frac)))
+		}
+		if !math.IsInf(minScale, 1) && minScale < c.t("min_loss_scale") {
+			why = append(why, fmt.Sprintf("loss scale fell to %g", minScale))
+		}
+		if math.IsInf(t.Loss, 0) {
+			why = append(why, "final loss is infinite")
+		} else if math.IsNaN(t.Loss) && t.rec.Summary != nil {
+			why = append(why, "final loss is NaN")
+		}
+		if len(why) > 0 {
+			bad = append(bad, t.label()+": "+strings.Join(why, ", "))
+			badTrials = append(badTrials, t.ID)
+		}
+	}
+	if !measured {
+		return na("the fp16 trials recorded no measured steps")
+	}
+	if len(bad) == 0 {
+		return pass("%d fp16 trial(s) skipped at most %s of their measured steps", len(fp16), pct(worst))
+	}
+	return verdict{
+		Status:   Finding,
+		Message:  fmt.Sprintf("%d fp16 trial(s) overflowed: %s", len(bad), bad[0]),
+		Evidence: limit(bad, 8),
+		Trials:   badTrials,
+		Recommendation: "use precision: bf16 (fp32's exponent range, no loss scaling needed); if fp16 must stay, " +
+			"lower the initial loss scale and check for inf/NaN sources; throughput of skipped steps is inflated " +
+			"(no optimizer step)",
+	}
+}
+
+func checkGraphs(c *evalContext) verdict {
+	base := c.run.baseline("graphs")
+	if len(c.run.pairs("graphs")) > 0 {
+		comps := c.run.against("graphs", "false")
+		b := fastest(comps)
+		if b == nil {
+			return na("the graphs pairs have no throughput or step time")
+		}
+		if b.Speedup >= c.t("min_speedup") && base != "true" {
+			return verdict{
+				Status: Finding,
+				Message: fmt.Sprintf("CUDA Graphs made the step %s faster (%s → %s, trials %s, %s)",
+					x(b.Speedup), ms(b.Base.StepMS), ms(b.Alt.StepMS), b.Alt.ID, b.Base.ID),
+				Evidence: []string{
+					fmt.Sprintf("%s: step %s, %.4g samples/s", b.Alt.label(), ms(b.Alt.StepMS), b.Alt.Throughput),
+					fmt.Sprintf("%s: step %s, %.4g samples/s", b.Base.label(), ms(b.Base.StepMS), b.Base.Throughput),
+				},
+				Trials:         ids(b.Alt, b.Base),
+				Recommendation: "use graphs: true",
+			}
+		}
+		if base == "true" && b.Speedup < 1/c.t("min_speedup") {
+			return verdict{
+				Status:         Finding,
+				Message:        fmt.Sprintf("the baseline captures CUDA Graphs, but replay was at best %s the speed of eager (trials %s, %s)", x(b.Speedup), b.Alt.ID, b.Base.ID),
+				Trials:         ids(b.Alt, b.Base),
+				Recommendation: "use graphs: false (the steps are not launch-bound)",
+			}
+		}
+		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s); threshold %s",
+			x(b.Speedup), b.Alt.ID, b.Base.ID, x(c.t("min_speedup")))
+	}
+	t := c.run.best
+	if t == nil {
+		return na("no completed trial")
+	}
+	if t.knob("graphs") == "true" {
+		return pass("the best trial %s already captures CUDA Graphs", t.ID)
+	}
+	if !c.run.onGPU() || t.MFU <= 0 {
+		return na("no graphs on/off pair, and no MFU to judge launch overhead (CPU run or unknown peak)")
+	}
+	if t.StepMS < c.t("small_step_ms") && t.MFU < c.t("low_mfu") {
+		return verdict{
+			Status:   Finding,
+			Severity: Info,
+			Message: fmt.Sprintf("the best trial %s steps in %s at %s MFU: short steps at low MFU are often launch-bound",
+				t.ID, ms(t.StepMS), pct(t.MFU)),
+			Trials:         ids(t),
+			Recommendation: "sweep graphs: [false, true] to measure CUDA Graphs on this workload",
+		}
+	}
+	return pass("the best trial %s steps in %s at %s MFU: not launch-bound by these thresholds", t.ID, ms(t.StepMS), pct(t.MFU))
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,329 @@
+package checklist
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+// Rules about the run itself: measurement hygiene, knobs without effect,
+// failures that may hide the best configuration.
+
+var runRules = []*Rule{
+	{
+		ID: "measurement-hygiene", Title: "Measurement hygiene", Chapter: 17, Severity: Warning,
+		Rationale: "Numbers are only as good as the measurement: too few warm-up steps keep allocator growth and " +
+			"autotuning in the timings, too few steps or repeats hide the variance, and noisy or throttled trials " +
+			"make differences between trials unreliable.",
+		Needs: []string{"workload warmup_steps, steps, repeats", "step_cv / repeat_cv, noisy", "throttled, gpu_samples"},
+		Thresholds: []Threshold{
+			{Name: "min_warmup_steps", Default: 3, Unit: "steps", Doc: "fewest warm-up steps"},
+			{Name: "min_steps", Default: 20, Unit: "steps", Doc: "fewest measured steps per repeat"},
+			{Name: "min_repeats", Default: 3, Unit: "launches", Doc: "fewest repeats (separate launches) per trial"},
+			{Name: "max_cv", Default: 0.05, Unit: "fraction", Doc: "run-to-run noise above this makes a trial noisy"},
+		},
+		check: checkHygiene,
+	},
+	{
+		ID: "no-effect-knob", Title: "Knobs that had no measurable effect", Chapter: 17, Severity: Info,
+		Rationale: "A knob whose every clean pair (trials differing only in it) is within noise did nothing " +
+			"measurable, and should not be credited for a speed-up. For nccl.algo/nccl.proto, NCCL's own tuning " +
+			"log shows when auto already chose the forced value.",
+		Needs:      []string{"pairs of trials differing in one knob", "samples_per_s", "repeat_cv", "NCCL tuning log lines (optional)"},
+		Thresholds: []Threshold{{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as an effect"}},
+		check:      checkNoEffect,
+	},
+	{
+		ID: "failed-trials", Title: "Failed trials that may hide the best configuration", Chapter: 19, Severity: Warning,
+		Rationale: "A trial that failed, ran out of memory or timed out is missing from the comparison. When it " +
+			"differs from the best trial in a direction that usually helps (reduced precision, CUDA Graphs, a larger " +
+			"micro-batch, overlap, more micro-batches ...), the real best configuration may be the one that failed.",
+		Needs: []string{"trial outcomes and errors", "knobs"},
+		check: checkFailedTrials,
+	},
+}
+
+// workloadInt reads an integer of the manifest's workload map.
+func (v *runView) workloadInt(key string) (int, bool) {
+	switch n := v.run.Manifest.Workload[key].(type) {
+	case float64:
+		return int(n), true
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err == nil
+	case string:
+		i, err := strconv.Atoi(n)
+		return i, err == nil
+	}
+	return 0, false
+}
+
+func checkHygiene(c *evalContext) verdict {
+	if len(c.run.all) == 0 {
+		return na("the run has no trial records")
+	}
+	warmup, okW := c.run.workloadInt("warmup_steps")
+	steps, okS := c.run.workloadInt("steps")
+	repeats, okR := c.run.workloadInt("repeats")
+	for _, t := range c.run.ok { // fall back on what the records show
+		rps := t.okRepeats()
+		if !okR {
+			repeats, okR = len(t.rec.Repeats), true
+		}
+		if len(rps) > 0 && len(rps[0].Ranks) > 0 {
+			if !okW {
+				warmup, okW = rps[0].Ranks[0].WarmupSteps, true
+			}
+			if !okS {
+				steps, okS = len(rank0(rps[0])), true
+			}
+		}
+	}
+	var problems, recs, trials []string
+	if okW && float64(warmup) < c.t("min_warmup_steps") {
+		problems = append(problems, fmt.Sprintf("%d warm-up step(s) (< %s): the first steps include allocator growth, autotuning and graph capture", warmup, num(c.t("min_warmup_steps"))))
+		recs = append(recs, fmt.Sprintf("workload.warmup_steps: %s", num(c.t("min_warmup_steps"))))
+	}
+	if okS && float64(steps) < c.t("min_steps") {
+		problems = append(problems, fmt.Sprintf("%d measured step(s) per repeat (< %s)", steps, num(c.t("min_steps"))))
+		recs = append(recs, fmt.Sprintf("workload.steps: %s", num(c.t("min_steps"))))
+	}
+	if okR && float64(repeats) < c.t("min_repeats") {
+		problems = append(problems, fmt.Sprintf("%d repeat(s) per trial (< %s): run-to-run variance is not measured", repeats, num(c.t("min_repeats"))))
+		recs = append(recs, fmt.Sprintf("workload.repeats: %s", num(c.t("min_repeats"))))
+	}
+	var noisy, throttled []string
+	for _, t := range c.run.ok {
+		if (t.rec.Summary != nil && t.rec.Summary.Noisy) || t.Noise > c.t("max_cv") {
+			noisy = append(noisy, fmt.Sprintf("%s (noise %s)", t.ID, pct(t.Noise)))
+			trials = append(trials, t.ID)
+		}
+		if t.rec.Throttled || throttledSamples(t.rec) {
+			throttled = append(throttled, t.ID)
+			trials = append(trials, t.ID)
+		}
+	}
+	if len(noisy) > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d completed trial(s) are noisy: %s", len(noisy), len(c.run.ok), strings.Join(limit(noisy, 6), ", ")))
+		recs = append(recs, "re-run noisy trials on an idle machine, with more steps or repeats (workload.interleave: true spreads drift over trials)")
+	}
+	if len(throttled) > 0 {
+		problems = append(problems, fmt.Sprintf("%d trial(s) ran while a GPU was thermally or power throttled: %s", len(throttled), strings.Join(limit(throttled, 6), ", ")))
+		recs = append(recs, "check cooling and power limits (nvidia-smi -q -d PERFORMANCE) and re-run the throttled trials")
+	}
+	if len(problems) == 0 {
+		return pass("%d warm-up, %d measured steps, %d repeats; no noisy or throttled trial", warmup, steps, repeats)
+	}
+	return verdict{
+		Status:         Finding,
+		Message:        strings.Join(problems, "; "),
+		Evidence:       problems,
+		Trials:         trials,
+		Recommendation: strings.Join(recs, "; "),
+	}
+}
+
+// NVML clock-event reasons that mean the GPU slowed down: HW slowdown,
+// SW thermal, HW thermal, HW power brake.
+const throttleMask = 0x8 | 0x40 | 0x80 | 0x100
+
+func throttledSamples(rec *store.TrialRecord) bool {
+	for _, rp := range rec.Repeats {
+		for _, s := range rp.GPUSamples {
+			if s.Throttles&throttleMask != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkNoEffect(c *evalContext) verdict {
+	var knobs []string
+	for _, k := range c.run.varied() {
+		if !strings.HasPrefix(k, "fault.") {
+			knobs = append(knobs, k)
+		}
+	}
+	if len(knobs) == 0 {
+		return na("no two completed trials differ in exactly one knob")
+	}
+	var lines, trials, names []string
+	for _, k := range knobs {
+		ps := c.run.pairs(k)
+		effect := false
+		var biggest pair
+		bigDiff, bigBand := -1.0, 0.0
+		for _, p := range ps {
+			s := speedup(p.A, p.B)
+			if math.IsNaN(s) {
+				effect = true // cannot tell: do not claim "no effect"
+				break
+			}
+			d, band := math.Abs(s-1), noiseBand(p.A, p.B, c.t("noise_floor"))
+			if d > band {
+				effect = true
+				break
+			}
+			if d > bigDiff {
+				biggest, bigDiff, bigBand = p, d, band
+			}
+		}
+		if effect {
+			continue
+		}
+		line := fmt.Sprintf("%s: %s vs %s differ by %s (noise band %s, trials %s, %s; %d pair(s))",
+			k, biggest.A.knob(k), biggest.B.knob(k), pct(bigDiff), pct(bigBand), biggest.A.ID, biggest.B.ID, len(ps))
+		line += c.run.ncclSameChoice(k, ps)
+		lines = append(lines, line)
+		names = append(names, k)
+		trials = append(trials, biggest.A.ID, biggest.B.ID)
+	}
+	if len(lines) == 0 {
+		return pass("every swept knob (%s) changed speed beyond noise in at least one clean pair", strings.Join(knobs, ", "))
+	}
+	sort.Strings(names)
+	return verdict{
+		Status:         Finding,
+		Message:        fmt.Sprintf("%d knob(s) had no measurable effect: %s", len(names), strings.Join(names, ", ")),
+		Evidence:       lines,
+		Trials:         trials,
+		Recommendation: "do not credit these knobs for a speed-up; leave them at their defaults, or measure again with more repeats if an effect is expected",
+	}
+}
+
+// ncclSameChoice notes, for a forced NCCL knob, when NCCL's log shows that auto
+// chose the same algorithm or protocol ("" when unknown or different).
+func (v *runView) ncclSameChoice(knob string, ps []pair) string {
+	if knob != "nccl.algo" && knob != "nccl.proto" {
+		return ""
+	}
+	for _, p := range ps {
+		auto, forced := p.A, p.B
+		if forced.knob(knob) == "auto" {
+			auto, forced = forced, auto
+		}
+		if auto.knob(knob) != "auto" {
+			continue
+		}
+		ch := v.ncclChoices(auto)
+		if ch == nil {
+			continue
+		}
+		chosen := only(ch.Algo)
+		if knob == "nccl.proto" {
+			chosen = only(ch.Proto)
+		}
+		if chosen != "" && strings.EqualFold(chosen, forced.knob(knob)) {
+			return fmt.Sprintf("; NCCL's log shows auto already chose %s for all %d all-reduces of %s", chosen, ch.N, auto.ID)
+		}
+	}
+	return ""
+}
+
+// helps reports whether moving a knob from the best trial's value to v usually
+// makes training faster (or lets a larger configuration fit).
+func helps(knob, best, v string) bool {
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	switch knob {
+	case "precision":
+		return precisionRank(v) > precisionRank(best)
+	case "graphs", "ddp.overlap", "mps", "channels_last":
+		return v == "true" && best != "true"
+	case "activation_checkpointing":
+		return v == "false" && best == "true"
+	case "micro_batch", "pipeline.microbatches", "grad_accum":
+		return atoi(v) > atoi(best)
+	case "pipeline.schedule":
+		return v == "1f1b" && best == "gpipe"
+	}
+	return false
+}
+
+var failedOutcomes = map[store.Outcome]string{
+	store.Failed:      "see the error and logs/<trial>/rank<k>.r<rep>.log, fix it and re-run the trial (its record's command re-runs it alone)",
+	store.Crashed:     "see the failing rank's log (logs/<trial>/), fix it and re-run the trial",
+	store.OOM:         "it ran out of memory: try activation_checkpointing: true or a smaller micro_batch with grad_accum, then re-run",
+	store.Timeout:     "it passed its deadline: raise workload.timeout if it was slow, or read the ranks' last steps and logs for a hang",
+	store.Interrupted: "the run was stopped: finish it with casestudy run --resume",
+}
+
+func checkFailedTrials(c *evalContext) verdict {
+	if len(c.run.all) == 0 {
+		return na("the run has no trial records")
+	}
+	var failed []*trial
+	for _, t := range c.run.all {
+		if _, ok := failedOutcomes[t.rec.Outcome]; ok {
+			failed = append(failed, t)
+		}
+	}
+	if len(failed) == 0 {
+		return pass("no trial failed, ran out of memory, timed out or was interrupted (%d trials)", len(c.run.all))
+	}
+	best := c.run.best
+	if best == nil {
+		f := failed[0]
+		return verdict{
+			Status:         Finding,
+			Severity:       Error,
+			Message:        fmt.Sprintf("no trial completed; %d ended badly, e.g. %s: %s %s", len(failed), f.label(), f.rec.Outcome, firstLine(f.rec.Error)),
+			Trials:         ids(failed...),
+			Recommendation: failedOutcomes[f.rec.Outcome],
+		}
+	}
+	var lines, trials []string
+	var recs []string
+	seenRec := map[string]bool{}
+	for _, f := range failed {
+		var dirs []string
+		for _, k := range sortedKeys(f.Knobs) {
+			if bv := best.knob(k); f.knob(k) != bv && helps(k, bv, f.knob(k)) {
+				dirs = append(dirs, fmt.Sprintf("%s: %s→%s", k, bv, f.knob(k)))
+			}
+		}
+		if len(dirs) == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s ended %s", f.ID, f.rec.Outcome)
+		if e := firstLine(f.rec.Error); e != "" {
+			line += " (" + e + ")"
+		}
+		lines = append(lines, line+"; differs from the best trial in "+strings.Join(dirs, ", "))
+		trials = append(trials, f.ID)
+		if r := failedOutcomes[f.rec.Outcome]; !seenRec[r] {
+			seenRec[r] = true
+			recs = append(recs, string(f.rec.Outcome)+": "+r)
+		}
+	}
+	if len(lines) == 0 {
+		return pass("%d trial(s) ended badly, none in a direction from the best trial %s that usually helps", len(failed), best.ID)
+	}
+	return verdict{
+		Status:         Finding,
+		Message:        fmt.Sprintf("%d failed trial(s) may hide a better configuration than the best trial %s: %s", len(lines), best.ID, lines[0]),
+		Evidence:       limit(lines, 10),
+		Trials:         append(trials, best.ID),
+		Recommendation: strings.Join(recs, "; "),
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return s
+}

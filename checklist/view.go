@@ -1,0 +1,428 @@
+package checklist
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
+)
+
+// stepMetrics is one rank's measured step.
+type stepMetrics = engine.StepMetrics
+
+// trial is one trial record with the numbers the rules compare, taken from its
+// summary (stats) and, where the summary lacks them, from the raw steps.
+type trial struct {
+	rec   *store.TrialRecord
+	ID    string
+	Knobs map[string]string
+
+	Throughput float64 // samples/s, median over repeats
+	StepMS     float64 // median step time
+	CommMS     float64
+	ExposedMS  float64
+	MFU        float64
+	MemPeak    int64   // max over ranks, steps and repeats
+	Loss       float64 // final loss; NaN when unknown
+	Noise      float64 // relative run-to-run noise of the throughput
+	World      int     // ranks of a repeat
+	Measured   int     // rank 0's measured steps over ok repeats
+	Skipped    int     // rank 0's skipped (fp16 overflow) steps
+}
+
+// runView is a run prepared for the rules: trials parsed once, ok trials in
+// plan order, and the run's baseline and objective.
+type runView struct {
+	run  *store.Run
+	all  []*trial
+	ok   []*trial
+	byID map[string]*trial
+	best *trial
+}
+
+func newRunView(run *store.Run) *runView {
+	v := &runView{run: run, byID: map[string]*trial{}}
+	if run == nil {
+		v.run = &store.Run{}
+		return v
+	}
+	recs := make([]*store.TrialRecord, len(run.Trials))
+	for i := range run.Trials {
+		recs[i] = &run.Trials[i]
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
+	for _, rec := range recs {
+		t := newTrial(rec)
+		v.all = append(v.all, t)
+		v.byID[t.ID] = t
+		if rec.Outcome == store.OK && (t.Throughput > 0 || t.StepMS > 0) {
+			v.ok = append(v.ok, t)
+		}
+	}
+	v.best = v.pickBest(v.ok)
+	return v
+}
+
+func newTrial(rec *store.TrialRecord) *trial {
+	t := &trial{rec: rec, ID: rec.ID, Knobs: rec.Knobs, Loss: math.NaN()}
+	if t.Knobs == nil {
+		t.Knobs = map[string]string{}
+	}
+	var thr, steps, comm, exposed, mfu []float64
+	var lastLoss = math.NaN()
+	for _, rp := range rec.Repeats {
+		if rp.Outcome != store.OK && rp.Outcome != "" {
+			continue
+		}
+		if rp.SamplesPerS > 0 {
+			thr = append(thr, rp.SamplesPerS)
+		}
+		if len(rp.Ranks) > t.World {
+			t.World = len(rp.Ranks)
+		}
+		for _, rk := range rp.Ranks {
+			if rk.Info != nil && rk.Info.WorldSize > t.World {
+				t.World = rk.Info.WorldSize
+			}
+			for _, s := range rk.Steps {
+				t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
+			}
+		}
+		r0 := rank0(rp)
+		for _, s := range r0 {
+			steps = append(steps, s.StepMS)
+			comm = append(comm, s.CommMS)
+			exposed = append(exposed, s.ExposedCommMS)
+			if s.MFU > 0 {
+				mfu = append(mfu, s.MFU)
+			}
+			t.Measured++
+			if s.Skipped {
+				t.Skipped++
+			}
+		}
+		if n := len(r0); n > 0 && r0[n-1].Loss != 0 { // 0: not recorded
+			lastLoss = r0[n-1].Loss
+		}
+	}
+	t.Throughput, t.StepMS, t.CommMS, t.ExposedMS, t.MFU = median(thr), median(steps), median(comm), median(exposed), median(mfu)
+	t.Loss = lastLoss
+	t.Noise = cv(thr)
+	if t.Noise == 0 && len(steps) > 1 {
+		t.Noise = cv(steps) / math.Sqrt(float64(len(steps)))
+	}
+	if s := rec.Summary; s != nil {
+		override := func(dst *float64, v float64) {
+			if v > 0 {
+				*dst = v
+			}
+		}
+		override(&t.Throughput, s.SamplesPerS)
+		override(&t.StepMS, s.StepMSMedian)
+		override(&t.CommMS, s.CommMS)
+		override(&t.ExposedMS, s.ExposedCommMS)
+		override(&t.MFU, s.MFU)
+		if s.FinalLoss != 0 && !math.IsNaN(s.FinalLoss) {
+			t.Loss = s.FinalLoss
+		}
+		if s.RepeatCV > 0 {
+			t.Noise = s.RepeatCV
+		} else if s.StepCV > 0 && t.Measured > 1 {
+			t.Noise = s.StepCV / math.Sqrt(float64(t.Measured))
+		}
+		t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
+		t.Skipped = max(t.Skipped, s.SkippedSteps)
+	}
+	return t
+}
+
+// rank0 returns the measured steps of the repeat's rank 0.
+func rank0(rp store.RepeatRecord) []engine.StepMetrics {
+	for _, rk := range rp.Ranks {
+		if rk.Rank == 0 {
+			return rk.Steps
+		}
+	}
+	if len(rp.Ranks) > 0 {
+		return rp.Ranks[0].Steps
+	}
+	return nil
+}
+
+// okRepeats returns the repeats that finished.
+func (t *trial) okRepeats() []store.RepeatRecord {
+	var out []store.RepeatRecord
+	for _, rp := range t.rec.Repeats {
+		if rp.Outcome == store.OK || rp.Outcome == "" {
+			out = append(out, rp)
+		}
+	}
+	return out
+}
+
+// knob returns the trial's value of a knob ("" when the record lacks it).
+func (t *trial) knob(name string) string { return t.Knobs[name] }
+
+// knobInt parses an integer knob; def when absent or not a number.
+func (t *trial) knobInt(name string, def int) int {
+	if n, err := strconv.Atoi(t.Knobs[name]); err == nil {
+		return n
+	}
+	return def
+}
+
+// knobFloat parses a number knob; def when absent or not a number.
+func (t *trial) knobFloat(name string, def float64) float64 {
+	if f, err := strconv.ParseFloat(t.Knobs[name], 64); err == nil {
+		return f
+	}
+	return def
+}
+
+// label is "ID (knob=value, ...)" with the knobs that differ from the baseline.
+func (t *trial) label() string {
+	if len(t.rec.Changed) == 0 {
+		return t.ID + " (baseline)"
+	}
+	parts := make([]string, 0, len(t.rec.Changed))
+	for _, k := range t.rec.Changed {
+		parts = append(parts, k+"="+t.Knobs[k])
+	}
+	return t.ID + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// stages is the pipeline depth (1 without a pipeline).
+func (t *trial) stages() int { return max(1, t.knobInt("pipeline.stages", 1)) }
+
+// dataParallel is the number of data-parallel replicas.
+func (t *trial) dataParallel() int { return max(1, t.World/t.stages()) }
+
+// steps returns every measured step of every rank of every ok repeat.
+func (t *trial) steps(fn func(rank int, s engine.StepMetrics)) {
+	for _, rp := range t.okRepeats() {
+		for _, rk := range rp.Ranks {
+			for _, s := range rk.Steps {
+				fn(rk.Rank, s)
+			}
+		}
+	}
+}
+
+// speedup is how much faster a is than b (>1: a is faster), by throughput,
+// or by step time when a throughput is missing.
+func speedup(a, b *trial) float64 {
+	if a.Throughput > 0 && b.Throughput > 0 {
+		return a.Throughput / b.Throughput
+	}
+	if a.StepMS > 0 && b.StepMS > 0 {
+		return b.StepMS / a.StepMS
+	}
+	return math.NaN()
+}
+
+// noiseBand is the relative difference two trials must exceed to count:
+// twice the larger noise estimate, at least floor.
+func noiseBand(a, b *trial, floor float64) float64 {
+	return math.Max(floor, 2*math.Max(a.Noise, b.Noise))
+}
+
+// pair is two ok trials whose knobs differ in exactly one knob.
+type pair struct {
+	Knob string
+	A, B *trial
+}
+
+// pairs returns every pair of ok trials that differ only in knob, in plan order.
+func (v *runView) pairs(knob string) []pair {
+	groups := map[string][]*trial{}
+	var order []string
+	for _, t := range v.ok {
+		if _, has := t.Knobs[knob]; !has {
+			continue
+		}
+		k := otherKnobsKey(t.Knobs, knob)
+		if _, seen := groups[k]; !seen {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	var out []pair
+	for _, k := range order {
+		g := groups[k]
+		for i := range g {
+			for j := i + 1; j < len(g); j++ {
+				if g[i].knob(knob) != g[j].knob(knob) {
+					out = append(out, pair{Knob: knob, A: g[i], B: g[j]})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// varied returns the knobs for which at least one pair exists, sorted.
+func (v *runView) varied() []string {
+	seen := map[string]bool{}
+	for _, t := range v.ok {
+		for k := range t.Knobs {
+			seen[k] = true
+		}
+	}
+	var out []string
+	for k := range seen {
+		if len(v.pairs(k)) > 0 {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func otherKnobsKey(knobs map[string]string, except string) string {
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		if k != except {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(knobs[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// baseline returns the study's baseline value of a knob ("" when unknown).
+func (v *runView) baseline(knob string) string {
+	if val, ok := v.run.Manifest.Baseline[knob]; ok {
+		return val
+	}
+	for _, t := range v.all {
+		if len(t.rec.Changed) == 0 && t.rec.Knobs != nil {
+			return t.Knobs[knob]
+		}
+	}
+	return ""
+}
+
+// objective returns the metric name and whether larger is better.
+func (v *runView) objective() (string, bool) {
+	m := strings.ToLower(v.run.Manifest.Objective.Metric)
+	larger := !(strings.Contains(m, "time") || strings.Contains(m, "ms") || strings.Contains(m, "mem"))
+	switch strings.ToLower(v.run.Manifest.Objective.Goal) {
+	case "max":
+		larger = true
+	case "min":
+		larger = false
+	}
+	if m == "" {
+		m = "throughput"
+	}
+	return m, larger
+}
+
+func (v *runView) objectiveValue(t *trial, metric string) float64 {
+	switch {
+	case strings.Contains(metric, "mfu"):
+		return t.MFU
+	case strings.Contains(metric, "time"), strings.Contains(metric, "step"):
+		return t.StepMS
+	case strings.Contains(metric, "mem"):
+		return float64(t.MemPeak)
+	case strings.Contains(metric, "token"):
+		if t.rec.Summary != nil && t.rec.Summary.TokensPerS > 0 {
+			return t.rec.Summary.TokensPerS
+		}
+	case strings.Contains(metric, "tflop"):
+		if t.rec.Summary != nil && t.rec.Summary.TFLOPS > 0 {
+			return t.rec.Summary.TFLOPS
+		}
+	}
+	return t.Throughput
+}
+
+// pickBest returns the best trial by the study's objective (nil for none).
+func (v *runView) pickBest(ts []*trial) *trial {
+	metric, larger := v.objective()
+	var best *trial
+	var bestV float64
+	for _, t := range ts {
+		val := v.objectiveValue(t, metric)
+		if val <= 0 || math.IsNaN(val) {
+			continue
+		}
+		if best == nil || (larger && val > bestV) || (!larger && val < bestV) {
+			best, bestV = t, val
+		}
+	}
+	return best
+}
+
+// gpuMemBytes is the smallest GPU memory of the host (0 when no GPU is known).
+func (v *runView) gpuMemBytes() uint64 {
+	var m uint64
+	for _, g := range v.run.Manifest.Host.GPUs {
+		if g.MemBytes > 0 && (m == 0 || g.MemBytes < m) {
+			m = g.MemBytes
+		}
+	}
+	return m
+}
+
+// onGPU reports whether the run's trials ran on GPUs.
+func (v *runView) onGPU() bool {
+	for _, t := range v.all {
+		for _, rp := range t.rec.Repeats {
+			for _, rk := range rp.Ranks {
+				if rk.Info != nil && rk.Info.Device != "" {
+					return strings.HasPrefix(rk.Info.Device, "cuda")
+				}
+			}
+		}
+	}
+	return len(v.run.Manifest.Host.GPUs) > 0
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func mean(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// cv is the coefficient of variation (0 for fewer than two values).
+func cv(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m := mean(xs)
+	if m == 0 {
+		return 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return math.Sqrt(ss/float64(len(xs)-1)) / math.Abs(m)
+}
