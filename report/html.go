@@ -1,0 +1,103 @@
+package report
+
+import (
+	"embed"
+	"html/template"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/stats"
+)
+
+//go:embed assets/report.html.tmpl assets/report.css assets/report.js
+var assets embed.FS
+
+var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/report.html.tmpl"))
+
+var funcs = template.FuncMap{
+	"num":      Num,
+	"interval": Interval,
+	"pctRange": PctRange,
+	"ratio":    Ratio,
+	"ratioCI":  RatioCI,
+	"sig":      SignificanceText,
+	"percent":  Percent,
+	"bytes":    Bytes,
+	"mfu":      mfuText,
+	"join":     strings.Join,
+	"knobs":    func(t *Trial) string { return knobList(changedKnobs(t)) },
+	"knobMap":  knobList,
+	"ciWidth":  ciWidth,
+}
+
+type outcomeCount struct {
+	Outcome string
+	N       int
+}
+
+type htmlData struct {
+	S        *Summary
+	Charts   []Chart
+	NotOK    []*Trial
+	Findings []checklist.Result // only status "finding"
+	Warnings []string
+	Counts   []outcomeCount
+	Prov     [][2]string
+	Setup    string
+	CSS      template.CSS
+	JS       template.JS
+}
+
+// WriteHTML writes report.html: one self-contained page (inline CSS, SVG
+// charts and a little JavaScript; no network fetches). Every text from the
+// run is escaped by html/template.
+func WriteHTML(w io.Writer, s *Summary) error {
+	charts, err := Charts(s)
+	if err != nil {
+		return err
+	}
+	css, err := assets.ReadFile("assets/report.css")
+	if err != nil {
+		return err
+	}
+	js, err := assets.ReadFile("assets/report.js")
+	if err != nil {
+		return err
+	}
+	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
+		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
+		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
+	for _, f := range s.Findings {
+		if f.Status == checklist.Finding {
+			d.Findings = append(d.Findings, f)
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(s.Counts)) {
+		d.Counts = append(d.Counts, outcomeCount{o, s.Counts[o]})
+	}
+	slices.SortStableFunc(d.Counts, func(a, b outcomeCount) int { // ok first
+		return boolInt(b.Outcome == "ok") - boolInt(a.Outcome == "ok")
+	})
+	return htmlTemplate.Execute(w, d)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ciWidth is the relative half-width of the interval as a sort key; "" when
+// unbounded (sorted last).
+func ciWidth(e stats.Estimate) string {
+	if !e.Bounded() || e.Center == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(math.Max(e.Hi/e.Center-1, 1-e.Lo/e.Center), 'g', 6, 64)
+}

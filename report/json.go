@@ -1,0 +1,58 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// WriteJSON writes s as indented JSON (summary.json or a baseline file).
+func WriteJSON(w io.Writer, s *Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(s)
+}
+
+// ReadSummary reads a summary.json or baseline file and checks its schema.
+func ReadSummary(path string) (*Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: not a casestudy summary or baseline file: %w", path, err)
+	}
+	switch {
+	case s.Schema == 0:
+		return nil, fmt.Errorf("%s: no \"schema\" field: not a casestudy summary or baseline file (write one with casestudy baseline RUN_DIR -o FILE)", path)
+	case s.Schema > SchemaVersion:
+		return nil, fmt.Errorf("%s: schema %d is newer than this casestudy understands (%d): upgrade casestudy", path, s.Schema, SchemaVersion)
+	case s.Kind != KindSummary && s.Kind != KindBaseline:
+		return nil, fmt.Errorf("%s: \"kind\" is %q, want %q or %q", path, s.Kind, KindSummary, KindBaseline)
+	}
+	return &s, nil
+}
+
+// sanitize replaces values JSON cannot hold (NaN, ±Inf in plain fields) with
+// 0 and says so in the trial's warnings.
+func sanitize(t *Trial) {
+	fix := func(name string, v *float64) {
+		if math.IsNaN(*v) || math.IsInf(*v, 0) {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("%s is %v; recorded as 0", name, *v))
+			*v = 0
+		}
+	}
+	fix("final loss", &t.FinalLoss)
+	fix("MFU", &t.MFU)
+	fix("TFLOP/s", &t.TFLOPS)
+	fix("CV", &t.CV)
+	fix("step CV", &t.StepCV)
+	fix("repeat CV", &t.RepeatCV)
+	fix("tokens/s", &t.TokensPerS)
+}

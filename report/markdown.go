@@ -1,0 +1,272 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/casestudy/casestudy/checklist"
+)
+
+// WriteMarkdown writes report.md: the headline, the trials table, what did
+// not finish, the checklist findings, re-run commands and provenance. It is
+// meant for pull requests and wikis (GitHub-flavoured Markdown).
+func WriteMarkdown(w io.Writer, s *Summary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s: casestudy report\n\n", mdEscape(s.Study))
+	fmt.Fprintf(&b, "Run `%s` · %s · %s\n\n", s.RunID, s.Created.Format("2006-01-02 15:04 UTC"), mdEscape(SetupLine(&s.Provenance)))
+	fmt.Fprintf(&b, "**Headline.** %s\n\n", mdEscape(s.Headline.Text))
+	fmt.Fprintf(&b, "Trials: %s", countsText(s.Counts))
+	if len(s.Dropped) > 0 {
+		fmt.Fprintf(&b, " · %d combination(s) dropped before running", len(s.Dropped))
+	}
+	b.WriteString("\n\n")
+
+	ok := okTrials(s)
+	if len(ok) > 0 {
+		b.WriteString("## Trials\n\n")
+		cols := append([]string{"trial"}, s.SweptKnobs...)
+		cols = append(cols, "samples/s", "95% CI", "n", "step ms p50 (p10–p90)", "CV", "MFU", "TFLOP/s", "peak mem")
+		mdRow(&b, cols)
+		mdRow(&b, slices.Repeat([]string{"---"}, len(cols)))
+		for _, t := range ok {
+			row := []string{trialLabel(t)}
+			for _, k := range s.SweptKnobs {
+				row = append(row, t.Knobs[k])
+			}
+			cv := Percent(t.CV)
+			if t.Noisy {
+				cv += " ⚠ noisy"
+			}
+			row = append(row, Num(t.Throughput.Center), Interval(t.Throughput), fmt.Sprintf("%d %s", t.Throughput.N, t.Samples.Source),
+				fmt.Sprintf("%s (%s–%s)", Num(t.StepMS.Median), Num(t.StepMS.P10), Num(t.StepMS.P90)),
+				cv, mfuText(t.MFU), Num(t.TFLOPS), Bytes(t.MemPeakBytes))
+			mdRow(&b, row)
+		}
+		b.WriteString("\nIntervals are distribution-free 95% confidence intervals of the median (benchmath); " +
+			"n counts repeats (separate launches) or, for single-repeat trials, measured steps.\n\n")
+	}
+
+	if notOK := notOKTrials(s); len(notOK) > 0 || len(s.Dropped) > 0 {
+		b.WriteString("## Did not run to the end\n\n")
+		mdRow(&b, []string{"trial", "knobs", "outcome", "reason"})
+		mdRow(&b, []string{"---", "---", "---", "---"})
+		for _, t := range notOK {
+			mdRow(&b, []string{t.ID, knobList(changedKnobs(t)), string(t.Outcome), t.Error})
+		}
+		for _, d := range s.Dropped {
+			mdRow(&b, []string{"(not planned)", knobList(d.Knobs), "dropped", d.Reason})
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("## Checklist findings\n\n")
+	writeFindingsMD(&b, s.Findings)
+
+	if warns := allWarnings(s); len(warns) > 0 {
+		b.WriteString("## Statistical warnings\n\n")
+		for _, w := range warns {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(w))
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("## Re-run a single trial\n\n<details><summary>commands</summary>\n\n```sh\n")
+	for _, t := range s.Trials {
+		if t.Command != "" {
+			fmt.Fprintf(&b, "%s\n", t.Command)
+		}
+	}
+	b.WriteString("```\n\n</details>\n\n")
+
+	b.WriteString("## Provenance\n\n")
+	mdRow(&b, []string{"", ""})
+	mdRow(&b, []string{"---", "---"})
+	for _, kv := range provenanceRows(s) {
+		mdRow(&b, []string{kv[0], kv[1]})
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeFindingsMD(b *strings.Builder, findings []checklist.Result) {
+	n := 0
+	for _, f := range findings {
+		if f.Status != checklist.Finding {
+			continue
+		}
+		n++
+		fmt.Fprintf(b, "- **%s** `%s` %s: %s", f.Severity, f.RuleID, mdEscape(f.Title), mdEscape(f.Message))
+		if f.Recommendation != "" {
+			fmt.Fprintf(b, " *Do:* %s", mdEscape(f.Recommendation))
+		}
+		if len(f.Trials) > 0 {
+			fmt.Fprintf(b, " (trials: %s)", strings.Join(f.Trials, ", "))
+		}
+		b.WriteString("\n")
+	}
+	if n == 0 {
+		if len(findings) == 0 {
+			b.WriteString("The checklist was not evaluated for this report.\n")
+		} else {
+			fmt.Fprintf(b, "No findings: %d rule(s) passed or did not apply.\n", len(findings))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// SetupLine is "2× NVIDIA H200 · driver 550.54 · CUDA 12.4 · NCCL 2.21.5 · torch 2.4.0".
+func SetupLine(p *Provenance) string {
+	var parts []string
+	if len(p.GPUs) > 0 {
+		names := map[string]int{}
+		for _, g := range p.GPUs {
+			name := g
+			if i := strings.Index(g, ": "); i >= 0 {
+				name = g[i+2:]
+			}
+			if i := strings.Index(name, " ("); i >= 0 {
+				name = name[:i]
+			}
+			names[name]++
+		}
+		for _, n := range slices.Sorted(maps.Keys(names)) {
+			parts = append(parts, fmt.Sprintf("%d× %s", names[n], n))
+		}
+	} else if p.CPU != "" {
+		parts = append(parts, "CPU "+p.CPU)
+	}
+	if p.Nodes > 1 {
+		parts = append(parts, fmt.Sprintf("%d nodes", p.Nodes))
+	}
+	for _, kv := range [][2]string{{"driver", p.Driver}, {"CUDA", p.CUDA}, {"NCCL", p.NCCL}, {"torch", p.Torch}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+" "+kv[1])
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+func provenanceRows(s *Summary) [][2]string {
+	p := &s.Provenance
+	rows := [][2]string{
+		{"casestudy", p.Casestudy},
+		{"command", p.Command},
+		{"study", p.StudyPath},
+		{"study sha256", p.StudySHA256},
+		{"host", p.Host},
+		{"CPU", p.CPU},
+		{"GPUs", strings.Join(p.GPUs, "; ")},
+		{"driver", p.Driver + " (CUDA driver " + p.CUDADriver + ")"},
+		{"torch / CUDA / cuDNN / NCCL", strings.Join([]string{p.Torch, p.CUDA, p.CuDNN, p.NCCL}, " / ")},
+		{"nodes", fmt.Sprint(p.Nodes)},
+	}
+	if fixed := fixedKnobs(s); len(fixed) > 0 {
+		rows = append(rows, [2]string{"fixed knobs", knobList(fixed)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		rows = append(rows, [2]string{"env " + k, p.Env[k]})
+	}
+	return rows
+}
+
+// fixedKnobs are the knobs every trial shares.
+func fixedKnobs(s *Summary) map[string]string {
+	out := map[string]string{}
+	if len(s.Trials) == 0 {
+		return out
+	}
+	swept := map[string]bool{}
+	for _, k := range s.SweptKnobs {
+		swept[k] = true
+	}
+	for k, v := range s.Trials[0].Knobs {
+		if !swept[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func okTrials(s *Summary) []*Trial {
+	var out []*Trial
+	for i := range s.Trials {
+		if s.Trials[i].OK() {
+			out = append(out, &s.Trials[i])
+		}
+	}
+	return out
+}
+
+func notOKTrials(s *Summary) []*Trial {
+	var out []*Trial
+	for i := range s.Trials {
+		if !s.Trials[i].OK() {
+			out = append(out, &s.Trials[i])
+		}
+	}
+	return out
+}
+
+func changedKnobs(t *Trial) map[string]string {
+	out := map[string]string{}
+	for _, k := range t.Changed {
+		out[k] = t.Knobs[k]
+	}
+	return out
+}
+
+// trialLabel is the ID with its role: "t-1a2b (best)".
+func trialLabel(t *Trial) string {
+	var tags []string
+	if t.Baseline {
+		tags = append(tags, "baseline")
+	}
+	if t.Best {
+		tags = append(tags, "best")
+	}
+	if len(tags) == 0 {
+		return t.ID
+	}
+	return t.ID + " (" + strings.Join(tags, ", ") + ")"
+}
+
+func mfuText(mfu float64) string {
+	if mfu == 0 {
+		return "n/a"
+	}
+	return Percent(mfu)
+}
+
+// allWarnings are the summary's and every trial's warnings, prefixed with the trial.
+func allWarnings(s *Summary) []string {
+	out := append([]string(nil), s.Warnings...)
+	if h := s.Headline.Speedup; h != nil {
+		for _, w := range h.Warnings {
+			out = append(out, "headline: "+w)
+		}
+	}
+	for _, t := range s.Trials {
+		for _, w := range t.Warnings {
+			out = append(out, t.ID+": "+w)
+		}
+	}
+	return out
+}
+
+var mdReplacer = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "<", "&lt;", ">", "&gt;", "*", `\*`, "`", "\\`", "[", `\[`, "]", `\]`)
+
+func mdEscape(s string) string { return mdReplacer.Replace(s) }
+
+func mdRow(b *strings.Builder, cells []string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		if c != "---" {
+			c = mdEscape(c)
+		}
+		fmt.Fprintf(b, " %s |", c)
+	}
+	b.WriteString("\n")
+}

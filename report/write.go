@@ -1,0 +1,130 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/store"
+)
+
+// Formats are the report formats and the files they write.
+var Formats = map[string]string{"html": "report.html", "md": "report.md", "json": "summary.json"}
+
+// DefaultFormats is every format.
+var DefaultFormats = []string{"html", "md", "json"}
+
+// ParseFormats checks a comma-separated format list ("html,md,json").
+func ParseFormats(list string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if _, ok := Formats[f]; !ok {
+			return nil, fmt.Errorf("unknown report format %q: use html, md or json (comma-separated)", f)
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no report format given: use html, md or json (comma-separated)")
+	}
+	return out, nil
+}
+
+// Write builds the summary of run and writes the requested formats
+// (report.html, report.md, summary.json) into outDir ("" = the run
+// directory). Each file is written whole (temp file, fsync, rename), so a
+// reader never sees half a report. It returns the paths written.
+func Write(run *store.Run, findings []checklist.Result, outDir string, formats []string) ([]string, error) {
+	if outDir == "" {
+		outDir = run.Dir
+	}
+	if len(formats) == 0 {
+		formats = DefaultFormats
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the report folder: %w", err)
+	}
+	s := Build(run, findings)
+	var paths []string
+	for _, f := range formats {
+		name, ok := Formats[f]
+		if !ok {
+			return paths, fmt.Errorf("unknown report format %q: use html, md or json", f)
+		}
+		var buf bytes.Buffer
+		if err := Render(&buf, s, f); err != nil {
+			return paths, fmt.Errorf("rendering %s: %w", name, err)
+		}
+		p := filepath.Join(outDir, name)
+		if err := writeFileAtomic(p, buf.Bytes()); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// Render writes s in one format: html, md or json.
+func Render(w io.Writer, s *Summary, format string) error {
+	switch format {
+	case "html":
+		return WriteHTML(w, s)
+	case "md":
+		return WriteMarkdown(w, s)
+	case "json":
+		return WriteJSON(w, s)
+	}
+	return fmt.Errorf("unknown report format %q", format)
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// folder: write, fsync, rename, fsync the folder.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// WriteFile writes data to path whole (temp file, fsync, rename); "-" is stdout.
+func WriteFile(path string, data []byte, stdout io.Writer) error {
+	if path == "" || path == "-" {
+		_, err := stdout.Write(data)
+		return err
+	}
+	return writeFileAtomic(path, data)
+}
