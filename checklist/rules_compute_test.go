@@ -10,7 +10,7 @@ func TestPrecision(t *testing.T) {
 	fp32 := spec{id: "a1b2", thr: 100, stepMS: 80, loss: 5.00}
 	runCases(t, "precision", []ruleCase{
 		{name: "bf16 faster with matching loss", status: Finding,
-			run: mkRun([]spec{fp32, {id: "c3d4", set: set("precision", "bf16"), thr: 190, stepMS: 42, loss: 5.015}}),
+			run:      mkRun([]spec{fp32, {id: "c3d4", set: set("precision", "bf16"), thr: 190, stepMS: 42, loss: 5.015}}),
 			contains: []string{"bf16 autocast was 1.90× faster than fp32", "c3d4", "a1b2", "within 0.30%", "use precision: bf16"},
 			trials:   []string{"a1b2", "c3d4"}},
 		{name: "bf16 faster but loss differs", status: Pass,
@@ -27,7 +27,7 @@ func TestPrecision(t *testing.T) {
 				{id: "b", set: set("precision", "fp32"), thr: 100, stepMS: 80, loss: 5}}, withBaseline("precision", "bf16")),
 			contains: []string{"lower precision than the baseline's bf16"}},
 		{name: "no precision pair", status: NotApplicable,
-			run: mkRun([]spec{fp32, {id: "x", set: set("precision", "bf16", "graphs", "true"), thr: 190, stepMS: 42, loss: 5}}),
+			run:      mkRun([]spec{fp32, {id: "x", set: set("precision", "bf16", "graphs", "true"), thr: 190, stepMS: 42, loss: 5}}),
 			contains: []string{"differ only in precision"}},
 		{name: "loss not recorded", status: NotApplicable,
 			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 80}, {id: "b", set: set("precision", "bf16"), thr: 190, stepMS: 42}}),
@@ -66,7 +66,7 @@ func TestCUDAGraphs(t *testing.T) {
 	gpu := onGPUs(1, "NVIDIA H200", 141<<30, 0, "")
 	runCases(t, "cuda-graphs", []ruleCase{
 		{name: "graphs measured faster", status: Finding, severity: Warning,
-			run: mkRun([]spec{{id: "eager", thr: 100, stepMS: 10}, {id: "graph", set: set("graphs", "true"), thr: 125, stepMS: 8}}, gpu),
+			run:      mkRun([]spec{{id: "eager", thr: 100, stepMS: 10}, {id: "graph", set: set("graphs", "true"), thr: 125, stepMS: 8}}, gpu),
 			contains: []string{"1.25× faster", "use graphs: true"}, trials: []string{"eager", "graph"}},
 		{name: "graphs no faster", status: Pass,
 			run:      mkRun([]spec{{id: "eager", thr: 100, stepMS: 10}, {id: "graph", set: set("graphs", "true"), thr: 101, stepMS: 9.9}}, gpu),
