@@ -60,6 +60,14 @@ var abiSymbols = []string{
 	"cs_step", "cs_param_checksum", "cs_nccl_unique_id", "cs_destroy",
 }
 
+// optionalSymbols were added after ABI 1 shipped; a library may lack them.
+var optionalSymbols = []string{"cs_models", "cs_bench_allreduce"}
+
+// stepOutLen is cs_step's output buffer. cs_step answers CS_ERR_BUFFER after
+// it ran the step, so a retry would run another one: the buffer is made large
+// enough for any step's metrics once, and never grown.
+const stepOutLen = 1 << 20
+
 // symbols holds the resolved functions of one opened library.
 type symbols struct {
 	handle unsafe.Pointer
@@ -97,6 +105,13 @@ func dlOpen(path string) (*symbols, error) {
 		C.dlclose(h)
 		return nil, fmt.Errorf("missing symbols %v (a library of another ABI, or not the casestudy engine)", missing)
 	}
+	for _, name := range optionalSymbols {
+		cname := C.CString(name)
+		if p := C.dlsym(h, cname); p != nil {
+			s.fn[name] = p
+		}
+		C.free(unsafe.Pointer(cname))
+	}
 	return s, nil
 }
 
@@ -123,14 +138,19 @@ func (s *symbols) abiVersion() int {
 // withBuffers runs one ABI call with an output and an error buffer, growing the
 // output buffer while the engine answers CS_ERR_BUFFER.
 func withBuffers(op string, call func(out *C.char, outLen C.size_t, errb *C.char) C.cs_status) (string, error) {
+	return withBuffersFrom(op, initialOutLen, maxOutLen, call)
+}
+
+// withBuffersFrom starts with n bytes and grows up to max (max == n: no retry).
+func withBuffersFrom(op string, n, max int, call func(out *C.char, outLen C.size_t, errb *C.char) C.cs_status) (string, error) {
 	errb := make([]byte, errLen)
-	for n := initialOutLen; ; n *= 2 {
+	for ; ; n *= 2 {
 		out := make([]byte, n)
 		st := Status(call((*C.char)(unsafe.Pointer(&out[0])), C.size_t(n), (*C.char)(unsafe.Pointer(&errb[0]))))
 		switch {
 		case st == StatusOK:
 			return cString(out), nil
-		case st == StatusBuffer && n < maxOutLen:
+		case st == StatusBuffer && n < max:
 			continue
 		}
 		return "", statusError(op, st, errb)
@@ -160,6 +180,11 @@ func cString(b []byte) string {
 	return string(b)
 }
 
+// has reports whether the library exports an optional function.
+func (s *symbols) has(name string) bool { return s.fn[name] != nil }
+
+// write calls a function that only writes JSON (cs_build_info, cs_models,
+// cs_nccl_unique_id).
 func (s *symbols) write(name string) (string, error) {
 	f := s.fn[name]
 	return withBuffers(name, func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
@@ -167,11 +192,13 @@ func (s *symbols) write(name string) (string, error) {
 	})
 }
 
-func (s *symbols) describe(config string) (string, error) {
+// describe calls a function that reads config JSON and writes JSON
+// (cs_describe, cs_bench_allreduce).
+func (s *symbols) describe(name, config string) (string, error) {
 	cfg := C.CString(config)
 	defer C.free(unsafe.Pointer(cfg))
-	f := s.fn["cs_describe"]
-	return withBuffers("cs_describe", func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
+	f := s.fn[name]
+	return withBuffers(name, func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
 		return C.call_describe(f, cfg, out, n, errb, errLen)
 	})
 }
@@ -193,13 +220,21 @@ func (s *symbols) create(config string) (unsafe.Pointer, error) {
 }
 
 // engineWrite calls cs_info, cs_step or cs_param_checksum on an engine.
-// cs_step answers CS_ERR_BUFFER only before it runs the step, so the retry
-// does not run a second one.
 func (s *symbols) engineWrite(name string, e unsafe.Pointer) (string, error) {
 	f := s.fn[name]
-	return withBuffers(name, func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
+	call := func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
 		return C.call_engine_write(f, (*C.cs_engine)(e), out, n, errb, errLen)
-	})
+	}
+	if name == "cs_step" {
+		out, err := withBuffersFrom(name, stepOutLen, stepOutLen, call)
+		var ee *Error
+		if errors.As(err, &ee) && ee.Status == StatusBuffer {
+			ee.Status = StatusRuntime
+			ee.Msg = "the step ran but its metrics did not fit in 1 MiB and are lost: " + ee.Msg
+		}
+		return out, err
+	}
+	return withBuffers(name, call)
 }
 
 func (s *symbols) destroy(e unsafe.Pointer) error {

@@ -188,8 +188,49 @@ func (l *Library) Describe(cfg Config) (Description, error) {
 // describeRaw passes config JSON as is (tests use it for malformed JSON).
 func (l *Library) describeRaw(config string) (Description, error) {
 	var d Description
-	err := l.callJSON(func() (string, error) { return l.syms.describe(config) }, "cs_describe", &d)
+	err := l.callJSON(func() (string, error) { return l.syms.describe("cs_describe", config) }, "cs_describe", &d)
 	return d, err
+}
+
+// FamilyPresets is one model family of the library and its presets.
+type FamilyPresets struct {
+	Family  string   `json:"family"`
+	Presets []string `json:"presets"`
+}
+
+// Models lists the families and presets the library has (cs_models). A
+// library built before cs_models existed answers ErrUnsupported.
+func (l *Library) Models() ([]FamilyPresets, error) {
+	if !l.syms.has("cs_models") {
+		return nil, &Error{Status: StatusUnsupported, Op: "cs_models", Msg: "the library predates cs_models; rebuild it with `make engine`"}
+	}
+	var v struct {
+		Families []FamilyPresets `json:"families"`
+	}
+	err := l.callJSON(func() (string, error) { return l.syms.write("cs_models") }, "cs_models", &v)
+	return v.Families, err
+}
+
+// BenchAllReduce runs the all-reduce microbenchmark on the engine's
+// communicator (cs_bench_allreduce; every rank calls it with the same sizes)
+// and returns its JSON answer as is. config is the JSON the header documents.
+// A library without cs_bench_allreduce answers ErrUnsupported.
+func (l *Library) BenchAllReduce(config []byte) (json.RawMessage, error) {
+	if !l.syms.has("cs_bench_allreduce") {
+		return nil, &Error{Status: StatusUnsupported, Op: "cs_bench_allreduce", Msg: "the library predates cs_bench_allreduce; rebuild it with `make engine`"}
+	}
+	if err := l.acquire(); err != nil {
+		return nil, err
+	}
+	defer l.release()
+	out, err := l.syms.describe("cs_bench_allreduce", string(config))
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid([]byte(out)) {
+		return nil, &Error{Status: StatusRuntime, Op: "cs_bench_allreduce", Msg: fmt.Sprintf("engine returned invalid JSON: %.200q", out)}
+	}
+	return json.RawMessage(out), nil
 }
 
 // NCCLUniqueID returns a new NCCL unique id as hex (rank 0 makes it, the

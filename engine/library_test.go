@@ -115,6 +115,11 @@ func TestFakeBinding(t *testing.T) {
 
 		_, err = lib.NCCLUniqueID()
 		assert.ErrorIs(t, err, ErrUnsupported)
+		_, err = lib.Models() // optional symbol the fake lacks
+		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorContains(t, err, "make engine")
+		_, err = lib.BenchAllReduce([]byte(`{}`))
+		assert.ErrorIs(t, err, ErrUnsupported)
 		_, err = lib.Create(Config{Device: "cuda"})
 		assert.ErrorIs(t, err, ErrUnsupported)
 	})

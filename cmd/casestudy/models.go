@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,13 +21,37 @@ import (
 func init() { register(newModelsCommand) }
 
 // modelPresets is every family and preset a study may name, in listing order.
-var modelPresets = []struct {
-	family  string
-	presets []string
-}{
-	{"gpt", []string{"tiny", "124m", "350m", "774m", "1.5b"}},
-	{"bert", []string{"tiny", "base", "large"}},
-	{"resnet50", []string{"tiny", "50"}},
+// The engine's own list (cs_models) adds what it has beyond these; a family
+// listed here that the engine lacks still gets rows, with the engine's error.
+var modelPresets = []engine.FamilyPresets{
+	{Family: "gpt", Presets: []string{"tiny", "124m", "350m", "774m", "1.5b"}},
+	{Family: "bert", Presets: []string{"tiny", "base", "large"}},
+	{Family: "resnet50", Presets: []string{"tiny", "50"}},
+}
+
+// listedPresets merges the engine's families and presets into modelPresets:
+// known families first in their order, the engine's presets after ours.
+func listedPresets(fromEngine []engine.FamilyPresets) []engine.FamilyPresets {
+	out := make([]engine.FamilyPresets, 0, len(modelPresets)+len(fromEngine))
+	index := map[string]int{}
+	for _, f := range modelPresets {
+		index[f.Family] = len(out)
+		out = append(out, engine.FamilyPresets{Family: f.Family, Presets: slices.Clone(f.Presets)})
+	}
+	for _, f := range fromEngine {
+		i, ok := index[f.Family]
+		if !ok {
+			index[f.Family] = len(out)
+			out = append(out, engine.FamilyPresets{Family: f.Family})
+			i = len(out) - 1
+		}
+		for _, p := range f.Presets {
+			if !slices.Contains(out[i].Presets, p) {
+				out[i].Presets = append(out[i].Presets, p)
+			}
+		}
+	}
+	return out
 }
 
 type modelsOptions struct {
@@ -74,13 +99,6 @@ type modelsListing struct {
 }
 
 func runModels(w io.Writer, libFlag, family string, opts modelsOptions) error {
-	var families []string
-	for _, f := range modelPresets {
-		families = append(families, f.family)
-	}
-	if family != "" && !slices.Contains(families, family) {
-		return exitcode.Usage(fmt.Errorf("unknown model family %q: want one of %s", family, strings.Join(families, ", ")))
-	}
 	path, err := engine.Discover(libFlag)
 	if err != nil {
 		return err
@@ -91,15 +109,28 @@ func runModels(w io.Writer, libFlag, family string, opts modelsOptions) error {
 	}
 	defer lib.Close()
 
+	fromEngine, err := lib.Models()
+	if err != nil && !errors.Is(err, engine.ErrUnsupported) {
+		return err
+	}
+	presets := listedPresets(fromEngine)
+	var families []string
+	for _, f := range presets {
+		families = append(families, f.Family)
+	}
+	if family != "" && !slices.Contains(families, family) {
+		return exitcode.Usage(fmt.Errorf("unknown model family %q: want one of %s", family, strings.Join(families, ", ")))
+	}
+
 	listing := modelsListing{EngineLib: path}
 	described := 0
-	for _, f := range modelPresets {
-		if family != "" && f.family != family {
+	for _, f := range presets {
+		if family != "" && f.Family != family {
 			continue
 		}
-		for _, p := range f.presets {
-			row := modelRow{Family: f.family, Preset: p}
-			d, err := lib.Describe(engine.Config{Family: f.family, Preset: p, MicroBatch: 1, Device: "cpu",
+		for _, p := range f.Presets {
+			row := modelRow{Family: f.Family, Preset: p}
+			d, err := lib.Describe(engine.Config{Family: f.Family, Preset: p, MicroBatch: 1, Device: "cpu",
 				Precision: "fp32", GradAccum: 1, Dist: engine.DistConfig{WorldSize: 1}})
 			if err != nil {
 				row.Error = err.Error()

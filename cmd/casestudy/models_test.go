@@ -29,7 +29,6 @@ func TestModelsBadInput(t *testing.T) {
 		code        int
 		stderr      []string
 	}{
-		{"unknown family", []string{"models", "gtp"}, exitcode.Input, []string{`unknown model family "gtp"`, "gpt, bert, resnet50"}},
 		{"too many arguments", []string{"models", "gpt", "bert"}, exitcode.Input, []string{"accepts at most 1 arg"}},
 		{"missing library", []string{"models", "--engine-lib", filepath.Join(t.TempDir(), "none.so")}, exitcode.Environment,
 			[]string{"none.so", "--engine-lib", "make engine"}},
@@ -74,19 +73,19 @@ func TestModelsListsEveryPreset(t *testing.T) {
 		byName[r.Family+"/"+r.Preset] = r
 	}
 	for _, f := range modelPresets {
-		for _, p := range f.presets {
-			r, ok := byName[f.family+"/"+p]
-			require.True(t, ok, "%s/%s missing from the listing", f.family, p)
+		for _, p := range f.Presets {
+			r, ok := byName[f.Family+"/"+p]
+			require.True(t, ok, "%s/%s missing from the listing", f.Family, p)
 			if r.Error != "" {
 				// Only a family the engine does not have yet may fail, and then
 				// with the engine's own text.
-				assert.NotEqual(t, "gpt", f.family, "gpt must be described: %s", r.Error)
+				assert.NotEqual(t, "gpt", f.Family, "gpt must be described: %s", r.Error)
 				assert.Contains(t, r.Error, "engine cs_describe")
 				continue
 			}
-			assert.Positive(t, r.Params, "%s/%s", f.family, p)
-			assert.Positive(t, r.FLOPsPerSample, "%s/%s", f.family, p)
-			assert.NotEmpty(t, r.Shapes, "%s/%s", f.family, p)
+			assert.Positive(t, r.Params, "%s/%s", f.Family, p)
+			assert.Positive(t, r.FLOPsPerSample, "%s/%s", f.Family, p)
+			assert.NotEmpty(t, r.Shapes, "%s/%s", f.Family, p)
 		}
 	}
 	// The published GPT-2 sizes (tied embeddings, 1024 positions).
@@ -102,6 +101,29 @@ func TestModelsListsEveryPreset(t *testing.T) {
 	assert.Contains(t, stdout, "124,439,808")
 	assert.Contains(t, stdout, "FLOP")
 	assert.NotContains(t, stdout, "bert")
+}
+
+func TestModelsUnknownFamily(t *testing.T) {
+	lib := modelsEngineLib(t)
+	code, stdout, stderr := runCLI(t, "models", "gtp", "--engine-lib", lib)
+	assert.Equal(t, exitcode.Input, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `unknown model family "gtp": want one of gpt, bert, resnet50`)
+}
+
+func TestListedPresets(t *testing.T) {
+	got := listedPresets([]engine.FamilyPresets{
+		{Family: "bert", Presets: []string{"tiny", "base", "large", "xl"}},
+		{Family: "vit", Presets: []string{"b16"}},
+	})
+	want := []engine.FamilyPresets{
+		{Family: "gpt", Presets: []string{"tiny", "124m", "350m", "774m", "1.5b"}},
+		{Family: "bert", Presets: []string{"tiny", "base", "large", "xl"}},
+		{Family: "resnet50", Presets: []string{"tiny", "50"}},
+		{Family: "vit", Presets: []string{"b16"}},
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, modelPresets, listedPresets(nil), "no engine list: ours")
 }
 
 func TestModelsFormatting(t *testing.T) {
