@@ -169,7 +169,7 @@ func checkNoEffect(c *evalContext) verdict {
 				effect = true // cannot tell: do not claim "no effect"
 				break
 			}
-			d, band := math.Abs(s-1), noiseBand(p.A, p.B, c.t("noise_floor"))
+			d, band := math.Max(s, 1/s)-1, noiseBand(p.A, p.B, c.t("noise_floor"))
 			if d > band {
 				effect = true
 				break

@@ -1,0 +1,73 @@
+package checklist
+
+import (
+	"testing"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+func TestMPS(t *testing.T) {
+	gpu := onGPUs(1, "NVIDIA H200", 141<<30, 0, "")
+	two := set("procs_per_gpu", "2")
+	twoMPS := set("procs_per_gpu", "2", "mps", "true")
+	runCases(t, "mps", []ruleCase{
+		{name: "MPS measured faster", status: Finding, severity: Warning,
+			run:      mkRun([]spec{{id: "ts", set: two, ranks: 2, thr: 100, stepMS: 20}, {id: "mps", set: twoMPS, ranks: 2, thr: 140, stepMS: 14}}, gpu),
+			contains: []string{"MPS made the trial 1.40× faster with 2 process(es) per GPU", "use mps: true with procs_per_gpu: 2"},
+			trials:   []string{"ts", "mps"}},
+		{name: "MPS no faster", status: Pass,
+			run: mkRun([]spec{{id: "ts", set: two, ranks: 2, thr: 100, stepMS: 20}, {id: "mps", set: twoMPS, ranks: 2, thr: 101, stepMS: 20}}, gpu)},
+		{name: "time-sliced processes", status: Finding,
+			run:      mkRun([]spec{{id: "ts", set: two, ranks: 2, thr: 100, stepMS: 20, mfu: 0.3}}, gpu),
+			contains: []string{"without MPS", "time-sliced"}},
+		{name: "small per-GPU work", status: Finding, severity: Info,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 20, mfu: 0.08}}, gpu),
+			contains: []string{"8.00% MFU", "procs_per_gpu: [1, 2]"}},
+		{name: "GPU well used", status: Pass, run: mkRun([]spec{{id: "a", thr: 100, stepMS: 20, mfu: 0.5}}, gpu)},
+		{name: "CPU run", status: NotApplicable, run: mkRun([]spec{{id: "a", thr: 100, stepMS: 20}})},
+	})
+}
+
+func TestMemoryHeadroom(t *testing.T) {
+	gpu := onGPUs(2, "NVIDIA H100 80GB HBM3", 80<<30, 18, "")
+	runCases(t, "memory-headroom", []ruleCase{
+		{name: "best trial at 95%", status: Finding,
+			run: mkRun([]spec{{id: "big", set: set("micro_batch", "32"), thr: 200, stepMS: 100, mem: 76 << 30},
+				{id: "small", thr: 100, stepMS: 60, mem: 30 << 30}}, gpu),
+			contains: []string{"the best trial big peaks at 76.00 GiB, 95.0%", "activation_checkpointing: true"}, trials: []string{"big"}},
+		{name: "best trial fine, another near", status: Pass,
+			run: mkRun([]spec{{id: "big", set: set("micro_batch", "32"), thr: 100, stepMS: 300, mem: 76 << 30},
+				{id: "small", thr: 150, stepMS: 60, mem: 30 << 30}}, gpu),
+			contains: []string{"1 other trial(s) above 90.0%"}},
+		{name: "override max_frac", status: Finding,
+			run: mkRun([]spec{{id: "small", thr: 150, stepMS: 60, mem: 60 << 30}}, gpu),
+			cfg: Config{Thresholds: map[string]map[string]float64{"memory-headroom": {"max_frac": 0.7}}}},
+		{name: "no peak recorded", status: NotApplicable, run: mkRun([]spec{{id: "a", thr: 1, stepMS: 1}}, gpu)},
+		{name: "CPU run", status: NotApplicable, run: mkRun([]spec{{id: "a", thr: 1, stepMS: 1, mem: 1 << 30}})},
+	})
+}
+
+func TestStraggler(t *testing.T) {
+	slowRank := func(rank int, factor float64) func(int, int, *engine.StepMetrics) {
+		return func(r, _ int, s *engine.StepMetrics) {
+			if r == rank {
+				s.ForwardMS *= factor
+				s.BackwardMS *= factor
+				s.OptimizerMS *= factor
+			}
+		}
+	}
+	runCases(t, "straggler", []ruleCase{
+		{name: "rank 3 slow", status: Finding,
+			run:      mkRun([]spec{{id: "a", ranks: 4, thr: 100, stepMS: 100, step: slowRank(3, 1.25)}}),
+			contains: []string{"rank 3 (GPU 3) computed", "spread 25.0%", "slowest in 3 of 3 repeat(s)"}, trials: []string{"a"}},
+		{name: "balanced ranks", status: Pass,
+			run: mkRun([]spec{{id: "a", ranks: 4, thr: 100, stepMS: 100, step: slowRank(3, 1.02)}})},
+		{name: "spread allowed by the study", status: Pass,
+			run: mkRun([]spec{{id: "a", ranks: 4, thr: 100, stepMS: 100, step: slowRank(3, 1.25)}}),
+			cfg: Config{Thresholds: map[string]map[string]float64{"straggler": {"max_spread": 0.3}}}},
+		{name: "pipeline trials excluded", status: NotApplicable,
+			run: mkRun([]spec{{id: "a", set: set("pipeline.stages", "4"), ranks: 4, thr: 100, stepMS: 100, step: slowRank(3, 1.5)}})},
+		{name: "single rank", status: NotApplicable, run: mkRun([]spec{{id: "a", thr: 100, stepMS: 100}})},
+	})
+}

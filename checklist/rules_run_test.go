@@ -1,0 +1,77 @@
+package checklist
+
+import (
+	"testing"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+func TestMeasurementHygiene(t *testing.T) {
+	good := []spec{{id: "a", thr: 100, stepMS: 10, noise: 0.01}, {id: "b", set: set("graphs", "true"), thr: 100, stepMS: 10, noise: 0.01}}
+	workload := func(w, s, r float64) func(*store.Manifest) {
+		return func(m *store.Manifest) {
+			m.Workload = map[string]any{"warmup_steps": w, "steps": s, "repeats": r}
+		}
+	}
+	throttled := mkRun(good)
+	throttled.Trials[1].Repeats[0].GPUSamples = []store.GPUSample{{T: 1, Throttles: 0x40}} // SW thermal slowdown
+	flagged := mkRun(good)
+	flagged.Trials[0].Throttled = true
+	runCases(t, "measurement-hygiene", []ruleCase{
+		{name: "clean", status: Pass, run: mkRun(good), contains: []string{"5 warm-up, 20 measured steps, 3 repeats"}},
+		{name: "smoke-sized workload", status: Finding, run: mkRun(good, workload(1, 5, 1)),
+			contains: []string{"1 warm-up step(s)", "5 measured step(s)", "1 repeat(s)", "workload.steps: 20"}},
+		{name: "noisy trial", status: Finding,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.12}, good[1]}),
+			contains: []string{"1 of 2 completed trial(s) are noisy: a (noise 12.0%)"}, trials: []string{"a"}},
+		{name: "throttle reasons in GPU samples", status: Finding, run: throttled, contains: []string{"throttled: b"}},
+		{name: "throttled flag", status: Finding, run: flagged, contains: []string{"throttled: a"}},
+		{name: "thresholds lowered for a smoke study", status: Pass, run: mkRun(good, workload(1, 5, 1)),
+			cfg: Config{Thresholds: map[string]map[string]float64{"measurement-hygiene": {"min_warmup_steps": 1, "min_steps": 5, "min_repeats": 1}}}},
+		{name: "workload missing: read from the records", status: Finding,
+			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, steps: 4}}, func(m *store.Manifest) { m.Workload = nil }),
+			contains: []string{"4 measured step(s)"}},
+		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
+	})
+}
+
+func TestNoEffectKnob(t *testing.T) {
+	runCases(t, "no-effect-knob", []ruleCase{
+		{name: "within noise", status: Finding, severity: Info,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.01}, {id: "b", set: set("nccl.algo", "Ring"), thr: 101, stepMS: 9.9, noise: 0.01}}),
+			contains: []string{"1 knob(s) had no measurable effect: nccl.algo", "differ by 1.00% (noise band 2.00%"}, trials: []string{"a", "b"}},
+		{name: "noise widens the band", status: Finding,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.05}, {id: "b", set: set("graphs", "true"), thr: 108, stepMS: 9.3, noise: 0.04}}),
+			contains: []string{"graphs", "noise band 10.0%"}},
+		{name: "real effect", status: Pass,
+			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.01}, {id: "b", set: set("graphs", "true"), thr: 120, stepMS: 8.3, noise: 0.01}})},
+		{name: "noise floor override", status: Pass,
+			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.001}, {id: "b", set: set("graphs", "true"), thr: 101, stepMS: 9.9, noise: 0.001}}),
+			cfg: Config{Thresholds: map[string]map[string]float64{"no-effect-knob": {"noise_floor": 0.005}}}},
+		{name: "no clean pair", status: NotApplicable,
+			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10}, {id: "b", set: set("graphs", "true", "precision", "bf16"), thr: 150, stepMS: 7}})},
+	})
+}
+
+func TestFailedTrials(t *testing.T) {
+	best := spec{id: "best", thr: 100, stepMS: 10}
+	runCases(t, "failed-trials", []ruleCase{
+		{name: "OOM in a direction that helps", status: Finding,
+			run: mkRun([]spec{best, {id: "bf16mb32", set: set("precision", "bf16", "micro_batch", "32"), outcome: store.OOM,
+				err: "CUDA out of memory. Tried to allocate 2.00 GiB\nmore"}}),
+			contains: []string{"bf16mb32 ended oom (CUDA out of memory. Tried to allocate 2.00 GiB)", "micro_batch: 8→32", "precision: fp32→bf16", "activation_checkpointing: true"},
+			trials:   []string{"bf16mb32", "best"}},
+		{name: "timeout with graphs", status: Finding,
+			run:      mkRun([]spec{best, {id: "g", set: set("graphs", "true"), outcome: store.Timeout}}),
+			contains: []string{"graphs: false→true", "workload.timeout"}},
+		{name: "failure in an unpromising direction", status: Pass,
+			run:      mkRun([]spec{best, {id: "small", set: set("micro_batch", "2"), outcome: store.Failed, err: "boom"}}),
+			contains: []string{"1 trial(s) ended badly, none"}},
+		{name: "unsupported is not a failure", status: Pass,
+			run: mkRun([]spec{best, {id: "g", set: set("graphs", "true"), outcome: store.Unsupported}})},
+		{name: "nothing completed", status: Finding, severity: Error,
+			run:      mkRun([]spec{{id: "x", outcome: store.Crashed, err: "rank 1 killed by SIGSEGV"}}),
+			contains: []string{"no trial completed", "SIGSEGV"}},
+		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
+	})
+}
