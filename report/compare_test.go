@@ -1,0 +1,126 @@
+package report
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+func load(t *testing.T, name string) *Summary {
+	t.Helper()
+	s, err := LoadSide(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	return s
+}
+
+func TestCompareRuns(t *testing.T) {
+	base := load(t, "runs/bert-grid")
+	slowID := fixID(knobs("bf16", "32"))
+	tests := []struct {
+		description string
+		new         string
+		threshold   float64
+		regressions []string
+	}{
+		{"a re-run of the same configuration is not a regression", "runs/bert-grid-rerun", 0.05, nil},
+		{"12% slower bf16/32 is a regression at 5%", "runs/bert-grid-slower", 0.05, []string{slowID}},
+		{"but not at a 20% threshold", "runs/bert-grid-slower", 0.20, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			c := Compare(base, load(t, tt.new), "old", "new", tt.threshold)
+			assert.Equal(t, tt.regressions, c.Regressions)
+			assert.Len(t, c.Rows, 7)
+			for _, r := range c.Rows {
+				if r.ID == slowID && tt.new == "runs/bert-grid-slower" {
+					require.NotNil(t, r.Throughput)
+					assert.True(t, r.Throughput.Significant)
+					assert.InDelta(t, -12, r.Throughput.Pct, 3)
+					require.NotNil(t, r.StepTime)
+					assert.Greater(t, r.StepTime.Pct, 5.0)
+				}
+			}
+			for _, format := range CompareFormats {
+				var buf bytes.Buffer
+				require.NoError(t, WriteComparison(&buf, c, format))
+				assert.Contains(t, buf.String(), c.Verdict())
+			}
+		})
+	}
+}
+
+func TestCompareNoiseIsTilde(t *testing.T) {
+	c := Compare(load(t, "runs/bert-grid"), load(t, "runs/bert-grid-rerun"), "a", "b", 0.05)
+	tilde := 0
+	for _, r := range c.Rows {
+		if r.Throughput != nil && r.Throughput.Text == "~" {
+			tilde++
+		}
+	}
+	assert.GreaterOrEqual(t, tilde, 3, "same configuration, same distribution: mostly ~")
+}
+
+func TestCompareOutcomeChange(t *testing.T) {
+	old := load(t, "runs/bert-grid")
+	new := load(t, "runs/bert-grid")
+	new.Trials[0].Outcome, new.Trials[0].Error = store.OOM, "CUDA out of memory"
+	new.Trials = new.Trials[:len(new.Trials)-1] // one trial gone
+	c := Compare(old, new, "a", "b", 0.05)
+	assert.Equal(t, []string{new.Trials[0].ID}, c.Regressions)
+	assert.Equal(t, []string{old.Trials[len(old.Trials)-1].ID}, c.OnlyOld)
+}
+
+func TestBaselineRoundTrip(t *testing.T) {
+	s := load(t, "runs/bert-grid")
+	s.Kind = KindBaseline
+	path := filepath.Join(t.TempDir(), "baseline.json")
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, s))
+	require.NoError(t, writeFileAtomic(path, buf.Bytes()))
+	b, err := LoadSide(path)
+	require.NoError(t, err)
+	assert.Equal(t, KindBaseline, b.Kind)
+	c := Compare(b, load(t, "runs/bert-grid-slower"), path, "new", 0.05)
+	assert.Equal(t, []string{fixID(knobs("bf16", "32"))}, c.Regressions, "samples survive the baseline file")
+}
+
+func TestParseThreshold(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+		err  bool
+	}{
+		{"5%", 0.05, false}, {"0.05", 0.05, false}, {"5", 0.05, false}, {"2.5%", 0.025, false},
+		{"abc", 0, true}, {"-1%", 0, true}, {"150%", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseThreshold(tt.in)
+		if tt.err {
+			assert.Error(t, err, tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.InDelta(t, tt.want, got, 1e-12, tt.in)
+	}
+}
+
+func TestReadSummaryErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"garbage.json":  "{not json",
+		"noschema.json": `{"kind":"summary"}`,
+		"future.json":   `{"schema":99,"kind":"summary"}`,
+		"kind.json":     `{"schema":1,"kind":"other"}`,
+	} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, writeFileAtomic(p, []byte(body)))
+		_, err := ReadSummary(p)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), p)
+	}
+}
