@@ -1,0 +1,93 @@
+package runner
+
+// The runner's failure handling is tested with the test binary itself as the
+// worker program (the classic helper-process pattern): CASESTUDY_TEST_ROLE=
+// worker makes TestMain run RunWorker with fakeBackend, a stand-in engine that
+// sleeps for its step time and injects the engine-side faults. It is for these
+// tests only; the real engine is exercised by the engine package and by
+// cmd/casestudy's end-to-end run.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+const roleEnv = "CASESTUDY_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "worker":
+		os.Exit(fakeWorkerMain())
+	case "runner":
+		os.Exit(fakeRunnerMain())
+	}
+	os.Exit(m.Run())
+}
+
+func fakeWorkerMain() int {
+	for _, v := range []string{"NCCL_ALGO", "NCCL_NVLS_ENABLE", "CUDA_DEVICE_MAX_CONNECTIONS"} {
+		val, ok := os.LookupEnv(v)
+		if !ok {
+			val = "<unset>"
+		}
+		fmt.Fprintf(os.Stderr, "env %s=%s\n", v, val)
+	}
+	err := RunWorker(context.Background(), WorkerOptions{Log: os.Stderr,
+		Open: func(lib string) (Backend, error) { return fakeBackend{}, nil }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	return 0
+}
+
+type fakeBackend struct{}
+
+func (fakeBackend) NCCLUniqueID() (string, error) { return "", engine.ErrUnsupported }
+
+func (fakeBackend) Create(cfg engine.Config) (Engine, error) {
+	if cfg.Precision == "fp16" { // stands in for a knob the engine refuses
+		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_create", Msg: "fp16 is not supported on cpu"}
+	}
+	return &fakeEngine{cfg: cfg}, nil
+}
+
+type fakeEngine struct {
+	cfg  engine.Config
+	step int
+}
+
+func (e *fakeEngine) Info() (engine.Info, error) {
+	return engine.Info{Device: "cpu", Rank: e.cfg.Dist.Rank, WorldSize: e.cfg.Dist.WorldSize}, nil
+}
+
+func (e *fakeEngine) Step() (engine.StepMetrics, error) {
+	f := e.cfg.Fault
+	faulty := f.Kind != "" && f.Rank == e.cfg.Dist.Rank && f.AtStep <= e.step
+	ms := 5.0
+	if faulty {
+		switch f.Kind {
+		case "error":
+			return engine.StepMetrics{}, &engine.Error{Status: engine.StatusRuntime, Op: "cs_step", Msg: "injected engine error"}
+		case "oom":
+			return engine.StepMetrics{}, &engine.Error{Status: engine.StatusOOM, Op: "cs_step", Msg: "CUDA out of memory (injected)"}
+		case "slow":
+			ms += float64(f.SlowMS)
+		}
+	}
+	time.Sleep(time.Duration(ms * float64(time.Millisecond)))
+	mb := max(e.cfg.MicroBatch, 1)
+	m := engine.StepMetrics{Step: e.step, StepMS: ms, Samples: mb, Tokens: mb * 16, Loss: 10 / float64(e.step+1)}
+	e.step++
+	return m, nil
+}
+
+func (e *fakeEngine) Checksum() (engine.Checksum, error) {
+	return engine.Checksum{Sum: 1, Hash: "ab"}, nil
+}
+func (e *fakeEngine) Close() error { return nil }

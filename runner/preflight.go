@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/knobs"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/study"
+)
+
+// Machine is what preflight found: where trials run.
+type Machine struct {
+	Device     string           // cpu | cuda (workload.device auto resolved)
+	GPUs       []string         // CUDA_VISIBLE_DEVICES entries available to trials
+	EngineLib  string           // the checked engine library
+	Build      engine.BuildInfo // its build facts
+	MPSControl string           // nvidia-cuda-mps-control, "" when absent
+}
+
+// Preflight loads the engine library once (ABI check), finds the GPUs and
+// resolves the device; a study this machine cannot run stops here, before the
+// first trial, with an environment error (exit status 3).
+func Preflight(s *study.Study, plan *study.Plan, engineLib string, env []string) (*Machine, error) {
+	path, err := engine.Discover(engineLib)
+	if err != nil {
+		return nil, err
+	}
+	lib, err := engine.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	bi, err := lib.BuildInfo()
+	lib.Close()
+	if err != nil {
+		return nil, exitcode.With(exitcode.Environment, fmt.Errorf("engine %s: %w", path, err))
+	}
+	count := bi.DeviceCount
+	if g, err := provenance.ReadGPUs(); err == nil {
+		count = len(g.GPUs)
+	}
+	if !bi.CUDAAvailable {
+		count = 0
+	}
+	m := &Machine{EngineLib: path, Build: bi, GPUs: launch.VisibleGPUs(env, count),
+		MPSControl: FindMPSControl(getenv(env, "PATH"))}
+	if count == 0 {
+		m.GPUs = nil
+	}
+	return m, resolveDevice(s, plan, m)
+}
+
+func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
+	smoke := fmt.Sprintf("studies/%s/smoke.yaml", s.Model.Family)
+	switch s.Workload.Device {
+	case "cpu":
+		m.Device = "cpu"
+		return nil
+	case "cuda":
+		if len(m.GPUs) == 0 {
+			return exitcode.With(exitcode.Environment, fmt.Errorf(
+				"%s asks for device cuda, but this machine has no usable GPU (engine built with CUDA: %v); try %s on this machine",
+				s.Path, m.Build.CUDAAvailable, smoke))
+		}
+		m.Device = "cuda"
+	default: // auto
+		m.Device = "cpu"
+		if len(m.GPUs) > 0 {
+			m.Device = "cuda"
+		} else if s.Workload.GPUs > 0 {
+			return exitcode.With(exitcode.Environment, fmt.Errorf(
+				"%s needs %d GPUs and this machine has none; try %s", s.Path, s.Workload.GPUs, smoke))
+		}
+	}
+	if m.Device != "cuda" {
+		return nil
+	}
+	need := 0
+	for _, t := range plan.Trials {
+		ranks := max(1, s.RanksFor(t.Knobs))
+		ppg := 1
+		if ls, err := knobs.LaunchSettings(t.Knobs); err == nil && ls.ProcsPerGPU > 1 {
+			ppg = ls.ProcsPerGPU
+		}
+		need = max(need, (ranks+ppg-1)/ppg)
+	}
+	if need > len(m.GPUs) {
+		return exitcode.With(exitcode.Environment, fmt.Errorf(
+			"%s needs %d GPUs per trial; %d visible (CUDA_VISIBLE_DEVICES, NVML); try %s or lower workload.gpus",
+			s.Path, need, len(m.GPUs), smoke))
+	}
+	return nil
+}
+
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if len(env[i]) > len(key) && env[i][:len(key)] == key && env[i][len(key)] == '=' {
+			return env[i][len(key)+1:]
+		}
+	}
+	if env == nil {
+		return os.Getenv(key)
+	}
+	return ""
+}

@@ -1,0 +1,318 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/runner/rendezvous"
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
+)
+
+// repeatResult is one launch of a trial, classified.
+type repeatResult struct {
+	Rec        store.RepeatRecord
+	FailedRank int // first failing rank, -1 none
+	ExitCode   int
+	Signal     string
+	Throttled  bool
+}
+
+// cause is the first thing that ended a launch early; later failures (peers
+// the runner killed) are not causes.
+type cause struct {
+	outcome store.Outcome
+	rank    int
+	code    int
+	signal  string
+	msg     string
+}
+
+type rankState struct {
+	lastSeen time.Time
+	lastStep int
+	done     bool
+	errored  bool
+	exited   bool
+	rec      store.RankRecord
+}
+
+// infraError is a failure of the machinery (rendezvous, launch), not of the
+// trial: it may be retried.
+type infraError struct{ err error }
+
+func (e *infraError) Error() string { return "infrastructure: " + e.err.Error() }
+func (e *infraError) Unwrap() error { return e.err }
+
+// runRepeat launches one repeat of a trial and watches it until every rank has
+// ended: the runner owns the deadlines (trial timeout, heartbeat silence) and
+// kills the whole group on the first failure.
+func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeatResult, error) {
+	o := &r.opts
+	n := sp.Ranks
+	welcomes := make([]rendezvous.Welcome, n)
+	for i := range welcomes {
+		welcomes[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
+			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
+			EngineLib: o.Machine.EngineLib, Ranks: n}
+	}
+	if sp.Configs[0].Dist.Backend == "gloo" {
+		port, err := freePort(o.StoreHost)
+		if err != nil {
+			return nil, &infraError{err}
+		}
+		for i := range welcomes {
+			welcomes[i].Config.Dist.StoreAddr, welcomes[i].Config.Dist.StorePort = o.StoreHost, port
+		}
+	}
+	for k := range welcomes {
+		if sp.Devices[k] != "" { // each rank sees only its GPU
+			welcomes[k].Config.DeviceIndex = 0
+		}
+	}
+	token := rendezvous.NewToken()
+	srv, err := rendezvous.Listen(o.RendezvousAddr, token, welcomes, r.logf)
+	if err != nil {
+		return nil, &infraError{err}
+	}
+	defer srv.Close()
+
+	extra := map[string]string{}
+	if sp.Launch.MPS {
+		d, err := startMPS(ctx, o.Machine.MPSControl, o.Env)
+		if err != nil {
+			return nil, &infraError{err}
+		}
+		defer func() {
+			if err := d.Stop(o.Env); err != nil {
+				r.logf("trial %s: %v", sp.Trial.ID, err)
+			}
+		}()
+		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
+	}
+
+	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs}
+	var logs []io.Closer
+	defer func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	for k := 0; k < n; k++ {
+		f, err := o.Writer.CreateLog(sp.Trial.ID, k, rep)
+		if err != nil {
+			return nil, &infraError{err}
+		}
+		logs = append(logs, f)
+		fmt.Fprintf(f, "# casestudy trial %s repeat %d rank %d of %d\n", sp.Trial.ID, rep, k, n)
+		set := maps.Clone(sp.Set)
+		maps.Copy(set, extra)
+		set[rendezvous.EnvAddr], set[rendezvous.EnvToken], set[rendezvous.EnvRank] = srv.Addr(), token, strconv.Itoa(k)
+		if sp.Devices[k] != "" {
+			set["CUDA_VISIBLE_DEVICES"] = sp.Devices[k]
+		}
+		spec.Ranks = append(spec.Ranks, launch.Rank{Rank: k, Env: launch.BuildEnv(o.Env, set, sp.Unset), Log: f, GPU: sp.Devices[k]})
+	}
+	group, err := o.Launcher.Start(ctx, spec)
+	if err != nil {
+		return nil, &infraError{err}
+	}
+	sampler := provenance.StartSampler(uniqueNonEmpty(sp.Devices), o.SampleEvery)
+	res := r.watch(ctx, sp, rep, srv, group)
+	res.Rec.Repeat = rep
+	res.Rec.GPUSamples, res.Throttled = sampler.Stop()
+	return res, nil
+}
+
+// watch follows a launch until every rank ended and classifies it.
+func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezvous.Server, group launch.Group) *repeatResult {
+	o := &r.opts
+	start := time.Now()
+	ranks := make([]*rankState, sp.Ranks)
+	for k := range ranks {
+		ranks[k] = &rankState{lastSeen: start, lastStep: -1,
+			rec: store.RankRecord{Rank: k, GPU: sp.Devices[k], LastStep: -1}}
+	}
+	var first *cause
+	fail := func(c cause) {
+		if first == nil {
+			first = &c
+		}
+		group.Kill(o.KillGrace)
+	}
+	handle := func(ev rendezvous.Event) {
+		m := ev.Msg
+		if m.Rank < 0 || m.Rank >= len(ranks) {
+			return
+		}
+		st := ranks[m.Rank]
+		st.lastSeen = ev.At
+		switch m.Type {
+		case rendezvous.TypeHeartbeat:
+			st.lastStep = max(st.lastStep, m.Step)
+		case rendezvous.TypeInfo:
+			st.rec.Info = m.Info
+		case rendezvous.TypeStep:
+			if m.Metrics == nil {
+				return
+			}
+			st.lastStep = max(st.lastStep, m.Metrics.Step)
+			if m.Warmup {
+				st.rec.WarmupSteps++
+			} else {
+				st.rec.Steps = append(st.rec.Steps, *m.Metrics)
+			}
+		case rendezvous.TypeChecksum:
+			st.rec.Checksum = m.Checksum
+		case rendezvous.TypeDone:
+			st.done = true
+		case rendezvous.TypeError:
+			st.errored = true
+			fail(cause{outcome: outcomeOf(m.Status), rank: m.Rank, msg: m.Message})
+		}
+	}
+	drain := func() {
+		for {
+			select {
+			case ev := <-srv.Events():
+				handle(ev)
+			default:
+				return
+			}
+		}
+	}
+
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	done := ctx.Done()
+	exits := group.Exits()
+	for exits != nil {
+		select {
+		case ev := <-srv.Events():
+			handle(ev)
+		case ex, ok := <-exits:
+			if !ok {
+				exits = nil
+				break
+			}
+			drain() // an error report precedes its rank's exit
+			st := ranks[ex.Rank]
+			st.exited = true
+			st.rec.ExitCode, st.rec.Signal = ex.Code, ex.Signal
+			if (ex.Code == 0 && !ex.Killed() && st.done) || st.errored {
+				break
+			}
+			c := cause{outcome: store.Crashed, rank: ex.Rank, code: ex.Code, signal: ex.Signal}
+			switch {
+			case ex.Killed():
+				c.msg = fmt.Sprintf("rank %d was killed by %s", ex.Rank, ex.Signal)
+			case ex.Code == 0:
+				c.msg = fmt.Sprintf("rank %d exited with code 0 before finishing", ex.Rank)
+			default:
+				c.msg = fmt.Sprintf("rank %d exited with code %d", ex.Rank, ex.Code)
+			}
+			if ex.Err != nil {
+				c.msg += ": " + ex.Err.Error()
+			}
+			c.msg += "; see " + store.LogName(sp.Trial.ID, ex.Rank, rep)
+			fail(c)
+		case <-tick.C:
+			now := time.Now()
+			if o.Timeout > 0 && now.Sub(start) > o.Timeout {
+				fail(cause{outcome: store.Timeout, rank: -1,
+					msg: fmt.Sprintf("trial exceeded its timeout of %s (last completed steps: %s)", o.Timeout, lastSteps(ranks))})
+				continue
+			}
+			for k, st := range ranks {
+				if !st.exited && !st.done && !st.errored && now.Sub(st.lastSeen) > o.HeartbeatLimit {
+					fail(cause{outcome: store.Timeout, rank: k,
+						msg: fmt.Sprintf("rank %d sent no heartbeat for %s (last completed steps: %s)", k, o.HeartbeatLimit, lastSteps(ranks))})
+					break
+				}
+			}
+		case <-done:
+			done = nil
+			fail(cause{outcome: store.Interrupted, rank: -1, msg: "interrupted"})
+		}
+	}
+	drain()
+
+	res := &repeatResult{FailedRank: -1}
+	res.Rec.Outcome = store.OK
+	if first != nil {
+		res.Rec.Outcome, res.Rec.Error = first.outcome, first.msg
+		res.FailedRank, res.ExitCode, res.Signal = first.rank, first.code, first.signal
+	}
+	for _, st := range ranks {
+		st.rec.LastStep = st.lastStep
+		res.Rec.Ranks = append(res.Rec.Ranks, st.rec)
+	}
+	if res.Rec.Outcome == store.OK {
+		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
+		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
+	}
+	return res
+}
+
+// freePort asks the kernel for a free TCP port on host (for c10d's TCPStore,
+// which rank 0 serves).
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port for the Gloo store: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// outcomeOf maps a worker's error status to an outcome.
+func outcomeOf(status string) store.Outcome {
+	switch store.Outcome(status) {
+	case store.OOM, store.Unsupported, store.Failed:
+		return store.Outcome(status)
+	}
+	return store.Failed
+}
+
+// workerStatus maps an engine error to the status a worker reports.
+func workerStatus(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrOOM):
+		return string(store.OOM)
+	case errors.Is(err, engine.ErrUnsupported):
+		return string(store.Unsupported)
+	}
+	return string(store.Failed)
+}
+
+func lastSteps(ranks []*rankState) string {
+	parts := make([]string, len(ranks))
+	for k, st := range ranks {
+		parts[k] = fmt.Sprintf("rank%d=%d", k, st.lastStep)
+	}
+	return strings.Join(parts, " ")
+}
+
+func uniqueNonEmpty(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if x != "" && !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

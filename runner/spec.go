@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/knobs"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/study"
+)
+
+// trialSpec is everything needed to launch one trial: its ranks' engine
+// configurations, environment and devices.
+type trialSpec struct {
+	Trial       study.Trial
+	Ranks       int
+	Launch      knobs.Launch
+	Set         map[string]string // environment the knobs set
+	Unset       []string          // environment the knobs unset (auto)
+	Configs     []engine.Config   // per rank
+	Devices     []string          // per rank CUDA_VISIBLE_DEVICES entry ("" on cpu)
+	Unsupported string            // why this trial cannot run on this machine
+}
+
+// buildSpec resolves a trial against the study and the machine.
+func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
+	ls, err := knobs.LaunchSettings(t.Knobs)
+	if err != nil {
+		return nil, fmt.Errorf("trial %s: %w", t.ID, err)
+	}
+	if ls.ProcsPerGPU < 1 {
+		ls.ProcsPerGPU = 1
+	}
+	sp := &trialSpec{Trial: t, Launch: ls, Ranks: s.RanksFor(t.Knobs)}
+	if m.Device == "cpu" {
+		sp.Ranks = cpuRanks(s, sp.Ranks)
+	}
+	if sp.Ranks < 1 {
+		sp.Ranks = 1
+	}
+	sp.Set, sp.Unset = knobs.Environment(t.Knobs)
+
+	base := engine.Config{Family: s.Model.Family, Preset: s.Model.Preset, Layers: s.Model.Layers,
+		Hidden: s.Model.Hidden, Device: m.Device, Seed: s.Workload.Seed, Threads: s.Workload.Threads}
+	if err := knobs.EngineConfig(t.Knobs, &base); err != nil {
+		return nil, fmt.Errorf("trial %s: %w", t.ID, err)
+	}
+	if base.Threads == 0 && m.Device == "cpu" {
+		base.Threads = max(1, runtime.NumCPU()/sp.Ranks)
+	}
+	// procs_per_gpu > 1: independent replicas sharing a GPU (the MPS case),
+	// each its own world of one; otherwise one data-parallel world.
+	world := sp.Ranks
+	if ls.ProcsPerGPU > 1 {
+		world = 1
+	}
+	switch {
+	case world == 1:
+		base.Dist.Backend = ""
+	case m.Device == "cuda":
+		base.Dist.Backend = "nccl"
+	default:
+		base.Dist.Backend = "gloo"
+	}
+	for r := 0; r < sp.Ranks; r++ {
+		c := base
+		c.Dist.WorldSize, c.Dist.Rank = world, r
+		if world == 1 {
+			c.Dist.Rank = 0
+		}
+		c.Pipeline.Balance = append([]int(nil), base.Pipeline.Balance...)
+		sp.Configs = append(sp.Configs, c)
+		dev := ""
+		if m.Device == "cuda" {
+			dev = launch.GPUFor(r, ls.ProcsPerGPU, m.GPUs)
+		}
+		sp.Devices = append(sp.Devices, dev)
+	}
+	if m.Device == "cuda" {
+		need := (sp.Ranks + ls.ProcsPerGPU - 1) / ls.ProcsPerGPU
+		if need > len(m.GPUs) {
+			sp.Unsupported = fmt.Sprintf("needs %d GPUs (%d ranks, procs_per_gpu %d); %d visible",
+				need, sp.Ranks, ls.ProcsPerGPU, len(m.GPUs))
+		}
+	}
+	if ls.MPS && m.MPSControl == "" {
+		sp.Unsupported = "mps: nvidia-cuda-mps-control not found (looked on PATH and in /usr/local/nvidia/bin)"
+	}
+	if ls.MPS && m.Device != "cuda" {
+		sp.Unsupported = "mps: needs CUDA devices; this trial runs on " + m.Device
+	}
+	return sp, nil
+}
+
+// cpuRanks is the number of CPU ranks: workload.ranks when the device resolved
+// to cpu (RanksFor counts GPUs for device auto).
+func cpuRanks(s *study.Study, fromKnobs int) int {
+	if s.Workload.Ranks > 0 {
+		return s.Workload.Ranks
+	}
+	return fromKnobs
+}
