@@ -38,6 +38,11 @@ int cs_abi_version(void);
  * "cudnn":"91900","gloo":true,"cuda_available":true,"device_count":1}. */
 cs_status cs_build_info(char *out, size_t out_len, char *err, size_t err_len);
 
+/* Every model family the library has and its presets, as JSON:
+ * {"families":[{"family":"gpt","presets":["tiny","124m",...]}, ...]}.
+ * Added after ABI 1 shipped: probe for the symbol (dlsym) before calling it. */
+cs_status cs_models(char *out, size_t out_len, char *err, size_t err_len);
+
 /* Static facts of a model without building a training engine (no device memory):
  * {"family","preset","params","flops_per_sample","tokens_per_sample", "shapes":{...}}.
  * config_json is an engine config (only model fields are read). */
@@ -62,6 +67,15 @@ cs_status cs_param_checksum(cs_engine *e, char *out, size_t out_len, char *err, 
 /* Writes a new NCCL unique id as 256 hex characters (rank 0 calls it and the
  * runner's rendezvous hands it to every rank). CS_ERR_UNSUPPORTED without NCCL. */
 cs_status cs_nccl_unique_id(char *out, size_t out_len, char *err, size_t err_len);
+
+/* The all-reduce microbenchmark on the engine's communicator (bench_comm.cpp).
+ * config_json: {"device":"cpu|cuda","device_index":0,"threads":0,"dist":{as the engine
+ * config},"sizes":[bytes,...],"iters":20,"warmup":5}. Every rank of the world calls it
+ * with the same sizes. Writes {"backend","version","world_size","rank","device",
+ * "results":[{"bytes","count","ms":[one per timed iteration]}]}. Answers CS_ERR_BUFFER
+ * before running anything when out_len cannot hold the result. */
+cs_status cs_bench_allreduce(const char *config_json, char *out, size_t out_len, char *err,
+                             size_t err_len);
 
 /* Frees everything; safe on NULL. Returns CS_OK or the error of an orderly teardown. */
 cs_status cs_destroy(cs_engine *e, char *err, size_t err_len);

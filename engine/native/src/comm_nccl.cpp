@@ -1,0 +1,375 @@
+// comm_nccl.cpp: GPU ranks through raw NCCL (built only with CS_WITH_NCCL).
+//
+// One communicator per engine from the unique id rank 0 made
+// (nccl_unique_id_hex) and the runner handed to every rank. Collectives run on
+// a dedicated non-blocking stream that first waits for the work queued so far
+// on the caller's current stream; CUDA events around each one time it. NCCL has
+// no timeout of its own, so a watchdog thread polls the outstanding events and
+// ncclCommGetAsyncError: a collective past dist.timeout_ms, or an async error,
+// aborts the communicator (ncclCommAbort) and every later call throws CommError
+// with NCCL's text. NCCL's env knobs (NCCL_ALGO, NCCL_PROTO, ...) apply as read
+// by ncclCommInitRank in this fresh process.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "comm_internal.h"
+#include "model.h"
+
+namespace cs {
+namespace {
+
+std::string nccl_text(ncclResult_t r) {
+  std::string s = ncclGetErrorString(r);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && *last != '\0') s += ": " + std::string(last);
+#endif
+  return s;
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CommError(std::string("nccl: CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kHalf: return ncclFloat16;
+    case torch::kDouble: return ncclFloat64;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    case torch::kBFloat16: return ncclBfloat16;
+#endif
+    case torch::kInt: return ncclInt32;
+    case torch::kLong: return ncclInt64;
+    case torch::kByte: return ncclUint8;
+    case torch::kChar: return ncclInt8;
+    default: break;
+  }
+  throw CommError(std::string("nccl: unsupported dtype ") + c10::toString(t));
+}
+
+ncclUniqueId parse_id(const std::string& hex) {
+  ncclUniqueId id;
+  if (hex.size() != 2 * sizeof(id.internal)) {
+    throw ConfigError("dist.nccl_id must be " + std::to_string(2 * sizeof(id.internal)) +
+                      " hex characters (cs_nccl_unique_id on rank 0), got " + std::to_string(hex.size()));
+  }
+  auto nibble = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    throw ConfigError(std::string("dist.nccl_id: not a hex character: '") + c + "'");
+  };
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    id.internal[i] = static_cast<char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  }
+  return id;
+}
+
+// The start and end events of one collective; shared with the watchdog.
+struct Events {
+  cudaEvent_t ready = nullptr, start = nullptr, end = nullptr;
+  std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
+  std::string what;
+  Events() {
+    cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&start), "cudaEventCreate");
+    cuda_check(cudaEventCreate(&end), "cudaEventCreate");
+  }
+  ~Events() {
+    cudaEventDestroy(ready);
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  }
+};
+
+class NcclCommunicator;
+
+class NcclWork : public CommWork {
+ public:
+  NcclWork(NcclCommunicator* c, std::shared_ptr<Events> ev, std::vector<torch::Tensor> keep)
+      : comm_(c), ev_(std::move(ev)), keep_(std::move(keep)) {}
+  void wait() override;
+  double elapsed_ms() override;
+
+ private:
+  NcclCommunicator* comm_;
+  std::shared_ptr<Events> ev_;
+  std::vector<torch::Tensor> keep_;  // alive until the current stream waited for the end
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(const DistOptions& o, torch::Device device)
+      : rank_(o.rank), world_(o.world_size), dev_(device.index() < 0 ? 0 : device.index()),
+        timeout_ms_(o.timeout_ms) {
+    ncclUniqueId id = parse_id(o.nccl_id_hex);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    int lo = 0, hi = 0;
+    cuda_check(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cudaDeviceGetStreamPriorityRange");
+    cuda_check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi), "cudaStreamCreateWithPriority");
+    ncclResult_t r = ncclCommInitRank(&comm_, world_, id, rank_);
+    if (r != ncclSuccess) {
+      cudaStreamDestroy(stream_);
+      throw CommError("nccl: ncclCommInitRank (rank " + std::to_string(rank_) + " of " +
+                      std::to_string(world_) + "): " + nccl_text(r));
+    }
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  ~NcclCommunicator() override {
+    // Drain under the watchdog, so a hung collective cannot hang the teardown.
+    std::shared_ptr<Events> last;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!inflight_.empty()) last = inflight_.back();
+    }
+    if (last) {
+      try {
+        host_wait(last->end);
+      } catch (const std::exception&) {
+        // already reported by the watchdog; the communicator is aborted
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+    std::lock_guard<std::mutex> lk(comm_mu_);
+    if (!aborted_) ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend() const override { return "nccl"; }
+  std::string version() const override {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+    int major = v < 10000 ? v / 1000 : v / 10000;
+    int minor = v < 10000 ? (v % 1000) / 100 : (v % 10000) / 100;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%d.%d.%d", major, minor, v % 100);
+    return buf;
+  }
+
+  std::shared_ptr<CommWork> all_reduce_sum(torch::Tensor t) override {
+    check(t, "all_reduce");
+    return launch("all_reduce", {t}, [&](cudaStream_t s) {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), ncclSum, comm_, s);
+    });
+  }
+
+  std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) override {
+    check(in, "all_gather");
+    check(out, "all_gather");
+    if (out.numel() != in.numel() * world_ || out.scalar_type() != in.scalar_type()) {
+      throw CommError("nccl all_gather: output must hold world_size x input elements of its dtype");
+    }
+    return launch("all_gather", {in, out}, [&](cudaStream_t s) {
+      return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()), comm_, s);
+    });
+  }
+
+  void broadcast(torch::Tensor t, int root) override {
+    check(t, "broadcast");
+    auto w = launch("broadcast", {t}, [&](cudaStream_t s) {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root, comm_, s);
+    });
+    w->wait();
+    w->elapsed_ms();  // host-synchronous: returns once done (or throws)
+  }
+
+  void send(torch::Tensor t, int peer) override {
+    check(t, "send");
+    auto w = launch("send", {t}, [&](cudaStream_t s) {
+      return ncclSend(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, comm_, s);
+    });
+    w->wait();
+    w->elapsed_ms();
+  }
+
+  void recv(torch::Tensor t, int peer) override {
+    check(t, "recv");
+    auto w = launch("recv", {t}, [&](cudaStream_t s) {
+      return ncclRecv(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, comm_, s);
+    });
+    w->wait();
+    w->elapsed_ms();
+  }
+
+  void barrier() override {
+    auto one = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, dev_));
+    auto w = all_reduce_sum(one);
+    w->wait();
+    w->elapsed_ms();
+  }
+
+  // Throws the watchdog's error, if any.
+  void throw_if_failed() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!error_.empty()) throw CommError(error_);
+  }
+
+  // Blocks the host until ev completes, throwing if the communicator failed.
+  void host_wait(cudaEvent_t ev) {
+    for (;;) {
+      cudaError_t q = cudaEventQuery(ev);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) cuda_check(q, "cudaEventQuery");
+      throw_if_failed();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    throw_if_failed();  // an aborted collective also completes its events
+  }
+
+  int device() const { return dev_; }
+
+ private:
+  void check(const torch::Tensor& t, const char* what) const {
+    if (!t.is_cuda() || t.device().index() != dev_ || !t.is_contiguous()) {
+      throw CommError(std::string("nccl ") + what + ": needs a contiguous tensor on cuda:" + std::to_string(dev_));
+    }
+  }
+
+  // Orders the comm stream after the caller's current stream, issues op
+  // between two events and hands the events to the watchdog.
+  template <typename Op>
+  std::shared_ptr<CommWork> launch(const char* what, std::vector<torch::Tensor> keep, Op op) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    auto ev = std::make_shared<Events>();
+    ev->what = what;
+    cudaStream_t cur = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    {
+      std::lock_guard<std::mutex> lk(comm_mu_);
+      throw_if_failed();
+      cuda_check(cudaEventRecord(ev->ready, cur), "cudaEventRecord");
+      cuda_check(cudaStreamWaitEvent(stream_, ev->ready, 0), "cudaStreamWaitEvent");
+      cuda_check(cudaEventRecord(ev->start, stream_), "cudaEventRecord");
+      ncclResult_t r = op(stream_);
+      if (r != ncclSuccess) {
+        throw CommError(std::string("nccl: ") + what + " (rank " + std::to_string(rank_) + "): " + nccl_text(r));
+      }
+      cuda_check(cudaEventRecord(ev->end, stream_), "cudaEventRecord");
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ev->issued = std::chrono::steady_clock::now();
+      inflight_.push_back(ev);
+    }
+    cv_.notify_all();
+    return std::make_shared<NcclWork>(this, ev, std::move(keep));
+  }
+
+  // The watchdog: deadline and async errors of outstanding collectives.
+  void watch() {
+    cudaSetDevice(dev_);
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_ && error_.empty()) {
+      if (inflight_.empty()) {
+        cv_.wait(lk, [&] { return stop_ || !inflight_.empty(); });
+        continue;
+      }
+      std::string failure;
+      while (!inflight_.empty()) {
+        cudaError_t q = cudaEventQuery(inflight_.front()->end);
+        if (q == cudaSuccess) {
+          inflight_.pop_front();
+          continue;
+        }
+        auto age = std::chrono::steady_clock::now() - inflight_.front()->issued;
+        if (q != cudaErrorNotReady) {
+          failure = std::string("nccl: CUDA error while waiting for ") + inflight_.front()->what + ": " +
+                    cudaGetErrorString(q);
+        } else if (age > std::chrono::milliseconds(timeout_ms_)) {
+          failure = "nccl: " + inflight_.front()->what + " on rank " + std::to_string(rank_) + " of " +
+                    std::to_string(world_) + " not finished after dist.timeout_ms=" +
+                    std::to_string(timeout_ms_) + "; communicator aborted";
+        }
+        break;
+      }
+      ncclResult_t async = ncclSuccess;
+      if (failure.empty() && ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+          && async != ncclInProgress
+#endif
+      ) {
+        failure = "nccl: asynchronous error on rank " + std::to_string(rank_) + ": " + nccl_text(async);
+      }
+      if (!failure.empty()) {
+        error_ = failure;
+        lk.unlock();
+        std::fprintf(stderr, "%s\n", failure.c_str());
+        {
+          std::lock_guard<std::mutex> cl(comm_mu_);
+          ncclCommAbort(comm_);
+          aborted_ = true;
+        }
+        return;
+      }
+      cv_.wait_for(lk, std::chrono::milliseconds(2));
+    }
+  }
+
+  int rank_, world_, dev_, timeout_ms_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::mutex comm_mu_;  // NCCL calls vs. the watchdog's abort
+  bool aborted_ = false;
+  std::mutex mu_;  // the fields below
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Events>> inflight_;
+  std::string error_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+void NcclWork::wait() {
+  comm_->throw_if_failed();
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(comm_->device()));
+  cudaStream_t cur = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(comm_->device())).stream();
+  cuda_check(cudaStreamWaitEvent(cur, ev_->end, 0), "cudaStreamWaitEvent");
+  keep_.clear();  // later uses on the current stream are ordered after the collective
+}
+
+double NcclWork::elapsed_ms() {
+  comm_->host_wait(ev_->end);
+  float ms = 0;
+  cuda_check(cudaEventElapsedTime(&ms, ev_->start, ev_->end), "cudaEventElapsedTime");
+  return ms;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const DistOptions& opts, torch::Device device) {
+  return std::make_unique<NcclCommunicator>(opts, device);
+}
+
+std::string nccl_unique_id_hex() {
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) throw CommError("nccl: ncclGetUniqueId: " + nccl_text(r));
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * sizeof(id.internal));
+  for (char c : id.internal) {
+    auto b = static_cast<unsigned char>(c);
+    hex.push_back(digits[b >> 4]);
+    hex.push_back(digits[b & 15]);
+  }
+  return hex;
+}
+
+}  // namespace cs
