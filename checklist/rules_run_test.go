@@ -29,7 +29,7 @@ func TestMeasurementHygiene(t *testing.T) {
 		{name: "thresholds lowered for a smoke study", status: Pass, run: mkRun(good, workload(1, 5, 1)),
 			cfg: Config{Thresholds: map[string]map[string]float64{"measurement-hygiene": {"min_warmup_steps": 1, "min_steps": 5, "min_repeats": 1}}}},
 		{name: "workload missing: read from the records", status: Finding,
-			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, steps: 4}}, func(m *store.Manifest) { m.Workload = nil }),
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, steps: 4}}, func(m *store.Manifest) { m.Workload = nil }),
 			contains: []string{"4 measured step(s)"}},
 		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
 	})
