@@ -274,6 +274,9 @@ func comparison(op string, lt, rt token) (exprNode, error) {
 	}
 	ordering := op != "==" && op != "!="
 	mk := func(ref, other token, otherRef bool) (operand, error) {
+		if ordering && !isNumeric(ref.text) {
+			return operand{}, fmt.Errorf("%s is not a number: use == or != with it", ref.text)
+		}
 		if otherRef {
 			if ordering && !isNumeric(other.text) {
 				return operand{}, fmt.Errorf("%s is not a number: use == or != with it", other.text)
@@ -283,9 +286,6 @@ func comparison(op string, lt, rt token) (exprNode, error) {
 		lit, err := literalFor(ref.text, other.text)
 		if err != nil {
 			return operand{}, err
-		}
-		if ordering && !isNumeric(ref.text) {
-			return operand{}, fmt.Errorf("%s is not a number: use == or != with it", ref.text)
 		}
 		return operand{lit: lit, auto: lit == knobs.Auto}, nil
 	}

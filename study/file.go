@@ -13,9 +13,17 @@ import (
 // problem (unknown keys, wrong types, values outside a knob's domain).
 func decodeFile(file string, root *yaml.Node, ps *problems) *rawStudy {
 	d := &decoder{file: file, ps: ps}
+	if n := deref(root); n == nil || n.Kind != yaml.MappingNode {
+		if n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			ps.add(Pos{File: file, Line: n.Line, Col: n.Column}, "empty study: a study needs at least name and model")
+		} else if n != nil {
+			ps.add(d.pos(n), "study must be a mapping of keys, got %s", kindName(n))
+		}
+		return nil
+	}
 	r := &rawStudy{File: file, ModelKnobs: newPoint(Pos{File: file}), Baseline: newPoint(Pos{File: file}),
 		sectionPos: map[string]Pos{}}
-	ok := d.mapping(root, "study", topKeys, func(key string, k, v *yaml.Node) {
+	d.mapping(root, "study", topKeys, func(key string, k, v *yaml.Node) {
 		r.sectionPos[key] = d.pos(k)
 		switch key {
 		case "name":
@@ -61,9 +69,6 @@ func decodeFile(file string, root *yaml.Node, ps *problems) *rawStudy {
 			})
 		}
 	})
-	if !ok && deref(root).Kind != yaml.MappingNode {
-		return nil
-	}
 	return r
 }
 

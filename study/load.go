@@ -97,6 +97,9 @@ func Load(path string, opts LoadOptions) (*Study, error) {
 		cur, from = next, raw.Ext.Pos
 	}
 	if len(chain) == 0 {
+		if len(ps.list) == 0 {
+			ps.add(Pos{File: path}, "not a study")
+		}
 		return nil, ps.err()
 	}
 	merged := chain[len(chain)-1]
