@@ -77,6 +77,10 @@ class Model : public torch::nn::Module {
 };
 
 // Synthetic, learnable data from a fixed seed; batches are made on the device.
+// Data parallel ranks do not draw from their own stream: the trainer wraps the
+// rank-0 source of micro-batch R*b in shard_data (dist.h), so rank r trains on
+// rows [r*b, (r+1)*b) of what a single rank would draw (DistributedSampler
+// semantics). Every Batch tensor therefore has the sample as dim 0.
 class DataSource {
  public:
   virtual ~DataSource() = default;
