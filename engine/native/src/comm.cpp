@@ -37,10 +37,4 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
   throw ConfigError("dist.backend must be nccl, gloo or empty, got \"" + backend + "\"");
 }
 
-#ifndef CS_WITH_NCCL
-std::string nccl_unique_id_hex() {
-  throw UnsupportedError("no NCCL: this engine was built without CUDA/NCCL (CS_WITH_NCCL)");
-}
-#endif
-
 }  // namespace cs
