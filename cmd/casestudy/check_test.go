@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/store"
+)
+
+func checkCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = execute(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+const checkStudy = `name: crafted
+model: {family: gpt, preset: tiny}
+workload: {device: cpu, ranks: 1, warmup_steps: 5, steps: 20, repeats: 3}
+baseline: {precision: fp32}
+sweep:
+  strategy: one-at-a-time
+  knobs:
+    precision: [fp32, bf16]
+`
+
+// writeCheckRun writes a run directory with an fp32 and a bf16 trial (bf16
+// 1.9× faster at the same loss) and the given study text in its manifest.
+func writeCheckRun(t *testing.T, studyText string) string {
+	t.Helper()
+	dir := t.TempDir()
+	m := store.Manifest{Schema: store.SchemaVersion, RunID: "r1", Study: "crafted", StudyPath: filepath.Join(dir, "gone.yaml"),
+		StudyText: studyText, Baseline: map[string]string{"precision": "fp32"},
+		Objective: store.Objective{Metric: "throughput", Goal: "max"},
+		Workload:  map[string]any{"warmup_steps": 5, "steps": 20, "repeats": 3}}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644))
+	var lines []byte
+	for i, tr := range []struct {
+		id, prec string
+		thr, ms  float64
+	}{{"a1b2", "fp32", 100, 80}, {"c3d4", "bf16", 190, 42}} {
+		rec := store.TrialRecord{Schema: store.SchemaVersion, ID: tr.id, Index: i, Outcome: store.OK,
+			Knobs: map[string]string{"precision": tr.prec}, Summary: &store.TrialSummary{SamplesPerS: tr.thr, StepMSMedian: tr.ms, FinalLoss: 5}}
+		if tr.prec != "fp32" {
+			rec.Changed = []string{"precision"}
+		}
+		for r := 0; r < 3; r++ {
+			rk := store.RankRecord{Rank: 0, WarmupSteps: 5}
+			for s := 0; s < 20; s++ {
+				rk.Steps = append(rk.Steps, engine.StepMetrics{Step: s, StepMS: tr.ms, Loss: 5})
+			}
+			rec.Repeats = append(rec.Repeats, store.RepeatRecord{Repeat: r, Outcome: store.OK, SamplesPerS: tr.thr, Ranks: []store.RankRecord{rk}})
+		}
+		b, err := json.Marshal(rec)
+		require.NoError(t, err)
+		lines = append(append(lines, b...), '\n')
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "trials.jsonl"), lines, 0o644))
+	return dir
+}
+
+func TestCheckText(t *testing.T) {
+	dir := writeCheckRun(t, checkStudy)
+	code, out, stderr := checkCLI("check", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "1 finding(s)")
+	assert.Contains(t, out, "thresholds from the study text in")
+	assert.Contains(t, out, "bf16 autocast was 1.90× faster than fp32 (trials c3d4, a1b2)")
+	assert.Contains(t, out, "→ use precision: bf16")
+	assert.Contains(t, out, "NOT APPLICABLE")
+}
+
+func TestCheckFailOn(t *testing.T) {
+	dir := writeCheckRun(t, checkStudy)
+	tests := []struct {
+		description string
+		args        []string
+		code        int
+		stderr      string
+	}{
+		{"warning gate trips on the precision finding", []string{"--fail-on", "warning"}, exitcode.Failure, "1 finding(s) at or above warning: [precision]"},
+		{"info gate trips too", []string{"--fail-on", "INFO"}, exitcode.Failure, "[precision]"},
+		{"error gate passes", []string{"--fail-on", "error"}, 0, ""},
+		{"no gate", nil, 0, ""},
+		{"unknown severity", []string{"--fail-on", "fatal"}, exitcode.Input, `--fail-on: unknown severity "fatal"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			code, _, stderr := checkCLI(append([]string{"check", dir}, tt.args...)...)
+			assert.Equal(t, tt.code, code, stderr)
+			if tt.stderr != "" {
+				assert.Contains(t, stderr, tt.stderr)
+			} else {
+				assert.Empty(t, stderr)
+			}
+		})
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	dir := writeCheckRun(t, checkStudy)
+	code, out, stderr := checkCLI("check", dir, "--json", "--fail-on", "warning")
+	assert.Equal(t, exitcode.Failure, code, stderr)
+	var rep checkReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	assert.Equal(t, "crafted", rep.Study)
+	assert.Equal(t, "warning", rep.FailOn)
+	require.Len(t, rep.Results, len(checklist.Rules()))
+	assert.Equal(t, 1, rep.Counts.Findings)
+	assert.Equal(t, "precision", rep.Results[0].RuleID)
+	assert.Equal(t, checklist.Finding, rep.Results[0].Status)
+	assert.Equal(t, []string{"c3d4", "a1b2"}, rep.Results[0].Trials)
+}
+
+func TestCheckStudyOverrides(t *testing.T) {
+	overrides := checkStudy + "checklist:\n  disable: [measurement-hygiene]\n  thresholds:\n    precision: {min_speedup: 3}\n"
+	dir := writeCheckRun(t, overrides)
+	code, out, stderr := checkCLI("check", dir, "--json")
+	require.Equal(t, 0, code, stderr)
+	var rep checkReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	byID := map[string]checklist.Result{}
+	for _, r := range rep.Results {
+		byID[r.RuleID] = r
+	}
+	assert.Equal(t, checklist.Pass, byID["precision"].Status, byID["precision"].Message)
+	assert.Equal(t, 3.0, byID["precision"].Thresholds["min_speedup"])
+	assert.Equal(t, checklist.NotApplicable, byID["measurement-hygiene"].Status)
+	assert.Contains(t, byID["measurement-hygiene"].Message, "disabled")
+
+	// --study replaces the run's study.
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	require.NoError(t, os.WriteFile(other, []byte(checkStudy+"checklist:\n  thresholds:\n    precision: {min_speedup: 1.5}\n"), 0o644))
+	code, out, stderr = checkCLI("check", dir, "--study", other)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "thresholds from "+other)
+	assert.Contains(t, out, "→ use precision: bf16")
+}
+
+func TestCheckBadInput(t *testing.T) {
+	typo := writeCheckRun(t, checkStudy+"checklist:\n  thresholds:\n    precison: {min_speedup: 3}\n")
+	broken := writeCheckRun(t, "name: [\n")
+	tests := []struct {
+		description string
+		args        []string
+		stderr      []string
+	}{
+		{"no run dir", []string{"check"}, []string{"accepts 1 arg"}},
+		{"missing run dir", []string{"check", filepath.Join(t.TempDir(), "none")}, []string{"is not a run directory"}},
+		{"unknown rule in the study", []string{"check", typo}, []string{"manifest.json", `unknown rule "precison"`, `did you mean "precision"`}},
+		{"study text that does not parse", []string{"check", broken}, []string{"re-reading the study text", "--study FILE"}},
+		{"missing --study file", []string{"check", typo, "--study", filepath.Join(t.TempDir(), "nope.yaml")}, []string{"--study", "nope.yaml"}},
+		{"checklist takes no argument", []string{"checklist", "x"}, []string{"unknown command"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			code, stdout, stderr := checkCLI(tt.args...)
+			assert.Equal(t, exitcode.Input, code, stderr)
+			assert.Empty(t, stdout)
+			for _, s := range tt.stderr {
+				assert.Contains(t, stderr, s)
+			}
+		})
+	}
+}
+
+func TestChecklistCommand(t *testing.T) {
+	code, out, stderr := checkCLI("checklist")
+	require.Equal(t, 0, code, stderr)
+	for _, r := range checklist.Rules() {
+		assert.Contains(t, out, r.ID)
+	}
+	assert.Contains(t, out, "min_speedup=1.1")
+
+	code, out, stderr = checkCLI("checklist", "--json")
+	require.Equal(t, 0, code, stderr)
+	var rules []checklist.Rule
+	require.NoError(t, json.Unmarshal([]byte(out), &rules))
+	require.Len(t, rules, len(checklist.Rules()))
+	assert.Equal(t, "precision", rules[0].ID)
+	assert.Equal(t, 23, rules[0].Chapter)
+	assert.NotEmpty(t, rules[0].Thresholds)
+}

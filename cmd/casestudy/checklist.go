@@ -1,0 +1,41 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/internal/exitcode"
+)
+
+func init() { register(newChecklistCommand) }
+
+func newChecklistCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "checklist",
+		Short: "List the best-practice rules with their severity, seed chapter and thresholds",
+		Long: "checklist lists every rule `casestudy check` applies: its ID (as a study's checklist: section " +
+			"names it), severity, seed chapter, title and thresholds with their defaults. docs/checklist.md " +
+			"describes each rule in full.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			return exitcode.Usage(cobra.NoArgs(cmd, args))
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runChecklist(cmd.OutOrStdout(), asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rules as JSON")
+	return cmd
+}
+
+func runChecklist(w io.Writer, asJSON bool) error {
+	if !asJSON {
+		return checklist.WriteRules(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(checklist.Rules())
+}
