@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/study"
+)
+
+func init() { register(newPlanCommand) }
+
+type planOptions struct {
+	json         bool
+	maxTrials    int
+	allowOutside bool
+}
+
+func newPlanCommand() *cobra.Command {
+	var opts planOptions
+	cmd := &cobra.Command{
+		Use:   "plan STUDY",
+		Short: "Print the trials a study expands to, and the combinations it drops with reasons",
+		Long: "plan loads a study, expands its sweep and prints one row per trial (its stable ID and the knobs " +
+			"that differ from the baseline), the dropped combinations with their reasons, and the count. " +
+			"Nothing runs. A greedy sweep shows its first round; later rounds depend on results.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlan(cmd.OutOrStdout(), args[0], opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON instead of a table")
+	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep the study may expand to")
+	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	return cmd
+}
+
+// planJSON is `casestudy plan --json`.
+type planJSON struct {
+	Study    string            `json:"study"`
+	Path     string            `json:"path"`
+	Family   string            `json:"family"`
+	Preset   string            `json:"preset"`
+	Device   string            `json:"device"`
+	Baseline map[string]string `json:"baseline"` // what the study sets; trials hold every knob
+	*study.Plan
+}
+
+func runPlan(w io.Writer, path string, opts planOptions) error {
+	if opts.maxTrials < 1 {
+		return exitcode.Usage(fmt.Errorf("--max-trials must be at least 1, got %d", opts.maxTrials))
+	}
+	s, err := study.Load(path, study.LoadOptions{AllowOutside: opts.allowOutside})
+	if err != nil {
+		return err
+	}
+	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: opts.maxTrials})
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(planJSON{Study: s.Name, Path: path, Family: s.Model.Family, Preset: s.Model.Preset,
+			Device: s.Workload.Device, Baseline: s.Baseline, Plan: plan})
+	}
+	return writePlanTable(w, s, plan)
+}
+
+func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
+	wl := s.Workload
+	fmt.Fprintf(w, "study %s (%s): %s %s, device %s, %d ranks, %d+%d steps x %d repeats\n",
+		s.Name, s.Path, s.Model.Family, s.Model.Preset, wl.Device, s.RanksFor(s.Baseline), wl.WarmupSteps, wl.Steps, wl.Repeats)
+	if len(s.Baseline) > 0 {
+		fmt.Fprintf(w, "baseline: %s\n", study.FormatKnobs(s.Baseline, nil))
+	}
+	fmt.Fprintf(w, "strategy: %s", plan.Strategy)
+	if len(plan.Rounds) > 0 {
+		fmt.Fprintf(w, " (round 1 of %d: %s)", len(plan.Rounds), plan.Rounds[0])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\t#\tCHANGED FROM BASELINE")
+	for _, t := range plan.Trials {
+		changed := study.FormatKnobs(t.Knobs, t.Changed)
+		if len(t.Changed) == 0 {
+			changed = "(baseline)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", t.ID, t.Index, changed)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(plan.Dropped) > 0 {
+		fmt.Fprintln(w, "\ndropped:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, d := range plan.Dropped {
+			fmt.Fprintf(tw, "  %s\t%s\n", study.FormatKnobs(d.Knobs, nil), d.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(plan.Rounds) > 1 {
+		later := make([]string, 0, len(plan.Rounds)-1)
+		for _, k := range plan.Rounds[1:] {
+			later = append(later, fmt.Sprintf("%s (%d values)", k, len(s.Sweep.Knobs[k])))
+		}
+		fmt.Fprintf(w, "\nlater rounds depend on results: %s\n", strings.Join(later, ", "))
+	}
+	fmt.Fprintf(w, "\n%s, %d dropped (%d combinations, limit %d)\n", count(len(plan.Trials), "trial"), len(plan.Dropped), plan.Size, plan.Limit)
+	return nil
+}
