@@ -268,7 +268,6 @@ class BertData : public DataSource {
       : spec_(s), device_(device) {
     torch::NoGradGuard ng;
     const uint64_t seed = uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL;
-    auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device);
     at::Generator shared = seeded_generator(device, seed);
     // Zipf-like token frequencies (weight 1/rank), as in text: successors and
     // chain starts are drawn from them.
@@ -375,6 +374,7 @@ Family bert_family() {
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
     return std::make_unique<BertData>(resolve(cfg), cfg, device, rank);
   };
+  f.presets = {"tiny", "base", "large"};
   f.optimizer = OptimizerKind::AdamW;
   f.default_lr = 1e-3;
   return f;

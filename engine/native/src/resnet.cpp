@@ -300,6 +300,7 @@ Family resnet50_family() {
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
     return std::make_unique<ImageData>(resolve(cfg), cfg, device, rank);
   };
+  f.presets = {"tiny", "50"};
   f.optimizer = OptimizerKind::SGDMomentum;
   f.default_lr = 0.02;  // stable for tiny at micro-batch 8; the torchvision recipe uses 0.1 per 256 images
   return f;

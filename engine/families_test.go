@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of the bert and resnet50 families through the real engine library
+// (realLibrary, train and mean are in engine_test.go): the tiny presets train
+// on the CPU, the full presets' parameter counts and FLOPs come from
+// cs_describe without building anything.
+
+func tinyBERT() Config {
+	return Config{
+		Family: "bert", Preset: "tiny", MicroBatch: 8, SeqLen: 128,
+		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 11,
+		Dist: DistConfig{WorldSize: 1},
+	}
+}
+
+func tinyResNet() Config {
+	return Config{
+		Family: "resnet50", Preset: "tiny", MicroBatch: 8,
+		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 11,
+		Dist: DistConfig{WorldSize: 1},
+	}
+}
+
+// bertForwardFLOPs is docs/models.md's formula: per layer 2T(4H²+2HI) for the
+// dense layers and 4T²H for attention, 2H²+4H for pooler and NSP, and the MLM
+// head (2H²+2HV) on the k = round(0.15T) masked positions.
+func bertForwardFLOPs(layers, h, inter, vocab, t int) float64 {
+	H, I, V, T := float64(h), float64(inter), float64(vocab), float64(t)
+	k := math.Max(1, math.Round(0.15*T))
+	layer := 2*T*(4*H*H+2*H*I) + 4*T*T*H
+	return float64(layers)*layer + 2*H*H + 4*H + k*(2*H*H+2*H*V)
+}
+
+func TestFamilyDescribe(t *testing.T) {
+	lib := realLibrary(t)
+	tests := []struct {
+		description string
+		cfg         Config
+		params      int64   // Hugging Face BertForPreTraining / torchvision resnet50
+		flops       float64 // training FLOPs per sample
+		tokens      int
+	}{
+		{"resnet50 50 at 224 (torchvision: 4.09 G MACs forward)",
+			Config{Family: "resnet50", Preset: "50", MicroBatch: 256}, 25_557_032, 3 * 2 * 4.09e9, 0},
+		{"bert base seq 128", Config{Family: "bert", Preset: "base", MicroBatch: 32, SeqLen: 128},
+			110_106_428, 3 * bertForwardFLOPs(12, 768, 3072, 30522, 128), 128},
+		{"bert large seq 128", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 128},
+			336_226_108, 3 * bertForwardFLOPs(24, 1024, 4096, 30522, 128), 128},
+		{"bert large seq 512", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 512},
+			336_226_108, 3 * bertForwardFLOPs(24, 1024, 4096, 30522, 512), 512},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			d, err := lib.Describe(tt.cfg)
+			require.NoError(t, err)
+			assert.Equal(t, tt.cfg.Family, d.Family)
+			assert.Equal(t, tt.params, d.Params)
+			assert.InEpsilon(t, tt.flops, d.FLOPsPerSample, 1e-3)
+			assert.Equal(t, tt.tokens, d.TokensPerSample)
+		})
+	}
+
+	t.Run("resnet50 FLOPs scale with image_size", func(t *testing.T) {
+		at224, err := lib.Describe(Config{Family: "resnet50", Preset: "50", MicroBatch: 2})
+		require.NoError(t, err)
+		assert.Equal(t, 224, at224.Shapes["image_size"], "default image size")
+		at448, err := lib.Describe(Config{Family: "resnet50", Preset: "50", MicroBatch: 2, ImageSize: 448})
+		require.NoError(t, err)
+		// Every feature map doubles per side; only the fc stays: just under 4x.
+		assert.InEpsilon(t, 4.0, at448.FLOPsPerSample/at224.FLOPsPerSample, 1e-3)
+		assert.Equal(t, at224.Params, at448.Params)
+	})
+}
+
+// The tiny presets learn their synthetic data: the mean of the last five of
+// 30 losses is clearly below the mean of the first five.
+func TestTinyFamiliesLearn(t *testing.T) {
+	lib := realLibrary(t)
+	tests := []struct {
+		description string
+		cfg         Config
+		maxRatio    float64 // last-5 mean / first-5 mean at most this
+	}{
+		// MLM+NSP starts near ln(1024)+ln(2) = 7.6; the Markov chain's Zipf
+		// unigrams and successor structure bring it to about 5 in 30 steps.
+		{"bert tiny", tinyBERT(), 0.85},
+		// 10 classes, ln(10) = 2.3 at the start; the class patterns are easy.
+		{"resnet50 tiny", tinyResNet(), 0.6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			const steps = 30
+			e, err := lib.Create(tt.cfg)
+			require.NoError(t, err)
+			defer e.Close()
+			info, err := e.Info()
+			require.NoError(t, err)
+			losses := make([]float64, steps)
+			for i := range losses {
+				m, err := e.Step()
+				require.NoError(t, err, "step %d", i)
+				require.False(t, math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0), "step %d: loss %v", i, m.Loss)
+				losses[i] = m.Loss
+				assert.Equal(t, tt.cfg.MicroBatch, m.Samples, "step %d", i)
+				assert.Equal(t, tt.cfg.MicroBatch*info.TokensPerSample, m.Tokens, "step %d", i)
+				assert.Positive(t, m.TFLOPS, "step %d", i)
+			}
+			first, last := mean(losses[:5]), mean(losses[steps-5:])
+			t.Logf("loss: first 5 mean %.4f, last 5 mean %.4f (%.1f%%)", first, last, 100*last/first)
+			assert.Less(t, last, tt.maxRatio*first, "losses: %v", losses)
+		})
+	}
+}
+
+// Activation checkpointing recomputes each block in backward: same seed, same
+// losses. On the CPU in fp32 the recomputation runs the same kernels on the
+// same inputs, so the losses agree to float32 rounding; the tolerance, 1e-5
+// relative, allows for a differently ordered gradient accumulation.
+func TestActivationCheckpointingSameLoss(t *testing.T) {
+	lib := realLibrary(t)
+	for _, base := range []Config{tinyBERT(), tinyResNet()} {
+		t.Run(base.Family, func(t *testing.T) {
+			const steps = 6
+			plain, _ := train(t, lib, base, steps)
+			ckpt := base
+			ckpt.ActivationCheckpointing = true
+			recomputed, _ := train(t, lib, ckpt, steps)
+			for i := range plain {
+				assert.InEpsilon(t, plain[i], recomputed[i], 1e-5, "step %d: %v vs %v", i, plain, recomputed)
+			}
+			assert.Less(t, recomputed[steps-1], recomputed[0], "no learning with checkpointing: %v", recomputed)
+		})
+	}
+}
+
+// channels_last changes the memory layout only: ResNet still learns, and its
+// first loss (same weights, same batch) equals the default layout's.
+func TestResNetChannelsLast(t *testing.T) {
+	lib := realLibrary(t)
+	const steps = 30
+	cfg := tinyResNet()
+	plain, _ := train(t, lib, cfg, 1)
+	cfg.ChannelsLast = true
+	losses, _ := train(t, lib, cfg, steps)
+	assert.InEpsilon(t, plain[0], losses[0], 1e-4, "first loss, NCHW vs channels_last")
+	assert.Less(t, mean(losses[steps-5:]), 0.6*mean(losses[:5]), "losses: %v", losses)
+}
+
+func TestFamilyBadConfig(t *testing.T) {
+	lib := realLibrary(t)
+	with := func(c Config, f func(*Config)) Config { f(&c); return c }
+	tests := []struct {
+		description string
+		cfg         Config
+		field       string // the message must name it
+	}{
+		{"bert seq_len above 512 positions", with(tinyBERT(), func(c *Config) { c.SeqLen = 1000 }), "seq_len"},
+		{"bert seq_len too short for a sentence pair", with(tinyBERT(), func(c *Config) { c.SeqLen = 4 }), "seq_len"},
+		{"bert unknown preset", with(tinyBERT(), func(c *Config) { c.Preset = "huge" }), "preset"},
+		{"bert hidden not a multiple of heads", with(tinyBERT(), func(c *Config) { c.Hidden = 100; c.Preset = "base" }), "hidden"},
+		{"bert channels_last", with(tinyBERT(), func(c *Config) { c.ChannelsLast = true }), "channels_last"},
+		{"bert image_size", with(tinyBERT(), func(c *Config) { c.ImageSize = 224 }), "image_size"},
+		{"resnet50 image_size 7", with(tinyResNet(), func(c *Config) { c.ImageSize = 7 }), "image_size"},
+		{"resnet50 unknown preset", with(tinyResNet(), func(c *Config) { c.Preset = "101" }), "preset"},
+		{"resnet50 seq_len", with(tinyResNet(), func(c *Config) { c.SeqLen = 128 }), "seq_len"},
+		{"resnet50 one value per BatchNorm channel", with(tinyResNet(), func(c *Config) { c.MicroBatch = 1 }), "micro_batch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			_, err := lib.Describe(tt.cfg)
+			require.Error(t, err)
+			assertConfigError(t, err, "cs_describe", tt.field)
+			e, err := lib.Create(tt.cfg)
+			require.Error(t, err)
+			assert.Nil(t, e)
+			assertConfigError(t, err, "cs_create", tt.field)
+		})
+	}
+}
