@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+func init() { register(newRunCommand) }
+
+type runOptions struct {
+	out              string
+	resume           string
+	trials           []string
+	retries          int
+	interleave       bool
+	maxTrials        int
+	heartbeatTimeout time.Duration
+	killGrace        time.Duration
+	noisyCV          float64
+	allowOutside     bool
+}
+
+func newRunCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run STUDY | run --resume RUN_DIR",
+		Short: "Run every trial of a study and record the results",
+		Long: `Run expands the study's sweep and runs each trial in fresh worker processes
+(repeats are separate launches), recording one line per trial in
+results/<study>/<UTC time>-<id>/trials.jsonl with the provenance in
+manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
+		Example: `  casestudy run studies/gpt/smoke.yaml
+  casestudy run studies/bert.yaml --trial 3f2a9c1e
+  casestudy run --resume results/gpt-smoke/20260102T030405Z-ab12cd`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(cmd.Context(), cmd, &o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.out, "out", "results", "root folder of run directories")
+	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
+	f.StringArrayVar(&o.trials, "trial", nil, "run only the trial with this `ID` (repeatable; IDs from 'casestudy plan')")
+	f.IntVar(&o.retries, "retries", 1, "launch again after an infrastructure failure (rendezvous, process start) this many times")
+	f.BoolVar(&o.interleave, "interleave", false, "run repeats round-robin across trials (also workload.interleave)")
+	f.IntVar(&o.maxTrials, "max-trials", 0, fmt.Sprintf("refuse sweeps larger than this (default %d)", study.DefaultMaxTrials))
+	f.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, "kill a trial whose rank is silent this long")
+	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
+	f.Float64Var(&o.noisyCV, "noisy-cv", 0.05, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
+	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	return cmd
+}
+
+func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []string) error {
+	stdout := cmd.OutOrStdout()
+	if o.resume == "" && len(args) == 0 {
+		return exitcode.Usage(errors.New("run needs a study file or --resume RUN_DIR (see 'casestudy run --help')"))
+	}
+	if o.retries < 0 || o.heartbeatTimeout <= 0 || o.noisyCV <= 0 {
+		return exitcode.Usage(errors.New("--retries must be >= 0, --heartbeat-timeout and --noisy-cv > 0"))
+	}
+
+	var w *store.Writer
+	var prev *store.Run
+	studyPath := ""
+	if len(args) == 1 {
+		studyPath = args[0]
+	}
+	if o.resume != "" {
+		var err error
+		w, prev, err = store.OpenExisting(o.resume)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--resume: %w", err))
+		}
+		defer w.Close()
+		if studyPath == "" {
+			studyPath = prev.Manifest.StudyPath
+		}
+	}
+	s, err := study.Load(studyPath, study.LoadOptions{AllowOutside: o.allowOutside})
+	if err != nil {
+		return err
+	}
+	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: o.maxTrials})
+	if err != nil {
+		return err
+	}
+	if prev != nil {
+		if err := runner.CheckResume(prev, s); err != nil {
+			return err
+		}
+	}
+	if err := checkTrialIDs(plan, o.trials); err != nil {
+		return err
+	}
+	machine, err := runner.Preflight(s, plan, engineLibFlag(cmd), os.Environ())
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		runID := store.NewRunID(time.Now())
+		if w, err = store.Create(o.out, s.Name, runID); err != nil {
+			return exitcode.With(exitcode.Environment, err)
+		}
+		defer w.Close()
+		if err := w.WriteManifest(runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())); err != nil {
+			return exitcode.With(exitcode.Environment, err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the workers: %w", err))
+	}
+
+	progress := runner.NewProgress(stdout, runner.IsTerminal(stdout))
+	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
+		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
+		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
+		Progress: progress,
+		TrialCommand: func(id string) string {
+			return fmt.Sprintf("casestudy run %s --trial %s", shellQuote(studyPath), id)
+		}}
+	if prev != nil {
+		ropts.Done, ropts.Previous = runner.Committed(prev)
+	}
+	r, err := runner.New(ropts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "running %s on %s (%d trials planned, %d dropped); results in %s\n",
+		s.Name, deviceText(machine), len(plan.Trials), len(plan.Dropped), w.Dir)
+	res, runErr := r.Run(ctx)
+	progress.Close()
+	fmt.Fprintf(stdout, "trials: %s\n", res)
+	switch {
+	case errors.Is(runErr, runner.ErrInterrupted):
+		fmt.Fprintf(stdout, "interrupted; what finished is in %s\nresume with: casestudy run --resume %s\n",
+			w.Dir, shellQuote(w.Dir))
+		return exitcode.Silent{Code: exitcode.Interrupted}
+	case runErr != nil:
+		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, shellQuote(w.Dir))
+	}
+	return finishRun(ctx, cmd, w.Dir)
+}
+
+// finishRun ends a completed run: for now it says where the results are and
+// how to report them (reports and the checklist are wired in here).
+func finishRun(_ context.Context, cmd *cobra.Command, runDir string) error {
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "results: %s\n", runDir)
+	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(runDir, "trials.jsonl"))
+	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(runDir, "manifest.json"))
+	fmt.Fprintf(out, "  logs:     %s\n", filepath.Join(runDir, "logs"))
+	return nil
+}
+
+func checkTrialIDs(plan *study.Plan, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	known := make([]string, 0, len(plan.Trials))
+	for _, t := range plan.Trials {
+		known = append(known, t.ID)
+	}
+	var unknown []string
+	for _, id := range ids {
+		if !slices.Contains(known, id) {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return exitcode.Usage(fmt.Errorf("--trial %s: not a trial of this plan (see 'casestudy plan %s')",
+			strings.Join(unknown, ", "), plan.Study.Path))
+	}
+	return nil
+}
+
+func deviceText(m *runner.Machine) string {
+	if m.Device == "cuda" {
+		return fmt.Sprintf("cuda (%d GPUs: %s)", len(m.GPUs), strings.Join(m.GPUs, ","))
+	}
+	return "cpu"
+}
+
+// shellQuote quotes s for a copy-pasted command when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/store"
+)
+
+// asMainEnv makes this test binary behave as the casestudy binary: `casestudy
+// run` starts its workers as os.Executable() (here, the test binary) with
+// "worker", so the end-to-end tests set it for the processes they spawn.
+const asMainEnv = "CASESTUDY_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// engineLibOrSkip finds the built engine library; without it the test fails
+// under CI=true and is skipped otherwise.
+func engineLibOrSkip(t *testing.T) string {
+	t.Helper()
+	path, err := engine.Discover("")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the engine library is missing: %v", err)
+		}
+		t.Skipf("engine library not built (make engine): %v", err)
+	}
+	return path
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	return root
+}
+
+func onlyRunDir(t *testing.T, out string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", "*"))
+	require.Len(t, dirs, 1, "one run directory under %s", out)
+	return dirs[0]
+}
+
+// TestRunSmokeEndToEnd runs studies/gpt/smoke.yaml through the real engine:
+// several trials, each in fresh worker processes, recorded with provenance.
+func TestRunSmokeEndToEnd(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	out := t.TempDir()
+	study := filepath.Join(repoRoot(t), "studies", "gpt", "smoke.yaml")
+	code, stdout, stderr := runCLI(t, "run", study, "--out", out)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	dir := onlyRunDir(t, out)
+	assert.Contains(t, stdout, "results: "+dir)
+
+	run, err := store.ReadRun(dir)
+	require.NoError(t, err)
+	assert.Equal(t, store.SchemaVersion, run.Manifest.Schema)
+	assert.NotEmpty(t, run.Manifest.StudySHA256)
+	require.NotNil(t, run.Manifest.Engine)
+	assert.NotEmpty(t, run.Manifest.Engine.Torch)
+	assert.NotEmpty(t, run.Manifest.Host.CPU)
+	ok := 0
+	for _, tr := range run.Trials {
+		if tr.Outcome != store.OK {
+			continue
+		}
+		ok++
+		require.NotNil(t, tr.Summary, tr.ID)
+		assert.Positive(t, tr.Summary.SamplesPerS)
+		assert.Positive(t, tr.Summary.StepMSMedian)
+		require.NotEmpty(t, tr.Repeats)
+		r0 := tr.Repeats[0].Ranks[0]
+		require.NotNil(t, r0.Info)
+		assert.Equal(t, "cpu", r0.Info.Device)
+		assert.NotEmpty(t, r0.Steps)
+		assert.NotNil(t, r0.Checksum)
+		_, err := os.Stat(filepath.Join(dir, store.LogName(tr.ID, 0, 0)))
+		assert.NoError(t, err)
+	}
+	assert.GreaterOrEqual(t, ok, 2, "at least two trials ran through the engine: %+v", outcomes(run))
+}
+
+func outcomes(run *store.Run) map[string]string {
+	m := map[string]string{}
+	for _, tr := range run.Trials {
+		m[tr.ID] = string(tr.Outcome) + " " + tr.Error
+	}
+	return m
+}
+
+// TestRunEngineFaults runs a tiny study through the real engine where one
+// trial hangs (killed at its deadline, recorded timeout) and the next still runs.
+func TestRunEngineFaults(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "studies", "faults.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(`name: engine-faults
+model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 32}
+workload: {device: cpu, ranks: 1, warmup_steps: 1, steps: 2, timeout: 20s}
+sweep:
+  strategy: list
+  trials:
+    - {fault.kind: hang, fault.at_step: 1}
+    - {fault.kind: crash, fault.at_step: 1}
+    - {fault.kind: none}
+`), 0o644))
+	out := filepath.Join(dir, "results")
+	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	run, err := store.ReadRun(onlyRunDir(t, out))
+	require.NoError(t, err)
+	got := map[string]store.TrialRecord{}
+	for _, tr := range run.Trials {
+		got[tr.Knobs["fault.kind"]] = tr
+	}
+	assert.Equal(t, store.Timeout, got["hang"].Outcome, got["hang"].Error)
+	assert.Equal(t, store.Crashed, got["crash"].Outcome)
+	assert.Equal(t, "SIGKILL", got["crash"].Signal)
+	assert.Equal(t, store.OK, got["none"].Outcome, got["none"].Error)
+}
+
+func TestRunBadInput(t *testing.T) {
+	dir := t.TempDir()
+	studies := filepath.Join(dir, "studies")
+	require.NoError(t, os.MkdirAll(studies, 0o755))
+	good := filepath.Join(studies, "s.yaml")
+	text := "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"
+	require.NoError(t, os.WriteFile(good, []byte(text), 0o644))
+
+	// a run directory made from another version of the study
+	w, err := store.Create(filepath.Join(dir, "results"), "s", store.NewRunID(time.Now()))
+	require.NoError(t, err)
+	require.NoError(t, w.WriteManifest(&store.Manifest{Study: "s", StudyPath: good, StudySHA256: "0123456789abcdef"}))
+	w.Close()
+
+	for _, tc := range []struct {
+		desc   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no study", []string{"run"}, exitcode.Input, "needs a study file or --resume"},
+		{"missing study", []string{"run", filepath.Join(studies, "none.yaml")}, exitcode.Input, "none.yaml"},
+		{"unknown trial", []string{"run", good, "--trial", "nope"}, exitcode.Input, "--trial nope: not a trial of this plan"},
+		{"resume of no run", []string{"run", "--resume", filepath.Join(dir, "nothing")}, exitcode.Input, "is not a run directory"},
+		{"resume of a changed study", []string{"run", "--resume", w.Dir}, exitcode.Input, "changed since"},
+		{"missing engine", []string{"run", good, "--engine-lib", filepath.Join(dir, "none.so"), "--out", filepath.Join(dir, "out")},
+			exitcode.Environment, "none.so"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			assert.Equal(t, tc.code, code, stderr)
+			assert.Contains(t, stderr, tc.stderr)
+		})
+	}
+	_, err = os.Stat(filepath.Join(dir, "out"))
+	assert.True(t, os.IsNotExist(err), "a failed preflight writes nothing")
+}
+
+func TestDoctorWithoutEngine(t *testing.T) {
+	code, stdout, _ := runCLI(t, "doctor", "--engine-lib", filepath.Join(t.TempDir(), "none.so"), "--out", t.TempDir())
+	assert.Equal(t, exitcode.Environment, code)
+	assert.Contains(t, stdout, "MISS  engine")
+	assert.Contains(t, stdout, "fix: build it with `make engine`")
+	assert.Contains(t, stdout, "ok    disk")
+	assert.Contains(t, stdout, "not usable yet")
+}
+
+func TestDoctorWithEngine(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	code, stdout, _ := runCLI(t, "doctor", "--engine-lib", lib, "--out", t.TempDir())
+	assert.Equal(t, 0, code, stdout)
+	assert.Contains(t, stdout, "ok    abi")
+	assert.True(t, strings.Contains(stdout, "usable for CPU studies") || strings.Contains(stdout, "usable for CPU and GPU studies"), stdout)
+}
+

@@ -1,0 +1,47 @@
+package runner
+
+import (
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/casestudy/casestudy/internal/version"
+	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+// NewManifest is a run's provenance: the tool, the study text and its sha256,
+// the resolved plan, the host with its GPUs and topology, the engine's build
+// and the relevant environment.
+func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, argv []string, env []string) *store.Manifest {
+	man := &store.Manifest{
+		Schema: store.SchemaVersion, RunID: runID, Study: s.Name, StudyPath: s.Path,
+		StudyText: string(s.Text), StudySHA256: s.SHA256, Created: time.Now().UTC(),
+		Command:          strings.Join(argv, " "),
+		Tool:             store.Tool{Version: version.Version, Commit: version.Commit(), Go: runtime.Version()},
+		Baseline:         s.Baseline,
+		Objective:        store.Objective{Metric: s.Objective.Metric, Goal: s.Objective.Goal},
+		CompareThreshold: s.Compare.Threshold,
+		Workload: map[string]any{
+			"device": s.Workload.Device, "device_resolved": m.Device, "gpus": s.Workload.GPUs,
+			"nodes": s.Workload.Nodes, "ranks": s.Workload.Ranks, "warmup_steps": s.Workload.WarmupSteps,
+			"steps": s.Workload.Steps, "repeats": s.Workload.Repeats, "timeout": s.Workload.Timeout.String(),
+			"seed": s.Workload.Seed, "threads": s.Workload.Threads, "interleave": s.Workload.Interleave,
+			"strategy": plan.Strategy,
+		},
+		Model: map[string]any{"family": s.Model.Family, "preset": s.Model.Preset,
+			"layers": s.Model.Layers, "hidden": s.Model.Hidden},
+		Host: provenance.ReadHost(),
+		Env:  provenance.RelevantEnv(env),
+	}
+	bi := m.Build
+	man.Engine = &bi
+	for _, t := range plan.Trials {
+		man.Plan = append(man.Plan, store.PlannedTrial{ID: t.ID, Index: t.Index, Knobs: t.Knobs, Changed: t.Changed})
+	}
+	for _, d := range plan.Dropped {
+		man.Dropped = append(man.Dropped, store.DroppedTrial{Knobs: d.Knobs, Reason: d.Reason})
+	}
+	return man
+}
