@@ -40,7 +40,9 @@ It exits 0 when CPU studies can run (studies/*/smoke.yaml), 3 otherwise.`,
 const minFreeBytes = 1 << 30
 
 func runDoctor(w io.Writer, engineLib, out string) error {
-	ok := func(name, format string, a ...any) { fmt.Fprintf(w, "  ok    %-9s %s\n", name, fmt.Sprintf(format, a...)) }
+	ok := func(name, format string, a ...any) {
+		fmt.Fprintf(w, "  ok    %-9s %s\n", name, fmt.Sprintf(format, a...))
+	}
 	miss := func(name, what, fix string) { fmt.Fprintf(w, "  MISS  %-9s %s\n        fix: %s\n", name, what, fix) }
 	var gpuMissing []string
 

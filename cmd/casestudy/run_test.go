@@ -193,4 +193,3 @@ func TestDoctorWithEngine(t *testing.T) {
 	assert.Contains(t, stdout, "ok    abi")
 	assert.True(t, strings.Contains(stdout, "usable for CPU studies") || strings.Contains(stdout, "usable for CPU and GPU studies"), stdout)
 }
-
