@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -224,4 +225,31 @@ func parseNums(t *testing.T, vals []string) []float64 {
 		out[i] = f
 	}
 	return out
+}
+
+// TestBrowserHistory: the history page's charts render and the console stays clean.
+func TestBrowserHistory(t *testing.T) {
+	ctx := browser(t)
+	h, err := LoadHistory(filepath.Join("testdata", "history", "bert-grid"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, WriteHistory(&buf, h, "html"))
+	page := filepath.Join(t.TempDir(), "history.html")
+	require.NoError(t, os.WriteFile(page, buf.Bytes(), 0o644))
+	stop := console(ctx)
+	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("table"))))
+	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]box](`Array.from(document.querySelectorAll("svg")).map(s => {
+		const r = s.getBoundingClientRect(); return {W: r.width, H: r.height}; })`))
+	require.NoError(t, err)
+	require.Len(t, boxes, 2)
+	for _, b := range boxes {
+		assert.Greater(t, b.W, 200.0)
+		assert.Greater(t, b.H, 100.0)
+	}
+	png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(artifactsDir(t), "history.png"), png, 0o644))
+	assert.Empty(t, problems(stop()))
 }

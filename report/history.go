@@ -1,0 +1,128 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
+)
+
+// History is the throughput of every trial of one study over many runs.
+type History struct {
+	Dir      string
+	Study    string
+	Runs     []HistoryRun
+	Trials   []HistoryTrial // in first-seen plan order
+	Warnings []string
+}
+
+// HistoryRun is one run directory of the history.
+type HistoryRun struct {
+	Dir     string
+	RunID   string
+	Created time.Time
+}
+
+// HistoryTrial is one trial across the runs; Points[i] belongs to Runs[i].
+type HistoryTrial struct {
+	ID     string
+	Knobs  string
+	Points []HistoryPoint
+	// Drift compares the trial's samples in the last run where it finished
+	// with the first one (nil when it finished in fewer than two runs).
+	Drift *stats.Delta
+}
+
+// HistoryPoint is a trial's throughput in one run (N = 0: no measurement).
+type HistoryPoint struct {
+	Outcome    store.Outcome
+	Throughput stats.Estimate
+	samples    []float64
+}
+
+// LoadHistory reads every run directory directly under dir (a
+// results/<study>/ folder), oldest first.
+func LoadHistory(dir string) (*History, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (give the folder that holds the runs of one study, e.g. results/<study>)", dir, err)
+	}
+	h := &History{Dir: dir}
+	var sums []*Summary
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(p, "manifest.json")); err != nil {
+			continue // not a run directory
+		}
+		run, err := store.ReadRun(p)
+		if err != nil {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("skipped %s: %v", p, err))
+			continue
+		}
+		sums = append(sums, Build(run, nil))
+		h.Runs = append(h.Runs, HistoryRun{Dir: p, RunID: run.Manifest.RunID, Created: run.Manifest.Created.UTC()})
+	}
+	if len(sums) == 0 {
+		return nil, fmt.Errorf("%s holds no run directories (folders with a manifest.json)", dir)
+	}
+	idx := make([]int, len(sums))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return h.Runs[idx[a]].Created.Before(h.Runs[idx[b]].Created) })
+	runs := make([]HistoryRun, len(idx))
+	sorted := make([]*Summary, len(idx))
+	for i, j := range idx {
+		runs[i], sorted[i] = h.Runs[j], sums[j]
+	}
+	h.Runs, sums = runs, sorted
+	h.Study = sums[len(sums)-1].Study
+
+	byID := map[string]int{}
+	for ri, s := range sums {
+		if s.Study != h.Study {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("%s is a run of study %q, not %q", h.Runs[ri].Dir, s.Study, h.Study))
+		}
+		for _, t := range s.Trials {
+			i, ok := byID[t.ID]
+			if !ok {
+				i = len(h.Trials)
+				byID[t.ID] = i
+				h.Trials = append(h.Trials, HistoryTrial{ID: t.ID, Knobs: knobList(changedKnobs(&t)), Points: make([]HistoryPoint, len(sums))})
+			}
+			p := HistoryPoint{Outcome: t.Outcome}
+			if t.OK() {
+				p.Throughput, p.samples = t.Throughput, t.Samples.Throughput
+			}
+			h.Trials[i].Points[ri] = p
+		}
+	}
+	for i := range h.Trials {
+		h.Trials[i].Drift = drift(h.Trials[i].Points)
+	}
+	return h, nil
+}
+
+func drift(points []HistoryPoint) *stats.Delta {
+	first, last := -1, -1
+	for i, p := range points {
+		if p.Throughput.N > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 || first == last {
+		return nil
+	}
+	d := stats.Compare(points[first].samples, points[last].samples)
+	return &d
+}

@@ -1,0 +1,210 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/casestudy/casestudy/stats"
+)
+
+// HistoryFormats are the output formats of casestudy history.
+var HistoryFormats = []string{"text", "md", "html"}
+
+// WriteHistory renders h as text, md or html (with charts).
+func WriteHistory(w io.Writer, h *History, format string) error {
+	switch format {
+	case "text":
+		return historyText(w, h)
+	case "md":
+		return historyMarkdown(w, h)
+	case "html":
+		return historyHTML(w, h)
+	}
+	return fmt.Errorf("unknown history format %q: use html, md or text", format)
+}
+
+func (p HistoryPoint) cell() string {
+	if p.Throughput.N == 0 {
+		if p.Outcome == "" {
+			return "—"
+		}
+		return string(p.Outcome)
+	}
+	return Num(p.Throughput.Center)
+}
+
+func driftText(d *stats.Delta) string {
+	if d == nil {
+		return ""
+	}
+	if d.Significant {
+		return fmt.Sprintf("%s (p=%.3f)", d.Text, d.P)
+	}
+	return fmt.Sprintf("~ (%+.1f%%, p=%.2f)", d.Pct, d.P)
+}
+
+func historyHeader(h *History) []string {
+	head := []string{"trial", "knobs"}
+	for _, r := range h.Runs {
+		head = append(head, r.Created.Format("01-02 15:04"))
+	}
+	return append(head, "last vs first")
+}
+
+func historyRows(h *History) [][]string {
+	var rows [][]string
+	for _, t := range h.Trials {
+		row := []string{t.ID, t.Knobs}
+		for _, p := range t.Points {
+			row = append(row, p.cell())
+		}
+		rows = append(rows, append(row, driftText(t.Drift)))
+	}
+	return rows
+}
+
+func historyText(w io.Writer, h *History) error {
+	fmt.Fprintf(w, "%s: throughput (samples/s, median) of each trial over %d runs in %s\n\n", h.Study, len(h.Runs), h.Dir)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(historyHeader(h), "\t"))
+	for _, row := range historyRows(h) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nlast vs first: Mann-Whitney U of the samples of the last and first run where the trial finished; ~ = not significant")
+	for _, warn := range h.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	return nil
+}
+
+func historyMarkdown(w io.Writer, h *History) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s: throughput history\n\n%d runs from %s to %s. samples/s (median) per trial; *last vs first* is a Mann-Whitney U test, `~` = not significant.\n\n",
+		mdEscape(h.Study), len(h.Runs), h.Runs[0].Created.Format("2006-01-02"), h.Runs[len(h.Runs)-1].Created.Format("2006-01-02"))
+	head := historyHeader(h)
+	mdRow(&b, head)
+	mdRow(&b, slicesRepeat("---", len(head)))
+	for _, row := range historyRows(h) {
+		mdRow(&b, row)
+	}
+	for _, warn := range h.Warnings {
+		fmt.Fprintf(&b, "\n- warning: %s", mdEscape(warn))
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var palette = []color.Color{colBlue, colOrange, colGreen, colRed, colPurple, colSky, colGrey, color.RGBA{0, 0, 0, 255}}
+
+// historyChart draws one line per trial over the runs' times; relative
+// divides each trial by its first measurement (percent).
+func historyChart(h *History, relative bool) (template.HTML, error) {
+	title, ylabel := "Throughput over runs", "samples/s (median)"
+	if relative {
+		title, ylabel = "Throughput relative to each trial's first run", "% of first run"
+	}
+	p := newPlot(title, "run (UTC)", ylabel)
+	var runTicks []plot.Tick // one labelled tick per run
+	for _, r := range h.Runs {
+		runTicks = append(runTicks, plot.Tick{Value: float64(r.Created.Unix()), Label: r.Created.Format("01-02\n15:04")})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(runTicks)
+	p.Y.Tick.Marker = niceTicks{}
+	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}, draw.RingGlyph{}, draw.SquareGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}}
+	lines := 0
+	for i, t := range h.Trials {
+		var pts plotter.XYs
+		var first float64
+		for ri, pt := range t.Points {
+			if pt.Throughput.N == 0 {
+				continue
+			}
+			y := pt.Throughput.Center
+			if relative {
+				if first == 0 {
+					first = y
+				}
+				y = 100 * y / first
+			}
+			pts = append(pts, plotter.XY{X: float64(h.Runs[ri].Created.Unix()), Y: y})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return "", err
+		}
+		c := palette[i%len(palette)]
+		l.Color, l.Width = c, vg.Points(1.5)
+		s.Color, s.Shape, s.Radius = c, shapes[(i/len(palette)+i)%len(shapes)], vg.Points(3)
+		p.Add(l, s)
+		p.Legend.Add(t.ID, l, s)
+		lines++
+	}
+	if lines == 0 {
+		return "", nil
+	}
+	p.Legend.Top, p.Legend.Left = false, true
+	if !relative {
+		p.Y.Min = 0
+	}
+	return renderSVG(p, chartWidth, 3.6*vg.Inch, title)
+}
+
+var historyTemplate = template.Must(template.New("history").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.H.Study}} · casestudy history</title>
+<style>{{.CSS}}</style></head>
+<body><main>
+<h1>{{.H.Study}}: throughput history</h1>
+<p class="sub">{{len .H.Runs}} runs in <code>{{.H.Dir}}</code></p>
+{{if .Charts}}<h2>Charts</h2><div class="figs">{{range .Charts}}<figure><div class="card">{{.}}</div></figure>{{end}}</div>{{end}}
+<h2>Trials</h2>
+<div class="tablewrap"><table>
+<thead><tr>{{range $i, $c := .Head}}<th{{if ge $i 2}} class="num"{{end}}>{{$c}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td><code>{{$c}}</code></td>{{else if eq $i 1}}<td>{{$c}}</td>{{else}}<td class="num">{{$c}}</td>{{end}}{{end}}</tr>
+{{end}}</tbody></table></div>
+<p class="muted">samples/s: median per run. Last vs first: Mann-Whitney U of the samples of the last and the first run where the trial finished; ~ = not significant at α=0.05.</p>
+{{range .H.Warnings}}<p class="sev-warning">warning: {{.}}</p>{{end}}
+<h2>Runs</h2>
+<ul>{{range .H.Runs}}<li><code>{{.RunID}}</code> {{.Created.Format "2006-01-02 15:04 UTC"}} · {{.Dir}}</li>{{end}}</ul>
+</main></body></html>
+`))
+
+func historyHTML(w io.Writer, h *History) error {
+	css, err := assets.ReadFile("assets/report.css")
+	if err != nil {
+		return err
+	}
+	var charts []template.HTML
+	for _, rel := range []bool{false, true} {
+		c, err := historyChart(h, rel)
+		if err != nil {
+			return err
+		}
+		if c != "" {
+			charts = append(charts, c)
+		}
+	}
+	return historyTemplate.Execute(w, struct {
+		H      *History
+		Charts []template.HTML
+		Head   []string
+		Rows   [][]string
+		CSS    template.CSS
+	}{h, charts, historyHeader(h), historyRows(h), template.CSS(css)}) // #nosec: our own stylesheet
+}
