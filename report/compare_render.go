@@ -35,7 +35,9 @@ func (c *Comparison) Verdict() string {
 	return fmt.Sprintf("%d regression(s) beyond %s: %s", len(c.Regressions), pctText(c.Threshold), strings.Join(c.Regressions, ", "))
 }
 
-func pctText(f float64) string { return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", 100*f), "0"), ".0") + "%" }
+func pctText(f float64) string {
+	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", 100*f), "0"), ".0") + "%"
+}
 
 // deltaCells are the old, new, change and p-value cells of one metric.
 func deltaCells(d *stats.Delta) (old, new, change, p string) {
