@@ -103,8 +103,8 @@ func checkHygiene(c *evalContext) verdict {
 	}
 	var noisy, throttled []string
 	for _, t := range c.run.ok {
-		if (t.rec.Summary != nil && t.rec.Summary.Noisy) || t.Noise > c.t("max_cv") {
-			noisy = append(noisy, fmt.Sprintf("%s (noise %s)", t.ID, pct(t.Noise)))
+		if why := noisyWhy(t, c.t("max_cv")); why != "" {
+			noisy = append(noisy, fmt.Sprintf("%s (%s)", t.ID, why))
 			trials = append(trials, t.ID)
 		}
 		if t.rec.Throttled || throttledSamples(t.rec) {
@@ -130,6 +130,24 @@ func checkHygiene(c *evalContext) verdict {
 		Trials:         trials,
 		Recommendation: strings.Join(recs, "; "),
 	}
+}
+
+// noisyWhy says why a trial is noisy ("" when it is not): step-time CV or
+// throughput CV across repeats above maxCV (the runner's own "noisy" test, with
+// the study's threshold).
+func noisyWhy(t *trial, maxCV float64) string {
+	stepCV, repeatCV := 0.0, t.Noise
+	if s := t.rec.Summary; s != nil {
+		stepCV, repeatCV = s.StepCV, s.RepeatCV
+	}
+	var why []string
+	if stepCV > maxCV {
+		why = append(why, "step CV "+pct(stepCV))
+	}
+	if repeatCV > maxCV {
+		why = append(why, "repeat CV "+pct(repeatCV))
+	}
+	return strings.Join(why, ", ")
 }
 
 // NVML clock-event reasons that mean the GPU slowed down: HW slowdown,

@@ -23,7 +23,7 @@ func TestMeasurementHygiene(t *testing.T) {
 			contains: []string{"1 warm-up step(s)", "5 measured step(s)", "1 repeat(s)", "workload.steps: 20"}},
 		{name: "noisy trial", status: Finding,
 			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.12}, good[1]}),
-			contains: []string{"1 of 2 completed trial(s) are noisy: a (noise 12.0%)"}, trials: []string{"a"}},
+			contains: []string{"1 of 2 completed trial(s) are noisy: a (repeat CV 12.0%)"}, trials: []string{"a"}},
 		{name: "throttle reasons in GPU samples", status: Finding, run: throttled, contains: []string{"throttled: b"}},
 		{name: "throttled flag", status: Finding, run: flagged, contains: []string{"throttled: a"}},
 		{name: "thresholds lowered for a smoke study", status: Pass, run: mkRun(good, workload(1, 5, 1)),

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -299,15 +300,21 @@ func otherKnobsKey(knobs map[string]string, except string) string {
 	return b.String()
 }
 
-// baseline returns the study's baseline value of a knob ("" when unknown).
+// baseline returns the baseline's value of a knob: the study's baseline, else
+// the baseline trial's (no knob changed), else the knob registry's default.
 func (v *runView) baseline(knob string) string {
 	if val, ok := v.run.Manifest.Baseline[knob]; ok {
 		return val
 	}
 	for _, t := range v.all {
-		if len(t.rec.Changed) == 0 && t.rec.Knobs != nil {
-			return t.Knobs[knob]
+		if len(t.rec.Changed) == 0 {
+			if val, ok := t.Knobs[knob]; ok {
+				return val
+			}
 		}
+	}
+	if k, ok := knobs.Lookup(knob); ok {
+		return k.Default
 	}
 	return ""
 }
