@@ -24,6 +24,9 @@ func (r *Runner) runGreedy(ctx context.Context, res *Result) error {
 		}
 		if round > 1 {
 			r.total += len(trials)
+			if err := r.commitDropped(g.Dropped(), res); err != nil {
+				return err
+			}
 		}
 		var todo []study.Trial
 		for _, t := range trials {

@@ -119,7 +119,7 @@ func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Spri
 // could not be committed (disk full): earlier records stay intact.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	res := &Result{Outcomes: map[store.Outcome]int{}}
-	if err := r.commitDropped(res); err != nil {
+	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
 		return res, err
 	}
 	if r.opts.Plan.Strategy == "greedy" && len(r.opts.Only) == 0 {
@@ -148,17 +148,17 @@ func (r *Runner) select_(all []study.Trial) []study.Trial {
 
 // commitDropped records the combinations the planner dropped as skipped
 // (once: a resumed run already has them).
-func (r *Runner) commitDropped(res *Result) error {
+func (r *Runner) commitDropped(dropped []study.Dropped, res *Result) error {
 	if len(r.opts.Only) > 0 {
 		return nil
 	}
-	for i, d := range r.opts.Plan.Dropped {
+	for _, d := range dropped {
 		id := DroppedID(d.Knobs)
-		if r.opts.Done[id] {
+		if r.opts.Done[id] || r.records[id] != nil {
 			continue
 		}
 		now := time.Now().UTC()
-		rec := &store.TrialRecord{ID: id, Index: -1 - i, Knobs: d.Knobs, Outcome: store.Skipped, Error: d.Reason,
+		rec := &store.TrialRecord{ID: id, Index: -1 - len(r.records), Knobs: d.Knobs, Outcome: store.Skipped, Error: d.Reason,
 			FailedRank: -1, Started: now, Finished: now}
 		if err := r.commit(rec, res); err != nil {
 			return err

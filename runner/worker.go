@@ -184,6 +184,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	}
 	total := w.WarmupSteps + w.Steps
 	for i := 0; i < total; i++ {
+		if err := ctx.Err(); err != nil { // SIGTERM from the runner
+			return err
+		}
 		inject(i)
 		m, err := e.Step()
 		if err != nil {
