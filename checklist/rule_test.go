@@ -3,6 +3,9 @@ package checklist
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,4 +124,63 @@ func TestWriteText(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteRules(&b))
 	assert.Contains(t, b.String(), "min_speedup=1.1")
+}
+
+func TestBaselineFallback(t *testing.T) {
+	run := mkRun([]spec{{id: "eager", thr: 100, stepMS: 10}, {id: "graph", set: set("graphs", "true"), thr: 125, stepMS: 8}},
+		onGPUs(1, "NVIDIA H200", 141<<30, 0, ""), func(m *store.Manifest) { m.Baseline = map[string]string{"precision": "fp32"} })
+	v := newRunView(run)
+	assert.Equal(t, "false", v.baseline("graphs"), "from the baseline trial")
+	run.Trials[0].Changed = []string{"x"}
+	v = newRunView(run)
+	assert.Equal(t, "25", v.baseline("ddp.bucket_mb"), "from the knob registry")
+	assert.Equal(t, Finding, evalOne(t, run, "cuda-graphs", Config{}).Status)
+}
+
+// TestEvaluateNeverPanics feeds every rule odd runs: failed trials without
+// repeats, summaries without steps, steps without summaries, NaN losses,
+// empty knobs.
+func TestEvaluateNeverPanics(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	outcomes := []store.Outcome{store.OK, store.OK, store.OK, store.Failed, store.OOM, store.Timeout, store.Unsupported}
+	values := map[string][]string{"precision": {"fp32", "bf16", "fp16"}, "graphs": {"false", "true"}, "ddp.bucket_mb": {"1", "25", "100"},
+		"nccl.algo": {"auto", "Ring"}, "pipeline.stages": {"1", "2"}, "pipeline.schedule": {"gpipe", "1f1b"}, "mps": {"false", "true"}}
+	names := sortedKeys(values)
+	for i := 0; i < 200; i++ {
+		var specs []spec
+		for j := 0; j < 1+rng.IntN(6); j++ {
+			kv := []string{}
+			for _, k := range names {
+				if rng.IntN(3) == 0 {
+					kv = append(kv, k, values[k][rng.IntN(len(values[k]))])
+				}
+			}
+			sp := spec{id: fmt.Sprintf("t%d", j), set: set(kv...), outcome: outcomes[rng.IntN(len(outcomes))],
+				thr: float64(rng.IntN(3)) * 50, stepMS: float64(rng.IntN(3)) * 10, loss: []float64{0, 5, math.NaN()}[rng.IntN(3)],
+				ranks: 1 + rng.IntN(4), mfu: rng.Float64() / 2, mem: int64(rng.IntN(100)) << 30, noise: rng.Float64() / 10,
+				steps: rng.IntN(4)}
+			if rng.IntN(2) == 0 {
+				sp.step = dpSteps(rng.IntN(5), int64(rng.IntN(64))<<20, rng.Float64()*400, 10, 5)
+			}
+			specs = append(specs, sp)
+		}
+		var opts []func(*store.Manifest)
+		if rng.IntN(2) == 0 {
+			opts = append(opts, onGPUs(4, "NVIDIA H100", 80<<30, 18, topoBridged))
+		}
+		run := mkRun(specs, opts...)
+		if rng.IntN(4) == 0 {
+			for k := range run.Trials {
+				run.Trials[k].Summary = nil
+			}
+		}
+		res := Evaluate(run, Config{})
+		require.Len(t, res, len(Rules()))
+		for _, r := range res {
+			require.Contains(t, []Status{Pass, Finding, NotApplicable}, r.Status, "%s: %s", r.RuleID, r.Message)
+			require.NotEmpty(t, r.Message, r.RuleID)
+			require.NotContains(t, r.Message, "NaN", r.RuleID)
+			require.NotContains(t, r.Message, "%!", r.RuleID)
+		}
+	}
 }

@@ -27,7 +27,7 @@ var computeRules = []*Rule{
 		Rationale: "fp16's narrow range needs dynamic loss scaling; a step whose gradients overflow is skipped. " +
 			"Many skipped steps mean wasted work, fewer real updates, and an inflated throughput (skipped steps " +
 			"do no optimizer step); a collapsing loss scale means the gradients keep overflowing.",
-		Needs: []string{"knob precision", "steps[].skipped", "steps[].loss_scale", "final_loss"},
+		Needs: []string{"knob precision", "steps[].skipped", "steps[].loss_scale"},
 		Thresholds: []Threshold{
 			{Name: "max_skipped_frac", Default: 0.02, Unit: "fraction", Doc: "largest share of measured steps that may be skipped"},
 			{Name: "min_loss_scale", Default: 1, Unit: "scale", Doc: "a loss scale below this means persistent overflow"},
@@ -201,11 +201,6 @@ func checkFP16Overflow(c *evalContext) verdict {
 		}
 		if !math.IsInf(minScale, 1) && minScale < c.t("min_loss_scale") {
 			why = append(why, fmt.Sprintf("loss scale fell to %g", minScale))
-		}
-		if math.IsInf(t.Loss, 0) {
-			why = append(why, "final loss is infinite")
-		} else if math.IsNaN(t.Loss) && t.rec.Summary != nil {
-			why = append(why, "final loss is NaN")
 		}
 		if len(why) > 0 {
 			bad = append(bad, t.label()+": "+strings.Join(why, ", "))
