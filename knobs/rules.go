@@ -76,7 +76,7 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		case s.Device == "cpu" && (strings.HasPrefix(n, "nccl.") || strings.HasPrefix(n, "cuda.")) && v != Auto:
 			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
 		case strings.HasPrefix(n, "ddp.") && dp <= 1:
-			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (%d ranks, %d pipeline stages)", n, v, s.Ranks, stages)
+			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, s.Ranks, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
 			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
 		case strings.HasPrefix(n, "pipeline.") && n != "pipeline.stages" && stages == 1:

@@ -80,22 +80,25 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	if r.Seed.Set && !r.Seed.Bad {
 		w.Seed = r.Seed.V
 	}
+	// A file contradicts itself when it sets both; a child that switches the
+	// device overrides what its parent set for the other one.
+	sameFile := func(p Pos) bool { return r.Device.Set && p.File == r.Device.Pos.File }
 	switch w.Device {
 	case "cpu":
-		if r.GPUs.Set && r.GPUs.V > 0 {
+		if r.GPUs.Set && r.GPUs.V > 0 && sameFile(r.GPUs.Pos) {
 			ps.add(r.GPUs.Pos, "workload.gpus: %d GPUs contradicts device cpu; use workload.ranks for CPU ranks", r.GPUs.V)
 		}
-		if r.ProcsPerGPU.Set && r.ProcsPerGPU.V != "1" {
+		if r.ProcsPerGPU.Set && r.ProcsPerGPU.V != "1" && sameFile(r.ProcsPerGPU.Pos) {
 			ps.add(r.ProcsPerGPU.Pos, "workload.procs_per_gpu contradicts device cpu; use workload.ranks for CPU ranks")
 		}
 		w.GPUs = 0
 		w.Ranks = max(w.Ranks, 1)
 	case "cuda":
-		if r.GPUs.Set && r.GPUs.V == 0 {
+		if r.GPUs.Set && r.GPUs.V == 0 && sameFile(r.GPUs.Pos) {
 			ps.add(r.GPUs.Pos, "workload.gpus: 0 contradicts device cuda; use device cpu for CPU runs")
 		}
 		w.GPUs = max(w.GPUs, 1)
-		if r.Ranks.Set {
+		if r.Ranks.Set && sameFile(r.Ranks.Pos) {
 			ps.add(r.Ranks.Pos, "workload.ranks applies to device cpu; on cuda a trial runs gpus x nodes x procs_per_gpu ranks")
 		}
 	default: // auto: gpus for a GPU machine, ranks for the CPU fallback

@@ -122,7 +122,7 @@ func TestRegistryDrops(t *testing.T) {
 		"nccl.algo=Ring: nccl.algo=Ring needs more than one rank (this trial has 1): with one rank there is no collective to tune",
 		"nccl.algo=Tree: nccl.algo=Tree needs more than one rank (this trial has 1): with one rank there is no collective to tune",
 		"nccl.proto=LL: nccl.proto=LL needs more than one rank (this trial has 1): with one rank there is no collective to tune",
-		"ddp.bucket_mb=5: ddp.bucket_mb=5 has no effect with one data-parallel rank (1 ranks, 1 pipeline stages)",
+		"ddp.bucket_mb=5: ddp.bucket_mb=5 has no effect with one data-parallel rank (ranks 1, pipeline.stages 1)",
 	}, reasons(p))
 
 	// Graphs on cpu stay in the plan: the engine refuses them (unsupported).

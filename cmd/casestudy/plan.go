@@ -76,8 +76,9 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 
 func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
 	wl := s.Workload
-	fmt.Fprintf(w, "study %s (%s): %s %s, device %s, %d ranks, %d+%d steps x %d repeats\n",
-		s.Name, s.Path, s.Model.Family, s.Model.Preset, wl.Device, s.RanksFor(s.Baseline), wl.WarmupSteps, wl.Steps, wl.Repeats)
+	fmt.Fprintf(w, "study %s (%s): %s %s, device %s, %s, %d warm-up + %d measured steps, %s\n",
+		s.Name, s.Path, s.Model.Family, s.Model.Preset, wl.Device, plural(s.RanksFor(s.Baseline), "rank"),
+		wl.WarmupSteps, wl.Steps, plural(wl.Repeats, "repeat"))
 	if len(s.Baseline) > 0 {
 		fmt.Fprintf(w, "baseline: %s\n", study.FormatKnobs(s.Baseline, nil))
 	}
@@ -117,6 +118,7 @@ func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
 		}
 		fmt.Fprintf(w, "\nlater rounds depend on results: %s\n", strings.Join(later, ", "))
 	}
-	fmt.Fprintf(w, "\n%s, %d dropped (%d combinations, limit %d)\n", count(len(plan.Trials), "trial"), len(plan.Dropped), plan.Size, plan.Limit)
+	fmt.Fprintf(w, "\n%s, %d dropped (%s, limit %d)\n", plural(len(plan.Trials), "trial"), len(plan.Dropped),
+		plural(plan.Size, "combination"), plan.Limit)
 	return nil
 }

@@ -64,7 +64,7 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 			fmt.Fprintln(stderr, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "ok  %s  (%s, %s)\n", f, count(len(plan.Trials), "trial"), count(len(plan.Dropped), "dropped"))
+		fmt.Fprintf(stdout, "ok  %s  (%s, %s)\n", f, plural(len(plan.Trials), "trial"), fmt.Sprintf("%d dropped", len(plan.Dropped)))
 	}
 	if bad > 0 {
 		fmt.Fprintf(stderr, "%d of %d study files have problems\n", bad, len(files))
@@ -73,11 +73,12 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 	return nil
 }
 
-func count(n int, what string) string {
-	if n != 1 && what == "trial" {
-		what += "s"
+// plural writes "1 trial", "2 trials".
+func plural(n int, noun string) string {
+	if n != 1 {
+		noun += "s"
 	}
-	return fmt.Sprintf("%d %s", n, what)
+	return fmt.Sprintf("%d %s", n, noun)
 }
 
 // studyFiles expands the arguments: files as given, directories to every
