@@ -298,12 +298,16 @@ func checkNCCLForced(c *evalContext) verdict {
 	}
 	if b := fastest(faster); b != nil {
 		k := knobOf(*b)
+		evidence := []string{messageSize(b.Alt), messageSize(b.Base)}
+		if ch := c.run.ncclChoices(b.Base); ch != nil {
+			evidence = append(evidence, fmt.Sprintf("with auto, NCCL chose %s for %d all-reduces (rank 0's log of %s)", ch, ch.N, b.Base.ID))
+		}
 		return verdict{
 			Status:   Finding,
 			Severity: Info,
 			Message: fmt.Sprintf("forcing %s=%s was %s faster than auto (trials %s, %s) at this message size",
 				ncclEnv[k], b.Alt.knob(k), x(b.Speedup), b.Alt.ID, b.Base.ID),
-			Evidence: []string{messageSize(b.Alt), messageSize(b.Base)},
+			Evidence: evidence,
 			Trials:   ids(b.Alt, b.Base),
 			Recommendation: fmt.Sprintf("%s: %s helps this configuration; NCCL's tuner chooses per message size, rank count and topology, "+
 				"so re-measure it before keeping it when the bucket size, model, GPU count or node count changes", k, b.Alt.knob(k)),

@@ -119,3 +119,20 @@ func TestNoEffectReadsNCCLLog(t *testing.T) {
 	require.Equal(t, Finding, res.Status, res.Message)
 	require.Contains(t, res.Evidence[0], "NCCL's log shows auto already chose RING for all 2 all-reduces of auto")
 }
+
+func TestNCCLForcedFasterQuotesNCCLLog(t *testing.T) {
+	b := func(id string, kv []string, thr float64) spec {
+		return spec{id: id, set: set(kv...), ranks: 8, thr: thr, stepMS: 1000 / thr, step: dpSteps(4, 25*mib, 100, 10, 2)}
+	}
+	run := mkRun([]spec{b("auto", nil, 100), b("ring", []string{"nccl.algo", "Ring"}, 112)})
+	run.Dir = t.TempDir()
+	log := filepath.Join(run.Dir, store.LogName("auto", 0, 1))
+	require.NoError(t, os.MkdirAll(filepath.Dir(log), 0o755))
+	require.NoError(t, os.WriteFile(log, []byte("h:1:1 [0] NCCL INFO AllReduce: 26214400 Bytes -> Algo TREE proto LL128 channel{Lo..Hi}={0..1}\n"), 0o644))
+	res := evalOne(t, run, "nccl-forced", Config{})
+	require.Equal(t, Finding, res.Status, res.Message)
+	require.Equal(t, Info, res.Severity)
+	require.Contains(t, res.Evidence, "with auto, NCCL chose algo TREE×1, proto LL128×1 for 1 all-reduces (rank 0's log of auto)")
+	// a 12% difference is an effect: no-effect-knob does not claim otherwise
+	require.Equal(t, Pass, evalOne(t, run, "no-effect-knob", Config{}).Status)
+}

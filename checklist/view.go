@@ -394,6 +394,9 @@ func (v *runView) onGPU() bool {
 			}
 		}
 	}
+	if d, ok := v.run.Manifest.Workload["device_resolved"].(string); ok && d != "" {
+		return strings.HasPrefix(d, "cuda")
+	}
 	return len(v.run.Manifest.Host.GPUs) > 0
 }
 
