@@ -66,13 +66,10 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 				s.Path, m.Build.CUDAAvailable, smoke))
 		}
 		m.Device = "cuda"
-	default: // auto
+	default: // auto: the GPUs when the engine and the machine have them, else CPU ranks
 		m.Device = "cpu"
 		if len(m.GPUs) > 0 {
 			m.Device = "cuda"
-		} else if s.Workload.GPUs > 0 {
-			return exitcode.With(exitcode.Environment, fmt.Errorf(
-				"%s needs %d GPUs and this machine has none; try %s", s.Path, s.Workload.GPUs, smoke))
 		}
 	}
 	if m.Device != "cuda" {

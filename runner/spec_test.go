@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/study"
+)
+
+func loadStudy(t *testing.T, text string) (*study.Study, *study.Plan) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "studies", "s.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	s, err := study.Load(path, study.LoadOptions{})
+	require.NoError(t, err)
+	p, err := study.Expand(s, study.ExpandOptions{})
+	require.NoError(t, err)
+	return s, p
+}
+
+func TestBuildSpecPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		desc        string
+		text        string
+		machine     Machine
+		ranks       int
+		world       int
+		backend     string
+		devices     []string
+		unsupported string
+	}{
+		{"cpu ranks use gloo", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 2}\n",
+			Machine{Device: "cpu"}, 2, 2, "gloo", []string{"", ""}, ""},
+		{"one rank needs no communicator", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1}\n",
+			Machine{Device: "cpu"}, 1, 1, "", []string{""}, ""},
+		{"one GPU per rank, nccl", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 2}\n",
+			Machine{Device: "cuda", GPUs: []string{"4", "5"}}, 2, 2, "nccl", []string{"4", "5"}, ""},
+		{"procs_per_gpu 2: independent replicas sharing GPUs", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 2}\nbaseline: {procs_per_gpu: 2}\n",
+			Machine{Device: "cuda", GPUs: []string{"0", "1"}}, 4, 1, "", []string{"0", "0", "1", "1"}, ""},
+		{"too few GPUs for this trial", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 2}\n",
+			Machine{Device: "cuda", GPUs: []string{"0"}}, 2, 2, "nccl", []string{"0", ""}, "needs 2 GPUs"},
+		{"mps without the control binary", "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 1}\nbaseline: {mps: true, procs_per_gpu: 2}\n",
+			Machine{Device: "cuda", GPUs: []string{"0"}}, 2, 1, "", []string{"0", "0"}, "nvidia-cuda-mps-control not found"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s, p := loadStudy(t, tc.text)
+			require.NotEmpty(t, p.Trials)
+			sp, err := buildSpec(s, p.Trials[0], &tc.machine)
+			require.NoError(t, err)
+			assert.Equal(t, tc.ranks, sp.Ranks)
+			assert.Equal(t, tc.devices, sp.Devices)
+			for r, c := range sp.Configs {
+				assert.Equal(t, tc.world, c.Dist.WorldSize)
+				assert.Equal(t, tc.backend, c.Dist.Backend)
+				if tc.world > 1 {
+					assert.Equal(t, r, c.Dist.Rank)
+				} else {
+					assert.Zero(t, c.Dist.Rank)
+				}
+				assert.Equal(t, tc.machine.Device, c.Device)
+			}
+			if tc.unsupported == "" {
+				assert.Empty(t, sp.Unsupported)
+			} else {
+				assert.Contains(t, sp.Unsupported, tc.unsupported)
+			}
+		})
+	}
+}
+
+func TestResolveDevice(t *testing.T) {
+	gpuStudy := "name: s\nmodel: {family: bert, preset: tiny}\nworkload: {device: cuda, gpus: 8}\n"
+	s, p := loadStudy(t, gpuStudy)
+	m := &Machine{}
+	err := resolveDevice(s, p, m)
+	require.Error(t, err, "a GPU study on a machine without GPUs stops before the first trial")
+	assert.Contains(t, err.Error(), "try studies/bert/smoke.yaml")
+
+	m = &Machine{GPUs: []string{"0"}}
+	err = resolveDevice(s, p, m)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "needs 8 GPUs per trial; 1 visible")
+
+	m = &Machine{GPUs: make([]string, 8)}
+	require.NoError(t, resolveDevice(s, p, m))
+	assert.Equal(t, "cuda", m.Device)
+
+	s, p = loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: auto, gpus: 2, ranks: 2}\n")
+	m = &Machine{}
+	require.NoError(t, resolveDevice(s, p, m))
+	assert.Equal(t, "cpu", m.Device, "auto falls back to CPU ranks")
+	m = &Machine{GPUs: []string{"0", "1"}}
+	require.NoError(t, resolveDevice(s, p, m))
+	assert.Equal(t, "cuda", m.Device)
+	sp, err := buildSpec(s, p.Trials[0], &Machine{Device: "cpu"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, sp.Ranks, "workload.ranks on the CPU fallback")
+}
