@@ -153,7 +153,7 @@ func fmtAtoi(s string) (int, error) {
 var t0 = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 
 func knobs(precision, mb string) map[string]string {
-	return map[string]string{"precision": precision, "micro_batch": mb, "grad_bucket_mb": "25"}
+	return map[string]string{"precision": precision, "micro_batch": mb, "ddp.bucket_mb": "25"}
 }
 
 // gridRun is a BERT grid: precision × micro_batch, 6 repeats, one noisy
@@ -196,12 +196,12 @@ func fixtures() map[string]fixRun {
 		"history/bert-grid/run3": gridRun("20261202T020000Z-cccccc", t0.Add(48*time.Hour), 3, map[string]float64{"bf16/32": 0.91}),
 		"runs/gpt-pipeline": {study: "gpt-pipeline", runID: "20261130T030000Z-dddddd", created: t0.Add(time.Hour), seed: 4,
 			repeats: 1, ranks: 2, steps: 24, batch: 8, pipeline: true,
-			baseline: map[string]string{"pipeline_schedule": "gpipe", "microbatches": "4"},
+			baseline: map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "4"},
 			trials: []fixTrial{
-				{knobs: map[string]string{"pipeline_schedule": "gpipe", "microbatches": "4"}, outcome: store.OK, tput: 400, noise: 0},
-				{knobs: map[string]string{"pipeline_schedule": "1f1b", "microbatches": "4"}, outcome: store.OK, tput: 452, noise: 0},
-				{knobs: map[string]string{"pipeline_schedule": "1f1b", "microbatches": "8"}, outcome: store.OK, tput: 498, noise: 0},
-				{knobs: map[string]string{"pipeline_schedule": "gpipe", "microbatches": "8"}, outcome: store.Timeout, err: "rank 1 sent no heartbeat for 60s (last completed step 7)"},
+				{knobs: map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "4"}, outcome: store.OK, tput: 400, noise: 0},
+				{knobs: map[string]string{"pipeline.schedule": "1f1b", "pipeline.microbatches": "4"}, outcome: store.OK, tput: 452, noise: 0},
+				{knobs: map[string]string{"pipeline.schedule": "1f1b", "pipeline.microbatches": "8"}, outcome: store.OK, tput: 498, noise: 0},
+				{knobs: map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "8"}, outcome: store.Timeout, err: "rank 1 sent no heartbeat for 60s (last completed step 7)"},
 			}},
 		"runs/all-failed": {study: "bert-broken", runID: "20261130T040000Z-eeeeee", created: t0.Add(2 * time.Hour), seed: 5,
 			repeats: 3, ranks: 2, steps: 5, batch: 16, baseline: knobs("fp32", "16"),

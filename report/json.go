@@ -33,6 +33,8 @@ func ReadSummary(path string) (*Summary, error) {
 		return nil, fmt.Errorf("%s: no \"schema\" field: not a casestudy summary or baseline file (write one with casestudy baseline RUN_DIR -o FILE)", path)
 	case s.Schema > SchemaVersion:
 		return nil, fmt.Errorf("%s: schema %d is newer than this casestudy understands (%d): upgrade casestudy", path, s.Schema, SchemaVersion)
+	case s.Kind == "":
+		return nil, fmt.Errorf("%s: no \"kind\" field: not a casestudy summary or baseline file (write one with casestudy baseline RUN_DIR -o FILE)", path)
 	case s.Kind != KindSummary && s.Kind != KindBaseline:
 		return nil, fmt.Errorf("%s: \"kind\" is %q, want %q or %q", path, s.Kind, KindSummary, KindBaseline)
 	}

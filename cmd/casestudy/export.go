@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/report"
+)
+
+func init() { register(newExportCommand) }
+
+type exportOptions struct {
+	format string
+	output string
+}
+
+func newExportCommand() *cobra.Command {
+	var opts exportOptions
+	cmd := &cobra.Command{
+		Use:   "export RUN_DIR",
+		Short: "Export a run as Go benchmark format (for benchstat) or CSV",
+		Long: "export writes a run (or a baseline file) as --format benchfmt: the Go benchmark format, one line per " +
+			"trial and sample (repeat, or measured step for single-repeat trials) named Train/trial=ID, knobs as " +
+			"configuration keys, sec/op and samples/s, so benchstat reads it unchanged " +
+			"(benchstat old.txt new.txt); or as --format csv: one row per trial for spreadsheets.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.format, "format", "benchfmt", "benchfmt or csv")
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
+	return cmd
+}
+
+func runExport(stdout, stderr io.Writer, path string, opts exportOptions) error {
+	if opts.format != "benchfmt" && opts.format != "csv" {
+		return exitcode.Usage(fmt.Errorf("--format %q: use benchfmt or csv", opts.format))
+	}
+	s, err := report.LoadSide(path)
+	if err != nil {
+		return exitcode.Usage(err)
+	}
+	var buf bytes.Buffer
+	if opts.format == "csv" {
+		err = report.WriteCSV(&buf, s)
+	} else {
+		var n int
+		n, err = report.WriteBenchfmt(&buf, s)
+		if err == nil && n < len(s.Trials) {
+			fmt.Fprintf(stderr, "%d of %d trials did not finish and have no benchmark lines\n", len(s.Trials)-n, len(s.Trials))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return report.WriteFile(opts.output, buf.Bytes(), stdout)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
+
+	"github.com/casestudy/casestudy/report"
+)
+
+// fixtures are the crafted run directories of package report.
+func fixture(name string) string { return filepath.Join("..", "..", "report", "testdata", name) }
+
+func TestReportCommand(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "report", fixture("runs/bert-grid"), "--out", out)
+	require.Equal(t, 0, code, stderr)
+	for _, f := range []string{"report.html", "report.md", "summary.json"} {
+		assert.Contains(t, stdout, filepath.Join(out, f))
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+	s, err := report.ReadSummary(filepath.Join(out, "summary.json"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, s.Findings, "report runs the checklist")
+
+	out2 := t.TempDir()
+	code, _, stderr = runCLI(t, "report", fixture("runs/all-failed"), "--out", out2, "--format", "md")
+	require.Equal(t, 0, code, stderr)
+	md, err := os.ReadFile(filepath.Join(out2, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "No trial finished")
+	assert.NoFileExists(t, filepath.Join(out2, "report.html"))
+}
+
+func TestCommandsBadInput(t *testing.T) {
+	run := fixture("runs/bert-grid")
+	tests := []struct {
+		description string
+		args        []string
+		want        string
+	}{
+		{"report: no run dir", []string{"report"}, "accepts 1 arg"},
+		{"report: missing run dir", []string{"report", "/nonexistent/run"}, "not a run directory"},
+		{"report: unknown format", []string{"report", run, "--format", "pdf"}, `unknown report format "pdf"`},
+		{"compare: one argument", []string{"compare", run}, "accepts 2 arg"},
+		{"compare: bad threshold", []string{"compare", run, run, "--threshold", "lots"}, "--threshold"},
+		{"compare: bad format", []string{"compare", run, run, "--format", "xml"}, "--format"},
+		{"compare: missing baseline", []string{"compare", "/nonexistent/baseline.json", run}, "OLD"},
+		{"compare: not a baseline file", []string{"compare", filepath.Join(run, "manifest.json"), run}, "not a casestudy summary or baseline file"},
+		{"export: bad format", []string{"export", run, "--format", "xlsx"}, "--format"},
+		{"history: missing dir", []string{"history", "/nonexistent/results"}, "results/<study>"},
+		{"history: bad format", []string{"history", fixture("history/bert-grid"), "--format", "pdf"}, "--format"},
+		{"baseline: no -o", []string{"baseline", run}, "output"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tt.args...)
+			assert.Equal(t, 2, code, stderr)
+			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+func TestCompareExitStatus(t *testing.T) {
+	base := fixture("runs/bert-grid")
+	tests := []struct {
+		description string
+		args        []string
+		code        int
+		want        string
+	}{
+		{"re-run: no regression", []string{base, fixture("runs/bert-grid-rerun")}, 0, "no regression beyond 5%"},
+		{"slower: regression", []string{base, fixture("runs/bert-grid-slower")}, 1, "1 regression(s) beyond 5%"},
+		{"slower under a 20% threshold", []string{base, fixture("runs/bert-grid-slower"), "--threshold", "20%"}, 0, "no regression beyond 20%"},
+		{"markdown", []string{base, fixture("runs/bert-grid-slower"), "--format", "md"}, 1, "| REGRESSION |"},
+		{"html", []string{base, fixture("runs/bert-grid-slower"), "--format", "html"}, 1, "<!DOCTYPE html>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.description, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"compare"}, tt.args...)...)
+			assert.Equal(t, tt.code, code, stderr)
+			assert.Contains(t, stdout, tt.want)
+			if tt.code == 1 {
+				assert.Contains(t, stderr, "regression")
+			}
+		})
+	}
+}
+
+func TestBaselineThenCompare(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "baseline.json")
+	code, _, stderr := runCLI(t, "baseline", fixture("runs/bert-grid"), "-o", file)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "5 of 7 trials with samples")
+	s, err := report.ReadSummary(file)
+	require.NoError(t, err)
+	assert.Equal(t, report.KindBaseline, s.Kind)
+
+	code, stdout, _ := runCLI(t, "compare", file, fixture("runs/bert-grid-slower"), "-o", filepath.Join(t.TempDir(), "cmp.txt"))
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout, "-o writes the file, not stdout")
+
+	code, _, stderr = runCLI(t, "baseline", fixture("runs/all-failed"), "-o", filepath.Join(t.TempDir(), "b.json"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no trial that finished")
+}
+
+func TestExportCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "export", fixture("runs/bert-grid"))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "2 of 7 trials did not finish")
+	r := benchfmt.NewReader(strings.NewReader(stdout), "stdout")
+	n := 0
+	for r.Scan() {
+		if _, ok := r.Result().(*benchfmt.Result); ok {
+			n++
+		}
+	}
+	require.NoError(t, r.Err())
+	assert.Equal(t, 5*6, n, "5 ok trials × 6 repeats")
+
+	file := filepath.Join(t.TempDir(), "x.csv")
+	code, _, stderr = runCLI(t, "export", fixture("runs/bert-grid"), "--format", "csv", "-o", file)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, 8, strings.Count(string(b), "\n"))
+}
+
+func TestHistoryCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "history", fixture("history/bert-grid"))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "over 3 runs")
+	assert.Contains(t, stdout, "-8.89%")
+	file := filepath.Join(t.TempDir(), "h.html")
+	code, _, stderr = runCLI(t, "history", fixture("history/bert-grid"), "--format", "html", "-o", file)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(b), "<svg"))
+}
