@@ -114,9 +114,18 @@ func studyChecklist(run *store.Run, studyFlag string) (checklist.Config, string,
 	}
 	m := run.Manifest
 	if m.StudyPath != "" {
-		if _, err := os.Stat(m.StudyPath); err == nil {
-			if s, err := study.Load(m.StudyPath, study.LoadOptions{}); err == nil && s.SHA256 == m.StudySHA256 {
-				return configOf(s), m.StudyPath, nil
+		// As given to `casestudy run`: relative to where it ran, which is
+		// usually the folder above the output root (results/<study>/<run>).
+		candidates := []string{m.StudyPath}
+		if !filepath.IsAbs(m.StudyPath) {
+			candidates = append(candidates, filepath.Join(run.Dir, "..", "..", "..", m.StudyPath))
+		}
+		for _, p := range candidates {
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			if s, err := study.Load(p, study.LoadOptions{}); err == nil && s.SHA256 == m.StudySHA256 {
+				return configOf(s), p, nil
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -191,4 +193,41 @@ func TestChecklistCommand(t *testing.T) {
 	assert.Equal(t, "precision", rules[0].ID)
 	assert.Equal(t, 23, rules[0].Chapter)
 	assert.NotEmpty(t, rules[0].Thresholds)
+}
+
+func TestCheckReadsTheRecordedStudyFile(t *testing.T) {
+	// results/<study>/<run>/ under a root that also holds studies/x.yaml,
+	// recorded as a relative path: check resolves it from the run's root and
+	// follows its extends.
+	root := t.TempDir()
+	parent := checkStudy + "checklist:\n  thresholds:\n    precision: {min_speedup: 3}\n"
+	child := "extends: parent.yaml\nname: crafted\n"
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "studies"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "studies", "parent.yaml"), []byte(parent), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "studies", "x.yaml"), []byte(child), 0o644))
+	src := writeCheckRun(t, child)
+	dir := filepath.Join(root, "results", "crafted", "r1")
+	require.NoError(t, os.MkdirAll(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Rename(src, dir))
+	var m store.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	m.StudyPath = filepath.Join("studies", "x.yaml")
+	sum := sha256.Sum256([]byte(child))
+	m.StudySHA256 = hex.EncodeToString(sum[:])
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644))
+
+	code, out, stderr := checkCLI("check", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "thresholds from "+filepath.Join(dir, "..", "..", "..", "studies", "x.yaml"))
+	assert.Contains(t, out, "0 finding(s)")
+
+	// Without the file, the recorded text alone cannot resolve extends.
+	require.NoError(t, os.Remove(filepath.Join(root, "studies", "parent.yaml")))
+	code, _, stderr = checkCLI("check", dir)
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, "pass --study FILE")
 }
