@@ -1,6 +1,8 @@
 package checklist
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,6 +44,17 @@ func TestParseTopo(t *testing.T) {
 	m, err = parseTopo(topoBridged)
 	require.NoError(t, err)
 	assert.Len(t, m.nvlinkGroup(), 2)
+
+	// Captured on an H200 machine (one GPU): underlined header, legend below.
+	captured, err := os.ReadFile(filepath.Join("testdata", "topo-h200-1gpu.txt"))
+	require.NoError(t, err)
+	m, err = parseTopo(string(captured))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"GPU0"}, m.Devices)
+	assert.Equal(t, "X", m.Link("GPU0", "GPU0"))
+	res := evalOne(t, mkRun([]spec{{id: "a", thr: 1, stepMS: 1}}, onGPUs(1, "NVIDIA H200", 143771<<20, 0, string(captured))), "topology", Config{})
+	assert.Equal(t, NotApplicable, res.Status)
+	assert.Contains(t, res.Message, "fewer than two GPUs")
 
 	for _, bad := range []string{"", "Legend:\n  X = Self\n", "\tGPU0\tGPU1\nGPU0\t X\n"} {
 		_, err := parseTopo(bad)
