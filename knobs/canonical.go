@@ -59,9 +59,9 @@ func (k *Knob) canonical(s string) (string, error) {
 		return "", fmt.Errorf("%s", msg)
 	case Bool:
 		switch strings.ToLower(s) {
-		case "true", "yes", "on":
+		case "true", "yes", "on", "1":
 			return "true", nil
-		case "false", "no", "off":
+		case "false", "no", "off", "0":
 			return "false", nil
 		}
 		return "", fmt.Errorf("%q is not a boolean (true | false)", s)

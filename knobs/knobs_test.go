@@ -58,6 +58,7 @@ func TestCanonical(t *testing.T) {
 		{knob: "nccl.algo", raw: "Rings", err: `did you mean "Ring"?`},
 		{knob: "graphs", raw: true, want: "true"},
 		{knob: "graphs", raw: "no", want: "false"},
+		{knob: "nccl.p2p_disable", raw: 1, want: "true"},
 		{knob: "graphs", raw: "maybe", err: "not a boolean"},
 		{knob: "graphs", raw: "auto", err: "not a boolean"},
 		{knob: "grad_accum", raw: "025", want: "25"},

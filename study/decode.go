@@ -151,7 +151,7 @@ func (d *decoder) mapping(n *yaml.Node, where string, keys []string, fn func(key
 		}
 		seen[key] = true
 		if keys != nil && !contains(keys, key) {
-			d.ps.add(d.pos(k), "unknown key %q in %s%s", key, where, didYouMean(knobs.Closest(key, keys)))
+			d.ps.add(d.pos(k), "unknown key %q in %s%s", key, where, unknownHint(key, where, keys))
 			continue
 		}
 		fn(key, k, v)
@@ -282,8 +282,35 @@ func (d *decoder) knobKey(k *yaml.Node, where string) bool {
 	if _, ok := knobs.Lookup(k.Value); ok {
 		return true
 	}
-	d.ps.add(d.pos(k), "unknown key %q in %s%s", k.Value, where, didYouMean(knobs.Suggest(k.Value)))
+	hint := didYouMean(knobs.Suggest(k.Value))
+	switch {
+	case hint != "":
+	case contains(workloadKeys, k.Value):
+		hint = fmt.Sprintf(" (%s is a workload setting: put it under workload)", k.Value)
+	case contains(modelKeys, k.Value):
+		hint = fmt.Sprintf(" (%s is a model setting: put it under model)", k.Value)
+	}
+	d.ps.add(d.pos(k), "unknown key %q in %s%s", k.Value, where, hint)
 	return false
+}
+
+// unknownHint suggests the closest valid key, or where a misplaced key belongs.
+func unknownHint(key, where string, keys []string) string {
+	if c := knobs.Closest(key, keys); c != "" {
+		return didYouMean(c)
+	}
+	if _, isKnob := knobs.Lookup(key); isKnob {
+		return fmt.Sprintf(" (%s is a knob: set it under baseline or sweep it under sweep.knobs)", key)
+	}
+	for _, sec := range []struct {
+		name string
+		keys []string
+	}{{"workload", workloadKeys}, {"model", modelKeys}, {"sweep", sweepKeys}} {
+		if sec.name != where && contains(sec.keys, key) {
+			return fmt.Sprintf(" (%s belongs under %s)", key, sec.name)
+		}
+	}
+	return ""
 }
 
 // knobPoint reads a mapping of knob -> value.

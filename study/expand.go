@@ -39,7 +39,8 @@ func Expand(s *Study, opts ExpandOptions) (*Plan, error) {
 		return nil, &Error{Problems: []Problem{{Pos: s.sweepPos(), Msg: fmt.Sprintf(
 			"sweep expands to %s trials, above the limit of %d (%s)", formula, limit, hint)}}}
 	}
-	p := &planner{s: s, plan: &Plan{Study: s, Strategy: s.Sweep.Strategy, Limit: limit, Size: size},
+	p := &planner{s: s, plan: &Plan{Study: s, Strategy: s.Sweep.Strategy, Limit: limit, Size: size,
+		Trials: []Trial{}, Dropped: []Dropped{}},
 		base: s.Resolve(nil), seen: map[string]string{}}
 	switch s.Sweep.Strategy {
 	case "grid":
@@ -54,7 +55,8 @@ func Expand(s *Study, opts ExpandOptions) (*Plan, error) {
 			return nil, err
 		}
 		_, trials, _ := g.Next()
-		p.plan.Trials, p.plan.Dropped, p.plan.Rounds = trials, g.Dropped(), append([]string(nil), s.Sweep.Order...)
+		p.plan.Trials, p.plan.Rounds = trials, append([]string(nil), s.Sweep.Order...)
+		p.plan.Dropped = append(p.plan.Dropped, g.Dropped()...)
 		for _, t := range trials {
 			if len(t.Changed) == 0 {
 				p.plan.BaselineID = t.ID

@@ -120,6 +120,9 @@ func TestLoadErrors(t *testing.T) {
 		{"empty file", "", []string{`empty file`}},
 		{"two documents", head + "---\nname: y\n", []string{`more than one YAML document`}},
 		{"not a mapping", "- a\n- b\n", []string{`study must be a mapping of keys, got a list`}},
+		{"knob at the top level", head + "precision: bf16\n", []string{`unknown key "precision" in study (precision is a knob: set it under baseline or sweep it under sweep.knobs)`}},
+		{"workload key in baseline", head + "baseline: {steps: 5}\n", []string{`unknown key "steps" in baseline (steps is a workload setting: put it under workload)`}},
+		{"workload key in model", "name: x\nmodel: {family: bert, preset: tiny, repeats: 3}\n", []string{`unknown key "repeats" in model (repeats belongs under workload)`}},
 		{"launcher key", head + "launcher: {partiton: gpu}\n", []string{`unknown key "partiton" in launcher (did you mean "partition"?)`}},
 	}
 	for _, tt := range tests {
