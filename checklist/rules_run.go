@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -32,7 +33,8 @@ var runRules = []*Rule{
 	{
 		ID: "no-effect-knob", Title: "Knobs that had no measurable effect", Chapter: 17, Severity: Info,
 		Rationale: "A knob whose every clean pair (trials differing only in it) is within noise did nothing " +
-			"measurable, and should not be credited for a speed-up. For nccl.algo/nccl.proto, NCCL's own tuning " +
+			"measurable, and should not be credited for a speed-up (a Mann-Whitney U test that finds a difference " +
+			"overrules the band). For nccl.algo/nccl.proto, NCCL's own tuning " +
 			"log shows when auto already chose the forced value.",
 		Needs:      []string{"pairs of trials differing in one knob", "samples_per_s", "repeat_cv", "NCCL tuning log lines (optional)"},
 		Thresholds: []Threshold{{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as an effect"}},
@@ -188,7 +190,7 @@ func checkNoEffect(c *evalContext) verdict {
 				break
 			}
 			d, band := math.Max(s, 1/s)-1, noiseBand(p.A, p.B, c.t("noise_floor"))
-			if d > band {
+			if d > band || mannWhitney(p.A, p.B).Significant {
 				effect = true
 				break
 			}
@@ -199,8 +201,9 @@ func checkNoEffect(c *evalContext) verdict {
 		if effect {
 			continue
 		}
-		line := fmt.Sprintf("%s: %s vs %s differ by %s (noise band %s, trials %s, %s; %d pair(s))",
-			k, biggest.A.knob(k), biggest.B.knob(k), pct(bigDiff), pct(bigBand), biggest.A.ID, biggest.B.ID, len(ps))
+		mw := mannWhitney(biggest.A, biggest.B)
+		line := fmt.Sprintf("%s: %s vs %s differ by %s (noise band %s; Mann-Whitney p=%.2f over %d+%d samples; trials %s, %s; %d pair(s))",
+			k, biggest.A.knob(k), biggest.B.knob(k), pct(bigDiff), pct(bigBand), mw.P, mw.N1, mw.N2, biggest.A.ID, biggest.B.ID, len(ps))
 		line += c.run.ncclSameChoice(k, ps)
 		lines = append(lines, line)
 		names = append(names, k)
@@ -217,6 +220,12 @@ func checkNoEffect(c *evalContext) verdict {
 		Trials:         trials,
 		Recommendation: "do not credit these knobs for a speed-up; leave them at their defaults, or measure again with more repeats if an effect is expected",
 	}
+}
+
+// mannWhitney compares two trials' throughput samples (one per repeat, or per
+// step with a single repeat) with the stats package's test.
+func mannWhitney(a, b *trial) stats.Delta {
+	return stats.Compare(stats.TrialSamples(a.rec).Throughput, stats.TrialSamples(b.rec).Throughput)
 }
 
 // ncclSameChoice notes, for a forced NCCL knob, when NCCL's log shows that auto

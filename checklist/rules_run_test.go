@@ -3,6 +3,9 @@ package checklist
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -74,4 +77,40 @@ func TestFailedTrials(t *testing.T) {
 			contains: []string{"no trial completed", "SIGSEGV"}},
 		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
 	})
+}
+
+// A 1% difference inside the 2% noise floor still counts as an effect when the
+// Mann-Whitney test over the steps finds it.
+func TestNoEffectOverruledBySignificance(t *testing.T) {
+	jitter := func(base float64) func(int, int, *engine.StepMetrics) {
+		return func(_, i int, s *engine.StepMetrics) {
+			s.StepMS = base + 0.001*float64(i%7)
+			s.Samples = 8
+		}
+	}
+	run := mkRun([]spec{{id: "a", thr: 100, stepMS: 10, step: jitter(10)},
+		{id: "b", set: set("graphs", "true"), thr: 101, stepMS: 9.9, step: jitter(9.9)}})
+	for i := range run.Trials {
+		run.Trials[i].Repeats = run.Trials[i].Repeats[:1]
+		run.Trials[i].Summary = nil
+	}
+	res := evalOne(t, run, "no-effect-knob", Config{})
+	require.Equal(t, Pass, res.Status, res.Message)
+
+	// the same difference with step-to-step noise is not significant: no effect
+	noisy := func(base float64) func(int, int, *engine.StepMetrics) {
+		return func(_, i int, s *engine.StepMetrics) {
+			s.StepMS = base * (1 + 0.05*float64(i%5-2))
+			s.Samples = 8
+		}
+	}
+	run = mkRun([]spec{{id: "a", thr: 100, stepMS: 10, step: noisy(10)},
+		{id: "b", set: set("graphs", "true"), thr: 101, stepMS: 9.9, step: noisy(9.9)}})
+	for i := range run.Trials {
+		run.Trials[i].Repeats = run.Trials[i].Repeats[:1]
+		run.Trials[i].Summary = nil
+	}
+	res = evalOne(t, run, "no-effect-knob", Config{})
+	require.Equal(t, Finding, res.Status, res.Message)
+	require.Contains(t, res.Evidence[0], "Mann-Whitney p=")
 }
