@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/casestudy/casestudy/checklist"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -62,7 +64,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		sanitize(&s.Trials[i])
 		s.Counts[string(s.Trials[i].Outcome)]++
 	}
-	s.SweptKnobs = sweptKnobs(s.Trials)
+	s.SweptKnobs = orderKnobs(sweptKnobs(s.Trials), studySweepOrder(m.StudyText))
 	s.Headline = headline(s)
 	return s
 }
@@ -79,6 +81,13 @@ func buildTrial(rec *store.TrialRecord) Trial {
 		return t
 	}
 	t.Samples = stats.TrialSamples(rec)
+	if len(t.Samples.Throughput) == 0 {
+		t.Warnings = append(t.Warnings, "recorded ok but no repeat has measured steps: nothing to summarise")
+		if t.Error == "" {
+			t.Error = "no measured steps recorded"
+		}
+		return t
+	}
 	t.Throughput = stats.Summarize(t.Samples.Throughput)
 	t.Warnings = append(t.Warnings, t.Throughput.Warnings...)
 	t.CV = stats.DescribeOf(t.Samples.Throughput).CV
@@ -133,6 +142,60 @@ func sweptKnobs(trials []Trial) []string {
 			out = append(out, k)
 		}
 	}
+	return out
+}
+
+// studySweepOrder is the order of the knobs under sweep.knobs in the study
+// text, nil when the text has none (for example, a sweep inherited through
+// extends) or does not parse.
+func studySweepOrder(text string) []string {
+	var doc yaml.Node
+	if text == "" || yaml.Unmarshal([]byte(text), &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	sweep := mapValue(doc.Content[0], "sweep")
+	knobs := mapValue(sweep, "knobs")
+	if knobs == nil || knobs.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out []string
+	for i := 0; i+1 < len(knobs.Content); i += 2 {
+		out = append(out, knobs.Content[i].Value)
+	}
+	return out
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// orderKnobs puts the knobs named in order first, in that order, then the rest.
+func orderKnobs(knobs, order []string) []string {
+	rank := map[string]int{}
+	for i, k := range order {
+		rank[k] = i + 1
+	}
+	out := slices.Clone(knobs)
+	slices.SortStableFunc(out, func(a, b string) int {
+		ra, rb := rank[a], rank[b]
+		switch {
+		case ra > 0 && rb > 0:
+			return ra - rb
+		case ra > 0:
+			return -1
+		case rb > 0:
+			return 1
+		}
+		return 0
+	})
 	return out
 }
 

@@ -45,8 +45,18 @@ type fixRun struct {
 	batch        int // samples per rank per step
 	pipeline     bool
 	baseline     map[string]string
+	sweepOrder   []string // knobs in the study's sweep order
 	trials       []fixTrial
 	dropped      []store.DroppedTrial
+}
+
+// studyText is a study file's text with the sweep in the fixture's order.
+func (f fixRun) studyText() string {
+	text := "name: " + f.study + "\nsweep:\n  strategy: grid\n  knobs:\n"
+	for _, k := range f.sweepOrder {
+		text += "    " + k + ": [...]\n"
+	}
+	return text
 }
 
 func fixID(knobs map[string]string) string {
@@ -67,7 +77,7 @@ func (f fixRun) run() *store.Run {
 	r := rand.New(rand.NewPCG(f.seed, 42))
 	m := store.Manifest{
 		Schema: store.SchemaVersion, RunID: f.runID, Study: f.study,
-		StudyPath: "studies/bert/" + f.study + ".yaml", StudyText: "name: " + f.study + "\n",
+		StudyPath: "studies/bert/" + f.study + ".yaml", StudyText: f.studyText(),
 		StudySHA256: "5f1c0e5a9d0b7c2e4f8a1b3c5d7e9f0a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e",
 		Created:     f.created, Command: "casestudy run studies/bert/" + f.study + ".yaml",
 		Tool:      store.Tool{Version: "0.1.0-test", Commit: "abc1234", Go: "go1.26"},
@@ -172,7 +182,7 @@ func gridRun(runID string, created time.Time, seed uint64, slowdown map[string]f
 		return v
 	}
 	return fixRun{study: "bert-grid", runID: runID, created: created, seed: seed, repeats: 6, ranks: 1, steps: 5, batch: 16,
-		baseline: knobs("fp32", "16"),
+		baseline: knobs("fp32", "16"), sweepOrder: []string{"precision", "micro_batch"},
 		trials: []fixTrial{
 			{knobs: knobs("fp32", "16"), outcome: store.OK, tput: tp("fp32", "16"), noise: 0.01},
 			{knobs: knobs("fp32", "32"), outcome: store.OK, tput: tp("fp32", "32"), noise: 0.01},
@@ -196,7 +206,8 @@ func fixtures() map[string]fixRun {
 		"history/bert-grid/run3": gridRun("20261202T020000Z-cccccc", t0.Add(48*time.Hour), 3, map[string]float64{"bf16/32": 0.91}),
 		"runs/gpt-pipeline": {study: "gpt-pipeline", runID: "20261130T030000Z-dddddd", created: t0.Add(time.Hour), seed: 4,
 			repeats: 1, ranks: 2, steps: 24, batch: 8, pipeline: true,
-			baseline: map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "4"},
+			baseline:   map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "4"},
+			sweepOrder: []string{"pipeline.schedule", "pipeline.microbatches"},
 			trials: []fixTrial{
 				{knobs: map[string]string{"pipeline.schedule": "gpipe", "pipeline.microbatches": "4"}, outcome: store.OK, tput: 400, noise: 0},
 				{knobs: map[string]string{"pipeline.schedule": "1f1b", "pipeline.microbatches": "4"}, outcome: store.OK, tput: 452, noise: 0},
