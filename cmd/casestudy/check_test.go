@@ -17,6 +17,7 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
 )
 
 func checkCLI(args ...string) (code int, stdout, stderr string) {
@@ -230,4 +231,26 @@ func TestCheckReadsTheRecordedStudyFile(t *testing.T) {
 	code, _, stderr = checkCLI("check", dir)
 	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "pass --study FILE")
+}
+
+// TestStudiesChecklistSections loads every committed study and validates its
+// checklist: section against the rule registry, so a renamed rule or threshold
+// cannot leave a study's override silently ignored.
+func TestStudiesChecklistSections(t *testing.T) {
+	root := filepath.Join("..", "..", "studies")
+	var files []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(p) == ".yaml" {
+			files = append(files, p)
+		}
+		return err
+	}))
+	if len(files) == 0 {
+		t.Skip("no studies committed yet")
+	}
+	for _, f := range files {
+		s, err := study.Load(f, study.LoadOptions{})
+		require.NoError(t, err, f)
+		assert.NoError(t, configOf(s).Validate(), f)
+	}
 }
