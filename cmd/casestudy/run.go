@@ -160,10 +160,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 // how to report them (reports and the checklist are wired in here).
 func finishRun(_ context.Context, cmd *cobra.Command, runDir string) error {
 	out := cmd.OutOrStdout()
+	q := shellQuote(runDir)
 	fmt.Fprintf(out, "results: %s\n", runDir)
 	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(runDir, "trials.jsonl"))
 	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(runDir, "manifest.json"))
 	fmt.Fprintf(out, "  logs:     %s\n", filepath.Join(runDir, "logs"))
+	fmt.Fprintf(out, "report with: casestudy report %s; checklist: casestudy check %s\n", q, q)
 	return nil
 }
 
