@@ -193,6 +193,7 @@ func TestCheck(t *testing.T) {
 		{"algo one rank", map[string]string{"nccl.algo": "Tree"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
 		{"proto one rank", map[string]string{"nccl.proto": "LL"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
 		{"algo eight ranks", map[string]string{"nccl.algo": "Tree"}, nil, gpu8, ""},
+		{"algo replicas", map[string]string{"nccl.algo": "Tree"}, nil, Setting{Device: "cuda", Ranks: 2, World: 1}, "in the communicator"},
 		{"nvls refused", map[string]string{"nccl.algo": "NVLSTree"}, nil, gpu8, "allow_nvls"},
 		{"nvls allowed", map[string]string{"nccl.algo": "NVLS"}, nil, Setting{Device: "cuda", Ranks: 8, AllowNVLS: true}, ""},
 		{"stages > ranks", map[string]string{"pipeline.stages": "4"}, nil, Setting{Device: "cpu", Ranks: 2}, "exceeds the trial's 2 ranks"},

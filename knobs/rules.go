@@ -10,7 +10,8 @@ import (
 // Setting is what the rules need to know about a trial beyond its knobs.
 type Setting struct {
 	Device    string // cpu | cuda | auto
-	Ranks     int    // total ranks of the trial
+	Ranks     int    // total ranks (processes) of the trial
+	World     int    // ranks that form one communicator; 0: Ranks (procs_per_gpu > 1 runs independent replicas)
 	AllowNVLS bool   // the study set sweep.allow_nvls: true
 }
 
@@ -33,14 +34,18 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		return ""
 	}
 	atoi := func(name string) int { n, _ := strconv.Atoi(get(name)); return n }
+	world := s.World
+	if world <= 0 {
+		world = s.Ranks
+	}
 
 	algo := get("nccl.algo")
 	if IsNVLS(algo) && !s.AllowNVLS {
 		return fmt.Sprintf("nccl.algo=%s needs NVLink multicast, which casestudy keeps off (NCCL_NVLS_ENABLE=0); set sweep.allow_nvls: true to plan it", algo)
 	}
 	for _, name := range []string{"nccl.algo", "nccl.proto"} {
-		if v := get(name); v != Auto && s.Ranks <= 1 {
-			return fmt.Sprintf("%s=%s needs more than one rank (this trial has %d): with one rank there is no collective to tune", name, v, s.Ranks)
+		if v := get(name); v != Auto && world <= 1 {
+			return fmt.Sprintf("%s=%s needs more than one rank in the communicator (this trial has %d): with one rank there is no collective to tune", name, v, world)
 		}
 	}
 	if get("mps") == "true" && s.Device == "cpu" {
@@ -51,11 +56,11 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		return fmt.Sprintf("nccl.max_channels=%s is below nccl.min_channels=%s", hi, lo)
 	}
 	stages := max(atoi("pipeline.stages"), 1)
-	if stages > s.Ranks {
-		return fmt.Sprintf("pipeline.stages=%d exceeds the trial's %d ranks", stages, s.Ranks)
+	if stages > world {
+		return fmt.Sprintf("pipeline.stages=%d exceeds the trial's %d ranks", stages, world)
 	}
-	if s.Ranks%stages != 0 {
-		return fmt.Sprintf("pipeline.stages=%d does not divide the trial's %d ranks", stages, s.Ranks)
+	if world%stages != 0 {
+		return fmt.Sprintf("pipeline.stages=%d does not divide the trial's %d ranks", stages, world)
 	}
 	if b := Balance(get("pipeline.balance")); b != nil && len(b) != stages {
 		return fmt.Sprintf("pipeline.balance=%s has %d entries for %d pipeline stages", get("pipeline.balance"), len(b), stages)
@@ -69,14 +74,14 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		}
 	}
 	sort.Strings(names)
-	dp := s.Ranks / stages
+	dp := world / stages
 	for _, n := range names {
 		v := get(n)
 		switch {
 		case s.Device == "cpu" && (strings.HasPrefix(n, "nccl.") || strings.HasPrefix(n, "cuda.")) && v != Auto:
 			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
 		case strings.HasPrefix(n, "ddp.") && dp <= 1:
-			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, s.Ranks, stages)
+			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, world, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
 			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
 		case strings.HasPrefix(n, "pipeline.") && n != "pipeline.stages" && stages == 1:

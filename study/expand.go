@@ -189,7 +189,7 @@ func (s *Study) dropReason(values map[string]string, changed []string) string {
 		set[c] = true
 	}
 	if r := knobs.Check(values, set, knobs.Setting{Device: s.Workload.Device, Ranks: s.RanksFor(values),
-		AllowNVLS: s.Sweep.AllowNVLS}); r != "" {
+		World: s.WorldFor(values), AllowNVLS: s.Sweep.AllowNVLS}); r != "" {
 		return r
 	}
 	for i, ex := range s.Sweep.Exclude {

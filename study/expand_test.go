@@ -119,9 +119,9 @@ func TestRegistryDrops(t *testing.T) {
 	p := expandText(t, one+"sweep: {strategy: one-at-a-time, knobs: {nccl.algo: [Ring, Tree], nccl.proto: [LL], ddp.bucket_mb: [5], graphs: [true]}}\n", ExpandOptions{})
 	assert.Equal(t, []string{"", "graphs=true"}, changedSets(p))
 	assert.Equal(t, []string{
-		"nccl.algo=Ring: nccl.algo=Ring needs more than one rank (this trial has 1): with one rank there is no collective to tune",
-		"nccl.algo=Tree: nccl.algo=Tree needs more than one rank (this trial has 1): with one rank there is no collective to tune",
-		"nccl.proto=LL: nccl.proto=LL needs more than one rank (this trial has 1): with one rank there is no collective to tune",
+		"nccl.algo=Ring: nccl.algo=Ring needs more than one rank in the communicator (this trial has 1): with one rank there is no collective to tune",
+		"nccl.algo=Tree: nccl.algo=Tree needs more than one rank in the communicator (this trial has 1): with one rank there is no collective to tune",
+		"nccl.proto=LL: nccl.proto=LL needs more than one rank in the communicator (this trial has 1): with one rank there is no collective to tune",
 		"ddp.bucket_mb=5: ddp.bucket_mb=5 has no effect with one data-parallel rank (ranks 1, pipeline.stages 1)",
 	}, reasons(p))
 
@@ -129,9 +129,15 @@ func TestRegistryDrops(t *testing.T) {
 	p = expandText(t, "name: x\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu}\nsweep: {strategy: grid, knobs: {graphs: [false, true]}}\n", ExpandOptions{})
 	assert.Len(t, p.Trials, 2)
 
-	// procs_per_gpu changes the ranks a trial has.
-	p = expandText(t, one+"sweep: {strategy: grid, knobs: {procs_per_gpu: [1, 2], nccl.algo: [Ring]}}\n", ExpandOptions{})
-	assert.Equal(t, []string{"nccl.algo=Ring procs_per_gpu=2"}, changedSets(p))
+	// procs_per_gpu > 1 runs independent replicas: no communicator to tune.
+	p = expandText(t, "name: x\nmodel: {family: bert, preset: base}\nworkload: {device: cuda, gpus: 2}\n"+
+		"sweep: {strategy: grid, knobs: {procs_per_gpu: [1, 2], nccl.algo: [auto, Ring]}}\n", ExpandOptions{})
+	assert.Equal(t, []string{"", "nccl.algo=Ring", "procs_per_gpu=2"}, changedSets(p))
+	assert.Contains(t, reasons(p), "nccl.algo=Ring procs_per_gpu=2: nccl.algo=Ring needs more than one rank in the communicator (this trial has 1): with one rank there is no collective to tune")
+	s := loadText(t, "name: x\nmodel: {family: bert, preset: base}\nworkload: {device: cuda, gpus: 2, procs_per_gpu: 2}\n")
+	assert.Equal(t, 4, s.RanksFor(s.Baseline))
+	assert.Equal(t, 1, s.WorldFor(s.Baseline))
+	assert.Equal(t, 2, s.WorldFor(map[string]string{"procs_per_gpu": "1"}))
 }
 
 func TestListAndDuplicates(t *testing.T) {

@@ -50,13 +50,29 @@ func (s *Study) RanksFor(values map[string]string) int {
 	return max(w.GPUs, 1) * max(w.Nodes, 1) * ppg
 }
 
-// DataParallelFor is RanksFor divided by the trial's pipeline stages.
+// WorldFor says how many ranks form one communicator: RanksFor, except that
+// procs_per_gpu > 1 runs independent replicas sharing the GPUs (the MPS case),
+// each a world of one (see runner/spec.go).
+func (s *Study) WorldFor(values map[string]string) int {
+	if s.Workload.Device != "cpu" {
+		v, ok := values["procs_per_gpu"]
+		if !ok {
+			v = s.Baseline["procs_per_gpu"]
+		}
+		if ppg, err := strconv.Atoi(v); err == nil && ppg > 1 {
+			return 1
+		}
+	}
+	return s.RanksFor(values)
+}
+
+// DataParallelFor is WorldFor divided by the trial's pipeline stages.
 func (s *Study) DataParallelFor(values map[string]string) int {
 	stages, err := strconv.Atoi(values["pipeline.stages"])
 	if err != nil || stages < 1 {
 		stages = 1
 	}
-	return max(s.RanksFor(values)/stages, 1)
+	return max(s.WorldFor(values)/stages, 1)
 }
 
 // variable returns a constraint variable or a knob value of a resolved trial.
