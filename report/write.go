@@ -45,6 +45,9 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 	if outDir == "" {
 		outDir = run.Dir
 	}
+	if outDir == "" {
+		return nil, fmt.Errorf("report: no output folder: the run has no directory (store.Run.Dir) and none was given")
+	}
 	if len(formats) == 0 {
 		formats = DefaultFormats
 	}
