@@ -177,6 +177,11 @@ func TestLoadHostileInput(t *testing.T) {
 		assert.Contains(t, got, "alias bomb")
 		assert.Less(t, time.Since(start), 2*time.Second)
 	})
+	t.Run("too many nodes", func(t *testing.T) {
+		text := "name: x\nmodel: {family: gpt, preset: tiny}\ndescription: [" + strings.Repeat("a, ", 120000) + "a]\n"
+		got := loadErr(t, map[string]string{"n.yaml": text}, "n.yaml", LoadOptions{MaxBytes: 1 << 20})
+		assert.Contains(t, got, "more than 100000 YAML nodes; a study is far smaller")
+	})
 	t.Run("recursive alias", func(t *testing.T) {
 		got := loadErr(t, map[string]string{"r.yaml": "name: x\nmodel: {family: gpt, preset: tiny}\nbaseline: &b {x: *b}\n"}, "r.yaml", LoadOptions{})
 		assert.NotEmpty(t, got)

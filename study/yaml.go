@@ -105,6 +105,7 @@ func problemAt(file string, err error) Problem {
 func checkSize(root *yaml.Node) error {
 	type stat struct{ nodes, depth int }
 	memo := map[*yaml.Node]stat{}
+	aliases := 0
 	active := map[*yaml.Node]bool{}
 	var walk func(n *yaml.Node) (stat, error)
 	walk = func(n *yaml.Node) (stat, error) {
@@ -119,6 +120,7 @@ func checkSize(root *yaml.Node) error {
 		s := stat{nodes: 1, depth: 1}
 		kids := n.Content
 		if n.Kind == yaml.AliasNode {
+			aliases++
 			if n.Alias == nil {
 				return stat{}, fmt.Errorf("line %d: alias to an unknown anchor", n.Line)
 			}
@@ -133,7 +135,10 @@ func checkSize(root *yaml.Node) error {
 			s.nodes += cs.nodes
 			s.depth = max(s.depth, cs.depth+1)
 			if s.nodes > maxNodes {
-				return stat{}, fmt.Errorf("line %d: the document expands to more than %d YAML nodes (aliases multiply it); refusing it as an alias bomb", n.Line, maxNodes)
+				if aliases > 0 {
+					return stat{}, fmt.Errorf("line %d: the document expands to more than %d YAML nodes through its aliases; refusing it as an alias bomb", n.Line, maxNodes)
+				}
+				return stat{}, fmt.Errorf("line %d: the document has more than %d YAML nodes; a study is far smaller", n.Line, maxNodes)
 			}
 			if s.depth > maxDepth {
 				return stat{}, fmt.Errorf("line %d: nesting deeper than %d levels", c.Line, maxDepth)
