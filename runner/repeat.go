@@ -259,6 +259,11 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 		res.Rec.Ranks = append(res.Rec.Ranks, st.rec)
 	}
 	if res.Rec.Outcome == store.OK {
+		if msg := checksumsDisagree(sp, res.Rec.Ranks); msg != "" {
+			res.Rec.Outcome, res.Rec.Error = store.Failed, msg
+		}
+	}
+	if res.Rec.Outcome == store.OK {
 		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
 		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
 	}
@@ -274,6 +279,28 @@ func freePort(host string) (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// checksumsDisagree compares the parameter checksums of the ranks of one
+// data-parallel world (no pipeline stages): after the same all-reduced updates
+// they must be identical; a difference means wrong reductions (e.g. a forced
+// NCCL protocol that sums wrongly).
+func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
+	c := sp.Configs[0]
+	if c.Dist.WorldSize < 2 || c.Pipeline.Stages > 1 || len(ranks) < 2 {
+		return ""
+	}
+	ref := ranks[0].Checksum
+	for _, r := range ranks[1:] {
+		if ref == nil || r.Checksum == nil {
+			return ""
+		}
+		if r.Checksum.Hash != ref.Hash {
+			return fmt.Sprintf("parameters differ across data-parallel ranks after the last step: rank 0 %s (sum %g), rank %d %s (sum %g)",
+				ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
+		}
+	}
+	return ""
 }
 
 // outcomeOf maps a worker's error status to an outcome.

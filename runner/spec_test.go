@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
 
@@ -100,4 +102,16 @@ func TestResolveDevice(t *testing.T) {
 	sp, err := buildSpec(s, p.Trials[0], &Machine{Device: "cpu"})
 	require.NoError(t, err)
 	assert.Equal(t, 2, sp.Ranks, "workload.ranks on the CPU fallback")
+}
+
+func TestChecksumsDisagree(t *testing.T) {
+	sp := &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 2}}}}
+	same := []store.RankRecord{{Rank: 0, Checksum: &engine.Checksum{Hash: "aa"}}, {Rank: 1, Checksum: &engine.Checksum{Hash: "aa"}}}
+	differ := []store.RankRecord{{Rank: 0, Checksum: &engine.Checksum{Hash: "aa", Sum: 1}}, {Rank: 1, Checksum: &engine.Checksum{Hash: "bb", Sum: 2}}}
+	assert.Empty(t, checksumsDisagree(sp, same))
+	assert.Contains(t, checksumsDisagree(sp, differ), "rank 1 bb")
+	sp.Configs[0].Pipeline.Stages = 2 // stages hold different parameters
+	assert.Empty(t, checksumsDisagree(sp, differ))
+	sp = &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 1}}}}
+	assert.Empty(t, checksumsDisagree(sp, differ), "replicas (procs_per_gpu) are independent")
 }
