@@ -16,14 +16,12 @@ func (r *Runner) runGreedy(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	r.total = len(r.opts.Plan.Trials) // round 1; grows as rounds come
 	for round := 1; ; round++ {
 		knob, trials, done := g.Next()
 		if done {
 			return nil
 		}
 		if round > 1 {
-			r.total += len(trials)
 			if err := r.commitDropped(g.Dropped(), res); err != nil {
 				return err
 			}

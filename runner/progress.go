@@ -12,7 +12,9 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
-// Progress hears about the sweep as it goes.
+// Progress hears about the sweep as it goes. TrialStart is called for every
+// launch: n of total launches planned so far (a greedy sweep plans round by
+// round), with the trial and which repeat it is.
 type Progress interface {
 	TrialStart(n, total int, rec *store.TrialRecord, repeat, repeats int)
 	TrialDone(rec *store.TrialRecord)
@@ -50,7 +52,6 @@ type lineProgress struct {
 	begin   time.Time
 	n       int
 	total   int
-	doneN   int
 	last    string
 	current string
 	spent   time.Duration // time of finished trials, for the ETA
@@ -65,13 +66,12 @@ func (p *lineProgress) TrialStart(n, total int, rec *store.TrialRecord, repeat, 
 		p.redraw()
 		return
 	}
-	fmt.Fprintf(p.w, "trial %d/%d start %s\n", n, total, p.current)
+	fmt.Fprintf(p.w, "launch %d/%d: trial %s\n", n, total, p.current)
 }
 
 func (p *lineProgress) TrialDone(rec *store.TrialRecord) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.doneN++
 	p.last = fmt.Sprintf("%s %s", rec.ID, resultText(rec))
 	if p.tty {
 		p.redraw()
@@ -105,12 +105,12 @@ func (p *lineProgress) redraw() {
 	const width = 20
 	filled := 0
 	if p.total > 0 {
-		filled = min(width, width*p.doneN/p.total)
+		filled = min(width, width*(p.n-1)/p.total)
 	}
 	eta := "?"
-	if p.doneN > 0 && p.total > p.doneN {
-		per := time.Since(p.begin) / time.Duration(p.doneN)
-		eta = (per * time.Duration(p.total-p.doneN)).Round(time.Second).String()
+	if p.n > 1 && p.total >= p.n {
+		per := time.Since(p.begin) / time.Duration(p.n-1)
+		eta = (per * time.Duration(p.total-p.n+1)).Round(time.Second).String()
 	}
 	line := fmt.Sprintf("[%s%s] %d/%d ETA %s | %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
 		p.n, p.total, eta, p.current)

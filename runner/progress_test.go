@@ -22,7 +22,7 @@ func TestProgress(t *testing.T) {
 	p.Log("note")
 	p.TrialDone(failed)
 	p.Close()
-	assert.Equal(t, "trial 1/2 start abc [precision=bf16] repeat 1/3\n"+
+	assert.Equal(t, "launch 1/2: trial abc [precision=bf16] repeat 1/3\n"+
 		"trial abc done: ok 12.5 samples/s, step 80.0 ms (noisy)\n"+
 		"note\n"+
 		"trial def done: crashed: rank 1 was killed by SIGKILL\n", plain.String())
@@ -32,9 +32,11 @@ func TestProgress(t *testing.T) {
 	p = NewProgress(&tty, true)
 	p.TrialStart(1, 2, rec, 0, 1)
 	p.TrialDone(done)
+	p.TrialStart(2, 2, rec, 0, 1)
 	p.Close()
 	out := tty.String()
 	assert.NotContains(t, strings.TrimSuffix(out, "\r\033[K"), "\n", "one updating line")
-	assert.Contains(t, out, "[##########..........] 1/2 ETA")
+	assert.Contains(t, out, "[....................] 1/2 ETA ?")
+	assert.Contains(t, out, "[##########..........] 2/2 ETA")
 	assert.Contains(t, out, "last: abc ok 12.5 samples/s")
 }

@@ -57,10 +57,10 @@ type Options struct {
 
 // Runner runs one sweep.
 type Runner struct {
-	opts    Options
-	total   int
-	started int
-	records map[string]*store.TrialRecord // committed (or reused) in this run
+	opts     Options
+	launches int                           // launches started so far (progress)
+	planned  int                           // launches planned so far (greedy adds each round's)
+	records  map[string]*store.TrialRecord // committed (or reused) in this run
 }
 
 // Result is what a sweep did.
@@ -125,9 +125,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if r.opts.Plan.Strategy == "greedy" && len(r.opts.Only) == 0 {
 		return res, r.runGreedy(ctx, res)
 	}
-	trials := r.select_(r.opts.Plan.Trials)
-	r.total = len(trials)
-	_, err := r.runBatch(ctx, trials, res)
+	_, err := r.runBatch(ctx, r.select_(r.opts.Plan.Trials), res)
 	return res, err
 }
 
@@ -229,6 +227,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 			}
 		}
 	}
+	r.planned += len(jobs)
 	var out []*store.TrialRecord
 	finish := func(p *pending) error {
 		p.over = true
@@ -244,9 +243,9 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		}
 		if p.rec.Started.IsZero() {
 			p.rec.Started = time.Now().UTC()
-			r.started++
 		}
 		if p.spec.Unsupported != "" {
+			r.planned -= repeats - j.rep - 1 // its other repeats will not launch
 			p.rec.Outcome, p.rec.Error = store.Unsupported, p.spec.Unsupported
 			if err := finish(p); err != nil {
 				return out, err
@@ -256,7 +255,8 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		if ctx.Err() != nil {
 			break
 		}
-		o.Progress.TrialStart(r.started, r.total, p.rec, j.rep, repeats)
+		r.launches++
+		o.Progress.TrialStart(r.launches, r.planned, p.rec, j.rep, repeats)
 		rr, err := r.launchWithRetries(ctx, p, j.rep)
 		if err != nil { // infrastructure failure after every retry
 			p.rec.Outcome, p.rec.Error = store.Failed, err.Error()
