@@ -151,20 +151,17 @@ func knobChart(s *Summary, knob string) (*Chart, error) {
 		return nil, err
 	}
 	return &Chart{ID: "knob-" + knob, Title: "Throughput vs " + knob, SVG: svg,
-		Caption: "Each point is a trial (points sharing a value differ in other knobs). Whiskers: 95% CI of the median; " +
-			"min–max of the samples where a trial has too few for an interval. Dashed: the baseline trial."}, nil
+		Caption: "Each point is a trial's median throughput (points sharing a value differ in other knobs). Whiskers: 95% CI " +
+			"of the median; none where a trial has too few samples for an interval (fewer than 6). Dashed: the baseline trial; ringed: the best."}, nil
 }
 
-// whisker is the CI when bounded, else the range of the samples.
+// whisker is the CI when bounded, else nothing (a zero-length whisker): the
+// sample range would let one outlier step dominate the chart.
 func whisker(t *Trial) (lo, hi float64) {
 	if t.Throughput.Bounded() {
 		return t.Throughput.Lo, t.Throughput.Hi
 	}
-	lo, hi = t.Throughput.Center, t.Throughput.Center
-	for _, v := range t.Samples.Throughput {
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	return lo, hi
+	return t.Throughput.Center, t.Throughput.Center
 }
 
 // knobValues are the knob's distinct values, numerically sorted when all are

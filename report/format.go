@@ -35,10 +35,10 @@ func Num(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// Interval is "lo–hi" of an estimate, or "no CI (n=3)" when unbounded.
+// Interval is "lo–hi" of an estimate, or "no CI" when unbounded.
 func Interval(e stats.Estimate) string {
 	if !e.Bounded() {
-		return fmt.Sprintf("no CI (n=%d)", e.N)
+		return "no CI"
 	}
 	return Num(e.Lo) + "–" + Num(e.Hi)
 }

@@ -27,7 +27,7 @@ var funcs = template.FuncMap{
 	"ratioCI":  RatioCI,
 	"sig":      SignificanceText,
 	"percent":  Percent,
-	"bytes":    Bytes,
+	"mem":      memText,
 	"mfu":      mfuText,
 	"join":     strings.Join,
 	"knobs":    func(t *Trial) string { return knobList(changedKnobs(t)) },
@@ -49,6 +49,7 @@ type htmlData struct {
 	Counts   []outcomeCount
 	Prov     [][2]string
 	Setup    string
+	Fixed    []string // "knob=value" shared by every trial
 	CSS      template.CSS
 	JS       template.JS
 }
@@ -72,6 +73,10 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
 		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
+	fixed := fixedKnobs(s)
+	for _, k := range slices.Sorted(maps.Keys(fixed)) {
+		d.Fixed = append(d.Fixed, k+"="+fixed[k])
+	}
 	for _, f := range s.Findings {
 		if f.Status == checklist.Finding {
 			d.Findings = append(d.Findings, f)

@@ -42,7 +42,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 			}
 			row = append(row, Num(t.Throughput.Center), Interval(t.Throughput), fmt.Sprintf("%d %s", t.Throughput.N, t.Samples.Source),
 				fmt.Sprintf("%s (%s–%s)", Num(t.StepMS.Median), Num(t.StepMS.P10), Num(t.StepMS.P90)),
-				cv, mfuText(t.MFU), Num(t.TFLOPS), Bytes(t.MemPeakBytes))
+				cv, mfuText(t.MFU), Num(t.TFLOPS), memText(t.MemPeakBytes))
 			mdRow(&b, row)
 		}
 		b.WriteString("\nIntervals are distribution-free 95% confidence intervals of the median (benchmath); " +
@@ -86,6 +86,9 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	mdRow(&b, []string{"---", "---"})
 	for _, kv := range provenanceRows(s) {
 		mdRow(&b, []string{kv[0], kv[1]})
+	}
+	if fixed := fixedKnobs(s); len(fixed) > 0 {
+		mdRow(&b, []string{"fixed knobs", knobList(fixed)})
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -151,7 +154,17 @@ func SetupLine(p *Provenance) string {
 
 func provenanceRows(s *Summary) [][2]string {
 	p := &s.Provenance
-	rows := [][2]string{
+	driver := p.Driver
+	if p.CUDADriver != "" {
+		driver = strings.TrimSpace(driver + " (CUDA driver " + p.CUDADriver + ")")
+	}
+	var libs []string
+	for _, kv := range [][2]string{{"torch", p.Torch}, {"CUDA", p.CUDA}, {"cuDNN", p.CuDNN}, {"NCCL", p.NCCL}} {
+		if kv[1] != "" {
+			libs = append(libs, kv[0]+" "+kv[1])
+		}
+	}
+	all := [][2]string{
 		{"casestudy", p.Casestudy},
 		{"command", p.Command},
 		{"study", p.StudyPath},
@@ -159,12 +172,15 @@ func provenanceRows(s *Summary) [][2]string {
 		{"host", p.Host},
 		{"CPU", p.CPU},
 		{"GPUs", strings.Join(p.GPUs, "; ")},
-		{"driver", p.Driver + " (CUDA driver " + p.CUDADriver + ")"},
-		{"torch / CUDA / cuDNN / NCCL", strings.Join([]string{p.Torch, p.CUDA, p.CuDNN, p.NCCL}, " / ")},
+		{"driver", driver},
+		{"libraries", strings.Join(libs, ", ")},
 		{"nodes", fmt.Sprint(p.Nodes)},
 	}
-	if fixed := fixedKnobs(s); len(fixed) > 0 {
-		rows = append(rows, [2]string{"fixed knobs", knobList(fixed)})
+	var rows [][2]string
+	for _, kv := range all {
+		if kv[1] != "" {
+			rows = append(rows, kv)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 		rows = append(rows, [2]string{"env " + k, p.Env[k]})
@@ -231,6 +247,14 @@ func trialLabel(t *Trial) string {
 		return t.ID
 	}
 	return t.ID + " (" + strings.Join(tags, ", ") + ")"
+}
+
+// memText is the peak memory, "n/a" when not measured (CPU runs).
+func memText(b int64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return Bytes(b)
 }
 
 func mfuText(mfu float64) string {
