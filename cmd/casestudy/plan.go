@@ -57,7 +57,7 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 	if opts.maxTrials < 1 {
 		return exitcode.Usage(fmt.Errorf("--max-trials must be at least 1, got %d", opts.maxTrials))
 	}
-	s, err := study.Load(path, study.LoadOptions{AllowOutside: opts.allowOutside})
+	s, err := loadStudy(path, opts.allowOutside)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,12 @@ func TestValidateErrors(t *testing.T) {
 	assert.Contains(t, stderr, bad+`:7:17: precision: "fp8" is not one of fp32 | tf32 | bf16 | fp16`)
 	assert.Contains(t, stderr, "1 of 2 study files have problems")
 
+	rules := filepath.Join(dir, "rules.yaml")
+	require.NoError(t, os.WriteFile(rules, []byte("name: r\nmodel: {family: gpt, preset: tiny}\nchecklist: {disable: [stragler]}\n"), 0o644))
+	code, _, stderr = studyCLI(t, "validate", rules)
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, rules+`: checklist.disable: unknown rule "stragler"`)
+
 	code, _, stderr = studyCLI(t, "validate", filepath.Join(dir, "missing.yaml"))
 	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "missing.yaml: cannot read study: no such file or directory")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/casestudy/casestudy/checklist"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/study"
 )
@@ -54,7 +55,7 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 	}
 	bad := 0
 	for _, f := range files {
-		s, err := study.Load(f, study.LoadOptions{AllowOutside: opts.allowOutside})
+		s, err := loadStudy(f, opts.allowOutside)
 		var plan *study.Plan
 		if err == nil {
 			plan, err = study.Expand(s, study.ExpandOptions{MaxTrials: opts.maxTrials})
@@ -71,6 +72,24 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 		return exitcode.Silent{Code: exitcode.Input}
 	}
 	return nil
+}
+
+// loadStudy loads a study and checks its checklist section against the rule
+// registry (unknown rule IDs and threshold names are input errors).
+func loadStudy(path string, allowOutside bool) (*study.Study, error) {
+	s, err := study.Load(path, study.LoadOptions{AllowOutside: allowOutside})
+	if err != nil {
+		return nil, err
+	}
+	cfg := checklist.Config{Disable: s.Checklist.Disable, Thresholds: s.Checklist.Thresholds}
+	if err := cfg.Validate(); err != nil {
+		se := &study.Error{}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			se.Problems = append(se.Problems, study.Problem{Pos: study.Pos{File: path}, Msg: line})
+		}
+		return nil, se
+	}
+	return s, nil
 }
 
 // plural writes "1 trial", "2 trials".
