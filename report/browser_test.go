@@ -59,8 +59,20 @@ func browser(t *testing.T) context.Context {
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); acancel() })
-	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("true")) // start the browser without a deadline
-	require.NoError(t, err, "starting %s", chromium(t))
+	// Start the browser. The first Run's context must have no deadline (it
+	// would stop the browser), so the wait is bounded here instead.
+	started := make(chan error, 1)
+	go func() {
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("true"))
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		require.NoError(t, err, "starting %s", chromium(t))
+	case <-time.After(90 * time.Second):
+		cancel()
+		t.Fatalf("%s did not start within 90s", chromium(t))
+	}
 	return ctx
 }
 
