@@ -90,3 +90,17 @@ func Bytes(b int64) string {
 
 // Percent is 0.4123 -> "41.2%".
 func Percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// SI is a large count with a metric prefix: 508754 -> "508.8k", 1.2e6 -> "1.20M".
+func SI(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1e9:
+		return fmt.Sprintf("%.2fG", v/1e9)
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return Num(v)
+}

@@ -21,6 +21,7 @@ var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).P
 
 var funcs = template.FuncMap{
 	"num":      Num,
+	"si":       SI,
 	"interval": Interval,
 	"pctRange": PctRange,
 	"ratio":    Ratio,
@@ -50,6 +51,7 @@ type htmlData struct {
 	Prov     [][2]string
 	Setup    string
 	Fixed    []string // "knob=value" shared by every trial
+	Tokens   bool     // some trial counts tokens: show tokens/s
 	CSS      template.CSS
 	JS       template.JS
 }
@@ -73,6 +75,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
 		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
+	for _, t := range s.Trials {
+		d.Tokens = d.Tokens || t.TokensPerS > 0
+	}
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])
