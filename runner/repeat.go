@@ -243,7 +243,7 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 			}
 		case <-done:
 			done = nil
-			fail(cause{outcome: store.Interrupted, rank: -1, msg: "interrupted"})
+			fail(cause{outcome: store.Interrupted, rank: -1, msg: "stopped by a signal; --resume runs it again"})
 		}
 	}
 	drain()

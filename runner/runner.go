@@ -289,7 +289,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		// trials with some repeats done but not all: record them interrupted
 		for _, p := range ps {
 			if !p.over && !p.rec.Started.IsZero() {
-				p.rec.Outcome, p.rec.Error = store.Interrupted, "interrupted"
+				p.rec.Outcome, p.rec.Error = store.Interrupted, "stopped by a signal before its last repeat; --resume runs it again"
 				if err := finish(p); err != nil {
 					return out, err
 				}

@@ -474,3 +474,15 @@ func TestKill9ThenResume(t *testing.T) {
 	}
 	assert.Len(t, ids, len(f.plan.Trials))
 }
+
+func TestOnlyTheNamedTrials(t *testing.T) {
+	f := newFixture(t, faultsStudy)
+	o := f.options()
+	want := idOf(t, f.plan, "none")
+	o.Only = []string{want}
+	run, err := f.run(t, context.Background(), o)
+	require.NoError(t, err)
+	require.Len(t, run.Trials, 1, "no other trial, no skipped records")
+	assert.Equal(t, want, run.Trials[0].ID)
+	assert.Equal(t, store.OK, run.Trials[0].Outcome)
+}

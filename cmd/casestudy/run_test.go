@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +26,11 @@ import (
 const asMainEnv = "CASESTUDY_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) == "1" {
-		os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	if os.Getenv(asMainEnv) == "1" { // as main() does
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -192,4 +199,97 @@ func TestDoctorWithEngine(t *testing.T) {
 	assert.Equal(t, 0, code, stdout)
 	assert.Contains(t, stdout, "ok    abi")
 	assert.True(t, strings.Contains(stdout, "usable for CPU studies") || strings.Contains(stdout, "usable for CPU and GPU studies"), stdout)
+}
+
+// startRun starts this test binary as `casestudy run ARGS...` in its own
+// process and waits until at least one trial is committed under out.
+func startRun(t *testing.T, lib, out string, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	cmd := exec.Command(exe, append([]string{"run", "--out", out}, args...)...)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1", engine.EnvLibrary+"="+lib)
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	require.NoError(t, cmd.Start())
+	var dir string
+	require.Eventually(t, func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(out, "*", "*", "trials.jsonl"))
+		if len(dirs) == 0 {
+			return false
+		}
+		recs, _ := store.ReadTrials(dirs[0])
+		dir = filepath.Dir(dirs[0])
+		return len(recs) >= 1
+	}, 60*time.Second, 10*time.Millisecond, "no trial committed")
+	return cmd, &buf, dir
+}
+
+// tinyStudy is three short trials of the tiny GPT for the kill and interrupt tests.
+func tinyStudy(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "studies", "tiny.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(`name: tiny
+model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 32}
+workload: {device: cpu, ranks: 1, warmup_steps: 1, steps: 3, timeout: 1m, threads: 1}
+sweep: {strategy: list, trials: [{precision: fp32}, {precision: bf16}, {grad_accum: 2}]}
+`), 0o644))
+	return path
+}
+
+func assertEveryTrialOnce(t *testing.T, dir string) {
+	t.Helper()
+	run, err := store.ReadRun(dir)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, tr := range run.Trials {
+		seen[tr.ID]++
+		assert.Equal(t, store.OK, tr.Outcome, "%s: %s", tr.ID, tr.Error)
+	}
+	for _, p := range run.Manifest.Plan {
+		assert.Equal(t, 1, seen[p.ID], "trial %s exactly once", p.ID)
+	}
+	assert.Len(t, seen, len(run.Manifest.Plan))
+}
+
+// TestRunKilledThenResumed: kill -9 of the casestudy process mid-sweep loses
+// at most the trial in flight; --resume completes the run, no duplicate, no
+// lost trial.
+func TestRunKilledThenResumed(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	out := t.TempDir()
+	cmd, _, dir := startRun(t, lib, out, tinyStudy(t))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	code, stdout, stderr := runCLI(t, "run", "--resume", dir)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assertEveryTrialOnce(t, dir)
+}
+
+// TestRunInterruptedThenResumed: Ctrl-C records the trial in flight as
+// interrupted, prints the resume command and exits 130.
+func TestRunInterruptedThenResumed(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	out := t.TempDir()
+	cmd, buf, dir := startRun(t, lib, out, tinyStudy(t))
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, cmd.Process.Signal(os.Interrupt), "a second Ctrl-C is ignored while flushing")
+	err := cmd.Wait()
+	var exitErr *exec.ExitError
+	require.ErrorAs(t, err, &exitErr, buf.String())
+	t.Logf("interrupted run (exit %d):\n%s", exitErr.ExitCode(), buf)
+	if exitErr.ExitCode() == exitcode.Interrupted {
+		assert.Contains(t, buf.String(), "resume with: casestudy run --resume "+dir)
+	} else {
+		// the signal came after the last trial had started: it still ends cleanly
+		require.Equal(t, 0, exitErr.ExitCode(), buf.String())
+	}
+	code, stdout, stderr := runCLI(t, "run", "--resume", dir)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assertEveryTrialOnce(t, dir)
 }
