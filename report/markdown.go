@@ -264,7 +264,8 @@ func mfuText(mfu float64) string {
 	return Percent(mfu)
 }
 
-// allWarnings are the summary's and every trial's warnings, prefixed with the trial.
+// allWarnings are the summary's warnings, then the headline's, then the
+// trials' grouped by text: "need >= 6 samples ... (trials a, b)".
 func allWarnings(s *Summary) []string {
 	out := append([]string(nil), s.Warnings...)
 	if h := s.Headline.Speedup; h != nil {
@@ -272,10 +273,23 @@ func allWarnings(s *Summary) []string {
 			out = append(out, "headline: "+w)
 		}
 	}
+	var order []string
+	trials := map[string][]string{}
 	for _, t := range s.Trials {
 		for _, w := range t.Warnings {
-			out = append(out, t.ID+": "+w)
+			if trials[w] == nil {
+				order = append(order, w)
+			}
+			trials[w] = append(trials[w], t.ID)
 		}
+	}
+	for _, w := range order {
+		ids := trials[w]
+		if len(ids) == 1 {
+			out = append(out, ids[0]+": "+w)
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (%d trials: %s)", w, len(ids), strings.Join(ids, ", ")))
 	}
 	return out
 }
