@@ -184,8 +184,11 @@ func checkTrialIDs(plan *study.Plan, ids []string) error {
 		}
 	}
 	if len(unknown) > 0 {
-		return exitcode.Usage(fmt.Errorf("--trial %s: not a trial of this plan (see 'casestudy plan %s')",
-			strings.Join(unknown, ", "), plan.Study.Path))
+		hint := fmt.Sprintf("see 'casestudy plan %s'", plan.Study.Path)
+		if plan.Strategy == "greedy" {
+			hint = "a greedy sweep plans its later rounds from earlier results, so only round 1 trials can run alone; " + hint
+		}
+		return exitcode.Usage(fmt.Errorf("--trial %s: not a trial of this plan (%s)", strings.Join(unknown, ", "), hint))
 	}
 	return nil
 }
