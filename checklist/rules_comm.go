@@ -17,7 +17,7 @@ var commRules = []*Rule{
 			"is exposed. Judged from a ddp.bucket_mb pair when swept, else from the best trial's buckets.",
 		Needs: []string{"knob ddp.bucket_mb", "steps[].buckets (bytes, busbw)", "exposed_comm_ms", "samples_per_s"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up over the baseline's bucket size that makes a recommendation"},
+			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up over the baseline's bucket size that makes a recommendation (beyond noise too)"},
 			{Name: "max_buckets_per_step", Default: 40, Unit: "count", Doc: "more all-reduces per step than this are many small collectives"},
 			{Name: "low_busbw_frac", Default: 0.5, Unit: "fraction", Doc: "bucket busbw below this share of the run's best busbw is low"},
 			{Name: "max_exposed_frac", Default: 0.15, Unit: "fraction", Doc: "exposed communication share of the step that makes one bucket too large"},
@@ -108,13 +108,13 @@ func checkBucketSize(c *evalContext) verdict {
 	}
 	base := c.run.baseline("ddp.bucket_mb")
 	if comps := c.run.against("ddp.bucket_mb", base); len(comps) > 0 {
-		b := fastest(comps)
-		if b == nil {
+		b, top := winner(comps, c.t("min_speedup"))
+		if top == nil {
 			return na("the ddp.bucket_mb pairs have no throughput or step time")
 		}
-		if b.Speedup < c.t("min_speedup") {
-			return pass("no bucket size beat the baseline's %s MB by %s (best: %s MB at %s, trials %s, %s)",
-				base, x(c.t("min_speedup")), b.Alt.knob("ddp.bucket_mb"), x(b.Speedup), b.Alt.ID, b.Base.ID)
+		if b == nil {
+			return pass("no bucket size beat the baseline's %s MB by %s beyond noise (best: %s MB at %s, trials %s, %s)",
+				base, x(c.t("min_speedup")), top.Alt.knob("ddp.bucket_mb"), x(top.Speedup), top.Alt.ID, top.Base.ID)
 		}
 		altMB, baseMB := b.Alt.knobFloat("ddp.bucket_mb", 0), b.Base.knobFloat("ddp.bucket_mb", 0)
 		why := "too large: its communication waits for the end of the backward pass"

@@ -17,7 +17,7 @@ var computeRules = []*Rule{
 			"faster and ends at the same loss, the baseline leaves speed unused.",
 		Needs: []string{"knob precision", "samples_per_s", "final_loss", "a pair of trials differing only in precision"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.10, Unit: "x", Doc: "speed-up over the baseline's precision that makes a recommendation"},
+			{Name: "min_speedup", Default: 1.10, Unit: "x", Doc: "speed-up over the baseline's precision that makes a recommendation (it must also exceed twice the run-to-run noise)"},
 			{Name: "loss_tolerance", Default: 0.02, Unit: "fraction", Doc: "largest relative difference of final loss that still counts as matching"},
 		},
 		check: checkPrecision,
@@ -41,7 +41,7 @@ var computeRules = []*Rule{
 			"else from short steps at low MFU (a hint, reported as info).",
 		Needs: []string{"knob graphs", "samples_per_s", "step_ms", "mfu"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation"},
+			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation (beyond noise too)"},
 			{Name: "small_step_ms", Default: 50, Unit: "ms", Doc: "steps shorter than this may be launch-bound"},
 			{Name: "low_mfu", Default: 0.30, Unit: "fraction", Doc: "MFU below this, with short steps, suggests launch overhead"},
 		},
@@ -82,6 +82,24 @@ func fastest(cs []comparison) *comparison {
 		}
 	}
 	return best
+}
+
+// clearlyFaster reports whether the alternative beat the baseline side by at
+// least minSpeedup and by more than the pair's run-to-run noise.
+func clearlyFaster(cmp comparison, minSpeedup float64) bool {
+	return !math.IsNaN(cmp.Speedup) && cmp.Speedup >= minSpeedup && cmp.Speedup-1 > noiseBand(cmp.Alt, cmp.Base, 0)
+}
+
+// winner returns the fastest comparison that is clearly faster (nil for
+// none) and the fastest overall (nil when no pair has a speed).
+func winner(cs []comparison, minSpeedup float64) (win, top *comparison) {
+	var clear []comparison
+	for _, c := range cs {
+		if clearlyFaster(c, minSpeedup) {
+			clear = append(clear, c)
+		}
+	}
+	return fastest(clear), fastest(cs)
 }
 
 // precisionRank orders precisions from full to reduced.
@@ -125,7 +143,7 @@ func checkPrecision(c *evalContext) verdict {
 	}
 	var good, fastButOff, unknownLoss []comparison
 	for _, cmp := range comps {
-		if math.IsNaN(cmp.Speedup) || cmp.Speedup < c.t("min_speedup") {
+		if !clearlyFaster(cmp, c.t("min_speedup")) {
 			continue
 		}
 		switch {
@@ -164,7 +182,7 @@ func checkPrecision(c *evalContext) verdict {
 	if b == nil {
 		return na("the precision pairs have no throughput or step time")
 	}
-	return pass("reduced precision gained at most %s over %s (trials %s, %s), below %s: keeping %s is fine",
+	return pass("reduced precision gained at most %s over %s (trials %s, %s), below %s or within noise: keeping %s is fine",
 		x(b.Speedup), base, b.Alt.ID, b.Base.ID, x(c.t("min_speedup")), base)
 }
 
@@ -228,11 +246,12 @@ func checkGraphs(c *evalContext) verdict {
 	base := c.run.baseline("graphs")
 	if len(c.run.pairs("graphs")) > 0 {
 		comps := c.run.against("graphs", "false")
-		b := fastest(comps)
+		win, b := winner(comps, c.t("min_speedup"))
 		if b == nil {
 			return na("the graphs pairs have no throughput or step time")
 		}
-		if b.Speedup >= c.t("min_speedup") && base != "true" {
+		if win != nil && base != "true" {
+			b = win
 			return verdict{
 				Status: Finding,
 				Message: fmt.Sprintf("CUDA Graphs made the step %s faster (%s → %s, trials %s, %s)",
@@ -245,7 +264,7 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: true",
 			}
 		}
-		if base == "true" && b.Speedup < 1/c.t("min_speedup") {
+		if base == "true" && b.Speedup < 1/c.t("min_speedup") && 1-b.Speedup > noiseBand(b.Alt, b.Base, 0) {
 			return verdict{
 				Status:         Finding,
 				Message:        fmt.Sprintf("the baseline captures CUDA Graphs, but replay was at best %s the speed of eager (trials %s, %s)", x(b.Speedup), b.Alt.ID, b.Base.ID),
@@ -253,7 +272,7 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: false (the steps are not launch-bound)",
 			}
 		}
-		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s); threshold %s",
+		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s); threshold %s beyond noise",
 			x(b.Speedup), b.Alt.ID, b.Base.ID, x(c.t("min_speedup")))
 	}
 	t := c.run.best

@@ -17,7 +17,7 @@ var resourceRules = []*Rule{
 			"micro-batches). Judged from an mps on/off pair when swept, else from the trials' settings and MFU.",
 		Needs: []string{"knobs mps, procs_per_gpu", "samples_per_s", "mfu"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of mps: true that makes a recommendation"},
+			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of mps: true that makes a recommendation (beyond noise too)"},
 			{Name: "small_work_mfu", Default: 0.20, Unit: "fraction", Doc: "MFU below this marks per-GPU work as small"},
 		},
 		check: checkMPS,
@@ -43,11 +43,12 @@ var resourceRules = []*Rule{
 
 func checkMPS(c *evalContext) verdict {
 	if len(c.run.pairs("mps")) > 0 {
-		b := fastest(c.run.against("mps", "false"))
+		win, b := winner(c.run.against("mps", "false"), c.t("min_speedup"))
 		if b == nil {
 			return na("the mps pairs have no throughput or step time")
 		}
-		if b.Speedup >= c.t("min_speedup") && c.run.baseline("mps") != "true" {
+		if win != nil && c.run.baseline("mps") != "true" {
+			b = win
 			return verdict{
 				Status: Finding,
 				Message: fmt.Sprintf("MPS made the trial %s faster with %s process(es) per GPU (trials %s, %s)",
@@ -60,7 +61,7 @@ func checkMPS(c *evalContext) verdict {
 				Recommendation: "use mps: true with procs_per_gpu: " + b.Alt.knob("procs_per_gpu"),
 			}
 		}
-		return pass("MPS changed speed by %s (trials %s, %s), below %s", x(b.Speedup), b.Alt.ID, b.Base.ID, x(c.t("min_speedup")))
+		return pass("MPS changed speed by %s (trials %s, %s), below %s or within noise", x(b.Speedup), b.Alt.ID, b.Base.ID, x(c.t("min_speedup")))
 	}
 	if !c.run.onGPU() {
 		return na("CPU run: MPS shares a GPU between processes")

@@ -90,17 +90,20 @@ func checkHygiene(c *evalContext) verdict {
 			}
 		}
 	}
-	var problems, recs, trials []string
+	var problems, kinds, recs, trials []string
 	if okW && float64(warmup) < c.t("min_warmup_steps") {
 		problems = append(problems, fmt.Sprintf("%d warm-up step(s) (< %s): the first steps include allocator growth, autotuning and graph capture", warmup, num(c.t("min_warmup_steps"))))
+		kinds = append(kinds, "too few warm-up steps")
 		recs = append(recs, fmt.Sprintf("workload.warmup_steps: %s", num(c.t("min_warmup_steps"))))
 	}
 	if okS && float64(steps) < c.t("min_steps") {
 		problems = append(problems, fmt.Sprintf("%d measured step(s) per repeat (< %s)", steps, num(c.t("min_steps"))))
+		kinds = append(kinds, "too few measured steps")
 		recs = append(recs, fmt.Sprintf("workload.steps: %s", num(c.t("min_steps"))))
 	}
 	if okR && float64(repeats) < c.t("min_repeats") {
 		problems = append(problems, fmt.Sprintf("%d repeat(s) per trial (< %s): run-to-run variance is not measured", repeats, num(c.t("min_repeats"))))
+		kinds = append(kinds, "too few repeats")
 		recs = append(recs, fmt.Sprintf("workload.repeats: %s", num(c.t("min_repeats"))))
 	}
 	var noisy, throttled []string
@@ -116,10 +119,12 @@ func checkHygiene(c *evalContext) verdict {
 	}
 	if len(noisy) > 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d completed trial(s) are noisy: %s", len(noisy), len(c.run.ok), strings.Join(limit(noisy, 6), ", ")))
+		kinds = append(kinds, "noisy trials")
 		recs = append(recs, "re-run noisy trials on an idle machine, with more steps or repeats (workload.interleave: true spreads drift over trials)")
 	}
 	if len(throttled) > 0 {
 		problems = append(problems, fmt.Sprintf("%d trial(s) ran while a GPU was thermally or power throttled: %s", len(throttled), strings.Join(limit(throttled, 6), ", ")))
+		kinds = append(kinds, "throttled GPUs")
 		recs = append(recs, "check cooling and power limits (nvidia-smi -q -d PERFORMANCE) and re-run the throttled trials")
 	}
 	if len(problems) == 0 {
@@ -127,7 +132,7 @@ func checkHygiene(c *evalContext) verdict {
 	}
 	return verdict{
 		Status:         Finding,
-		Message:        strings.Join(problems, "; "),
+		Message:        fmt.Sprintf("%d measurement problem(s): %s", len(problems), strings.Join(kinds, ", ")),
 		Evidence:       problems,
 		Trials:         trials,
 		Recommendation: strings.Join(recs, "; "),
