@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +83,20 @@ func TestSingleRepeatUsesSteps(t *testing.T) {
 		require.NotNil(t, tr.Breakdown)
 		assert.Greater(t, tr.Breakdown.BubbleMS, 0.0, "pipeline fixture has a bubble")
 	}
+}
+
+func TestWarningsGrouped(t *testing.T) {
+	run := readFixture(t, "runs/bert-grid")
+	for i := range run.Trials {
+		if len(run.Trials[i].Repeats) > 3 {
+			run.Trials[i].Repeats = run.Trials[i].Repeats[:3]
+		}
+	}
+	s := Build(run, nil)
+	warns := allWarnings(s)
+	assert.Contains(t, warns, "need >= 6 samples for confidence interval at level 0.95 (5 trials: "+
+		strings.Join([]string{fixID(knobs("fp32", "16")), fixID(knobs("fp32", "32")), fixID(knobs("bf16", "16")),
+			fixID(knobs("bf16", "32")), fixID(knobs("bf16", "64"))}, ", ")+")")
+	require.NotNil(t, s.Headline.Speedup)
+	assert.Contains(t, s.Headline.Text, "no confidence interval: too few samples")
 }
