@@ -17,6 +17,12 @@
 extern "C" {
 #endif
 
+/* The library is compiled with hidden visibility; these declarations are its
+ * exports (exports.map keeps only cs_* in the dynamic symbol table). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define CS_ABI_VERSION 1
 
 typedef enum cs_status {
@@ -79,6 +85,10 @@ cs_status cs_bench_allreduce(const char *config_json, char *out, size_t out_len,
 
 /* Frees everything; safe on NULL. Returns CS_OK or the error of an orderly teardown. */
 cs_status cs_destroy(cs_engine *e, char *err, size_t err_len);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

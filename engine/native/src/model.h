@@ -99,10 +99,12 @@ struct Family {
       data;
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double default_lr = 3e-4;
+  std::vector<std::string> presets;  // for listings (cs_models), in display order
 };
 
 // The family registry (families.cpp). Throws ConfigError for an unknown name.
 const Family& family(const std::string& name);
+std::vector<std::string> family_names();
 
 // Activation checkpointing (checkpoint.cpp): runs fn without keeping its
 // activations and recomputes it during backward.

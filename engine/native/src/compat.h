@@ -1,0 +1,111 @@
+// compat.h: every difference between libtorch 1.13 (Debian, CPU) and 2.x (pip,
+// CUDA) the engine meets, in one place. The rest of the engine calls these.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <string>
+#include <vector>
+
+#define CS_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||     \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// Public scaled_dot_product_attention: 2.0.
+#define CS_HAS_SDPA CS_TORCH_AT_LEAST(2, 0)
+// at::_fused_adamw_ (CUDA): 2.1.
+#if defined(CS_WITH_CUDA) && CS_TORCH_AT_LEAST(2, 1)
+#define CS_HAS_FUSED_ADAMW 1
+#else
+#define CS_HAS_FUSED_ADAMW 0
+#endif
+// _foreach_mul_(TensorList, Tensor): 2.1.
+#define CS_HAS_FOREACH_MUL_TENSOR CS_TORCH_AT_LEAST(2, 1)
+// fp16 autocast on CPU: 2.1 (1.13 casts CPU ops to bf16 only).
+#define CS_HAS_CPU_FP16_AUTOCAST CS_TORCH_AT_LEAST(2, 1)
+
+namespace cs {
+namespace compat {
+
+inline std::string torch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+// Autocast for one device type: the setters take a device type from 2.4 on.
+inline void set_autocast(c10::DeviceType dev, bool enabled, at::ScalarType dtype) {
+#if CS_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(dev, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(dev, dtype);
+#else
+  if (dev == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+inline bool autocast_enabled(c10::DeviceType dev) {
+#if CS_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(dev);
+#else
+  return dev == c10::DeviceType::CUDA ? at::autocast::is_enabled()
+                                      : at::autocast::is_cpu_enabled();
+#endif
+}
+
+inline at::ScalarType autocast_dtype(c10::DeviceType dev) {
+#if CS_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(dev);
+#else
+  return dev == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                      : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+// Causal self-attention over q, k, v [B, H, T, D]. 2.x: SDPA (flash or
+// memory-efficient kernels on CUDA); 1.13: matmul, causal mask, softmax, matmul.
+inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v) {
+#if CS_HAS_SDPA
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true);
+#else
+  const auto T = q.size(-2);
+  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
+                  .triu(1);
+  att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  att = torch::softmax(att, -1);
+  return torch::matmul(att, v);
+#endif
+}
+
+// Bidirectional self-attention over q, k, v [B, H, T, D] without a mask (BERT).
+// 2.x: SDPA; 1.13: matmul, softmax, matmul.
+inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+#if CS_HAS_SDPA
+  return at::scaled_dot_product_attention(q, k, v);
+#else
+  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  return torch::matmul(torch::softmax(att, -1), v);
+#endif
+}
+
+// grads *= coef (a 0-d tensor on the same device), without a host sync.
+inline void foreach_mul(const std::vector<torch::Tensor>& ts, const torch::Tensor& coef) {
+#if CS_HAS_FOREACH_MUL_TENSOR
+  at::_foreach_mul_(ts, coef);
+#else
+  for (const auto& t : ts) t.mul_(coef);
+#endif
+}
+
+}  // namespace compat
+}  // namespace cs

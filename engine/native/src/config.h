@@ -1,0 +1,59 @@
+// config.h: the engine configuration (engine/config.go is the JSON contract).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dist.h"
+#include "model.h"
+
+namespace cs {
+
+// Thrown for an out-of-memory condition the engine detects or injects:
+// becomes CS_ERR_OOM at the ABI (as do c10::OutOfMemoryError and CUDA OOM texts).
+struct OOMError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Precision { FP32, TF32, BF16, FP16 };
+const char* precision_name(Precision p);
+
+struct PipelineOptions {
+  int stages = 1;
+  int microbatches = 1;
+  std::string schedule = "gpipe";  // gpipe | 1f1b
+  std::vector<int> balance;
+};
+
+// Fault injection for the runner's failure tests. crash | abort | exit are done by
+// the Go worker; the engine does error | oom | hang | slow.
+struct FaultOptions {
+  std::string kind;  // "" = none
+  int rank = 0;
+  int64_t at_step = 0;  // 0-based step index (the first cs_step is step 0)
+  int slow_ms = 0;
+};
+
+struct EngineConfig {
+  ModelConfig model;
+  std::string device = "cpu";  // cpu | cuda
+  int device_index = 0;
+  int threads = 0;  // 0: all cores
+  Precision precision = Precision::FP32;
+  bool graphs = false;
+  int64_t grad_accum = 1;
+  double lr = 0;           // 0: the family's default
+  double peak_tflops = 0;  // 0: from the device table
+  DistOptions dist;
+  DDPOptions ddp;
+  PipelineOptions pipeline;
+  FaultOptions fault;
+};
+
+// Parses and validates a config JSON document. Throws ConfigError naming the
+// field. With model_only, fields outside the model are not validated (cs_describe).
+EngineConfig parse_config(const std::string& json, bool model_only = false);
+
+}  // namespace cs

@@ -1,0 +1,277 @@
+// gpt.cpp: the GPT family, GPT-2's architecture (Radford et al. 2019; the layout
+// of Hugging Face's GPT2LMHeadModel): learned token and position embeddings,
+// pre-LayerNorm blocks of causal self-attention and a 4x GELU(tanh) MLP, a final
+// LayerNorm, and an output head tied to the token embedding. No dropout.
+#include <cmath>
+#include <map>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "compat.h"
+#include "device.h"
+#include "model.h"
+
+namespace cs {
+namespace {
+
+struct GPTShape {
+  int64_t layers, hidden, heads, vocab, positions, seq_len;
+};
+
+struct Preset {
+  int64_t layers, hidden, heads, vocab, positions;
+};
+
+// GPT-2 small/medium/large/xl (vocab 50257, 1024 positions) and a CPU-sized toy.
+const std::map<std::string, Preset>& presets() {
+  static const std::map<std::string, Preset> p = {
+      {"tiny", {2, 64, 4, 256, 256}},
+      {"124m", {12, 768, 12, 50257, 1024}},
+      {"350m", {24, 1024, 16, 50257, 1024}},
+      {"774m", {36, 1280, 20, 50257, 1024}},
+      {"1.5b", {48, 1600, 25, 50257, 1024}},
+  };
+  return p;
+}
+
+int64_t default_seq_len(const std::string& preset) { return preset == "tiny" ? 64 : 1024; }
+
+GPTShape shape_of(const ModelConfig& c) {
+  auto it = presets().find(c.preset);
+  if (it == presets().end()) {
+    std::string names;
+    for (const auto& kv : presets()) names += (names.empty() ? "" : ", ") + kv.first;
+    throw ConfigError("preset \"" + c.preset + "\" is not a gpt preset; valid: " + names);
+  }
+  const Preset& p = it->second;
+  GPTShape s{p.layers, p.hidden, p.heads, p.vocab, p.positions, default_seq_len(c.preset)};
+  if (c.layers > 0) s.layers = c.layers;
+  if (c.hidden > 0) {
+    const int64_t head_dim = p.hidden / p.heads;
+    if (c.hidden % head_dim != 0)
+      throw ConfigError("hidden must be a multiple of the head size " + std::to_string(head_dim) +
+                        " for gpt " + c.preset + ", got " + std::to_string(c.hidden));
+    s.hidden = c.hidden;
+    s.heads = c.hidden / head_dim;
+  }
+  if (c.seq_len > 0) s.seq_len = c.seq_len;
+  if (s.seq_len > s.positions)
+    throw ConfigError("seq_len must be ≤ " + std::to_string(s.positions) + " (positions of gpt " +
+                      c.preset + "), got " + std::to_string(s.seq_len));
+  if (c.image_size != 0) throw ConfigError("image_size does not apply to gpt");
+  if (c.channels_last) throw ConfigError("channels_last does not apply to gpt");
+  return s;
+}
+
+// Parameters: token and position embeddings, per block 12·d² + 13·d (qkv and
+// projection weights and biases, MLP weights and biases, two LayerNorms), final LN.
+int64_t param_count(const GPTShape& s) {
+  const int64_t d = s.hidden;
+  return s.vocab * d + s.positions * d + s.layers * (12 * d * d + 13 * d) + 2 * d;
+}
+
+Facts describe(const ModelConfig& c) {
+  const GPTShape s = shape_of(c);
+  Facts f;
+  f.params = param_count(s);
+  // Training FLOPs of one sample of T tokens (forward + backward, PaLM appendix B):
+  // 6·N·T for the weight matmuls, N = params without position embeddings (the
+  // tied head's V·d counts once), plus 12·L·d·T² for attention scores and values.
+  const double n = double(f.params - s.positions * s.hidden);
+  const double T = double(s.seq_len);
+  f.flops_per_sample = 6.0 * n * T + 12.0 * double(s.layers) * double(s.hidden) * T * T;
+  f.tokens_per_sample = s.seq_len;
+  f.shapes = {{"layers", s.layers},   {"hidden", s.hidden},       {"heads", s.heads},
+              {"vocab", s.vocab},     {"positions", s.positions}, {"seq_len", s.seq_len},
+              {"micro_batch", c.micro_batch}};
+  return f;
+}
+
+using ModulePtr = std::shared_ptr<torch::nn::Module>;
+
+// A child module that only holds parameters, so that names read like Hugging
+// Face's (h.0.attn.c_attn.weight).
+ModulePtr child(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int64_t d, int64_t heads) : heads(heads) {
+    auto ln1 = child(*this, "ln_1");
+    ln_1_w = ln1->register_parameter("weight", torch::ones({d}));
+    ln_1_b = ln1->register_parameter("bias", torch::zeros({d}));
+    auto attn = child(*this, "attn");
+    auto c_attn = child(*attn, "c_attn");
+    c_attn_w = c_attn->register_parameter("weight", torch::empty({3 * d, d}));
+    c_attn_b = c_attn->register_parameter("bias", torch::zeros({3 * d}));
+    auto attn_proj = child(*attn, "c_proj");
+    attn_proj_w = attn_proj->register_parameter("weight", torch::empty({d, d}));
+    attn_proj_b = attn_proj->register_parameter("bias", torch::zeros({d}));
+    auto ln2 = child(*this, "ln_2");
+    ln_2_w = ln2->register_parameter("weight", torch::ones({d}));
+    ln_2_b = ln2->register_parameter("bias", torch::zeros({d}));
+    auto mlp = child(*this, "mlp");
+    auto c_fc = child(*mlp, "c_fc");
+    c_fc_w = c_fc->register_parameter("weight", torch::empty({4 * d, d}));
+    c_fc_b = c_fc->register_parameter("bias", torch::zeros({4 * d}));
+    auto mlp_proj = child(*mlp, "c_proj");
+    mlp_proj_w = mlp_proj->register_parameter("weight", torch::empty({d, 4 * d}));
+    mlp_proj_b = mlp_proj->register_parameter("bias", torch::zeros({d}));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto B = x.size(0), T = x.size(1), d = x.size(2);
+    auto h = torch::layer_norm(x, {d}, ln_1_w, ln_1_b, 1e-5);
+    auto qkv = torch::linear(h, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads});
+    qkv = qkv.permute({2, 0, 3, 1, 4});  // [3, B, H, T, hd]
+    auto y = compat::causal_attention(qkv[0], qkv[1], qkv[2]);
+    y = y.transpose(1, 2).contiguous().view({B, T, d});
+    auto r = x + torch::linear(y, attn_proj_w, attn_proj_b);
+    h = torch::layer_norm(r, {d}, ln_2_w, ln_2_b, 1e-5);
+    h = torch::gelu(torch::linear(h, c_fc_w, c_fc_b), "tanh");
+    return r + torch::linear(h, mlp_proj_w, mlp_proj_b);
+  }
+
+  int64_t heads;
+  torch::Tensor ln_1_w, ln_1_b, c_attn_w, c_attn_b, attn_proj_w, attn_proj_b;
+  torch::Tensor ln_2_w, ln_2_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b;
+};
+
+class GPT : public Model {
+ public:
+  GPT(const ModelConfig& c) : s_(shape_of(c)), checkpointing_(c.activation_checkpointing) {
+    const int64_t d = s_.hidden;
+    wte_ = child(*this, "wte")->register_parameter("weight", torch::empty({s_.vocab, d}));
+    wpe_ = child(*this, "wpe")->register_parameter("weight", torch::empty({s_.positions, d}));
+    auto h = register_module("h", torch::nn::ModuleList());
+    for (int64_t i = 0; i < s_.layers; i++) {
+      blocks_.push_back(std::make_shared<BlockImpl>(d, s_.heads));
+      h->push_back(blocks_.back());
+    }
+    auto ln_f = child(*this, "ln_f");
+    ln_f_w_ = ln_f->register_parameter("weight", torch::ones({d}));
+    ln_f_b_ = ln_f->register_parameter("bias", torch::zeros({d}));
+    init_weights(uint64_t(c.seed));
+  }
+
+  int64_t num_layers() const override { return s_.layers + 2; }
+
+  torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x_in,
+                               const Batch& b) override {
+    torch::Tensor x = x_in;
+    for (int64_t i = first; i < last; i++) {
+      if (i == 0) {
+        const auto T = b.input.size(1);
+        x = torch::embedding(wte_, b.input) + wpe_.narrow(0, 0, T);
+      } else if (i <= s_.layers) {
+        auto blk = blocks_[size_t(i - 1)];
+        if (checkpointing_ && torch::GradMode::is_enabled() && x.requires_grad())
+          x = checkpoint([blk](const torch::Tensor& t) { return blk->forward(t); }, x);
+        else
+          x = blk->forward(x);
+      } else {
+        x = torch::layer_norm(x, {s_.hidden}, ln_f_w_, ln_f_b_, 1e-5);
+      }
+    }
+    return x;
+  }
+
+  torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    auto logits = torch::linear(out, wte_).to(torch::kFloat32);  // tied head
+    return torch::nn::functional::cross_entropy(logits.view({-1, s_.vocab}),
+                                                b.target.reshape({-1}));
+  }
+
+  std::vector<torch::Tensor> layer_parameters(int64_t layer) override {
+    if (layer == 0) return {wte_, wpe_};
+    if (layer <= s_.layers) return blocks_[size_t(layer - 1)]->parameters();
+    if (layer == s_.layers + 1) return {ln_f_w_, ln_f_b_};
+    throw std::out_of_range("gpt layer " + std::to_string(layer));
+  }
+
+  // nanoGPT's rule: matmul weights and embeddings decay; biases and LayerNorms do not.
+  bool decays(const std::string& name) const override {
+    return name.find("ln_") == std::string::npos && name.find("bias") == std::string::npos;
+  }
+
+ private:
+  // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by
+  // 1/sqrt(2·layers), zero biases, unit LayerNorm gains; from the model seed only.
+  void init_weights(uint64_t seed) {
+    torch::NoGradGuard ng;
+    auto gen = at::detail::createCPUGenerator(seed);
+    const double std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * double(s_.layers));
+    wte_.normal_(0, std, gen);
+    wpe_.normal_(0, std, gen);
+    for (auto& blk : blocks_) {
+      blk->c_attn_w.normal_(0, std, gen);
+      blk->attn_proj_w.normal_(0, proj_std, gen);
+      blk->c_fc_w.normal_(0, std, gen);
+      blk->mlp_proj_w.normal_(0, proj_std, gen);
+    }
+  }
+
+  GPTShape s_;
+  bool checkpointing_;
+  torch::Tensor wte_, wpe_, ln_f_w_, ln_f_b_;
+  std::vector<std::shared_ptr<BlockImpl>> blocks_;
+};
+
+// Tokens from a fixed random Markov chain: a random walk y_{t+1} = y_t + o_c mod V
+// with four fixed offsets o drawn with probabilities 0.55/0.25/0.12/0.08, seen
+// through a fixed random permutation of the vocabulary (token = perm[y]). Every
+// token has four successors, the next-token entropy is 1.13 nats (the loss floor),
+// and a whole [B, T+1] batch is a handful of device ops (cumsum, no host loop).
+// The chain is the same for every run; the sample stream depends on seed and rank.
+class MarkovTokens : public DataSource {
+ public:
+  MarkovTokens(const ModelConfig& c, torch::Device dev, int64_t rank)
+      : B_(c.micro_batch), T_(shape_of(c).seq_len), V_(shape_of(c).vocab), dev_(dev) {
+    auto chain = at::detail::createCPUGenerator(0x6a09e667f3bcc908ULL);
+    auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+    perm_ = torch::randperm(V_, chain, i64).to(dev);
+    offsets_ = torch::randint(1, V_, {4}, chain, i64).to(dev);
+    thresholds_ = torch::tensor({0.55, 0.80, 0.92}, torch::dtype(torch::kFloat32)).to(dev);
+    gen_ = make_generator(dev, uint64_t(c.seed) * 1000003ULL + uint64_t(rank) + 1);
+  }
+
+  Batch next() override {
+    torch::NoGradGuard ng;
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev_);
+    auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev_);
+    auto u = torch::rand({B_, T_}, gen_, f32);
+    auto choice = (u.unsqueeze(-1) > thresholds_).sum(-1);  // 0..3
+    auto y0 = torch::randint(0, V_, {B_, 1}, gen_, i64);
+    auto y = torch::cat({y0, y0 + offsets_.index_select(0, choice.view(-1)).view({B_, T_}).cumsum(1)},
+                        1)
+                 .remainder(V_);
+    auto tokens = perm_.index_select(0, y.view(-1)).view({B_, T_ + 1});
+    Batch b;
+    b.input = tokens.narrow(1, 0, T_).contiguous();
+    b.target = tokens.narrow(1, 1, T_).contiguous();
+    return b;
+  }
+
+ private:
+  int64_t B_, T_, V_;
+  torch::Device dev_;
+  torch::Tensor perm_, offsets_, thresholds_;
+  at::Generator gen_;
+};
+
+}  // namespace
+
+Family make_gpt_family() {
+  Family f;
+  f.describe = describe;
+  f.build = [](const ModelConfig& c) -> std::shared_ptr<Model> { return std::make_shared<GPT>(c); };
+  f.data = [](const ModelConfig& c, torch::Device d, int64_t rank, int64_t) {
+    return std::unique_ptr<DataSource>(new MarkovTokens(c, d, rank));
+  };
+  f.optimizer = OptimizerKind::AdamW;
+  f.default_lr = 6e-4;
+  f.presets = {"tiny", "124m", "350m", "774m", "1.5b"};
+  return f;
+}
+
+}  // namespace cs

@@ -1,0 +1,142 @@
+// optim.cpp: AdamW (fused CUDA kernel or foreach), SGD with momentum, clipping.
+#include "optim.h"
+
+#include <cmath>
+
+#include "compat.h"
+
+namespace cs {
+
+OptimOptions default_optim(OptimizerKind kind, double lr) {
+  OptimOptions o;
+  o.kind = kind;
+  o.lr = lr;
+  o.weight_decay = kind == OptimizerKind::AdamW ? 0.1 : 1e-4;
+  return o;
+}
+
+Optimizer::Optimizer(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
+                     const OptimOptions& o)
+    : o_(o) {
+  torch::NoGradGuard ng;
+  for (int i = 0; i < 2; i++) {
+    Group g;
+    g.params = i == 0 ? std::move(decay) : std::move(no_decay);
+    g.wd = i == 0 ? o.weight_decay : 0.0;
+    if (g.params.empty()) continue;
+    for (const auto& p : g.params) {
+      g.m.push_back(torch::zeros_like(p));
+      if (o.kind == OptimizerKind::AdamW) g.v.push_back(torch::zeros_like(p));
+    }
+    groups_.push_back(std::move(g));
+  }
+  if (groups_.empty()) throw ConfigError("the model has no parameters to train");
+  const auto dev = groups_[0].params[0].device();
+#if CS_HAS_FUSED_ADAMW
+  fused_ = o.kind == OptimizerKind::AdamW && dev.is_cuda();
+#endif
+  step_t_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+}
+
+std::string Optimizer::implementation() const {
+  if (o_.kind == OptimizerKind::SGDMomentum) return "sgd-momentum";
+  return fused_ ? "fused-adamw" : "foreach-adamw";
+}
+
+void Optimizer::step(const torch::Tensor& found_inf) {
+  torch::NoGradGuard ng;
+  if (o_.kind == OptimizerKind::SGDMomentum) {
+    for (auto& g : groups_) sgd(g, found_inf);
+    return;
+  }
+  if (fused_) {
+    // One device counter shared by every parameter; a skipped step does not count.
+    if (found_inf.defined())
+      step_t_.add_(1.0 - found_inf);
+    else
+      step_t_.add_(1.0);
+    for (auto& g : groups_) adamw_fused(g, found_inf);
+    return;
+  }
+  // foreach path (CPU, or libtorch without the fused kernel): the skip decision
+  // reads found_inf on the host, which is free on CPU.
+  if (found_inf.defined() && found_inf.item<float>() != 0) return;
+  step_++;
+  for (auto& g : groups_) adamw_foreach(g);
+}
+
+void Optimizer::adamw_fused(Group& g, const torch::Tensor& found_inf) {
+#if CS_HAS_FUSED_ADAMW
+  std::vector<torch::Tensor> grads;
+  grads.reserve(g.params.size());
+  for (const auto& p : g.params) grads.push_back(p.grad());
+  std::vector<torch::Tensor> steps(g.params.size(), step_t_);
+  c10::optional<torch::Tensor> inf;
+  if (found_inf.defined()) inf = found_inf;
+  at::_fused_adamw_(g.params, grads, g.m, g.v, /*max_exp_avg_sqs=*/{}, steps, o_.lr, o_.beta1,
+                    o_.beta2, g.wd, o_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                    /*grad_scale=*/c10::nullopt, inf);
+#else
+  throw UnsupportedError("fused AdamW is not available in this libtorch");
+#endif
+}
+
+void Optimizer::adamw_foreach(Group& g) {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(g.params.size());
+  for (const auto& p : g.params) grads.push_back(p.grad());
+  const double bc1 = 1.0 - std::pow(o_.beta1, double(step_));
+  const double bc2 = 1.0 - std::pow(o_.beta2, double(step_));
+  if (g.wd != 0) at::_foreach_mul_(g.params, 1.0 - o_.lr * g.wd);
+  at::_foreach_mul_(g.m, o_.beta1);
+  at::_foreach_add_(g.m, grads, 1.0 - o_.beta1);
+  at::_foreach_mul_(g.v, o_.beta2);
+  at::_foreach_addcmul_(g.v, grads, grads, 1.0 - o_.beta2);
+  auto denom = at::_foreach_sqrt(g.v);
+  at::_foreach_div_(denom, std::sqrt(bc2));
+  at::_foreach_add_(denom, o_.eps);
+  at::_foreach_addcdiv_(g.params, g.m, denom, -o_.lr / bc1);
+}
+
+void Optimizer::sgd(Group& g, const torch::Tensor& found_inf) {
+  // buf = momentum * buf + (grad + wd * p); p -= lr * buf. A skipped step leaves
+  // buf and p unchanged: keep = 1 - found_inf masks both updates on the device.
+  std::vector<torch::Tensor> grads;
+  grads.reserve(g.params.size());
+  for (const auto& p : g.params) grads.push_back(p.grad());
+  if (found_inf.defined())
+    for (auto& gr : grads) gr.nan_to_num_(0.0, 0.0, 0.0);
+  if (g.wd != 0) at::_foreach_add_(grads, g.params, g.wd);
+  if (!found_inf.defined()) {
+    at::_foreach_mul_(g.m, o_.momentum);
+    at::_foreach_add_(g.m, grads);
+    at::_foreach_add_(g.params, g.m, -o_.lr);
+    return;
+  }
+  auto keep = 1.0 - found_inf;
+  compat::foreach_mul(grads, keep);
+  compat::foreach_mul(g.m, 1.0 - keep * (1.0 - o_.momentum));
+  at::_foreach_add_(g.m, grads);
+  auto step = -o_.lr * keep;
+  for (size_t i = 0; i < g.params.size(); i++) g.params[i].add_(g.m[i] * step);
+}
+
+ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
+                            const torch::Tensor& inv_scale, double max_norm) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) throw std::runtime_error("no parameter received a gradient");
+  auto norms = at::_foreach_norm(grads, 2);
+  auto total = torch::stack(norms).norm(2).to(torch::kFloat32);  // of the scaled gradients
+  ClipResult r;
+  r.found_inf = total.isfinite().logical_not().to(torch::kFloat32);
+  r.norm = inv_scale.defined() ? total * inv_scale : total;
+  auto coef = (max_norm / (r.norm + 1e-6)).clamp_max(1.0);
+  if (inv_scale.defined()) coef = coef * inv_scale;
+  compat::foreach_mul(grads, coef);
+  return r;
+}
+
+}  // namespace cs

@@ -1,0 +1,62 @@
+// optim.h: the optimizers and gradient clipping, written so that on CUDA nothing
+// in them waits for the host (graph-capturable): step counters, loss-scale checks
+// and clip coefficients are device tensors.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace cs {
+
+struct OptimOptions {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  double lr = 3e-4;
+  double weight_decay = 0.1;  // AdamW: decoupled; SGD: L2 added to the gradient
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW
+  double momentum = 0.9;                           // SGD
+};
+
+// Default hyper-parameters for a family's optimizer at learning rate lr.
+OptimOptions default_optim(OptimizerKind kind, double lr);
+
+class Optimizer {
+ public:
+  // decay / no_decay: the parameter groups (Model::decays); states are allocated here.
+  Optimizer(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
+            const OptimOptions& o);
+  // One update from the parameters' .grad(). found_inf (0-d float32, 1 = skip the
+  // update) may be undefined when the step can never be skipped.
+  void step(const torch::Tensor& found_inf);
+  // "fused-adamw", "foreach-adamw" or "sgd-momentum" (recorded in cs_info).
+  std::string implementation() const;
+
+ private:
+  struct Group {
+    std::vector<torch::Tensor> params, m, v;  // v unused by SGD
+    double wd;
+  };
+  void adamw_fused(Group& g, const torch::Tensor& found_inf);
+  void adamw_foreach(Group& g);
+  void sgd(Group& g, const torch::Tensor& found_inf);
+
+  OptimOptions o_;
+  std::vector<Group> groups_;
+  bool fused_ = false;
+  torch::Tensor step_t_;  // device step counter (fused AdamW)
+  int64_t step_ = 0;      // host step counter (foreach AdamW)
+};
+
+// Multiplies every gradient by inv_scale (undefined: 1) and clips their global
+// L2 norm to max_norm. Returns the unscaled norm before clipping and found_inf
+// (1 when any gradient is inf or nan), both 0-d float32 on the gradients' device.
+struct ClipResult {
+  torch::Tensor norm, found_inf;
+};
+ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
+                            const torch::Tensor& inv_scale, double max_norm);
+
+}  // namespace cs

@@ -1,0 +1,50 @@
+// precision.cpp: math modes, autocast scopes and the dynamic loss scaler.
+#include "precision.h"
+
+#include "compat.h"
+
+namespace cs {
+
+void check_precision(Precision p, const torch::Device& d) {
+  if (p == Precision::FP16 && d.is_cpu() && !CS_HAS_CPU_FP16_AUTOCAST)
+    throw UnsupportedError("precision fp16 on CPU needs libtorch ≥ 2.1 (CPU autocast in " +
+                           compat::torch_version() +
+                           " only casts to bf16); use bf16 or a CUDA device");
+}
+
+void apply_math_mode(Precision p) {
+  const bool tf32 = p == Precision::TF32;
+  at::globalContext().setAllowTF32CuBLAS(tf32);
+  at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+AutocastScope::AutocastScope(const torch::Device& d, Precision p) : dev_(d.type()) {
+  if (p != Precision::BF16 && p != Precision::FP16) return;
+  on_ = true;
+  prev_ = compat::autocast_enabled(dev_);
+  prev_dtype_ = compat::autocast_dtype(dev_);
+  compat::set_autocast(dev_, true, p == Precision::BF16 ? at::kBFloat16 : at::kHalf);
+}
+
+AutocastScope::~AutocastScope() {
+  if (!on_) return;
+  compat::set_autocast(dev_, prev_, prev_dtype_);
+  if (!prev_) at::autocast::clear_cache();
+}
+
+LossScaler::LossScaler(const torch::Device& d) {
+  auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(d);
+  scale_ = torch::full({}, kInit, opt);
+  good_steps_ = torch::zeros({}, opt);
+}
+
+void LossScaler::update(const torch::Tensor& found_inf) {
+  torch::NoGradGuard ng;
+  auto ok = 1.0 - found_inf;
+  good_steps_.add_(1.0).mul_(ok);  // reset on a skipped step
+  auto grow = good_steps_.ge(double(kInterval)).to(torch::kFloat32);
+  scale_.mul_(1.0 - (1.0 - kBackoff) * found_inf).mul_(1.0 + (kGrowth - 1.0) * grow);
+  good_steps_.mul_(1.0 - grow);
+}
+
+}  // namespace cs

@@ -1,0 +1,360 @@
+// trainer.cpp: the training step. On CUDA nothing in a step waits for the host;
+// the one device→host read per step is the metrics vector after the step is done.
+#include "trainer.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "compat.h"
+
+#ifdef CS_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace cs {
+
+using json = nlohmann::json;
+
+json describe_json(const ModelConfig& m) {
+  const Facts f = family(m.family).describe(m);
+  json shapes = json::object();
+  for (const auto& kv : f.shapes) shapes[kv.first] = kv.second;
+  return {{"family", m.family},
+          {"preset", m.preset},
+          {"params", f.params},
+          {"flops_per_sample", f.flops_per_sample},
+          {"tokens_per_sample", f.tokens_per_sample},
+          {"shapes", shapes}};
+}
+
+struct Trainer::Graph {
+#ifdef CS_WITH_CUDA
+  explicit Graph(const torch::Device& d)
+      : stream(c10::cuda::getStreamFromPool(false, d.index())) {}
+  c10::cuda::CUDAStream stream;  // warm-up, capture and replay all run here
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  std::vector<Batch> inputs;  // static buffers the data source's batches are copied into
+#else
+  explicit Graph(const torch::Device&) {}
+#endif
+};
+
+// Device and stream state is thread-local in torch, and Go may call each ABI
+// function from a different OS thread: every call sets it up again.
+struct Trainer::Guards {
+  explicit Guards(Trainer& t) : device(t.device_) {
+#ifdef CS_WITH_CUDA
+    if (t.graph_) stream.emplace(t.graph_->stream);
+#endif
+  }
+  c10::DeviceGuard device;
+#ifdef CS_WITH_CUDA
+  c10::optional<c10::cuda::CUDAStreamGuard> stream;
+#endif
+};
+
+Trainer::Trainer(const EngineConfig& cfg)
+    : cfg_(cfg), device_(resolve_device(cfg)), family_(&family(cfg.model.family)) {
+  threads_ = cfg.threads > 0 ? cfg.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  set_threads();
+  const auto& d = cfg_.dist;
+  if (cfg_.pipeline.stages > 1)
+    throw UnsupportedError("pipeline.stages " + std::to_string(cfg_.pipeline.stages) +
+                           ": pipeline parallelism is not implemented in this engine yet");
+  check_precision(cfg_.precision, device_);
+  if (cfg_.graphs) {
+    if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
+    if (d.world_size > 1)
+      throw UnsupportedError("graphs with data parallel (dist.world_size > 1) are not supported yet");
+    if (family_->optimizer == OptimizerKind::AdamW && !CS_HAS_FUSED_ADAMW)
+      throw UnsupportedError("graphs need the fused AdamW kernel (libtorch ≥ 2.1 with CUDA)");
+  }
+  facts_ = family_->describe(cfg_.model);
+  c10::DeviceGuard guard(device_);
+
+  // Built on the CPU in fp32 from the seed, then moved to the device.
+  torch::manual_seed(uint64_t(cfg_.model.seed));
+  model_ = family_->build(cfg_.model);
+  model_->to(device_);
+  model_->train();
+  apply_math_mode(cfg_.precision);
+
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& kv : model_->named_parameters()) {
+    params_.push_back(kv.value());
+    (model_->decays(kv.key()) ? decay : no_decay).push_back(kv.value());
+  }
+  const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
+  optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
+  if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);
+  if (d.world_size > 1) {  // DistributedSampler semantics (dist.h shard_data)
+    ModelConfig global = cfg_.model;
+    global.micro_batch *= d.world_size;
+    data_ = shard_data(family_->data(global, device_, 0, 1), d.rank, d.world_size);
+  } else {
+    data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
+  }
+
+  if (d.world_size > 1) {
+    comm_ = make_communicator(d, device_);
+    torch::NoGradGuard ng;
+    for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
+    reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
+  }
+  timeline_ = make_timeline(device_, int(2 * cfg_.grad_accum + 3));
+  name_ = device_name(device_);
+  peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
+  if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
+  synchronize(device_);
+  mem_after_setup_ = memory_stats(device_).allocated;
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::set_threads() const {
+  // Debian's libtorch starts with 1 thread; OpenMP's count is per calling thread.
+  if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
+}
+
+json Trainer::info() const {
+  json j = describe_json(cfg_.model);
+  j["device"] = device_.str();
+  j["device_name"] = name_;
+  j["precision"] = precision_name(cfg_.precision);
+  j["rank"] = cfg_.dist.rank;
+  j["world_size"] = cfg_.dist.world_size;
+  j["peak_tflops"] = peak_tflops_;
+  j["mem_after_setup_bytes"] = mem_after_setup_;
+  j["backend"] = comm_ ? comm_->backend() : "none";
+  j["optimizer"] = optim_->implementation();
+  j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
+  j["graphs"] = cfg_.graphs;
+  j["grad_accum"] = cfg_.grad_accum;
+  j["threads"] = threads_;
+  j["torch"] = compat::torch_version();
+  return j;
+}
+
+void Trainer::inject_fault_before_step() {
+  const auto& f = cfg_.fault;
+  if (f.kind.empty() || f.rank != cfg_.dist.rank || step_ != f.at_step) return;
+  const std::string where = " at step " + std::to_string(step_) + " on rank " +
+                            std::to_string(cfg_.dist.rank);
+  if (f.kind == "error") throw std::runtime_error("injected fault: error" + where);
+  if (f.kind == "oom") throw OOMError("injected fault: out of memory" + where);
+  if (f.kind == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the runner kills us
+}
+
+void Trainer::zero_grads() {
+  torch::NoGradGuard ng;
+  for (auto& p : params_) {
+    auto& g = p.mutable_grad();
+    if (!g.defined()) continue;
+    if (reducer_)
+      g.zero_();  // the reducer may hold on to gradient storage: keep it
+    else
+      g = torch::Tensor();
+  }
+}
+
+void Trainer::run_step(const std::vector<Batch>& batches, bool timed) {
+  const int64_t ga = cfg_.grad_accum;
+  auto mark = [&](int i) {
+    if (timed) timeline_->mark(i);
+  };
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  torch::Tensor loss_sum = torch::zeros({}, f32);
+  torch::Tensor backward_scale = scaler_ ? scaler_->scale() / double(ga) : torch::Tensor();
+  for (int64_t i = 0; i < ga; i++) {
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(device_, cfg_.precision);
+      loss = model_->forward_loss(batches[size_t(i)]);
+    }
+    mark(int(1 + 2 * i));
+    loss_sum.add_(loss.detach());
+    loss = backward_scale.defined() ? loss * backward_scale : loss / double(ga);
+    if (reducer_) reducer_->prepare(i == ga - 1);
+    loss.backward();
+    mark(int(2 + 2 * i));
+  }
+  if (reducer_) reducer_->finalize();
+  mark(int(2 * ga + 1));
+
+  torch::Tensor inv_scale = scaler_ ? scaler_->scale().reciprocal() : torch::Tensor();
+  ClipResult clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm);
+  optim_->step(scaler_ ? clip.found_inf : torch::Tensor());
+  torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
+  if (scaler_) scaler_->update(clip.found_inf);
+  torch::Tensor skipped = scaler_ ? clip.found_inf : torch::zeros({}, f32);
+  metrics_ = torch::stack({loss_sum / double(ga), clip.norm, skipped, scale});
+}
+
+void Trainer::capture(const std::vector<Batch>& batches) {
+#ifdef CS_WITH_CUDA
+  auto& g = *graph_;
+  g.inputs.clear();
+  for (const auto& b : batches) {
+    Batch s;
+    s.input = b.input.clone();
+    s.target = b.target.clone();
+    if (b.aux.defined()) s.aux = b.aux.clone();
+    if (b.aux_target.defined()) s.aux_target = b.aux_target.clone();
+    g.inputs.push_back(s);
+  }
+  // The captured step creates the gradients in the graph's pool: none may exist
+  // before, and no autograd graph of an earlier step may be alive.
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+  metrics_ = torch::Tensor();
+  g.stream.synchronize();
+  g.graph = std::make_unique<at::cuda::CUDAGraph>();
+  g.graph->capture_begin();
+  try {
+    run_step(g.inputs, /*timed=*/false);
+  } catch (...) {
+    try {
+      g.graph->capture_end();
+    } catch (...) {
+    }
+    g.graph.reset();
+    throw;
+  }
+  g.graph->capture_end();
+#endif
+}
+
+json Trainer::step() {
+  set_threads();
+  Guards guards(*this);
+  inject_fault_before_step();
+  const bool slow = cfg_.fault.kind == "slow" && cfg_.fault.rank == cfg_.dist.rank &&
+                    step_ >= cfg_.fault.at_step;
+  const int64_t ga = cfg_.grad_accum;
+  const int last = int(2 * ga + 2);
+
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < ga; i++) batches.push_back(data_->next());
+  reset_peak_memory(device_);
+
+  bool replayed = false;
+#ifdef CS_WITH_CUDA
+  if (graph_ && step_ >= kGraphWarmup) {
+    if (!graph_->graph) {
+      capture(batches);
+    } else {
+      for (size_t i = 0; i < batches.size(); i++) {
+        auto& s = graph_->inputs[i];
+        s.input.copy_(batches[i].input, /*non_blocking=*/true);
+        s.target.copy_(batches[i].target, true);
+        if (s.aux.defined()) s.aux.copy_(batches[i].aux, true);
+        if (s.aux_target.defined()) s.aux_target.copy_(batches[i].aux_target, true);
+      }
+    }
+    timeline_->mark(0);
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
+    graph_->graph->replay();
+    timeline_->mark(last);
+    replayed = true;
+  }
+#endif
+  if (!replayed) {
+    timeline_->mark(0);
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
+    zero_grads();
+    run_step(batches, /*timed=*/true);
+    timeline_->mark(last);
+  }
+  timeline_->finish(last);
+  json m = metrics_json(replayed);
+  step_++;
+  return m;
+}
+
+json Trainer::metrics_json(bool replayed) {
+  const int64_t ga = cfg_.grad_accum;
+  const int last = int(2 * ga + 2);
+  auto host = metrics_.detach().to(torch::kCPU).to(torch::kFloat64);
+  auto v = host.accessor<double, 1>();
+  json m;
+  m["step"] = step_;
+  m["loss"] = v[0];
+  m["grad_norm"] = v[1];
+  m["skipped"] = v[2] != 0;
+  m["loss_scale"] = v[3];
+  const double step_ms = timeline_->ms(0, last);
+  double fwd = 0, bwd = 0, opt = 0;
+  if (!replayed) {
+    for (int64_t i = 0; i < ga; i++) {
+      fwd += timeline_->ms(int(2 * i), int(2 * i + 1));
+      bwd += timeline_->ms(int(2 * i + 1), int(2 * i + 2));
+    }
+    opt = timeline_->ms(int(2 * ga + 1), last);
+  }
+  m["step_ms"] = step_ms;
+  m["forward_ms"] = fwd;
+  m["backward_ms"] = bwd;
+  m["optimizer_ms"] = opt;
+  m["graphed"] = replayed;
+  const int64_t samples = cfg_.model.micro_batch * ga;
+  const int64_t tokens = samples * facts_.tokens_per_sample;
+  const double sec = step_ms / 1e3;
+  m["samples"] = samples;
+  m["tokens"] = tokens;
+  m["samples_per_s"] = sec > 0 ? double(samples) / sec : 0.0;
+  m["tokens_per_s"] = sec > 0 ? double(tokens) / sec : 0.0;
+  const double tflops = sec > 0 ? facts_.flops_per_sample * double(samples) / sec / 1e12 : 0.0;
+  m["tflops"] = tflops;
+  m["mfu"] = peak_tflops_ > 0 ? tflops / peak_tflops_ : 0.0;
+  const MemoryStats mem = memory_stats(device_);
+  m["mem_peak_bytes"] = mem.peak;
+  m["mem_reserved_bytes"] = mem.reserved;
+  m["bubble_ms"] = 0.0;
+  m["comm_ms"] = 0.0;
+  m["exposed_comm_ms"] = 0.0;
+  m["comm_bytes"] = 0;
+  m["collectives"] = 0;
+  if (reducer_) {
+    const ReducerStats rs = reducer_->stats();
+    m["comm_ms"] = rs.comm_ms;
+    m["exposed_comm_ms"] = rs.exposed_comm_ms;
+    m["comm_bytes"] = rs.comm_bytes;
+    m["collectives"] = rs.collectives;
+    const double n = double(cfg_.dist.world_size);
+    json buckets = json::array();
+    for (const auto& b : rs.buckets) {
+      const double alg = b.ms > 0 ? double(b.bytes) / b.ms / 1e6 : 0.0;  // GB/s
+      buckets.push_back(
+          {{"bytes", b.bytes}, {"ms", b.ms}, {"algbw_gbs", alg}, {"busbw_gbs", alg * 2 * (n - 1) / n}});
+    }
+    m["buckets"] = buckets;
+  }
+  return m;
+}
+
+json Trainer::checksum() {
+  Guards guards(*this);
+  synchronize(device_);
+  double sum = 0;
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the parameters' bytes
+  for (const auto& p : params_) {
+    auto c = p.detach().to(torch::kCPU).contiguous();
+    sum += c.to(torch::kFloat64).sum().item<double>();
+    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+    const size_t n = size_t(c.numel()) * c.element_size();
+    for (size_t i = 0; i < n; i++) {
+      h ^= bytes[i];
+      h *= 1099511628211ULL;
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {{"sum", sum}, {"hash", std::string(hex)}};
+}
+
+}  // namespace cs
