@@ -30,11 +30,14 @@ func realLibrary(t *testing.T) *Library {
 	return lib
 }
 
-// tinyGPT is the CPU configuration of these tests.
+// tinyGPT is the CPU configuration of these tests. One intra-op thread: go
+// test runs packages in parallel on CI's two cores, and OpenMP teams that spin
+// at barriers on an oversubscribed machine made 50 steps take 30 s instead of
+// 1.5 s.
 func tinyGPT(precision string) Config {
 	return Config{
 		Family: "gpt", Preset: "tiny", MicroBatch: 8,
-		Device: "cpu", Threads: 2, Precision: precision, GradAccum: 1, Seed: 7,
+		Device: "cpu", Threads: 1, Precision: precision, GradAccum: 1, Seed: 7,
 		Dist: DistConfig{WorldSize: 1},
 	}
 }
@@ -66,6 +69,7 @@ func mean(xs []float64) float64 {
 func TestTinyGPTLearns(t *testing.T) {
 	lib := realLibrary(t)
 	cfg := tinyGPT("fp32")
+	cfg.LearningRate = 2e-3
 	e, err := lib.Create(cfg)
 	require.NoError(t, err)
 	defer e.Close()
@@ -93,25 +97,27 @@ func TestTinyGPTLearns(t *testing.T) {
 		assert.Positive(t, m.TFLOPS, "step %d", i)
 		assert.False(t, m.Skipped, "step %d", i)
 	}
-	// The data come from a fixed random Markov chain, so a model that learns
-	// must get clearly below where it started: the mean of the last five
-	// losses at most 85% of the mean of the first five.
+	// The tokens come from a fixed random Markov chain (start ln 256 ≈ 5.55
+	// nats, floor 1.13), so a model that learns gets clearly below where it
+	// started: the mean of the last five losses at most 75% of the mean of the
+	// first five (libtorch 1.13 on CPU gives about 59% at this learning rate).
 	first, last := mean(losses[:5]), mean(losses[steps-5:])
 	t.Logf("loss: first 5 mean %.4f, last 5 mean %.4f (%.1f%%)", first, last, 100*last/first)
-	assert.Less(t, last, 0.85*first, "losses: %v", losses)
+	assert.Less(t, last, 0.75*first, "losses: %v", losses)
 }
 
 // TestBF16TracksFP32 trains the same model from the same seed in fp32 and in
-// bf16 autocast. Tolerance: the mean loss of steps 16-20 agrees within 2%
-// relative. bf16 keeps 8 significant bits (relative rounding 2^-9 ≈ 0.2% per
-// operation); autocast runs the matmuls in bf16 and keeps the weights, the
-// optimizer and the loss reduction in fp32, so the rounding averages out over
-// a batch and the two trajectories stay within a few tenths of a percent in
-// practice. 2% leaves room for that drift while still catching a broken
-// autocast path (wrong dtype in the loss, a missing cast back, no training).
+// bf16 autocast. Tolerance: the mean loss of steps 16-20 agrees within 0.5%
+// relative. bf16 keeps 8 significant bits (a rounding is at most 2^-9 ≈ 0.2%
+// relative); autocast runs the matmuls in bf16 but keeps the weights, the
+// optimizer and the loss reduction in fp32, so the roundings average out over
+// the 512 tokens of a batch: libtorch 1.13 on CPU gives 0.001% after 20 steps.
+// 0.5% leaves room for other libtorch and BLAS versions and is still far
+// below what a broken path does (fp32 and bf16 drift apart by tenths of a nat
+// when either stops training); NotEqual catches autocast doing nothing.
 func TestBF16TracksFP32(t *testing.T) {
 	lib := realLibrary(t)
-	const steps, tol = 20, 0.02
+	const steps, tol = 20, 0.005
 	fp32, _ := train(t, lib, tinyGPT("fp32"), steps)
 	bf16, _ := train(t, lib, tinyGPT("bf16"), steps)
 	a, b := mean(fp32[steps-5:]), mean(bf16[steps-5:])

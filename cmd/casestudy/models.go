@@ -54,6 +54,11 @@ func listedPresets(fromEngine []engine.FamilyPresets) []engine.FamilyPresets {
 	return out
 }
 
+// listingMicroBatch is the micro-batch the listing describes presets with.
+// Facts are per sample and do not depend on it, but the engine validates it
+// (a 1-image batch of resnet50 tiny leaves BatchNorm one value per channel).
+const listingMicroBatch = 8
+
 type modelsOptions struct {
 	json bool
 }
@@ -130,11 +135,13 @@ func runModels(w io.Writer, libFlag, family string, opts modelsOptions) error {
 		}
 		for _, p := range f.Presets {
 			row := modelRow{Family: f.Family, Preset: p}
-			d, err := lib.Describe(engine.Config{Family: f.Family, Preset: p, MicroBatch: 1, Device: "cpu",
-				Precision: "fp32", GradAccum: 1, Dist: engine.DistConfig{WorldSize: 1}})
+			d, err := lib.Describe(engine.Config{Family: f.Family, Preset: p, MicroBatch: listingMicroBatch,
+				Device: "cpu", Precision: "fp32", GradAccum: 1, Dist: engine.DistConfig{WorldSize: 1}})
 			if err != nil {
 				row.Error = err.Error()
 			} else {
+				// The micro-batch is this listing's choice, not the preset's.
+				delete(d.Shapes, "micro_batch")
 				row.Params, row.FLOPsPerSample, row.TokensPerSample, row.Shapes = d.Params, d.FLOPsPerSample, d.TokensPerSample, d.Shapes
 				described++
 			}
