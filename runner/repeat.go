@@ -88,6 +88,11 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 	}
 	defer srv.Close()
 
+	addr := srv.Addr()
+	if o.AdvertiseHost != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(o.AdvertiseHost, port)
+	}
 	extra := map[string]string{}
 	if sp.Launch.MPS {
 		d, err := startMPS(ctx, o.Machine.MPSControl, o.Env)
@@ -118,7 +123,7 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		fmt.Fprintf(f, "# casestudy trial %s repeat %d rank %d of %d\n", sp.Trial.ID, rep, k, n)
 		set := maps.Clone(sp.Set)
 		maps.Copy(set, extra)
-		set[rendezvous.EnvAddr], set[rendezvous.EnvToken], set[rendezvous.EnvRank] = srv.Addr(), token, strconv.Itoa(k)
+		set[rendezvous.EnvAddr], set[rendezvous.EnvToken], set[rendezvous.EnvRank] = addr, token, strconv.Itoa(k)
 		if sp.Devices[k] != "" {
 			set["CUDA_VISIBLE_DEVICES"] = sp.Devices[k]
 		}

@@ -37,7 +37,8 @@ type Options struct {
 	WorkerArgs []string        // nil: ["worker"]
 	Env        []string        // the parent environment the trials start from
 
-	RendezvousAddr string                        // "": 127.0.0.1:0
+	RendezvousAddr string                        // where the rendezvous listens; "": 127.0.0.1:0
+	AdvertiseHost  string                        // the host ranks dial (multi-node launchers); "": the listen address
 	StoreHost      string                        // "": 127.0.0.1 (Gloo's TCPStore)
 	Timeout        time.Duration                 // per launch; 0: the study's workload.timeout
 	HeartbeatEvery time.Duration                 // default 1 s
