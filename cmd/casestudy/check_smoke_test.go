@@ -71,11 +71,26 @@ func TestCheckOnSmokeRun(t *testing.T) {
 			assert.NotEmpty(t, r.Recommendation, r.RuleID)
 		}
 	}
-	// A CPU run has no GPU topology: the rule must say so rather than guess.
+	byID := map[string]checklist.Result{}
 	for _, r := range rep.Results {
-		if r.RuleID == "topology" && run.Manifest.Host.TopoMatrix == "" {
-			assert.Equal(t, checklist.NotApplicable, r.Status)
+		byID[r.RuleID] = r
+	}
+	// A CPU run has no GPU topology or link: those rules must say so rather than guess.
+	if run.Manifest.Host.TopoMatrix == "" {
+		assert.Equal(t, checklist.NotApplicable, byID["topology"].Status)
+	}
+	assert.Equal(t, checklist.NotApplicable, byID["busbw-vs-link"].Status, byID["busbw-vs-link"].Message)
+	// The smoke study is one-at-a-time around a baseline: with the baseline and
+	// another trial ok, the real records form clean pairs.
+	ok, baselineOK := 0, false
+	for _, tr := range run.Trials {
+		if tr.Outcome == store.OK {
+			ok++
+			baselineOK = baselineOK || len(tr.Changed) == 0
 		}
+	}
+	if ok >= 2 && baselineOK {
+		assert.NotEqual(t, checklist.NotApplicable, byID["no-effect-knob"].Status, byID["no-effect-knob"].Message)
 	}
 	code, text, stderr := checkCLI("check", dir)
 	require.Equal(t, 0, code, stderr)
