@@ -185,3 +185,31 @@ func TestFamilyBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// The trainer's knobs work with both families on the CPU: bf16 autocast and
+// gradient accumulation (two micro-batches per step) train with finite losses
+// that track fp32 (first loss within 2%: same weights and batch, bf16 matmuls).
+func TestFamilyKnobs(t *testing.T) {
+	lib := realLibrary(t)
+	for _, base := range []Config{tinyBERT(), tinyResNet()} {
+		t.Run(base.Family, func(t *testing.T) {
+			const steps = 4
+			fp32, _ := train(t, lib, base, steps)
+			bf16 := base
+			bf16.Precision = "bf16"
+			lb, _ := train(t, lib, bf16, steps)
+			assert.InEpsilon(t, fp32[0], lb[0], 0.02, "fp32 %v\nbf16 %v", fp32, lb)
+			assert.NotEqual(t, fp32, lb, "bf16 gave bitwise the fp32 losses: autocast did nothing")
+
+			accum := base
+			accum.GradAccum = 2
+			e, err := lib.Create(accum)
+			require.NoError(t, err)
+			defer e.Close()
+			m, err := e.Step()
+			require.NoError(t, err)
+			assert.Equal(t, 2*base.MicroBatch, m.Samples)
+			assert.False(t, math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0), "loss %v", m.Loss)
+		})
+	}
+}

@@ -199,7 +199,8 @@ class Bert : public Model {
     auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
     auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
     auto labels = b.target.gather(1, pos);
-    auto t = heads_->transform_norm(torch::gelu(heads_->transform(hm)));
+    // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
+    auto t = heads_->transform_norm(torch::gelu(heads_->transform(hm)).to(torch::kFloat));
     auto logits = torch::linear(t, embeddings_->word->weight, heads_->decoder_bias);
     auto mlm = F::cross_entropy(logits.reshape({B * k, -1}).to(torch::kFloat), labels.reshape(-1),
                                 F::CrossEntropyFuncOptions().ignore_index(-100));
