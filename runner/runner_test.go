@@ -486,3 +486,27 @@ func TestOnlyTheNamedTrials(t *testing.T) {
 	assert.Equal(t, want, run.Trials[0].ID)
 	assert.Equal(t, store.OK, run.Trials[0].Outcome)
 }
+
+// TestStuckInsideTheEngineStillTimesOut: a rank stuck in a long engine call
+// keeps beating (the heartbeat has its own goroutine), so only the trial
+// deadline can end it.
+func TestStuckInsideTheEngineStillTimesOut(t *testing.T) {
+	f := newFixture(t, strings.Replace(faultsStudy, "timeout: 3s", "timeout: 2s", 1))
+	for _, tr := range f.plan.Trials {
+		if tr.Knobs["fault.kind"] == "slow" {
+			tr.Knobs["fault.slow_ms"] = "60000"
+			f.plan.Trials = []study.Trial{tr}
+		}
+	}
+	f.plan.Dropped = nil
+	o := f.options()
+	o.HeartbeatLimit = 500 * time.Millisecond
+	start := time.Now()
+	run, err := f.run(t, context.Background(), o)
+	require.NoError(t, err)
+	require.Len(t, run.Trials, 1)
+	tr := run.Trials[0]
+	assert.Equal(t, store.Timeout, tr.Outcome)
+	assert.Contains(t, tr.Error, "exceeded its timeout of 2s", "the heartbeat kept the rank alive")
+	assert.Less(t, time.Since(start), 15*time.Second)
+}
