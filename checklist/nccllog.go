@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -91,6 +90,5 @@ func (c *ncclChoice) String() string {
 	for _, k := range sortedKeys(c.Proto) {
 		protos = append(protos, k+"×"+strconv.Itoa(c.Proto[k]))
 	}
-	sort.Strings(protos)
 	return "algo " + strings.Join(parts, " ") + ", proto " + strings.Join(protos, " ")
 }

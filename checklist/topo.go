@@ -129,7 +129,8 @@ func (m *topoMatrix) nvlinkGroup() []string {
 
 // usedGPUs returns the matrix names (GPU<i>) of the GPUs the run's trials ran
 // on, from each rank's CUDA_VISIBLE_DEVICES entry; every GPU of the matrix when
-// the entries are not indexes.
+// the entries are not indexes. It assumes CUDA numbers devices as nvidia-smi
+// does (PCI bus order: CUDA_DEVICE_ORDER=PCI_BUS_ID, or identical GPUs).
 func (v *runView) usedGPUs(m *topoMatrix) []string {
 	seen := map[string]bool{}
 	numeric := true
