@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -77,19 +78,22 @@ func (d *mpsDaemon) Env(pct int) map[string]string {
 }
 
 // Stop asks the daemon to quit (`echo quit | nvidia-cuda-mps-control` with the
-// same folders) and removes the folders.
-func (d *mpsDaemon) Stop(parentEnv []string) error {
+// same folders), returns its control log (which records the clients that
+// connected) and removes the folders.
+func (d *mpsDaemon) Stop(parentEnv []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.control)
 	cmd.Env = append(append([]string(nil), parentEnv...), d.env...)
 	cmd.Stdin = strings.NewReader("quit\n")
 	out, err := cmd.CombinedOutput()
+	time.Sleep(200 * time.Millisecond) // the daemon writes its last lines as it exits
+	log, _ := os.ReadFile(filepath.Join(d.log, "control.log"))
 	d.cleanup()
 	if err != nil {
-		return fmt.Errorf("stopping the MPS daemon: %v: %s", err, strings.TrimSpace(string(out)))
+		return log, fmt.Errorf("stopping the MPS daemon: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return log, nil
 }
 
 func (d *mpsDaemon) cleanup() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,8 +101,12 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 			return nil, &infraError{err}
 		}
 		defer func() {
-			if err := d.Stop(o.Env); err != nil {
+			log, err := d.Stop(o.Env)
+			if err != nil {
 				r.logf("trial %s: %v", sp.Trial.ID, err)
+			}
+			if len(log) > 0 {
+				_ = o.Writer.WriteFile(mpsLogName(sp.Trial.ID, rep), log)
 			}
 		}()
 		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
@@ -273,6 +278,11 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
 	}
 	return res
+}
+
+// mpsLogName is where a launch's MPS control log is kept.
+func mpsLogName(trialID string, rep int) string {
+	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), fmt.Sprintf("mps-control.r%d.log", rep))
 }
 
 // freePort asks the kernel for a free TCP port on host (for c10d's TCPStore,

@@ -255,7 +255,7 @@ func TestMPSLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
 	ctl := filepath.Join(dir, MPSControlName)
-	script := "#!/bin/sh\necho \"args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY stdin=$(test \"$1\" = -d || cat)\" >> " + calls + "\n"
+	script := "#!/bin/sh\necho \"args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY stdin=$(test \"$1\" = -d || cat)\" >> " + calls + "\necho \"called with $*\" >> $CUDA_MPS_LOG_DIRECTORY/control.log\n"
 	require.NoError(t, os.WriteFile(ctl, []byte(script), 0o755))
 	assert.Equal(t, ctl, FindMPSControl("/nonexistent:"+dir))
 	d, err := startMPS(context.Background(), ctl, os.Environ())
@@ -263,7 +263,9 @@ func TestMPSLifecycle(t *testing.T) {
 	env := d.Env(50)
 	assert.Equal(t, "50", env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
 	assert.DirExists(t, env["CUDA_MPS_PIPE_DIRECTORY"])
-	require.NoError(t, d.Stop(os.Environ()))
+	log, err := d.Stop(os.Environ())
+	require.NoError(t, err)
+	assert.Equal(t, "called with -d\ncalled with \n", string(log), "the control log is kept")
 	assert.NoDirExists(t, env["CUDA_MPS_PIPE_DIRECTORY"])
 	b, _ := os.ReadFile(calls)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
