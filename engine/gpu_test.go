@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,7 +53,7 @@ func TestGPUSteps(t *testing.T) {
 				defer e.Close()
 				info, err := e.Info()
 				require.NoError(t, err)
-				assert.Equal(t, "cuda", info.Device)
+				assert.True(t, strings.HasPrefix(info.Device, "cuda"), "device %q", info.Device)
 				assert.NotEmpty(t, info.DeviceName)
 				assert.Equal(t, v.precision, info.Precision)
 				for i := range 6 {
@@ -78,15 +79,17 @@ func TestGPUSteps(t *testing.T) {
 
 // TestGPUGraphsMatchEager trains the same model from the same seed eagerly and
 // with the whole step captured in a CUDA graph. Tolerance: every loss of the
-// 8 steps agrees within 1% relative. A graph replays the kernels eager mode
+// 8 steps agrees within 0.5% relative. A graph replays the kernels eager mode
 // launched, on the same data, so the only differences are reduction orders
-// inside kernels cuBLAS or the attention backend picks differently under
-// capture, each a bf16 rounding (~0.4%) at most that averages out over the
-// batch; a replay that reused stale inputs, skipped the optimizer or missed a
-// zero_grad is off by far more within a few steps.
+// inside kernels that cuBLAS or the attention backend picks differently under
+// capture. On the H200 (torch 2.11, 2026-12-02) tiny was bitwise equal and
+// 124m within 0.011%; 0.5% leaves room for other versions. Tiny's loss falls
+// 2.6% in these 8 steps, so a replay that reused stale inputs or skipped the
+// optimizer fails here; 124m's barely moves in 8 steps (it is checked for
+// agreement, not for learning).
 func TestGPUGraphsMatchEager(t *testing.T) {
 	lib := gpuLibrary(t)
-	const steps, tol = 8, 0.01
+	const steps, tol = 8, 0.005
 	for _, preset := range []string{"tiny", "124m"} {
 		t.Run(preset, func(t *testing.T) {
 			eager, _ := train(t, lib, gpuGPT(preset, "bf16", false), steps)
@@ -95,7 +98,9 @@ func TestGPUGraphsMatchEager(t *testing.T) {
 			for i := range eager {
 				assert.InEpsilon(t, eager[i], graphs[i], tol, "step %d", i)
 			}
-			assert.Less(t, graphs[steps-1], graphs[0], "graph replay does not train")
+			if preset == "tiny" {
+				assert.Less(t, graphs[steps-1], 0.99*graphs[0], "graph replay does not train")
+			}
 		})
 	}
 }
