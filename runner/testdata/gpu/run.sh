@@ -18,14 +18,24 @@ $CS doctor --out "$OUT"
 for s in studies/gpt/smoke.yaml runner/testdata/gpu/studies/gpt-graphs.yaml runner/testdata/gpu/studies/gpt-mps.yaml; do
   echo "=== $s"; $CS run "$s" --out results-gpu; echo "exit $?"
 done
+echo "=== runner/testdata/gpu/studies/gpt-faults.yaml"
+$CS run runner/testdata/gpu/studies/gpt-faults.yaml --out results-gpu --heartbeat-timeout 5s; echo "exit $?"
+echo "=== Ctrl-C then --resume (gpt-graphs)"
+$CS run runner/testdata/gpu/studies/gpt-graphs.yaml --out results-int > int.log 2>&1 &
+pid=$!
+until [ -s results-int/*/*/trials.jsonl ] 2>/dev/null; do sleep 0.5; done
+kill -INT $pid; kill -INT $pid; wait $pid; echo "exit $? (130 expected)"; cat int.log
+$CS run --resume results-int/*/* | tail -3; echo "exit $?"
+cp -r results-int/runner-gpu-graphs results-gpu/resumed-graphs
+echo "=== MPS control logs"; cat results-gpu/runner-gpu-mps/*/logs/*/mps-control.r0.log
 for f in results-gpu/*/*/trials.jsonl; do
   echo "=== $f"
   python3 - "$f" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line); s = t.get("summary") or {}
-    print(t["id"], {k: t["knobs"].get(k) for k in ("precision", "graphs", "mps", "procs_per_gpu")},
-          t["outcome"], (t.get("error") or "")[:200], "samples/s=%.1f" % s.get("samples_per_s", 0),
+    print(t["id"], {k: t["knobs"].get(k) for k in ("precision", "graphs", "mps", "procs_per_gpu", "fault.kind")},
+          t["outcome"], t.get("signal"), (t.get("error") or "")[:200], "samples/s=%.1f" % s.get("samples_per_s", 0),
           "step_ms=%.2f" % s.get("step_ms_median", 0), "cv=%.3f" % s.get("step_cv", 0),
           "throttled=%s" % t.get("throttled", False),
           "gpu_samples=%d" % sum(len(r.get("gpu_samples") or []) for r in t.get("repeats") or []))
