@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -36,7 +37,7 @@ func (Local) Start(ctx context.Context, spec Spec) (Group, error) {
 		cmd.Dir = spec.Dir
 		cmd.Stdout, cmd.Stderr = r.Log, r.Log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		if err := startOnSpawner(cmd); err != nil {
 			g.signal(syscall.SIGKILL)
 			go func() { wg.Wait(); close(g.exits) }()
 			return nil, fmt.Errorf("starting rank %d of %s: %w", r.Rank, spec.Trial, err)
@@ -56,6 +57,34 @@ func (Local) Start(ctx context.Context, spec Spec) (Group, error) {
 	}
 	go func() { wg.Wait(); close(g.exits) }()
 	return g, nil
+}
+
+// Pdeathsig fires when the thread that started the child exits, not the
+// process. Go may retire threads, so every child is started from one goroutine
+// locked to its thread for the life of the process.
+var (
+	spawnOnce sync.Once
+	spawns    chan spawnRequest
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startOnSpawner(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawns = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for req := range spawns {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawns <- spawnRequest{cmd, done}
+	return <-done
 }
 
 func exitOf(rank int, cmd *exec.Cmd, err error) Exit {
