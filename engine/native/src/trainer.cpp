@@ -85,10 +85,17 @@ Trainer::Trainer(const EngineConfig& cfg)
   apply_math_mode(cfg_.precision);
 
   std::vector<torch::Tensor> decay, no_decay;
+  int64_t numel = 0;
   for (const auto& kv : model_->named_parameters()) {
     params_.push_back(kv.value());
+    numel += kv.value().numel();
     (model_->decays(kv.key()) ? decay : no_decay).push_back(kv.value());
   }
+  // The analytic count (cs_describe, FLOPs) must be the model that trains.
+  if (numel != facts_.params)
+    throw std::logic_error(cfg_.model.family + " " + cfg_.model.preset + ": built model has " +
+                           std::to_string(numel) + " parameters, describe() says " +
+                           std::to_string(facts_.params));
   const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
   optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
   if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);

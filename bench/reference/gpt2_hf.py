@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""gpt2_hf: the PyTorch reference the engine's GPT is compared against.
+
+Hugging Face GPT2LMHeadModel (GPT-2 124M shapes unless told otherwise) trained on
+random tokens: SDPA attention, bf16 autocast, fused AdamW (lr 6e-4, betas 0.9/0.95,
+weight decay 0.1 on matmul weights and embeddings), gradient clipping at 1.0,
+dropout 0: the same step the engine runs. Eager by default, torch.compile with
+--compile. Each step is timed with CUDA events (forward + backward + clip +
+optimizer; generating the random batch is outside the timed region, as in the
+engine); warm-up steps are discarded. Prints one JSON line: median / p10 / p90
+step time, tokens/s, achieved TFLOP/s and MFU from the engine's FLOP formula
+(docs/engine.md): 6·N·T + 12·L·d·T² per sample, N = parameters without the
+position embeddings.
+
+  python3 bench/reference/gpt2_hf.py --micro-batch 16 --seq-len 1024 [--compile]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+# Dense bf16/fp16 peaks (TFLOP/s) by device name, as the engine's table.
+PEAKS = [("H200", 989.4), ("H100 PCIe", 756.4), ("H100 NVL", 835.5), ("H100", 989.4), ("A100", 312.0)]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def build(args):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=50257, n_positions=1024, n_embd=args.hidden, n_layer=args.layers,
+                     n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    try:
+        model = GPT2LMHeadModel._from_config(cfg, attn_implementation="sdpa")
+    except (TypeError, ValueError, AttributeError):
+        cfg._attn_implementation = "sdpa"
+        model = GPT2LMHeadModel(cfg)
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--micro-batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--warmup", type=int, default=0, help="0: 5 eager, 10 compiled")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--peak-tflops", type=float, default=0)
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "no CUDA device"}))
+        sys.exit(1)
+    warmup = a.warmup or (10 if a.compile else 5)
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    model = build(a).to(dev).train()
+    params = list(model.parameters())  # deduplicated: the tied head counts once
+    n_params = sum(p.numel() for p in params)
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    step_model = torch.compile(model) if a.compile else model
+
+    B, T = a.micro_batch, a.seq_len
+    n_pos = model.config.n_positions * a.hidden
+    flops_per_sample = 6.0 * (n_params - n_pos) * T + 12.0 * a.layers * a.hidden * T * T
+    name = torch.cuda.get_device_name(dev)
+    peak = a.peak_tflops or next((p for m, p in PEAKS if m in name), 0.0)
+    if a.precision == "fp32":
+        peak = a.peak_tflops or next((p for m, p in [("H200", 66.9), ("H100 PCIe", 51.2),
+                                                     ("H100 NVL", 60.0), ("H100", 66.9),
+                                                     ("A100", 19.5)] if m in name), 0.0)
+
+    gen = torch.Generator(device=dev).manual_seed(1)
+    times, losses = [], []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(warmup + a.steps):
+        x = torch.randint(0, 50257, (B, T), device=dev, generator=gen)
+        start.record()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = step_model(input_ids=x, labels=x).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end))
+        losses.append(loss.item())
+
+    med = statistics.median(times)
+    tflops = flops_per_sample * B / (med / 1e3) / 1e12
+    print(json.dumps({
+        "name": "hf-compile" if a.compile else "hf-eager",
+        "device_name": name,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "precision": a.precision,
+        "micro_batch": B, "seq_len": T,
+        "params": n_params,
+        "flops_per_sample": flops_per_sample,
+        "warmup": warmup, "steps": a.steps,
+        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
+        "tokens_per_s": B * T / (med / 1e3),
+        "tflops": tflops,
+        "peak_tflops": peak,
+        "mfu": tflops / peak if peak else 0.0,
+        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
+        "loss_first": losses[0], "loss_last": losses[-1],
+    }))
+
+
+if __name__ == "__main__":
+    main()
