@@ -152,7 +152,7 @@ def main(argv=None):
         "step_ms_median": med, "step_ms_p10": q[0], "step_ms_p90": q[-1],
         "flops_per_sample": fps, "tflops": tflops, "mfu": tflops / peak if peak else None,
         "peak_tflops": peak, "peak_mem_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss": float(loss), "steps": a.steps, "warmup": a.warmup, "device": name,
+        "loss": loss.item(), "steps": a.steps, "warmup": a.warmup, "device": name,
         "torch": torch.__version__, "transformers": __import__("transformers").__version__,
     }), flush=True)
 

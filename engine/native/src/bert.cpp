@@ -377,7 +377,7 @@ Family bert_family() {
   };
   f.presets = {"tiny", "base", "large"};
   f.optimizer = OptimizerKind::AdamW;
-  f.default_lr = 1e-3;
+  f.default_lr = 1e-4;  // BERT's published value; 1e-3 diverges for large without warm-up
   return f;
 }
 
