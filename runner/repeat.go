@@ -112,7 +112,8 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
 	}
 
-	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs}
+	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs,
+		Nodes: max(o.Study.Workload.Nodes, 1), ProcsPerGPU: sp.Launch.ProcsPerGPU, Timeout: o.Timeout}
 	var logs []io.Closer
 	defer func() {
 		for _, l := range logs {
@@ -220,6 +221,9 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 			st := ranks[ex.Rank]
 			st.exited = true
 			st.rec.ExitCode, st.rec.Signal = ex.Code, ex.Signal
+			if ex.Node != "" {
+				st.rec.Node = ex.Node
+			}
 			if (ex.Code == 0 && !ex.Killed() && st.done) || st.errored {
 				break
 			}
@@ -235,11 +239,14 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 			if ex.Err != nil {
 				c.msg += ": " + ex.Err.Error()
 			}
+			if ex.Outcome != "" { // the scheduler ended it (Slurm: time limit, OOM, node failure)
+				c.outcome, c.msg = store.Outcome(ex.Outcome), ex.Reason
+			}
 			c.msg += "; see " + store.LogName(sp.Trial.ID, ex.Rank, rep)
 			fail(c)
 		case <-tick.C:
 			now := time.Now()
-			if o.Timeout > 0 && now.Sub(start) > o.Timeout {
+			if o.Timeout > 0 && now.Sub(start) > launch.DeadlineFor(o.Launcher, o.Timeout) {
 				fail(cause{outcome: store.Timeout, rank: -1,
 					msg: fmt.Sprintf("trial exceeded its timeout of %s (last completed steps: %s)", o.Timeout, lastSteps(ranks))})
 				continue

@@ -194,9 +194,10 @@ func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
 
 // pending is a trial in flight inside a batch.
 type pending struct {
-	spec *trialSpec
-	rec  *store.TrialRecord
-	over bool
+	spec     *trialSpec
+	rec      *store.TrialRecord
+	launched int
+	over     bool
 }
 
 // runBatch runs trials (all repeats each; round-robin with Interleave) and
@@ -232,6 +233,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 	var out []*store.TrialRecord
 	finish := func(p *pending) error {
 		p.over = true
+		r.planned -= repeats - p.launched // repeats that will not launch now
 		p.rec.Finished = time.Now().UTC()
 		p.rec.Summary = stats.SummarizeTrial(p.rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV})
 		out = append(out, p.rec)
@@ -246,7 +248,6 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 			p.rec.Started = time.Now().UTC()
 		}
 		if p.spec.Unsupported != "" {
-			r.planned -= repeats - j.rep - 1 // its other repeats will not launch
 			p.rec.Outcome, p.rec.Error = store.Unsupported, p.spec.Unsupported
 			if err := finish(p); err != nil {
 				return out, err
@@ -257,8 +258,12 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 			break
 		}
 		r.launches++
+		p.launched++
 		o.Progress.TrialStart(r.launches, r.planned, p.rec, j.rep, repeats)
 		rr, err := r.launchWithRetries(ctx, p, j.rep)
+		if err != nil && ctx.Err() != nil {
+			break // recorded interrupted below
+		}
 		if err != nil { // infrastructure failure after every retry
 			p.rec.Outcome, p.rec.Error = store.Failed, err.Error()
 			if err := finish(p); err != nil {

@@ -59,7 +59,11 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		o.Log = io.Discard
 	}
 	addr, token := getenv(rendezvous.EnvAddr), getenv(rendezvous.EnvToken)
-	rank, err := strconv.Atoi(getenv(rendezvous.EnvRank))
+	rankText := getenv(rendezvous.EnvRank)
+	if rankText == "" { // started by srun (launch.Slurm): one environment for every rank
+		rankText = getenv("SLURM_PROCID")
+	}
+	rank, err := strconv.Atoi(rankText)
 	if addr == "" || err != nil {
 		return fmt.Errorf("casestudy worker is started by casestudy run ($%s and $%s are not set)",
 			rendezvous.EnvAddr, rendezvous.EnvRank)
