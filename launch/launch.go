@@ -27,6 +27,11 @@ type Spec struct {
 	Args  []string // e.g. ["worker"]
 	Dir   string   // working directory; "" inherits
 	Ranks []Rank
+
+	// For schedulers (Slurm): where and how long the ranks may run.
+	Nodes       int           // nodes the ranks spread over evenly; 0: 1
+	ProcsPerGPU int           // ranks sharing one GPU; 0: 1
+	Timeout     time.Duration // the trial's wall-clock limit; 0: none
 }
 
 // Exit is how one rank ended.
@@ -36,6 +41,13 @@ type Exit struct {
 	Signal string // e.g. "SIGKILL", "" when it exited
 	At     time.Time
 	Err    error // a wait error that is neither an exit status nor a signal
+
+	// What a scheduler saw (Slurm): the node the rank ran on, and its verdict
+	// when it ended the rank itself: Outcome "timeout" (time limit), "oom" or
+	// "failed" (node failure, preemption), with Reason in its words.
+	Node    string
+	Outcome string
+	Reason  string
 }
 
 // Killed reports whether the rank ended by a signal.
@@ -53,6 +65,22 @@ type Group interface {
 // Launcher starts trials.
 type Launcher interface {
 	Start(ctx context.Context, spec Spec) (Group, error)
+}
+
+// Deadliner is a launcher whose scheduler enforces Spec.Timeout itself; the
+// runner's own deadline then waits Deadline(timeout) so the scheduler's
+// verdict comes first.
+type Deadliner interface {
+	Deadline(timeout time.Duration) time.Duration
+}
+
+// DeadlineFor is when the runner stops a launch of l itself: timeout, or the
+// later backstop of a launcher whose scheduler enforces the limit.
+func DeadlineFor(l Launcher, timeout time.Duration) time.Duration {
+	if d, ok := l.(Deadliner); ok && timeout > 0 {
+		return d.Deadline(timeout)
+	}
+	return timeout
 }
 
 // BuildEnv is a rank's environment: parent minus every variable in unset and
