@@ -111,7 +111,7 @@ var (
 	compareKeys   = []string{"baseline", "threshold"}
 	// LauncherKeys are the settings a study's launcher section may carry
 	// (launch/ reads them); extend this list when a launcher learns a new one.
-	LauncherKeys = []string{"kind", "partition", "account", "qos", "reservation", "constraint", "time_limit", "extra_args"}
+	LauncherKeys = []string{"kind", "partition", "account", "qos", "reservation", "constraint", "time_limit", "extra_args", "srun_args", "rdzv_interface"}
 )
 
 // decoder walks one file's node tree, reporting every problem it finds.

@@ -31,6 +31,7 @@ type runOptions struct {
 	killGrace        time.Duration
 	noisyCV          float64
 	allowOutside     bool
+	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
 func newRunCommand() *cobra.Command {
@@ -61,6 +62,7 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
 	f.Float64Var(&o.noisyCV, "noisy-cv", 0.05, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	addLauncherFlags(f, &o.launcher)
 	return cmd
 }
 
@@ -106,12 +108,25 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := checkTrialIDs(plan, o.trials); err != nil {
 		return err
 	}
+	kind, err := launcherKind(&o.launcher, s, os.Environ())
+	if err != nil {
+		return err
+	}
+	if o.launcher.submit {
+		if o.resume != "" {
+			return exitcode.Usage(errors.New("--submit starts a new run; to finish one, submit a job that runs 'casestudy run --resume RUN_DIR'"))
+		}
+		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
+	}
 	machine, err := runner.Preflight(s, plan, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
 	if w == nil {
 		runID := store.NewRunID(time.Now())
+		if o.launcher.runID != "" {
+			runID = o.launcher.runID
+		}
 		if w, err = store.Create(o.out, s.Name, runID); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
@@ -135,6 +150,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}}
 	if prev != nil {
 		ropts.Done, ropts.Previous = runner.Committed(prev)
+	}
+	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, stdout); err != nil {
+		return err
 	}
 	r, err := runner.New(ropts)
 	if err != nil {

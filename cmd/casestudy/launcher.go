@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+// launcherOptions are run's flags for where trials run: the launcher, the
+// rendezvous address other nodes reach, and --submit's batch job.
+type launcherOptions struct {
+	kind        string
+	submit      bool
+	rdzvAddr    string
+	rdzvIface   string
+	partition   string
+	account     string
+	timeLimit   string
+	gpusPerNode int
+	runID       string // hidden: the batch job creates the run directory --submit named
+}
+
+func addLauncherFlags(f *pflag.FlagSet, o *launcherOptions) {
+	f.StringVar(&o.kind, "launcher", "", "where trials run: local, or slurm (one job step per trial; default: slurm inside an allocation ($SLURM_JOB_ID), else the study's launcher.kind, else local)")
+	f.BoolVar(&o.submit, "submit", false, "with --launcher slurm outside an allocation: write a batch script that runs the study and submit it with sbatch")
+	f.StringVar(&o.rdzvAddr, "rdzv-addr", "", "`HOST[:PORT]` the rendezvous listens on and ranks dial (default: 127.0.0.1 for local; for slurm the address of --rdzv-interface or the first non-loopback interface)")
+	f.StringVar(&o.rdzvIface, "rdzv-interface", "", "network `INTERFACE` whose address the rendezvous uses with slurm (also launcher.rdzv_interface)")
+	f.StringVar(&o.partition, "partition", "", "--submit: Slurm partition (also launcher.partition)")
+	f.StringVar(&o.account, "account", "", "--submit: Slurm account (also launcher.account)")
+	f.StringVar(&o.timeLimit, "time", "", "--submit: the job's time limit, e.g. 2:00:00 or 90m (also launcher.time_limit; default: every launch at its timeout, plus 10 minutes)")
+	f.IntVar(&o.gpusPerNode, "gpus-per-node", -1, "--submit: GPUs per node to request (default: workload.gpus, 0 on device cpu)")
+	f.StringVar(&o.runID, "run-id", "", "name of the run directory to create (set by --submit's batch script)")
+	_ = f.MarkHidden("run-id")
+}
+
+// launcherKind resolves --launcher: the flag, slurm inside an allocation, the
+// study's launcher.kind, local.
+func launcherKind(o *launcherOptions, s *study.Study, env []string) (string, error) {
+	kind, from := o.kind, "--launcher"
+	if kind == "" && launch.InAllocation(env) != "" {
+		kind = "slurm"
+	}
+	if kind == "" {
+		kind, from = s.Launcher["kind"], s.Path+": launcher.kind"
+	}
+	switch kind {
+	case "", "local":
+		if o.submit {
+			return "", exitcode.Usage(errors.New("--submit submits a Slurm batch job: add --launcher slurm (or launcher.kind: slurm in the study)"))
+		}
+		return "local", nil
+	case "slurm":
+		return "slurm", nil
+	}
+	return "", exitcode.Usage(fmt.Errorf("%s: unknown launcher %q (want local or slurm)", from, kind))
+}
+
+// slurmFacts is slurm.json in a run directory made inside an allocation: the
+// job, its nodes and where the rendezvous listened.
+type slurmFacts struct {
+	JobID      string `json:"job_id"`
+	Nodes      string `json:"nodes,omitempty"` // SLURM_JOB_NODELIST
+	Rendezvous string `json:"rendezvous"`
+	Started    string `json:"started"`
+}
+
+// setupLauncher puts the launcher and the rendezvous address into the runner's
+// options; for slurm it also records slurm.json in the run directory.
+func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, out io.Writer) error {
+	host, port, err := rendezvousHost(o, kind, s)
+	if err != nil {
+		return err
+	}
+	if host != "" {
+		ropts.RendezvousAddr = net.JoinHostPort(host, port)
+		ropts.AdvertiseHost, ropts.StoreHost = host, host
+	}
+	if kind != "slurm" {
+		return nil
+	}
+	l, err := launch.NewSlurm(env, strings.Fields(s.Launcher["srun_args"]))
+	if err != nil {
+		return exitcode.With(exitcode.Environment, err)
+	}
+	ropts.Launcher = l
+	facts := slurmFacts{JobID: l.JobID, Nodes: getenvList(env, "SLURM_JOB_NODELIST"), Rendezvous: host,
+		Started: time.Now().UTC().Format(time.RFC3339)}
+	b, _ := json.MarshalIndent(facts, "", "  ")
+	if err := w.WriteFile("slurm.json", append(b, '\n')); err != nil {
+		return exitcode.With(exitcode.Environment, err)
+	}
+	fmt.Fprintf(out, "slurm: job %s (nodes %s); each trial is one srun step; rendezvous on %s\n", l.JobID, facts.Nodes, host)
+	return nil
+}
+
+// rendezvousHost is where the rendezvous listens: --rdzv-addr; for slurm the
+// interface's address (--rdzv-interface, launcher.rdzv_interface, else the
+// first non-loopback one; loopback when there is none and the trial stays on
+// one node). "" keeps the runner's default (loopback).
+func rendezvousHost(o *launcherOptions, kind string, s *study.Study) (host, port string, err error) {
+	port = "0"
+	if o.rdzvAddr != "" {
+		host = o.rdzvAddr
+		if h, p, err := net.SplitHostPort(o.rdzvAddr); err == nil {
+			host, port = h, p
+		}
+		if net.ParseIP(host) == nil {
+			if _, err := net.LookupHost(host); err != nil {
+				return "", "", exitcode.Usage(fmt.Errorf("--rdzv-addr %s: %v (give HOST or HOST:PORT this machine can listen on)", o.rdzvAddr, err))
+			}
+		}
+		return host, port, nil
+	}
+	iface := o.rdzvIface
+	if iface == "" {
+		iface = s.Launcher["rdzv_interface"]
+	}
+	if kind != "slurm" && iface == "" {
+		return "", port, nil
+	}
+	ip, err := launch.ReachableIP(iface)
+	switch {
+	case err == nil:
+		return ip, port, nil
+	case iface == "" && s.Workload.Nodes <= 1:
+		return "127.0.0.1", port, nil // one node: loopback reaches every rank
+	case o.rdzvIface != "":
+		return "", "", exitcode.Usage(fmt.Errorf("--rdzv-interface: %w", err))
+	}
+	return "", "", exitcode.With(exitcode.Environment, err)
+}
+
+func getenvList(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

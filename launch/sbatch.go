@@ -1,0 +1,151 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Batch is a Slurm batch job that runs one study inside its allocation.
+type Batch struct {
+	JobName      string
+	Partition    string
+	Account      string
+	QOS          string
+	Reservation  string
+	Constraint   string
+	Nodes        int
+	TasksPerNode int
+	GPUsPerNode  int               // 0: no GPU request
+	TimeMinutes  int               // the job's time limit
+	Output       string            // sbatch --output (absolute)
+	Chdir        string            // the job's working directory (absolute)
+	Extra        []string          // more sbatch arguments, one per #SBATCH line
+	Env          map[string]string // exported before the command
+	Command      []string          // what the job runs (casestudy run ...)
+}
+
+// Script is the batch script: #SBATCH lines, the exports, then the command.
+func (b Batch) Script() (string, error) {
+	if len(b.Command) == 0 || b.Nodes < 1 || b.TasksPerNode < 1 || b.TimeMinutes < 1 {
+		return "", errors.New("batch job: command, nodes, tasks per node and time are required")
+	}
+	var s strings.Builder
+	s.WriteString("#!/bin/bash\n# Written by casestudy run --submit; submit it again with: sbatch THIS_FILE\n")
+	opt := func(flag, v string) {
+		if v != "" {
+			fmt.Fprintf(&s, "#SBATCH --%s=%s\n", flag, v)
+		}
+	}
+	opt("job-name", b.JobName)
+	opt("nodes", strconv.Itoa(b.Nodes))
+	opt("ntasks-per-node", strconv.Itoa(b.TasksPerNode))
+	if b.GPUsPerNode > 0 {
+		opt("gpus-per-node", strconv.Itoa(b.GPUsPerNode))
+	}
+	opt("time", strconv.Itoa(b.TimeMinutes))
+	opt("partition", b.Partition)
+	opt("account", b.Account)
+	opt("qos", b.QOS)
+	opt("reservation", b.Reservation)
+	opt("constraint", b.Constraint)
+	opt("output", b.Output)
+	opt("chdir", b.Chdir)
+	for _, e := range b.Extra {
+		if strings.ContainsAny(e, "\n\r") {
+			return "", fmt.Errorf("batch job: extra argument %q spans lines", e)
+		}
+		fmt.Fprintf(&s, "#SBATCH %s\n", e)
+	}
+	s.WriteString("set -euo pipefail\n")
+	keys := make([]string, 0, len(b.Env))
+	for k := range b.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&s, "export %s=%s\n", k, ShellQuote(b.Env[k]))
+	}
+	s.WriteString("exec")
+	for _, a := range b.Command {
+		s.WriteString(" " + ShellQuote(a))
+	}
+	s.WriteString("\n")
+	return s.String(), nil
+}
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '=' || r == '+' || r == ',' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Submit runs sbatch on script and returns the job ID.
+func Submit(ctx context.Context, script string, env []string) (string, error) {
+	sbatch, err := exec.LookPath("sbatch")
+	if err != nil {
+		return "", fmt.Errorf("--submit needs sbatch on PATH (run it on a Slurm login node): %w", err)
+	}
+	cmd := exec.CommandContext(ctx, sbatch, "--parsable", script)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("sbatch %s: %s", script, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", fmt.Errorf("sbatch %s: %w", script, err)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";") // "123" or "123;cluster"
+	if _, err := strconv.Atoi(id); err != nil {
+		return "", fmt.Errorf("sbatch %s printed %q, not a job ID", script, strings.TrimSpace(string(out)))
+	}
+	return id, nil
+}
+
+var (
+	slurmDHMS = regexp.MustCompile(`^(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?$`) // days-hours[:minutes[:seconds]]
+	slurmHMS  = regexp.MustCompile(`^(\d+)(?::(\d+)(?::(\d+))?)?$`)       // minutes | minutes:seconds | hours:minutes:seconds
+)
+
+// ParseTimeLimit reads a job time limit in minutes (rounded up): a Go duration
+// ("90m", "2h") or one of Slurm's forms ("30", "30:00", "2:00:00", "1-12",
+// "1-12:30", "1-12:30:00").
+func ParseTimeLimit(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	bad := fmt.Errorf("time limit %q: give minutes, hours:minutes:seconds, days-hours[:minutes], or a duration like 90m", s)
+	num := func(x string) int { n, _ := strconv.Atoi(x); return n }
+	var d time.Duration
+	switch m := slurmHMS.FindStringSubmatch(s); {
+	case m != nil && m[3] != "":
+		d = time.Duration(num(m[1]))*time.Hour + time.Duration(num(m[2]))*time.Minute + time.Duration(num(m[3]))*time.Second
+	case m != nil && m[2] != "":
+		d = time.Duration(num(m[1]))*time.Minute + time.Duration(num(m[2]))*time.Second
+	case m != nil:
+		d = time.Duration(num(m[1])) * time.Minute
+	default:
+		if m := slurmDHMS.FindStringSubmatch(s); m != nil {
+			d = time.Duration(num(m[1]))*24*time.Hour + time.Duration(num(m[2]))*time.Hour +
+				time.Duration(num(m[3]))*time.Minute + time.Duration(num(m[4]))*time.Second
+		} else if gd, err := time.ParseDuration(s); err == nil {
+			d = gd
+		} else {
+			return 0, bad
+		}
+	}
+	if d <= 0 {
+		return 0, bad
+	}
+	return timeMinutes(d), nil
+}

@@ -1,0 +1,334 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Slurm starts each trial's ranks as one job step of the allocation the runner
+// is in ($SLURM_JOB_ID): one srun with the trial's node and task counts,
+// --kill-on-bad-exit=1, a --time from the trial's timeout, the trial's
+// environment exported (each rank learns its rank from SLURM_PROCID) and one
+// GPU bound per task. Slurm's verdicts (time limit, out of memory, node
+// failure) come back in each Exit's Outcome and Reason.
+type Slurm struct {
+	Srun    string   // "": srun from PATH
+	Scancel string   // "": scancel from PATH
+	JobID   string   // the allocation, for messages and scancel
+	Args    []string // extra srun arguments (the study's launcher.srun_args)
+}
+
+// EnvJobID is set by Slurm inside an allocation.
+const EnvJobID = "SLURM_JOB_ID"
+
+// InAllocation returns the Slurm job the environment is inside, "" outside.
+func InAllocation(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], EnvJobID+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// NewSlurm is the launcher for the allocation env is inside; it fails outside
+// one or without srun.
+func NewSlurm(env []string, srunArgs []string) (*Slurm, error) {
+	job := InAllocation(env)
+	if job == "" {
+		return nil, errors.New("the slurm launcher runs inside an allocation ($SLURM_JOB_ID is not set): " +
+			"use --submit to submit the study as a batch job, or run it under salloc/sbatch")
+	}
+	srun, err := exec.LookPath("srun")
+	if err != nil {
+		return nil, fmt.Errorf("inside Slurm job %s but srun is not on PATH: %w", job, err)
+	}
+	scancel, _ := exec.LookPath("scancel")
+	return &Slurm{Srun: srun, Scancel: scancel, JobID: job, Args: srunArgs}, nil
+}
+
+// Deadline is the runner's backstop for a trial limited to timeout: srun gets
+// --time rounded up to whole minutes, Slurm checks limits about every 30 s
+// and then waits KillWait (30 s by default) before SIGKILL.
+func (s *Slurm) Deadline(timeout time.Duration) time.Duration {
+	return time.Duration(timeMinutes(timeout))*time.Minute + 2*time.Minute
+}
+
+func timeMinutes(d time.Duration) int {
+	return int((d + time.Minute - 1) / time.Minute)
+}
+
+// StepArgs are srun's arguments for spec (without the program) and the
+// environment srun runs with; the ranks' per-rank variables (CASESTUDY_RANK,
+// CUDA_VISIBLE_DEVICES) are Slurm's to set (SLURM_PROCID, GPU binding).
+func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
+	n := len(spec.Ranks)
+	if n == 0 {
+		return nil, nil, fmt.Errorf("trial %s has no ranks", spec.Trial)
+	}
+	nodes := max(spec.Nodes, 1)
+	if n%nodes != 0 {
+		return nil, nil, fmt.Errorf("trial %s: %d ranks do not spread evenly over %d nodes", spec.Trial, n, nodes)
+	}
+	perNode := n / nodes
+	gpus := false
+	for _, r := range spec.Ranks {
+		gpus = gpus || r.GPU != ""
+	}
+	drop := map[string]bool{"CASESTUDY_RANK": true}
+	if gpus {
+		drop["CUDA_VISIBLE_DEVICES"] = true // this node's numbering means nothing on the others
+	}
+	env, err := commonEnv(spec.Ranks, drop)
+	if err != nil {
+		return nil, nil, fmt.Errorf("trial %s: %w", spec.Trial, err)
+	}
+	args := []string{
+		"--job-name=casestudy-" + spec.Trial,
+		"--nodes=" + strconv.Itoa(nodes),
+		"--ntasks=" + strconv.Itoa(n),
+		"--ntasks-per-node=" + strconv.Itoa(perNode),
+		"--kill-on-bad-exit=1",
+		"--export=ALL",
+		"--mpi=none",
+		"--label",   // task output prefixed by its rank: split into rank logs
+		"--verbose", // the step id, each task's node and each task's end
+	}
+	if spec.Timeout > 0 {
+		args = append(args, "--time="+strconv.Itoa(timeMinutes(spec.Timeout)))
+	}
+	if gpus {
+		if ppg := max(spec.ProcsPerGPU, 1); ppg == 1 {
+			args = append(args, "--gpus-per-task=1") // implies --gpu-bind=per_task:1
+		} else {
+			args = append(args, "--gpus-per-node="+strconv.Itoa((perNode+ppg-1)/ppg), "--gpu-bind=single:"+strconv.Itoa(ppg))
+		}
+	}
+	args = append(args, s.Args...)
+	return args, env, nil
+}
+
+// commonEnv is the environment every rank shares, minus drop; a variable that
+// differs between ranks and is not dropped cannot travel through one srun.
+func commonEnv(ranks []Rank, drop map[string]bool) ([]string, error) {
+	first := map[string]string{}
+	var out []string
+	for _, kv := range ranks[0].Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if drop[k] {
+			continue
+		}
+		first[k] = v
+		out = append(out, kv)
+	}
+	for _, r := range ranks[1:] {
+		seen := 0
+		for _, kv := range r.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			if drop[k] {
+				continue
+			}
+			if w, ok := first[k]; !ok || w != v {
+				return nil, fmt.Errorf("rank %d's environment differs from rank 0's in %s; srun starts every rank with one environment", r.Rank, k)
+			}
+			seen++
+		}
+		if seen != len(first) {
+			return nil, fmt.Errorf("rank %d's environment lacks variables rank 0 has; srun starts every rank with one environment", r.Rank)
+		}
+	}
+	return out, nil
+}
+
+type slurmGroup struct {
+	s     *Slurm
+	spec  Spec
+	cmd   *exec.Cmd
+	exits chan Exit
+	done  chan struct{} // srun has exited
+	kill  sync.Once
+
+	mu     sync.Mutex // logs and report
+	logs   []io.Writer
+	report *stepReport
+	errs   []string // srun's error lines
+}
+
+// Start runs srun for the trial; its output is split into the rank logs.
+func (s *Slurm) Start(_ context.Context, spec Spec) (Group, error) {
+	args, env, err := s.StepArgs(spec)
+	if err != nil {
+		return nil, err
+	}
+	srun := s.Srun
+	if srun == "" {
+		srun = "srun"
+	}
+	cmd := exec.Command(srun, append(append(args, spec.Path), spec.Args...)...)
+	cmd.Env, cmd.Dir = env, spec.Dir
+	// srun's own process group (a terminal's Ctrl-C is the runner's); SIGTERM
+	// when the runner dies, which makes srun end the step.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	g := &slurmGroup{s: s, spec: spec, cmd: cmd, exits: make(chan Exit, len(spec.Ranks)),
+		done: make(chan struct{}), report: newStepReport()}
+	for _, r := range spec.Ranks {
+		w := r.Log
+		if w == nil {
+			w = io.Discard
+		}
+		g.logs = append(g.logs, w)
+	}
+	if err := startOnSpawner(cmd); err != nil {
+		return nil, fmt.Errorf("starting srun for %s: %w", spec.Trial, err)
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); g.read(stdout) }()
+	go func() { defer readers.Done(); g.read(stderr) }()
+	go func() {
+		readers.Wait() // all output read before Wait closes the pipes
+		err := cmd.Wait()
+		close(g.done)
+		for _, e := range g.exitsOf(err) {
+			g.exits <- e
+		}
+		close(g.exits)
+	}()
+	return g, nil
+}
+
+// read splits srun's output: a task's labelled line goes to its rank's log,
+// srun's own lines are read for the step's facts and, unless chatter, go to
+// every rank's log.
+func (g *slurmGroup) read(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			g.line(strings.TrimRight(line, "\r\n"))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (g *slurmGroup) line(line string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, rest, ok := labelled(line); ok && t < len(g.logs) {
+		g.report.taskLine(rest)
+		fmt.Fprintln(g.logs[t], rest)
+		return
+	}
+	g.report.srunLine(line)
+	if strings.HasPrefix(line, "srun: error:") {
+		g.errs = append(g.errs, strings.TrimPrefix(line, "srun: error: "))
+	}
+	if !srunNoise(line) {
+		for _, w := range g.logs {
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+// exitsOf turns srun's report into one Exit per rank: ranks that failed on
+// their own first (the runner takes the first failure as the cause), then
+// those that were killed, then the rest.
+func (g *slurmGroup) exitsOf(waitErr error) []Exit {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rep := g.report
+	srunCode := g.cmd.ProcessState.ExitCode()
+	now := time.Now()
+	var out []Exit
+	for _, r := range g.spec.Ranks {
+		e := Exit{Rank: r.Rank, At: now, Node: rep.nodes[r.Rank], Outcome: rep.outcome, Reason: rep.reason}
+		if end, ok := rep.ends[r.Rank]; ok {
+			e.Code, e.Signal = end.code, end.signal
+		} else if srunCode != 0 {
+			e.Code = srunCode
+			why := fmt.Sprintf("srun (job %s, step %s) reported no end for task %d and exited with %d", g.s.JobID, rep.stepID, r.Rank, srunCode)
+			if len(g.errs) > 0 {
+				why += ": " + g.errs[len(g.errs)-1]
+			}
+			e.Err = errors.New(why)
+		}
+		var exitErr *exec.ExitError
+		if waitErr != nil && !errors.As(waitErr, &exitErr) && e.Err == nil {
+			e.Err = waitErr
+		}
+		out = append(out, e)
+	}
+	order := func(e Exit) int {
+		switch {
+		case e.Code > 0 && e.Signal == "":
+			return 0
+		case e.Signal != "" || e.Code != 0:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(out, func(i, j int) bool { return order(out[i]) < order(out[j]) })
+	return out
+}
+
+func (g *slurmGroup) Exits() <-chan Exit { return g.exits }
+
+// Kill ends the step: SIGTERM to its tasks through scancel (when srun has
+// named the step), then after grace srun's own SIGTERM (srun kills the step),
+// then SIGKILL to srun and a full scancel of the step.
+func (g *slurmGroup) Kill(grace time.Duration) {
+	g.kill.Do(func() {
+		go func() {
+			g.mu.Lock()
+			step := g.report.stepID
+			g.mu.Unlock()
+			if step != "" && g.s.Scancel != "" {
+				g.scancel("--signal=TERM", step)
+			} else {
+				_ = g.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			for _, next := range []func(){
+				func() { _ = g.cmd.Process.Signal(syscall.SIGTERM) },
+				func() {
+					_ = g.cmd.Process.Signal(syscall.SIGKILL)
+					if step != "" && g.s.Scancel != "" {
+						g.scancel("--signal=KILL", step)
+					}
+				},
+			} {
+				select {
+				case <-g.done:
+					return
+				case <-time.After(grace):
+					next()
+				}
+			}
+		}()
+	})
+}
+
+func (g *slurmGroup) scancel(args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, g.s.Scancel, args...).Run()
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A one-node Slurm cluster for tests: munged, slurmctld and slurmd on this
+# machine, no systemd, accounting off, short timers. Needs root and Debian's
+# slurm-wlm and munge (scripts/install-deps.sh).
+#
+#   scripts/slurm-test-cluster.sh start DIR   # writes DIR/slurm.conf, starts the daemons
+#   scripts/slurm-test-cluster.sh stop DIR    # stops what start started
+#
+# Clients find the cluster through SLURM_CONF=DIR/slurm.conf.
+set -euo pipefail
+cmd=${1:-}
+dir=${2:-}
+if [ -z "$cmd" ] || [ -z "$dir" ]; then
+  echo "usage: $0 start|stop DIR" >&2
+  exit 2
+fi
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+stop() {
+  for d in slurmd slurmctld munged; do
+    f="$dir/$d.pid"
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+start() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "the test cluster needs root (munged runs as munge, slurmd as root)" >&2
+    exit 1
+  fi
+  for b in munged mungekey slurmctld slurmd srun; do
+    command -v "$b" >/dev/null || { echo "$b not found: install slurm-wlm and munge (scripts/install-deps.sh)" >&2; exit 1; }
+  done
+  stop
+  # munge: a key, its run directory, the daemon as the munge user.
+  mkdir -p /run/munge /etc/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /etc/munge /var/log/munge /var/lib/munge
+  chmod 0755 /run/munge
+  if [ ! -s /etc/munge/munge.key ]; then
+    mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+  fi
+  chown munge:munge /etc/munge/munge.key
+  chmod 0400 /etc/munge/munge.key
+  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    rm -f /run/munge/munged.pid
+    su -s /bin/sh munge -c "munged --force --pid-file=/run/munge/munged.pid"
+    cp /run/munge/munged.pid "$dir/munged.pid" # ours to stop
+  fi
+
+  mkdir -p "$dir/state" "$dir/spool" "$dir/log"
+  cat >"$dir/slurm.conf" <<EOF
+ClusterName=casestudy-test
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+SlurmctldPort=${SLURMCTLD_PORT:-6817}
+SlurmdPort=${SLURMD_PORT:-6818}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+InactiveLimit=0
+KillWait=5
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=30
+MessageTimeout=10
+NodeName=localhost CPUs=$(nproc) RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2)) State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+  export SLURM_CONF="$dir/slurm.conf"
+  slurmctld -c -f "$SLURM_CONF"
+  slurmd -N localhost -f "$SLURM_CONF"
+  for _ in $(seq 100); do
+    if sinfo -h -o %t 2>/dev/null | grep -Eq '^(idle|mix|alloc)'; then
+      echo "slurm test cluster up: SLURM_CONF=$SLURM_CONF"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "slurm test cluster did not come up; logs in $dir/log" >&2
+  sinfo >&2 || true
+  tail -n 20 "$dir/log/"*.log >&2 || true
+  stop
+  exit 1
+}
+
+case "$cmd" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+esac
