@@ -64,8 +64,8 @@ var abiSymbols = []string{
 var optionalSymbols = []string{"cs_models", "cs_bench_allreduce"}
 
 // stepOutLen is cs_step's output buffer. cs_step answers CS_ERR_BUFFER after
-// it ran the step, so a retry would run another one: the buffer is made large
-// enough for any step's metrics once, and never grown.
+// it ran the step, so a retry would run another one: its buffer starts far
+// above any step's metrics (a few KiB) and is never grown.
 const stepOutLen = 1 << 20
 
 // symbols holds the resolved functions of one opened library.
