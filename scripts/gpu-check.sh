@@ -10,8 +10,10 @@
 #      tf32, bf16, bf16 + CUDA graphs, fp16) and the PyTorch reference
 #      (bench/reference/gpt2_hf.py, eager and torch.compile) on the same GPU;
 #   5. prints a table last. Logs and JSON results go to $OUT (default build/gpu-out).
-# Environment: OUT, JOBS (default 16), STEPS (measured steps, default 20),
-# SKIP_TESTS=1, SKIP_BENCH=1, SKIP_REFERENCE=1.
+#   6. with COMPARE=1, also bench/reference/compare.sh (BERT and ResNet-50 against
+#      their references; needs build/gpu/engine.test).
+# Environment: OUT, ENGINE_BUILD (default build/engine), JOBS (default 16), STEPS (measured steps, default 20),
+# SKIP_TESTS=1, SKIP_BENCH=1, SKIP_REFERENCE=1, COMPARE=1.
 # Exit status: 0 when the build and every test passed, 1 otherwise (benchmark
 # failures are reported in the table and logs).
 set -uo pipefail
@@ -24,7 +26,8 @@ mkdir -p "$LOG"
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 PY=${PYTHON:-python3}
-LIB=$PWD/build/engine/libcasestudy_engine.so
+BUILD_DIR=${ENGINE_BUILD:-build/engine}
+LIB=$PWD/$BUILD_DIR/libcasestudy_engine.so
 status=0
 
 say() { printf '\n== %s\n' "$*"; }
@@ -57,13 +60,13 @@ EOF
 # ---- 2. build ----------------------------------------------------------------
 say "build engine"
 build() {
-  cmake -S engine/native -B build/engine -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
-    cmake --build build/engine -j "$JOBS"
+  cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
+    cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 t0=$(date +%s)
 if ! build >"$LOG/build.log" 2>&1; then
   echo "CMake with Torch's config failed (see logs/build.log); retrying with CS_TORCH_MODE=manual"
-  rm -rf build/engine
+  rm -rf "$BUILD_DIR"
   if ! build -DCS_TORCH_MODE=manual >"$LOG/build-manual.log" 2>&1; then
     tail -40 "$LOG/build-manual.log"
     echo "engine build failed"
@@ -92,7 +95,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     # Run each binary in its package folder (tests read testdata/ relative to it).
     dir=$(find . -path ./build -prune -o -type d -name "$n" -print | head -1)
     [ -z "$dir" ] && dir=.
-    if (cd "$dir" && CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$LIB "$OLDPWD/$t" -test.count=1 -test.v) \
+    if (cd "$dir" && CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$LIB "$OLDPWD/$t" -test.count=1 -test.v -test.timeout=20m) \
       >"$LOG/test-$n.log" 2>&1; then
       echo "ok    $n"
     else
@@ -152,5 +155,12 @@ for r in rows:
         r["name"], s["median"], s["p10"], s["p90"], r["tokens_per_s"], r["tflops"],
         100 * r["mfu"], phs, r["mem_peak_bytes"] / 2**30, ratio("hf-eager"), ratio("hf-compile")))
 EOF
+fi
+
+if [ "${COMPARE:-0}" = 1 ] && [ -x bench/reference/compare.sh ] && [ -x build/gpu/engine.test ]; then
+  say "BERT and ResNet-50 against their references (bench/reference/compare.sh)"
+  bench/reference/compare.sh "$LIB" build/gpu/engine.test "$OUT/compare" >"$LOG/compare.log" 2>&1 ||
+    echo "compare.sh failed (logs/compare.log)"
+  tail -20 "$LOG/compare.log"
 fi
 exit $status
