@@ -5,7 +5,7 @@ ENGINE_LIB = $(BUILD)/engine/libcasestudy_engine.so
 JOBS      ?= $(shell nproc)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine deps test test-go lint fmt gpu-tests clean
+.PHONY: all cli engine deps run test lint fmt gpu-tests clean
 
 all: cli engine
 
@@ -18,6 +18,12 @@ engine: $(ENGINE_LIB)
 $(ENGINE_LIB): $(shell find engine/native -type f -not -path '*/third_party/*')
 	cmake -S engine/native -B $(BUILD)/engine -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD)/engine -j $(JOBS)
+
+# The main job: build, then run a study end to end. Default: the GPT headline
+# study where a GPU is visible, its CPU smoke variant elsewhere.
+STUDY ?= $(shell if nvidia-smi -L 2>/dev/null | grep -q GPU; then echo studies/gpt.yaml; else echo studies/gpt/smoke.yaml; fi)
+run: deps all
+	bin/casestudy run $(STUDY)
 
 # System packages the engine and the browser tests need (installs as root, or
 # prints the apt-get line to run).
