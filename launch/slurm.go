@@ -158,11 +158,17 @@ type slurmGroup struct {
 	done  chan struct{} // srun has exited
 	kill  sync.Once
 
-	mu     sync.Mutex // logs and report
+	mu     sync.Mutex // everything below
 	logs   []io.Writer
 	report *stepReport
-	errs   []string // srun's error lines
+	errs   []string     // srun's error lines
+	sent   map[int]bool // ranks whose Exit went out
+	closed bool         // exits is closed
 }
+
+// exitHold is how long an Exit waits after srun reported the task's end, so
+// that slurmstepd's verdict (it travels on another stream) can join it.
+const exitHold = 300 * time.Millisecond
 
 // Start runs srun for the trial; its output is split into the rank logs.
 func (s *Slurm) Start(_ context.Context, spec Spec) (Group, error) {
@@ -188,7 +194,7 @@ func (s *Slurm) Start(_ context.Context, spec Spec) (Group, error) {
 		return nil, err
 	}
 	g := &slurmGroup{s: s, spec: spec, cmd: cmd, exits: make(chan Exit, len(spec.Ranks)),
-		done: make(chan struct{}), report: newStepReport()}
+		done: make(chan struct{}), report: newStepReport(), sent: map[int]bool{}}
 	for _, r := range spec.Ranks {
 		w := r.Log
 		if w == nil {
@@ -207,10 +213,7 @@ func (s *Slurm) Start(_ context.Context, spec Spec) (Group, error) {
 		readers.Wait() // all output read before Wait closes the pipes
 		err := cmd.Wait()
 		close(g.done)
-		for _, e := range g.exitsOf(err) {
-			g.exits <- e
-		}
-		close(g.exits)
+		g.flush(err)
 	}()
 	return g, nil
 }
@@ -239,7 +242,15 @@ func (g *slurmGroup) line(line string) {
 		fmt.Fprintln(g.logs[t], rest)
 		return
 	}
+	before := len(g.report.ends)
 	g.report.srunLine(line)
+	if len(g.report.ends) != before { // tasks ended: their Exits go out soon, before srun's own end
+		for rank := range g.report.ends {
+			if !g.sent[rank] {
+				time.AfterFunc(exitHold, func() { g.emit(rank) })
+			}
+		}
+	}
 	if strings.HasPrefix(line, "srun: error:") {
 		g.errs = append(g.errs, strings.TrimPrefix(line, "srun: error: "))
 	}
@@ -250,10 +261,23 @@ func (g *slurmGroup) line(line string) {
 	}
 }
 
-// exitsOf turns srun's report into one Exit per rank: ranks that failed on
-// their own first (the runner takes the first failure as the cause), then
-// those that were killed, then the rest.
-func (g *slurmGroup) exitsOf(waitErr error) []Exit {
+// emit sends rank's Exit as srun reported it, once.
+func (g *slurmGroup) emit(rank int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	end, ok := g.report.ends[rank]
+	if g.closed || g.sent[rank] || !ok {
+		return
+	}
+	g.sent[rank] = true
+	g.exits <- Exit{Rank: rank, At: time.Now(), Code: end.code, Signal: end.signal, Node: g.report.nodes[rank],
+		Outcome: g.report.outcome, Reason: g.report.reason}
+}
+
+// flush sends the Exits not sent yet once srun has ended: ranks that failed
+// on their own first (the runner takes the first failure as the cause), then
+// those that were killed, then the rest; then closes the channel.
+func (g *slurmGroup) flush(waitErr error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	rep := g.report
@@ -261,6 +285,9 @@ func (g *slurmGroup) exitsOf(waitErr error) []Exit {
 	now := time.Now()
 	var out []Exit
 	for _, r := range g.spec.Ranks {
+		if g.sent[r.Rank] {
+			continue
+		}
 		e := Exit{Rank: r.Rank, At: now, Node: rep.nodes[r.Rank], Outcome: rep.outcome, Reason: rep.reason}
 		if end, ok := rep.ends[r.Rank]; ok {
 			e.Code, e.Signal = end.code, end.signal
@@ -288,7 +315,12 @@ func (g *slurmGroup) exitsOf(waitErr error) []Exit {
 		return 2
 	}
 	sort.SliceStable(out, func(i, j int) bool { return order(out[i]) < order(out[j]) })
-	return out
+	for _, e := range out {
+		g.sent[e.Rank] = true
+		g.exits <- e
+	}
+	g.closed = true
+	close(g.exits)
 }
 
 func (g *slurmGroup) Exits() <-chan Exit { return g.exits }

@@ -95,7 +95,11 @@ func (r *stepReport) taskLine(line string) {
 		return
 	}
 	if strings.Contains(line, "oom-kill event") || strings.Contains(line, "out-of-memory handler") {
-		r.verdict("oom", "Slurm: "+strings.TrimSpace(strings.TrimPrefix(line, "slurmstepd:")))
+		msg := strings.TrimSpace(line)
+		if _, after, ok := strings.Cut(line, "Detected "); ok {
+			msg = after
+		}
+		r.verdict("oom", "Slurm detected "+msg)
 	}
 }
 
