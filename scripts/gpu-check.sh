@@ -13,7 +13,8 @@
 #   6. with COMPARE=1, also bench/reference/compare.sh (BERT and ResNet-50 against
 #      their references; needs build/gpu/engine.test).
 # Environment: OUT, ENGINE_BUILD (default build/engine), JOBS (default 16), STEPS (measured steps, default 20),
-# SKIP_TESTS=1, SKIP_BENCH=1, SKIP_REFERENCE=1, COMPARE=1.
+# SKIP_TESTS=1, TEST_RUN=<regexp> (-test.run for every binary, e.g. GPU),
+# SKIP_BENCH=1, SKIP_REFERENCE=1, COMPARE=1.
 # Exit status: 0 when the build and every test passed, 1 otherwise (benchmark
 # failures are reported in the table and logs).
 set -uo pipefail
@@ -95,7 +96,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     # Run each binary in its package folder (tests read testdata/ relative to it).
     dir=$(find . -path ./build -prune -o -type d -name "$n" -print | head -1)
     [ -z "$dir" ] && dir=.
-    if (cd "$dir" && CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$LIB "$OLDPWD/$t" -test.count=1 -test.v -test.timeout=20m) \
+    if (cd "$dir" && CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$LIB "$OLDPWD/$t" -test.count=1 -test.v -test.timeout=20m ${TEST_RUN:+-test.run "$TEST_RUN"}) \
       >"$LOG/test-$n.log" 2>&1; then
       echo "ok    $n"
     else
