@@ -294,7 +294,11 @@ Family resnet50_family() {
   Family f;
   f.describe = describe;
   f.build = [](const ModelConfig& cfg) -> std::shared_ptr<Model> {
-    return std::make_shared<ResNet>(resolve(cfg), cfg);
+    ResNetSpec s = resolve(cfg);
+    // Let cuDNN time its convolution algorithms for each shape on first use, as
+    // the torchvision reference does (cudnn.benchmark); the shapes never change.
+    at::globalContext().setBenchmarkCuDNN(true);
+    return std::make_shared<ResNet>(s, cfg);
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
