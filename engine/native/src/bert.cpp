@@ -219,6 +219,13 @@ class Bert : public Model {
     return ps;
   }
 
+  // The MLM decoder is tied to the word embeddings.
+  std::vector<torch::Tensor> loss_parameters() override { return {embeddings_->word->weight}; }
+
+  // The MLM decoder is the word embedding (layer 0): a pipeline keeps a copy on
+  // the last stage and sums the two gradients.
+  std::vector<torch::Tensor> loss_parameters() override { return {embeddings_->word->weight}; }
+
   // HF's pre-training recipe: no weight decay for biases and LayerNorm weights;
   // embeddings decay.
   bool decays(const std::string& name) const override {
