@@ -219,9 +219,6 @@ class Bert : public Model {
     return ps;
   }
 
-  // The MLM decoder is tied to the word embeddings.
-  std::vector<torch::Tensor> loss_parameters() override { return {embeddings_->word->weight}; }
-
   // The MLM decoder is the word embedding (layer 0): a pipeline keeps a copy on
   // the last stage and sums the two gradients.
   std::vector<torch::Tensor> loss_parameters() override { return {embeddings_->word->weight}; }
