@@ -2,7 +2,7 @@
 # Installs the Debian packages casestudy's build and tests need, when missing.
 # As root it runs apt-get; otherwise it prints the command to run.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ libtorch-dev libgloo-dev libopenblas0-openmp chromium)
+pkgs=(cmake ninja-build g++ libtorch-dev libgloo-dev libopenblas0-openmp chromium slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

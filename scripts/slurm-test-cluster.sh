@@ -6,7 +6,10 @@
 #   scripts/slurm-test-cluster.sh start DIR   # writes DIR/slurm.conf, starts the daemons
 #   scripts/slurm-test-cluster.sh stop DIR    # stops what start started
 #
-# Clients find the cluster through SLURM_CONF=DIR/slurm.conf.
+# Clients find the cluster through SLURM_CONF=DIR/slurm.conf. SLURMCTLD_PORT and
+# SLURMD_PORT move the daemons off 6817/6818; SLURM_TEST_CPUS gives the node
+# more CPUs than the machine has (config_overrides), so several small test
+# jobs run side by side.
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
@@ -85,7 +88,8 @@ MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=30
 MessageTimeout=10
-NodeName=localhost CPUs=$(nproc) RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2)) State=UNKNOWN
+SlurmdParameters=config_overrides
+NodeName=localhost CPUs=${SLURM_TEST_CPUS:-$(nproc)} RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2)) State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
   export SLURM_CONF="$dir/slurm.conf"

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/store"
+)
+
+func init() { register(newStatusCommand) }
+
+// runStatus is how far a run got (`casestudy status --json`).
+type runStatus struct {
+	RunDir   string         `json:"run_dir"`
+	Study    string         `json:"study,omitempty"`
+	Started  bool           `json:"started"`             // the run directory exists
+	Planned  int            `json:"planned"`             // trials of the plan (greedy: round 1, grows)
+	Done     int            `json:"done"`                // trials with a committed record
+	Skipped  int            `json:"skipped"`             // combinations the planner dropped, recorded
+	Outcomes map[string]int `json:"outcomes"`            // committed records by outcome
+	InFlight string         `json:"in_flight,omitempty"` // a trial with logs but no record yet
+	Last     *lastTrial     `json:"last,omitempty"`
+
+	JobID     string `json:"job_id,omitempty"`
+	JobState  string `json:"job_state,omitempty"`  // PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, ...
+	StateFrom string `json:"state_from,omitempty"` // squeue | scontrol | sacct
+	StateErr  string `json:"state_error,omitempty"`
+	JobOutput string `json:"job_output,omitempty"`
+}
+
+type lastTrial struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+func newStatusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status RUN_DIR",
+		Short: "Tell how far a run got: trials done of planned, outcomes, its Slurm job's state",
+		Long: `status reads a run directory (trials.jsonl, manifest.json) and says how many
+trials have finished of those planned, with their outcomes and the trial in
+flight. For a run submitted with 'casestudy run --submit' it also asks Slurm
+for the job's state (squeue, scontrol, sacct, whichever knows), also before
+the job has started and created the run directory.`,
+		Example: `  casestudy status results/gpt-smoke/20260102T030405Z-ab12cd
+  casestudy status --json results/gpt/20260102T030405Z-ab12cd`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := readStatus(cmd.Context(), args[0], os.Environ())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	return cmd
+}
+
+// readStatus gathers the status of the run in dir (or of its submission
+// folder dir.slurm).
+func readStatus(ctx context.Context, dir string, env []string) (*runStatus, error) {
+	dir = strings.TrimSuffix(filepath.Clean(dir), ".slurm")
+	st := &runStatus{RunDir: dir, Outcomes: map[string]int{}}
+	var sub submission
+	if b, err := os.ReadFile(filepath.Join(dir+".slurm", "job.json")); err == nil {
+		if err := json.Unmarshal(b, &sub); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir+".slurm", "job.json"), err)
+		}
+		st.JobID, st.JobOutput = sub.JobID, sub.Output
+	}
+	var facts slurmFacts
+	if b, err := os.ReadFile(filepath.Join(dir, "slurm.json")); err == nil && json.Unmarshal(b, &facts) == nil && facts.JobID != "" {
+		st.JobID = facts.JobID
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
+		run, err := store.ReadRun(dir)
+		if err != nil {
+			return nil, err
+		}
+		st.Started = true
+		fillRunStatus(st, run)
+	} else if st.JobID == "" {
+		return nil, exitcode.Usage(fmt.Errorf("%s is not a run directory (no manifest.json) nor a submitted one (no %s): give a folder under results/<study>/",
+			dir, filepath.Join(dir+".slurm", "job.json")))
+	}
+	if st.JobID != "" {
+		state, from, err := launch.JobState(ctx, st.JobID, env)
+		st.JobState, st.StateFrom = state, from
+		if err != nil {
+			st.StateErr = err.Error()
+		}
+	}
+	return st, nil
+}
+
+func fillRunStatus(st *runStatus, run *store.Run) {
+	m := run.Manifest
+	st.Study, st.Planned = m.Study, len(m.Plan)
+	recorded := map[string]bool{}
+	for _, t := range run.Trials {
+		recorded[t.ID] = true
+		st.Outcomes[string(t.Outcome)]++
+		if t.Outcome == store.Skipped {
+			st.Skipped++
+			continue
+		}
+		st.Done++
+		st.Last = &lastTrial{ID: t.ID, Outcome: string(t.Outcome), Error: t.Error}
+	}
+	st.Planned = max(st.Planned, st.Done) // greedy rounds plan more as they go
+	// the trial in flight: the newest log folder without a record
+	entries, err := os.ReadDir(filepath.Join(run.Dir, "logs"))
+	if err != nil {
+		return
+	}
+	type cand struct {
+		id  string
+		mod int64
+	}
+	var cs []cand
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && !recorded[e.Name()] {
+			cs = append(cs, cand{e.Name(), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].mod > cs[j].mod })
+	if len(cs) > 0 {
+		st.InFlight = cs[0].id
+	}
+}
+
+func printStatus(w io.Writer, st *runStatus) {
+	fmt.Fprintf(w, "run: %s\n", st.RunDir)
+	if st.Started {
+		fmt.Fprintf(w, "study: %s\n", st.Study)
+		fmt.Fprintf(w, "trials: %d of %d done", st.Done, st.Planned)
+		if st.Skipped > 0 {
+			fmt.Fprintf(w, " (%d more dropped by the planner)", st.Skipped)
+		}
+		fmt.Fprintln(w)
+		if len(st.Outcomes) > 0 {
+			keys := make([]string, 0, len(st.Outcomes))
+			for k := range st.Outcomes {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%d %s", st.Outcomes[k], k)
+			}
+			fmt.Fprintf(w, "outcomes: %s\n", strings.Join(parts, ", "))
+		}
+		if st.Last != nil {
+			fmt.Fprintf(w, "last: trial %s %s", st.Last.ID, st.Last.Outcome)
+			if st.Last.Error != "" {
+				fmt.Fprintf(w, ": %s", st.Last.Error)
+			}
+			fmt.Fprintln(w)
+		}
+		if st.InFlight != "" && (st.JobID == "" || !jobOver(st.JobState)) {
+			fmt.Fprintf(w, "in flight: trial %s\n", st.InFlight)
+		}
+	} else {
+		fmt.Fprintln(w, "not started: the job has not created the run directory yet")
+	}
+	if st.JobID != "" {
+		switch {
+		case st.JobState != "":
+			fmt.Fprintf(w, "slurm: job %s %s (%s)\n", st.JobID, st.JobState, st.StateFrom)
+		default:
+			fmt.Fprintf(w, "slurm: job %s, state unknown: %s\n", st.JobID, st.StateErr)
+		}
+		if st.JobOutput != "" {
+			fmt.Fprintf(w, "job output: %s\n", st.JobOutput)
+		}
+	}
+	if st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)) {
+		q := shellQuote(st.RunDir)
+		fmt.Fprintf(w, "finished; report with: casestudy report %s\n", q)
+	}
+}
+
+// jobOver says whether a Slurm state is final.
+func jobOver(state string) bool {
+	switch strings.Fields(state + " x")[0] { // "CANCELLED by 0" → CANCELLED
+	case "x", "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STAGE_OUT", "SIGNALING":
+		return false
+	}
+	return true
+}
