@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/store"
+)
+
+// TestStatus reads a run in progress: trials done of planned, outcomes, the
+// trial in flight; and a submitted run whose job Slurm cannot be asked about.
+func TestStatus(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no squeue/scontrol/sacct: the job's state is unknown
+	out := t.TempDir()
+	w, err := store.Create(out, "demo", "20260102T030405Z-abcdef")
+	require.NoError(t, err)
+	require.NoError(t, w.WriteManifest(&store.Manifest{Schema: store.SchemaVersion, RunID: "20260102T030405Z-abcdef", Study: "demo",
+		Plan:    []store.PlannedTrial{{ID: "aaaa"}, {ID: "bbbb", Index: 1}, {ID: "cccc", Index: 2}},
+		Dropped: []store.DroppedTrial{{Reason: "constraint"}}}))
+	require.NoError(t, w.Append(&store.TrialRecord{ID: "skipped-1", Index: -1, Outcome: store.Skipped, FailedRank: -1}))
+	require.NoError(t, w.Append(&store.TrialRecord{ID: "aaaa", Outcome: store.OK, FailedRank: -1}))
+	require.NoError(t, w.Append(&store.TrialRecord{ID: "bbbb", Index: 1, Outcome: store.Crashed, Error: "rank 1 exited with code 1", FailedRank: 1}))
+	f, err := w.CreateLog("cccc", 0, 0)
+	require.NoError(t, err)
+	f.Close()
+	require.NoError(t, w.Close())
+	dir := w.Dir
+
+	code, stdout, stderr := runCLI(t, "status", dir)
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{"study: demo", "trials: 2 of 3 done (1 more dropped by the planner)",
+		"outcomes: 1 crashed, 1 ok, 1 skipped", "last: trial bbbb crashed: rank 1 exited with code 1", "in flight: trial cccc"} {
+		assert.Contains(t, stdout, want)
+	}
+	assert.NotContains(t, stdout, "finished;")
+
+	// submitted, not started: only the submission folder exists
+	pending := filepath.Join(out, "demo", "20260102T040000Z-123456")
+	require.NoError(t, os.MkdirAll(pending+".slurm", 0o755))
+	sub, _ := json.Marshal(submission{JobID: "77", RunDir: pending, Output: pending + ".slurm/job.out"})
+	require.NoError(t, os.WriteFile(filepath.Join(pending+".slurm", "job.json"), sub, 0o644))
+	code, stdout, stderr = runCLI(t, "status", pending+".slurm", "--json")
+	require.Equal(t, 0, code, stderr)
+	var st runStatus
+	require.NoError(t, json.Unmarshal([]byte(stdout), &st))
+	assert.Equal(t, pending, st.RunDir)
+	assert.False(t, st.Started)
+	assert.Equal(t, "77", st.JobID)
+	assert.Empty(t, st.JobState)
+	assert.Contains(t, st.StateErr, "job 77")
+
+	code, _, stderr = runCLI(t, "status", t.TempDir())
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, "is not a run directory")
+}
+
+func TestJobOver(t *testing.T) {
+	for state, over := range map[string]bool{"PENDING": false, "RUNNING": false, "COMPLETING": false, "": false,
+		"COMPLETED": true, "FAILED": true, "TIMEOUT": true, "CANCELLED by 0": true, "NODE_FAIL": true, "OUT_OF_MEMORY": true} {
+		assert.Equal(t, over, jobOver(state), state)
+	}
+}
