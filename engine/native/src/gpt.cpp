@@ -189,6 +189,8 @@ class GPT : public Model {
     throw std::out_of_range("gpt layer " + std::to_string(layer));
   }
 
+  std::vector<torch::Tensor> loss_parameters() override { return {wte_}; }  // tied head
+
   // nanoGPT's rule: matmul weights and embeddings decay; biases and LayerNorms do not.
   bool decays(const std::string& name) const override {
     return name.find("ln_") == std::string::npos && name.find("bias") == std::string::npos;

@@ -66,6 +66,10 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor loss(const torch::Tensor& out, const Batch& b) = 0;
   // Parameters owned by one layer (for pipeline stages and balancing).
   virtual std::vector<torch::Tensor> layer_parameters(int64_t layer) = 0;
+  // Parameters loss() reads that a layer owns (an output head tied to the
+  // embedding). A pipeline keeps a copy on the last stage and sums its gradient
+  // with the owning stage's (pipeline.cpp).
+  virtual std::vector<torch::Tensor> loss_parameters() { return {}; }
   // Parameters with weight decay (AdamW) vs. without (biases, norms, embeddings per family).
   virtual bool decays(const std::string& param_name) const {
     return param_name.find("bias") == std::string::npos &&

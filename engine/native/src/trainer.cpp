@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compat.h"
+#include "pipeline.h"
 
 #ifdef CS_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -63,13 +64,14 @@ Trainer::Trainer(const EngineConfig& cfg)
   threads_ = cfg.threads > 0 ? cfg.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   set_threads();
   const auto& d = cfg_.dist;
-  if (cfg_.pipeline.stages > 1)
-    throw UnsupportedError("pipeline.stages " + std::to_string(cfg_.pipeline.stages) +
-                           ": pipeline parallelism is not implemented in this engine yet");
+  // A step runs pipeline.microbatches x grad_accum micro-batches (with one
+  // stage: gradient accumulation).
+  cfg_.grad_accum *= cfg_.pipeline.microbatches;
+  const bool pipelined = cfg_.pipeline.stages > 1;
   check_precision(cfg_.precision, device_);
   if (cfg_.graphs) {
     if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
-    if (d.world_size > 1)
+    if (d.world_size > 1 || pipelined)
       throw UnsupportedError("graphs with data parallel (dist.world_size > 1) are not supported yet");
     if (family_->optimizer == OptimizerKind::AdamW && !CS_HAS_FUSED_ADAMW)
       throw UnsupportedError("graphs need the fused AdamW kernel (libtorch ≥ 2.1 with CUDA)");
@@ -80,15 +82,20 @@ Trainer::Trainer(const EngineConfig& cfg)
   // Built on the CPU in fp32 from the seed, then moved to the device.
   torch::manual_seed(uint64_t(cfg_.model.seed));
   model_ = family_->build(cfg_.model);
+  int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
+  for (const auto& p : model_->parameters()) numel += p.numel();
+  if (pipelined) {  // this rank keeps its stage's layers only
+    pipe_ = std::make_unique<Pipeline>(cfg_, *model_, device_);
+    pipe_->release_others();
+  }
   model_->to(device_);
   model_->train();
   apply_math_mode(cfg_.precision);
 
   std::vector<torch::Tensor> decay, no_decay;
-  int64_t numel = 0;
   for (const auto& kv : model_->named_parameters()) {
+    if (pipe_ && !pipe_->holds(kv.value())) continue;
     params_.push_back(kv.value());
-    numel += kv.value().numel();
     (model_->decays(kv.key()) ? decay : no_decay).push_back(kv.value());
   }
   // The analytic count (cs_describe, FLOPs) must be the model that trains.
@@ -99,7 +106,15 @@ Trainer::Trainer(const EngineConfig& cfg)
   const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
   optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
   if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);
-  if (d.world_size > 1) {  // DistributedSampler semantics (dist.h shard_data)
+  if (pipe_) {  // the first stage reads inputs, the last targets: the same stream
+    const int dp = pipe_->dp_size();
+    ModelConfig global = cfg_.model;
+    global.micro_batch *= dp;
+    if (pipe_->needs_data() && dp > 1)
+      data_ = shard_data(family_->data(global, device_, 0, 1), pipe_->dp_rank(), dp);
+    else if (pipe_->needs_data())
+      data_ = family_->data(cfg_.model, device_, 0, 1);
+  } else if (d.world_size > 1) {  // DistributedSampler semantics (dist.h shard_data)
     ModelConfig global = cfg_.model;
     global.micro_batch *= d.world_size;
     data_ = shard_data(family_->data(global, device_, 0, 1), d.rank, d.world_size);
@@ -109,6 +124,10 @@ Trainer::Trainer(const EngineConfig& cfg)
 
   if (d.world_size > 1) {
     comm_ = make_communicator(d, device_);
+  }
+  if (pipe_) {
+    pipe_->connect(*comm_, d);  // stages built from the same seed start equal
+  } else if (d.world_size > 1) {
     torch::NoGradGuard ng;
     for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
     reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
@@ -144,6 +163,7 @@ json Trainer::info() const {
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
   j["torch"] = compat::torch_version();
+  if (pipe_) j["pipeline"] = pipe_->info();
   return j;
 }
 
@@ -178,7 +198,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, bool timed) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   torch::Tensor loss_sum = torch::zeros({}, f32);
   torch::Tensor backward_scale = scaler_ ? scaler_->scale() / double(ga) : torch::Tensor();
-  for (int64_t i = 0; i < ga; i++) {
+  for (int64_t i = 0; i < ga && !pipe_; i++) {
     torch::Tensor loss;
     {
       AutocastScope autocast(device_, cfg_.precision);
@@ -192,10 +212,17 @@ void Trainer::run_step(const std::vector<Batch>& batches, bool timed) {
     mark(int(2 + 2 * i));
   }
   if (reducer_) reducer_->finalize();
+  ClipResult clip;
+  if (pipe_) {  // schedule, DP average, tied weights, clip over all stages
+    PipelineStep ps = pipe_->step(batches, scaler_ ? scaler_->scale() : torch::Tensor(), kMaxGradNorm);
+    loss_sum = ps.loss * double(ga);
+    clip.norm = ps.norm;
+    clip.found_inf = ps.found_inf;
+  }
   mark(int(2 * ga + 1));
 
   torch::Tensor inv_scale = scaler_ ? scaler_->scale().reciprocal() : torch::Tensor();
-  ClipResult clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm);
+  if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm);
   optim_->step(scaler_ ? clip.found_inf : torch::Tensor());
   torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
   if (scaler_) scaler_->update(clip.found_inf);
@@ -246,7 +273,7 @@ json Trainer::step() {
   const int last = int(2 * ga + 2);
 
   std::vector<Batch> batches;
-  for (int64_t i = 0; i < ga; i++) batches.push_back(data_->next());
+  for (int64_t i = 0; i < ga; i++) batches.push_back(data_ ? data_->next() : Batch());
   reset_peak_memory(device_);
 
   bool replayed = false;
@@ -297,7 +324,7 @@ json Trainer::metrics_json(bool replayed) {
   const double step_ms = timeline_->ms(0, last);
   double fwd = 0, bwd = 0, opt = 0;
   if (!replayed) {
-    for (int64_t i = 0; i < ga; i++) {
+    for (int64_t i = 0; i < ga && !pipe_; i++) {
       fwd += timeline_->ms(int(2 * i), int(2 * i + 1));
       bwd += timeline_->ms(int(2 * i + 1), int(2 * i + 2));
     }
@@ -341,6 +368,7 @@ json Trainer::metrics_json(bool replayed) {
     }
     m["buckets"] = buckets;
   }
+  if (pipe_) pipe_->add_metrics(m);
   return m;
 }
 
@@ -350,6 +378,7 @@ json Trainer::checksum() {
   double sum = 0;
   uint64_t h = 1469598103934665603ULL;  // FNV-1a over the parameters' bytes
   for (const auto& p : params_) {
+    if (pipe_ && !pipe_->owns(p)) continue;  // a tied copy: counted on its owner stage
     auto c = p.detach().to(torch::kCPU).contiguous();
     sum += c.to(torch::kFloat64).sum().item<double>();
     const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());

@@ -67,6 +67,10 @@ class Trainer {
   // CUDA graphs (trainer.cpp keeps the CUDA types out of this header).
   struct Graph;
   std::unique_ptr<Graph> graph_;
+
+  // Pipeline parallelism (pipeline.h): set when pipeline.stages > 1; destroyed
+  // before comm_, whose Gloo store its groups use.
+  std::unique_ptr<class Pipeline> pipe_;
 };
 
 }  // namespace cs

@@ -1,0 +1,64 @@
+// pipeline_group.h: the communicators of pipeline parallelism. Ranks are laid
+// out replica-major: rank = dp_rank * stages + stage, so a replica's stages are
+// consecutive ranks (neighbouring GPUs of one host). Each rank joins
+//   - its pipeline group (the S stages of its replica): activations and their
+//     gradients between neighbours, tied-weight gradients, loss and grad norm;
+//   - its stage group (the DP replicas of its stage): the gradient all-reduce.
+// Gloo (CPU): one ProcessGroupGloo per group over a PrefixStore on the trial's
+// TCPStore (rank 0 of the trial communicator serves it). NCCL (GPU): one
+// communicator per group from a unique id rank 0 makes and broadcasts over the
+// trial communicator (ncclCommSplit would need the world's ncclComm_t, which
+// comm_nccl.cpp keeps private).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "dist.h"
+
+namespace cs {
+
+// One send or receive of a batch; t is contiguous on the group's device.
+struct P2POp {
+  bool send = false;
+  torch::Tensor t;
+  int peer = 0;  // rank in the group
+  int tag = 0;   // Gloo matches on it; NCCL matches in issue order per peer
+};
+
+class PipeGroup {
+ public:
+  virtual ~PipeGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Posts every op, then waits for all of them (Megatron's batch_isend_irecv),
+  // so two neighbours may send to each other in one call without deadlock.
+  virtual void exchange(const std::vector<P2POp>& ops) = 0;
+  // Sums t (contiguous, float) in place over the group; returns when done.
+  virtual void all_reduce_sum(torch::Tensor t) = 0;
+};
+
+// A partition of the trial's ranks into groups (every rank in exactly one).
+using Partition = std::vector<std::vector<int>>;
+
+// For each partition, this rank's group (nullptr where its group has one rank).
+// Every rank of the trial calls it with the same partitions, in the same order.
+std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist,
+                                                         torch::Device device,
+                                                         Communicator& world,
+                                                         const std::vector<Partition>& parts);
+
+#ifdef CS_WITH_GLOO
+std::vector<std::unique_ptr<PipeGroup>> make_gloo_pipe_groups(const DistOptions& dist,
+                                                              const std::vector<Partition>& parts);
+#endif
+#ifdef CS_WITH_NCCL
+std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions& dist,
+                                                              torch::Device device,
+                                                              Communicator& world,
+                                                              const std::vector<Partition>& parts);
+#endif
+
+}  // namespace cs

@@ -1,0 +1,119 @@
+// pipeline_group_gloo.cpp: the pipeline's groups on CPU ranks: one c10d
+// ProcessGroupGloo per group, over a PrefixStore on a client of the trial's
+// TCPStore. Gloo's send and recv return at once and complete in wait(), which
+// gives exchange() its post-all-then-wait-all semantics.
+#ifdef CS_WITH_GLOO
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+#include "model.h"
+#include "pipeline_group.h"
+
+namespace cs {
+namespace {
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+class GlooPipeGroup : public PipeGroup {
+ public:
+  GlooPipeGroup(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                int rank, int size, const DistOptions& o)
+      : rank_(rank), size_(size), timeout_(o.timeout_ms) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname != nullptr && *ifname != '\0')
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (is_loopback(o.store_addr))
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.store_addr));
+    else
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    opts->threads = 1;
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, opts);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void exchange(const std::vector<P2POp>& ops) override {
+    using WorkPtr = decltype(pg_->barrier());
+    std::vector<WorkPtr> works;
+    std::vector<std::vector<at::Tensor>> keep(ops.size());
+    try {
+      for (size_t i = 0; i < ops.size(); i++) {
+        const auto& op = ops[i];
+        if (!op.t.device().is_cpu() || !op.t.is_contiguous())
+          throw CommError("gloo pipeline: needs contiguous CPU tensors");
+        keep[i] = {op.t};  // bytes on the wire: any dtype, bf16 included
+        works.push_back(op.send ? pg_->send(keep[i], op.peer, op.tag)
+                                : pg_->recv(keep[i], op.peer, op.tag));
+      }
+      for (auto& w : works) w->wait(timeout_);
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError("gloo pipeline send/recv (group rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + "): " + e.what());
+    }
+  }
+
+  void all_reduce_sum(torch::Tensor t) override {
+    const bool bf16 = t.scalar_type() == torch::kBFloat16;  // Gloo has no bfloat16
+    std::vector<at::Tensor> v{bf16 ? t.to(torch::kFloat) : t};
+    try {
+      pg_->allreduce(v)->wait(timeout_);
+    } catch (const std::exception& e) {
+      throw CommError("gloo pipeline all_reduce (group rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + "): " + e.what());
+    }
+    if (bf16) t.copy_(v[0]);
+  }
+
+ private:
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<PipeGroup>> make_gloo_pipe_groups(const DistOptions& o,
+                                                              const std::vector<Partition>& parts) {
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(o.store_port);
+    so.isServer = false;  // rank 0's trial communicator serves it
+    so.waitWorkers = false;
+    so.timeout = std::chrono::milliseconds(o.timeout_ms);
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(o.store_addr, so);
+    std::vector<std::unique_ptr<PipeGroup>> out;
+    for (size_t p = 0; p < parts.size(); p++) {
+      std::unique_ptr<PipeGroup> mine;
+      for (size_t g = 0; g < parts[p].size(); g++) {
+        const auto& ranks = parts[p][g];
+        for (size_t i = 0; i < ranks.size(); i++) {
+          if (ranks[i] != o.rank || ranks.size() < 2) continue;
+          const std::string prefix = "cs_pipe/" + std::to_string(p) + "/" + std::to_string(g) + "/";
+          mine = std::make_unique<GlooPipeGroup>(store, prefix, int(i), int(ranks.size()), o);
+        }
+      }
+      out.push_back(std::move(mine));
+    }
+    return out;
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError("gloo pipeline groups: rank " + std::to_string(o.rank) + " through the store at " +
+                    o.store_addr + ":" + std::to_string(o.store_port) + ": " + e.what());
+  }
+}
+
+}  // namespace cs
+
+#endif  // CS_WITH_GLOO

@@ -1,0 +1,178 @@
+// pipeline_group_nccl.cpp: the pipeline's groups on GPU ranks (built only with
+// CS_WITH_NCCL). Rank 0 makes one unique id per group of two or more ranks and
+// broadcasts them over the trial communicator; each rank then initialises its
+// groups in partition order (the same order on every rank, so no two ranks wait
+// on each other's second group). Sends and receives of one exchange run between
+// ncclGroupStart and ncclGroupEnd on the current stream; the host then waits
+// for them against dist.timeout_ms (NCCL has no timeout of its own) and aborts
+// the communicator when they do not finish.
+#ifdef CS_WITH_NCCL
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "model.h"
+#include "pipeline_group.h"
+
+namespace cs {
+namespace {
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw CommError(std::string("nccl pipeline: CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+ncclDataType_t float_type(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return ncclFloat32;
+    case torch::kDouble: return ncclFloat64;
+    case torch::kHalf: return ncclFloat16;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    case torch::kBFloat16: return ncclBfloat16;
+#endif
+    default: break;
+  }
+  throw CommError(std::string("nccl pipeline all_reduce: unsupported dtype ") + c10::toString(t));
+}
+
+class NcclPipeGroup : public PipeGroup {
+ public:
+  NcclPipeGroup(const ncclUniqueId& id, int rank, int size, int device, int timeout_ms)
+      : rank_(rank), size_(size), dev_(device), timeout_ms_(timeout_ms) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    cuda_ok(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    ncclResult_t r = ncclCommInitRank(&comm_, size_, id, rank_);
+    if (r != ncclSuccess) {
+      cudaEventDestroy(done_);
+      throw CommError(std::string("nccl pipeline: ncclCommInitRank: ") + ncclGetErrorString(r));
+    }
+  }
+
+  ~NcclPipeGroup() override {
+    if (!aborted_) ncclCommDestroy(comm_);
+    cudaEventDestroy(done_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void exchange(const std::vector<P2POp>& ops) override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    check(ncclGroupStart(), "ncclGroupStart");
+    for (const auto& op : ops) {
+      if (!op.t.is_cuda() || op.t.device().index() != dev_ || !op.t.is_contiguous()) {
+        ncclGroupEnd();
+        throw CommError("nccl pipeline: needs contiguous tensors on cuda:" + std::to_string(dev_));
+      }
+      const size_t bytes = size_t(op.t.numel()) * op.t.element_size();
+      ncclResult_t r = op.send ? ncclSend(op.t.data_ptr(), bytes, ncclUint8, op.peer, comm_, s)
+                               : ncclRecv(op.t.data_ptr(), bytes, ncclUint8, op.peer, comm_, s);
+      if (r != ncclSuccess) {
+        ncclGroupEnd();
+        check(r, op.send ? "ncclSend" : "ncclRecv");
+      }
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd");
+    wait(s, "send/recv");
+  }
+
+  void all_reduce_sum(torch::Tensor t) override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    check(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), float_type(t.scalar_type()),
+                        ncclSum, comm_, s),
+          "ncclAllReduce");
+    wait(s, "all_reduce");
+  }
+
+ private:
+  void check(ncclResult_t r, const char* what) {
+    if (r != ncclSuccess)
+      throw CommError(std::string("nccl pipeline: ") + what + " (group rank " + std::to_string(rank_) +
+                      "): " + ncclGetErrorString(r));
+  }
+
+  // Blocks the host until the work queued on s is done, or aborts.
+  void wait(cudaStream_t s, const char* what) {
+    cuda_ok(cudaEventRecord(done_, s), "cudaEventRecord");
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      cudaError_t q = cudaEventQuery(done_);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) cuda_ok(q, "cudaEventQuery");
+      ncclResult_t async = ncclSuccess;
+      std::string failure;
+      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+          && async != ncclInProgress
+#endif
+      )
+        failure = std::string("asynchronous error: ") + ncclGetErrorString(async);
+      else if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms_))
+        failure = "not finished after dist.timeout_ms=" + std::to_string(timeout_ms_);
+      if (!failure.empty()) {
+        ncclCommAbort(comm_);
+        aborted_ = true;
+        throw CommError(std::string("nccl pipeline ") + what + " (group rank " + std::to_string(rank_) +
+                        " of " + std::to_string(size_) + "): " + failure + "; communicator aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  int rank_, size_, dev_, timeout_ms_;
+  ncclComm_t comm_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions& o,
+                                                              torch::Device device,
+                                                              Communicator& world,
+                                                              const std::vector<Partition>& parts) {
+  // One id per group of two or more ranks, in partition order.
+  std::vector<std::pair<size_t, size_t>> groups;
+  for (size_t p = 0; p < parts.size(); p++)
+    for (size_t g = 0; g < parts[p].size(); g++)
+      if (parts[p][g].size() > 1) groups.emplace_back(p, g);
+  const int64_t idb = int64_t(sizeof(ncclUniqueId));
+  auto host = torch::zeros({int64_t(groups.size()) * idb}, torch::kUInt8);
+  if (o.rank == 0) {
+    for (size_t k = 0; k < groups.size(); k++) {
+      ncclUniqueId id;
+      ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) throw CommError(std::string("nccl pipeline: ncclGetUniqueId: ") + ncclGetErrorString(r));
+      std::memcpy(host.data_ptr<uint8_t>() + k * idb, &id, sizeof id);
+    }
+  }
+  if (!groups.empty()) {
+    auto dev = host.to(device);
+    world.broadcast(dev, 0);
+    host = dev.cpu();
+  }
+  std::vector<std::unique_ptr<PipeGroup>> out(parts.size());
+  for (size_t k = 0; k < groups.size(); k++) {
+    const auto& ranks = parts[groups[k].first][groups[k].second];
+    for (size_t i = 0; i < ranks.size(); i++) {
+      if (ranks[i] != o.rank) continue;
+      ncclUniqueId id;
+      std::memcpy(&id, host.data_ptr<uint8_t>() + k * idb, sizeof id);
+      out[groups[k].first] = std::make_unique<NcclPipeGroup>(
+          id, int(i), int(ranks.size()), device.index() < 0 ? 0 : device.index(), o.timeout_ms);
+    }
+  }
+  return out;
+}
+
+}  // namespace cs
+
+#endif  // CS_WITH_NCCL
