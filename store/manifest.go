@@ -71,6 +71,9 @@ type Host struct {
 	GPUs       []GPU  `json:"gpus,omitempty"`
 	TopoMatrix string `json:"topo_matrix,omitempty"` // nvidia-smi topo -m
 	Nodes      []Host `json:"nodes,omitempty"`       // other nodes of a multi-node run
+	// Engine is the engine library as loaded on this node (filled for the
+	// other nodes of a multi-node run; the run's own is Manifest.Engine).
+	Engine *engine.BuildInfo `json:"engine,omitempty"`
 }
 
 // GPU is one device as NVML reports it.

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"sort"
 	"strings"
 	"time"
 
@@ -70,10 +74,11 @@ func launcherKind(o *launcherOptions, s *study.Study, env []string) (string, err
 // slurmFacts is slurm.json in a run directory made inside an allocation: the
 // job, its nodes and where the rendezvous listened.
 type slurmFacts struct {
-	JobID      string `json:"job_id"`
-	Nodes      string `json:"nodes,omitempty"` // SLURM_JOB_NODELIST
-	Rendezvous string `json:"rendezvous"`
-	Started    string `json:"started"`
+	JobID      string   `json:"job_id"`
+	Nodes      string   `json:"nodes,omitempty"` // SLURM_JOB_NODELIST
+	Rendezvous string   `json:"rendezvous"`
+	Started    string   `json:"started"`
+	Hosts      []string `json:"hosts,omitempty"` // the hosts that reported their provenance (manifest host.nodes)
 }
 
 // setupLauncher puts the launcher and the rendezvous address into the runner's
@@ -97,12 +102,70 @@ func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string
 	ropts.Launcher = l
 	facts := slurmFacts{JobID: l.JobID, Nodes: getenvList(env, "SLURM_JOB_NODELIST"), Rendezvous: host,
 		Started: time.Now().UTC().Format(time.RFC3339)}
+	if facts.Hosts, err = recordNodes(l, env, ropts.Machine.EngineLib, w); err != nil {
+		fmt.Fprintf(out, "slurm: the other nodes' provenance is not recorded: %v\n", err)
+	}
 	b, _ := json.MarshalIndent(facts, "", "  ")
 	if err := w.WriteFile("slurm.json", append(b, '\n')); err != nil {
 		return exitcode.With(exitcode.Environment, err)
 	}
 	fmt.Fprintf(out, "slurm: job %s (nodes %s); each trial is one srun step; rendezvous on %s\n", l.JobID, facts.Nodes, host)
 	return nil
+}
+
+// recordNodes runs `casestudy node-info` once on every node of the allocation
+// (one srun step) and records the nodes other than this one in the manifest
+// (host.nodes): their GPUs, driver, topology and engine build.
+func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Writer) ([]string, error) {
+	run, err := store.ReadRun(w.Dir)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	n := getenvList(env, "SLURM_JOB_NUM_NODES")
+	if n == "" {
+		n = "1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, l.Srun, "--job-name=casestudy-node-info", "--nodes="+n, "--ntasks="+n,
+		"--ntasks-per-node=1", "--kill-on-bad-exit=1", "--mpi=none", "--time=2", "--label",
+		exe, "node-info", "--engine-lib", engineLib)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("srun casestudy node-info: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	self, _ := os.Hostname()
+	var hosts []string
+	var others []store.Host
+	for _, line := range strings.Split(string(stdout), "\n") {
+		i := strings.Index(line, "{") // "0: {...}"
+		if i < 0 {
+			continue
+		}
+		var h store.Host
+		if err := json.Unmarshal([]byte(line[i:]), &h); err != nil {
+			return nil, fmt.Errorf("node-info printed %q: %w", line, err)
+		}
+		hosts = append(hosts, h.Hostname)
+		if h.Hostname != self {
+			others = append(others, h)
+		}
+	}
+	sort.Strings(hosts)
+	if len(others) == 0 {
+		return hosts, nil
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].Hostname < others[j].Hostname })
+	man := run.Manifest
+	man.Host.Nodes = others // a resumed run may land on other nodes: the latest set
+	return hosts, w.WriteManifest(&man)
 }
 
 // rendezvousHost is where the rendezvous listens: --rdzv-addr; for slurm the

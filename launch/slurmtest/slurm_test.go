@@ -175,12 +175,16 @@ func TestStepsAndFaults(t *testing.T) {
 	}
 
 	var facts struct {
-		JobID string `json:"job_id"`
+		JobID string   `json:"job_id"`
+		Hosts []string `json:"hosts"`
 	}
 	b, err := os.ReadFile(filepath.Join(run.Dir, "slurm.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &facts))
 	assert.NotEmpty(t, facts.JobID)
+	self, _ := os.Hostname()
+	assert.Equal(t, []string{self}, facts.Hosts, "every node of the allocation reported its provenance")
+	assert.Empty(t, run.Manifest.Host.Nodes, "one node: the runner's own host is the manifest's host")
 }
 
 // TestTimeLimit: a rank that hangs past the trial's limit is ended by Slurm

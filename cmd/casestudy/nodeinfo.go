@@ -1,0 +1,37 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/spf13/cobra"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/provenance"
+)
+
+func init() { register(newNodeInfoCommand) }
+
+// newNodeInfoCommand is the hidden `casestudy node-info`: this node's
+// provenance (host, GPUs, driver, topology, the engine's torch/CUDA/NCCL) as
+// one JSON line. `casestudy run` starts it on every node of a Slurm
+// allocation and records the answers in the manifest (host.nodes).
+func newNodeInfoCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "node-info",
+		Short:  "Print this node's provenance as JSON (started by casestudy run on every node)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h := provenance.ReadHost()
+			if path, err := engine.Discover(engineLibFlag(cmd)); err == nil {
+				if lib, err := engine.Load(path); err == nil {
+					if bi, err := lib.BuildInfo(); err == nil {
+						h.Engine = &bi
+					}
+					lib.Close()
+				}
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(h)
+		},
+	}
+}
