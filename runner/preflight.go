@@ -82,7 +82,7 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 		if ls, err := knobs.LaunchSettings(t.Knobs); err == nil && ls.ProcsPerGPU > 1 {
 			ppg = ls.ProcsPerGPU
 		}
-		need = max(need, (ranks+ppg-1)/ppg)
+		need = max(need, (ranks+ppg-1)/ppg/max(s.Workload.Nodes, 1)) // per node: a multi-node trial spreads its ranks
 	}
 	if need > len(m.GPUs) {
 		return exitcode.With(exitcode.Environment, fmt.Errorf(

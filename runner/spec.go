@@ -63,6 +63,8 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	default:
 		base.Dist.Backend = "gloo"
 	}
+	nodes := max(s.Workload.Nodes, 1)
+	perNode := max(sp.Ranks/nodes, 1)
 	for r := 0; r < sp.Ranks; r++ {
 		c := base
 		c.Dist.WorldSize, c.Dist.Rank = world, r
@@ -73,15 +75,15 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 		sp.Configs = append(sp.Configs, c)
 		dev := ""
 		if m.Device == "cuda" {
-			dev = launch.GPUFor(r, ls.ProcsPerGPU, m.GPUs)
+			dev = launch.GPUFor(r%perNode, ls.ProcsPerGPU, m.GPUs) // each node numbers its own GPUs
 		}
 		sp.Devices = append(sp.Devices, dev)
 	}
 	if m.Device == "cuda" {
-		need := (sp.Ranks + ls.ProcsPerGPU - 1) / ls.ProcsPerGPU
+		need := (perNode + ls.ProcsPerGPU - 1) / ls.ProcsPerGPU
 		if need > len(m.GPUs) {
-			sp.Unsupported = fmt.Sprintf("needs %d GPUs (%d ranks, procs_per_gpu %d); %d visible",
-				need, sp.Ranks, ls.ProcsPerGPU, len(m.GPUs))
+			sp.Unsupported = fmt.Sprintf("needs %d GPUs per node (%d ranks on %d nodes, procs_per_gpu %d); %d visible",
+				need, sp.Ranks, nodes, ls.ProcsPerGPU, len(m.GPUs))
 		}
 	}
 	if ls.MPS && m.MPSControl == "" {
