@@ -64,6 +64,10 @@ func launcherKind(o *launcherOptions, s *study.Study, env []string) (string, err
 		if o.submit {
 			return "", exitcode.Usage(errors.New("--submit submits a Slurm batch job: add --launcher slurm (or launcher.kind: slurm in the study)"))
 		}
+		if s.Workload.Nodes > 1 {
+			return "", exitcode.Usage(fmt.Errorf("%s: workload.nodes is %d, and the local launcher runs on this machine only: "+
+				"run it through Slurm (--launcher slurm inside an allocation, or --launcher slurm --submit; docs/clusters.md)", s.Path, s.Workload.Nodes))
+		}
 		return "local", nil
 	case "slurm":
 		return "slurm", nil

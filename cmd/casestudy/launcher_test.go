@@ -31,6 +31,9 @@ func TestLauncherKind(t *testing.T) {
 		{description: "submit needs slurm", opts: launcherOptions{submit: true}, study: plain, err: "add --launcher slurm"},
 		{description: "submit with the flag", opts: launcherOptions{kind: "slurm", submit: true}, study: plain, want: "slurm"},
 		{description: "unknown flag value", opts: launcherOptions{kind: "ssh"}, study: plain, err: `--launcher: unknown launcher "ssh"`},
+		{description: "multi-node needs slurm", opts: launcherOptions{kind: "local"},
+			study: &study.Study{Path: "m.yaml", Launcher: map[string]string{}, Workload: study.Workload{Nodes: 2}},
+			err:   "m.yaml: workload.nodes is 2, and the local launcher runs on this machine only"},
 		{description: "unknown study value", study: &study.Study{Path: "x.yaml", Launcher: map[string]string{"kind": "pbs"}},
 			err: `x.yaml: launcher.kind: unknown launcher "pbs"`},
 	}
