@@ -208,6 +208,27 @@ func TestTimeLimit(t *testing.T) {
 	assert.Equal(t, store.OK, trials[1].Outcome, "the next trial runs inside the same allocation: %s", trials[1].Error)
 }
 
+// TestRunnerKillsStep: the runner's own deadline (heartbeat silence) ends a
+// step through scancel and srun, and the sweep goes on.
+func TestRunnerKillsStep(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := study(t, "slurm-kill", "5m", "{fault.kind: hang, fault.rank: 0}", "{grad_accum: 1}")
+	out := t.TempDir()
+	code, text := casestudy(t, ctx, []string{"salloc", "-n2", "-t", "5"}, "run", p, "--out", out,
+		"--heartbeat-timeout", "3s", "--kill-grace", "2s")
+	require.Equal(t, 0, code, text)
+	trials := byIndex(onlyRun(t, out))
+	require.Len(t, trials, 2, text)
+	hung := trials[0]
+	assert.Equal(t, store.Timeout, hung.Outcome, hung.Error)
+	assert.Contains(t, hung.Error, "rank 0 sent no heartbeat for 3s")
+	assert.Less(t, hung.Finished.Sub(hung.Started), 45*time.Second, "killed within the grace periods")
+	assert.Equal(t, store.OK, trials[1].Outcome, trials[1].Error)
+}
+
 // TestSubmit: --submit writes a batch script, sbatch runs the study, status
 // follows it, and the run directory is one `casestudy report` reads.
 func TestSubmit(t *testing.T) {
