@@ -29,6 +29,10 @@ type Batch struct {
 	Extra        []string          // more sbatch arguments, one per #SBATCH line
 	Env          map[string]string // exported before the command
 	Command      []string          // what the job runs (casestudy run ...)
+	// Resume runs instead of Command when RunDir already holds a manifest
+	// (the job was requeued or submitted again): the run goes on where it stopped.
+	Resume []string
+	RunDir string
 }
 
 // Script is the batch script: #SBATCH lines, the exports, then the command.
@@ -37,7 +41,7 @@ func (b Batch) Script() (string, error) {
 		return "", errors.New("batch job: command, nodes, tasks per node and time are required")
 	}
 	var s strings.Builder
-	s.WriteString("#!/bin/bash\n# Written by casestudy run --submit; submit it again with: sbatch THIS_FILE\n")
+	s.WriteString("#!/bin/bash\n# Written by casestudy run --submit. Submitted again (or requeued), it resumes the run.\n")
 	opt := func(flag, v string) {
 		if v != "" {
 			fmt.Fprintf(&s, "#SBATCH --%s=%s\n", flag, v)
@@ -72,11 +76,19 @@ func (b Batch) Script() (string, error) {
 	for _, k := range keys {
 		fmt.Fprintf(&s, "export %s=%s\n", k, ShellQuote(b.Env[k]))
 	}
-	s.WriteString("exec")
-	for _, a := range b.Command {
-		s.WriteString(" " + ShellQuote(a))
+	exec := func(indent string, argv []string) {
+		s.WriteString(indent + "exec")
+		for _, a := range argv {
+			s.WriteString(" " + ShellQuote(a))
+		}
+		s.WriteString("\n")
 	}
-	s.WriteString("\n")
+	if len(b.Resume) > 0 && b.RunDir != "" {
+		fmt.Fprintf(&s, "if [ -e %s ]; then\n", ShellQuote(b.RunDir+"/manifest.json"))
+		exec("  ", b.Resume)
+		s.WriteString("fi\n")
+	}
+	exec("", b.Command)
 	return s.String(), nil
 }
 

@@ -170,6 +170,13 @@ func TestBatchScript(t *testing.T) {
 		assert.Contains(t, s, want)
 	}
 	assert.NotContains(t, s, "--qos")
+	assert.NotContains(t, s, "--resume")
+
+	b.Resume, b.RunDir = []string{"/opt/cs/casestudy", "run", "--resume", "/r/x"}, "/r/x"
+	s, err = b.Script()
+	require.NoError(t, err)
+	assert.Contains(t, s, "if [ -e /r/x/manifest.json ]; then\n  exec /opt/cs/casestudy run --resume /r/x\nfi\nexec /opt/cs/casestudy run /s/gpt.yaml")
+	b.Resume = nil
 	b.GPUsPerNode = 0
 	s, _ = b.Script()
 	assert.NotContains(t, s, "gpus-per-node")

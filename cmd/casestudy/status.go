@@ -35,7 +35,7 @@ type runStatus struct {
 	JobState  string `json:"job_state,omitempty"`  // PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, ...
 	StateFrom string `json:"state_from,omitempty"` // squeue | scontrol | sacct
 	StateErr  string `json:"state_error,omitempty"`
-	JobOutput string `json:"job_output,omitempty"`
+	JobOutput string `json:"job_output,omitempty"` // the job's own output file
 }
 
 type lastTrial struct {
@@ -105,6 +105,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 			dir, filepath.Join(dir+".slurm", "job.json")))
 	}
 	if st.JobID != "" {
+		st.JobOutput = strings.ReplaceAll(st.JobOutput, "%j", st.JobID)
 		state, from, err := launch.JobState(ctx, st.JobID, env)
 		st.JobState, st.StateFrom = state, from
 		if err != nil {

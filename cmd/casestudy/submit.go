@@ -36,7 +36,7 @@ var submitOwnFlags = map[string]bool{"submit": true, "launcher": true, "out": tr
 
 // runSubmit writes a batch script that runs the study inside an allocation
 // with the slurm launcher, submits it, and records the job next to the run
-// directory it will create: RUN_DIR.slurm/{job.sbatch,job.json,job.out}.
+// directory it will create: RUN_DIR.slurm/{job.sbatch,job.json,job-<job ID>.out}.
 func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.Study, plan *study.Plan, studyPath string, env []string) error {
 	stdout := cmd.OutOrStdout()
 	if launch.InAllocation(env) != "" {
@@ -69,9 +69,11 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 		return exitcode.With(exitcode.Environment, fmt.Errorf("creating %s: %w", subDir, err))
 	}
 	b.JobName = "casestudy-" + store.SafeName(s.Name)
-	b.Output = filepath.Join(subDir, "job.out")
+	b.Output = filepath.Join(subDir, "job-%j.out") // %j: each submission (requeue) its own
 	b.Chdir = cwd
 	b.Command = append([]string{exe, "run", studyAbs, "--launcher", "slurm", "--out", outAbs, "--run-id", runID}, passedFlags(cmd)...)
+	b.Resume = append([]string{exe, "run", studyAbs, "--launcher", "slurm", "--resume", runDir}, passedFlags(cmd)...)
+	b.RunDir = runDir
 	b.Env = map[string]string{}
 	if lib := getenvList(env, "CASESTUDY_ENGINE_LIB"); lib != "" {
 		if abs, err := filepath.Abs(lib); err == nil {
@@ -91,6 +93,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 		return exitcode.With(exitcode.Environment, err)
 	}
 	sub := submission{JobID: id, RunDir: runDir, Study: studyAbs, Script: script, Output: b.Output, Submitted: time.Now().UTC()}
+	out := strings.ReplaceAll(b.Output, "%j", id)
 	j, _ := json.MarshalIndent(sub, "", "  ")
 	if err := os.WriteFile(filepath.Join(subDir, "job.json"), append(j, '\n'), 0o644); err != nil {
 		return exitcode.With(exitcode.Environment, err)
@@ -98,7 +101,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 	fmt.Fprintf(stdout, "submitted Slurm job %s: %s (%d trials planned) on %d node(s), %d tasks per node, time limit %d min\n",
 		id, s.Name, len(plan.Trials), b.Nodes, b.TasksPerNode, b.TimeMinutes)
 	fmt.Fprintf(stdout, "results: %s\n  script: %s\n  output: %s\nfollow with: casestudy status %s\n",
-		runDir, script, b.Output, shellQuote(runDir))
+		runDir, script, out, shellQuote(runDir))
 	return nil
 }
 

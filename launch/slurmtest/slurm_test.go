@@ -256,6 +256,7 @@ func TestSubmit(t *testing.T) {
 	var st struct {
 		Done, Planned int
 		JobState      string `json:"job_state"`
+		JobID         string `json:"job_id"`
 		Outcomes      map[string]int
 	}
 	for {
@@ -271,7 +272,7 @@ func TestSubmit(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	jobOut, _ := os.ReadFile(filepath.Join(runDir+".slurm", "job.out"))
+	jobOut, _ := os.ReadFile(filepath.Join(runDir+".slurm", "job-"+st.JobID+".out"))
 	require.Equal(t, "COMPLETED", st.JobState, "job output:\n%s", jobOut)
 	assert.Equal(t, 2, st.Done)
 	assert.Equal(t, 2, st.Planned)
@@ -285,4 +286,14 @@ func TestSubmit(t *testing.T) {
 	code, text = casestudy(t, ctx, nil, "report", runDir, "--format", "md,json")
 	require.Equal(t, 0, code, text)
 	assert.FileExists(t, filepath.Join(runDir, "report.md"))
+
+	// submitted again (as a requeue does), the script resumes the run
+	again, err := exec.CommandContext(ctx, "sbatch", "--wait", "--parsable", filepath.Join(runDir+".slurm", "job.sbatch")).CombinedOutput()
+	require.NoError(t, err, "%s", again)
+	recs, err := store.ReadTrials(filepath.Join(runDir, "trials.jsonl"))
+	require.NoError(t, err)
+	assert.Len(t, recs, 2, "no trial ran twice")
+	id := strings.TrimSpace(string(again))
+	jobOut, _ = os.ReadFile(filepath.Join(runDir+".slurm", "job-"+id+".out"))
+	assert.Contains(t, string(jobOut), "trials: no trials", "job %s resumed a finished run", id)
 }
