@@ -266,7 +266,7 @@ func (g *slurmGroup) emit(rank int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	end, ok := g.report.ends[rank]
-	if g.closed || g.sent[rank] || !ok {
+	if g.closed || g.sent[rank] || !ok || rank >= len(g.spec.Ranks) {
 		return
 	}
 	g.sent[rank] = true
