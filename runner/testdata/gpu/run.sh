@@ -15,19 +15,22 @@ export CASESTUDY_ENGINE_LIB=$PWD/build/gpu-engine/libcasestudy_engine.so
 export PATH=$PATH:/usr/local/nvidia/bin
 CS=build/runner-gpu/casestudy
 $CS doctor --out "$OUT"
-for s in studies/gpt/smoke.yaml runner/testdata/gpu/studies/gpt-graphs.yaml runner/testdata/gpu/studies/gpt-mps.yaml; do
+# STUDIES picks what runs (default: all three); INTERRUPT names the study of the Ctrl-C check.
+STUDIES=${STUDIES:-"studies/gpt/smoke.yaml runner/testdata/gpu/studies/gpt-graphs.yaml runner/testdata/gpu/studies/gpt-mps.yaml"}
+INTERRUPT=${INTERRUPT:-runner/testdata/gpu/studies/gpt-graphs.yaml}
+for s in $STUDIES; do
   echo "=== $s"; $CS run "$s" --out results-gpu; echo "exit $?"
 done
 echo "=== runner/testdata/gpu/studies/gpt-faults.yaml"
 $CS run runner/testdata/gpu/studies/gpt-faults.yaml --out results-gpu --heartbeat-timeout 5s; echo "exit $?"
-echo "=== Ctrl-C then --resume (gpt-graphs)"
-$CS run runner/testdata/gpu/studies/gpt-graphs.yaml --out results-int > int.log 2>&1 &
+echo "=== Ctrl-C then --resume ($INTERRUPT)"
+$CS run "$INTERRUPT" --out results-int > int.log 2>&1 &
 pid=$!
 until [ -s results-int/*/*/trials.jsonl ] 2>/dev/null; do sleep 0.5; done
 kill -INT $pid; kill -INT $pid; wait $pid; echo "exit $? (130 expected)"; cat int.log
 $CS run --resume results-int/*/* | tail -3; echo "exit $?"
-cp -r results-int/runner-gpu-graphs results-gpu/resumed-graphs
-echo "=== MPS control logs"; cat results-gpu/runner-gpu-mps/*/logs/*/mps-control.r0.log
+mkdir -p results-gpu/resumed && cp -r results-int/*/* results-gpu/resumed/
+echo "=== MPS control logs"; cat results-gpu/runner-gpu-mps/*/logs/*/mps-control.r0.log 2>/dev/null
 for f in results-gpu/*/*/trials.jsonl; do
   echo "=== $f"
   python3 - "$f" <<'PY'
