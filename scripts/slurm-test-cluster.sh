@@ -9,7 +9,7 @@
 # Clients find the cluster through SLURM_CONF=DIR/slurm.conf. SLURMCTLD_PORT and
 # SLURMD_PORT move the daemons off 6817/6818; SLURM_TEST_CPUS gives the node
 # more CPUs than the machine has (config_overrides), so several small test
-# jobs run side by side.
+# jobs run side by side; SLURM_TEST_GPUS=N gives it N fake GPUs (gres.conf).
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
@@ -57,6 +57,22 @@ start() {
   fi
 
   mkdir -p "$dir/state" "$dir/spool" "$dir/log"
+  # Fake GPUs (SLURM_TEST_GPUS=N): character devices with /dev/null's numbers,
+  # enough for Slurm to allocate and bind them (CUDA_VISIBLE_DEVICES per task).
+  gres="" gresconf=""
+  gpus=${SLURM_TEST_GPUS:-0}
+  rm -f "$dir/gres.conf" "$dir"/gpu[0-9]*
+  if [ "$gpus" -gt 0 ]; then
+    ok=1
+    for i in $(seq 0 $((gpus - 1))); do mknod "$dir/gpu$i" c 1 3 2>/dev/null || ok=0; done
+    if [ "$ok" = 1 ]; then
+      gres=" Gres=gpu:$gpus"
+      gresconf="GresTypes=gpu"
+      echo "Name=gpu File=$dir/gpu[0-$((gpus - 1))]" >"$dir/gres.conf"
+    else
+      echo "no fake GPUs: mknod is not allowed here" >&2
+    fi
+  fi
   cat >"$dir/slurm.conf" <<EOF
 ClusterName=casestudy-test
 SlurmctldHost=localhost
@@ -89,7 +105,8 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 MessageTimeout=10
 SlurmdParameters=config_overrides
-NodeName=localhost CPUs=${SLURM_TEST_CPUS:-$(nproc)} RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2)) State=UNKNOWN
+$gresconf
+NodeName=localhost$gres CPUs=${SLURM_TEST_CPUS:-$(nproc)} RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2)) State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
   export SLURM_CONF="$dir/slurm.conf"

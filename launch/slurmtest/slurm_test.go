@@ -24,6 +24,7 @@ import (
 var cluster struct {
 	dir, conf, bin, lib string
 	skip                string
+	noGPUs              string // why the cluster has no (fake) GPUs
 }
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -64,9 +65,12 @@ func testMain(m *testing.M) int {
 	}
 	script, _ := filepath.Abs("../../scripts/slurm-test-cluster.sh")
 	start := exec.Command(script, "start", dir)
-	start.Env = append(os.Environ(), "SLURMCTLD_PORT=16817", "SLURMD_PORT=16818", "SLURM_TEST_CPUS=8")
+	start.Env = append(os.Environ(), "SLURMCTLD_PORT=16817", "SLURMD_PORT=16818", "SLURM_TEST_CPUS=8", "SLURM_TEST_GPUS=2")
 	if out, err := start.CombinedOutput(); err != nil {
 		return fail("starting the test cluster: " + err.Error() + "\n" + string(out))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gres.conf")); err != nil {
+		cluster.noGPUs = "the test cluster has no fake GPUs (mknod not allowed)"
 	}
 	defer func() {
 		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {

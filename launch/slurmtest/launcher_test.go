@@ -1,0 +1,132 @@
+package slurmtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/launch"
+)
+
+// allocate holds an allocation for the test (salloc --no-shell) and returns
+// an environment inside it.
+func allocate(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("salloc", append([]string{"--no-shell", "-t", "3"}, args...)...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var job string
+	for _, f := range strings.Fields(string(out)) {
+		if _, err := strconv.Atoi(f); err == nil {
+			job = f // "salloc: Granted job allocation 12"
+		}
+	}
+	require.NotEmpty(t, job, "%s", out)
+	t.Cleanup(func() { _ = exec.Command("scancel", job).Run() })
+	return append(os.Environ(), "SLURM_JOB_ID="+job)
+}
+
+// syncBuffer is a rank log the test reads after the step ended.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// step runs script as a 2-rank step through launch.Slurm and returns the
+// exits in the order they came and each rank's log.
+func step(t *testing.T, env []string, gpus []string, script string) ([]launch.Exit, []*syncBuffer) {
+	t.Helper()
+	l, err := launch.NewSlurm(env, nil)
+	require.NoError(t, err)
+	spec := launch.Spec{Trial: "t", Path: "/bin/sh", Args: []string{"-c", script}, Timeout: time.Minute}
+	var logs []*syncBuffer
+	for k := 0; k < 2; k++ {
+		set := map[string]string{"CASESTUDY_RANK": strconv.Itoa(k), "TRIAL_KNOB": "x"}
+		gpu := ""
+		if gpus != nil {
+			gpu = gpus[k]
+			set["CUDA_VISIBLE_DEVICES"] = gpu
+		}
+		logs = append(logs, &syncBuffer{})
+		spec.Ranks = append(spec.Ranks, launch.Rank{Rank: k, GPU: gpu, Log: logs[k], Env: launch.BuildEnv(env, set, nil)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g, err := l.Start(ctx, spec)
+	require.NoError(t, err)
+	var exits []launch.Exit
+	for {
+		select {
+		case e, ok := <-g.Exits():
+			if !ok {
+				return exits, logs
+			}
+			exits = append(exits, e)
+		case <-ctx.Done():
+			g.Kill(time.Second)
+			t.Fatalf("the step did not end; exits so far %+v", exits)
+		}
+	}
+}
+
+// TestLauncherExits: each rank's log gets its own output, the trial's
+// environment reaches every task, and a rank's non-zero exit comes first
+// with its code while --kill-on-bad-exit ends the other.
+func TestLauncherExits(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	env := allocate(t, "-n2")
+	exits, logs := step(t, env, nil, `echo "rank=$SLURM_PROCID knob=$TRIAL_KNOB"; [ "$SLURM_PROCID" = 1 ] && exit 3; sleep 30`)
+	require.Len(t, exits, 2)
+	assert.Equal(t, 1, exits[0].Rank, "the failing rank's exit comes first")
+	assert.Equal(t, 3, exits[0].Code)
+	assert.Empty(t, exits[0].Signal)
+	assert.Equal(t, 0, exits[1].Rank)
+	assert.True(t, exits[1].Killed(), "kill-on-bad-exit ended rank 0: %+v", exits[1])
+	for k, e := range exits {
+		assert.Equal(t, "localhost", e.Node, "exit %d", k)
+		assert.Empty(t, e.Outcome, "no verdict of Slurm's own")
+	}
+	assert.Contains(t, logs[0].String(), "rank=0 knob=x")
+	assert.Contains(t, logs[1].String(), "rank=1 knob=x")
+	assert.NotContains(t, logs[0].String(), "rank=1")
+	assert.Contains(t, logs[1].String(), "task 1: Exited with exit code 3")
+}
+
+// TestGPUBinding: with GPUs each task gets one, bound by Slurm
+// (--gpus-per-task=1), whatever CUDA_VISIBLE_DEVICES the runner had.
+func TestGPUBinding(t *testing.T) {
+	needCluster(t)
+	if cluster.noGPUs != "" {
+		t.Skip(cluster.noGPUs)
+	}
+	t.Parallel()
+	env := append(allocate(t, "-n2", "--gpus-per-node=2"), "CUDA_VISIBLE_DEVICES=5,6")
+	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID cvd=$CUDA_VISIBLE_DEVICES"`)
+	require.Len(t, exits, 2)
+	for _, e := range exits {
+		assert.Equal(t, 0, e.Code, "%+v", e)
+		assert.NoError(t, e.Err)
+	}
+	assert.Contains(t, logs[0].String(), "rank=0 cvd=0")
+	assert.Contains(t, logs[1].String(), "rank=1 cvd=1")
+}
