@@ -241,6 +241,9 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 			}
 			if ex.Outcome != "" { // the scheduler ended it (Slurm: time limit, OOM, node failure)
 				c.outcome, c.msg = store.Outcome(ex.Outcome), ex.Reason
+				if c.outcome == store.Timeout {
+					c.msg += fmt.Sprintf(" (last completed steps: %s)", lastSteps(ranks))
+				}
 			}
 			c.msg += "; see " + store.LogName(sp.Trial.ID, ex.Rank, rep)
 			fail(c)
