@@ -72,16 +72,18 @@ func TestPipelineMatchesSingleRank(t *testing.T) {
 	lib := realLibrary(t)
 	const steps, tol = 3, 1e-5
 	tests := []struct {
-		family string
-		stages int
+		family       string
+		stages       int
+		microbatches int
 	}{
-		{"gpt", 2}, {"gpt", 4}, {"bert", 2}, {"bert", 4}, {"resnet50", 2},
+		{"gpt", 2, 4}, {"gpt", 4, 4}, {"bert", 2, 4}, {"bert", 4, 4}, {"resnet50", 2, 4},
+		{"gpt", 4, 2}, // fewer micro-batches than stages: 1F1B is all warm-up and cool-down
 	}
 	for _, tt := range tests {
-		family, stages := tt.family, tt.stages
-		t.Run(fmt.Sprintf("%s %d stages", family, stages), func(t *testing.T) {
+		family, stages, micro := tt.family, tt.stages, tt.microbatches
+		t.Run(fmt.Sprintf("%s %d stages %d micro-batches", family, stages, micro), func(t *testing.T) {
 			cfg := ppConfig(family)
-			cfg.Pipeline.Microbatches = ppMicrobatches
+			cfg.Pipeline.Microbatches = micro
 			want, wantSum := singleRank(t, lib, cfg, 1, steps)
 			peaks := map[string][]int64{}
 			for _, schedule := range []string{"gpipe", "1f1b"} {
@@ -100,13 +102,13 @@ func TestPipelineMatchesSingleRank(t *testing.T) {
 					require.Len(t, m.Stages, 1, "rank %d", r)
 					st := m.Stages[0]
 					assert.Equal(t, r, st.Stage)
-					assert.InDelta(t, float64(stages-1)/float64(ppMicrobatches+stages-1), st.TheoryBubble, 1e-12)
+					assert.InDelta(t, float64(stages-1)/float64(micro+stages-1), st.TheoryBubble, 1e-12)
 					assert.Positive(t, st.BusyMS)
 					assert.Positive(t, st.P2PBytes)
 					assert.Positive(t, st.ActPeakBytes)
 					assert.InDelta(t, st.IdleMS, m.BubbleMS, 1e-9)
 					if r == stages-1 {
-						assert.Equal(t, cfg.MicroBatch*ppMicrobatches, m.Samples, "the last stage counts the replica's samples")
+						assert.Equal(t, cfg.MicroBatch*micro, m.Samples, "the last stage counts the replica's samples")
 					} else {
 						assert.Zero(t, m.Samples, "rank %d", r)
 					}
@@ -114,9 +116,9 @@ func TestPipelineMatchesSingleRank(t *testing.T) {
 				}
 			}
 			for s := 0; s < stages; s++ {
-				inFlight := int64(min(stages-s, ppMicrobatches))
-				assert.Equal(t, peaks["gpipe"][s]*inFlight, peaks["1f1b"][s]*ppMicrobatches,
-					"stage %d: 1F1B holds %d of GPipe's %d micro-batches (peaks %v)", s, inFlight, ppMicrobatches, peaks)
+				inFlight := int64(min(stages-s, micro))
+				assert.Equal(t, peaks["gpipe"][s]*inFlight, peaks["1f1b"][s]*int64(micro),
+					"stage %d: 1F1B holds %d of GPipe's %d micro-batches (peaks %v)", s, inFlight, micro, peaks)
 			}
 		})
 	}
