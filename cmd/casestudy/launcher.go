@@ -70,6 +70,10 @@ func launcherKind(o *launcherOptions, s *study.Study, env []string) (string, err
 		}
 		return "local", nil
 	case "slurm":
+		if !o.submit && launch.InAllocation(env) == "" {
+			return "", exitcode.Usage(fmt.Errorf("%s: the slurm launcher runs trials as job steps inside an allocation, and $SLURM_JOB_ID is not set: "+
+				"add --submit to submit the study as a batch job, run it under salloc or sbatch, or use --launcher local", from))
+		}
 		return "slurm", nil
 	}
 	return "", exitcode.Usage(fmt.Errorf("%s: unknown launcher %q (want local or slurm)", from, kind))
