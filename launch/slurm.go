@@ -293,11 +293,17 @@ func (g *slurmGroup) flush(waitErr error) {
 			e.Code, e.Signal = end.code, end.signal
 		} else if srunCode != 0 {
 			e.Code = srunCode
-			why := fmt.Sprintf("srun (job %s, step %s) reported no end for task %d and exited with %d", g.s.JobID, rep.stepID, r.Rank, srunCode)
+			last := ""
 			if len(g.errs) > 0 {
-				why += ": " + g.errs[len(g.errs)-1]
+				last = ": " + g.errs[len(g.errs)-1]
 			}
-			e.Err = errors.New(why)
+			if rep.stepID == "" { // no rank ever ran: the step itself failed
+				if e.Outcome == "" {
+					e.Outcome, e.Reason = "failed", fmt.Sprintf("srun could not start a step in job %s (exit status %d)%s", g.s.JobID, srunCode, last)
+				}
+			} else {
+				e.Err = fmt.Errorf("srun (job %s, step %s) reported no end for task %d and exited with %d%s", g.s.JobID, rep.stepID, r.Rank, srunCode, last)
+			}
 		}
 		var exitErr *exec.ExitError
 		if waitErr != nil && !errors.As(waitErr, &exitErr) && e.Err == nil {

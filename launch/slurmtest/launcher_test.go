@@ -130,3 +130,18 @@ func TestGPUBinding(t *testing.T) {
 	assert.Contains(t, logs[0].String(), "rank=0 cvd=0")
 	assert.Contains(t, logs[1].String(), "rank=1 cvd=1")
 }
+
+// TestStepThatCannotStart: a step the allocation cannot hold (2 tasks in a
+// 1-CPU allocation) ends every rank with Slurm's reason, as failed.
+func TestStepThatCannotStart(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	env := allocate(t, "-n1")
+	exits, _ := step(t, env, nil, "true")
+	require.Len(t, exits, 2)
+	for _, e := range exits {
+		assert.Equal(t, "failed", e.Outcome, "%+v", e)
+		assert.Contains(t, e.Reason, "srun could not start a step in job")
+		assert.Contains(t, e.Reason, "More processors requested than permitted")
+	}
+}
