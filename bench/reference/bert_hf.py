@@ -147,6 +147,7 @@ def main(argv=None):
     print(json.dumps({
         "model": f"bert-{a.preset}", "reference": "transformers.BertForPreTraining",
         "mode": "compile" if a.compile else "eager", "precision": "bf16",
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "micro_batch": a.micro_batch, "seq_len": a.seq_len, "params": params,
         "samples_per_s": samples_s, "tokens_per_s": samples_s * a.seq_len,
         "step_ms_median": med, "step_ms_p10": q[0], "step_ms_p90": q[-1],
