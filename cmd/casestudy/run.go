@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -171,19 +172,26 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	case runErr != nil:
 		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, shellQuote(w.Dir))
 	}
-	return finishRun(ctx, cmd, w.Dir)
+	return finishRun(ctx, cmd, w.Dir, s.Report.Formats)
 }
 
-// finishRun ends a completed run: for now it says where the results are and
-// how to report them (reports and the checklist are wired in here).
-func finishRun(_ context.Context, cmd *cobra.Command, runDir string) error {
+// finishRun ends a completed run: it applies the checklist, writes the
+// study's report formats into the run directory and says where they are.
+func finishRun(_ context.Context, cmd *cobra.Command, runDir string, formats []string) error {
 	out := cmd.OutOrStdout()
-	q := shellQuote(runDir)
 	fmt.Fprintf(out, "results: %s\n", runDir)
 	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(runDir, "trials.jsonl"))
 	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(runDir, "manifest.json"))
 	fmt.Fprintf(out, "  logs:     %s\n", filepath.Join(runDir, "logs"))
-	fmt.Fprintf(out, "report with: casestudy report %s; checklist: casestudy check %s\n", q, q)
+	if len(formats) == 0 {
+		formats = report.DefaultFormats
+	}
+	fmt.Fprintln(out, "reports:")
+	if err := runReport(out, cmd.ErrOrStderr(), runDir, reportOptions{formats: strings.Join(formats, ",")}); err != nil {
+		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
+			runDir, err, shellQuote(runDir))
+	}
+	fmt.Fprintf(out, "checklist: casestudy check %s\n", shellQuote(runDir))
 	return nil
 }
 
