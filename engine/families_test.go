@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -288,73 +285,5 @@ func TestGPUFamilyGraphsMatchEager(t *testing.T) {
 				assert.InEpsilon(t, eager[i], graphs[i], tol, "step %d", i)
 			}
 		})
-	}
-}
-
-// TestGPUBenchFamilies times the benchmark shapes in bf16, eager and
-// with CUDA graphs, and prints one JSON line per shape in the contract of the
-// reference scripts (bench/reference/README.md), so bench/reference/compare.sh
-// can put both sides in one table. Opt-in: CASESTUDY_BENCH=1.
-func TestGPUBenchFamilies(t *testing.T) {
-	lib := gpuLibrary(t)
-	if os.Getenv("CASESTUDY_BENCH") != "1" {
-		t.Skip("benchmark: set CASESTUDY_BENCH=1")
-	}
-	const warmup, steps = 10, 30
-	shapes := []struct {
-		model string
-		cfg   Config
-	}{
-		{"bert-large", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 128}},
-		{"bert-large", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 512}},
-		{"resnet50", Config{Family: "resnet50", Preset: "50", MicroBatch: 256, ImageSize: 224, ChannelsLast: true}},
-	}
-	for _, s := range shapes {
-		for _, graphs := range []bool{false, true} {
-			cfg := s.cfg
-			cfg.Device, cfg.Precision, cfg.Graphs, cfg.GradAccum, cfg.Seed = "cuda", "bf16", graphs, 1, 1
-			cfg.Dist = DistConfig{WorldSize: 1}
-			mode := map[bool]string{false: "engine", true: "engine-graphs"}[graphs]
-			t.Run(fmt.Sprintf("%s/%d/%s", s.model, cfg.SeqLen+cfg.ImageSize, mode), func(t *testing.T) {
-				e, err := lib.Create(cfg)
-				require.NoError(t, err)
-				defer e.Close()
-				info, err := e.Info()
-				require.NoError(t, err)
-				var ms []float64
-				var peak int64
-				var last StepMetrics
-				for i := range warmup + steps {
-					m, err := e.Step()
-					require.NoError(t, err, "step %d", i)
-					if i >= warmup {
-						ms = append(ms, m.StepMS)
-						peak = max(peak, m.MemPeakBytes)
-						last = m
-					}
-				}
-				sort.Float64s(ms)
-				med := ms[len(ms)/2]
-				sps := float64(cfg.MicroBatch) / (med / 1e3)
-				tflops := sps * info.FLOPsPerSample / 1e12
-				out := map[string]any{
-					"model": s.model, "reference": "casestudy engine", "mode": mode, "precision": "bf16",
-					"micro_batch": cfg.MicroBatch, "seq_len": cfg.SeqLen, "image_size": cfg.ImageSize,
-					"params": info.Params, "samples_per_s": sps,
-					"tokens_per_s":   sps * float64(info.TokensPerSample),
-					"step_ms_median": med, "step_ms_p10": ms[len(ms)/10], "step_ms_p90": ms[len(ms)*9/10],
-					"forward_ms": last.ForwardMS, "backward_ms": last.BackwardMS, "optimizer_ms": last.OptimizerMS,
-					"flops_per_sample": info.FLOPsPerSample, "tflops": tflops, "peak_tflops": info.PeakTFLOPS,
-					"peak_mem_bytes": peak, "loss": last.Loss, "steps": steps, "warmup": warmup,
-					"device": info.DeviceName,
-				}
-				if info.PeakTFLOPS > 0 {
-					out["mfu"] = tflops / info.PeakTFLOPS
-				}
-				line, err := json.Marshal(out)
-				require.NoError(t, err)
-				fmt.Println(string(line))
-			})
-		}
 	}
 }

@@ -3,8 +3,11 @@
 engine's bert family is compared against (docs/perf.md, bench/reference/README.md).
 
 bf16 autocast, SDPA attention, fused AdamW (no decay for biases and LayerNorm
-weights), dropout 0 (as the engine), synthetic full-length batches with
-round(0.15*T) masked positions per sequence and NSP labels. Prints one JSON line.
+weights), gradient clipping at 1.0, dropout 0: the step the engine runs.
+Synthetic full-length batches with round(0.15*T) masked positions per sequence
+and NSP labels, made before timing. Each step is timed with CUDA events;
+warm-up steps are discarded. Prints one JSON line in the contract of
+gpt2_hf.py (bench/reference/README.md).
 
     python3 bench/reference/bert_hf.py --preset large --micro-batch 32 --seq-len 128
     python3 bench/reference/bert_hf.py --preset large --micro-batch 32 --seq-len 512 --compile
@@ -35,6 +38,13 @@ def flops_per_sample(layers, hidden, inter, seq_len):
     layer = 2 * t * (4 * h * h + 2 * h * i) + 4 * t * t * h
     fwd = layers * layer + 2 * h * h + 4 * h + k * (2 * h * h + 2 * h * VOCAB)
     return 3.0 * fwd
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
 
 
 def peak_tflops(name, override):
@@ -103,7 +113,8 @@ def main(argv=None):
                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                      attn_implementation="sdpa")
     model = BertForPreTraining(cfg).to(dev).train()
-    params = sum(p.numel() for p in model.parameters())
+    params = list(model.parameters())  # deduplicated: the tied decoder counts once
+    n_params = sum(p.numel() for p in params)
     no_decay = ("bias", "LayerNorm.weight")
     groups = [
         {"params": [p for n, p in model.named_parameters() if not any(s in n for s in no_decay)],
@@ -121,40 +132,42 @@ def main(argv=None):
             loss = fwd(input_ids=ids, token_type_ids=types, labels=labels,
                        next_sentence_label=nsp).loss
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
-    for i in range(a.warmup):
-        step(i)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(a.steps)]
-    for i, (s, e) in enumerate(events):
-        s.record()
+    times, losses = [], []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(a.warmup + a.steps):
+        if i == a.warmup:
+            torch.cuda.reset_peak_memory_stats()
+        start.record()
         loss = step(i)
-        e.record()
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in events)
-    q = statistics.quantiles(ms, n=10) if len(ms) >= 2 else [ms[0]] * 9
-    med = statistics.median(ms)
+        end.record()
+        end.synchronize()
+        if i >= a.warmup:
+            times.append(start.elapsed_time(end))
+        losses.append(loss.item())
+    med = statistics.median(times)
     samples_s = a.micro_batch / (med / 1e3)
     fps = flops_per_sample(layers, hidden, inter, a.seq_len)
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
     print(json.dumps({
+        "name": "hf-compile" if a.compile else "hf-eager",
         "model": f"bert-{a.preset}", "reference": "transformers.BertForPreTraining",
-        "mode": "compile" if a.compile else "eager", "precision": "bf16",
+        "device_name": name, "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
-        "micro_batch": a.micro_batch, "seq_len": a.seq_len, "params": params,
+        "precision": "bf16", "micro_batch": a.micro_batch, "seq_len": a.seq_len,
+        "params": n_params, "flops_per_sample": fps, "warmup": a.warmup, "steps": a.steps,
+        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
         "samples_per_s": samples_s, "tokens_per_s": samples_s * a.seq_len,
-        "step_ms_median": med, "step_ms_p10": q[0], "step_ms_p90": q[-1],
-        "flops_per_sample": fps, "tflops": tflops, "mfu": tflops / peak if peak else None,
-        "peak_tflops": peak, "peak_mem_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss": loss.item(), "steps": a.steps, "warmup": a.warmup, "device": name,
-        "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
+        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
+        "loss_first": losses[0], "loss_last": losses[-1],
     }), flush=True)
 
 

@@ -3,8 +3,10 @@
 resnet50 family is compared against (docs/perf.md, bench/reference/README.md).
 
 AMP bf16 autocast, channels_last model and input, SGD with momentum 0.9 and
-weight decay 1e-4 on every parameter, synthetic images on the device. Prints
-one JSON line.
+weight decay 1e-4 on every parameter, gradient clipping at 1.0 (as the engine's
+step), synthetic images made on the device before timing. Each step is timed
+with CUDA events; warm-up steps are discarded. Prints one JSON line in the
+contract of gpt2_hf.py (bench/reference/README.md).
 
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224 --compile
@@ -15,6 +17,13 @@ import statistics
 import sys
 
 PEAK_TFLOPS = [("H200", 989.4), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.05)]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
 
 
 def peak_tflops(name, override):
@@ -81,9 +90,10 @@ def main(argv=None):
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = torchvision.models.resnet50().to(dev, memory_format=fmt).train()
-    params = sum(p.numel() for p in model.parameters())
+    params = list(model.parameters())
+    n_params = sum(p.numel() for p in params)
     macs = forward_macs(torch, model, a.image_size, dev)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=1e-4)
+    opt = torch.optim.SGD(params, lr=a.lr, momentum=0.9, weight_decay=1e-4)
     fwd = torch.compile(model) if a.compile else model
     g = torch.Generator(device=dev).manual_seed(a.seed)
     batches = [(torch.randn(a.micro_batch, 3, a.image_size, a.image_size, generator=g,
@@ -97,40 +107,41 @@ def main(argv=None):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = loss_fn(fwd(x), y)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
-    for i in range(a.warmup):
-        step(i)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(a.steps)]
-    for i, (s, e) in enumerate(events):
-        s.record()
+    times, losses = [], []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(a.warmup + a.steps):
+        if i == a.warmup:
+            torch.cuda.reset_peak_memory_stats()
+        start.record()
         loss = step(i)
-        e.record()
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in events)
-    q = statistics.quantiles(ms, n=10) if len(ms) >= 2 else [ms[0]] * 9
-    med = statistics.median(ms)
+        end.record()
+        end.synchronize()
+        if i >= a.warmup:
+            times.append(start.elapsed_time(end))
+        losses.append(loss.item())
+    med = statistics.median(times)
     samples_s = a.micro_batch / (med / 1e3)
     fps = 3.0 * 2.0 * macs  # training = 3 x forward; 2 FLOPs per multiply-accumulate
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
     print(json.dumps({
+        "name": "tv-compile" if a.compile else "tv-eager",
         "model": "resnet50", "reference": "torchvision.models.resnet50",
-        "mode": "compile" if a.compile else "eager", "precision": "bf16",
-        "micro_batch": a.micro_batch, "image_size": a.image_size,
-        "channels_last": a.channels_last, "params": params,
+        "device_name": name, "torch": torch.__version__, "torchvision": torchvision.__version__,
+        "precision": "bf16", "micro_batch": a.micro_batch, "image_size": a.image_size,
+        "channels_last": a.channels_last, "params": n_params, "flops_per_sample": fps,
+        "warmup": a.warmup, "steps": a.steps,
+        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
         "samples_per_s": samples_s, "tokens_per_s": 0.0,
-        "step_ms_median": med, "step_ms_p10": q[0], "step_ms_p90": q[-1],
-        "flops_per_sample": fps, "tflops": tflops, "mfu": tflops / peak if peak else None,
-        "peak_tflops": peak, "peak_mem_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss": loss.item(), "steps": a.steps, "warmup": a.warmup, "device": name,
-        "torch": torch.__version__, "torchvision": torchvision.__version__,
+        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
+        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
+        "loss_first": losses[0], "loss_last": losses[-1],
     }), flush=True)
 
 
