@@ -110,9 +110,13 @@ def main(argv=None):
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
                      num_attention_heads=heads, intermediate_size=inter,
                      max_position_embeddings=POSITIONS, type_vocab_size=2,
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                     attn_implementation="sdpa")
-    model = BertForPreTraining(cfg).to(dev).train()
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    try:
+        model = BertForPreTraining._from_config(cfg, attn_implementation="sdpa")
+    except (TypeError, ValueError, AttributeError):
+        cfg._attn_implementation = "sdpa"
+        model = BertForPreTraining(cfg)
+    model = model.to(dev).train()
     params = list(model.parameters())  # deduplicated: the tied decoder counts once
     n_params = sum(p.numel() for p in params)
     no_decay = ("bias", "LayerNorm.weight")
