@@ -103,8 +103,8 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("bert_hf.py: needs a CUDA device")
     torch.manual_seed(a.seed)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
+    torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     layers, hidden, heads, inter = PRESETS[a.preset]
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,

@@ -85,8 +85,8 @@ def main(argv=None):
         sys.exit("resnet_tv.py: needs a CUDA device")
     torch.manual_seed(a.seed)
     torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
+    torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = torchvision.models.resnet50().to(dev, memory_format=fmt).train()
