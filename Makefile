@@ -9,8 +9,12 @@ export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
 all: cli engine
 
+COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+LDFLAGS   := -X github.com/casestudy/casestudy/internal/version.commit=$(COMMIT)
+export CGO_CFLAGS ?= -O2 -Wno-deprecated-declarations
+
 cli:
-	$(GO) build -o bin/casestudy ./cmd/casestudy
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/casestudy ./cmd/casestudy
 
 # The native engine, against whatever libtorch this machine has (pip torch or
 # Debian's libtorch-dev); see engine/native/CMakeLists.txt.

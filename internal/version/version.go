@@ -9,9 +9,16 @@ import (
 // Version is set at link time (-ldflags "-X .../internal/version.Version=v0.1.0").
 var Version = "0.1.0-dev"
 
-// Commit returns the VCS revision recorded by the Go toolchain ("unknown" if none),
-// with "+dirty" when the tree had local changes.
+// commit is set at link time by the Makefile (-X .../internal/version.commit=SHA);
+// it wins over the toolchain's VCS stamp, which some checkouts lack.
+var commit = ""
+
+// Commit returns the git revision the binary was built from ("unknown" if none
+// was recorded), with "+dirty" when the tree had local changes.
 func Commit() string {
+	if commit != "" {
+		return commit
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
