@@ -173,7 +173,8 @@ func TestPipelineMicrobatchesAccumulate(t *testing.T) {
 // and 4 blocks, then 4 blocks and the head) each stage's measured bubble is near the theory
 // (S-1)/(M+S-1) for S = 2. With M = 1 the two stages take turns, so the bubble
 // is 1/2 whatever else runs on the machine: the median over steps 1..5 within
-// ±0.1. With M = 8 (theory 1/9) both stages compute at once, and other work on
+// [0.4, 0.65] (transfers and the window's two one-float all-reduces add a
+// little idle to both stages). With M = 8 (theory 1/9) both stages compute at once, and other work on
 // the CPU (CI's other packages) stretches some steps: the least disturbed step
 // must be within [0, 1/9 + 0.2], far below the 1/2 of stages that never
 // overlap. A timing check on a shared 2-core machine gets 3 attempts.
@@ -185,7 +186,7 @@ func TestPipelineBubble(t *testing.T) {
 		min    bool // the least disturbed step, else the median
 		lo, hi float64
 	}{
-		{1, false, 0.5 - 0.1, 0.5 + 0.1},
+		{1, false, 0.5 - 0.1, 0.5 + 0.15},
 		{8, true, 0, 1.0/9 + 0.2},
 	}
 	for _, b := range bands {
