@@ -84,7 +84,9 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, world, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
 			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
-		case strings.HasPrefix(n, "pipeline.") && n != "pipeline.stages" && stages == 1:
+		// With one stage, pipeline.microbatches is gradient accumulation (issue 9):
+		// only the schedule and the balance lose their meaning.
+		case (n == "pipeline.schedule" || n == "pipeline.balance") && stages == 1:
 			return fmt.Sprintf("%s=%s has no effect without pipeline stages (pipeline.stages=1)", n, v)
 		case n == "mps.active_thread_pct" && v != Auto && get("mps") != "true":
 			return fmt.Sprintf("mps.active_thread_pct=%s has no effect unless mps is true", v)
