@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/checklist"
-	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -23,8 +22,7 @@ func TestCheckOnSmokeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: trains a tiny model")
 	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
+	repo := repoRoot(t)
 	bin := filepath.Join(repo, "bin", "casestudy")
 	studyPath := filepath.Join(repo, "studies", "gpt", "smoke.yaml")
 	missing := func(what string, err error) {
@@ -39,10 +37,7 @@ func TestCheckOnSmokeRun(t *testing.T) {
 	if _, err := os.Stat(studyPath); err != nil {
 		missing("no studies/gpt/smoke.yaml", err)
 	}
-	lib, err := engine.Discover("")
-	if err != nil {
-		missing("no engine library", err)
-	}
+	lib := engineLibOrSkip(t)
 
 	out := t.TempDir()
 	cmd := exec.Command(bin, "run", studyPath, "--out", out, "--engine-lib", lib)
@@ -58,7 +53,7 @@ func TestCheckOnSmokeRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, run.Trials)
 
-	code, stdout, stderr := checkCLI("check", dir, "--json")
+	code, stdout, stderr := runCLI(t, "check", dir, "--json")
 	require.Equal(t, 0, code, stderr)
 	var rep checkReport
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
@@ -92,7 +87,7 @@ func TestCheckOnSmokeRun(t *testing.T) {
 	if ok >= 2 && baselineOK {
 		assert.NotEqual(t, checklist.NotApplicable, byID["no-effect-knob"].Status, byID["no-effect-knob"].Message)
 	}
-	code, text, stderr := checkCLI("check", dir)
+	code, text, stderr := runCLI(t, "check", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, text, "checklist of "+dir)
 }

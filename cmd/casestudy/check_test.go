@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,12 +17,6 @@ import (
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
-
-func checkCLI(args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
-	code = execute(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 const checkStudy = `name: crafted
 model: {family: gpt, preset: tiny}
@@ -75,7 +67,7 @@ func writeCheckRun(t *testing.T, studyText string) string {
 
 func TestCheckText(t *testing.T) {
 	dir := writeCheckRun(t, checkStudy)
-	code, out, stderr := checkCLI("check", dir)
+	code, out, stderr := runCLI(t, "check", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "1 finding(s)")
 	assert.Contains(t, out, "thresholds from the study text in")
@@ -100,7 +92,7 @@ func TestCheckFailOn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
-			code, _, stderr := checkCLI(append([]string{"check", dir}, tt.args...)...)
+			code, _, stderr := runCLI(t, append([]string{"check", dir}, tt.args...)...)
 			assert.Equal(t, tt.code, code, stderr)
 			if tt.stderr != "" {
 				assert.Contains(t, stderr, tt.stderr)
@@ -113,7 +105,7 @@ func TestCheckFailOn(t *testing.T) {
 
 func TestCheckJSON(t *testing.T) {
 	dir := writeCheckRun(t, checkStudy)
-	code, out, stderr := checkCLI("check", dir, "--json", "--fail-on", "warning")
+	code, out, stderr := runCLI(t, "check", dir, "--json", "--fail-on", "warning")
 	assert.Equal(t, exitcode.Failure, code, stderr)
 	var rep checkReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
@@ -129,7 +121,7 @@ func TestCheckJSON(t *testing.T) {
 func TestCheckStudyOverrides(t *testing.T) {
 	overrides := checkStudy + "checklist:\n  disable: [measurement-hygiene]\n  thresholds:\n    precision: {min_speedup: 3}\n"
 	dir := writeCheckRun(t, overrides)
-	code, out, stderr := checkCLI("check", dir, "--json")
+	code, out, stderr := runCLI(t, "check", dir, "--json")
 	require.Equal(t, 0, code, stderr)
 	var rep checkReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -145,7 +137,7 @@ func TestCheckStudyOverrides(t *testing.T) {
 	// --study replaces the run's study.
 	other := filepath.Join(t.TempDir(), "other.yaml")
 	require.NoError(t, os.WriteFile(other, []byte(checkStudy+"checklist:\n  thresholds:\n    precision: {min_speedup: 1.5}\n"), 0o644))
-	code, out, stderr = checkCLI("check", dir, "--study", other)
+	code, out, stderr = runCLI(t, "check", dir, "--study", other)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "thresholds from "+other)
 	assert.Contains(t, out, "→ use precision: bf16")
@@ -168,7 +160,7 @@ func TestCheckBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
-			code, stdout, stderr := checkCLI(tt.args...)
+			code, stdout, stderr := runCLI(t, tt.args...)
 			assert.Equal(t, exitcode.Input, code, stderr)
 			assert.Empty(t, stdout)
 			for _, s := range tt.stderr {
@@ -179,14 +171,14 @@ func TestCheckBadInput(t *testing.T) {
 }
 
 func TestChecklistCommand(t *testing.T) {
-	code, out, stderr := checkCLI("checklist")
+	code, out, stderr := runCLI(t, "checklist")
 	require.Equal(t, 0, code, stderr)
 	for _, r := range checklist.Rules() {
 		assert.Contains(t, out, r.ID)
 	}
 	assert.Contains(t, out, "min_speedup=1.1")
 
-	code, out, stderr = checkCLI("checklist", "--json")
+	code, out, stderr = runCLI(t, "checklist", "--json")
 	require.Equal(t, 0, code, stderr)
 	var rules []checklist.Rule
 	require.NoError(t, json.Unmarshal([]byte(out), &rules))
@@ -221,14 +213,14 @@ func TestCheckReadsTheRecordedStudyFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644))
 
-	code, out, stderr := checkCLI("check", dir)
+	code, out, stderr := runCLI(t, "check", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "thresholds from "+filepath.Join(dir, "..", "..", "..", "studies", "x.yaml"))
 	assert.Contains(t, out, "0 finding(s)")
 
 	// Without the file, the recorded text alone cannot resolve extends.
 	require.NoError(t, os.Remove(filepath.Join(root, "studies", "parent.yaml")))
-	code, _, stderr = checkCLI("check", dir)
+	code, _, stderr = runCLI(t, "check", dir)
 	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "pass --study FILE")
 }
@@ -245,9 +237,7 @@ func TestStudiesChecklistSections(t *testing.T) {
 		}
 		return err
 	}))
-	if len(files) == 0 {
-		t.Skip("no studies committed yet")
-	}
+	require.NotEmpty(t, files, "no studies under %s", root)
 	for _, f := range files {
 		s, err := study.Load(f, study.LoadOptions{})
 		require.NoError(t, err, f)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -45,22 +44,8 @@ func TestModelsBadInput(t *testing.T) {
 	}
 }
 
-// modelsEngineLib finds the real engine library; without it the test fails
-// under CI=true and is skipped (with the reason) elsewhere.
-func modelsEngineLib(t *testing.T) string {
-	t.Helper()
-	path, err := engine.Discover("")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no engine library: %v", err)
-		}
-		t.Skipf("no engine library (run `make engine`): %v", err)
-	}
-	return path
-}
-
 func TestModelsListsEveryPreset(t *testing.T) {
-	lib := modelsEngineLib(t)
+	lib := engineLibOrSkip(t)
 	code, stdout, stderr := runCLI(t, "models", "--json", "--engine-lib", lib)
 	require.Equal(t, 0, code, "stderr: %s", stderr)
 
@@ -104,7 +89,7 @@ func TestModelsListsEveryPreset(t *testing.T) {
 }
 
 func TestModelsUnknownFamily(t *testing.T) {
-	lib := modelsEngineLib(t)
+	lib := engineLibOrSkip(t)
 	code, stdout, stderr := runCLI(t, "models", "gtp", "--engine-lib", lib)
 	assert.Equal(t, exitcode.Input, code)
 	assert.Empty(t, stdout)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,17 +13,12 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 )
 
-// studyRepoRoot is the repository root (tests start in cmd/casestudy).
-var studyRepoRoot, _ = filepath.Abs("../..")
-
 // studyCLI runs casestudy in-process from the repository root (so that
 // studies/... paths work as in the README).
 func studyCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	t.Chdir(studyRepoRoot)
-	var out, errb bytes.Buffer
-	code = execute(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
+	t.Chdir(repoRoot(t))
+	return runCLI(t, args...)
 }
 
 func TestValidateShippedStudies(t *testing.T) {

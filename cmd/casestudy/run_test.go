@@ -49,11 +49,14 @@ func engineLibOrSkip(t *testing.T) string {
 	return path
 }
 
+// repoDir is the repository root, taken when the tests start in cmd/casestudy
+// (before any test changes directory).
+var repoDir, repoDirErr = filepath.Abs("../..")
+
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	return root
+	require.NoError(t, repoDirErr)
+	return repoDir
 }
 
 func onlyRunDir(t *testing.T, out string) string {
