@@ -368,14 +368,20 @@ func TestDPCompressionTrains(t *testing.T) {
 
 // TestDPResNet: the tiny ResNet (BatchNorm: each rank normalises over its own
 // micro-batch, as DDP without SyncBatchNorm, so no single-rank equality) keeps
-// its ranks bit-identical and learns on 2 and 4 ranks.
+// its ranks bit-identical and learns on 2 and 4 ranks, also with channels_last
+// weights (non-contiguous parameters broadcast and bucketed).
 func TestDPResNet(t *testing.T) {
 	lib := realLibrary(t)
-	for _, world := range []int{2, 4} {
-		t.Run(fmt.Sprintf("%d ranks", world), func(t *testing.T) {
+	tests := []struct {
+		world        int
+		channelsLast bool
+	}{{2, false}, {4, true}}
+	for _, tt := range tests {
+		world := tt.world
+		t.Run(fmt.Sprintf("%d ranks, channels_last %v", world, tt.channelsLast), func(t *testing.T) {
 			cfg := Config{
 				Family: "resnet50", Preset: "tiny", MicroBatch: 8, Device: "cpu", Threads: 1,
-				Precision: "fp32", GradAccum: 1, Seed: 11,
+				Precision: "fp32", GradAccum: 1, Seed: 11, ChannelsLast: tt.channelsLast,
 				DDP: DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"},
 			}
 			const steps = 20

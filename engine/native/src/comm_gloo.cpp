@@ -22,21 +22,25 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
-// Runs op on a tensor Gloo accepts: bf16 goes through an fp32 copy.
+// Runs op on a tensor Gloo accepts: bf16 goes through an fp32 copy, a
+// non-contiguous tensor (channels_last weights) through a contiguous one.
 template <typename Op>
 void on_wire(const torch::Tensor& t, Op op) {
-  if (t.scalar_type() != torch::kBFloat16) {
+  if (t.scalar_type() != torch::kBFloat16 && t.is_contiguous()) {
     op(t);
     return;
   }
-  torch::Tensor w = t.to(torch::kFloat);
+  torch::Tensor w = t.to(t.scalar_type() == torch::kBFloat16 ? torch::kFloat : t.scalar_type(),
+                         /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous);
   op(w);
+  torch::NoGradGuard no_grad;
   t.copy_(w);
 }
 
-void check_cpu(const torch::Tensor& t, const char* what) {
-  if (!t.device().is_cpu() || !t.is_contiguous()) {
-    throw CommError(std::string("gloo ") + what + ": needs a contiguous CPU tensor");
+void check_cpu(const torch::Tensor& t, const char* what, bool contiguous = true) {
+  if (!t.device().is_cpu() || (contiguous && !t.is_contiguous())) {
+    throw CommError(std::string("gloo ") + what + ": needs a " + (contiguous ? "contiguous " : "") +
+                    "CPU tensor");
   }
 }
 
@@ -117,7 +121,7 @@ class GlooCommunicator : public Communicator {
   }
 
   void broadcast(torch::Tensor t, int root) override {
-    check_cpu(t, "broadcast");
+    check_cpu(t, "broadcast", false);
     auto pg = pg_;
     queue_.run([pg, t, root] {
       on_wire(t, [&](const torch::Tensor& w) {
@@ -130,17 +134,18 @@ class GlooCommunicator : public Communicator {
   }
 
   void send(torch::Tensor t, int peer) override {
-    check_cpu(t, "send");
+    check_cpu(t, "send", false);
     auto pg = pg_;
     queue_.run([pg, t, peer] {
-      torch::Tensor w = t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat) : t;
-      std::vector<torch::Tensor> v{w};
-      pg->send(v, peer, 0)->wait();
+      on_wire(t, [&](const torch::Tensor& w) {
+        std::vector<torch::Tensor> v{w};
+        pg->send(v, peer, 0)->wait();
+      });
     });
   }
 
   void recv(torch::Tensor t, int peer) override {
-    check_cpu(t, "recv");
+    check_cpu(t, "recv", false);
     auto pg = pg_;
     queue_.run([pg, t, peer] {
       on_wire(t, [&](const torch::Tensor& w) {

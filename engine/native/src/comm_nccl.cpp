@@ -184,6 +184,13 @@ class NcclCommunicator : public Communicator {
   }
 
   void broadcast(torch::Tensor t, int root) override {
+    if (!t.is_contiguous()) {  // channels_last weights: through a contiguous copy
+      torch::Tensor c = t.contiguous();
+      broadcast(c, root);
+      torch::NoGradGuard no_grad;
+      t.copy_(c);
+      return;
+    }
     check(t, "broadcast");
     auto w = launch("broadcast", {t}, [&](cudaStream_t s) {
       return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root, comm_, s);
@@ -193,6 +200,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void send(torch::Tensor t, int peer) override {
+    if (!t.is_contiguous()) t = t.contiguous();
     check(t, "send");
     auto w = launch("send", {t}, [&](cudaStream_t s) {
       return ncclSend(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, comm_, s);
@@ -202,6 +210,13 @@ class NcclCommunicator : public Communicator {
   }
 
   void recv(torch::Tensor t, int peer) override {
+    if (!t.is_contiguous()) {
+      torch::Tensor c = t.contiguous();
+      recv(c, peer);
+      torch::NoGradGuard no_grad;
+      t.copy_(c);
+      return;
+    }
     check(t, "recv");
     auto w = launch("recv", {t}, [&](cudaStream_t s) {
       return ncclRecv(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, comm_, s);
