@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
@@ -147,7 +148,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
 		Progress: progress,
 		TrialCommand: func(id string) string {
-			return fmt.Sprintf("casestudy run %s --trial %s", shellQuote(studyPath), id)
+			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)
 		}}
 	if prev != nil {
 		ropts.Done, ropts.Previous = runner.Committed(prev)
@@ -167,10 +168,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	switch {
 	case errors.Is(runErr, runner.ErrInterrupted):
 		fmt.Fprintf(stdout, "interrupted; what finished is in %s\nresume with: casestudy run --resume %s\n",
-			w.Dir, shellQuote(w.Dir))
+			w.Dir, launch.ShellQuote(w.Dir))
 		return exitcode.Silent{Code: exitcode.Interrupted}
 	case runErr != nil:
-		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, shellQuote(w.Dir))
+		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, launch.ShellQuote(w.Dir))
 	}
 	return finishRun(ctx, cmd, w.Dir, s.Report.Formats)
 }
@@ -189,9 +190,9 @@ func finishRun(_ context.Context, cmd *cobra.Command, runDir string, formats []s
 	fmt.Fprintln(out, "reports:")
 	if err := runReport(out, cmd.ErrOrStderr(), runDir, reportOptions{formats: strings.Join(formats, ",")}); err != nil {
 		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
-			runDir, err, shellQuote(runDir))
+			runDir, err, launch.ShellQuote(runDir))
 	}
-	fmt.Fprintf(out, "checklist: casestudy check %s\n", shellQuote(runDir))
+	fmt.Fprintf(out, "checklist: casestudy check %s\n", launch.ShellQuote(runDir))
 	return nil
 }
 
@@ -224,15 +225,4 @@ func deviceText(m *runner.Machine) string {
 		return fmt.Sprintf("cuda (%d GPUs: %s)", len(m.GPUs), strings.Join(m.GPUs, ","))
 	}
 	return "cpu"
-}
-
-// shellQuote quotes s for a copy-pasted command when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' ||
-			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -197,7 +197,7 @@ func printStatus(w io.Writer, st *runStatus) {
 		}
 	}
 	if st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)) {
-		q := shellQuote(st.RunDir)
+		q := launch.ShellQuote(st.RunDir)
 		fmt.Fprintf(w, "finished; report with: casestudy report %s\n", q)
 	}
 }

@@ -101,7 +101,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 	fmt.Fprintf(stdout, "submitted Slurm job %s: %s (%d trials planned) on %d node(s), %d tasks per node, time limit %d min\n",
 		id, s.Name, len(plan.Trials), b.Nodes, b.TasksPerNode, b.TimeMinutes)
 	fmt.Fprintf(stdout, "results: %s\n  script: %s\n  output: %s\nfollow with: casestudy status %s\n",
-		runDir, script, out, shellQuote(runDir))
+		runDir, script, out, launch.ShellQuote(runDir))
 	return nil
 }
 
