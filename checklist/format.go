@@ -43,9 +43,6 @@ func ids(ts ...*trial) []string {
 	return out
 }
 
-// idList is "a1b2, c3d4".
-func idList(ts ...*trial) string { return strings.Join(ids(ts...), ", ") }
-
 // limit keeps the first n lines and says how many were left out.
 func limit(lines []string, n int) []string {
 	if len(lines) <= n {

@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
 )
 
 // Progress hears about the sweep as it goes. TrialStart is called for every
@@ -54,7 +55,6 @@ type lineProgress struct {
 	total   int
 	last    string
 	current string
-	spent   time.Duration // time of finished trials, for the ETA
 }
 
 func (p *lineProgress) TrialStart(n, total int, rec *store.TrialRecord, repeat, repeats int) {
@@ -127,13 +127,7 @@ func changedKnobs(rec *store.TrialRecord) string {
 	if len(rec.Changed) == 0 {
 		return "baseline"
 	}
-	keys := append([]string(nil), rec.Changed...)
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + rec.Knobs[k]
-	}
-	return strings.Join(parts, " ")
+	return study.FormatKnobs(rec.Knobs, slices.Sorted(slices.Values(rec.Changed)))
 }
 
 func resultText(rec *store.TrialRecord) string {
