@@ -8,6 +8,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/knobs"
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -400,39 +401,8 @@ func (v *runView) onGPU() bool {
 	return len(v.run.Manifest.Host.GPUs) > 0
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+// median and cv are stats.DescribeOf's median and coefficient of variation
+// (0 for an empty sample; cv 0 for fewer than two values).
+func median(xs []float64) float64 { return stats.DescribeOf(xs).Median }
 
-func mean(xs []float64) float64 {
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
-}
-
-// cv is the coefficient of variation (0 for fewer than two values).
-func cv(xs []float64) float64 {
-	if len(xs) < 2 {
-		return 0
-	}
-	m := mean(xs)
-	if m == 0 {
-		return 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	return math.Sqrt(ss/float64(len(xs)-1)) / math.Abs(m)
-}
+func cv(xs []float64) float64 { return stats.DescribeOf(xs).CV }
