@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -78,9 +77,7 @@ func runCheck(stdout, stderr io.Writer, dir string, opts checkOptions) error {
 	}
 	results := checklist.Evaluate(run, cfg)
 	if opts.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(checkReport{Run: dir, Study: run.Manifest.Study, OverridesFrom: from, FailOn: string(failOn),
+		err = writeJSON(stdout, checkReport{Run: dir, Study: run.Manifest.Study, OverridesFrom: from, FailOn: string(failOn),
 			Counts: checklist.Count(results), Results: results})
 	} else {
 		err = checklist.WriteText(stdout, fmt.Sprintf("checklist of %s (study %s; thresholds from %s)", dir, run.Manifest.Study, from), results)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -35,7 +34,5 @@ func runChecklist(w io.Writer, asJSON bool) error {
 	if !asJSON {
 		return checklist.WriteRules(w)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(checklist.Rules())
+	return writeJSON(w, checklist.Rules())
 }

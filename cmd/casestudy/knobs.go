@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -124,12 +123,6 @@ func writeKnob(w io.Writer, k *knobs.Knob) error {
 		fmt.Fprintf(tw, "note:\ttest-only (fault injection)\n")
 	}
 	return tw.Flush()
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // wrap breaks text into lines of at most width characters at spaces.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -149,9 +148,7 @@ func runModels(w io.Writer, libFlag, family string, opts modelsOptions) error {
 		}
 	}
 	if opts.json {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(listing); err != nil {
+		if err := writeJSON(w, listing); err != nil {
 			return err
 		}
 	} else if err := writeModelsTable(w, listing); err != nil {

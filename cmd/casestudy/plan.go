@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -66,9 +65,7 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 		return err
 	}
 	if opts.json {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(planJSON{Study: s.Name, Path: path, Family: s.Model.Family, Preset: s.Model.Preset,
+		return writeJSON(w, planJSON{Study: s.Name, Path: path, Family: s.Model.Family, Preset: s.Model.Preset,
 			Device: s.Workload.Device, Baseline: s.Baseline, Plan: plan})
 	}
 	return writePlanTable(w, s, plan)

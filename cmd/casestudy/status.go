@@ -65,9 +65,7 @@ the job has started and created the run directory.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			printStatus(cmd.OutOrStdout(), st)
 			return nil
