@@ -395,3 +395,40 @@ func TestDPResNet(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUNCCLOneRank runs the NCCL communicator with world size 1 through
+// cs_bench_allreduce on the H200 (scripts/gpu-check.sh): init from a unique id,
+// the comm stream, events, the watchdog, barrier; each size's sum is checked by
+// the engine before it is timed.
+func TestGPUNCCLOneRank(t *testing.T) {
+	lib := gpuLibrary(t)
+	id, err := lib.NCCLUniqueID()
+	require.NoError(t, err)
+	require.Len(t, id, 256)
+	cfg, err := json.Marshal(map[string]any{
+		"device": "cuda", "device_index": 0, "sizes": []int64{4 << 10, 64 << 20}, "iters": 5, "warmup": 2,
+		"dist": DistConfig{Rank: 0, WorldSize: 1, Backend: "nccl", NCCLID: id, TimeoutMS: 60000},
+	})
+	require.NoError(t, err)
+	raw, err := lib.BenchAllReduce(cfg)
+	require.NoError(t, err)
+	var res struct {
+		Backend string `json:"backend"`
+		Version string `json:"version"`
+		Results []struct {
+			Bytes int64     `json:"bytes"`
+			MS    []float64 `json:"ms"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &res), "%s", raw)
+	t.Logf("%s", raw)
+	assert.Equal(t, "nccl", res.Backend)
+	assert.Regexp(t, `^\d+\.\d+\.\d+$`, res.Version)
+	require.Len(t, res.Results, 2)
+	for _, r := range res.Results {
+		assert.Len(t, r.MS, 5)
+		for _, ms := range r.MS {
+			assert.True(t, ms >= 0 && ms < 1000, "%d bytes took %v ms", r.Bytes, ms)
+		}
+	}
+}
