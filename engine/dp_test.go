@@ -90,6 +90,22 @@ func dpChild() int {
 	return 0
 }
 
+// glooLibrary is realLibrary for the CPU data parallel tests: the engine must
+// have been built with Gloo (under CI=true a build without it fails the test).
+func glooLibrary(t *testing.T) *Library {
+	t.Helper()
+	lib := glooLibrary(t)
+	bi, err := lib.BuildInfo()
+	require.NoError(t, err)
+	if !bi.Gloo {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the engine was built without Gloo: %+v", bi)
+		}
+		t.Skipf("the engine was built without Gloo (torch %s): no CPU data parallel", bi.Torch)
+	}
+	return lib
+}
+
 // freePort asks the kernel for a free TCP port on the loopback.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -193,7 +209,7 @@ func dpGPT() Config {
 // while a wrong slice, a missing average or a skipped bucket moves them by
 // 1e-3 or more.
 func TestDPMatchesSingleRank(t *testing.T) {
-	lib := realLibrary(t)
+	lib := glooLibrary(t)
 	tests := []struct {
 		description string
 		world       int
@@ -267,7 +283,7 @@ func bucketBytes(m StepMetrics) []int64 {
 // overlap changes the result: with 2 ranks a sum is a+b whatever the chunking,
 // so every variant must end bit-identical.
 func TestDPBuckets(t *testing.T) {
-	lib := realLibrary(t)
+	lib := glooLibrary(t)
 	desc, err := lib.Describe(dpGPT())
 	require.NoError(t, err)
 	const mib = 1 << 20
@@ -327,7 +343,7 @@ func TestDPBuckets(t *testing.T) {
 // bytes on the wire: fp16 halves them, Gloo carries bf16 as fp32, top-k sends
 // ceil(0.1 n) int32 indices and fp32 values per rank and bucket.
 func TestDPCompressionTrains(t *testing.T) {
-	lib := realLibrary(t)
+	lib := glooLibrary(t)
 	desc, err := lib.Describe(dpGPT())
 	require.NoError(t, err)
 	const steps = 12
@@ -371,7 +387,7 @@ func TestDPCompressionTrains(t *testing.T) {
 // its ranks bit-identical and learns on 2 and 4 ranks, also with channels_last
 // weights (non-contiguous parameters broadcast and bucketed).
 func TestDPResNet(t *testing.T) {
-	lib := realLibrary(t)
+	lib := glooLibrary(t)
 	tests := []struct {
 		world        int
 		channelsLast bool
