@@ -54,13 +54,18 @@ func NewRunID(now time.Time) string {
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
+// RunDir is where a run lives: outRoot/<SafeName(study)>/<runID>.
+func RunDir(outRoot, studyName, runID string) string {
+	return filepath.Join(outRoot, SafeName(studyName), runID)
+}
+
 // Create makes outRoot/<study>/<runID>/ and returns its writer. The study name
 // is made safe with SafeName; runID must be a plain file name (NewRunID).
 func Create(outRoot, studyName, runID string) (*Writer, error) {
 	if !filepath.IsLocal(runID) || strings.ContainsAny(runID, `/\`) || SafeName(runID) != strings.ToLower(runID) {
 		return nil, fmt.Errorf("run id %q is not a safe directory name", runID)
 	}
-	dir := filepath.Join(outRoot, SafeName(studyName), runID)
+	dir := RunDir(outRoot, studyName, runID)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the results folder: %w", err)
 	}

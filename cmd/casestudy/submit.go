@@ -63,7 +63,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 		return err
 	}
 	runID := store.NewRunID(time.Now())
-	runDir := filepath.Join(outAbs, store.SafeName(s.Name), runID)
+	runDir := store.RunDir(outAbs, s.Name, runID)
 	subDir := runDir + ".slurm"
 	if err := os.MkdirAll(subDir, 0o755); err != nil {
 		return exitcode.With(exitcode.Environment, fmt.Errorf("creating %s: %w", subDir, err))
