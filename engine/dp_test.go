@@ -94,7 +94,7 @@ func dpChild() int {
 // have been built with Gloo (under CI=true a build without it fails the test).
 func glooLibrary(t *testing.T) *Library {
 	t.Helper()
-	lib := glooLibrary(t)
+	lib := realLibrary(t)
 	bi, err := lib.BuildInfo()
 	require.NoError(t, err)
 	if !bi.Gloo {
