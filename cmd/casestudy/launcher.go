@@ -90,8 +90,9 @@ type slurmFacts struct {
 }
 
 // setupLauncher puts the launcher and the rendezvous address into the runner's
-// options; for slurm it also records slurm.json in the run directory.
-func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, out io.Writer) error {
+// options; for slurm it also records slurm.json in the run directory and the
+// other nodes in man (rewritten through w).
+func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, man *store.Manifest, out io.Writer) error {
 	host, port, err := rendezvousHost(o, kind, s)
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string
 	ropts.Launcher = l
 	facts := slurmFacts{JobID: l.JobID, Nodes: getenvList(env, "SLURM_JOB_NODELIST"), Rendezvous: host,
 		Started: time.Now().UTC().Format(time.RFC3339)}
-	if facts.Hosts, err = recordNodes(l, env, ropts.Machine.EngineLib, w); err != nil {
+	if facts.Hosts, err = recordNodes(l, env, ropts.Machine.EngineLib, w, man); err != nil {
 		fmt.Fprintf(out, "slurm: the other nodes' provenance is not recorded: %v\n", err)
 	}
 	b, _ := json.MarshalIndent(facts, "", "  ")
@@ -124,11 +125,7 @@ func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string
 // recordNodes runs `casestudy node-info` once on every node of the allocation
 // (one srun step) and records the nodes other than this one in the manifest
 // (host.nodes): their GPUs, driver, topology and engine build.
-func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Writer) ([]string, error) {
-	run, err := store.ReadRun(w.Dir)
-	if err != nil {
-		return nil, err
-	}
+func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Writer, man *store.Manifest) ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -171,9 +168,8 @@ func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Write
 		return hosts, nil
 	}
 	sort.Slice(others, func(i, j int) bool { return others[i].Hostname < others[j].Hostname })
-	man := run.Manifest
 	man.Host.Nodes = others // a resumed run may land on other nodes: the latest set
-	return hosts, w.WriteManifest(&man)
+	return hosts, w.WriteManifest(man)
 }
 
 // rendezvousHost is where the rendezvous listens: --rdzv-addr; for slurm the

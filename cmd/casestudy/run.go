@@ -79,6 +79,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 
 	var w *store.Writer
 	var prev *store.Run
+	var man *store.Manifest // the run's manifest as written
 	studyPath := ""
 	if len(args) == 1 {
 		studyPath = args[0]
@@ -90,6 +91,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			return exitcode.Usage(fmt.Errorf("--resume: %w", err))
 		}
 		defer w.Close()
+		man = &prev.Manifest
 		if studyPath == "" {
 			studyPath = prev.Manifest.StudyPath
 		}
@@ -133,7 +135,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			return exitcode.With(exitcode.Environment, err)
 		}
 		defer w.Close()
-		if err := w.WriteManifest(runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())); err != nil {
+		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())
+		if err := w.WriteManifest(man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
 	}
@@ -153,7 +156,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if prev != nil {
 		ropts.Done, ropts.Previous = runner.Committed(prev)
 	}
-	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, stdout); err != nil {
+	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, man, stdout); err != nil {
 		return err
 	}
 	r, err := runner.New(ropts)
