@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -256,36 +257,11 @@ func dedupe(ids []string) []string {
 	return out
 }
 
-// suggest returns ` (did you mean "x"?)` for the closest candidate, or "".
+// suggest returns ` (did you mean "x"?)` for the closest candidate
+// (knobs.Closest), or "".
 func suggest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), c); d < bestD {
-			best, bestD = c, d
-		}
+	if c := knobs.Closest(s, candidates); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	if best == "" || bestD > max(2, len(s)/3) {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return ""
 }
