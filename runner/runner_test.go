@@ -30,19 +30,34 @@ type fixture struct {
 func newFixture(t *testing.T, yaml string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
+	writeStudy(t, dir, yaml)
+	return loadFixture(t, dir, nil)
+}
+
+// writeStudy writes text as dir/studies/test.yaml and returns its path.
+func writeStudy(t *testing.T, dir, text string) string {
+	t.Helper()
 	path := filepath.Join(dir, "studies", "test.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o644))
-	return loadFixture(t, dir, nil)
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	return path
+}
+
+// loadPlan loads and expands the study at path.
+func loadPlan(t *testing.T, path string) (*study.Study, *study.Plan) {
+	t.Helper()
+	s, err := study.Load(path, study.LoadOptions{})
+	require.NoError(t, err)
+	plan, err := study.Expand(s, study.ExpandOptions{})
+	require.NoError(t, err)
+	return s, plan
 }
 
 func loadFixture(t *testing.T, dir string, w *store.Writer) *fixture {
 	t.Helper()
 	path := filepath.Join(dir, "studies", "test.yaml")
-	s, err := study.Load(path, study.LoadOptions{})
-	require.NoError(t, err)
-	plan, err := study.Expand(s, study.ExpandOptions{})
-	require.NoError(t, err)
+	s, plan := loadPlan(t, path)
+	var err error
 	if w == nil {
 		w, err = store.Create(filepath.Join(dir, "results"), s.Name, store.NewRunID(time.Now()))
 		require.NoError(t, err)

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,14 +13,7 @@ import (
 
 func loadStudy(t *testing.T, text string) (*study.Study, *study.Plan) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "studies", "s.yaml")
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-	s, err := study.Load(path, study.LoadOptions{})
-	require.NoError(t, err)
-	p, err := study.Expand(s, study.ExpandOptions{})
-	require.NoError(t, err)
-	return s, p
+	return loadPlan(t, writeStudy(t, t.TempDir(), text))
 }
 
 func TestBuildSpecPlacement(t *testing.T) {
