@@ -75,12 +75,6 @@ func register(rules ...*Rule) {
 // Rules returns every rule in evaluation order.
 func Rules() []*Rule { return registry }
 
-// Lookup finds a rule by ID.
-func Lookup(id string) (*Rule, bool) {
-	r, ok := byID[id]
-	return r, ok
-}
-
 // threshold returns the named threshold's definition.
 func (r *Rule) threshold(name string) (Threshold, bool) {
 	for _, t := range r.Thresholds {

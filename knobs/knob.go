@@ -88,15 +88,6 @@ func Names() []string {
 	return out
 }
 
-// Defaults returns every knob's default value, keyed by name.
-func Defaults() map[string]string {
-	out := make(map[string]string, len(registry))
-	for _, k := range registry {
-		out[k.Name] = k.Default
-	}
-	return out
-}
-
 // AppliesTo reports whether the knob is meaningful for a model family.
 func (k *Knob) AppliesTo(family string) bool {
 	if len(k.Families) == 0 || family == "" {

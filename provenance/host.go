@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -103,16 +102,6 @@ func RelevantEnv(environ []string) map[string]string {
 		}
 	}
 	return out
-}
-
-// SortedKeys is a helper for printing maps in a stable order.
-func SortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // FreeBytes is the space available to this user on the filesystem of path (or
