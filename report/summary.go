@@ -25,8 +25,9 @@ const (
 const DefaultThreshold = 0.05
 
 // NoisyCV is the coefficient of variation of a trial's throughput samples
-// above which it is flagged noisy (besides the runner's own flag).
-const NoisyCV = 0.05
+// above which it is flagged noisy (besides the runner's own flag): the
+// runner's default, stats.DefaultNoisyCV.
+const NoisyCV = stats.DefaultNoisyCV
 
 // Summary is summary.json: everything the renderers and `compare` need,
 // including each trial's raw samples so that significance can be computed

@@ -16,6 +16,7 @@ import (
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -62,7 +63,7 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.IntVar(&o.maxTrials, "max-trials", 0, fmt.Sprintf("refuse sweeps larger than this (default %d)", study.DefaultMaxTrials))
 	f.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, "kill a trial whose rank is silent this long")
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
-	f.Float64Var(&o.noisyCV, "noisy-cv", 0.05, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
+	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	addLauncherFlags(f, &o.launcher)
 	return cmd
