@@ -47,11 +47,9 @@ func testMain(m *testing.M) int {
 	if os.Geteuid() != 0 {
 		return fail("the one-node test cluster needs root (munged and slurmd)")
 	}
-	lib, err := engine.Discover(os.Getenv(engine.EnvLibrary))
+	lib, err := engine.Discover("") // $CASESTUDY_ENGINE_LIB, else the checkout's build/engine
 	if err != nil {
-		if lib, err = engine.Discover("../../build/engine/libcasestudy_engine.so"); err != nil {
-			return fail("engine library not built (make engine): " + err.Error())
-		}
+		return fail("engine library not built (make engine): " + err.Error())
 	}
 	dir, err := os.MkdirTemp("", "casestudy-slurm-")
 	if err != nil {
