@@ -38,7 +38,7 @@ func newCompareCommand() *cobra.Command {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}
-	cmd.Flags().StringVar(&opts.threshold, "threshold", "5%", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, else 5%)")
+	cmd.Flags().StringVar(&opts.threshold, "threshold", "", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, else 5%)")
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, md or html")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
 	return cmd
@@ -48,9 +48,13 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	if !slices.Contains(report.CompareFormats, opts.format) {
 		return exitcode.Usage(fmt.Errorf("--format %q: use text, md or html", opts.format))
 	}
-	threshold, err := report.ParseThreshold(opts.threshold)
-	if err != nil {
-		return exitcode.Usage(fmt.Errorf("--threshold: %w", err))
+	var threshold float64
+	if thresholdSet {
+		t, err := report.ParseThreshold(opts.threshold)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--threshold: %w", err))
+		}
+		threshold = t
 	}
 	old, err := report.LoadSide(oldPath)
 	if err != nil {
