@@ -83,7 +83,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 	var sub submission
 	if b, err := os.ReadFile(filepath.Join(dir+".slurm", "job.json")); err == nil {
 		if err := json.Unmarshal(b, &sub); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir+".slurm", "job.json"), err)
+			return nil, exitcode.Usage(fmt.Errorf("%s: %w", filepath.Join(dir+".slurm", "job.json"), err))
 		}
 		st.JobID, st.JobOutput = sub.JobID, sub.Output
 	}
@@ -94,7 +94,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
 		run, err := store.ReadRun(dir)
 		if err != nil {
-			return nil, err
+			return nil, exitcode.Usage(err) // as report, check and baseline
 		}
 		st.Started = true
 		fillRunStatus(st, run)

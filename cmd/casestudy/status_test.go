@@ -58,6 +58,15 @@ func TestStatus(t *testing.T) {
 	code, _, stderr = runCLI(t, "status", t.TempDir())
 	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "is not a run directory")
+
+	// a bad line inside trials.jsonl is bad input, named by file and line
+	trials := filepath.Join(dir, "trials.jsonl")
+	b, err := os.ReadFile(trials)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(trials, append([]byte("not json\n"), b...), 0o644))
+	code, _, stderr = runCLI(t, "status", dir)
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, "trials.jsonl:1:")
 }
 
 func TestJobOver(t *testing.T) {
