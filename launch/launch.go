@@ -128,16 +128,14 @@ func GPUFor(rank, procsPerGPU int, visible []string) string {
 // VisibleGPUs is the parent's device list: CUDA_VISIBLE_DEVICES split on commas
 // when set, else "0".."count-1".
 func VisibleGPUs(env []string, count int) []string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "CUDA_VISIBLE_DEVICES="); ok {
-			var out []string
-			for _, d := range strings.Split(v, ",") {
-				if d = strings.TrimSpace(d); d != "" {
-					out = append(out, d)
-				}
+	if v, ok := LookupEnv(env, "CUDA_VISIBLE_DEVICES"); ok {
+		var out []string
+		for _, d := range strings.Split(v, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				out = append(out, d)
 			}
-			return out
 		}
+		return out
 	}
 	out := make([]string, count)
 	for i := range out {

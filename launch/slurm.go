@@ -33,12 +33,8 @@ const EnvJobID = "SLURM_JOB_ID"
 
 // InAllocation returns the Slurm job the environment is inside, "" outside.
 func InAllocation(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], EnvJobID+"="); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := LookupEnv(env, EnvJobID)
+	return v
 }
 
 // NewSlurm is the launcher for the allocation env is inside; it fails outside

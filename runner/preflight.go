@@ -92,14 +92,12 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 	return nil
 }
 
+// getenv is key in env (launch.LookupEnv), or in this process's environment
+// when env is nil.
 func getenv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if len(env[i]) > len(key) && env[i][:len(key)] == key && env[i][len(key)] == '=' {
-			return env[i][len(key)+1:]
-		}
-	}
 	if env == nil {
 		return os.Getenv(key)
 	}
-	return ""
+	v, _ := launch.LookupEnv(env, key)
+	return v
 }

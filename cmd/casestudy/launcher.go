@@ -210,10 +210,6 @@ func rendezvousHost(o *launcherOptions, kind string, s *study.Study) (host, port
 }
 
 func getenvList(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := launch.LookupEnv(env, key)
+	return v
 }
