@@ -28,7 +28,7 @@ func (r *Runner) runGreedy(ctx context.Context, res *Result) error {
 		}
 		var todo []study.Trial
 		for _, t := range trials {
-			if r.records[t.ID] == nil && !r.opts.Done[t.ID] {
+			if r.records[t.ID] == nil && r.opts.Previous[t.ID] == nil {
 				todo = append(todo, t)
 			}
 		}

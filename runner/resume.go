@@ -19,18 +19,16 @@ func CheckResume(run *store.Run, s *study.Study) error {
 	return nil
 }
 
-// Committed returns the trials a run directory already holds (interrupted
-// ones are not among them: OpenExisting dropped them) and their records.
-func Committed(run *store.Run) (map[string]bool, map[string]*store.TrialRecord) {
-	done := map[string]bool{}
+// Committed returns the records a run directory already holds, by trial ID
+// (interrupted ones are not among them: OpenExisting dropped them).
+func Committed(run *store.Run) map[string]*store.TrialRecord {
 	recs := map[string]*store.TrialRecord{}
 	for i := range run.Trials {
 		t := &run.Trials[i]
 		if t.Outcome == store.Interrupted {
 			continue
 		}
-		done[t.ID] = true
 		recs[t.ID] = t
 	}
-	return done, recs
+	return recs
 }

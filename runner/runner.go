@@ -48,8 +48,7 @@ type Options struct {
 	Retries        int                           // extra launches after an infrastructure failure
 	Interleave     bool                          // repeats round-robin across trials (or workload.interleave)
 	Only           []string                      // run only these trial IDs (--trial)
-	Done           map[string]bool               // trial IDs committed before (--resume)
-	Previous       map[string]*store.TrialRecord // their records (greedy reuses them)
+	Previous       map[string]*store.TrialRecord // records committed before (--resume), by ID; greedy reuses them
 	NoisyCV        float64
 
 	Progress     Progress
@@ -138,7 +137,7 @@ func (r *Runner) select_(all []study.Trial) []study.Trial {
 	}
 	var out []study.Trial
 	for _, t := range all {
-		if (len(only) == 0 || only[t.ID]) && !r.opts.Done[t.ID] {
+		if (len(only) == 0 || only[t.ID]) && r.opts.Previous[t.ID] == nil {
 			out = append(out, t)
 		}
 	}
@@ -153,7 +152,7 @@ func (r *Runner) commitDropped(dropped []study.Dropped, res *Result) error {
 	}
 	for _, d := range dropped {
 		id := DroppedID(d.Knobs)
-		if r.opts.Done[id] || r.records[id] != nil {
+		if r.opts.Previous[id] != nil || r.records[id] != nil {
 			continue
 		}
 		now := time.Now().UTC()

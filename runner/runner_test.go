@@ -412,7 +412,7 @@ func resume(t *testing.T, f *fixture) *store.Run {
 	g := loadFixture(t, f.dir, w)
 	require.NoError(t, CheckResume(run, g.study))
 	o := g.options()
-	o.Done, o.Previous = Committed(run)
+	o.Previous = Committed(run)
 	r, err := New(o)
 	require.NoError(t, err)
 	_, err = r.Run(context.Background())

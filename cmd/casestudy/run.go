@@ -155,7 +155,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)
 		}}
 	if prev != nil {
-		ropts.Done, ropts.Previous = runner.Committed(prev)
+		ropts.Previous = runner.Committed(prev)
 	}
 	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, man, stdout); err != nil {
 		return err
