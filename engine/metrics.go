@@ -31,6 +31,7 @@ type StepMetrics struct {
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.
 type BucketMetrics struct {
+	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk compression)
 	Bytes    int64   `json:"bytes"`
 	MS       float64 `json:"ms"`
 	AlgBWGBs float64 `json:"algbw_gbs"`

@@ -139,12 +139,3 @@ std::unique_ptr<GradReducer> make_reducer(const std::vector<torch::Tensor>& para
                                           Communicator& comm, const DDPOptions& opts);
 
 }  // namespace cs
-
-namespace cs {
-
-// A new NCCL unique id as 256 hex characters, for cs_nccl_unique_id (rank 0
-// calls it; the rendezvous hands it to every rank). Implemented in comm_nccl.cpp;
-// without NCCL the fallback (dist_fallback.cpp) throws UnsupportedError.
-std::string nccl_unique_id_hex();
-
-}  // namespace cs

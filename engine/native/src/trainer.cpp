@@ -359,12 +359,13 @@ json Trainer::metrics_json(bool replayed) {
     m["exposed_comm_ms"] = rs.exposed_comm_ms;
     m["comm_bytes"] = rs.comm_bytes;
     m["collectives"] = rs.collectives;
-    const double n = double(cfg_.dist.world_size);
     json buckets = json::array();
     for (const auto& b : rs.buckets) {
-      const double alg = b.ms > 0 ? double(b.bytes) / b.ms / 1e6 : 0.0;  // GB/s
-      buckets.push_back(
-          {{"bytes", b.bytes}, {"ms", b.ms}, {"algbw_gbs", alg}, {"busbw_gbs", alg * 2 * (n - 1) / n}});
+      buckets.push_back({{"bytes", b.bytes},
+                         {"ms", b.ms},
+                         {"op", b.op},
+                         {"algbw_gbs", algbw_gbs(b)},
+                         {"busbw_gbs", busbw_gbs(b, cfg_.dist.world_size)}});
     }
     m["buckets"] = buckets;
   }
