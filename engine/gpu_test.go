@@ -12,7 +12,15 @@ import (
 )
 
 // GPU tests run on the H200 machine (scripts/gpu-check.sh runs this package's
-// test binary, built here with `go test -c`, with CASESTUDY_GPU_TESTS=1).
+// test binary, built here with `go test -c`, with CASESTUDY_GPU_TESTS=1). They
+// prove correctness quickly (about a minute in all): the tiny presets in every
+// precision, the full presets in bf16 eager and with CUDA graphs for a few
+// steps. Throughput is measured by scripts, not tests
+// (engine/native/tools/cs_bench.py, bench/reference/).
+
+// graphWarmup is the trainer's kGraphWarmup (trainer.h): eager steps before
+// the step is captured; from that step on every step is a graph replay.
+const graphWarmup = 3
 
 func gpuLibrary(t *testing.T) *Library {
 	t.Helper()
@@ -38,42 +46,83 @@ func gpuGPT(preset, precision string, graphs bool) Config {
 	return c
 }
 
+// gpuPrecisions is every precision eagerly, and bf16 replayed as a CUDA graph.
+var gpuPrecisions = []struct {
+	precision string
+	graphs    bool
+}{{"fp32", false}, {"tf32", false}, {"fp16", false}, {"bf16", false}, {"bf16", true}}
+
+// trainGPU creates an engine on the GPU from cfg, runs steps, checks that every
+// step's metrics are complete and that graph mode really replays (forward and
+// backward times are 0 exactly on replayed steps), and returns the losses.
+func trainGPU(t *testing.T, lib *Library, cfg Config, steps int) []float64 {
+	t.Helper()
+	e, err := lib.Create(cfg)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, e.Close()) }()
+	info, err := e.Info()
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(info.Device, "cuda"), "device %q", info.Device)
+	assert.NotEmpty(t, info.DeviceName)
+	assert.Equal(t, cfg.Precision, info.Precision)
+	losses := make([]float64, steps)
+	var last StepMetrics
+	for i := range losses {
+		m, err := e.Step()
+		require.NoError(t, err, "step %d", i)
+		require.False(t, math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0), "step %d loss %v", i, m.Loss)
+		assert.Positive(t, m.Loss, "step %d", i)
+		assert.Positive(t, m.StepMS, "step %d", i)
+		assert.Positive(t, m.SamplesPerS, "step %d", i)
+		assert.Positive(t, m.TFLOPS, "step %d", i)
+		assert.Positive(t, m.MemPeakBytes, "step %d", i)
+		assert.GreaterOrEqual(t, m.MemReservedBytes, m.MemPeakBytes, "step %d", i)
+		if cfg.Family != "resnet50" {
+			assert.Positive(t, m.TokensPerS, "step %d", i)
+		}
+		if cfg.Precision == "fp16" {
+			assert.Positive(t, m.LossScale, "step %d: fp16 without a loss scale", i)
+		} else {
+			assert.Zero(t, m.LossScale, "step %d", i)
+			assert.False(t, m.Skipped, "step %d skipped outside fp16", i)
+		}
+		if replayed := cfg.Graphs && i >= graphWarmup; replayed {
+			assert.Zero(t, m.ForwardMS+m.BackwardMS, "step %d should be a graph replay", i)
+		} else {
+			assert.Positive(t, m.ForwardMS, "step %d: eager step without a forward time", i)
+			assert.Positive(t, m.BackwardMS, "step %d: eager step without a backward time", i)
+		}
+		losses[i], last = m.Loss, m
+	}
+	t.Logf("%s-%s %s graphs=%v: loss %.4f, %.2f ms/step, %.0f samples/s, %.1f TFLOP/s, MFU %.3f, peak %.2f GiB",
+		cfg.Family, cfg.Preset, cfg.Precision, cfg.Graphs, last.Loss, last.StepMS, last.SamplesPerS,
+		last.TFLOPS, last.MFU, float64(last.MemPeakBytes)/(1<<30))
+	return losses
+}
+
+// graphsMatchEager trains cfg from the same seed eagerly and as a CUDA graph
+// and checks every loss agrees within tol (relative).
+func graphsMatchEager(t *testing.T, lib *Library, cfg Config, steps int, tol float64) (eager, graphs []float64) {
+	t.Helper()
+	require.Greater(t, steps, graphWarmup+1, "too few steps to replay a graph twice")
+	cfg.Graphs = false
+	eager = trainGPU(t, lib, cfg, steps)
+	cfg.Graphs = true
+	graphs = trainGPU(t, lib, cfg, steps)
+	t.Logf("eager  %v\ngraphs %v", eager, graphs)
+	for i := range eager {
+		assert.InEpsilon(t, eager[i], graphs[i], tol, "step %d", i)
+	}
+	return eager, graphs
+}
+
+// TestGPUSteps: the tiny GPT in every precision and as a CUDA graph.
 func TestGPUSteps(t *testing.T) {
 	lib := gpuLibrary(t)
-	for _, preset := range []string{"tiny", "124m"} {
-		for _, v := range []struct {
-			precision string
-			graphs    bool
-		}{{"fp32", false}, {"bf16", false}, {"bf16", true}} {
-			name := fmt.Sprintf("%s/%s/graphs=%v", preset, v.precision, v.graphs)
-			t.Run(name, func(t *testing.T) {
-				cfg := gpuGPT(preset, v.precision, v.graphs)
-				e, err := lib.Create(cfg)
-				require.NoError(t, err)
-				defer e.Close()
-				info, err := e.Info()
-				require.NoError(t, err)
-				assert.True(t, strings.HasPrefix(info.Device, "cuda"), "device %q", info.Device)
-				assert.NotEmpty(t, info.DeviceName)
-				assert.Equal(t, v.precision, info.Precision)
-				for i := range 6 {
-					m, err := e.Step()
-					require.NoError(t, err, "step %d", i)
-					assert.False(t, math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0), "step %d loss %v", i, m.Loss)
-					assert.Positive(t, m.Loss, "step %d", i)
-					assert.Positive(t, m.StepMS, "step %d", i)
-					assert.Positive(t, m.TokensPerS, "step %d", i)
-					assert.Positive(t, m.SamplesPerS, "step %d", i)
-					assert.Positive(t, m.TFLOPS, "step %d", i)
-					assert.Positive(t, m.MemPeakBytes, "step %d", i)
-					assert.GreaterOrEqual(t, m.MemReservedBytes, m.MemPeakBytes, "step %d", i)
-					if i == 5 {
-						t.Logf("%s: loss %.4f, %.2f ms/step, %.0f tokens/s, %.1f TFLOP/s, MFU %.3f, peak memory %.2f GiB",
-							name, m.Loss, m.StepMS, m.TokensPerS, m.TFLOPS, m.MFU, float64(m.MemPeakBytes)/(1<<30))
-					}
-				}
-			})
-		}
+	for _, v := range gpuPrecisions {
+		t.Run(fmt.Sprintf("tiny/%s/graphs=%v", v.precision, v.graphs), func(t *testing.T) {
+			trainGPU(t, lib, gpuGPT("tiny", v.precision, v.graphs), 6)
+		})
 	}
 }
 
@@ -92,12 +141,7 @@ func TestGPUGraphsMatchEager(t *testing.T) {
 	const steps, tol = 8, 0.005
 	for _, preset := range []string{"tiny", "124m"} {
 		t.Run(preset, func(t *testing.T) {
-			eager, _ := train(t, lib, gpuGPT(preset, "bf16", false), steps)
-			graphs, _ := train(t, lib, gpuGPT(preset, "bf16", true), steps)
-			t.Logf("eager  %v\ngraphs %v", eager, graphs)
-			for i := range eager {
-				assert.InEpsilon(t, eager[i], graphs[i], tol, "step %d", i)
-			}
+			_, graphs := graphsMatchEager(t, lib, gpuGPT(preset, "bf16", false), steps, tol)
 			if preset == "tiny" {
 				assert.Less(t, graphs[steps-1], 0.99*graphs[0], "graph replay does not train")
 			}

@@ -1,167 +1,420 @@
 #!/usr/bin/env bash
-# gpu-check.sh: everything the GPU machine is needed for, in one call, from the
-# repository root (the machine has torch, CUDA, NCCL; it has no Go):
-#   1. facts: GPU, driver, torch, CUDA, NCCL, compilers, the commit;
-#   2. builds the engine against the image's torch (CMake + Ninja, precompiled
-#      headers; falls back to CS_TORCH_MODE=manual if Torch's CMake config fails);
-#   3. runs the Go test binaries built on the CPU machine (`make gpu-tests` puts
-#      them in build/gpu/*.test) with CASESTUDY_GPU_TESTS=1;
-#   4. times gpt 124m at micro-batch 16 x 1024 tokens through the engine (fp32,
-#      tf32, bf16, bf16 + CUDA graphs, fp16) and the PyTorch reference
-#      (bench/reference/gpt2_hf.py, eager and torch.compile) on the same GPU;
-#   5. prints a table last. Logs and JSON results go to $OUT (default build/gpu-out).
-#   6. with COMPARE=1, also bench/reference/compare.sh (BERT and ResNet-50 against
-#      their references).
-# Environment: OUT, ENGINE_BUILD (default build/engine), JOBS (default 16), STEPS (measured steps, default 20),
-# SKIP_TESTS=1, TEST_RUN=<regexp> (-test.run for every binary, e.g. GPU),
-# SKIP_BENCH=1, SKIP_REFERENCE=1, COMPARE=1.
-# Exit status: 0 when the build and every test passed, 1 otherwise (benchmark
-# failures are reported in the table and logs).
+# gpu-check.sh: everything the GPU machine is needed for, in one call of at most
+# ten minutes, from the repository root (that machine has torch, CUDA, NCCL and
+# no Go). Stages, most important first:
+#   build     the engine against the image's torch (CMake + Ninja; retried with
+#             CS_TORCH_MODE=manual if Torch's CMake config fails)
+#   tests     the Go test binaries built on the CPU machine (build/gpu/*.test,
+#             e.g. `go test -c -o build/gpu/engine.test ./engine`) with
+#             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
+#   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine fp32, bf16,
+#             bf16 + CUDA graphs; Hugging Face eager and torch.compile
+#   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs; HF eager, compiled
+#   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 + graphs;
+#             torchvision eager, compiled
+#   bert512   BERT-large, 32 x 512 tokens, as bert128
+#   study     (RUN_STUDY=1) bin/casestudy run studies/gpt/gpu-quick.yaml
+# The engine is timed by engine/native/tools/cs_bench.py, the references by
+# bench/reference/*.py (--mode both: eager, then compiled, in one process), all
+# with WARMUP discarded and STEPS measured steps.
+#
+# Time: everything runs inside BUDGET_S seconds from the script's start. A run
+# starts only if its estimate fits in what is left (less RESERVE_S for the
+# table), and runs under a timeout of what is left; what does not fit is
+# listed in the table as skipped. After every run $OUT is brought up to date,
+# flat: table.md (facts, build, tests, stage times, the tables), bench.jsonl
+# (every JSON line, with its "group"), logs.tgz (all logs) and, with RUN_STUDY=1,
+# study.tgz (the run directory). The table is printed last, whatever happened.
+#
+# Environment: OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
+# BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), JOBS (16),
+# WARMUP (5), STEPS (20), STAGES (default "tests gpt bert128 resnet50 bert512",
+# RUN_STUDY=1 appends study), TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
+# ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
+# budget from the estimates below and run nothing).
+# Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
+# 2 bad environment. Benchmark failures, timeouts and skips are in the table.
 set -uo pipefail
+SECONDS=0
 
 OUT=${OUT:-$PWD/build/gpu-out}
+WORK=${WORK:-$PWD/build/gpu-check}
+BUDGET_S=${BUDGET_S:-500}
+RESERVE_S=${RESERVE_S:-15}
 JOBS=${JOBS:-16}
+WARMUP=${WARMUP:-5}
 STEPS=${STEPS:-20}
-LOG=$OUT/logs
-mkdir -p "$LOG"
-export PATH=/usr/local/cuda/bin:$PATH
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-PY=${PYTHON:-python3}
+STAGES=${STAGES:-tests gpt bert128 resnet50 bert512}
+[[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"
+TEST_RUN=${TEST_RUN:-^TestGPU}
+DRY=${DRY_RUN:-0}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
 LIB=$PWD/$BUILD_DIR/libcasestudy_engine.so
+PY=${PYTHON:-python3}
+LOG=$WORK/logs
+export PATH=/usr/local/cuda/bin:$PATH
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+# Estimates (s) on one H200, from the 2026-12-02 run (docs/perf.md): what a run
+# needs to be started; its timeout is what is left of the budget, at most its cap.
+EST_BUILD=70 CAP_BUILD=300
+EST_TESTS=60 CAP_TESTS=150
+EST_STUDY=90 CAP_STUDY=240
+CAP_ENGINE=90 CAP_REF=300
+
+for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
+done
+for s in $STAGES; do
+  case $s in tests | gpt | bert128 | resnet50 | bert512 | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 study)" >&2; exit 2 ;;
+  esac
+done
+
+rm -rf "$LOG"
+mkdir -p "$OUT" "$LOG"
+JSONL=$OUT/bench.jsonl
+STATUS=$WORK/status.md # build, tests and stage lines for table.md
+: >"$JSONL"
+: >"$STATUS"
 status=0
+sim=0 # DRY_RUN's clock: the sum of the estimates so far
 
 say() { printf '\n== %s\n' "$*"; }
+log_status() { echo "- $*" | tee -a "$STATUS"; }
+elapsed() { if [[ $DRY == 1 ]]; then echo "$sim"; else echo "$SECONDS"; fi; }
+left() { echo $((BUDGET_S - RESERVE_S - $(elapsed))); }
+left0() { local l; l=$(left); echo $((l < 0 ? 0 : l)); } # for messages
+min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
 
-# ---- 1. facts ----------------------------------------------------------------
-say "facts"
-{
+# note GROUP NAME STATUS REASON: a line that says a run produced no result.
+note() {
+  "$PY" -c 'import json, sys; print(json.dumps(dict(zip(["group", "name", "status", "reason"], sys.argv[1:]))))' \
+    "$@" >>"$JSONL"
+}
+
+# publish: table.md, logs.tgz (and study.tgz) in $OUT as they stand now.
+publish() {
+  [[ $DRY == 1 ]] && return
+  {
+    echo "# gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), ${SECONDS} s of BUDGET_S=$BUDGET_S"
+    echo
+    echo '```'
+    cat "$LOG/facts.txt" 2>/dev/null
+    echo '```'
+    echo
+    cat "$STATUS"
+    echo
+    "$PY" bench/reference/table.py "$JSONL" 2>&1
+    if [[ -f $WORK/study-report.md ]]; then
+      echo
+      echo "## Study (bin/casestudy run studies/gpt/gpu-quick.yaml)"
+      echo
+      cat "$WORK/study-report.md"
+    fi
+  } >"$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
+  tar -czf "$OUT/logs.tgz" -C "$WORK" logs status.md 2>/dev/null
+}
+finish() {
+  trap - EXIT
+  publish
+  say "results ($(elapsed) s; $OUT: table.md, bench.jsonl, logs.tgz$([[ -f $OUT/study.tgz ]] && echo ', study.tgz'))"
+  [[ $DRY == 1 ]] || cat "$OUT/table.md"
+  exit "$status"
+}
+trap finish EXIT
+child=    # the run in flight (timed)
+inflight=() # its GROUP LOGNAME NAME... (engine, reference), for collect
+stopped() {
+  if [[ -n $child ]]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child"
+  fi
+  ((${#inflight[@]})) && collect "${inflight[0]}" "${inflight[1]}" 143 "${inflight[@]:2}"
+  log_status "stopped by a signal at $(elapsed) s"
+  status=1
+  exit
+}
+trap stopped INT TERM
+
+# timed CAP LOGNAME CMD...: runs CMD under a timeout of what is left (at most
+# CAP), stdout to LOGNAME.out, stderr to LOGNAME.err; returns its status.
+timed() {
+  local cap=$1 name=$2
+  shift 2
+  local t
+  t=$(min "$cap" "$(left)")
+  ((t >= 1)) || t=1 # timeout 0 would mean none
+  if [[ $DRY == 1 ]]; then
+    printf '        timeout %ss: %s\n' "$t" "$(printf '%q ' "$@")"
+    return 0
+  fi
+  # In the background and waited for, so that a signal to this script is
+  # handled at once (the trap stops the child and still writes the table).
+  timeout -k 5 "$t" "$@" >"$LOG/$name.out" 2>"$LOG/$name.err" &
+  child=$!
+  local rc=0
+  wait "$child" || rc=$?
+  child=
+  return "$rc"
+}
+
+# fits EST WHAT: whether EST seconds fit in what is left; says so either way.
+fits() {
+  local l
+  l=$(left)
+  if (($1 > l)); then
+    printf '  %4s s  skip %s: needs ~%s s, %s s left\n' "$(elapsed)" "$2" "$1" "$(left0)"
+    return 1
+  fi
+  printf '  %4s s  %s (~%s s)\n' "$(elapsed)" "$2" "$1"
+}
+# advance EST: DRY_RUN's clock moves on by the estimate.
+advance() { [[ $DRY == 1 ]] && sim=$((sim + $1)); return 0; }
+
+# collect GROUP LOGNAME RC NAME...: the JSON lines of a run, with their group,
+# into bench.jsonl; a note for each expected NAME that did not come out.
+collect() {
+  local group=$1 log=$2 rc=$3 line n
+  shift 3
+  [[ $DRY == 1 ]] && return
+  while IFS= read -r line; do
+    [[ $line == "{"* ]] && printf '{"group": "%s", %s\n' "$group" "${line#\{}" >>"$JSONL"
+  done <"$LOG/$log.out"
+  for n in "$@"; do
+    grep -q "\"name\": \"$n\"" "$LOG/$log.out" && continue
+    if ((rc == 124 || rc == 137)); then
+      note "$group" "$n" timeout "killed by the time limit (logs/$log.err)"
+    elif ((rc == 143)); then
+      note "$group" "$n" failed "stopped: gpu-check.sh got a signal"
+    else
+      note "$group" "$n" failed "exit $rc: $(tail -c 300 "$LOG/$log.err" | tr '\n' ' ')"
+    fi
+  done
+  publish
+}
+
+# engine GROUP NAME EST CONFIG: one engine configuration through cs_bench.py.
+engine() {
+  local group=$1 name=$2 est=$3 cfg=$4 log rc=0
+  log="$stage-$name"
+  if ! fits "$est" "$group: $name"; then
+    [[ $DRY == 1 ]] || { note "$group" "$name" skipped "needs ~$est s, $(left0) s left"; publish; }
+    return
+  fi
+  inflight=("$group" "$log" "$name")
+  timed "$CAP_ENGINE" "$log" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
+    --config "$cfg" --warmup "$WARMUP" --steps "$STEPS" || rc=$?
+  inflight=()
+  advance "$est"
+  collect "$group" "$log" "$rc" "$name"
+}
+
+# reference GROUP SCRIPT EST_EAGER EST_COMPILE ARGS...: the reference eager and
+# compiled in one process, or eager only when both do not fit.
+reference() {
+  local group=$1 script=$2 ee=$3 ec=$4 log rc=0 pre=hf mode names
+  shift 4
+  [[ $script == resnet_tv.py ]] && pre=tv
+  log="$stage-$pre"
+  if (($(left) >= ee + ec)); then
+    fits $((ee + ec)) "$group: $pre-eager + $pre-compile"
+    mode=both names=("$pre-eager" "$pre-compile")
+  elif fits "$ee" "$group: $pre-eager (no time for $pre-compile: needs ~$((ee + ec)) s with it)"; then
+    mode=eager names=("$pre-eager")
+    [[ $DRY == 1 ]] || note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
+  else
+    if [[ $DRY != 1 ]]; then
+      note "$group" "$pre-eager" skipped "needs ~$ee s, $(left0) s left"
+      note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
+      publish
+    fi
+    return
+  fi
+  inflight=("$group" "$log" "${names[@]}")
+  timed "$CAP_REF" "$log" "$PY" "bench/reference/$script" "$@" --mode "$mode" \
+    --warmup "$WARMUP" --steps "$STEPS" || rc=$?
+  inflight=()
+  if [[ $mode == both ]]; then advance $((ee + ec)); else advance "$ee"; fi
+  collect "$group" "$log" "$rc" "${names[@]}"
+}
+
+# ---- stages ------------------------------------------------------------------
+stage_gpt() {
+  local g="gpt-124m 16x1024" c='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device":"cuda","seed":1'
+  engine "$g" engine-fp32 15 "$c,\"precision\":\"fp32\"}"
+  engine "$g" engine-bf16 10 "$c,\"precision\":\"bf16\"}"
+  engine "$g" engine-bf16-graphs 10 "$c,\"precision\":\"bf16\",\"graphs\":true}"
+  reference "$g" gpt2_hf.py 25 45 --micro-batch 16 --seq-len 1024
+}
+stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
+  local g="bert-large 32x$1" c='{"family":"bert","preset":"large","micro_batch":32,"seq_len":'$1',"device":"cuda","precision":"bf16","seed":1'
+  engine "$g" engine-bf16 "$2" "$c}"
+  engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
+  reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
+}
+stage_resnet50() {
+  local g="resnet50 256x224 channels_last" c='{"family":"resnet50","preset":"50","micro_batch":256,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1'
+  engine "$g" engine-bf16 20 "$c}"
+  engine "$g" engine-bf16-graphs 20 "$c,\"graphs\":true}"
+  reference "$g" resnet_tv.py 30 80 --micro-batch 256 --image-size 224
+}
+
+stage_tests() {
+  shopt -s nullglob
+  local tests=(build/gpu/*.test) t n dir rc tl start=$SECONDS
+  shopt -u nullglob
+  if [[ ${#tests[@]} -eq 0 ]]; then
+    log_status "tests: FAIL, no build/gpu/*.test (build them here: go test -c -o build/gpu/engine.test ./engine)"
+    status=1
+    return
+  fi
+  fits "$EST_TESTS" "tests: ${tests[*]} -test.run '$TEST_RUN'" || { log_status "tests: skipped (no time left)"; status=1; return; }
+  for t in "${tests[@]}"; do
+    n=$(basename "$t" .test)
+    # Each binary runs in its package folder (tests read testdata/ relative to it).
+    dir=$n
+    [[ -d $dir ]] || dir=$(find . -path ./build -prune -o -type d -name "$n" -print | head -1)
+    [[ -n $dir ]] || dir=.
+    tl=$(min "$CAP_TESTS" "$(left)")
+    rc=0
+    timed "$tl" "test-$n" env -C "$dir" CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB="$LIB" "$PWD/$t" \
+      -test.count=1 -test.v -test.timeout=$((tl > 10 ? tl - 5 : tl))s -test.run "$TEST_RUN" || rc=$?
+    [[ $DRY == 1 ]] && continue
+    if ((rc == 0)); then
+      log_status "tests: ok $n in $((SECONDS - start)) s"
+    else
+      log_status "tests: FAIL $n (exit $rc, logs/test-$n.out)"
+      tail -30 "$LOG/test-$n.out"
+      status=1
+    fi
+    {
+      echo
+      echo '```'
+      grep -E '^\s*--- (PASS|FAIL|SKIP)|^(panic|FAIL|ok)' "$LOG/test-$n.out"
+      echo '```'
+    } >>"$STATUS"
+    publish
+  done
+  advance "$EST_TESTS"
+}
+
+stage_study() {
+  local rc=0 dir
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "study: FAIL, no bin/casestudy (make cli here, carry bin)"
+    status=1
+    return
+  fi
+  if [[ $DRY == 1 ]]; then
+    bin/casestudy validate studies/gpt/gpu-quick.yaml || status=1
+  fi
+  fits "$EST_STUDY" "study: bin/casestudy run studies/gpt/gpu-quick.yaml" ||
+    { [[ $DRY == 1 ]] || log_status "study: skipped, needs ~$EST_STUDY s, $(left0) s left"; return; }
+  rm -rf "$WORK/results"
+  timed "$CAP_STUDY" study bin/casestudy run studies/gpt/gpu-quick.yaml --engine-lib "$LIB" \
+    --out "$WORK/results" || rc=$?
+  advance "$EST_STUDY"
+  [[ $DRY == 1 ]] && return
+  dir=$(find "$WORK/results" -mindepth 2 -maxdepth 2 -type d 2>/dev/null | head -1)
+  if [[ -n $dir ]]; then
+    tar -czf "$OUT/study.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+    [[ -f $dir/report.md ]] && cp "$dir/report.md" "$WORK/study-report.md"
+  fi
+  if ((rc == 0)); then
+    log_status "study: ok, ${dir#"$WORK"/} (study.tgz)"
+  else
+    log_status "study: FAIL (exit $rc, logs/study.err): $(tail -3 "$LOG/study.err" | tr '\n' ' ')"
+    status=1
+  fi
+}
+
+facts() {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
-  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  if git rev-parse HEAD >/dev/null 2>&1; then
+    echo "commit $(git rev-parse HEAD)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  elif [[ -x bin/casestudy ]]; then
+    echo "commit (no .git here): $(bin/casestudy --version 2>/dev/null | head -1)"
+  fi
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   nvcc --version | tail -1
   cmake --version | head -1
   g++ --version | head -1
-  $PY - <<'EOF'
-import os, torch
+  # Importing torch, transformers and torchvision here (beside the build) also
+  # brings them into the page cache for the references.
+  "$PY" - <<'EOF'
+import importlib
+import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(),
       "cxx11abi", torch._C._GLIBCXX_USE_CXX11_ABI)
 try:
     print("nccl", ".".join(map(str, torch.cuda.nccl.version())))
 except Exception as e:
     print("nccl ?", e)
-try:
-    import transformers
-    print("transformers", transformers.__version__)
-except Exception as e:
-    print("transformers missing", e)
+for m in ("transformers", "torchvision"):
+    try:
+        print(m, importlib.import_module(m).__version__)
+    except Exception as e:
+        print(m, "missing:", e)
 EOF
-} 2>&1 | tee "$LOG/facts.txt"
+}
 
-# ---- 2. build ----------------------------------------------------------------
-say "build engine"
+# build LOGSUFFIX CMAKE_ARGS...: configure and build, each under the time left.
 build() {
-  cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
-    cmake --build "$BUILD_DIR" -j "$JOBS"
+  local sfx=$1
+  shift
+  timed "$CAP_BUILD" "cmake$sfx" cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
+    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS"
 }
-t0=$(date +%s)
-if ! build >"$LOG/build.log" 2>&1; then
-  echo "CMake with Torch's config failed (see logs/build.log); retrying with CS_TORCH_MODE=manual"
-  rm -rf "$BUILD_DIR"
-  if ! build -DCS_TORCH_MODE=manual >"$LOG/build-manual.log" 2>&1; then
-    tail -40 "$LOG/build-manual.log"
-    echo "engine build failed"
-    exit 1
-  fi
-fi
-echo "built $LIB in $(( $(date +%s) - t0 )) s"
-grep -E "^-- casestudy" "$LOG"/build*.log | sed 's/^[^:]*://' | sort -u
-$PY - "$LIB" <<'EOF' | tee "$LOG/build-info.json"
-import ctypes, sys
-lib = ctypes.CDLL(sys.argv[1])
-out, err = ctypes.create_string_buffer(1 << 16), ctypes.create_string_buffer(4096)
-lib.cs_build_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-st = lib.cs_build_info(out, len(out), err, len(err))
-print(out.value.decode() if st == 0 else "cs_build_info failed: " + err.value.decode())
-EOF
 
-# ---- 3. Go test binaries -----------------------------------------------------
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  say "Go test binaries (build/gpu/*.test)"
-  shopt -s nullglob
-  tests=(build/gpu/*.test)
-  [ ${#tests[@]} -eq 0 ] && echo "none found: run 'make gpu-tests' on the CPU machine first"
-  for t in "${tests[@]}"; do
-    n=$(basename "$t" .test)
-    # Run each binary in its package folder (tests read testdata/ relative to it).
-    dir=$(find . -path ./build -prune -o -type d -name "$n" -print | head -1)
-    [ -z "$dir" ] && dir=.
-    if (cd "$dir" && CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$LIB "$OLDPWD/$t" -test.count=1 -test.v -test.timeout=20m ${TEST_RUN:+-test.run "$TEST_RUN"}) \
-      >"$LOG/test-$n.log" 2>&1; then
-      echo "ok    $n"
-    else
-      echo "FAIL  $n (logs/test-$n.log)"; tail -20 "$LOG/test-$n.log"; status=1
-    fi
-  done
+# ---- the plan ----------------------------------------------------------------
+if [[ $DRY == 1 ]]; then
+  say "plan (DRY_RUN=1): BUDGET_S=$BUDGET_S, RESERVE_S=$RESERVE_S, WARMUP=$WARMUP, STEPS=$STEPS, stages: build $STAGES"
+  echo "  elapsed (estimated) / step"
 fi
 
-# ---- 4. benchmarks -----------------------------------------------------------
-results=$OUT/bench.jsonl
-: >"$results"
-bench_engine() { # name, extra config fields
-  local name=$1 extra=$2
-  local cfg="{\"family\":\"gpt\",\"preset\":\"124m\",\"micro_batch\":16,\"seq_len\":1024,\"device\":\"cuda\",\"seed\":1$extra}"
-  if $PY engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" --config "$cfg" \
-    --warmup 5 --steps "$STEPS" >"$LOG/bench-$name.json" 2>"$LOG/bench-$name.err"; then
-    cat "$LOG/bench-$name.json" >>"$results"
+# ---- build -------------------------------------------------------------------
+say "build engine ($BUILD_DIR)"
+if [[ $DRY == 1 ]]; then
+  fits "$EST_BUILD" "facts + build: cmake -S engine/native -B $BUILD_DIR -G Ninja; cmake --build -j $JOBS"
+  advance "$EST_BUILD"
+else
+  facts >"$LOG/facts.txt" 2>&1 &
+  facts_pid=$!
+  if [[ ${SKIP_BUILD:-0} == 1 ]]; then
+    log_status "build: skipped (SKIP_BUILD=1), using $LIB"
+  elif build "" || {
+    echo "CMake with Torch's config failed (logs/cmake.*, build.*); retrying with CS_TORCH_MODE=manual"
+    rm -rf "$BUILD_DIR"
+    build -manual -DCS_TORCH_MODE=manual
+  }; then
+    log_status "build: ok in $SECONDS s ($(grep -hE '^-- casestudy' "$LOG"/cmake*.out | sed 's/^-- //' | sort -u | tr '\n' ';'))"
   else
-    echo "bench $name failed: $(cat "$LOG/bench-$name.json" "$LOG/bench-$name.err" | tail -5)"
+    log_status "build: FAIL after $SECONDS s (logs/cmake*, logs/build*)"
+    tail -40 "$LOG"/cmake*.out "$LOG"/cmake*.err "$LOG"/build*.out "$LOG"/build*.err 2>/dev/null
+    status=1
   fi
-}
-bench_ref() { # name, flags
-  local name=$1; shift
-  if $PY bench/reference/gpt2_hf.py --micro-batch 16 --seq-len 1024 --steps "$STEPS" "$@" \
-    >"$LOG/bench-$name.json" 2>"$LOG/bench-$name.err"; then
-    tail -1 "$LOG/bench-$name.json" >>"$results"
-  else
-    echo "reference $name failed: $(tail -5 "$LOG/bench-$name.err")"
+  wait "$facts_pid"
+  cat "$LOG/facts.txt"
+  if [[ ! -f $LIB ]]; then
+    log_status "no engine library at $LIB: nothing to test or time"
+    status=1
+    exit
   fi
-}
-if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  say "benchmarks: gpt 124m, micro-batch 16 x 1024 tokens, $STEPS measured steps"
-  bench_engine engine-fp32 ',"precision":"fp32"'
-  bench_engine engine-tf32 ',"precision":"tf32"'
-  bench_engine engine-bf16 ',"precision":"bf16"'
-  bench_engine engine-bf16-graphs ',"precision":"bf16","graphs":true'
-  bench_engine engine-fp16-graphs ',"precision":"fp16","graphs":true'
-  if [ "${SKIP_REFERENCE:-0}" != 1 ]; then
-    bench_ref hf-eager
-    bench_ref hf-compile --compile
-  fi
-
-  # ---- 5. table --------------------------------------------------------------
-  say "results (median step; ratios against the reference in the same run)"
-  $PY - "$results" <<'EOF' | tee "$OUT/table.md"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-ref = {r["name"]: r["tokens_per_s"] for r in rows if r["name"].startswith("hf-")}
-print("| run | step ms (p10-p90) | tokens/s | TFLOP/s | MFU | fwd/bwd/opt ms | peak GiB | vs hf-eager | vs hf-compile |")
-print("|---|---|---|---|---|---|---|---|---|")
-for r in rows:
-    s = r["step_ms"]
-    ph = r.get("eager_phase_ms")
-    phs = "%.1f/%.1f/%.1f" % (ph["forward_ms"], ph["backward_ms"], ph["optimizer_ms"]) if ph else "-"
-    ratio = lambda k: "%.2fx" % (r["tokens_per_s"] / ref[k]) if k in ref else "-"
-    print("| %s | %.1f (%.1f-%.1f) | %.0f | %.1f | %.1f%% | %s | %.1f | %s | %s |" % (
-        r["name"], s["median"], s["p10"], s["p90"], r["tokens_per_s"], r["tflops"],
-        100 * r["mfu"], phs, r["mem_peak_bytes"] / 2**30, ratio("hf-eager"), ratio("hf-compile")))
-EOF
 fi
 
-if [ "${COMPARE:-0}" = 1 ] && [ -x bench/reference/compare.sh ]; then
-  say "BERT and ResNet-50 against their references (bench/reference/compare.sh)"
-  bench/reference/compare.sh "$LIB" "$OUT/compare" >"$LOG/compare.log" 2>&1 ||
-    echo "compare.sh failed (logs/compare.log)"
-  tail -20 "$LOG/compare.log"
-fi
-exit $status
+# ---- the stages, in order ----------------------------------------------------
+for s in $STAGES; do
+  stage=$s
+  say "$s (at $(elapsed) s, $(left) s left)"
+  t0=$(elapsed)
+  case $s in
+    tests) stage_tests ;;
+    gpt) stage_gpt ;;
+    bert128) stage_bert 128 12 25 60 ;;
+    resnet50) stage_resnet50 ;;
+    bert512) stage_bert 512 15 30 70 ;;
+    study) stage_study ;;
+  esac
+  [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"
+done

@@ -6,13 +6,16 @@ bf16 autocast, SDPA attention, fused AdamW (no decay for biases and LayerNorm
 weights), gradient clipping at 1.0, dropout 0: the step the engine runs.
 Synthetic full-length batches with round(0.15*T) masked positions per sequence
 and NSP labels, made before timing. Each step is timed with CUDA events;
-warm-up steps are discarded. Prints one JSON line in the contract of
-gpt2_hf.py (bench/reference/README.md).
+warm-up steps are discarded. Prints one JSON line per mode in the contract of
+gpt2_hf.py (bench/reference/README.md); --mode both runs eager, then a fresh
+compiled model (Inductor's default mode), in one process.
 
     python3 bench/reference/bert_hf.py --preset large --micro-batch 32 --seq-len 128
     python3 bench/reference/bert_hf.py --preset large --micro-batch 32 --seq-len 512 --compile
+    python3 bench/reference/bert_hf.py --seq-len 128 --mode both --warmup 5 --steps 20
 """
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -22,6 +25,8 @@ PRESETS = {  # layers, hidden, heads, intermediate (bert-base/large-uncased)
     "large": (24, 1024, 16, 4096),
 }
 VOCAB, POSITIONS = 30522, 512
+# --mode: which models run, in order (compiled or not).
+MODES = {"eager": [False], "compile": [True], "both": [False, True]}
 # Dense bf16 peak TFLOP/s by device name (no sparsity), for MFU.
 PEAK_TFLOPS = [("H200", 989.4), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.05)]
 
@@ -80,31 +85,12 @@ def make_batches(torch, n, batch, seq_len, device, seed):
     return out
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=sorted(PRESETS), default="large")
-    p.add_argument("--micro-batch", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=128, help="8..512")
-    p.add_argument("--steps", type=int, default=50, help="measured steps")
-    p.add_argument("--warmup", type=int, default=10, help="discarded steps (compilation happens here)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
-    if not 8 <= a.seq_len <= POSITIONS:
-        p.error(f"--seq-len {a.seq_len}: use 8..{POSITIONS} (BERT has {POSITIONS} position embeddings)")
-    if a.micro_batch < 1 or a.steps < 1 or a.warmup < 0:
-        p.error("--micro-batch and --steps must be at least 1, --warmup at least 0")
-
-    import torch
+def bench(torch, a, compiled):
+    """Builds a fresh model and optimizer, trains a.warmup + a.steps steps and
+    returns the output line's fields."""
     from transformers import BertConfig, BertForPreTraining
 
-    if not torch.cuda.is_available():
-        sys.exit("bert_hf.py: needs a CUDA device")
     torch.manual_seed(a.seed)
-    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
-    torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     layers, hidden, heads, inter = PRESETS[a.preset]
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
@@ -127,7 +113,7 @@ def main(argv=None):
          "weight_decay": 0.0},
     ]
     opt = torch.optim.AdamW(groups, lr=a.lr, fused=True)
-    fwd = torch.compile(model) if a.compile else model
+    fwd = torch.compile(model) if compiled else model
     batches = make_batches(torch, 4, a.micro_batch, a.seq_len, dev, a.seed)
 
     def step(i):
@@ -159,8 +145,8 @@ def main(argv=None):
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
-    print(json.dumps({
-        "name": "hf-compile" if a.compile else "hf-eager",
+    return {
+        "name": "hf-compile" if compiled else "hf-eager",
         "model": f"bert-{a.preset}", "reference": "transformers.BertForPreTraining",
         "device_name": name, "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
@@ -172,7 +158,40 @@ def main(argv=None):
         "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
         "loss_first": losses[0], "loss_last": losses[-1],
-    }), flush=True)
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), default="large")
+    p.add_argument("--micro-batch", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=128, help="8..512")
+    p.add_argument("--steps", type=int, default=50, help="measured steps")
+    p.add_argument("--warmup", type=int, default=10, help="discarded steps (compilation happens here)")
+    p.add_argument("--compile", action="store_true", help="same as --mode compile")
+    p.add_argument("--mode", choices=sorted(MODES), default="eager",
+                   help="both: eager, then compiled, one JSON line each")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if not 8 <= a.seq_len <= POSITIONS:
+        p.error(f"--seq-len {a.seq_len}: use 8..{POSITIONS} (BERT has {POSITIONS} position embeddings)")
+    if a.micro_batch < 1 or a.steps < 1 or a.warmup < 0:
+        p.error("--micro-batch and --steps must be at least 1, --warmup at least 0")
+    if a.compile:
+        a.mode = "compile"
+
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("bert_hf.py: needs a CUDA device")
+    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
+    torch.backends.cudnn.allow_tf32 = False
+    for compiled in MODES[a.mode]:
+        print(json.dumps(bench(torch, a, compiled)), flush=True)
+        gc.collect()  # free the first model before the next is built
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -4,25 +4,29 @@
 Hugging Face GPT2LMHeadModel (GPT-2 124M shapes unless told otherwise) trained on
 random tokens: SDPA attention, bf16 autocast, fused AdamW (lr 6e-4, betas 0.9/0.95,
 weight decay 0.1 on matmul weights and embeddings), gradient clipping at 1.0,
-dropout 0: the same step the engine runs. Eager by default, torch.compile with
---compile. Each step is timed with CUDA events (forward + backward + clip +
+dropout 0: the same step the engine runs. Eager by default, torch.compile
+(Inductor's default mode) with --compile; --mode both runs eager, then a fresh
+compiled model, in one process (one import; one JSON line each, flushed as it
+is done). Each step is timed with CUDA events (forward + backward + clip +
 optimizer; generating the random batch is outside the timed region, as in the
-engine); warm-up steps are discarded. Prints one JSON line: median / p10 / p90
-step time, tokens/s, achieved TFLOP/s and MFU from the engine's FLOP formula
-(docs/engine.md): 6·N·T + 12·L·d·T² per sample, N = parameters without the
-position embeddings.
+engine); warm-up steps are discarded. Prints one JSON line per mode: median /
+p10 / p90 step time, samples/s and tokens/s, achieved TFLOP/s and MFU from the
+engine's FLOP formula (docs/engine.md): 6·N·T + 12·L·d·T² per sample, N =
+parameters without the position embeddings.
 
-  python3 bench/reference/gpt2_hf.py --micro-batch 16 --seq-len 1024 [--compile]
+  python3 bench/reference/gpt2_hf.py --micro-batch 16 --seq-len 1024 [--compile | --mode both]
 """
 import argparse
+import gc
 import json
 import statistics
 import sys
 
-import torch
-
+# --mode: which models run, in order (compiled or not).
+MODES = {"eager": [False], "compile": [True], "both": [False, True]}
 # Dense bf16/fp16 peaks (TFLOP/s) by device name, as the engine's table.
 PEAKS = [("H200", 989.4), ("H100 PCIe", 756.4), ("H100 NVL", 835.5), ("H100", 989.4), ("A100", 312.0)]
+FP32_PEAKS = [("H200", 66.9), ("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H100", 66.9), ("A100", 19.5)]
 
 
 def pct(xs, q):
@@ -44,28 +48,11 @@ def build(args):
     return model
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--micro-batch", type=int, default=16)
-    ap.add_argument("--seq-len", type=int, default=1024)
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--hidden", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
-    ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--warmup", type=int, default=0, help="0: 5 eager, 10 compiled")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--peak-tflops", type=float, default=0)
-    a = ap.parse_args()
-    if not torch.cuda.is_available():
-        print(json.dumps({"error": "no CUDA device"}))
-        sys.exit(1)
-    warmup = a.warmup or (10 if a.compile else 5)
-    torch.manual_seed(0)
+def bench(torch, a, compiled, warmup):
+    """Builds a fresh model and optimizer, trains warmup + a.steps steps and
+    returns the output line's fields."""
     dev = torch.device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-
+    torch.manual_seed(0)
     model = build(a).to(dev).train()
     params = list(model.parameters())  # deduplicated: the tied head counts once
     n_params = sum(p.numel() for p in params)
@@ -74,22 +61,21 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    step_model = torch.compile(model) if a.compile else model
+    step_model = torch.compile(model) if compiled else model
 
     B, T = a.micro_batch, a.seq_len
     n_pos = model.config.n_positions * a.hidden
     flops_per_sample = 6.0 * (n_params - n_pos) * T + 12.0 * a.layers * a.hidden * T * T
     name = torch.cuda.get_device_name(dev)
-    peak = a.peak_tflops or next((p for m, p in PEAKS if m in name), 0.0)
-    if a.precision == "fp32":
-        peak = a.peak_tflops or next((p for m, p in [("H200", 66.9), ("H100 PCIe", 51.2),
-                                                     ("H100 NVL", 60.0), ("H100", 66.9),
-                                                     ("A100", 19.5)] if m in name), 0.0)
+    peaks = PEAKS if a.precision == "bf16" else FP32_PEAKS
+    peak = a.peak_tflops or next((p for m, p in peaks if m in name), 0.0)
 
     gen = torch.Generator(device=dev).manual_seed(1)
     times, losses = [], []
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(warmup + a.steps):
+        if i == warmup:
+            torch.cuda.reset_peak_memory_stats()
         x = torch.randint(0, 50257, (B, T), device=dev, generator=gen)
         start.record()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
@@ -105,9 +91,12 @@ def main():
         losses.append(loss.item())
 
     med = statistics.median(times)
-    tflops = flops_per_sample * B / (med / 1e3) / 1e12
-    print(json.dumps({
-        "name": "hf-compile" if a.compile else "hf-eager",
+    samples_s = B / (med / 1e3)
+    tflops = flops_per_sample * samples_s / 1e12
+    preset = "124m" if (a.layers, a.hidden, a.heads) == (12, 768, 12) else f"{a.layers}x{a.hidden}"
+    return {
+        "name": "hf-compile" if compiled else "hf-eager",
+        "model": f"gpt-{preset}", "reference": "transformers.GPT2LMHeadModel",
         "device_name": name,
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
@@ -118,13 +107,46 @@ def main():
         "flops_per_sample": flops_per_sample,
         "warmup": warmup, "steps": a.steps,
         "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
-        "tokens_per_s": B * T / (med / 1e3),
+        "samples_per_s": samples_s,
+        "tokens_per_s": samples_s * T,
         "tflops": tflops,
         "peak_tflops": peak,
         "mfu": tflops / peak if peak else 0.0,
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
         "loss_first": losses[0], "loss_last": losses[-1],
-    }))
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--micro-batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--compile", action="store_true", help="same as --mode compile")
+    ap.add_argument("--mode", choices=sorted(MODES), default="eager",
+                    help="both: eager, then compiled, one JSON line each")
+    ap.add_argument("--warmup", type=int, default=0, help="0: 5 eager, 10 compiled")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--peak-tflops", type=float, default=0)
+    a = ap.parse_args()
+    if a.compile:
+        a.mode = "compile"
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "no CUDA device"}))
+        sys.exit(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for compiled in MODES[a.mode]:
+        warmup = a.warmup or (10 if compiled else 5)
+        print(json.dumps(bench(torch, a, compiled, warmup)), flush=True)
+        gc.collect()  # free the first model before the next is built
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

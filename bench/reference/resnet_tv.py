@@ -5,17 +5,22 @@ resnet50 family is compared against (docs/perf.md, bench/reference/README.md).
 AMP bf16 autocast, channels_last model and input, SGD with momentum 0.9 and
 weight decay 1e-4 on every parameter, gradient clipping at 1.0 (as the engine's
 step), synthetic images made on the device before timing. Each step is timed
-with CUDA events; warm-up steps are discarded. Prints one JSON line in the
-contract of gpt2_hf.py (bench/reference/README.md).
+with CUDA events; warm-up steps are discarded. Prints one JSON line per mode
+in the contract of gpt2_hf.py (bench/reference/README.md); --mode both runs
+eager, then a fresh compiled model (Inductor's default mode), in one process.
 
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224 --compile
+    python3 bench/reference/resnet_tv.py --mode both --warmup 5 --steps 20
 """
 import argparse
+import gc
 import json
 import statistics
 import sys
 
+# --mode: which models run, in order (compiled or not).
+MODES = {"eager": [False], "compile": [True], "both": [False, True]}
 PEAK_TFLOPS = [("H200", 989.4), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.05)]
 
 
@@ -61,32 +66,10 @@ def forward_macs(torch, model, image_size, device):
     return total[0]
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--micro-batch", type=int, default=256)
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=50, help="measured steps")
-    p.add_argument("--warmup", type=int, default=10, help="discarded steps (compilation happens here)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
-    if not 32 <= a.image_size <= 1024:
-        p.error(f"--image-size {a.image_size}: use 32..1024 pixels")
-    if a.micro_batch < 2 or a.steps < 1 or a.warmup < 0:
-        p.error("--micro-batch must be at least 2 (BatchNorm), --steps at least 1, --warmup at least 0")
-
-    import torch
-    import torchvision
-
-    if not torch.cuda.is_available():
-        sys.exit("resnet_tv.py: needs a CUDA device")
+def bench(torch, torchvision, a, compiled):
+    """Builds a fresh model and optimizer, trains a.warmup + a.steps steps and
+    returns the output line's fields."""
     torch.manual_seed(a.seed)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
-    torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = torchvision.models.resnet50().to(dev, memory_format=fmt).train()
@@ -94,7 +77,7 @@ def main(argv=None):
     n_params = sum(p.numel() for p in params)
     macs = forward_macs(torch, model, a.image_size, dev)
     opt = torch.optim.SGD(params, lr=a.lr, momentum=0.9, weight_decay=1e-4)
-    fwd = torch.compile(model) if a.compile else model
+    fwd = torch.compile(model) if compiled else model
     g = torch.Generator(device=dev).manual_seed(a.seed)
     batches = [(torch.randn(a.micro_batch, 3, a.image_size, a.image_size, generator=g,
                             device=dev).contiguous(memory_format=fmt),
@@ -130,8 +113,8 @@ def main(argv=None):
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
-    print(json.dumps({
-        "name": "tv-compile" if a.compile else "tv-eager",
+    return {
+        "name": "tv-compile" if compiled else "tv-eager",
         "model": "resnet50", "reference": "torchvision.models.resnet50",
         "device_name": name, "torch": torch.__version__, "torchvision": torchvision.__version__,
         "precision": "bf16", "micro_batch": a.micro_batch, "image_size": a.image_size,
@@ -142,7 +125,42 @@ def main(argv=None):
         "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
         "loss_first": losses[0], "loss_last": losses[-1],
-    }), flush=True)
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--micro-batch", type=int, default=256)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--steps", type=int, default=50, help="measured steps")
+    p.add_argument("--warmup", type=int, default=10, help="discarded steps (compilation happens here)")
+    p.add_argument("--compile", action="store_true", help="same as --mode compile")
+    p.add_argument("--mode", choices=sorted(MODES), default="eager",
+                   help="both: eager, then compiled, one JSON line each")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    if not 32 <= a.image_size <= 1024:
+        p.error(f"--image-size {a.image_size}: use 32..1024 pixels")
+    if a.micro_batch < 2 or a.steps < 1 or a.warmup < 0:
+        p.error("--micro-batch must be at least 2 (BatchNorm), --steps at least 1, --warmup at least 0")
+    if a.compile:
+        a.mode = "compile"
+
+    import torch
+    import torchvision
+
+    if not torch.cuda.is_available():
+        sys.exit("resnet_tv.py: needs a CUDA device")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
+    torch.backends.cudnn.allow_tf32 = False
+    for compiled in MODES[a.mode]:
+        print(json.dumps(bench(torch, torchvision, a, compiled)), flush=True)
+        gc.collect()  # free the first model before the next is built
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """cs_bench: times the engine library through its C ABI (ctypes), no Go needed.
 
-Loads libcasestudy_engine.so, creates an engine from a config JSON, runs warm-up
-steps (discarded) and measured steps, and prints one JSON line: median / p10 / p90
-step time, tokens/s, TFLOP/s and MFU (the engine's own per-step metrics), the
-per-phase split of the eager steps, memory, and the first and last loss.
+Loads libcasestudy_engine.so, creates an engine from any config JSON (any
+family, preset, precision, graphs...), runs warm-up steps (discarded) and
+measured steps, and prints one JSON line in the output contract of the PyTorch
+references (bench/reference/README.md): median / p10 / p90 of the engine's own
+step times (CUDA events on a GPU, the host clock on the CPU), samples/s and
+tokens/s from the median step, TFLOP/s and MFU from the engine's FLOPs per
+sample and peak, peak memory, the first and last loss; plus the per-phase
+split of eager steps and what the engine chose (optimizer, attention).
 
-  python3 engine/native/tools/cs_bench.py --lib build/engine/libcasestudy_engine.so \
-      --name bf16 --config '{"family":"gpt","preset":"124m","micro_batch":16,
-      "device":"cuda","precision":"bf16"}' --warmup 5 --steps 20
-Exit status: 0 ok, 1 an engine call failed (its status and message are printed).
+  python3 engine/native/tools/cs_bench.py --lib build/engine/libcasestudy_engine.so \\
+      --name engine-bf16 --config '{"family":"gpt","preset":"124m","micro_batch":16,
+      "seq_len":1024,"device":"cuda","precision":"bf16"}' --warmup 5 --steps 20
+
+Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
+status and the engine's message); 2 bad arguments.
 """
 import argparse
 import ctypes
@@ -29,76 +35,115 @@ def pct(xs, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--config", required=True, help="engine config JSON")
-    ap.add_argument("--name", default="engine")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=20)
-    a = ap.parse_args()
+class Engine:
+    """The few C ABI calls a benchmark needs (engine/native/include/casestudy_engine.h)."""
 
-    lib = ctypes.CDLL(a.lib)
-    P, S, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-    lib.cs_create.argtypes = [C, ctypes.POINTER(P), C, S]
-    for f in (lib.cs_info, lib.cs_step):
-        f.argtypes = [P, C, S, C, S]
-    lib.cs_destroy.argtypes = [P, C, S]
-    out = ctypes.create_string_buffer(BUF)
-    err = ctypes.create_string_buffer(4096)
-    eng = ctypes.c_void_p()
+    def __init__(self, path, name):
+        self.name = name
+        self.lib = ctypes.CDLL(path)
+        P, S, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+        self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), C, S]
+        for f in (self.lib.cs_info, self.lib.cs_step):
+            f.argtypes = [P, C, S, C, S]
+        self.lib.cs_destroy.argtypes = [P, C, S]
+        self.out = ctypes.create_string_buffer(BUF)
+        self.err = ctypes.create_string_buffer(4096)
+        self.h = ctypes.c_void_p()
 
-    def fail(what, st):
-        print(json.dumps({"name": a.name, "error": what, "status": st,
-                          "message": err.value.decode(errors="replace")}))
+    def fail(self, what, st):
+        print(json.dumps({"name": self.name, "error": what, "status": st,
+                          "message": self.err.value.decode(errors="replace")}), flush=True)
         sys.exit(1)
 
-    st = lib.cs_create(a.config.encode(), ctypes.byref(eng), err, len(err))
-    if st != 0:
-        fail("cs_create", st)
-    st = lib.cs_info(eng, out, BUF, err, len(err))
-    if st != 0:
-        fail("cs_info", st)
-    info = json.loads(out.value)
-    steps = []
-    for i in range(a.warmup + a.steps):
-        st = lib.cs_step(eng, out, BUF, err, len(err))
+    def create(self, config):
+        st = self.lib.cs_create(config.encode(), ctypes.byref(self.h), self.err, len(self.err))
         if st != 0:
-            fail("cs_step %d" % i, st)
-        steps.append(json.loads(out.value))
-    lib.cs_destroy(eng, err, len(err))
+            self.fail("cs_create", st)
 
-    m = steps[a.warmup:]
+    def call(self, fn, what):
+        st = fn(self.h, self.out, BUF, self.err, len(self.err))
+        if st != 0:
+            self.fail(what, st)
+        return json.loads(self.out.value)
+
+    def destroy(self):
+        self.lib.cs_destroy(self.h, self.err, len(self.err))
+
+
+def summarize(name, cfg, info, steps, warmup):
+    """The contract's fields from cs_info and the cs_step metrics."""
+    m = steps[warmup:]
     ms = [s["step_ms"] for s in m]
     med = statistics.median(ms)
-    eager = [s for s in m if not s.get("graphed")] or [s for s in steps[1:a.warmup]]
-    phase = {k: statistics.median([s[k] for s in eager]) if eager else 0.0
-             for k in ("forward_ms", "backward_ms", "optimizer_ms")}
+    samples = m[0]["samples"]
+    samples_s = samples / (med / 1e3)
+    fps = info.get("flops_per_sample") or 0.0
+    tflops = samples_s * fps / 1e12
+    peak = info.get("peak_tflops") or 0.0
+    shapes = info.get("shapes", {})
+    family, preset = info.get("family"), info.get("preset")
+    graphed = all(s.get("graphed") for s in m)
+    eager = [s for s in m if not s.get("graphed")]
     res = {
-        "name": a.name,
-        "config": json.loads(a.config),
-        "device_name": info.get("device_name"),
-        "params": info.get("params"),
-        "flops_per_sample": info.get("flops_per_sample"),
-        "optimizer": info.get("optimizer"),
-        "attention": info.get("attention"),
-        "peak_tflops": info.get("peak_tflops"),
-        "warmup": a.warmup,
-        "steps": a.steps,
+        "name": name,
+        "model": "resnet50" if family == "resnet50" else f"{family}-{preset}",
+        "reference": "casestudy engine",
+        "device_name": info.get("device_name"), "torch": info.get("torch"),
+        "precision": info.get("precision"), "micro_batch": shapes.get("micro_batch", cfg.get("micro_batch")),
+    }
+    if info.get("tokens_per_sample"):
+        res["seq_len"] = shapes.get("seq_len", info["tokens_per_sample"])
+    else:
+        res["image_size"] = shapes.get("image_size")
+        res["channels_last"] = bool(cfg.get("channels_last"))
+    res.update({
+        "config": cfg, "graphs": bool(info.get("graphs")), "graphed": graphed,
+        "optimizer": info.get("optimizer"), "attention": info.get("attention"),
+        "params": info.get("params"), "flops_per_sample": fps,
+        "warmup": warmup, "steps": len(m),
         "step_ms": {"median": med, "p10": pct(ms, 0.1), "p90": pct(ms, 0.9)},
-        "tokens_per_s": statistics.median([s["tokens_per_s"] for s in m]),
-        "samples_per_s": statistics.median([s["samples_per_s"] for s in m]),
-        "tflops": statistics.median([s["tflops"] for s in m]),
-        "mfu": statistics.median([s["mfu"] for s in m]),
-        "graphed": all(s.get("graphed") for s in m),
-        "eager_phase_ms": phase,
+        "samples_per_s": samples_s,
+        "tokens_per_s": samples_s * (info.get("tokens_per_sample") or 0),
+        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
+        # Replayed steps have no split; a graphed run reports none.
+        "eager_phase_ms": {k: statistics.median([s[k] for s in eager])
+                           for k in ("forward_ms", "backward_ms", "optimizer_ms")} if eager else None,
+        # After capture the peak counts only what was allocated since the
+        # graph's private pool was set up: not comparable with eager runs.
         "mem_peak_bytes": max(s["mem_peak_bytes"] for s in m),
         "mem_reserved_bytes": max(s["mem_reserved_bytes"] for s in m),
-        "loss_first": steps[0]["loss"],
-        "loss_last": steps[-1]["loss"],
+        "loss_first": steps[0]["loss"], "loss_last": steps[-1]["loss"],
         "skipped": sum(1 for s in steps if s.get("skipped")),
-    }
-    print(json.dumps(res))
+    })
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, help="path of libcasestudy_engine.so")
+    ap.add_argument("--config", required=True, help="engine config JSON (engine/config.go's fields)")
+    ap.add_argument("--name", default="engine", help="the run's name in the output line")
+    ap.add_argument("--warmup", type=int, default=5, help="discarded steps")
+    ap.add_argument("--steps", type=int, default=20, help="measured steps")
+    a = ap.parse_args(argv)
+    try:
+        cfg = json.loads(a.config)
+    except json.JSONDecodeError as e:
+        ap.error(f"--config is not JSON: {e}")
+    if not isinstance(cfg, dict):
+        ap.error("--config must be a JSON object")
+    if a.steps < 1 or a.warmup < 0:
+        ap.error("--steps must be at least 1, --warmup at least 0")
+    try:
+        eng = Engine(a.lib, a.name)
+    except OSError as e:
+        ap.error(f"--lib {a.lib}: {e} (build it with make engine)")
+
+    eng.create(json.dumps(cfg))
+    info = eng.call(eng.lib.cs_info, "cs_info")
+    steps = [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(a.warmup + a.steps)]
+    eng.destroy()
+    print(json.dumps(summarize(a.name, cfg, info, steps, a.warmup)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""table: the Markdown tables of a benchmark run, from its JSON lines.
+
+Reads lines in the output contract (bench/reference/README.md) of the engine
+(engine/native/tools/cs_bench.py) and the references (gpt2_hf.py, bert_hf.py,
+resnet_tv.py), each with a "group" field (one benchmark shape; the run's
+scripts add it), and lines that say a run did not produce a result:
+{"group", "name", "status": "skipped" | "timeout" | "failed", "reason"}, or an
+engine error line {"name", "error", "status", "message"}. Prints a summary
+(per group: the best engine run of the references' precision against the
+reference eager and compiled, MFU on both sides) and a table per group.
+
+    python3 bench/reference/table.py OUT/bench.jsonl
+"""
+import json
+import sys
+
+
+def load(path):
+    groups = {}  # insertion-ordered: the order the runs were planned in
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                r = {"name": f"line {n}", "status": "failed", "reason": f"not JSON: {e}"}
+            groups.setdefault(r.get("group") or r.get("model") or "?", []).append(r)
+    return groups
+
+
+def ok(r):
+    return "step_ms" in r and "error" not in r and "status" not in r
+
+
+def refs(rows):
+    """The reference results by mode: {"eager": row, "compile": row}."""
+    out = {}
+    for r in rows:
+        if ok(r) and r["name"].startswith(("hf-", "tv-")):
+            out[r["name"].split("-", 1)[1]] = r
+    return out
+
+
+def ratio(r, ref):
+    return "%.2f×" % (r["samples_per_s"] / ref["samples_per_s"]) if ref and ref["samples_per_s"] else "–"
+
+
+def pct(x):
+    return "%.1f%%" % (100 * x) if x else "–"
+
+
+def why(r):
+    if "error" in r:
+        return "failed: %s status %s: %s" % (r["error"], r.get("status"), r.get("message", "")[:160])
+    return "%s: %s" % (r.get("status", "failed"), r.get("reason", ""))
+
+
+def summary(groups):
+    lines = ["| benchmark | engine (best) | samples/s | MFU | vs eager | eager MFU | vs compile | compile MFU |",
+             "|---|---|---|---|---|---|---|---|"]
+    for g, rows in groups.items():
+        ref = refs(rows)
+        prec = (ref.get("eager") or ref.get("compile") or {}).get("precision")
+        eng = [r for r in rows if ok(r) and not r["name"].startswith(("hf-", "tv-"))
+               and (prec is None or r.get("precision") == prec)]
+        best = max(eng, key=lambda r: r["samples_per_s"], default=None)
+        e, c = ref.get("eager"), ref.get("compile")
+        if best is None:
+            lines.append("| %s | no result | – | – | – | %s | – | %s |" % (
+                g, pct(e["mfu"]) if e else "–", pct(c["mfu"]) if c else "–"))
+            continue
+        lines.append("| %s | %s | %.0f | %s | %s | %s | %s | %s |" % (
+            g, best["name"], best["samples_per_s"], pct(best["mfu"]), ratio(best, e),
+            pct(e["mfu"]) if e else "–", ratio(best, c), pct(c["mfu"]) if c else "–"))
+    return lines
+
+
+def detail(g, rows):
+    ref = refs(rows)
+    lines = ["### " + g, "",
+             "| run | precision | step ms (p10–p90) | samples/s | tokens/s | TFLOP/s | MFU | fwd/bwd/opt ms "
+             "| peak GiB | loss first→last | vs eager | vs compile |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not ok(r):
+            lines.append("| %s | | %s | | | | | | | | | |" % (r.get("name", "?"), why(r)))
+            continue
+        s, ph = r["step_ms"], r.get("eager_phase_ms")
+        phs = "%.1f/%.1f/%.1f" % (ph["forward_ms"], ph["backward_ms"], ph["optimizer_ms"]) if ph else "–"
+        mem = "%.1f%s" % (r["mem_peak_bytes"] / 2**30, "*" if r.get("graphed") else "")
+        lines.append("| %s | %s | %.1f (%.1f–%.1f) | %.0f | %s | %.1f | %s | %s | %s | %.3f→%.3f | %s | %s |" % (
+            r["name"], r.get("precision", "?"), s["median"], s["p10"], s["p90"], r["samples_per_s"],
+            "%.0f" % r["tokens_per_s"] if r.get("tokens_per_s") else "–", r["tflops"], pct(r["mfu"]), phs,
+            mem, r["loss_first"], r["loss_last"], ratio(r, ref.get("eager")), ratio(r, ref.get("compile"))))
+    return lines + [""]
+
+
+def main(argv):
+    if len(argv) != 1:
+        sys.exit("usage: table.py BENCH.jsonl")
+    groups = load(argv[0])
+    out = ["## Engine against the references (same GPU, same run)", "",
+           "Ratios are samples/s against the reference eager and `torch.compile` runs of the group; "
+           "MFU from each side's model FLOPs and the dense peak of its precision.", ""]
+    out += summary(groups) + ["", "## Runs", ""]
+    for g, rows in groups.items():
+        out += detail(g, rows)
+    out.append("\\* peak memory of a graph replay counts only what was allocated since the graph's "
+               "private pool was set up; not comparable with eager runs.")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
