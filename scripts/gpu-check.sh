@@ -27,7 +27,8 @@
 # study.tgz (the run directory). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
-# BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), JOBS (16),
+# BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (the
+# library to use, default ENGINE_BUILD's; with SKIP_BUILD=1), JOBS (16),
 # WARMUP (5), STEPS (20), STAGES (default "tests gpt bert128 resnet50 bert512",
 # RUN_STUDY=1 appends study), TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
 # ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
@@ -49,7 +50,7 @@ STAGES=${STAGES:-tests gpt bert128 resnet50 bert512}
 TEST_RUN=${TEST_RUN:-^TestGPU}
 DRY=${DRY_RUN:-0}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
-LIB=$PWD/$BUILD_DIR/libcasestudy_engine.so
+LIB=${ENGINE_LIB:-$PWD/$BUILD_DIR/libcasestudy_engine.so}
 PY=${PYTHON:-python3}
 LOG=$WORK/logs
 export PATH=/usr/local/cuda/bin:$PATH
@@ -375,14 +376,16 @@ fi
 
 # ---- build -------------------------------------------------------------------
 say "build engine ($BUILD_DIR)"
-if [[ $DRY == 1 ]]; then
+if [[ $DRY == 1 && (${SKIP_BUILD:-0} == 1 || -n ${ENGINE_LIB:-}) ]]; then
+  echo "     0 s  build skipped, using $LIB"
+elif [[ $DRY == 1 ]]; then
   fits "$EST_BUILD" "facts + build: cmake -S engine/native -B $BUILD_DIR -G Ninja; cmake --build -j $JOBS"
   advance "$EST_BUILD"
 else
   facts >"$LOG/facts.txt" 2>&1 &
   facts_pid=$!
-  if [[ ${SKIP_BUILD:-0} == 1 ]]; then
-    log_status "build: skipped (SKIP_BUILD=1), using $LIB"
+  if [[ ${SKIP_BUILD:-0} == 1 || -n ${ENGINE_LIB:-} ]]; then
+    log_status "build: skipped, using $LIB"
   elif build "" || {
     echo "CMake with Torch's config failed (logs/cmake.*, build.*); retrying with CS_TORCH_MODE=manual"
     rm -rf "$BUILD_DIR"
