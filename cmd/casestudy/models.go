@@ -15,18 +15,22 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/study"
 )
 
 func init() { register(newModelsCommand) }
 
-// modelPresets is every family and preset a study may name, in listing order.
-// The engine's own list (cs_models) adds what it has beyond these; a family
-// listed here that the engine lacks still gets rows, with the engine's error.
-var modelPresets = []engine.FamilyPresets{
-	{Family: "gpt", Presets: []string{"tiny", "124m", "350m", "774m", "1.5b"}},
-	{Family: "bert", Presets: []string{"tiny", "base", "large"}},
-	{Family: "resnet50", Presets: []string{"tiny", "50"}},
-}
+// modelPresets is every family and preset a study may name (study.Presets),
+// in listing order. The engine's own list (cs_models) adds what it has beyond
+// these; a family listed here that the engine lacks still gets rows, with the
+// engine's error.
+var modelPresets = func() []engine.FamilyPresets {
+	var out []engine.FamilyPresets
+	for _, f := range []string{"gpt", "bert", "resnet50"} {
+		out = append(out, engine.FamilyPresets{Family: f, Presets: study.Presets[f]})
+	}
+	return out
+}()
 
 // listedPresets merges the engine's families and presets into modelPresets:
 // known families first in their order, the engine's presets after ours.

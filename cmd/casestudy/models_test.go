@@ -12,6 +12,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/study"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -57,7 +58,8 @@ func TestModelsListsEveryPreset(t *testing.T) {
 	for _, r := range listing.Models {
 		byName[r.Family+"/"+r.Preset] = r
 	}
-	for _, f := range modelPresets {
+	for _, fam := range study.Families { // every family and preset a study may name
+		f := engine.FamilyPresets{Family: fam, Presets: study.Presets[fam]}
 		for _, p := range f.Presets {
 			r, ok := byName[f.Family+"/"+p]
 			require.True(t, ok, "%s/%s missing from the listing", f.Family, p)
