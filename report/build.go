@@ -233,7 +233,7 @@ func headline(s *Summary) Headline {
 	}
 	if best == nil {
 		h.Status = HeadlineNoTrials
-		h.Text = fmt.Sprintf("No trial finished: %s.", countsText(s.Counts))
+		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
 		return h
 	}
 	best.Best = true
@@ -293,7 +293,8 @@ func metricName(metric string) string {
 	return "throughput"
 }
 
-func countsText(c map[string]int) string {
+// CountsText is trial counts by outcome as "1 oom, 2 ok" (sorted by outcome name).
+func CountsText(c map[string]int) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(c)) {
 		parts = append(parts, fmt.Sprintf("%d %s", c[k], k))

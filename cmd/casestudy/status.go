@@ -14,6 +14,7 @@ import (
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -159,16 +160,7 @@ func printStatus(w io.Writer, st *runStatus) {
 		}
 		fmt.Fprintln(w)
 		if len(st.Outcomes) > 0 {
-			keys := make([]string, 0, len(st.Outcomes))
-			for k := range st.Outcomes {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%d %s", st.Outcomes[k], k)
-			}
-			fmt.Fprintf(w, "outcomes: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "outcomes: %s\n", report.CountsText(st.Outcomes))
 		}
 		if st.Last != nil {
 			fmt.Fprintf(w, "last: trial %s %s", st.Last.ID, st.Last.Outcome)
