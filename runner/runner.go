@@ -324,7 +324,7 @@ func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int) (*r
 	return nil, last
 }
 
-// outcomeCounts formats the outcome counts for a final line.
+// String formats the outcome counts for a final line, most usual outcome first.
 func (res *Result) String() string {
 	var parts []string
 	for _, oc := range []store.Outcome{store.OK, store.Failed, store.OOM, store.Timeout, store.Crashed,
