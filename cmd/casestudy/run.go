@@ -74,8 +74,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if o.resume == "" && len(args) == 0 {
 		return exitcode.Usage(errors.New("run needs a study file or --resume RUN_DIR (see 'casestudy run --help')"))
 	}
-	if o.retries < 0 || o.heartbeatTimeout <= 0 || o.noisyCV <= 0 {
-		return exitcode.Usage(errors.New("--retries must be >= 0, --heartbeat-timeout and --noisy-cv > 0"))
+	switch {
+	case o.retries < 0:
+		return exitcode.Usage(fmt.Errorf("--retries %d: give 0 or more", o.retries))
+	case o.heartbeatTimeout <= 0:
+		return exitcode.Usage(fmt.Errorf("--heartbeat-timeout %s: give a positive duration, like 60s", o.heartbeatTimeout))
+	case o.noisyCV <= 0:
+		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
 	}
 
 	var w *store.Writer
