@@ -49,7 +49,7 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 		return err
 	}
 	if err := report.WriteFile(output, buf.Bytes(), stdout); err != nil {
-		return err
+		return outputErr(err)
 	}
 	ok := s.Counts["ok"]
 	if ok == 0 {

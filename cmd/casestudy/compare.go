@@ -30,7 +30,7 @@ func newCompareCommand() *cobra.Command {
 			"a Mann-Whitney U test (golang.org/x/perf/benchmath); ~ marks a change that is not significant at " +
 			"alpha 0.05. A regression is a significant throughput drop beyond the threshold (--threshold; default " +
 			"the study's compare.threshold, else 5%), or a trial that finished in OLD and fails in NEW.\n\n" +
-			"Exit status: 0 no regression, 1 regression, 2 usage or input error.",
+			"Exit status: 0 no regression, 1 regression, 2 usage or input error, 3 the output cannot be written.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			return exitcode.Usage(cobra.ExactArgs(2)(cmd, args))
 		},
@@ -81,7 +81,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 		return err
 	}
 	if err := report.WriteFile(opts.output, buf.Bytes(), stdout); err != nil {
-		return err
+		return outputErr(err)
 	}
 	if len(c.Regressions) > 0 {
 		return exitcode.With(exitcode.Failure, fmt.Errorf("%s", c.Verdict()))

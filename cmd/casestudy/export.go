@@ -60,5 +60,5 @@ func runExport(stdout, stderr io.Writer, path string, opts exportOptions) error 
 	if err != nil {
 		return err
 	}
-	return report.WriteFile(opts.output, buf.Bytes(), stdout)
+	return outputErr(report.WriteFile(opts.output, buf.Bytes(), stdout))
 }

@@ -51,5 +51,5 @@ func runHistory(stdout io.Writer, dir string, opts historyOptions) error {
 	if err := report.WriteHistory(&buf, h, opts.format); err != nil {
 		return err
 	}
-	return report.WriteFile(opts.output, buf.Bytes(), stdout)
+	return outputErr(report.WriteFile(opts.output, buf.Bytes(), stdout))
 }

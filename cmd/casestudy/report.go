@@ -65,7 +65,7 @@ func runReport(stdout, stderr io.Writer, dir string, opts reportOptions) error {
 	}
 	paths, err := report.Write(run, checklist.Evaluate(run, cfg), opts.out, formats)
 	if err != nil {
-		return err
+		return outputErr(err)
 	}
 	for _, p := range paths {
 		fmt.Fprintln(stdout, p)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/perf/benchfmt"
 
+	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
 )
 
@@ -62,6 +63,28 @@ func TestCommandsBadInput(t *testing.T) {
 			code, _, stderr := runCLI(t, tt.args...)
 			assert.Equal(t, 2, code, stderr)
 			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+// TestOutputNotWritable: an output that cannot be written is the
+// environment's problem (exit 3) in every command that writes one.
+func TestOutputNotWritable(t *testing.T) {
+	run := fixture("runs/bert-grid")
+	missing := filepath.Join(t.TempDir(), "no", "such", "folder", "out")
+	blocked := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(blocked, nil, 0o644))
+	for _, args := range [][]string{
+		{"report", run, "--out", filepath.Join(blocked, "reports")},
+		{"compare", run, run, "-o", missing},
+		{"export", run, "-o", missing},
+		{"history", fixture("history/bert-grid"), "-o", missing},
+		{"baseline", run, "-o", missing},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, _, stderr := runCLI(t, args...)
+			assert.Equal(t, exitcode.Environment, code, stderr)
+			assert.Regexp(t, "(no such file or directory|not a directory)", stderr)
 		})
 	}
 }
