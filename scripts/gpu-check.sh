@@ -13,7 +13,8 @@
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 + graphs;
 #             torchvision eager, compiled
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
-#   study     (RUN_STUDY=1) bin/casestudy run studies/gpt/gpu-quick.yaml
+#   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
+#             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -30,7 +31,7 @@
 # BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (the
 # library to use, default ENGINE_BUILD's; with SKIP_BUILD=1), JOBS (16),
 # WARMUP (5), STEPS (20), STAGES (default "tests gpt bert128 resnet50 bert512",
-# RUN_STUDY=1 appends study), TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
+# RUN_STUDY=1 appends study), STUDY, TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
 # ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
 # budget from the estimates below and run nothing).
 # Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
@@ -48,6 +49,7 @@ STEPS=${STEPS:-20}
 STAGES=${STAGES:-tests gpt bert128 resnet50 bert512}
 [[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"
 TEST_RUN=${TEST_RUN:-^TestGPU}
+STUDY=${STUDY:-studies/gpt/gpu-quick.yaml}
 DRY=${DRY_RUN:-0}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
 LIB=${ENGINE_LIB:-$PWD/$BUILD_DIR/libcasestudy_engine.so}
@@ -57,13 +59,17 @@ export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 # Estimates (s) on one H200, from the 2026-12-02 run (docs/perf.md): what a run
-# needs to be started; its timeout is what is left of the budget, at most its cap.
+# needs to be started; its timeout is what is left of the budget, at most its
+# cap (a reference's is twice its estimate), so that one hung run cannot use up
+# the time of every later one.
+# EST_SCALE (percent, default 100) scales every estimate, for other machines.
 EST_BUILD=70 CAP_BUILD=300
 EST_TESTS=60 CAP_TESTS=150
 EST_STUDY=90 CAP_STUDY=240
-CAP_ENGINE=90 CAP_REF=300
+CAP_ENGINE=60
+EST_SCALE=${EST_SCALE:-100}
 
-for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS; do
+for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS EST_SCALE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
@@ -72,12 +78,14 @@ for s in $STAGES; do
   esac
 done
 
-rm -rf "$LOG"
-mkdir -p "$OUT" "$LOG"
 JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
-: >"$JSONL"
-: >"$STATUS"
+if [[ $DRY != 1 ]]; then
+  rm -rf "$LOG" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz"
+  mkdir -p "$OUT" "$LOG"
+  : >"$JSONL"
+  : >"$STATUS"
+fi
 status=0
 sim=0 # DRY_RUN's clock: the sum of the estimates so far
 
@@ -87,6 +95,8 @@ elapsed() { if [[ $DRY == 1 ]]; then echo "$sim"; else echo "$SECONDS"; fi; }
 left() { echo $((BUDGET_S - RESERVE_S - $(elapsed))); }
 left0() { local l; l=$(left); echo $((l < 0 ? 0 : l)); } # for messages
 min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
+scaled() { echo $((($1 * EST_SCALE + 99) / 100)); } # an estimate for this machine
+EST_BUILD=$(scaled $EST_BUILD) EST_TESTS=$(scaled $EST_TESTS) EST_STUDY=$(scaled $EST_STUDY)
 
 # note GROUP NAME STATUS REASON: a line that says a run produced no result.
 note() {
@@ -109,7 +119,7 @@ publish() {
     "$PY" bench/reference/table.py "$JSONL" 2>&1
     if [[ -f $WORK/study-report.md ]]; then
       echo
-      echo "## Study (bin/casestudy run studies/gpt/gpu-quick.yaml)"
+      echo "## Study (bin/casestudy run $STUDY)"
       echo
       cat "$WORK/study-report.md"
     fi
@@ -197,7 +207,8 @@ collect() {
 
 # engine GROUP NAME EST CONFIG: one engine configuration through cs_bench.py.
 engine() {
-  local group=$1 name=$2 est=$3 cfg=$4 log rc=0
+  local group=$1 name=$2 est cfg=$4 log rc=0
+  est=$(scaled "$3")
   log="$stage-$name"
   if ! fits "$est" "$group: $name"; then
     [[ $DRY == 1 ]] || { note "$group" "$name" skipped "needs ~$est s, $(left0) s left"; publish; }
@@ -214,7 +225,8 @@ engine() {
 # reference GROUP SCRIPT EST_EAGER EST_COMPILE ARGS...: the reference eager and
 # compiled in one process, or eager only when both do not fit.
 reference() {
-  local group=$1 script=$2 ee=$3 ec=$4 log rc=0 pre=hf mode names
+  local group=$1 script=$2 ee ec log rc=0 pre=hf mode names
+  ee=$(scaled "$3") ec=$(scaled "$4")
   shift 4
   [[ $script == resnet_tv.py ]] && pre=tv
   log="$stage-$pre"
@@ -233,10 +245,12 @@ reference() {
     return
   fi
   inflight=("$group" "$log" "${names[@]}")
-  timed "$CAP_REF" "$log" "$PY" "bench/reference/$script" "$@" --mode "$mode" \
+  local est=$ee
+  [[ $mode == both ]] && est=$((ee + ec))
+  timed $((2 * est)) "$log" "$PY" "bench/reference/$script" "$@" --mode "$mode" \
     --warmup "$WARMUP" --steps "$STEPS" || rc=$?
   inflight=()
-  if [[ $mode == both ]]; then advance $((ee + ec)); else advance "$ee"; fi
+  advance "$est"
   collect "$group" "$log" "$rc" "${names[@]}"
 }
 
@@ -308,12 +322,11 @@ stage_study() {
     return
   fi
   if [[ $DRY == 1 ]]; then
-    bin/casestudy validate studies/gpt/gpu-quick.yaml || status=1
+    bin/casestudy validate "$STUDY" || status=1
   fi
-  fits "$EST_STUDY" "study: bin/casestudy run studies/gpt/gpu-quick.yaml" ||
+  fits "$EST_STUDY" "study: bin/casestudy run $STUDY" ||
     { [[ $DRY == 1 ]] || log_status "study: skipped, needs ~$EST_STUDY s, $(left0) s left"; return; }
-  rm -rf "$WORK/results"
-  timed "$CAP_STUDY" study bin/casestudy run studies/gpt/gpu-quick.yaml --engine-lib "$LIB" \
+  timed "$CAP_STUDY" study bin/casestudy run "$STUDY" --engine-lib "$LIB" \
     --out "$WORK/results" || rc=$?
   advance "$EST_STUDY"
   [[ $DRY == 1 ]] && return
