@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,9 @@ func dpChild() int {
 	}
 	lib, err := Load(os.Getenv(dpLibEnv))
 	if err != nil {
+		return fail(err)
+	}
+	if err := ncclRendezvous(lib, &cfg); err != nil { // gpu_multi_test.go
 		return fail(err)
 	}
 	e, err := lib.Create(cfg)
@@ -118,22 +122,61 @@ func freePort(t *testing.T) int {
 // runRanks trains cfg on world Gloo ranks for steps steps, one process each.
 func runRanks(t *testing.T, lib *Library, cfg Config, world, steps int) []rankResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	results, errs := startRanks(t, lib, cfg, world, steps, rankOpts{})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return results
+}
+
+// rankOpts generalises startRanks beyond CPU Gloo ranks (gpu_multi_test.go).
+type rankOpts struct {
+	nccl     bool          // backend nccl: rank r on CUDA_VISIBLE_DEVICES=r, device_index 0; one failed rank stops the others
+	deadline time.Duration // every rank is killed after it; default 90 s
+	env      []string      // extra environment of every rank
+}
+
+// startRanks runs world rank processes and returns each one's result or
+// error; a rank still running at the deadline is killed and its error says so.
+func startRanks(t *testing.T, lib *Library, cfg Config, world, steps int, o rankOpts) ([]rankResult, []error) {
+	t.Helper()
+	if o.deadline == 0 {
+		o.deadline = 90 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.deadline)
 	defer cancel()
-	port := freePort(t)
+	timeoutMS := 60000
+	if cfg.Dist.TimeoutMS > 0 {
+		timeoutMS = cfg.Dist.TimeoutMS
+	}
+	dist := DistConfig{WorldSize: world, Backend: "gloo", StoreAddr: "127.0.0.1", TimeoutMS: timeoutMS}
+	env := append(os.Environ(), dpChildEnv+"=1", fmt.Sprintf("%s=%d", dpStepsEnv, steps),
+		dpLibEnv+"="+lib.Path(), "OMP_NUM_THREADS=1")
+	if o.nccl {
+		dist = DistConfig{WorldSize: world, Backend: "nccl", TimeoutMS: timeoutMS}
+		env = append(env, ncclIDFileEnv+"="+filepath.Join(t.TempDir(), "nccl-id"))
+	} else {
+		dist.StorePort = freePort(t)
+	}
+	env = append(env, o.env...)
 	results := make([]rankResult, world)
 	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for r := 0; r < world; r++ {
 		c := cfg
-		c.Threads = 1 // 2 cores for up to 4 ranks
-		c.Dist = DistConfig{Rank: r, WorldSize: world, Backend: "gloo", StoreAddr: "127.0.0.1",
-			StorePort: port, TimeoutMS: 60000}
+		c.Dist = dist
+		c.Dist.Rank = r
+		rankEnv := env[:len(env):len(env)] // appends copy: no rank sees another's
+		if o.nccl {
+			c.DeviceIndex = 0
+			rankEnv = append(rankEnv, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", r))
+		} else {
+			c.Threads = 1 // 2 cores for up to 4 ranks
+		}
 		raw, err := json.Marshal(c)
 		require.NoError(t, err)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), dpChildEnv+"=1", dpConfigEnv+"="+string(raw),
-			fmt.Sprintf("%s=%d", dpStepsEnv, steps), dpLibEnv+"="+lib.Path(), "OMP_NUM_THREADS=1")
+		cmd.Env = append(rankEnv, dpConfigEnv+"="+string(raw))
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		require.NoError(t, cmd.Start())
@@ -141,17 +184,23 @@ func runRanks(t *testing.T, lib *Library, cfg Config, world, steps int) []rankRe
 		go func(r int) {
 			defer wg.Done()
 			if err := cmd.Wait(); err != nil {
+				switch ctx.Err() {
+				case context.DeadlineExceeded:
+					err = fmt.Errorf("killed at the %v deadline (hang?): %w", o.deadline, err)
+				case context.Canceled:
+					err = fmt.Errorf("killed after another rank failed: %w", err)
+				}
 				errs[r] = fmt.Errorf("rank %d: %w\n%s", r, err, tail(stderr.String()))
+				if o.nccl {
+					cancel() // NCCL peers would wait for this rank until their timeout
+				}
 				return
 			}
 			errs[r] = parseRank(stdout.String(), &results[r])
 		}(r)
 	}
 	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	return results
+	return results, errs
 }
 
 func parseRank(out string, res *rankResult) error {
