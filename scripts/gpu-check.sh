@@ -28,8 +28,8 @@
 # study.tgz (the run directory). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
-# BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (the
-# library to use, default ENGINE_BUILD's; with SKIP_BUILD=1), JOBS (16),
+# BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (a
+# library already built: no build), JOBS (16), EST_SCALE (100, percent),
 # WARMUP (5), STEPS (20), STAGES (default "tests gpt bert128 resnet50 bert512",
 # RUN_STUDY=1 appends study), STUDY, TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
 # ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
@@ -52,7 +52,8 @@ TEST_RUN=${TEST_RUN:-^TestGPU}
 STUDY=${STUDY:-studies/gpt/gpu-quick.yaml}
 DRY=${DRY_RUN:-0}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
-LIB=${ENGINE_LIB:-$PWD/$BUILD_DIR/libcasestudy_engine.so}
+LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
+[[ $LIB == /* ]] || LIB=$PWD/$LIB # the tests run in their package folders
 PY=${PYTHON:-python3}
 LOG=$WORK/logs
 export PATH=/usr/local/cuda/bin:$PATH
