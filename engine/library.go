@@ -168,6 +168,23 @@ func (l *Library) Close() error {
 	return l.release()
 }
 
+// Probe finds the library (Discover(explicit)), loads it, reads its build
+// facts and closes it again. Every error is a *LoadError (exit status 3).
+func Probe(explicit string) (path string, bi BuildInfo, err error) {
+	if path, err = Discover(explicit); err != nil {
+		return "", bi, err
+	}
+	lib, err := Load(path)
+	if err != nil {
+		return path, bi, err
+	}
+	defer lib.Close()
+	if bi, err = lib.BuildInfo(); err != nil {
+		return path, bi, &LoadError{Path: path, Err: err, Hint: buildHint}
+	}
+	return path, bi, nil
+}
+
 // BuildInfo reports the versions the library was built with.
 func (l *Library) BuildInfo() (BuildInfo, error) {
 	var bi BuildInfo

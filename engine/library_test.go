@@ -238,3 +238,19 @@ func TestDiscover(t *testing.T) {
 		assert.Equal(t, want, got)
 	})
 }
+
+// TestProbe: a missing library is a load error (exit 3); the real one gives
+// its path and build facts.
+func TestProbe(t *testing.T) {
+	_, _, err := Probe(filepath.Join(t.TempDir(), "none.so"))
+	var le *LoadError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
+
+	lib := realLibrary(t)
+	path, bi, err := Probe(lib.Path())
+	require.NoError(t, err)
+	assert.Equal(t, lib.Path(), path)
+	assert.Equal(t, ABIVersion, bi.ABI)
+	assert.NotEmpty(t, bi.Torch)
+}

@@ -25,18 +25,9 @@ type Machine struct {
 // resolves the device; a study this machine cannot run stops here, before the
 // first trial, with an environment error (exit status 3).
 func Preflight(s *study.Study, plan *study.Plan, engineLib string, env []string) (*Machine, error) {
-	path, err := engine.Discover(engineLib)
+	path, bi, err := engine.Probe(engineLib)
 	if err != nil {
 		return nil, err
-	}
-	lib, err := engine.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	bi, err := lib.BuildInfo()
-	lib.Close()
-	if err != nil {
-		return nil, exitcode.With(exitcode.Environment, fmt.Errorf("engine %s: %w", path, err))
 	}
 	count := bi.DeviceCount
 	if g, err := provenance.ReadGPUs(); err == nil {

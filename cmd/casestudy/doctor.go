@@ -73,26 +73,17 @@ func runDoctor(w io.Writer, engineLib, out string) error {
 		ok("topology", "%s topo -m:\n%s", smi, indent(topo, "        "))
 	}
 
-	engineOK := false
-	path, err := engine.Discover(engineLib)
-	if err == nil {
-		var lib *engine.Library
-		if lib, err = engine.Load(path); err == nil {
-			var bi engine.BuildInfo
-			bi, err = lib.BuildInfo()
-			lib.Close()
-			if err == nil {
-				engineOK = true
-				ok("engine", "%s", path)
-				ok("abi", "%d (this casestudy speaks %d)", bi.ABI, engine.ABIVersion)
-				ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
-				if !bi.CUDAAvailable {
-					miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")
-					gpuMissing = append(gpuMissing, "a CUDA engine build")
-				} else {
-					ok("cuda", "%d devices visible to the engine", bi.DeviceCount)
-				}
-			}
+	path, bi, err := engine.Probe(engineLib)
+	engineOK := err == nil
+	if engineOK {
+		ok("engine", "%s", path)
+		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, engine.ABIVersion)
+		ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
+		if !bi.CUDAAvailable {
+			miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")
+			gpuMissing = append(gpuMissing, "a CUDA engine build")
+		} else {
+			ok("cuda", "%d devices visible to the engine", bi.DeviceCount)
 		}
 	}
 	if !engineOK {

@@ -23,13 +23,8 @@ func newNodeInfoCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h := provenance.ReadHost()
-			if path, err := engine.Discover(engineLibFlag(cmd)); err == nil {
-				if lib, err := engine.Load(path); err == nil {
-					if bi, err := lib.BuildInfo(); err == nil {
-						h.Engine = &bi
-					}
-					lib.Close()
-				}
+			if _, bi, err := engine.Probe(engineLibFlag(cmd)); err == nil {
+				h.Engine = &bi
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(h)
 		},
