@@ -22,9 +22,7 @@ func newBaselineCommand() *cobra.Command {
 		Long: "baseline writes the summary of a run (summary.json schema 1, kind \"baseline\") with each trial's raw " +
 			"throughput and step-time samples, so that `casestudy compare FILE NEW_RUN` can still test significance. " +
 			"Commit it next to the study, e.g. studies/bert/baseline.json.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBaseline(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], output)
 		},

@@ -32,9 +32,7 @@ func newCheckCommand() *cobra.Command {
 			"evidence, trials and a recommendation, or says why it does not apply. Threshold overrides and " +
 			"disabled rules come from the study's checklist: section (the study file the run recorded, or --study). " +
 			"With --fail-on, check exits 1 when a finding of that severity or above exists.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
 		},

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/checklist"
-	"github.com/casestudy/casestudy/internal/exitcode"
 )
 
 func init() { register(newChecklistCommand) }
@@ -19,9 +18,7 @@ func newChecklistCommand() *cobra.Command {
 		Long: "checklist lists every rule `casestudy check` applies: its ID (as a study's checklist: section " +
 			"names it), severity, seed chapter, title and thresholds with their defaults. docs/checklist.md " +
 			"describes each rule in full.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.NoArgs(cmd, args))
-		},
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runChecklist(cmd.OutOrStdout(), asJSON)
 		},

@@ -31,9 +31,7 @@ func newCompareCommand() *cobra.Command {
 			"alpha 0.05. A regression is a significant throughput drop beyond the threshold (--threshold; default " +
 			"the study's compare.threshold, else 5%), or a trial that finished in OLD and fails in NEW.\n\n" +
 			"Exit status: 0 no regression, 1 regression, 2 usage or input error, 3 the output cannot be written.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(2)(cmd, args))
-		},
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},

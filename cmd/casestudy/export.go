@@ -27,9 +27,7 @@ func newExportCommand() *cobra.Command {
 			"trial and sample (repeat, or measured step for single-repeat trials) named Train/trial=ID, knobs as " +
 			"configuration keys, sec/op and samples/s, so benchstat reads it unchanged " +
 			"(benchstat old.txt new.txt); or as --format csv: one row per trial for spreadsheets.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
 		},

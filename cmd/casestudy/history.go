@@ -27,9 +27,7 @@ func newHistoryCommand() *cobra.Command {
 		Long: "history reads every run directory under DIR (results/<study>/), oldest first, and shows each trial's " +
 			"median throughput per run as a table and, in HTML, as charts (absolute and relative to the first run). " +
 			"'last vs first' tests the last run against the first with Mann-Whitney U; ~ = not significant.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runHistory(cmd.OutOrStdout(), args[0], opts)
 		},

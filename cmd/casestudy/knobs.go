@@ -27,9 +27,7 @@ func newKnobsCommand() *cobra.Command {
 		Long: "knobs lists the registry: every knob's type, default, how it is applied (environment variable, " +
 			"engine config, launcher) and its seed chapter. With NAME it explains one knob: domain, doc and " +
 			"what the planner checks. docs/knobs.md holds the same text.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.MaximumNArgs(1)(cmd, args))
-		},
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {

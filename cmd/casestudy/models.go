@@ -75,9 +75,7 @@ func newModelsCommand() *cobra.Command {
 			"parameter count, training FLOPs per sample (forward + backward) and default shapes. " +
 			"Nothing is trained and no device memory is used. A preset the engine cannot describe " +
 			"shows the engine's error in its row.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.MaximumNArgs(1)(cmd, args))
-		},
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			family := ""
 			if len(args) == 1 {

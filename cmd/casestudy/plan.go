@@ -28,9 +28,7 @@ func newPlanCommand() *cobra.Command {
 		Long: "plan loads a study, expands its sweep and prints one row per trial (its stable ID and the knobs " +
 			"that differ from the baseline), the dropped combinations with their reasons, and the count. " +
 			"Nothing runs. A greedy sweep shows its first round; later rounds depend on results.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.OutOrStdout(), args[0], opts)
 		},

@@ -29,9 +29,7 @@ func newReportCommand() *cobra.Command {
 			"or --study) and writes report.html (one self-contained page with charts), report.md (for pull requests) " +
 			"and summary.json (schema 1) into the run directory or --out. Medians come with distribution-free 95% " +
 			"confidence intervals (golang.org/x/perf/benchmath); see docs/reports.md.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
 		},

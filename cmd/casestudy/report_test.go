@@ -57,6 +57,8 @@ func TestCommandsBadInput(t *testing.T) {
 		{"history: missing dir", []string{"history", "/nonexistent/results"}, "results/<study>"},
 		{"history: bad format", []string{"history", fixture("history/bert-grid"), "--format", "pdf"}, "--format"},
 		{"baseline: no -o", []string{"baseline", run}, "output"},
+		{"doctor: an argument", []string{"doctor", "extra"}, `unknown command "extra"`},
+		{"run: two studies", []string{"run", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {

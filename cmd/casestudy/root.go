@@ -51,6 +51,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitcode.Usage(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
+	usageArgs(root)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -60,4 +61,15 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "casestudy: %v\n", err)
 	}
 	return exitcode.Of(err)
+}
+
+// usageArgs makes every command's argument check a usage error (exit status
+// 2), as the flag errors are, so commands declare plain cobra validators.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error { return exitcode.Usage(check(cmd, args)) }
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }

@@ -57,9 +57,7 @@ for the job's state (squeue, scontrol, sacct, whichever knows), also before
 the job has started and created the run directory.`,
 		Example: `  casestudy status results/gpt-smoke/20260102T030405Z-ab12cd
   casestudy status --json results/gpt/20260102T030405Z-ab12cd`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := readStatus(cmd.Context(), args[0], os.Environ())
 			if err != nil {

@@ -33,9 +33,7 @@ func newValidateCommand() *cobra.Command {
 			"expands its sweep, printing every problem as file:line:col: message. It runs nothing. " +
 			"Arguments may be directories (every .yaml under them) or quoted patterns with ** " +
 			"('studies/**/*.yaml'). The exit status is 2 when any file has a problem.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			return exitcode.Usage(cobra.MinimumNArgs(1)(cmd, args))
-		},
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runValidate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, opts)
 		},
