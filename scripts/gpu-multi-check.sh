@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# gpu-multi-check.sh: the multi-GPU checks of issue 10, in one device call of at
+# most ten minutes, on a machine with N >= 2 GPUs, from the repository root
+# (that machine has torch, CUDA and NCCL, no Go: the Go binaries come built
+# from the CPU machine, see docs/multi-gpu.md). Stages, most important first,
+# each under a timeout of min(its cap, the time left):
+#   build   the engine: scripts/gpu-check.sh with STAGES=' ' (build only)
+#   tests   build/gpu/engine.test -test.run GPUMulti with CASESTUDY_GPU_TESTS=1,
+#           CASESTUDY_GPUS=N (engine/gpu_multi_test.go)
+#   study   bin/casestudy run studies/gpt/ddp<G>-quick.yaml, G the largest of
+#           8, 4, 2 that is <= N; then studies/gpt/ddp1-quick.yaml (1 GPU)
+#   bench   bin/casestudy bench allreduce --device cuda --ranks G at 1 MiB..1 GiB
+#           and at the size of the study's largest bucket
+#   numbers from the runs' trials.jsonl and the benchmark (--analyze below):
+#           scaling efficiency 1 -> G GPUs (tokens/s per GPU at G over at 1),
+#           exposed-communication share of the step at the default bucket size
+#           (with and without overlap), the largest bucket's busbw against
+#           the microbenchmark's at that size
+# $OUT stays flat, at most 6 files, brought up to date after every stage:
+# table.md (facts, stage results, test lines, the numbers), metrics.json,
+# bench.json, logs.tgz (every log), study-ddp<G>.tgz and study-ddp1.tgz (the
+# run directories). The table is printed last, whatever happened.
+#
+# Environment: OUT (default build/gpu-multi-out), WORK (default
+# build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
+# (build/engine), ENGINE_LIB (use this library, no build), GPUS (default
+# nvidia-smi -L | wc -l), STAGES (default "build tests study bench").
+# NVLink multicast stays off: NCCL_NVLS_ENABLE must be unset or 0 (it is
+# exported as 0), TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1.
+#
+# scripts/gpu-multi-check.sh --analyze RUN_G RUN_1 BENCH_JSON prints the
+# numbers' table (and writes metrics.json into $OUT) from existing runs; it
+# needs only python3.
+#
+# Exit status: 0 when the build, the tests and both studies passed; 1
+# otherwise; 2 bad environment or arguments.
+set -uo pipefail
+SECONDS=0
+PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/build/gpu-multi-out}
+
+# analyze RUN_G RUN_1 BENCH_JSON: the numbers as a markdown table, and
+# $OUT/metrics.json. Any of the three may be missing ("-"): its numbers are
+# then reported as missing.
+analyze() {
+  mkdir -p "$OUT"
+  "$PY" - "$1" "$2" "$3" "$OUT/metrics.json" <<'EOF'
+import json, os, statistics, sys
+
+run_g, run_1, bench_path, out_path = sys.argv[1:5]
+
+def trials(run):
+    if run == "-" or not os.path.isfile(os.path.join(run, "trials.jsonl")):
+        return []
+    out = []
+    with open(os.path.join(run, "trials.jsonl")) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a torn last line
+    return out
+
+def trial(ts, overlap):
+    for t in ts:
+        if t.get("outcome") == "ok" and t.get("knobs", {}).get("ddp.overlap") == overlap:
+            return t
+    return None
+
+def steps(t):  # every measured step of every rank and ok repeat
+    return [s for rp in t["repeats"] if rp["outcome"] == "ok" for rk in rp["ranks"] for s in rk["steps"]]
+
+def ranks(t):
+    return len(t["repeats"][0]["ranks"])
+
+m, notes = {}, []
+tg, t1 = trials(run_g), trials(run_1)
+base_g, nolap_g, base_1 = trial(tg, "true"), trial(tg, "false"), trial(t1, "true")
+if base_g and base_1:
+    g = ranks(base_g)
+    per_g = base_g["summary"]["tokens_per_s"] / g
+    per_1 = base_1["summary"]["tokens_per_s"]
+    m.update(gpus=g, tokens_per_s_1=per_1, tokens_per_s_g=base_g["summary"]["tokens_per_s"],
+             scaling_efficiency=per_g / per_1)
+else:
+    notes.append("scaling efficiency: needs the ok baseline trials of both studies (%s, %s)" % (run_g, run_1))
+for name, t in (("overlap", base_g), ("no_overlap", nolap_g)):
+    if not t:
+        notes.append("exposed communication (%s): no ok trial in %s" % (name, run_g))
+        continue
+    ss = steps(t)
+    m["exposed_comm_share_" + name] = statistics.median(s["exposed_comm_ms"] / s["step_ms"] for s in ss)
+    m["comm_share_" + name] = statistics.median(s["comm_ms"] / s["step_ms"] for s in ss)
+    m["step_ms_" + name] = statistics.median(s["step_ms"] for s in ss)
+if base_g:
+    buckets = [b for s in steps(base_g) for b in s.get("buckets") or []]
+    if buckets:
+        big = max(b["bytes"] for b in buckets)
+        m["buckets"] = len(steps(base_g)[0].get("buckets") or [])
+        m["largest_bucket_bytes"] = big
+        m["largest_bucket_busbw_gbs"] = statistics.median(b["busbw_gbs"] for b in buckets if b["bytes"] == big)
+bench = None
+if bench_path != "-" and os.path.isfile(bench_path):
+    try:
+        with open(bench_path) as f:
+            bench = json.load(f)
+    except ValueError as e:
+        notes.append("bench: unreadable %s: %s" % (bench_path, e))
+if bench and "largest_bucket_bytes" in m:
+    row = min(bench["rows"], key=lambda r: abs(r["bytes"] - m["largest_bucket_bytes"]))
+    m.update(bench_bytes=row["bytes"], bench_busbw_gbs=row["busbw_gbs"], bench_ranks=bench["ranks"],
+             bucket_vs_bench=m["largest_bucket_busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else None)
+elif "largest_bucket_bytes" in m:
+    notes.append("largest bucket vs microbenchmark: no benchmark result")
+with open(out_path, "w") as f:
+    json.dump(dict(m, notes=notes), f, indent=2)
+
+def mib(b):
+    return "%.2f MiB" % (b / 2**20)
+def pct(x):
+    return "%.1f %%" % (100 * x)
+rows = []
+if "scaling_efficiency" in m:
+    rows.append(("scaling efficiency 1 -> %d GPUs" % m["gpus"], pct(m["scaling_efficiency"]),
+                 "tokens/s per GPU %.0f at %d GPUs vs %.0f at 1 (baseline trials, median of repeats)"
+                 % (m["tokens_per_s_g"] / m["gpus"], m["gpus"], m["tokens_per_s_1"])))
+for name, what in (("overlap", "ddp.overlap true"), ("no_overlap", "ddp.overlap false")):
+    if "exposed_comm_share_" + name in m:
+        rows.append(("exposed communication, %s" % what, pct(m["exposed_comm_share_" + name]),
+                     "median over steps and ranks of exposed_comm_ms / step_ms (step %.1f ms; all comm %s of it)"
+                     % (m["step_ms_" + name], pct(m["comm_share_" + name]))))
+if "largest_bucket_bytes" in m:
+    rows.append(("largest bucket busbw", "%.1f GB/s" % m["largest_bucket_busbw_gbs"],
+                 "%s, median over steps and ranks; %d buckets a step" % (mib(m["largest_bucket_bytes"]), m["buckets"])))
+if "bench_busbw_gbs" in m:
+    rows.append(("bench allreduce busbw at that size", "%.1f GB/s" % m["bench_busbw_gbs"],
+                 "%s, %d ranks, fp32; bucket / bench = %.2f" % (mib(m["bench_bytes"]), m["bench_ranks"], m["bucket_vs_bench"] or 0)))
+print("| number | value | how |")
+print("|---|---|---|")
+for r in rows:
+    print("| %s | %s | %s |" % r)
+for n in notes:
+    print("\n- missing: " + n)
+EOF
+}
+
+if [[ ${1:-} == --analyze ]]; then
+  [[ $# -eq 4 ]] || { echo "usage: scripts/gpu-multi-check.sh --analyze RUN_G RUN_1 BENCH_JSON (- for a missing one)" >&2; exit 2; }
+  analyze "$2" "$3" "$4"
+  exit $?
+elif [[ $# -gt 0 ]]; then
+  echo "gpu-multi-check.sh: unknown argument '$1' (the only one is --analyze RUN_G RUN_1 BENCH_JSON)" >&2
+  exit 2
+fi
+
+WORK=${WORK:-$PWD/build/gpu-multi-check}
+BUDGET_S=${BUDGET_S:-470}
+RESERVE_S=${RESERVE_S:-10}
+STAGES=${STAGES:-build tests study bench}
+BUILD_DIR=${ENGINE_BUILD:-build/engine}
+LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
+[[ $LIB == /* ]] || LIB=$PWD/$LIB
+LOG=$WORK/logs
+# Caps (s): a stage's timeout is min(cap, time left). Estimates for 8 H200s:
+# build ~70, tests ~150, the studies ~90 and ~40, the benchmark ~40.
+CAP_BUILD=240 CAP_TESTS=230 CAP_STUDY_G=150 CAP_STUDY_1=80 CAP_BENCH=90
+
+export PATH=/usr/local/cuda/bin:$PATH
+if [[ -n ${NCCL_NVLS_ENABLE:-} && $NCCL_NVLS_ENABLE != 0 ]]; then
+  echo "gpu-multi-check.sh: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE: NVLink multicast must stay off (0)" >&2
+  exit 2
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+for v in BUDGET_S RESERVE_S; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-multi-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
+done
+for s in $STAGES; do
+  case $s in build | tests | study | bench) ;;
+    *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build tests study bench)" >&2; exit 2 ;;
+  esac
+done
+GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+if [[ ! $GPUS =~ ^[0-9]+$ ]] || ((GPUS < 2)); then
+  echo "gpu-multi-check.sh: GPUS=$GPUS: this needs a machine with 2 or more GPUs" >&2
+  exit 2
+fi
+G=2 # the study's and the benchmark's GPUs: ddp2/ddp4/ddp8-quick.yaml
+for g in 8 4; do ((GPUS >= g)) && { G=$g; break; }; done
+
+rm -rf "$WORK"
+mkdir -p "$OUT" "$LOG"
+rm -f "$OUT"/{table.md,metrics.json,bench.json,logs.tgz,study-ddp*-quick.tgz}
+STATUS=$WORK/status.md
+: >"$STATUS"
+status=0
+RUN_G=- RUN_1=- BENCH=-
+
+say() { printf '\n== %s\n' "$*"; }
+log_status() { echo "- $*" | tee -a "$STATUS"; }
+left() { echo $((BUDGET_S - RESERVE_S - SECONDS)); }
+min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
+
+# timed CAP LOGNAME CMD...: CMD under a timeout of min(CAP, time left), in the
+# background so a signal to this script is handled at once; stdout and stderr
+# to logs/LOGNAME.out and .err. Returns CMD's status (124/137: timed out).
+child=
+timed() {
+  local t
+  t=$(min "$1" "$(left)")
+  local name=$2
+  shift 2
+  ((t >= 1)) || return 124
+  timeout -k 5 "$t" "$@" >"$LOG/$name.out" 2>"$LOG/$name.err" &
+  child=$!
+  local rc=0
+  wait "$child" || rc=$?
+  child=
+  return "$rc"
+}
+
+publish() {
+  {
+    echo "# gpu-multi-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $SECONDS s of BUDGET_S=$BUDGET_S, $GPUS GPUs (studies and bench on $G)"
+    echo
+    echo '```'
+    cat "$LOG/facts.txt" 2>/dev/null
+    echo '```'
+    echo
+    cat "$STATUS"
+    echo
+    echo "## Numbers (gpt-2 124m bf16, 8 x 1024 tokens per GPU, ddp.bucket_mb 25)"
+    echo
+    analyze "$RUN_G" "$RUN_1" "$BENCH" 2>&1
+    if [[ -f $WORK/bench.txt ]]; then
+      echo
+      echo '```'
+      cat "$WORK/bench.txt"
+      echo '```'
+    fi
+  } >"$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
+  tar -czf "$OUT/logs.tgz" -C "$WORK" logs status.md 2>/dev/null
+}
+finish() {
+  trap - EXIT
+  publish
+  say "results ($SECONDS s; $OUT: $(cd "$OUT" && echo *))"
+  cat "$OUT/table.md"
+  exit "$status"
+}
+trap finish EXIT
+stopped() {
+  [[ -n $child ]] && { kill -TERM "$child" 2>/dev/null; wait "$child"; }
+  log_status "stopped by a signal at $SECONDS s"
+  status=1
+  exit
+}
+trap stopped INT TERM
+
+facts() {
+  date -u +"date %Y-%m-%dT%H:%M:%SZ"
+  if git rev-parse HEAD >/dev/null 2>&1; then
+    echo "commit $(git rev-parse HEAD)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  fi
+  [[ -x bin/casestudy ]] && bin/casestudy --version 2>&1 | head -1
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+  nvidia-smi topo -m
+  env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort
+}
+
+stage_build() {
+  if [[ -n ${ENGINE_LIB:-} ]]; then
+    log_status "build: skipped, ENGINE_LIB=$LIB"
+    return
+  fi
+  # gpu-check.sh with no stages only builds (with its Torch-mode retry); its
+  # own table and logs stay under $WORK/gpu-check.
+  local rc=0
+  timed "$CAP_BUILD" build env STAGES=' ' BUDGET_S="$(min "$CAP_BUILD" "$(left)")" RESERVE_S=0 \
+    ENGINE_BUILD="$BUILD_DIR" OUT="$WORK/gpu-check/out" WORK="$WORK/gpu-check" scripts/gpu-check.sh || rc=$?
+  if ((rc == 0)) && [[ -f $LIB ]]; then
+    log_status "build: ok in $SECONDS s ($(grep -m1 'build: ok' "$LOG/build.out" | sed 's/^- //'))"
+  else
+    log_status "build: FAIL (exit $rc; logs/build.out, gpu-check/logs/)"
+    tail -30 "$LOG/build.out"
+    status=1
+  fi
+  cp -r "$WORK/gpu-check/logs" "$LOG/gpu-check" 2>/dev/null
+}
+
+stage_tests() {
+  local bin=$PWD/build/gpu/engine.test rc=0 tl
+  if [[ ! -x $bin ]]; then
+    log_status "tests: FAIL, no build/gpu/engine.test (on the CPU machine: go test -c -o build/gpu/engine.test ./engine; carry build/gpu)"
+    status=1
+    return
+  fi
+  tl=$(min "$CAP_TESTS" "$(left)")
+  timed "$tl" tests env -C engine CASESTUDY_GPU_TESTS=1 CASESTUDY_GPUS="$GPUS" CASESTUDY_ENGINE_LIB="$LIB" "$bin" \
+    -test.count=1 -test.v -test.timeout=$((tl > 10 ? tl - 5 : tl))s -test.run GPUMulti || rc=$?
+  if ((rc == 0)); then
+    log_status "tests: ok in $SECONDS s"
+  else
+    log_status "tests: FAIL (exit $rc, logs/tests.out)"
+    tail -40 "$LOG/tests.out"
+    status=1
+  fi
+  {
+    echo
+    echo '```'
+    grep -E '^\s*--- (PASS|FAIL|SKIP)|^(panic|FAIL|ok|PASS)' "$LOG/tests.out"
+    echo '```'
+  } >>"$STATUS"
+}
+
+# outcomes TRIALS_JSONL: "id outcome tokens/s" of each planned trial.
+outcomes() {
+  "$PY" -c 'import json, sys
+for l in open(sys.argv[1]):
+    try:
+        t = json.loads(l)
+    except ValueError:
+        continue
+    if t.get("index", -1) >= 0:
+        print("%s %s %.0f tokens/s;" % (t["id"], t["outcome"], (t.get("summary") or {}).get("tokens_per_s", 0)), end=" ")' "$1" 2>&1
+}
+
+# study NAME CAP: bin/casestudy run studies/gpt/NAME.yaml; sets REPLY to the
+# run directory ("-" when there is none).
+study() {
+  local name=$1 cap=$2 rc=0 dir
+  REPLY=-
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "study $name: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
+    status=1
+    return
+  fi
+  timed "$cap" "study-$name" bin/casestudy run "studies/gpt/$name.yaml" --engine-lib "$LIB" \
+    --out "$WORK/results" || rc=$?
+  dir=$(find "$WORK/results" -mindepth 2 -maxdepth 2 -type d -path "*-${name}/*" 2>/dev/null | head -1)
+  if [[ -n $dir ]]; then
+    REPLY=$dir
+    tar -czf "$OUT/study-$name.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+  fi
+  if ((rc == 0)); then
+    log_status "study $name: ok, ${dir#"$WORK"/} (study-$name.tgz): $(outcomes "$dir/trials.jsonl")"
+  else
+    log_status "study $name: FAIL (exit $rc, logs/study-$name.err): $(tail -3 "$LOG/study-$name.err" | tr '\n' ' ')"
+    status=1
+  fi
+}
+
+stage_study() {
+  study "ddp$G-quick" "$CAP_STUDY_G"
+  RUN_G=$REPLY
+  publish
+  study ddp1-quick "$CAP_STUDY_1"
+  RUN_1=$REPLY
+}
+
+# The benchmark at 1 MiB..1 GiB, and at the study's largest bucket (rounded up
+# to whole fp32 values) when the study ran.
+stage_bench() {
+  local sizes=1M,2M,4M,8M,16M,32M,64M,128M,256M,512M,1G big rc=0
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "bench: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
+    return
+  fi
+  if [[ $RUN_G != - ]]; then
+    big=$("$PY" -c 'import json, sys
+b = [k["bytes"] for l in open(sys.argv[1]) if l.strip().startswith("{")
+     for t in [json.loads(l)] if t.get("outcome") == "ok"
+     for rp in t["repeats"] for rk in rp["ranks"] for s in rk["steps"] for k in s.get("buckets") or []]
+print((max(b) + 3) // 4 * 4 if b else "")' "$RUN_G/trials.jsonl" 2>/dev/null)
+    [[ -n $big ]] && sizes="$sizes,$big"
+  fi
+  timed "$CAP_BENCH" bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cuda --ranks "$G" \
+    --sizes "$sizes" --iters 20 --warmup 5 --timeout "$(min "$CAP_BENCH" "$(left)")s" --json || rc=$?
+  if ((rc == 0)); then
+    cp "$LOG/bench.out" "$OUT/bench.json"
+    BENCH=$OUT/bench.json
+    "$PY" - "$BENCH" >"$WORK/bench.txt" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("bench allreduce: %s %s, %d ranks, %s, median of %d iterations" % (r["backend"], r["version"], r["ranks"], r["dtype"], r["iters"]))
+print("%12s %10s %12s %12s" % ("bytes", "time us", "algbw GB/s", "busbw GB/s"))
+for w in r["rows"]:
+    print("%12d %10.1f %12.1f %12.1f" % (w["bytes"], w["ms"] * 1e3, w["algbw_gbs"], w["busbw_gbs"]))
+EOF
+    log_status "bench: ok, sizes $sizes on $G GPUs (bench.json)"
+  else
+    log_status "bench: FAIL (exit $rc, logs/bench.err): $(tail -3 "$LOG/bench.err" | tr '\n' ' ')"
+  fi
+}
+
+say "gpu-multi-check: $GPUS GPUs, stages: $STAGES, budget $BUDGET_S s"
+facts >"$LOG/facts.txt" 2>&1
+cat "$LOG/facts.txt"
+for s in $STAGES; do
+  say "$s (at $SECONDS s, $(left) s left)"
+  if [[ $s != build && ! -f $LIB ]]; then
+    log_status "$s: skipped, no engine library at $LIB"
+    status=1
+    continue
+  fi
+  if (($(left) < 20)); then
+    log_status "$s: skipped, $(left) s left"
+    status=1
+    continue
+  fi
+  t0=$SECONDS
+  "stage_$s"
+  log_status "$s: $((SECONDS - t0)) s"
+  publish
+done
