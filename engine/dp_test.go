@@ -45,6 +45,7 @@ type rankResult struct {
 	Losses   []float64     `json:"losses"`
 	Metrics  []StepMetrics `json:"metrics"`
 	Checksum Checksum      `json:"checksum"`
+	Log      string        `json:"-"` // the rank's stdout and stderr (parent side)
 }
 
 func dpChild() int {
@@ -131,7 +132,7 @@ func runRanks(t *testing.T, lib *Library, cfg Config, world, steps int) []rankRe
 
 // rankOpts generalises startRanks beyond CPU Gloo ranks (gpu_multi_test.go).
 type rankOpts struct {
-	nccl     bool          // backend nccl: rank r on CUDA_VISIBLE_DEVICES=r, device_index 0; one failed rank stops the others
+	nccl     bool          // backend nccl: rank r alone on GPU r (visibleDevice), device_index 0; one failed rank stops the others
 	deadline time.Duration // every rank is killed after it; default 90 s
 	env      []string      // extra environment of every rank
 }
@@ -169,7 +170,7 @@ func startRanks(t *testing.T, lib *Library, cfg Config, world, steps int, o rank
 		rankEnv := env[:len(env):len(env)] // appends copy: no rank sees another's
 		if o.nccl {
 			c.DeviceIndex = 0
-			rankEnv = append(rankEnv, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", r))
+			rankEnv = append(rankEnv, "CUDA_VISIBLE_DEVICES="+visibleDevice(r))
 		} else {
 			c.Threads = 1 // 2 cores for up to 4 ranks
 		}
@@ -197,6 +198,7 @@ func startRanks(t *testing.T, lib *Library, cfg Config, world, steps int, o rank
 				return
 			}
 			errs[r] = parseRank(stdout.String(), &results[r])
+			results[r].Log = stdout.String() + stderr.String()
 		}(r)
 	}
 	wg.Wait()

@@ -99,6 +99,15 @@ func gpuRanks(t *testing.T, lib *Library, cfg Config, world, steps int, env ...s
 	return startRanks(t, lib, cfg, world, steps, rankOpts{nccl: true, deadline: multiDeadline, env: env})
 }
 
+// visibleDevice is the CUDA_VISIBLE_DEVICES entry of rank r: the r-th entry
+// of the parent's list when it has one, else r.
+func visibleDevice(r int) string {
+	if list := strings.Split(os.Getenv("CUDA_VISIBLE_DEVICES"), ","); len(list) > r && list[0] != "" {
+		return strings.TrimSpace(list[r])
+	}
+	return strconv.Itoa(r)
+}
+
 // runGPURanks is gpuRanks where every rank must succeed.
 func runGPURanks(t *testing.T, lib *Library, cfg Config, world, steps int, env ...string) []rankResult {
 	t.Helper()
@@ -230,7 +239,9 @@ func ncclRefused(errs []error) (string, bool) {
 
 // TestGPUMultiNCCLKnobs: each NCCL algorithm and protocol the studies sweep
 // (NVLS and NVLSTree never: NCCL_NVLS_ENABLE=0) either trains with identical
-// ranks, or every failure is NCCL's own error (the subtest is then skipped
+// ranks, every rank's NCCL saying it read the knob (NCCL_DEBUG=INFO,
+// subsystem ENV: "NCCL_ALGO set by environment to Tree"), or every failure is
+// NCCL's own error (the subtest is then skipped
 // with NCCL's text as the reason). A rank that crashes, fails otherwise, or is
 // still running at the deadline fails the test.
 func TestGPUMultiNCCLKnobs(t *testing.T) {
@@ -241,11 +252,16 @@ func TestGPUMultiNCCLKnobs(t *testing.T) {
 			cfg := multiGPT("tiny", "bf16")
 			cfg.DDP.BucketMB = 0.25 // a few buckets, not one
 			start := time.Now()
-			rs, errs := gpuRanks(t, lib, cfg, n, 3, knob)
+			// NCCL's ENV messages prove that each rank's NCCL read the knob.
+			rs, errs := gpuRanks(t, lib, cfg, n, 3, knob, "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=ENV")
 			if why, ok := ncclRefused(errs); ok {
 				t.Skipf("%s: NCCL refused it after %v:\n%s", knob, time.Since(start).Round(time.Millisecond), why)
 			}
 			require.NoError(t, errors.Join(errs...), knob)
+			name, value, _ := strings.Cut(knob, "=")
+			for r, res := range rs {
+				assert.Contains(t, res.Log, name+" set by environment to "+value, "rank %d's NCCL did not read %s", r, knob)
+			}
 			sameParams(t, rs)
 			m := rs[0].Metrics[2]
 			assert.Positive(t, m.Collectives)
@@ -274,4 +290,17 @@ func TestNCCLRendezvousWaits(t *testing.T) {
 	cfg := Config{Dist: DistConfig{Rank: 1, WorldSize: 2, Backend: "nccl"}}
 	require.NoError(t, ncclRendezvous(nil, &cfg))
 	assert.Equal(t, id, cfg.Dist.NCCLID)
+}
+
+// TestVisibleDevice: rank r takes the r-th GPU the parent sees.
+func TestVisibleDevice(t *testing.T) {
+	tests := []struct {
+		visible string
+		rank    int
+		want    string
+	}{{"", 3, "3"}, {"4,5,6", 1, "5"}, {"GPU-a, GPU-b", 1, "GPU-b"}}
+	for _, tt := range tests {
+		t.Setenv("CUDA_VISIBLE_DEVICES", tt.visible)
+		assert.Equal(t, tt.want, visibleDevice(tt.rank), "CUDA_VISIBLE_DEVICES=%q rank %d", tt.visible, tt.rank)
+	}
 }
