@@ -7,47 +7,49 @@
 #   build   the engine: scripts/gpu-check.sh with STAGES=' ' (build only)
 #   tests   build/gpu/engine.test -test.run GPUMulti with CASESTUDY_GPU_TESTS=1,
 #           CASESTUDY_GPUS=N (engine/gpu_multi_test.go)
-#   study   bin/casestudy run studies/gpt/ddp<G>-quick.yaml, G the largest of
-#           8, 4, 2 that is <= N; then studies/gpt/ddp1-quick.yaml (1 GPU)
+#   study   for each of MODELS (default gpt): bin/casestudy run
+#           studies/MODEL/ddp<G>-quick.yaml, G the largest of 8, 4, 2 that is
+#           <= N, then studies/MODEL/ddp1-quick.yaml (1 GPU)
 #   bench   bin/casestudy bench allreduce --device cuda --ranks G at 1 MiB..1 GiB
-#           and at the size of the study's largest bucket
-#   numbers from the runs' trials.jsonl and the benchmark (--analyze below):
-#           scaling efficiency 1 -> G GPUs (tokens/s per GPU at G over at 1),
-#           exposed-communication share of the step at the default bucket size
-#           (with and without overlap), the largest bucket's busbw against
-#           the microbenchmark's at that size
-# $OUT stays flat, at most 6 files, brought up to date after every stage:
+#           and at the size of each study's largest bucket
+#   numbers from the runs' trials.jsonl and the benchmark (--analyze below),
+#           per model: scaling efficiency 1 -> G GPUs (samples/s per GPU at G
+#           over at 1), exposed-communication share of the step at the default
+#           bucket size (with and without overlap), the largest bucket's busbw
+#           against the microbenchmark's at that size
+# $OUT stays flat, at most 5 files, brought up to date after every stage:
 # table.md (facts, stage results, test lines, the numbers), metrics.json,
-# bench.json, logs.tgz (every log), study-ddp<G>.tgz and study-ddp1.tgz (the
-# run directories). The table is printed last, whatever happened.
+# bench.json, logs.tgz (every log), studies.tgz (the run directories,
+# results/MODEL/STUDY/RUN). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-multi-out), WORK (default
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
 # (build/engine), ENGINE_LIB (use this library, no build), GPUS (default
-# nvidia-smi -L | wc -l), STAGES (default "build tests study bench").
+# nvidia-smi -L | wc -l), STAGES (default "build tests study bench"), MODELS
+# (default gpt; "bert resnet50" for a second call, STAGES="build study bench").
 # NVLink multicast stays off: NCCL_NVLS_ENABLE must be unset or 0 (it is
 # exported as 0), TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1.
 #
-# scripts/gpu-multi-check.sh --analyze RUN_G RUN_1 BENCH_JSON prints the
-# numbers' table (and writes metrics.json into $OUT) from existing runs; it
-# needs only python3.
+# scripts/gpu-multi-check.sh --analyze BENCH_JSON MODEL=RUN_G,RUN_1... prints
+# the numbers' table (and writes metrics.json into $OUT) from existing run
+# directories; it needs only python3; "-" stands for a missing one.
 #
-# Exit status: 0 when the build, the tests and both studies passed; 1
+# Exit status: 0 when the build, the tests and every study passed; 1
 # otherwise; 2 bad environment or arguments.
 set -uo pipefail
 SECONDS=0
 PY=${PYTHON:-python3}
 OUT=${OUT:-$PWD/build/gpu-multi-out}
 
-# analyze RUN_G RUN_1 BENCH_JSON: the numbers as a markdown table, and
-# $OUT/metrics.json. Any of the three may be missing ("-"): its numbers are
-# then reported as missing.
+# analyze BENCH_JSON MODEL=RUN_G,RUN_1...: the numbers as a markdown table,
+# and $OUT/metrics.json. A missing run or benchmark is "-": its numbers are then
+# listed as missing.
 analyze() {
   mkdir -p "$OUT"
-  "$PY" - "$1" "$2" "$3" "$OUT/metrics.json" <<'EOF'
+  "$PY" - "$OUT/metrics.json" "$@" <<'EOF'
 import json, os, statistics, sys
 
-run_g, run_1, bench_path, out_path = sys.argv[1:5]
+out_path, bench_path, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 def trials(run):
     if run == "-" or not os.path.isfile(os.path.join(run, "trials.jsonl")):
@@ -70,86 +72,95 @@ def trial(ts, overlap):
 def steps(t):  # every measured step of every rank and ok repeat
     return [s for rp in t["repeats"] if rp["outcome"] == "ok" for rk in rp["ranks"] for s in rk["steps"]]
 
-def ranks(t):
-    return len(t["repeats"][0]["ranks"])
-
-m, notes = {}, []
-tg, t1 = trials(run_g), trials(run_1)
-base_g, nolap_g, base_1 = trial(tg, "true"), trial(tg, "false"), trial(t1, "true")
-if base_g and base_1:
-    g = ranks(base_g)
-    per_g = base_g["summary"]["tokens_per_s"] / g
-    per_1 = base_1["summary"]["tokens_per_s"]
-    m.update(gpus=g, tokens_per_s_1=per_1, tokens_per_s_g=base_g["summary"]["tokens_per_s"],
-             scaling_efficiency=per_g / per_1)
-else:
-    notes.append("scaling efficiency: needs the ok baseline trials of both studies (%s, %s)" % (run_g, run_1))
-for name, t in (("overlap", base_g), ("no_overlap", nolap_g)):
-    if not t:
-        notes.append("exposed communication (%s): no ok trial in %s" % (name, run_g))
-        continue
-    ss = steps(t)
-    m["exposed_comm_share_" + name] = statistics.median(s["exposed_comm_ms"] / s["step_ms"] for s in ss)
-    m["comm_share_" + name] = statistics.median(s["comm_ms"] / s["step_ms"] for s in ss)
-    m["step_ms_" + name] = statistics.median(s["step_ms"] for s in ss)
-if base_g:
-    buckets = [b for s in steps(base_g) for b in s.get("buckets") or []]
-    if buckets:
-        big = max(b["bytes"] for b in buckets)
-        m["buckets"] = len(steps(base_g)[0].get("buckets") or [])
-        m["largest_bucket_bytes"] = big
-        m["largest_bucket_busbw_gbs"] = statistics.median(b["busbw_gbs"] for b in buckets if b["bytes"] == big)
 bench = None
 if bench_path != "-" and os.path.isfile(bench_path):
     try:
         with open(bench_path) as f:
             bench = json.load(f)
     except ValueError as e:
-        notes.append("bench: unreadable %s: %s" % (bench_path, e))
-if bench and "largest_bucket_bytes" in m:
-    row = min(bench["rows"], key=lambda r: abs(r["bytes"] - m["largest_bucket_bytes"]))
-    m.update(bench_bytes=row["bytes"], bench_busbw_gbs=row["busbw_gbs"], bench_ranks=bench["ranks"],
-             bucket_vs_bench=m["largest_bucket_busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else None)
-elif "largest_bucket_bytes" in m:
-    notes.append("largest bucket vs microbenchmark: no benchmark result")
-with open(out_path, "w") as f:
-    json.dump(dict(m, notes=notes), f, indent=2)
+        print("- bench: unreadable %s: %s" % (bench_path, e))
+
+def numbers(run_g, run_1, notes):
+    m = {}
+    tg, t1 = trials(run_g), trials(run_1)
+    base_g, nolap_g, base_1 = trial(tg, "true"), trial(tg, "false"), trial(t1, "true")
+    if base_g and base_1:
+        g = len(base_g["repeats"][0]["ranks"])
+        m.update(gpus=g, samples_per_s_1=base_1["summary"]["samples_per_s"],
+                 samples_per_s_g=base_g["summary"]["samples_per_s"])
+        m["scaling_efficiency"] = m["samples_per_s_g"] / g / m["samples_per_s_1"]
+    else:
+        notes.append("scaling efficiency: needs the ok baseline trials of both runs (%s, %s)" % (run_g, run_1))
+    for name, t in (("overlap", base_g), ("no_overlap", nolap_g)):
+        if not t:
+            notes.append("exposed communication (%s): no ok trial in %s" % (name, run_g))
+            continue
+        ss = steps(t)
+        m["exposed_comm_share_" + name] = statistics.median(s["exposed_comm_ms"] / s["step_ms"] for s in ss)
+        m["comm_share_" + name] = statistics.median(s["comm_ms"] / s["step_ms"] for s in ss)
+        m["step_ms_" + name] = statistics.median(s["step_ms"] for s in ss)
+    buckets = [b for s in steps(base_g) for b in s.get("buckets") or []] if base_g else []
+    if buckets:
+        big = max(b["bytes"] for b in buckets)
+        m.update(buckets=len(steps(base_g)[0].get("buckets") or []), largest_bucket_bytes=big,
+                 largest_bucket_busbw_gbs=statistics.median(b["busbw_gbs"] for b in buckets if b["bytes"] == big))
+        if bench:
+            row = min(bench["rows"], key=lambda r: abs(r["bytes"] - big))
+            m.update(bench_bytes=row["bytes"], bench_busbw_gbs=row["busbw_gbs"], bench_ranks=bench["ranks"],
+                     bucket_vs_bench=m["largest_bucket_busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else 0)
+        else:
+            notes.append("largest bucket vs microbenchmark: no benchmark result")
+    return m
 
 def mib(b):
     return "%.2f MiB" % (b / 2**20)
+
 def pct(x):
     return "%.1f %%" % (100 * x)
-rows = []
-if "scaling_efficiency" in m:
-    rows.append(("scaling efficiency 1 -> %d GPUs" % m["gpus"], pct(m["scaling_efficiency"]),
-                 "tokens/s per GPU %.0f at %d GPUs vs %.0f at 1 (baseline trials, median of repeats)"
-                 % (m["tokens_per_s_g"] / m["gpus"], m["gpus"], m["tokens_per_s_1"])))
-for name, what in (("overlap", "ddp.overlap true"), ("no_overlap", "ddp.overlap false")):
-    if "exposed_comm_share_" + name in m:
-        rows.append(("exposed communication, %s" % what, pct(m["exposed_comm_share_" + name]),
-                     "median over steps and ranks of exposed_comm_ms / step_ms (step %.1f ms; all comm %s of it)"
-                     % (m["step_ms_" + name], pct(m["comm_share_" + name]))))
-if "largest_bucket_bytes" in m:
-    rows.append(("largest bucket busbw", "%.1f GB/s" % m["largest_bucket_busbw_gbs"],
-                 "%s, median over steps and ranks; %d buckets a step" % (mib(m["largest_bucket_bytes"]), m["buckets"])))
-if "bench_busbw_gbs" in m:
-    rows.append(("bench allreduce busbw at that size", "%.1f GB/s" % m["bench_busbw_gbs"],
-                 "%s, %d ranks, fp32; bucket / bench = %.2f" % (mib(m["bench_bytes"]), m["bench_ranks"], m["bucket_vs_bench"] or 0)))
-print("| number | value | how |")
-print("|---|---|---|")
+
+metrics, rows, notes = {}, [], []
+for pair in pairs:
+    model, _, runs = pair.partition("=")
+    run_g, _, run_1 = runs.partition(",")
+    mnotes = []
+    m = metrics[model] = numbers(run_g, run_1 or "-", mnotes)
+    m["notes"] = mnotes
+    notes += ["%s: %s" % (model, n) for n in mnotes]
+    if "scaling_efficiency" in m:
+        rows.append((model, "scaling efficiency 1 -> %d GPUs" % m["gpus"], pct(m["scaling_efficiency"]),
+                     "samples/s per GPU %.1f at %d GPUs vs %.1f at 1 (baseline trials, median of repeats)"
+                     % (m["samples_per_s_g"] / m["gpus"], m["gpus"], m["samples_per_s_1"])))
+    for name, what in (("overlap", "ddp.overlap true"), ("no_overlap", "ddp.overlap false")):
+        if "exposed_comm_share_" + name in m:
+            rows.append((model, "exposed communication, %s" % what, pct(m["exposed_comm_share_" + name]),
+                         "median over steps and ranks of exposed_comm_ms / step_ms (step %.1f ms; all comm %s of it)"
+                         % (m["step_ms_" + name], pct(m["comm_share_" + name]))))
+    if "largest_bucket_bytes" in m:
+        rows.append((model, "largest bucket busbw", "%.1f GB/s" % m["largest_bucket_busbw_gbs"],
+                     "%s, median over steps and ranks; %d buckets a step" % (mib(m["largest_bucket_bytes"]), m["buckets"])))
+    if "bench_busbw_gbs" in m:
+        rows.append((model, "bench allreduce busbw at that size", "%.1f GB/s" % m["bench_busbw_gbs"],
+                     "%s, %d ranks, fp32; bucket / bench = %.2f" % (mib(m["bench_bytes"]), m["bench_ranks"], m["bucket_vs_bench"])))
+with open(out_path, "w") as f:
+    json.dump(metrics, f, indent=2)
+print("| model | number | value | how |")
+print("|---|---|---|---|")
 for r in rows:
-    print("| %s | %s | %s |" % r)
+    print("| %s | %s | %s | %s |" % r)
+if notes:
+    print()
 for n in notes:
-    print("\n- missing: " + n)
+    print("- missing: " + n)
 EOF
 }
 
 if [[ ${1:-} == --analyze ]]; then
-  [[ $# -eq 4 ]] || { echo "usage: scripts/gpu-multi-check.sh --analyze RUN_G RUN_1 BENCH_JSON (- for a missing one)" >&2; exit 2; }
-  analyze "$2" "$3" "$4"
+  [[ $# -ge 3 ]] || { echo "usage: scripts/gpu-multi-check.sh --analyze BENCH_JSON MODEL=RUN_G,RUN_1... (- for a missing one)" >&2; exit 2; }
+  shift
+  analyze "$@"
   exit $?
 elif [[ $# -gt 0 ]]; then
-  echo "gpu-multi-check.sh: unknown argument '$1' (the only one is --analyze RUN_G RUN_1 BENCH_JSON)" >&2
+  echo "gpu-multi-check.sh: unknown argument '$1' (the only one is --analyze BENCH_JSON MODEL=RUN_G,RUN_1...)" >&2
   exit 2
 fi
 
@@ -157,6 +168,7 @@ WORK=${WORK:-$PWD/build/gpu-multi-check}
 BUDGET_S=${BUDGET_S:-470}
 RESERVE_S=${RESERVE_S:-10}
 STAGES=${STAGES:-build tests study bench}
+MODELS=${MODELS:-gpt}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
 LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
 [[ $LIB == /* ]] || LIB=$PWD/$LIB
@@ -180,6 +192,10 @@ for s in $STAGES; do
     *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build tests study bench)" >&2; exit 2 ;;
   esac
 done
+for m in $MODELS; do
+  [[ -f studies/$m/ddp1-quick.yaml ]] ||
+    { echo "gpu-multi-check.sh: MODELS: no studies/$m/ddp1-quick.yaml (gpt, bert, resnet50)" >&2; exit 2; }
+done
 GPUS=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
 if [[ ! $GPUS =~ ^[0-9]+$ ]] || ((GPUS < 2)); then
   echo "gpu-multi-check.sh: GPUS=$GPUS: this needs a machine with 2 or more GPUs" >&2
@@ -190,11 +206,12 @@ for g in 8 4; do ((GPUS >= g)) && { G=$g; break; }; done
 
 rm -rf "$WORK"
 mkdir -p "$OUT" "$LOG"
-rm -f "$OUT"/{table.md,metrics.json,bench.json,logs.tgz,study-ddp*-quick.tgz}
+rm -f "$OUT"/{table.md,metrics.json,bench.json,logs.tgz,studies.tgz}
 STATUS=$WORK/status.md
 : >"$STATUS"
 status=0
-RUN_G=- RUN_1=- BENCH=-
+BENCH=-
+declare -A RUNS # MODEL/STUDY -> run directory
 
 say() { printf '\n== %s\n' "$*"; }
 log_status() { echo "- $*" | tee -a "$STATUS"; }
@@ -229,9 +246,10 @@ publish() {
     echo
     cat "$STATUS"
     echo
-    echo "## Numbers (gpt-2 124m bf16, 8 x 1024 tokens per GPU, ddp.bucket_mb 25)"
+    echo "## Numbers (studies/MODEL/ddp$G-quick.yaml and ddp1-quick.yaml: bf16, ddp.bucket_mb 25)"
     echo
-    analyze "$RUN_G" "$RUN_1" "$BENCH" 2>&1
+    mapfile -t pr < <(pairs)
+    analyze "$BENCH" "${pr[@]}" 2>&1
     if [[ -f $WORK/bench.txt ]]; then
       echo
       echo '```'
@@ -325,55 +343,70 @@ for l in open(sys.argv[1]):
         print("%s %s %.0f tokens/s;" % (t["id"], t["outcome"], (t.get("summary") or {}).get("tokens_per_s", 0)), end=" ")' "$1" 2>&1
 }
 
-# study NAME CAP: bin/casestudy run studies/gpt/NAME.yaml; sets REPLY to the
-# run directory ("-" when there is none).
+# study MODEL NAME CAP: bin/casestudy run studies/MODEL/NAME.yaml; records the
+# run directory in RUNS[MODEL/NAME] and adds it to studies.tgz.
 study() {
-  local name=$1 cap=$2 rc=0 dir
-  REPLY=-
+  local model=$1 name=$2 cap=$3 rc=0 dir log="study-$1-$2"
   if [[ ! -x bin/casestudy ]]; then
-    log_status "study $name: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
+    log_status "study $model/$name: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
     status=1
     return
   fi
-  timed "$cap" "study-$name" bin/casestudy run "studies/gpt/$name.yaml" --engine-lib "$LIB" \
-    --out "$WORK/results" || rc=$?
-  dir=$(find "$WORK/results" -mindepth 2 -maxdepth 2 -type d -path "*-${name}/*" 2>/dev/null | head -1)
+  timed "$cap" "$log" bin/casestudy run "studies/$model/$name.yaml" --engine-lib "$LIB" \
+    --out "$WORK/results/$model" || rc=$?
+  dir=$(find "$WORK/results/$model" -mindepth 2 -maxdepth 2 -type d -path "*-$name/*" 2>/dev/null | head -1)
   if [[ -n $dir ]]; then
-    REPLY=$dir
-    tar -czf "$OUT/study-$name.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+    RUNS[$model/$name]=$dir
+    tar -czf "$OUT/studies.tgz" -C "$WORK" results
   fi
   if ((rc == 0)); then
-    log_status "study $name: ok, ${dir#"$WORK"/} (study-$name.tgz): $(outcomes "$dir/trials.jsonl")"
+    log_status "study $model/$name: ok, ${dir#"$WORK"/}: $(outcomes "$dir/trials.jsonl")"
   else
-    log_status "study $name: FAIL (exit $rc, logs/study-$name.err): $(tail -3 "$LOG/study-$name.err" | tr '\n' ' ')"
+    log_status "study $model/$name: FAIL (exit $rc, logs/$log.err): $(tail -3 "$LOG/$log.err" | tr '\n' ' ')"
     status=1
   fi
 }
 
-stage_study() {
-  study "ddp$G-quick" "$CAP_STUDY_G"
-  RUN_G=$REPLY
-  publish
-  study ddp1-quick "$CAP_STUDY_1"
-  RUN_1=$REPLY
+# pairs: MODEL=RUN_G,RUN_1 of each model, for analyze.
+pairs() {
+  local m
+  for m in $MODELS; do echo "$m=${RUNS[$m/ddp$G-quick]:--},${RUNS[$m/ddp1-quick]:--}"; done
 }
 
-# The benchmark at 1 MiB..1 GiB, and at the study's largest bucket (rounded up
-# to whole fp32 values) when the study ran.
+# Per model, G GPUs first (its numbers need no other run), then 1 GPU.
+stage_study() {
+  local m
+  for m in $MODELS; do
+    if (($(left) < 30)); then
+      log_status "study $m: skipped, $(left) s left"
+      status=1
+      continue
+    fi
+    study "$m" "ddp$G-quick" "$CAP_STUDY_G"
+    publish
+    study "$m" ddp1-quick "$CAP_STUDY_1"
+    publish
+  done
+}
+
+# The benchmark at 1 MiB..1 GiB, and at each study's largest bucket (rounded
+# up to whole fp32 values).
 stage_bench() {
-  local sizes=1M,2M,4M,8M,16M,32M,64M,128M,256M,512M,1G big rc=0
+  local sizes=1M,2M,4M,8M,16M,32M,64M,128M,256M,512M,1G big rc=0 m run
   if [[ ! -x bin/casestudy ]]; then
     log_status "bench: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
     return
   fi
-  if [[ $RUN_G != - ]]; then
+  for m in $MODELS; do
+    run=${RUNS[$m/ddp$G-quick]:-}
+    [[ -n $run ]] || continue
     big=$("$PY" -c 'import json, sys
 b = [k["bytes"] for l in open(sys.argv[1]) if l.strip().startswith("{")
      for t in [json.loads(l)] if t.get("outcome") == "ok"
      for rp in t["repeats"] for rk in rp["ranks"] for s in rk["steps"] for k in s.get("buckets") or []]
-print((max(b) + 3) // 4 * 4 if b else "")' "$RUN_G/trials.jsonl" 2>/dev/null)
+print((max(b) + 3) // 4 * 4 if b else "")' "$run/trials.jsonl" 2>/dev/null)
     [[ -n $big ]] && sizes="$sizes,$big"
-  fi
+  done
   timed "$CAP_BENCH" bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cuda --ranks "$G" \
     --sizes "$sizes" --iters 20 --warmup 5 --timeout "$(min "$CAP_BENCH" "$(left)")s" --json || rc=$?
   if ((rc == 0)); then
