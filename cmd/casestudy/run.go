@@ -102,7 +102,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			studyPath = prev.Manifest.StudyPath
 		}
 	}
-	s, err := study.Load(studyPath, study.LoadOptions{AllowOutside: o.allowOutside})
+	s, err := loadStudy(studyPath, o.allowOutside) // as validate and plan: the checklist section too
 	if err != nil {
 		return err
 	}

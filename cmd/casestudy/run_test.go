@@ -156,6 +156,8 @@ func TestRunBadInput(t *testing.T) {
 	good := filepath.Join(studies, "s.yaml")
 	text := "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"
 	require.NoError(t, os.WriteFile(good, []byte(text), 0o644))
+	badChecklist := filepath.Join(studies, "checklist.yaml")
+	require.NoError(t, os.WriteFile(badChecklist, []byte(text+"checklist: {disable: [no-such-rule]}\n"), 0o644))
 
 	// a run directory made from another version of the study
 	w, err := store.Create(filepath.Join(dir, "results"), "s", store.NewRunID(time.Now()))
@@ -174,6 +176,8 @@ func TestRunBadInput(t *testing.T) {
 		{"unknown trial", []string{"run", good, "--trial", "nope"}, exitcode.Input, "--trial nope: not a trial of this plan"},
 		{"resume of no run", []string{"run", "--resume", filepath.Join(dir, "nothing")}, exitcode.Input, "is not a run directory"},
 		{"resume of a changed study", []string{"run", "--resume", w.Dir}, exitcode.Input, "changed since"},
+		{"unknown checklist rule", []string{"run", badChecklist, "--out", filepath.Join(dir, "out")}, exitcode.Input,
+			`checklist.disable: unknown rule "no-such-rule"`},
 		{"missing engine", []string{"run", good, "--engine-lib", filepath.Join(dir, "none.so"), "--out", filepath.Join(dir, "out")},
 			exitcode.Environment, "none.so"},
 	} {

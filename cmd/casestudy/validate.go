@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/casestudy/casestudy/checklist"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/study"
 )
@@ -79,8 +78,7 @@ func loadStudy(path string, allowOutside bool) (*study.Study, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := checklist.Config{Disable: s.Checklist.Disable, Thresholds: s.Checklist.Thresholds}
-	if err := cfg.Validate(); err != nil {
+	if err := configOf(s).Validate(); err != nil {
 		se := &study.Error{}
 		for _, line := range strings.Split(err.Error(), "\n") {
 			se.Problems = append(se.Problems, study.Problem{Pos: study.Pos{File: path}, Msg: line})
