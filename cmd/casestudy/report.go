@@ -58,10 +58,16 @@ func runReport(stdout, stderr io.Writer, dir string, opts reportOptions) error {
 		fmt.Fprintf(stderr, "casestudy: note: checklist with default thresholds: %v\n", err)
 		cfg, from = checklist.Config{}, "the defaults"
 	}
+	return writeReports(stdout, run, cfg, from, opts.out, formats)
+}
+
+// writeReports applies the checklist with cfg (from says where cfg came from,
+// for errors) and writes the reports of run into out (default: the run directory).
+func writeReports(stdout io.Writer, run *store.Run, cfg checklist.Config, from, out string, formats []string) error {
 	if err := cfg.Validate(); err != nil {
 		return exitcode.Usage(fmt.Errorf("%s: %w", from, err))
 	}
-	paths, err := report.Write(run, checklist.Evaluate(run, cfg), opts.out, formats)
+	paths, err := report.Write(run, checklist.Evaluate(run, cfg), out, formats)
 	if err != nil {
 		return outputErr(err)
 	}

@@ -182,22 +182,28 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	case runErr != nil:
 		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, launch.ShellQuote(w.Dir))
 	}
-	return finishRun(ctx, cmd, w.Dir, s.Report.Formats)
+	return finishRun(ctx, cmd, w.Dir, s)
 }
 
-// finishRun ends a completed run: it applies the checklist, writes the
-// study's report formats into the run directory and says where they are.
-func finishRun(_ context.Context, cmd *cobra.Command, runDir string, formats []string) error {
+// finishRun ends a completed run: it applies the checklist with the study's
+// thresholds (the study is already loaded, --allow-outside included), writes the
+// study's report formats into the run directory and says where everything is.
+func finishRun(_ context.Context, cmd *cobra.Command, runDir string, s *study.Study) error {
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "results: %s\n", runDir)
 	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(runDir, "trials.jsonl"))
 	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(runDir, "manifest.json"))
 	fmt.Fprintf(out, "  logs:     %s\n", filepath.Join(runDir, "logs"))
+	formats := s.Report.Formats
 	if len(formats) == 0 {
 		formats = report.DefaultFormats
 	}
 	fmt.Fprintln(out, "reports:")
-	if err := runReport(out, cmd.ErrOrStderr(), runDir, reportOptions{formats: strings.Join(formats, ",")}); err != nil {
+	run, err := store.ReadRun(runDir)
+	if err == nil {
+		err = writeReports(out, run, configOf(s), s.Path, "", formats)
+	}
+	if err != nil {
 		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
 			runDir, err, launch.ShellQuote(runDir))
 	}
