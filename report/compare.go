@@ -63,20 +63,21 @@ func LoadSide(path string) (*Summary, error) {
 	return ReadSummary(path)
 }
 
-// ParseThreshold reads "5%", "5" (percent) or "0.05" (fraction).
+// ParseThreshold reads "5%" or a fraction "0.05", the same rule as a study's
+// compare.threshold (a bare number is a fraction, so "5" is refused rather than
+// read as 500% or as 5%).
 func ParseThreshold(s string) (float64, error) {
 	t := strings.TrimSpace(s)
-	pct := strings.HasSuffix(t, "%")
-	t = strings.TrimSuffix(t, "%")
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("threshold %q is not a percentage: write it like 5%% or 0.05", s)
+	p, pct := strings.CutSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("threshold %q is not a positive percentage: write it like 5%% or 0.05", s)
 	}
-	if pct || v >= 1 {
+	if pct {
 		v /= 100
 	}
 	if v >= 1 {
-		return 0, fmt.Errorf("threshold %q is 100%% or more: write it like 5%% or 0.05", s)
+		return 0, fmt.Errorf("threshold %q reads as 100%% or more: write it like 5%% or 0.05", s)
 	}
 	return v, nil
 }

@@ -95,8 +95,10 @@ func TestParseThreshold(t *testing.T) {
 		want float64
 		err  bool
 	}{
-		{"5%", 0.05, false}, {"0.05", 0.05, false}, {"5", 0.05, false}, {"2.5%", 0.025, false},
-		{"abc", 0, true}, {"-1%", 0, true}, {"150%", 0, true},
+		{"5%", 0.05, false}, {"0.05", 0.05, false}, {"2.5%", 0.025, false}, {" 10 % ", 0.10, false},
+		{"abc", 0, true}, {"-1%", 0, true}, {"0", 0, true}, {"150%", 0, true},
+		// A bare number is a fraction, as in a study's compare.threshold: "5" is not 5%.
+		{"5", 0, true}, {"1", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseThreshold(tt.in)
