@@ -81,7 +81,7 @@ func TestBaselineRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "baseline.json")
 	var buf bytes.Buffer
 	require.NoError(t, WriteJSON(&buf, s))
-	require.NoError(t, writeFileAtomic(path, buf.Bytes()))
+	require.NoError(t, store.WriteFileAtomic(path, buf.Bytes()))
 	b, err := LoadSide(path)
 	require.NoError(t, err)
 	assert.Equal(t, KindBaseline, b.Kind)
@@ -120,7 +120,7 @@ func TestReadSummaryErrors(t *testing.T) {
 		"kind.json":     `{"schema":1,"kind":"other"}`,
 	} {
 		p := filepath.Join(dir, name)
-		require.NoError(t, writeFileAtomic(p, []byte(body)))
+		require.NoError(t, store.WriteFileAtomic(p, []byte(body)))
 		_, err := ReadSummary(p)
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), p)

@@ -66,7 +66,7 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 			return paths, fmt.Errorf("rendering %s: %w", name, err)
 		}
 		p := filepath.Join(outDir, name)
-		if err := writeFileAtomic(p, buf.Bytes()); err != nil {
+		if err := store.WriteFileAtomic(p, buf.Bytes()); err != nil {
 			return paths, err
 		}
 		paths = append(paths, p)
@@ -87,47 +87,11 @@ func Render(w io.Writer, s *Summary, format string) error {
 	return fmt.Errorf("unknown report format %q", format)
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// folder: write, fsync, rename, fsync the folder.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// WriteFile writes data to path whole (temp file, fsync, rename); "-" is stdout.
+// WriteFile writes data to path whole (store.WriteFileAtomic); "-" is stdout.
 func WriteFile(path string, data []byte, stdout io.Writer) error {
 	if path == "" || path == "-" {
 		_, err := stdout.Write(data)
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return store.WriteFileAtomic(path, data)
 }

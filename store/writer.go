@@ -176,15 +176,34 @@ func (w *Writer) WriteFile(name string, data []byte) error {
 	return w.writeFileAtomic(name, data)
 }
 
-func (w *Writer) writeFileAtomic(name string, data []byte) (err error) {
+func (w *Writer) writeFileAtomic(name string, data []byte) error {
+	return writeAtomic(w.root, name, data, filepath.Join(w.Dir, name))
+}
+
+// WriteFileAtomic writes data to path whole, the same way the run directory's
+// files are written: a temporary file beside it, fsync, rename, fsync of the
+// folder. A reader sees the old file or the new one, never half of one. The
+// folder must exist.
+func WriteFileAtomic(path string, data []byte) error {
+	root, err := os.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer root.Close()
+	return writeAtomic(root, filepath.Base(path), data, path)
+}
+
+// writeAtomic writes name under root through name.tmp; shown is the path
+// errors name.
+func writeAtomic(root *os.Root, name string, data []byte, shown string) (err error) {
 	tmp := name + ".tmp"
-	f, err := w.root.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			_ = w.root.Remove(tmp)
+			_ = root.Remove(tmp)
 		}
 	}()
 	if _, err = f.Write(data); err == nil {
@@ -194,12 +213,12 @@ func (w *Writer) writeFileAtomic(name string, data []byte) (err error) {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Join(w.Dir, name), err)
+		return fmt.Errorf("writing %s: %w", shown, err)
 	}
-	if err = w.root.Rename(tmp, name); err != nil {
+	if err = root.Rename(tmp, name); err != nil {
 		return err
 	}
-	return syncDir(w.root, filepath.Dir(name))
+	return syncDir(root, filepath.Dir(name))
 }
 
 func syncDir(root *os.Root, dir string) error {

@@ -171,3 +171,24 @@ func TestCreateLog(t *testing.T) {
 	_, err = os.Stat(filepath.Join(w.Dir, "logs", "-evil", "rank1.r2.log"))
 	assert.NoError(t, err)
 }
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "job.json")
+	require.NoError(t, WriteFileAtomic(p, []byte("old\n")))
+	require.NoError(t, WriteFileAtomic(p, []byte("new\n")))
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, "new\n", string(b))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm()&^0o022)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file is left behind")
+
+	missing := filepath.Join(dir, "no-such-folder", "x.json")
+	err = WriteFileAtomic(missing, []byte("x"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), missing)
+}
