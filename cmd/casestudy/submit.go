@@ -95,7 +95,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 	sub := submission{JobID: id, RunDir: runDir, Study: studyAbs, Script: script, Output: b.Output, Submitted: time.Now().UTC()}
 	out := strings.ReplaceAll(b.Output, "%j", id)
 	j, _ := json.MarshalIndent(sub, "", "  ")
-	if err := os.WriteFile(filepath.Join(subDir, "job.json"), append(j, '\n'), 0o644); err != nil {
+	if err := store.WriteFileAtomic(filepath.Join(subDir, "job.json"), append(j, '\n')); err != nil {
 		return exitcode.With(exitcode.Environment, err)
 	}
 	fmt.Fprintf(stdout, "submitted Slurm job %s: %s (%d trials planned) on %d node(s), %d tasks per node, time limit %d min\n",
