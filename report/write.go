@@ -10,13 +10,15 @@ import (
 
 	"github.com/casestudy/casestudy/checklist"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
 )
 
-// Formats are the report formats and the files they write.
+// Formats are the report formats and the files they write; the formats are
+// study.ReportFormats, the list a study's report.formats is checked against.
 var Formats = map[string]string{"html": "report.html", "md": "report.md", "json": "summary.json"}
 
 // DefaultFormats is every format.
-var DefaultFormats = []string{"html", "md", "json"}
+var DefaultFormats = study.ReportFormats
 
 // ParseFormats checks a comma-separated format list ("html,md,json").
 func ParseFormats(list string) ([]string, error) {
@@ -26,8 +28,8 @@ func ParseFormats(list string) ([]string, error) {
 		if f == "" {
 			continue
 		}
-		if _, ok := Formats[f]; !ok {
-			return nil, fmt.Errorf("unknown report format %q: use html, md or json (comma-separated)", f)
+		if _, err := fileOf(f); err != nil {
+			return nil, err
 		}
 		out = append(out, f)
 	}
@@ -35,6 +37,14 @@ func ParseFormats(list string) ([]string, error) {
 		return nil, fmt.Errorf("no report format given: use html, md or json (comma-separated)")
 	}
 	return out, nil
+}
+
+// fileOf is the file a format writes, or the error that names the formats.
+func fileOf(format string) (string, error) {
+	if name, ok := Formats[format]; ok {
+		return name, nil
+	}
+	return "", fmt.Errorf("unknown report format %q: use html, md or json (comma-separated)", format)
 }
 
 // Write builds the summary of run and writes the requested formats
@@ -57,9 +67,9 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 	s := Build(run, findings)
 	var paths []string
 	for _, f := range formats {
-		name, ok := Formats[f]
-		if !ok {
-			return paths, fmt.Errorf("unknown report format %q: use html, md or json", f)
+		name, err := fileOf(f)
+		if err != nil {
+			return paths, err
 		}
 		var buf bytes.Buffer
 		if err := Render(&buf, s, f); err != nil {
