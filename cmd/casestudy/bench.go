@@ -20,6 +20,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/stats"
 )
 
 func init() { register(newBenchCommand) }
@@ -28,7 +29,7 @@ func newBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Microbenchmarks on the engine's own building blocks",
-		Args:  func(cmd *cobra.Command, args []string) error { return exitcode.Usage(cobra.NoArgs(cmd, args)) },
+		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchAllReduceCommand())
 	return cmd
@@ -61,7 +62,7 @@ func newBenchAllReduceCommand() *cobra.Command {
 			"communication stream (CUDA events; the host clock of the Gloo call). The time of an iteration " +
 			"is the slowest rank's; the table shows the median over iterations and nccl-tests' bandwidths: " +
 			"algbw = bytes / time, busbw = algbw * 2(n-1)/n.",
-		Args: func(cmd *cobra.Command, args []string) error { return exitcode.Usage(cobra.NoArgs(cmd, args)) },
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sizes, err := parseSizes(o.sizes)
 			if err != nil {
@@ -328,7 +329,7 @@ func combineRanks(ranks []benchRank, o benchAllReduceOptions) (BenchResult, erro
 			return BenchResult{}, fmt.Errorf("no timed iterations for %d bytes", size.Bytes)
 		}
 		slices.Sort(slowest)
-		row := BenchRow{Bytes: size.Bytes, Count: size.Count, MS: median(slowest),
+		row := BenchRow{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(slowest).Median,
 			MinMS: slowest[0], MaxMS: slowest[len(slowest)-1]}
 		if row.MS > 0 {
 			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
@@ -337,15 +338,6 @@ func combineRanks(ranks []benchRank, o benchAllReduceOptions) (BenchResult, erro
 		res.Rows = append(res.Rows, row)
 	}
 	return res, nil
-}
-
-// median of sorted values.
-func median(sorted []float64) float64 {
-	k := len(sorted)
-	if k%2 == 1 {
-		return sorted[k/2]
-	}
-	return (sorted[k/2-1] + sorted[k/2]) / 2
 }
 
 func humanBytes(b int64) string {

@@ -63,12 +63,24 @@ func TestCombineRanks(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// TestCombineRanksEvenIterations: with an even number of iterations the median
+// is the mean of the middle two.
+func TestCombineRanksEvenIterations(t *testing.T) {
+	var ranks []benchRank
+	require.NoError(t, json.Unmarshal([]byte(`[{"results":[{"bytes":4,"count":1,"ms":[4,1,3,2]}]}]`), &ranks))
+	res, err := combineRanks(ranks, benchAllReduceOptions{iters: 4})
+	require.NoError(t, err)
+	require.Len(t, res.Rows, 1)
+	assert.Equal(t, 2.5, res.Rows[0].MS)
+}
+
 func TestBenchAllReduceFlags(t *testing.T) {
 	tests := []struct{ description, flag string }{
 		{"bad size", "--sizes=3Q"},
 		{"no ranks", "--ranks=0"},
 		{"bad device", "--device=tpu"},
 		{"no iterations", "--iters=0"},
+		{"a stray argument", "extra"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
