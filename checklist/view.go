@@ -110,34 +110,37 @@ func newTrial(rec *store.TrialRecord) *trial {
 			lastLoss = r0[n-1].Loss
 		}
 	}
-	t.Throughput, t.StepMS, t.CommMS, t.ExposedMS, t.MFU = median(thr), median(steps), median(comm), median(exposed), median(mfu)
 	t.Loss = lastLoss
-	t.Noise = cv(thr)
-	if t.Noise == 0 && len(steps) > 1 {
-		t.Noise = cv(steps) / math.Sqrt(float64(len(steps)))
+	// The stored summary (stats.Summarize) has the medians and the noise; the
+	// raw steps are summarised only for what it lacks (or when it is absent).
+	s := rec.Summary
+	if s == nil {
+		s = &store.TrialSummary{}
 	}
-	if s := rec.Summary; s != nil {
-		override := func(dst *float64, v float64) {
-			if v > 0 {
-				*dst = v
-			}
+	pick := func(stored float64, raw []float64) float64 {
+		if stored > 0 {
+			return stored
 		}
-		override(&t.Throughput, s.SamplesPerS)
-		override(&t.StepMS, s.StepMSMedian)
-		override(&t.CommMS, s.CommMS)
-		override(&t.ExposedMS, s.ExposedCommMS)
-		override(&t.MFU, s.MFU)
-		if s.FinalLoss != 0 && !math.IsNaN(s.FinalLoss) {
-			t.Loss = s.FinalLoss
-		}
-		if s.RepeatCV > 0 {
-			t.Noise = s.RepeatCV
-		} else if s.StepCV > 0 && t.Measured > 1 {
-			t.Noise = s.StepCV / math.Sqrt(float64(t.Measured))
-		}
-		t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
-		t.Skipped = max(t.Skipped, s.SkippedSteps)
+		return median(raw)
 	}
+	t.Throughput, t.StepMS = pick(s.SamplesPerS, thr), pick(s.StepMSMedian, steps)
+	t.CommMS, t.ExposedMS, t.MFU = pick(s.CommMS, comm), pick(s.ExposedCommMS, exposed), pick(s.MFU, mfu)
+	if s.FinalLoss != 0 && !math.IsNaN(s.FinalLoss) {
+		t.Loss = s.FinalLoss
+	}
+	switch {
+	case s.RepeatCV > 0:
+		t.Noise = s.RepeatCV
+	case s.StepCV > 0 && t.Measured > 1:
+		t.Noise = s.StepCV / math.Sqrt(float64(t.Measured))
+	default:
+		t.Noise = cv(thr)
+		if t.Noise == 0 && len(steps) > 1 {
+			t.Noise = cv(steps) / math.Sqrt(float64(len(steps)))
+		}
+	}
+	t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
+	t.Skipped = max(t.Skipped, s.SkippedSteps)
 	return t
 }
 
