@@ -192,11 +192,7 @@ func (t *trial) label() string {
 	if len(t.rec.Changed) == 0 {
 		return t.ID + " (baseline)"
 	}
-	parts := make([]string, 0, len(t.rec.Changed))
-	for _, k := range t.rec.Changed {
-		parts = append(parts, k+"="+t.Knobs[k])
-	}
-	return t.ID + " (" + strings.Join(parts, ", ") + ")"
+	return t.ID + " (" + knobs.Join(t.Knobs, t.rec.Changed, ", ") + ")"
 }
 
 // stages is the pipeline depth (1 without a pipeline).

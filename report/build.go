@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/checklist"
+	knobreg "github.com/casestudy/casestudy/knobs" // the tests have a helper named knobs
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -309,11 +310,7 @@ func knobList(k map[string]string) string {
 	if len(k) == 0 {
 		return "baseline settings"
 	}
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(k)) {
-		parts = append(parts, name+"="+k[name])
-	}
-	return strings.Join(parts, ", ")
+	return knobreg.Join(k, nil, ", ")
 }
 
 func provenance(run *store.Run) Provenance {

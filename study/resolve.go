@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/casestudy/casestudy/knobs"
 )
@@ -134,17 +133,8 @@ func changedFrom(values, base map[string]string) []string {
 	return out
 }
 
-// FormatKnobs writes knob values as "a=1 b=2" in name order.
+// FormatKnobs writes knob values as "a=1 b=2" in the order of names (name
+// order when nil).
 func FormatKnobs(values map[string]string, names []string) string {
-	if names == nil {
-		for k := range values {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-	}
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		parts = append(parts, n+"="+values[n])
-	}
-	return strings.Join(parts, " ")
+	return knobs.Join(values, names, " ")
 }
