@@ -43,6 +43,10 @@ fmt:
 
 test: deps lint engine cli
 	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
+	# The PyTorch reference scripts (they run on GPU machines only): they compile,
+	# and their shared timing code is tested against a stand-in for CUDA events.
+	cd bench/reference && python3 -m py_compile *.py && python3 -m unittest discover -p 'test_*.py'
+	rm -rf bench/reference/__pycache__
 
 # Go test binaries for the GPU machine (no Go there): see scripts/gpu-check.sh.
 gpu-tests: cli

@@ -20,15 +20,13 @@ import json
 import statistics
 import sys
 
+from common import MODES, peak_tflops, step_ms, time_steps
+
 PRESETS = {  # layers, hidden, heads, intermediate (bert-base/large-uncased)
     "base": (12, 768, 12, 3072),
     "large": (24, 1024, 16, 4096),
 }
 VOCAB, POSITIONS = 30522, 512
-# --mode: which models run, in order (compiled or not).
-MODES = {"eager": [False], "compile": [True], "both": [False, True]}
-# Dense bf16 peak TFLOP/s by device name (no sparsity), for MFU.
-PEAK_TFLOPS = [("H200", 989.4), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.05)]
 
 
 def masked_per_sequence(seq_len):
@@ -43,22 +41,6 @@ def flops_per_sample(layers, hidden, inter, seq_len):
     layer = 2 * t * (4 * h * h + 2 * h * i) + 4 * t * t * h
     fwd = layers * layer + 2 * h * h + 4 * h + k * (2 * h * h + 2 * h * VOCAB)
     return 3.0 * fwd
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    i = (len(xs) - 1) * q
-    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
-
-
-def peak_tflops(name, override):
-    if override > 0:
-        return override
-    for key, tf in PEAK_TFLOPS:
-        if key in name:
-            return tf
-    return 0.0
 
 
 def make_batches(torch, n, batch, seq_len, device, seed):
@@ -127,18 +109,7 @@ def bench(torch, a, compiled):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    times, losses = [], []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(a.warmup + a.steps):
-        if i == a.warmup:
-            torch.cuda.reset_peak_memory_stats()
-        start.record()
-        loss = step(i)
-        end.record()
-        end.synchronize()
-        if i >= a.warmup:
-            times.append(start.elapsed_time(end))
-        losses.append(loss.item())
+    times, losses = time_steps(torch, step, a.warmup, a.steps)
     med = statistics.median(times)
     samples_s = a.micro_batch / (med / 1e3)
     fps = flops_per_sample(layers, hidden, inter, a.seq_len)
@@ -153,7 +124,7 @@ def bench(torch, a, compiled):
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "precision": "bf16", "micro_batch": a.micro_batch, "seq_len": a.seq_len,
         "params": n_params, "flops_per_sample": fps, "warmup": a.warmup, "steps": a.steps,
-        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
+        "step_ms": step_ms(times),
         "samples_per_s": samples_s, "tokens_per_s": samples_s * a.seq_len,
         "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),

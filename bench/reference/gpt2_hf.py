@@ -22,18 +22,7 @@ import json
 import statistics
 import sys
 
-# --mode: which models run, in order (compiled or not).
-MODES = {"eager": [False], "compile": [True], "both": [False, True]}
-# Dense bf16/fp16 peaks (TFLOP/s) by device name, as the engine's table.
-PEAKS = [("H200", 989.4), ("H100 PCIe", 756.4), ("H100 NVL", 835.5), ("H100", 989.4), ("A100", 312.0)]
-FP32_PEAKS = [("H200", 66.9), ("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H100", 66.9), ("A100", 19.5)]
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    i = (len(xs) - 1) * q
-    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+from common import MODES, peak_tflops, step_ms, time_steps
 
 
 def build(args):
@@ -67,28 +56,23 @@ def bench(torch, a, compiled, warmup):
     n_pos = model.config.n_positions * a.hidden
     flops_per_sample = 6.0 * (n_params - n_pos) * T + 12.0 * a.layers * a.hidden * T * T
     name = torch.cuda.get_device_name(dev)
-    peaks = PEAKS if a.precision == "bf16" else FP32_PEAKS
-    peak = a.peak_tflops or next((p for m, p in peaks if m in name), 0.0)
+    peak = peak_tflops(name, a.peak_tflops, a.precision)
 
     gen = torch.Generator(device=dev).manual_seed(1)
-    times, losses = [], []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(warmup + a.steps):
-        if i == warmup:
-            torch.cuda.reset_peak_memory_stats()
-        x = torch.randint(0, 50257, (B, T), device=dev, generator=gen)
-        start.record()
+
+    def tokens(_):  # drawn outside the timed step
+        return torch.randint(0, 50257, (B, T), device=dev, generator=gen)
+
+    def step(x):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = step_model(input_ids=x, labels=x).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        end.record()
-        end.synchronize()
-        if i >= warmup:
-            times.append(start.elapsed_time(end))
-        losses.append(loss.item())
+        return loss
+
+    times, losses = time_steps(torch, step, warmup, a.steps, prepare=tokens)
 
     med = statistics.median(times)
     samples_s = B / (med / 1e3)
@@ -106,7 +90,7 @@ def bench(torch, a, compiled, warmup):
         "params": n_params,
         "flops_per_sample": flops_per_sample,
         "warmup": warmup, "steps": a.steps,
-        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
+        "step_ms": step_ms(times),
         "samples_per_s": samples_s,
         "tokens_per_s": samples_s * T,
         "tflops": tflops,

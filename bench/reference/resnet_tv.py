@@ -19,25 +19,7 @@ import json
 import statistics
 import sys
 
-# --mode: which models run, in order (compiled or not).
-MODES = {"eager": [False], "compile": [True], "both": [False, True]}
-PEAK_TFLOPS = [("H200", 989.4), ("H100", 989.4), ("A100", 312.0), ("L40S", 362.05)]
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    i = (len(xs) - 1) * q
-    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
-
-
-def peak_tflops(name, override):
-    if override > 0:
-        return override
-    for key, tf in PEAK_TFLOPS:
-        if key in name:
-            return tf
-    return 0.0
+from common import MODES, peak_tflops, step_ms, time_steps
 
 
 def forward_macs(torch, model, image_size, device):
@@ -95,18 +77,7 @@ def bench(torch, torchvision, a, compiled):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    times, losses = [], []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(a.warmup + a.steps):
-        if i == a.warmup:
-            torch.cuda.reset_peak_memory_stats()
-        start.record()
-        loss = step(i)
-        end.record()
-        end.synchronize()
-        if i >= a.warmup:
-            times.append(start.elapsed_time(end))
-        losses.append(loss.item())
+    times, losses = time_steps(torch, step, a.warmup, a.steps)
     med = statistics.median(times)
     samples_s = a.micro_batch / (med / 1e3)
     fps = 3.0 * 2.0 * macs  # training = 3 x forward; 2 FLOPs per multiply-accumulate
@@ -120,7 +91,7 @@ def bench(torch, torchvision, a, compiled):
         "precision": "bf16", "micro_batch": a.micro_batch, "image_size": a.image_size,
         "channels_last": a.channels_last, "params": n_params, "flops_per_sample": fps,
         "warmup": a.warmup, "steps": a.steps,
-        "step_ms": {"median": med, "p10": pct(times, 0.1), "p90": pct(times, 0.9)},
+        "step_ms": step_ms(times),
         "samples_per_s": samples_s, "tokens_per_s": 0.0,
         "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
