@@ -10,7 +10,7 @@ import (
 // NCCL algorithm/protocol.
 
 var commRules = []*Rule{
-	&Rule{
+	{
 		ID: "bucket-size", Title: "Gradient bucket size", Chapter: 16, Severity: Warning,
 		Rationale: "Small buckets mean many small all-reduces that run at a fraction of the link's bandwidth " +
 			"(latency-bound); one huge bucket cannot start before the backward pass ends, so its communication " +
@@ -24,7 +24,7 @@ var commRules = []*Rule{
 		},
 		check: checkBucketSize,
 	},
-	&Rule{
+	{
 		ID: "exposed-comm", Title: "Exposed communication share of the step", Chapter: 15, Severity: Warning,
 		Rationale: "Gradient all-reduce overlapped with the backward pass costs nothing; the part that is not hidden " +
 			"adds straight to the step time. Judged on the best data-parallel trial.",
@@ -32,7 +32,7 @@ var commRules = []*Rule{
 		Thresholds: []Threshold{{Name: "max_exposed_frac", Default: 0.15, Unit: "fraction", Doc: "largest exposed-communication share of the step time"}},
 		check:      checkExposedComm,
 	},
-	&Rule{
+	{
 		ID: "overlap-disabled", Title: "Communication overlap disabled", Chapter: 15, Severity: Warning,
 		Rationale: "With ddp.overlap: false every gradient is all-reduced after the backward pass, so all " +
 			"communication is exposed. Overlap is the default for a reason; turn it off only when measured faster.",
@@ -40,7 +40,7 @@ var commRules = []*Rule{
 		Thresholds: []Threshold{{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as measured"}},
 		check:      checkOverlap,
 	},
-	&Rule{
+	{
 		ID: "nccl-forced", Title: "NCCL algorithm or protocol forced", Chapter: 6, Severity: Warning,
 		Rationale: "NCCL's tuner picks an algorithm (Ring, Tree, NVLS, ...) and protocol (LL, LL128, Simple) per " +
 			"message size and topology. Forcing one (NCCL_ALGO, NCCL_PROTO) can be slower, and a forced choice " +

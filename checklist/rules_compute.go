@@ -10,7 +10,7 @@ import (
 // Compute-side rules: precision, fp16 overflow, CUDA Graphs.
 
 var computeRules = []*Rule{
-	&Rule{
+	{
 		ID: "precision", Title: "Reduced precision is faster with matching loss", Chapter: 23, Severity: Warning,
 		Rationale: "bf16/fp16 autocast (and TF32 matmuls) run on tensor cores at several times fp32's rate and halve " +
 			"activation and gradient traffic. When a trial that differs from the baseline only in precision is " +
@@ -22,7 +22,7 @@ var computeRules = []*Rule{
 		},
 		check: checkPrecision,
 	},
-	&Rule{
+	{
 		ID: "fp16-overflow", Title: "fp16 steps skipped for overflow", Chapter: 23, Severity: Warning,
 		Rationale: "fp16's narrow range needs dynamic loss scaling; a step whose gradients overflow is skipped. " +
 			"Many skipped steps mean wasted work, fewer real updates, and an inflated throughput (skipped steps " +
@@ -34,7 +34,7 @@ var computeRules = []*Rule{
 		},
 		check: checkFP16Overflow,
 	},
-	&Rule{
+	{
 		ID: "cuda-graphs", Title: "CUDA Graphs for launch-bound steps", Chapter: 27, Severity: Warning,
 		Rationale: "Short steps made of many small kernels are bound by CPU launch overhead; capturing the step in " +
 			"a CUDA Graph replays it with one launch. Judged from a graphs on/off pair when the study swept it, " +

@@ -12,7 +12,7 @@ import (
 // Pipeline rules: bubble and schedule memory.
 
 var pipelineRules = []*Rule{
-	&Rule{
+	{
 		ID: "pipeline-bubble", Title: "Pipeline bubble above theory or too few micro-batches", Chapter: 13, Severity: Warning,
 		Rationale: "With p stages and m micro-batches the schedule idles (p−1)/(m+p−1) of the time; m ≥ 4p keeps it " +
 			"under ~20%. A measured bubble well above that theory means unbalanced stages or slow stage-to-stage " +
@@ -24,7 +24,7 @@ var pipelineRules = []*Rule{
 		},
 		check: checkPipelineBubble,
 	},
-	&Rule{
+	{
 		ID: "pipeline-schedule-memory", Title: "GPipe activation memory near the limit", Chapter: 12, Severity: Warning,
 		Rationale: "GPipe runs all m forward micro-batches before any backward, so each stage holds m micro-batches' " +
 			"activations; 1F1B holds at most p. When GPipe trials run near the GPU's memory (or run out of it), " +

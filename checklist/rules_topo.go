@@ -9,7 +9,7 @@ import (
 // Environment rules about links: topology and bus bandwidth.
 
 var topoRules = []*Rule{
-	&Rule{
+	{
 		ID: "busbw-vs-link", Title: "Bus bandwidth far below the link's capability", Chapter: 15, Severity: Warning,
 		Rationale: "Large all-reduces should approach the link's bandwidth (nccl-tests' busbw). Far less points " +
 			"at a wrong path (PCIe or SYS instead of NVLink), disabled P2P, a forced algorithm/protocol or too few " +
@@ -23,7 +23,7 @@ var topoRules = []*Rule{
 		},
 		check: checkBusBW,
 	},
-	&Rule{
+	{
 		ID: "topology", Title: "GPU pairs without NVLink", Chapter: 1, Severity: Warning,
 		Rationale: "On a host with NVLink, ranks on GPUs connected only through PCIe (PIX, PXB, PHB) or across CPU " +
 			"sockets (NODE, SYS) communicate at a fraction of NVLink's bandwidth, and a ring is as slow as its " +
