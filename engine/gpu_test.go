@@ -148,3 +148,30 @@ func TestGPUGraphsMatchEager(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUBF16TracksFP32 trains the tiny GPT and BERT from the same seed in
+// fp32 and in bf16 (autocast matmuls, and the transformer blocks' LayerNorms
+// and BERT's residual stream in bf16: precision.h's block_layer_norm) and
+// checks every loss of 8 steps agrees within 1% relative, and that both learn.
+// A LayerNorm that lost its affine parameters or normalised the wrong
+// dimension in bf16 only would be far off.
+func TestGPUBF16TracksFP32(t *testing.T) {
+	lib := gpuLibrary(t)
+	const steps, tol = 8, 0.01
+	for _, family := range []string{"gpt", "bert"} {
+		t.Run(family, func(t *testing.T) {
+			cfg := gpuFamily(family, "tiny", "fp32", false)
+			if family == "gpt" {
+				cfg = gpuGPT("tiny", "fp32", false)
+			}
+			fp32 := trainGPU(t, lib, cfg, steps)
+			cfg.Precision = "bf16"
+			bf16 := trainGPU(t, lib, cfg, steps)
+			t.Logf("fp32 %v\nbf16 %v", fp32, bf16)
+			for i := range fp32 {
+				assert.InEpsilon(t, fp32[i], bf16[i], tol, "step %d", i)
+			}
+			assert.Less(t, bf16[steps-1], bf16[0], "bf16 does not learn")
+		})
+	}
+}

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compat.h"
+#include "precision.h"
 
 namespace cs {
 namespace {
@@ -121,7 +122,8 @@ struct Embeddings : torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& types) {
     auto pos = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
-    return norm(word(ids) + position(pos).unsqueeze(0) + token_type(types));
+    return block_layer_norm(word(ids) + position(pos).unsqueeze(0) + token_type(types),
+                            norm->weight, norm->bias, kLayerNormEps);
   }
 };
 
@@ -140,10 +142,15 @@ struct EncoderLayer : torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
-    auto qkv_ = qkv(x).view({B, T, 3, heads, H / heads}).permute({2, 0, 3, 1, 4});
-    auto ctx = compat::attention(qkv_[0], qkv_[1], qkv_[2]).transpose(1, 2).reshape({B, T, H});
-    auto h = attn_norm(x + attn_out(ctx));
-    return out_norm(h + output(torch::gelu(intermediate(h))));
+    // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
+    auto qkv_ = qkv(x).view({B, T, 3, heads, H / heads}).unbind(2);
+    auto ctx = compat::attention(qkv_[0].transpose(1, 2), qkv_[1].transpose(1, 2),
+                                 qkv_[2].transpose(1, 2))
+                   .transpose(1, 2)
+                   .reshape({B, T, H});
+    auto h = block_layer_norm(x + attn_out(ctx), attn_norm->weight, attn_norm->bias, kLayerNormEps);
+    return block_layer_norm(h + output(torch::gelu(intermediate(h))), out_norm->weight,
+                            out_norm->bias, kLayerNormEps);
   }
 };
 

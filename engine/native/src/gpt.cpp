@@ -10,6 +10,7 @@
 #include "compat.h"
 #include "device.h"
 #include "model.h"
+#include "precision.h"
 
 namespace cs {
 namespace {
@@ -121,13 +122,16 @@ struct BlockImpl : torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x) {
     const auto B = x.size(0), T = x.size(1), d = x.size(2);
-    auto h = torch::layer_norm(x, {d}, ln_1_w, ln_1_b, 1e-5);
-    auto qkv = torch::linear(h, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads});
-    qkv = qkv.permute({2, 0, 3, 1, 4});  // [3, B, H, T, hd]
-    auto y = compat::causal_attention(qkv[0], qkv[1], qkv[2]);
+    auto h = block_layer_norm(x, ln_1_w, ln_1_b, 1e-5);
+    // unbind, not qkv[i]: its backward stacks the three gradients into one
+    // [B, T, 3, H, hd] tensor, where three selects would each fill a zero
+    // tensor of the full size and add them up.
+    auto qkv = torch::linear(h, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads}).unbind(2);
+    auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
+                                      qkv[2].transpose(1, 2));  // [B, H, T, hd]
     y = y.transpose(1, 2).contiguous().view({B, T, d});
     auto r = x + torch::linear(y, attn_proj_w, attn_proj_b);
-    h = torch::layer_norm(r, {d}, ln_2_w, ln_2_b, 1e-5);
+    h = block_layer_norm(r, ln_2_w, ln_2_b, 1e-5);
     h = torch::gelu(torch::linear(h, c_fc_w, c_fc_b), "tanh");
     return r + torch::linear(h, mlp_proj_w, mlp_proj_b);
   }
@@ -170,7 +174,7 @@ class GPT : public Model {
         else
           x = blk->forward(x);
       } else {
-        x = torch::layer_norm(x, {s_.hidden}, ln_f_w_, ln_f_b_, 1e-5);
+        x = block_layer_norm(x, ln_f_w_, ln_f_b_, 1e-5);
       }
     }
     return x;

@@ -32,6 +32,17 @@ AutocastScope::~AutocastScope() {
   if (!prev_) at::autocast::clear_cache();
 }
 
+torch::Tensor block_layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, double eps) {
+  const std::vector<int64_t> shape{x.size(-1)};
+  if (!x.is_cuda() || !compat::autocast_enabled(c10::DeviceType::CUDA))
+    return torch::layer_norm(x, shape, weight, bias, eps);
+  const auto dt = compat::autocast_dtype(c10::DeviceType::CUDA);
+  // Past autocast's fp32 rule for layer_norm; autograd still records the casts.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  return torch::layer_norm(x.to(dt), shape, weight.to(dt), bias.to(dt), eps);
+}
+
 LossScaler::LossScaler(const torch::Device& d) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(d);
   scale_ = torch::full({}, kInit, opt);

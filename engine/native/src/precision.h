@@ -33,6 +33,16 @@ class AutocastScope {
   at::ScalarType prev_dtype_;
 };
 
+// LayerNorm over the last dimension for transformer blocks. Under CUDA autocast
+// PyTorch runs layer_norm in fp32 and returns fp32, so the residual stream and
+// every LayerNorm output stay fp32 and each following matmul casts them back.
+// Here the input and the affine parameters go to the autocast dtype once and
+// the kernel (which accumulates in fp32) writes that dtype: half the memory
+// traffic of the normalisation and one cast kernel fewer (Megatron's choice).
+// Elsewhere (no CUDA autocast) it is torch::layer_norm.
+torch::Tensor block_layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, double eps);
+
 // Dynamic loss scaling with GradScaler's semantics (initial scale 65536, x2 after
 // 2000 consecutive finite steps, x0.5 and the step skipped on inf/nan), kept in
 // device tensors so that nothing syncs the host and the update is graph-capturable.
