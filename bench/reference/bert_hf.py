@@ -20,7 +20,7 @@ import json
 import statistics
 import sys
 
-from common import MODES, peak_tflops, step_ms, time_steps
+from common import MODES, mode_path, peak_tflops, step_ms, time_steps
 
 PRESETS = {  # layers, hidden, heads, intermediate (bert-base/large-uncased)
     "base": (12, 768, 12, 3072),
@@ -69,7 +69,8 @@ def make_batches(torch, n, batch, seq_len, device, seed):
 
 def bench(torch, a, compiled):
     """Builds a fresh model and optimizer, trains a.warmup + a.steps steps and
-    returns the output line's fields."""
+    returns the output line's fields and a function of a path that profiles
+    more steps of the same model into it (kernels.py)."""
     from transformers import BertConfig, BertForPreTraining
 
     torch.manual_seed(a.seed)
@@ -116,7 +117,7 @@ def bench(torch, a, compiled):
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
-    return {
+    res = {
         "name": "hf-compile" if compiled else "hf-eager",
         "model": f"bert-{a.preset}", "reference": "transformers.BertForPreTraining",
         "device_name": name, "torch": torch.__version__,
@@ -130,6 +131,12 @@ def bench(torch, a, compiled):
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
         "loss_first": losses[0], "loss_last": losses[-1],
     }
+
+    def profile(path):
+        import kernels
+        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, meta=kernels.meta_of(res))
+
+    return res, profile
 
 
 def main(argv=None):
@@ -145,6 +152,9 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", metavar="FILE", help="after the measured steps, profile more under "
+                   "torch.profiler and write the kernel summary to FILE (the compiled run's to FILE-compile "
+                   "with --mode both; bench/reference/kernels.py)")
     a = p.parse_args(argv)
     if not 8 <= a.seq_len <= POSITIONS:
         p.error(f"--seq-len {a.seq_len}: use 8..{POSITIONS} (BERT has {POSITIONS} position embeddings)")
@@ -160,7 +170,11 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
     torch.backends.cudnn.allow_tf32 = False
     for compiled in MODES[a.mode]:
-        print(json.dumps(bench(torch, a, compiled)), flush=True)
+        res, profile = bench(torch, a, compiled)
+        print(json.dumps(res), flush=True)
+        if a.profile:
+            profile(mode_path(a.profile, compiled, MODES[a.mode]))
+        del profile
         gc.collect()  # free the first model before the next is built
         torch.cuda.empty_cache()
 

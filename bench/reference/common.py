@@ -1,11 +1,23 @@
 """What the three PyTorch reference benchmarks share: the step timing loop
-(CUDA events, warm-up discarded), the step-time summary, the peak table for MFU
-and the --mode choices. The scripts import it from their own folder."""
+(CUDA events, warm-up discarded), the step-time summary, the peak table for MFU,
+the --mode choices and each mode's --profile file. The scripts import it from
+their own folder."""
 
+import os
 import statistics
 
 # --mode: which models run, in order (compiled or not).
 MODES = {"eager": [False], "compile": [True], "both": [False, True]}
+
+
+def mode_path(path, compiled, modes):
+    """The profile file of one mode of a run: path itself when it profiles one
+    mode, the compiled model's with -compile before the extension when both."""
+    if not compiled or len(modes) < 2:
+        return path
+    base, ext = os.path.splitext(path)
+    return base + "-compile" + (ext or ".json")
+
 
 # Dense peaks (TFLOP/s, no sparsity) by device name, as the engine's table; the
 # first matching name wins, so the more specific names come first.

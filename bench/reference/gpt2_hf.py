@@ -22,7 +22,7 @@ import json
 import statistics
 import sys
 
-from common import MODES, peak_tflops, step_ms, time_steps
+from common import MODES, mode_path, peak_tflops, step_ms, time_steps
 
 
 def build(args):
@@ -39,7 +39,8 @@ def build(args):
 
 def bench(torch, a, compiled, warmup):
     """Builds a fresh model and optimizer, trains warmup + a.steps steps and
-    returns the output line's fields."""
+    returns the output line's fields and a function of a path that profiles
+    more steps of the same model into it (kernels.py)."""
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = build(a).to(dev).train()
@@ -78,7 +79,7 @@ def bench(torch, a, compiled, warmup):
     samples_s = B / (med / 1e3)
     tflops = flops_per_sample * samples_s / 1e12
     preset = "124m" if (a.layers, a.hidden, a.heads) == (12, 768, 12) else f"{a.layers}x{a.hidden}"
-    return {
+    res = {
         "name": "hf-compile" if compiled else "hf-eager",
         "model": f"gpt-{preset}", "reference": "transformers.GPT2LMHeadModel",
         "device_name": name,
@@ -100,6 +101,13 @@ def bench(torch, a, compiled, warmup):
         "loss_first": losses[0], "loss_last": losses[-1],
     }
 
+    def profile(path):
+        import kernels
+        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, prepare=tokens,
+                              meta=kernels.meta_of(res))
+
+    return res, profile
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -115,6 +123,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=0, help="0: 5 eager, 10 compiled")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--peak-tflops", type=float, default=0)
+    ap.add_argument("--profile", metavar="FILE", help="after the measured steps, profile more under "
+                    "torch.profiler and write the kernel summary to FILE (the compiled run's to FILE-compile "
+                    "with --mode both; bench/reference/kernels.py)")
     a = ap.parse_args()
     if a.compile:
         a.mode = "compile"
@@ -128,7 +139,11 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     for compiled in MODES[a.mode]:
         warmup = a.warmup or (10 if compiled else 5)
-        print(json.dumps(bench(torch, a, compiled, warmup)), flush=True)
+        res, profile = bench(torch, a, compiled, warmup)
+        print(json.dumps(res), flush=True)
+        if a.profile:
+            profile(mode_path(a.profile, compiled, MODES[a.mode]))
+        del profile
         gc.collect()  # free the first model before the next is built
         torch.cuda.empty_cache()
 

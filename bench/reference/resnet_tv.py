@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 
-from common import MODES, peak_tflops, step_ms, time_steps
+from common import MODES, mode_path, peak_tflops, step_ms, time_steps
 
 
 def forward_macs(torch, model, image_size, device):
@@ -50,7 +50,8 @@ def forward_macs(torch, model, image_size, device):
 
 def bench(torch, torchvision, a, compiled):
     """Builds a fresh model and optimizer, trains a.warmup + a.steps steps and
-    returns the output line's fields."""
+    returns the output line's fields and a function of a path that profiles
+    more steps of the same model into it (kernels.py)."""
     torch.manual_seed(a.seed)
     dev = torch.device("cuda")
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
@@ -84,7 +85,7 @@ def bench(torch, torchvision, a, compiled):
     tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
     peak = peak_tflops(name, a.peak_tflops)
-    return {
+    res = {
         "name": "tv-compile" if compiled else "tv-eager",
         "model": "resnet50", "reference": "torchvision.models.resnet50",
         "device_name": name, "torch": torch.__version__, "torchvision": torchvision.__version__,
@@ -97,6 +98,12 @@ def bench(torch, torchvision, a, compiled):
         "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
         "loss_first": losses[0], "loss_last": losses[-1],
     }
+
+    def profile(path):
+        import kernels
+        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, meta=kernels.meta_of(res))
+
+    return res, profile
 
 
 def main(argv=None):
@@ -112,6 +119,9 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", metavar="FILE", help="after the measured steps, profile more under "
+                   "torch.profiler and write the kernel summary to FILE (the compiled run's to FILE-compile "
+                   "with --mode both; bench/reference/kernels.py)")
     a = p.parse_args(argv)
     if not 32 <= a.image_size <= 1024:
         p.error(f"--image-size {a.image_size}: use 32..1024 pixels")
@@ -129,7 +139,11 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False  # as the engine in bf16
     torch.backends.cudnn.allow_tf32 = False
     for compiled in MODES[a.mode]:
-        print(json.dumps(bench(torch, torchvision, a, compiled)), flush=True)
+        res, profile = bench(torch, torchvision, a, compiled)
+        print(json.dumps(res), flush=True)
+        if a.profile:
+            profile(mode_path(a.profile, compiled, MODES[a.mode]))
+        del profile
         gc.collect()  # free the first model before the next is built
         torch.cuda.empty_cache()
 

@@ -14,16 +14,27 @@ split of eager steps and what the engine chose (optimizer, attention).
       --name engine-bf16 --config '{"family":"gpt","preset":"124m","micro_batch":16,
       "seq_len":1024,"device":"cuda","precision":"bf16"}' --warmup 5 --steps 20
 
+--profile FILE runs 3 more steps under torch.profiler after the measured ones
+and writes where the GPU time went to FILE (bench/reference/kernels.py; CPU
+operator times without CUDA). It imports torch before loading the library, so
+that both share one libtorch and the profiler sees the engine's kernels: the
+library must be built against that torch. Without --profile no torch is needed.
+A profiling failure writes {"error": ...} to FILE; the benchmark line stands.
+
 Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
 status and the engine's message); 2 bad arguments.
 """
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 
 BUF = 1 << 20
+PROFILE_STEPS = 3
+# bench/reference, where kernels.py (the profiler's summary) lives.
+REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "reference")
 
 
 def pct(xs, q):
@@ -60,10 +71,12 @@ class Engine:
         if st != 0:
             self.fail("cs_create", st)
 
-    def call(self, fn, what):
+    def call(self, fn, what, exit_on_error=True):
         st = fn(self.h, self.out, BUF, self.err, len(self.err))
         if st != 0:
-            self.fail(what, st)
+            if exit_on_error:
+                self.fail(what, st)
+            raise RuntimeError("%s: status %d: %s" % (what, st, self.err.value.decode(errors="replace")))
         return json.loads(self.out.value)
 
     def destroy(self):
@@ -125,6 +138,9 @@ def main(argv=None):
     ap.add_argument("--name", default="engine", help="the run's name in the output line")
     ap.add_argument("--warmup", type=int, default=5, help="discarded steps")
     ap.add_argument("--steps", type=int, default=20, help="measured steps")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="after the measured steps, profile %d more and write the kernel summary JSON to FILE"
+                    % PROFILE_STEPS)
     a = ap.parse_args(argv)
     try:
         cfg = json.loads(a.config)
@@ -134,6 +150,13 @@ def main(argv=None):
         ap.error("--config must be a JSON object")
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be at least 1, --warmup at least 0")
+    torch = None
+    if a.profile:
+        try:  # before the library: one libtorch for both, so the profiler sees the engine
+            import torch
+        except ImportError as e:
+            print("cs_bench.py: --profile needs torch (%s); the benchmark runs without it" % e, file=sys.stderr)
+            torch = e
     try:
         eng = Engine(a.lib, a.name)
     except OSError as e:
@@ -142,8 +165,27 @@ def main(argv=None):
     eng.create(json.dumps(cfg))
     info = eng.call(eng.lib.cs_info, "cs_info")
     steps = [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(a.warmup + a.steps)]
+    line = summarize(a.name, cfg, info, steps, a.warmup)
+    print(json.dumps(line), flush=True)
+    if a.profile:
+        profile(eng, torch, a.profile, line)
     eng.destroy()
-    print(json.dumps(summarize(a.name, cfg, info, steps, a.warmup)), flush=True)
+
+
+def profile(eng, torch, path, line):
+    """PROFILE_STEPS more steps under torch.profiler into path (kernels.py)."""
+    sys.path.insert(0, REFERENCE_DIR)
+    import kernels
+
+    meta = kernels.meta_of(line)
+    if isinstance(torch, ImportError):
+        meta["error"] = "--profile needs torch: %s" % torch
+        with open(path, "w") as f:
+            json.dump(meta, f)
+        return
+    kernels.profile_steps(
+        torch, lambda i: eng.call(eng.lib.cs_step, "cs_step (profiled) %d" % i, exit_on_error=False)["step_ms"],
+        path, PROFILE_STEPS, step_ms=line["step_ms"]["median"], timed_by_step=True, meta=meta)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,347 @@
+"""Tests of kernels.py: categories, the per-step summary, the profiler's events,
+failures and the Markdown, on synthetic profiles; and cs_bench.py --profile end
+to end on the CPU engine where a python with torch and the library exist
+(python3 -m unittest discover -s bench/reference; make test runs it)."""
+
+import enum
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+import kernels
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class CategoryTest(unittest.TestCase):
+    CASES = [
+        ("nvjet_tst_192x192_64x3_1x2_h_bz_coopB_NNT", "gemm/matmul"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "gemm/matmul"),
+        ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>", "gemm/matmul"),
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", "gemm/matmul"),
+        ("void cublasLt::splitKreduce_kernel<32, 16, int, float>", "gemm/matmul"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>, false>", "attention"),
+        ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)", "attention"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64", "attention"),
+        ("void at::native::(anonymous namespace)::efficient_attention_forward", "attention"),
+        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "convolution"),
+        ("sm90_xmma_wgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "convolution"),
+        ("void cudnn::cnn::conv2d_grouped_direct_kernel<false, true>", "convolution"),
+        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__nv_bfloat16, float, 512, true, 1>", "batchnorm"),
+        ("void at::native::batch_norm_collect_statistics_channels_last_kernel<at::native::Var>", "batchnorm"),
+        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>", "layernorm"),
+        ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>", "layernorm"),
+        ("void (anonymous namespace)::cunn_SoftMaxForward<4, c10::BFloat16, float, float>", "softmax/cross-entropy"),
+        ("void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>", "softmax/cross-entropy"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>",
+         "optimizer"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "elementwise/reduce"),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t>>",
+         "elementwise/reduce"),
+        ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", "copy/memset"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "copy/memset"),
+        ("Memcpy HtoD (Pageable -> Device)", "copy/memset"),
+        ("Memset (Device)", "copy/memset"),
+        ("triton_poi_fused_add_gelu_0", "elementwise/reduce"),
+        ("triton_tem_fused_mm_1", "gemm/matmul"),
+        ("void at::native::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>", "other"),
+        ("aten::addmm", "gemm/matmul"),
+        ("aten::mm", "gemm/matmul"),
+        ("aten::native_layer_norm", "layernorm"),
+        ("aten::_log_softmax", "softmax/cross-entropy"),
+        ("aten::gelu", "elementwise/reduce"),
+        ("aten::_foreach_mul_", "optimizer"),
+    ]
+
+    def test_categories(self):
+        for name, want in self.CASES:
+            with self.subTest(name=name):
+                self.assertEqual(kernels.category(name), want)
+
+    def test_every_category_is_named(self):
+        names = [c for c, _ in kernels.CATEGORIES]
+        self.assertEqual(names[-1], "other", "the catch-all is last")
+        self.assertEqual(len(set(names)), len(names))
+
+
+# 2 steps: gemm 6 ms, attention 2 ms, elementwise 1 ms, memset 1 ms per step.
+EVENTS = [
+    ("nvjet_tst_192x192", 4000.0, 4), ("nvjet_tst_192x192", 4000.0, 4),
+    ("ampere_bf16_s16816gemm", 4000.0, 2),
+    ("flash_fwd_kernel", 4000.0, 24),
+    ("vectorized_elementwise_kernel<4, GeluFunctor>", 2000.0, 10),
+    ("Memset (Device)", 2000.0, 6),
+]
+
+
+class SummarizeTest(unittest.TestCase):
+    def test_per_step_times_and_shares(self):
+        p = kernels.summarize(EVENTS, 2, step_ms=12.5, profiled_step_ms=14.0)
+        self.assertAlmostEqual(p["kernel_ms"], 10.0)
+        self.assertEqual(p["distinct_kernels"], 5)
+        self.assertAlmostEqual(p["kernels_per_step"], 25.0)
+        top = p["top"][0]
+        self.assertEqual((top["name"], top["category"]), ("nvjet_tst_192x192", "gemm/matmul"))
+        self.assertAlmostEqual(top["ms"], 4.0, msg="repeated names add up")
+        self.assertAlmostEqual(top["calls"], 4.0)
+        self.assertAlmostEqual(top["share"], 0.4)
+        self.assertEqual([k["ms"] for k in p["top"]], sorted((k["ms"] for k in p["top"]), reverse=True))
+        cats = {c["category"]: c for c in p["categories"]}
+        self.assertAlmostEqual(cats["gemm/matmul"]["ms"], 6.0)
+        self.assertAlmostEqual(cats["attention"]["calls"], 12.0)
+        self.assertAlmostEqual(sum(c["ms"] for c in p["categories"]), p["kernel_ms"])
+        self.assertAlmostEqual(sum(c["share"] for c in p["categories"]), 1.0)
+        self.assertEqual(p["categories"][0]["category"], "gemm/matmul", "largest first")
+
+    def test_idle_gap_is_against_the_measured_step_on_cuda(self):
+        p = kernels.summarize(EVENTS, 2, step_ms=12.5, profiled_step_ms=14.0)
+        self.assertAlmostEqual(p["idle_ms"], 2.5)
+        self.assertAlmostEqual(p["idle_share"], 0.2)
+        self.assertEqual(p["idle_of"], "measured")
+
+    def test_idle_gap_is_against_the_profiled_step_on_cpu(self):
+        p = kernels.summarize(EVENTS, 2, step_ms=8.0, profiled_step_ms=12.0, device="cpu")
+        self.assertAlmostEqual(p["idle_ms"], 2.0)
+        self.assertEqual((p["idle_of"], p["time"]), ("profiled", "CPU operator self time"))
+
+    def test_top_and_name_limits(self):
+        evs = [("k%03d" % i + "x" * 200, float(i + 1), 1) for i in range(60)]
+        p = kernels.summarize(evs, 1)
+        self.assertEqual(len(p["top"]), kernels.TOP)
+        self.assertTrue(all(len(k["name"]) == kernels.NAME_MAX for k in p["top"]))
+        self.assertTrue(p["top"][0]["name"].startswith("k059"))
+        self.assertIsNone(p["idle_ms"], "no step time: no gap")
+
+    def test_no_events(self):
+        p = kernels.summarize([], 3, step_ms=5.0)
+        self.assertEqual((p["kernel_ms"], p["top"], p["categories"]), (0.0, [], []))
+
+
+class DeviceType(enum.Enum):
+    CPU = 0
+    CUDA = 1
+
+
+class Interval:
+    def __init__(self, us):
+        self.us = us
+
+    def elapsed_us(self):
+        return self.us
+
+
+def ev(name, device, us, annotation=None):
+    e = types.SimpleNamespace(name=name, device_type=device, time_range=Interval(us))
+    if annotation is not None:
+        e.is_user_annotation = annotation
+    return e
+
+
+class FakeProfile:
+    """torch.profiler.profile's stand-in: records nothing, returns given events."""
+
+    def __init__(self, evs, rows=(), fail=None):
+        self.evs, self.rows, self.fail = evs, rows, fail
+
+    def __call__(self, activities, record_shapes, with_stack):
+        assert not record_shapes and not with_stack
+        self.activities = activities
+        return self
+
+    def __enter__(self):
+        if self.fail:
+            raise self.fail
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        return self.evs
+
+    def key_averages(self):
+        return self.rows
+
+
+def fake_torch(prof, cuda=True):
+    times = iter([7.0, 9.0, 11.0])
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return next(times)
+
+    cudamod = types.SimpleNamespace(is_available=lambda: cuda, Event=Event, synchronize=lambda: None)
+    profiler = types.SimpleNamespace(profile=prof, ProfilerActivity=types.SimpleNamespace(CPU="cpu", CUDA="cuda"))
+    return types.SimpleNamespace(cuda=cudamod, profiler=profiler, autograd=types.SimpleNamespace(DeviceType=DeviceType),
+                                 __version__="fake")
+
+
+class EventsTest(unittest.TestCase):
+    def test_kernels_without_annotations(self):
+        prof = FakeProfile([
+            ev("aten::mm", DeviceType.CPU, 50),
+            ev("cudaLaunchKernel", DeviceType.CPU, 5),
+            ev("nvjet_tst", DeviceType.CUDA, 300),
+            ev("Optimizer.step#AdamW.step", DeviceType.CPU, 900),
+            ev("Optimizer.step#AdamW.step", DeviceType.CUDA, 800, annotation=True),
+            ev("## forward ##", DeviceType.CPU, 10),
+            ev("## forward ##", DeviceType.CUDA, 700),  # an annotation of a torch without the flag
+            ev("Memset (Device)", DeviceType.CUDA, 2, annotation=False),
+        ])
+        got = kernels.events_of(fake_torch(prof), prof, cuda=True)
+        self.assertEqual(got, [("nvjet_tst", 300, 1), ("Memset (Device)", 2, 1)])
+
+    def test_averaged_rows_when_events_have_no_interval(self):
+        rows = [types.SimpleNamespace(key="aten::mm", device_type=DeviceType.CPU, count=3),
+                types.SimpleNamespace(key="gemm_k", device_type=DeviceType.CUDA, count=3, self_device_time_total=90.0),
+                types.SimpleNamespace(key="old_k", device_type=DeviceType.CUDA, count=1, self_cuda_time_total=7.0)]
+        prof = FakeProfile([types.SimpleNamespace(name="k", device_type=DeviceType.CUDA)], rows)
+        got = kernels.events_of(fake_torch(prof), prof, cuda=True)
+        self.assertEqual(got, [("gemm_k", 90.0, 3), ("old_k", 7.0, 1)])
+
+    def test_cpu_operators_self_time(self):
+        rows = [types.SimpleNamespace(key="aten::mm", device_type=DeviceType.CPU, count=6, self_cpu_time_total=600.0),
+                types.SimpleNamespace(key="k", device_type=DeviceType.CUDA, count=1, self_cpu_time_total=0.0)]
+        prof = FakeProfile([], rows)
+        self.assertEqual(kernels.events_of(fake_torch(prof, cuda=False), prof, cuda=False), [("aten::mm", 600.0, 6)])
+
+
+class ProfileStepsTest(unittest.TestCase):
+    def run_profile(self, prof, **kw):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.json")
+            steps = []
+            ok = kernels.profile_steps(fake_torch(prof), steps.append, path, 3, meta={"name": "hf-eager"}, **kw)
+            with open(path) as f:
+                return ok, json.load(f), steps
+
+    def test_writes_the_summary(self):
+        prof = FakeProfile([ev("nvjet", DeviceType.CUDA, 6000), ev("flash_fwd", DeviceType.CUDA, 3000)])
+        ok, p, steps = self.run_profile(prof, step_ms=4.0, prepare=lambda i: ("batch", i))
+        self.assertTrue(ok)
+        self.assertEqual(steps, [("batch", 0), ("batch", 1), ("batch", 2)])
+        self.assertEqual(prof.activities, ["cpu", "cuda"])
+        self.assertEqual((p["name"], p["device"], p["steps"]), ("hf-eager", "cuda", 3))
+        self.assertAlmostEqual(p["kernel_ms"], 3.0)
+        self.assertAlmostEqual(p["profiled_step_ms"], 9.0, msg="mean of the CUDA-event times")
+        self.assertAlmostEqual(p["idle_ms"], 1.0)
+
+    def test_step_time_from_the_step(self):
+        prof = FakeProfile([ev("nvjet", DeviceType.CUDA, 3000)])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.json")
+            self.assertTrue(kernels.profile_steps(fake_torch(prof), lambda i: 2.0 * (i + 1), path, 3,
+                                                  timed_by_step=True))
+            with open(path) as f:
+                self.assertAlmostEqual(json.load(f)["profiled_step_ms"], 4.0)
+
+    def test_failure_writes_the_error_and_does_not_raise(self):
+        ok, p, _ = self.run_profile(FakeProfile([], fail=RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")))
+        self.assertFalse(ok)
+        self.assertEqual(p["name"], "hf-eager")
+        self.assertIn("CUPTI_ERROR_NOT_INITIALIZED", p["error"])
+
+    def test_no_kernels_is_an_error(self):
+        ok, p, _ = self.run_profile(FakeProfile([ev("aten::mm", DeviceType.CPU, 5)]))
+        self.assertFalse(ok)
+        self.assertIn("no CUDA kernels", p["error"])
+
+
+class MarkdownTest(unittest.TestCase):
+    def test_side_by_side(self):
+        eng = dict(kernels.summarize(EVENTS, 2, step_ms=11.0), name="engine-bf16")
+        ref = dict(kernels.summarize(EVENTS[:3] + [("cunn_SoftMaxForward|x", 8000.0, 2)], 2, step_ms=20.0),
+                   name="hf-eager")
+        with tempfile.TemporaryDirectory() as d:
+            e, r = os.path.join(d, "e.json"), os.path.join(d, "r.json")
+            for path, p in ((e, eng), (r, ref)):
+                with open(path, "w") as f:
+                    json.dump(p, f)
+            md = kernels.markdown([("bert-large 32x512", e, r), ("gpt-124m 16x1024", e, os.path.join(d, "none"))])
+        lines = md.splitlines()
+        self.assertEqual(lines[0], "## Kernel profiles")
+        self.assertIn("### bert-large 32x512: engine-bf16 vs hf-eager", lines)
+        self.assertIn("| CUDA kernel time ms | 10.00 | 10.00 |", lines)
+        self.assertIn("| idle gap ms (measured step − kernels) | 1.00 (9.1%) | 10.00 (50.0%) |", lines)
+        self.assertIn("| gemm/matmul | 6.00 | 60.0% | 6.00 | 60.0% | +0.00 |", lines)
+        self.assertIn("| softmax/cross-entropy | – | – | 4.00 | 40.0% | -4.00 |", lines)
+        self.assertIn("| 4.00 | 40.0% | 1 | softmax/cross-entropy | `cunn_SoftMaxForward\\|x` |", lines,
+                      "a pipe in a name does not break the table")
+        self.assertIn("Top 5 of engine-bf16 (of 5 distinct):", lines)
+        self.assertIn("### gpt-124m 16x1024: engine-bf16 vs reference", lines)
+        self.assertTrue(any(ln.startswith("- reference: no profile") for ln in lines))
+
+    def test_cli_wants_triples(self):
+        with self.assertRaises(SystemExit):
+            kernels.main(["group", "e.json"])
+
+
+def python_with_torch():
+    """A python that imports torch: this one, or Debian's (python3-torch)."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(py) and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+class CsBenchProfileTest(unittest.TestCase):
+    """cs_bench.py --profile on the CPU engine: the engine's own operators show
+    in the profile (one libtorch for Python's torch and the engine)."""
+
+    def setUp(self):
+        self.lib = os.environ.get("CASESTUDY_ENGINE_LIB") or os.path.join(ROOT, "build/engine/libcasestudy_engine.so")
+        self.py = python_with_torch()
+        missing = [w for w, ok in (("an engine library at " + self.lib, os.path.exists(self.lib)),
+                                   ("a python with torch (apt-get install python3-torch)", self.py)) if not ok]
+        if missing:
+            msg = "needs " + " and ".join(missing)
+            if os.environ.get("CI") == "true":
+                self.fail(msg + " (CI=true: scripts/install-deps.sh and make engine provide them)")
+            self.skipTest(msg)
+
+    def bench(self, *extra):
+        cfg = {"family": "gpt", "preset": "tiny", "micro_batch": 2, "seq_len": 32, "device": "cpu", "threads": 1}
+        return subprocess.run([self.py, os.path.join(ROOT, "engine/native/tools/cs_bench.py"), "--lib", self.lib,
+                               "--name", "engine-cpu", "--config", json.dumps(cfg), "--warmup", "1", "--steps", "2",
+                               *extra], capture_output=True, text=True, timeout=120)
+
+    def test_profile_has_the_engines_operators(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "engine.json")
+            r = self.bench("--profile", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            line = json.loads(r.stdout.strip().splitlines()[-1])
+            self.assertEqual((line["name"], line["model"]), ("engine-cpu", "gpt-tiny"))
+            with open(path) as f:
+                p = json.load(f)
+        self.assertNotIn("error", p)
+        self.assertEqual((p["name"], p["device"], p["steps"]), ("engine-cpu", "cpu", 3))
+        names = {k["name"] for k in p["top"]}
+        self.assertTrue(names & {"aten::mm", "aten::addmm", "aten::bmm"}, names)
+        cats = {c["category"]: c["ms"] for c in p["categories"]}
+        self.assertGreater(cats.get("gemm/matmul", 0), 0)
+        self.assertGreater(p["kernel_ms"], 0)
+        self.assertLessEqual(p["kernel_ms"], p["profiled_step_ms"] * 1.05, "operators inside the step")
+
+    def test_unwritable_profile_keeps_the_benchmark_line(self):
+        r = self.bench("--profile", "/nonexistent-dir/p.json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout.strip().splitlines()[-1])["name"], "engine-cpu")
+        self.assertIn("cannot write the profile", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
