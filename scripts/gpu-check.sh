@@ -13,6 +13,12 @@
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 + graphs;
 #             torchvision eager, compiled
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
+#   profile   (not by default) where the GPU time goes: BERT-large 32x512,
+#             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
+#             and the reference eager, PROFILE_WARMUP + PROFILE_STEPS steps,
+#             then 3 more under torch.profiler (--profile, kernels.py): per
+#             shape the kernel categories side by side, the top kernels and the
+#             idle gap in table.md ("Kernel profiles"), the JSON in profiles.tgz
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
 #             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
@@ -24,14 +30,16 @@
 # table), and runs under a timeout of what is left; what does not fit is
 # listed in the table as skipped. After every run $OUT is brought up to date,
 # flat: table.md (facts, build, tests, stage times, the tables), bench.jsonl
-# (every JSON line, with its "group"), logs.tgz (all logs) and, with RUN_STUDY=1,
-# study.tgz (the run directory). The table is printed last, whatever happened.
+# (every JSON line, with its "group"), logs.tgz (all logs), with the profile
+# stage profiles.tgz (its JSON files) and, with RUN_STUDY=1, study.tgz (the run
+# directory). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
 # BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (a
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
-# WARMUP (5), STEPS (20), STAGES (default "tests gpt bert128 resnet50 bert512",
-# RUN_STUDY=1 appends study), STUDY, TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
+# WARMUP (5), STEPS (20), PROFILE_WARMUP (3), PROFILE_STEPS (5: the profile
+# stage's runs), STAGES (default "tests gpt bert128 resnet50 bert512",
+# RUN_STUDY=1 appends study; profile only when named), STUDY, TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
 # ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
 # budget from the estimates below and run nothing).
 # Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
@@ -46,6 +54,8 @@ RESERVE_S=${RESERVE_S:-15}
 JOBS=${JOBS:-16}
 WARMUP=${WARMUP:-5}
 STEPS=${STEPS:-20}
+PROFILE_WARMUP=${PROFILE_WARMUP:-3}
+PROFILE_STEPS=${PROFILE_STEPS:-5}
 STAGES=${STAGES:-tests gpt bert128 resnet50 bert512}
 [[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"
 TEST_RUN=${TEST_RUN:-^TestGPU}
@@ -56,6 +66,7 @@ LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
 [[ $LIB == /* ]] || LIB=$PWD/$LIB # the tests run in their package folders
 PY=${PYTHON:-python3}
 LOG=$WORK/logs
+PROF=$WORK/profiles # the profile stage's JSON files
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
@@ -70,25 +81,26 @@ EST_STUDY=90 CAP_STUDY=240
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
-for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS EST_SCALE; do
+for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS EST_SCALE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | bert128 | resnet50 | bert512 | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 study)" >&2; exit 2 ;;
+  case $s in tests | gpt | bert128 | resnet50 | bert512 | profile | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 profile study)" >&2; exit 2 ;;
   esac
 done
 
 JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
-  rm -rf "$LOG" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz"
+  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
 fi
 status=0
 sim=0 # DRY_RUN's clock: the sum of the estimates so far
+prof_pairs=() # the profile stage's GROUP ENGINE.json REFERENCE.json, for kernels.py
 
 say() { printf '\n== %s\n' "$*"; }
 log_status() { echo "- $*" | tee -a "$STATUS"; }
@@ -105,7 +117,7 @@ note() {
     "$@" >>"$JSONL"
 }
 
-# publish: table.md, logs.tgz (and study.tgz) in $OUT as they stand now.
+# publish: table.md, logs.tgz (and profiles.tgz, study.tgz) in $OUT as they stand now.
 publish() {
   [[ $DRY == 1 ]] && return
   {
@@ -118,6 +130,10 @@ publish() {
     cat "$STATUS"
     echo
     "$PY" bench/reference/table.py "$JSONL" 2>&1
+    if ((${#prof_pairs[@]})); then
+      echo
+      "$PY" bench/reference/kernels.py "${prof_pairs[@]}" 2>&1
+    fi
     if [[ -f $WORK/study-report.md ]]; then
       echo
       echo "## Study (bin/casestudy run $STUDY)"
@@ -126,11 +142,13 @@ publish() {
     fi
   } >"$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
   tar -czf "$OUT/logs.tgz" -C "$WORK" logs status.md 2>/dev/null
+  [[ -d $PROF ]] && tar -czf "$OUT/profiles.tgz" -C "$WORK" profiles 2>/dev/null
+  return 0
 }
 finish() {
   trap - EXIT
   publish
-  say "results ($(elapsed) s; $OUT: table.md, bench.jsonl, logs.tgz$([[ -f $OUT/study.tgz ]] && echo ', study.tgz'))"
+  say "results ($(elapsed) s; $OUT: table.md, bench.jsonl, logs.tgz$([[ -f $OUT/profiles.tgz ]] && echo ', profiles.tgz')$([[ -f $OUT/study.tgz ]] && echo ', study.tgz'))"
   [[ $DRY == 1 ]] || cat "$OUT/table.md"
   exit "$status"
 }
@@ -206,10 +224,13 @@ collect() {
   publish
 }
 
-# engine GROUP NAME EST CONFIG: one engine configuration through cs_bench.py.
+# engine GROUP NAME EST CONFIG [ARGS...]: one engine configuration through
+# cs_bench.py (ARGS added to its command line), run_warmup + run_steps steps
+# (WARMUP, STEPS unless a stage sets them).
 engine() {
   local group=$1 name=$2 est cfg=$4 log rc=0
   est=$(scaled "$3")
+  shift 4
   log="$stage-$name"
   if ! fits "$est" "$group: $name"; then
     [[ $DRY == 1 ]] || { note "$group" "$name" skipped "needs ~$est s, $(left0) s left"; publish; }
@@ -217,30 +238,33 @@ engine() {
   fi
   inflight=("$group" "$log" "$name")
   timed "$CAP_ENGINE" "$log" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
-    --config "$cfg" --warmup "$WARMUP" --steps "$STEPS" || rc=$?
+    --config "$cfg" --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" "$@" || rc=$?
   inflight=()
   advance "$est"
   collect "$group" "$log" "$rc" "$name"
 }
 
 # reference GROUP SCRIPT EST_EAGER EST_COMPILE ARGS...: the reference eager and
-# compiled in one process, or eager only when both do not fit.
+# compiled in one process, or eager only when both do not fit or EST_COMPILE is
+# 0 (no compiled run wanted); steps as engine's.
 reference() {
   local group=$1 script=$2 ee ec log rc=0 pre=hf mode names
   ee=$(scaled "$3") ec=$(scaled "$4")
   shift 4
   [[ $script == resnet_tv.py ]] && pre=tv
   log="$stage-$pre"
-  if (($(left) >= ee + ec)); then
+  local why=""
+  ((ec > 0)) && why=" (no time for $pre-compile: needs ~$((ee + ec)) s with it)"
+  if ((ec > 0 && $(left) >= ee + ec)); then
     fits $((ee + ec)) "$group: $pre-eager + $pre-compile"
     mode=both names=("$pre-eager" "$pre-compile")
-  elif fits "$ee" "$group: $pre-eager (no time for $pre-compile: needs ~$((ee + ec)) s with it)"; then
+  elif fits "$ee" "$group: $pre-eager$why"; then
     mode=eager names=("$pre-eager")
-    [[ $DRY == 1 ]] || note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
+    ((ec > 0)) && [[ $DRY != 1 ]] && note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
   else
     if [[ $DRY != 1 ]]; then
       note "$group" "$pre-eager" skipped "needs ~$ee s, $(left0) s left"
-      note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
+      ((ec > 0)) && note "$group" "$pre-compile" skipped "needs ~$((ee + ec)) s with the eager run, $(left0) s left"
       publish
     fi
     return
@@ -249,31 +273,57 @@ reference() {
   local est=$ee
   [[ $mode == both ]] && est=$((ee + ec))
   timed $((2 * est)) "$log" "$PY" "bench/reference/$script" "$@" --mode "$mode" \
-    --warmup "$WARMUP" --steps "$STEPS" || rc=$?
+    --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" || rc=$?
   inflight=()
   advance "$est"
   collect "$group" "$log" "$rc" "${names[@]}"
 }
 
 # ---- stages ------------------------------------------------------------------
+# The engine configurations, open for more fields.
+GPT_CFG='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device":"cuda","seed":1'
+bert_cfg() { echo '{"family":"bert","preset":"large","micro_batch":32,"seq_len":'"$1"',"device":"cuda","precision":"bf16","seed":1'; }
+RESNET_CFG='{"family":"resnet50","preset":"50","micro_batch":256,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1'
+
 stage_gpt() {
-  local g="gpt-124m 16x1024" c='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device":"cuda","seed":1'
+  local g="gpt-124m 16x1024" c=$GPT_CFG
   engine "$g" engine-fp32 15 "$c,\"precision\":\"fp32\"}"
   engine "$g" engine-bf16 10 "$c,\"precision\":\"bf16\"}"
   engine "$g" engine-bf16-graphs 10 "$c,\"precision\":\"bf16\",\"graphs\":true}"
   reference "$g" gpt2_hf.py 25 45 --micro-batch 16 --seq-len 1024
 }
 stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
-  local g="bert-large 32x$1" c='{"family":"bert","preset":"large","micro_batch":32,"seq_len":'$1',"device":"cuda","precision":"bf16","seed":1'
+  local g="bert-large 32x$1" c
+  c=$(bert_cfg "$1")
   engine "$g" engine-bf16 "$2" "$c}"
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
   reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
 }
 stage_resnet50() {
-  local g="resnet50 256x224 channels_last" c='{"family":"resnet50","preset":"50","micro_batch":256,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1'
+  local g="resnet50 256x224 channels_last" c=$RESNET_CFG
   engine "$g" engine-bf16 20 "$c}"
   engine "$g" engine-bf16-graphs 20 "$c,\"graphs\":true}"
   reference "$g" resnet_tv.py 30 80 --micro-batch 256 --image-size 224
+}
+
+# profile_pair KEY SHAPE EST_ENGINE EST_REFERENCE SCRIPT CONFIG ARGS...: the
+# engine (CONFIG, bf16) and the reference eager (SCRIPT ARGS...) with --profile
+# into $PROF/KEY-*.json, in the group "profile SHAPE".
+profile_pair() {
+  local key=$1 shape=$2 ee=$3 er=$4 script=$5 cfg=$6 pre=hf
+  shift 6
+  [[ $script == resnet_tv.py ]] && pre=tv
+  local stage="profile-$key" e="$PROF/$key-engine-bf16.json" r="$PROF/$key-$pre-eager.json"
+  prof_pairs+=("$shape" "$e" "$r")
+  engine "profile $shape" engine-bf16 "$ee" "$cfg}" --profile "$e"
+  reference "profile $shape" "$script" "$er" 0 "$@" --profile "$r"
+}
+stage_profile() {
+  local run_warmup=$PROFILE_WARMUP run_steps=$PROFILE_STEPS # for engine and reference
+  [[ $DRY == 1 ]] || mkdir -p "$PROF"
+  profile_pair bert512 "bert-large 32x512" 20 30 bert_hf.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512
+  profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224
+  profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_hf.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024
 }
 
 stage_tests() {
@@ -384,7 +434,7 @@ build() {
 
 # ---- the plan ----------------------------------------------------------------
 if [[ $DRY == 1 ]]; then
-  say "plan (DRY_RUN=1): BUDGET_S=$BUDGET_S, RESERVE_S=$RESERVE_S, WARMUP=$WARMUP, STEPS=$STEPS, stages: build $STAGES"
+  say "plan (DRY_RUN=1): BUDGET_S=$BUDGET_S, RESERVE_S=$RESERVE_S, WARMUP=$WARMUP, STEPS=$STEPS, PROFILE_WARMUP=$PROFILE_WARMUP, PROFILE_STEPS=$PROFILE_STEPS, stages: build $STAGES"
   echo "  elapsed (estimated) / step"
 fi
 
@@ -431,6 +481,7 @@ for s in $STAGES; do
     bert128) stage_bert 128 12 25 60 ;;
     resnet50) stage_resnet50 ;;
     bert512) stage_bert 512 15 30 70 ;;
+    profile) stage_profile ;;
     study) stage_study ;;
   esac
   [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"

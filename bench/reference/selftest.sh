@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # selftest.sh: checks scripts/gpu-check.sh's bookkeeping on a CPU machine in
-# about 30 s: the time budget, timeouts, skips, failures, the JSON lines and the
-# tables. The engine runs for real (the CPU build; GPT configurations are
-# turned into the tiny preset on the CPU), the references are stand-ins: GPT's
-# prints an eager and a compiled line, BERT's hangs until its timeout, and the
-# engine's CUDA configurations of BERT fail (no CUDA in a CPU build).
+# about a minute: the time budget, timeouts, skips, failures, the JSON lines,
+# the tables and the profile stage. The engine runs for real (the CPU build;
+# GPT configurations are turned into the tiny preset on the CPU), the
+# references are stand-ins: GPT's prints an eager and a compiled line (and
+# writes a made-up profile for --profile), BERT's hangs until its timeout, and
+# the engine's CUDA configurations of BERT fail (no CUDA in a CPU build). A
+# second run checks the profile stage: the engine's GPT profile is real where a
+# python with torch is (Debian's python3-torch), else a file that says so.
 #
 # usage: bench/reference/selftest.sh [ENGINE_LIB]   (default build/engine/libcasestudy_engine.so)
 # Exit status: 0 ok, 1 a check failed, 2 no engine library.
@@ -31,12 +34,24 @@ case "${1:-}" in
       fi
       args+=("$a")
     done
-    exec python3 "${args[@]}" ;;
+    py=python3
+    [[ " $* " == *" --profile "* ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null && py=/usr/bin/python3
+    exec "$py" "${args[@]}" ;;
   bench/reference/gpt2_hf.py)
     modes="eager compile"
     [[ " $* " == *" --mode eager "* ]] && modes=eager
     for m in $modes; do
       echo "{\"name\": \"hf-$m\", \"model\": \"gpt-124m\", \"precision\": \"bf16\", \"step_ms\": {\"median\": 10, \"p10\": 9, \"p90\": 11}, \"samples_per_s\": 100, \"tokens_per_s\": 6400, \"tflops\": 1, \"peak_tflops\": 989.4, \"mfu\": 0.001, \"mem_peak_bytes\": 1, \"loss_first\": 5, \"loss_last\": 4}"
+    done
+    prev=
+    for a in "$@"; do
+      [[ $prev == --profile ]] && python3 -c '
+import json, sys
+sys.path.insert(0, "bench/reference")
+import kernels
+p = kernels.summarize([("nvjet_tst_192x192", 18000, 36), ("flash_fwd_kernel", 6000, 36)], 3, step_ms=10.0)
+json.dump(dict(p, name="hf-eager"), open(sys.argv[1], "w"))' "$a"
+      prev=$a
     done ;;
   bench/reference/bert_hf.py) exec sleep 1000 ;;
   *) exec python3 "$@" ;;
@@ -68,8 +83,35 @@ check "logs.tgz has the logs" sh -c "tar tzf '$tmp/out/logs.tgz' | grep -q logs/
 check "the table is printed last" sh -c "tail -3 '$tmp/log' | grep -q 'peak memory of a graph replay'"
 OUT=$tmp/dry WORK=$tmp/dry DRY_RUN=1 RUN_STUDY=1 scripts/gpu-check.sh >"$tmp/plan" 2>&1
 check "DRY_RUN plans every stage and writes nothing" sh -c "grep -q 'bert-large 32x512' '$tmp/plan' && grep -q 'study' '$tmp/plan' && ! test -e '$tmp/dry'"
+
+# The profile stage alone: GPT's engine and stand-in profiles, BERT's engine
+# fails (no profile) and its reference times out, ResNet-50's reference fails.
+OUT=$tmp/pout WORK=$tmp/pwork PYTHON=$tmp/py ENGINE_LIB=$lib BUDGET_S=40 RESERVE_S=5 EST_SCALE=10 \
+  STAGES=profile scripts/gpu-check.sh >"$tmp/plog" 2>&1
+rc=$?
+t=$tmp/pout/table.md
+check "profile stage: exit status 0: got $rc" test "$rc" = 0
+check "profile stage: a Kernel profiles section per shape" sh -c "grep -q '^## Kernel profiles' '$t' &&
+  test \$(grep -c '^### .* vs ' '$t') = 3"
+check "profile stage: GPT side by side" grep -q '^### gpt-124m 16x1024: engine-bf16 vs hf-eager' "$t"
+check "profile stage: the stand-in's categories" grep -qE '^\| gemm/matmul \| [0-9.–]+ \| .* \| 6\.00 \| 75\.0% \|' "$t"
+check "profile stage: the failed engine run has no profile" grep -q '^- engine: no profile' "$t"
+check "profile stage: the hung reference is a timeout" grep -q 'hf-eager | | timeout: killed by the time limit' "$t"
+check "profile stage: no profile group in the summary" sh -c "! grep -q '^| profile ' '$t'"
+check "profile stage: profiles.tgz has the JSON" sh -c "tar tzf '$tmp/pout/profiles.tgz' | grep -q profiles/gpt-engine-bf16.json &&
+  tar tzf '$tmp/pout/profiles.tgz' | grep -q profiles/gpt-hf-eager.json"
+check "profile stage: the engine's profile has its matmuls (or says torch is missing)" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+if "error" in p:
+    assert "needs torch" in p["error"], p["error"]
+else:
+    assert {"aten::mm", "aten::addmm"} & {k["name"] for k in p["top"]}, p["top"]' "$tmp/pwork/profiles/gpt-engine-bf16.json"
+/usr/bin/python3 -c 'import torch' 2>/dev/null || echo "note  no python with torch here: the engine's profile only says so (apt-get install python3-torch)"
 if ((fail)); then
   echo "--- gpu-check.sh output"
   cat "$tmp/log"
+  echo "--- gpu-check.sh output, profile stage"
+  cat "$tmp/plog"
 fi
 exit "$fail"

@@ -9,6 +9,8 @@ scripts add it), and lines that say a run did not produce a result:
 engine error line {"name", "error", "status", "message"}. Prints a summary
 (per group: the best engine run of the references' precision against the
 reference eager and compiled, MFU on both sides) and a table per group.
+Groups named "profile ..." (gpu-check.sh's profile stage: a few steps before
+the profiler runs) are left out of the summary.
 
     python3 bench/reference/table.py OUT/bench.jsonl
 """
@@ -62,6 +64,8 @@ def summary(groups):
     lines = ["| benchmark | engine (best) | samples/s | MFU | vs eager | eager MFU | vs compile | compile MFU |",
              "|---|---|---|---|---|---|---|---|"]
     for g, rows in groups.items():
+        if g.startswith("profile "):
+            continue
         ref = refs(rows)
         prec = (ref.get("eager") or ref.get("compile") or {}).get("precision")
         eng = [r for r in rows if ok(r) and not r["name"].startswith(("hf-", "tv-"))
