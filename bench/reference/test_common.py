@@ -1,10 +1,15 @@
-"""Tests of common.py with a stand-in for torch's CUDA events (no GPU needed):
+"""Tests of common.py with a stand-in for torch's CUDA events (no GPU needed),
+and of table.py's summary:
 python3 -m unittest discover -s bench/reference (make test runs it)."""
 
+import json
+import os
+import tempfile
 import types
 import unittest
 
 import common
+import table
 
 
 def fake_torch(durations):
@@ -83,6 +88,29 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(common.peak_tflops("NVIDIA H200", precision="fp32"), 66.9)
         self.assertEqual(common.peak_tflops("NVIDIA H200", 500.0), 500.0)
         self.assertEqual(common.peak_tflops("Some CPU"), 0.0)
+
+
+class TableTest(unittest.TestCase):
+    def row(self, group, name, sps):
+        return {"group": group, "name": name, "precision": "bf16", "samples_per_s": sps, "mfu": 0.1,
+                "step_ms": {"median": 1.0, "p10": 1.0, "p90": 1.0}, "tokens_per_s": 0, "tflops": 1.0,
+                "mem_peak_bytes": 0, "loss_first": 1.0, "loss_last": 0.5}
+
+    def test_profile_groups_stay_out_of_the_summary(self):
+        rows = [self.row("gpt-124m 16x1024", "engine-bf16", 200.0), self.row("gpt-124m 16x1024", "hf-eager", 100.0),
+                self.row("profile gpt-124m 16x1024", "engine-bf16", 150.0),
+                self.row("profile gpt-124m 16x1024", "hf-eager", 100.0)]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bench.jsonl")
+            with open(path, "w") as f:
+                f.write("".join(json.dumps(r) + "\n" for r in rows))
+            groups = table.load(path)
+        summary = table.summary(groups)
+        self.assertEqual(len(summary), 3, summary)
+        self.assertTrue(summary[2].startswith("| gpt-124m 16x1024 | engine-bf16 | 200 |"), summary[2])
+        self.assertIn("| 2.00× |", summary[2])
+        self.assertIn("### profile gpt-124m 16x1024", table.detail("profile gpt-124m 16x1024",
+                                                                  groups["profile gpt-124m 16x1024"]))
 
 
 if __name__ == "__main__":
