@@ -4,6 +4,7 @@ to end on the CPU engine where a python with torch and the library exist
 (python3 -m unittest discover -s bench/reference; make test runs it)."""
 
 import enum
+import functools
 import json
 import os
 import subprocess
@@ -289,6 +290,7 @@ class MarkdownTest(unittest.TestCase):
             kernels.main(["group", "e.json"])
 
 
+@functools.lru_cache(maxsize=None)
 def python_with_torch():
     """A python that imports torch: this one, or Debian's (python3-torch)."""
     for py in (sys.executable, "/usr/bin/python3"):
@@ -297,9 +299,10 @@ def python_with_torch():
     return None
 
 
-class CsBenchProfileTest(unittest.TestCase):
-    """cs_bench.py --profile on the CPU engine: the engine's own operators show
-    in the profile (one libtorch for Python's torch and the engine)."""
+class RealProfilerTest(unittest.TestCase):
+    """The real torch.profiler (Debian's torch on the CPU): cs_bench.py
+    --profile on the CPU engine, whose own operators show in the profile (one
+    libtorch for Python's torch and the engine), and a reference-style step."""
 
     def setUp(self):
         self.lib = os.environ.get("CASESTUDY_ENGINE_LIB") or os.path.join(ROOT, "build/engine/libcasestudy_engine.so")
@@ -335,6 +338,40 @@ class CsBenchProfileTest(unittest.TestCase):
         self.assertGreater(cats.get("gemm/matmul", 0), 0)
         self.assertGreater(p["kernel_ms"], 0)
         self.assertLessEqual(p["kernel_ms"], p["profiled_step_ms"] * 1.05, "operators inside the step")
+
+    def test_reference_style_step_under_the_real_profiler(self):
+        """profile_steps as the references call it (prepare, the step timed
+        here), with the real torch.profiler on a small torch model."""
+        prog = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import kernels
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+opt = torch.optim.AdamW(model.parameters(), foreach=True)
+def step(batch):
+    x, y = batch
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+prepare = lambda i: (torch.randn(32, 64), torch.randint(0, 10, (32,)))
+ok = kernels.profile_steps(torch, step, sys.argv[1], 3, step_ms=1.0, prepare=prepare, meta={"name": "hf-eager"})
+sys.exit(0 if ok else 1)
+"""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ref.json")
+            r = subprocess.run([self.py, "-c", prog, path, os.path.dirname(os.path.abspath(__file__))],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                p = json.load(f)
+        cats = {c["category"]: c["ms"] for c in p["categories"]}
+        self.assertEqual((p["name"], p["steps"], p["idle_of"]), ("hf-eager", 3, "profiled"))
+        self.assertGreater(cats.get("gemm/matmul", 0), 0, cats)
+        self.assertGreater(cats.get("softmax/cross-entropy", 0), 0, cats)
+        self.assertGreater(p["profiled_step_ms"], 0)
 
     def test_unwritable_profile_keeps_the_benchmark_line(self):
         r = self.bench("--profile", "/nonexistent-dir/p.json")
