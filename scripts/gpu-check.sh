@@ -39,9 +39,9 @@
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
 # WARMUP (5), STEPS (20), PROFILE_WARMUP (3), PROFILE_STEPS (5: the profile
 # stage's runs), STAGES (default "tests gpt bert128 resnet50 bert512",
-# RUN_STUDY=1 appends study; profile only when named), STUDY, TEST_RUN (^TestGPU), SKIP_BUILD=1 (use
-# ENGINE_BUILD's library as it is), DRY_RUN=1 (print the plan with its time
-# budget from the estimates below and run nothing).
+# RUN_STUDY=1 appends study; profile runs only when named), STUDY, TEST_RUN
+# (^TestGPU), SKIP_BUILD=1 (use ENGINE_BUILD's library as it is), DRY_RUN=1
+# (print the plan with its time budget from the estimates below and run nothing).
 # Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
 # 2 bad environment. Benchmark failures, timeouts and skips are in the table.
 set -uo pipefail
