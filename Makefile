@@ -5,7 +5,7 @@ ENGINE_LIB = $(BUILD)/engine/libcasestudy_engine.so
 JOBS      ?= $(shell nproc)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine deps run test lint fmt gpu-tests clean
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests clean
 
 all: cli engine
 
@@ -20,8 +20,13 @@ cli:
 # Debian's libtorch-dev); see engine/native/CMakeLists.txt.
 engine: $(ENGINE_LIB)
 $(ENGINE_LIB): $(shell find engine/native -type f -not -path '*/third_party/*')
-	cmake -S engine/native -B $(BUILD)/engine -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S engine/native -B $(BUILD)/engine -DCMAKE_BUILD_TYPE=Release -DCS_BUILD_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD)/engine -j $(JOBS)
+
+# The engine's C++ unit tests (engine/native/tests), in the engine's build folder.
+engine-tests: $(ENGINE_LIB)
+	cmake --build $(BUILD)/engine --target cs_native_tests -j $(JOBS)
+	$(BUILD)/engine/cs_native_tests
 
 # The main job: build, then run a study end to end. Default: the GPT headline
 # study where a GPU is visible, its CPU smoke variant elsewhere.
@@ -41,7 +46,7 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-test: deps lint engine cli
+test: deps lint engine engine-tests cli
 	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
 	# The PyTorch reference scripts (they run on GPU machines only): they compile,
 	# and their shared timing code is tested against a stand-in for CUDA events.

@@ -9,6 +9,7 @@
 
 #include "compat.h"
 #include "device.h"
+#include "linear_ce.h"
 #include "model.h"
 #include "precision.h"
 
@@ -180,10 +181,9 @@ class GPT : public Model {
     return x;
   }
 
+  // The tied head and the cross-entropy, fused (linear_ce.h).
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
-    auto logits = torch::linear(out, wte_).to(torch::kFloat32);  // tied head
-    return torch::nn::functional::cross_entropy(logits.view({-1, s_.vocab}),
-                                                b.target.reshape({-1}));
+    return linear_cross_entropy(out.reshape({-1, s_.hidden}), wte_, b.target.reshape({-1}));
   }
 
   std::vector<torch::Tensor> layer_parameters(int64_t layer) override {

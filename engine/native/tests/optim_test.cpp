@@ -1,48 +1,47 @@
 // optim_test.cpp: unit tests of the optimizer, clipping and loss-scaling code
 // paths that the CPU build of libtorch 1.13 cannot reach through the engine
 // (fp16 skips, device-side scaler). AdamW is checked against torch::optim::AdamW.
-// Build and run: cmake -S engine/native -B build/t -DCS_BUILD_TESTS=ON &&
-//                cmake --build build/t --target cs_optim_test && build/t/cs_optim_test
+// Run by tests/main.cpp (make engine-tests).
 #include <torch/torch.h>
 #include <iostream>
+#include "native_test.h"
 #include "optim.h"
 #include "precision.h"
 using namespace cs;
-#define CHECK(c) do { if (!(c)) { std::cerr << "FAIL " #c " line " << __LINE__ << "\n"; return 1; } } while (0)
-int main() {  // exits 1 on the first failed check
+int optim_tests() {  // 1 on the first failed check
   torch::Device cpu(torch::kCPU);
   // Loss scaler
   LossScaler s(cpu);
   auto zero = torch::zeros({}), one = torch::ones({});
   for (int i = 0; i < 1999; i++) s.update(zero);
-  CHECK(s.scale().item<float>() == 65536.f);
+  CS_CHECK(s.scale().item<float>() == 65536.f);
   s.update(zero);
-  CHECK(s.scale().item<float>() == 131072.f);
+  CS_CHECK(s.scale().item<float>() == 131072.f);
   for (int i = 0; i < 1000; i++) s.update(zero);
   s.update(one);
-  CHECK(s.scale().item<float>() == 65536.f);
+  CS_CHECK(s.scale().item<float>() == 65536.f);
   for (int i = 0; i < 1999; i++) s.update(zero);
-  CHECK(s.scale().item<float>() == 65536.f);
+  CS_CHECK(s.scale().item<float>() == 65536.f);
   s.update(zero);
-  CHECK(s.scale().item<float>() == 131072.f);
+  CS_CHECK(s.scale().item<float>() == 131072.f);
   std::cout << "scaler ok\n";
   // clip
   auto p = torch::zeros({3}).requires_grad_(true);
   p.mutable_grad() = torch::tensor({3.f, 4.f, 0.f});
   auto r = unscale_and_clip({p}, torch::Tensor(), 1.0);
-  CHECK(std::abs(r.norm.item<float>() - 5.f) < 1e-5);
-  CHECK(r.found_inf.item<float>() == 0);
-  CHECK(std::abs(p.grad().norm().item<float>() - 1.f) < 1e-4);
+  CS_CHECK(std::abs(r.norm.item<float>() - 5.f) < 1e-5);
+  CS_CHECK(r.found_inf.item<float>() == 0);
+  CS_CHECK(std::abs(p.grad().norm().item<float>() - 1.f) < 1e-4);
   p.mutable_grad() = torch::tensor({300.f, 400.f, 0.f});
   r = unscale_and_clip({p}, torch::full({}, 0.01f), 10.0);
-  CHECK(std::abs(r.norm.item<float>() - 5.f) < 1e-4);
-  CHECK(std::abs(p.grad()[0].item<float>() - 3.f) < 1e-4);
+  CS_CHECK(std::abs(r.norm.item<float>() - 5.f) < 1e-4);
+  CS_CHECK(std::abs(p.grad()[0].item<float>() - 3.f) < 1e-4);
   p.mutable_grad() = torch::tensor({INFINITY, 4.f, 0.f});
   r = unscale_and_clip({p}, torch::full({}, 0.5f), 1.0);
-  CHECK(r.found_inf.item<float>() == 1);
+  CS_CHECK(r.found_inf.item<float>() == 1);
   p.mutable_grad() = torch::tensor({NAN, 4.f, 0.f});
   r = unscale_and_clip({p}, torch::Tensor(), 1.0);
-  CHECK(r.found_inf.item<float>() == 1);
+  CS_CHECK(r.found_inf.item<float>() == 1);
   std::cout << "clip ok\n";
   // SGD: step, then skipped step leaves everything unchanged
   {
@@ -53,22 +52,22 @@ int main() {  // exits 1 on the first failed check
     w.mutable_grad() = torch::full({2}, 2.f); b.mutable_grad() = torch::full({2}, 2.f);
     opt.step(zero);
     // w: g = 2 + 1e-4*1; buf = g; w = 1 - 0.1*g
-    CHECK(std::abs(w[0].item<float>() - (1 - 0.1 * (2 + 1e-4))) < 1e-6);
-    CHECK(std::abs(b[0].item<float>() - (1 - 0.2)) < 1e-6);
+    CS_CHECK(std::abs(w[0].item<float>() - (1 - 0.1 * (2 + 1e-4))) < 1e-6);
+    CS_CHECK(std::abs(b[0].item<float>() - (1 - 0.2)) < 1e-6);
     auto w1 = w.detach().clone(), b1 = b.detach().clone();
     w.mutable_grad() = torch::full({2}, NAN); b.mutable_grad() = torch::full({2}, INFINITY);
     opt.step(one);
-    CHECK(torch::equal(w.detach(), w1)); CHECK(torch::equal(b.detach(), b1));
+    CS_CHECK(torch::equal(w.detach(), w1)); CS_CHECK(torch::equal(b.detach(), b1));
     w.mutable_grad() = torch::full({2}, 1.f); b.mutable_grad() = torch::full({2}, 1.f);
     opt.step(zero);
     // b: buf = 0.9*2 + 1 = 2.8; b = 0.8 - 0.28
-    CHECK(std::abs(b[0].item<float>() - (0.8 - 0.28)) < 1e-6);
+    CS_CHECK(std::abs(b[0].item<float>() - (0.8 - 0.28)) < 1e-6);
     // same without found_inf (non-fp16 path)
     auto w2 = torch::ones({2}).requires_grad_(true);
     Optimizer opt2({}, {w2}, o);
     w2.mutable_grad() = torch::full({2}, 2.f); opt2.step(torch::Tensor());
     w2.mutable_grad() = torch::full({2}, 1.f); opt2.step(torch::Tensor());
-    CHECK(std::abs(w2[0].item<float>() - (0.8 - 0.28)) < 1e-6);
+    CS_CHECK(std::abs(w2[0].item<float>() - (0.8 - 0.28)) < 1e-6);
     std::cout << "sgd ok\n";
   }
   // AdamW foreach vs torch::optim::AdamW
@@ -83,12 +82,12 @@ int main() {  // exits 1 on the first failed check
       w.mutable_grad() = g.clone(); w_ref.mutable_grad() = g.clone();
       opt.step(torch::Tensor()); ref.step();
     }
-    CHECK(torch::allclose(w.detach(), w_ref.detach(), 1e-5, 1e-6));
+    CS_CHECK(torch::allclose(w.detach(), w_ref.detach(), 1e-5, 1e-6));
     auto before = w.detach().clone();
     w.mutable_grad() = torch::randn({4, 3});
     opt.step(one);
-    CHECK(torch::equal(before, w.detach()));
+    CS_CHECK(torch::equal(before, w.detach()));
     std::cout << "adamw ok\n";
   }
-  std::cout << "all ok\n";
+  return 0;
 }

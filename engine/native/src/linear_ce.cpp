@@ -1,0 +1,96 @@
+// linear_ce.cpp: see linear_ce.h.
+#include "linear_ce.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "compat.h"
+
+namespace cs {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kPadTo = 64;               // vocabulary padding for the matmuls
+constexpr int64_t kChunkLogits = 8 << 20;    // fp32 logits per chunk: 32 MB
+
+int64_t padded(int64_t v) { return (v + kPadTo - 1) / kPadTo * kPadTo; }
+
+at::ScalarType compute_dtype(const torch::Tensor& h) {
+  const auto dev = h.device().type();
+  return compat::autocast_enabled(dev) ? compat::autocast_dtype(dev) : h.scalar_type();
+}
+
+// Log-softmax over dim 1 in fp32 from logits of any float dtype.
+torch::Tensor log_softmax_f32(const torch::Tensor& z) {
+  if (z.scalar_type() == torch::kFloat32) return at::_log_softmax(z, 1, false);
+  if (z.is_cuda()) return at::_log_softmax(z, 1, /*half_to_float=*/true);
+  return at::_log_softmax(z.to(torch::kFloat32), 1, false);  // CPU has no half_to_float
+}
+
+struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h,
+                               const torch::Tensor& weight, const torch::Tensor& target,
+                               int64_t chunk_rows) {
+    // Every dtype below is chosen here, not by autocast's per-op rules.
+    c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
+    c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
+    const int64_t N = h.size(0), V = weight.size(0), Vp = padded(V);
+    const auto dt = compute_dtype(h);
+    auto hc = h.to(dt);
+    auto wc = torch::constant_pad_nd(weight.to(dt), {0, 0, 0, Vp - V});  // [Vp, d]
+    auto z = torch::mm(hc, wc.t());                                       // [N, Vp]
+    if (Vp > V) z.narrow(1, V, Vp - V).fill_(-std::numeric_limits<double>::infinity());
+
+    auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
+    const int64_t rows = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kChunkLogits / Vp);
+    for (int64_t r = 0; r < N; r += rows) {
+      const int64_t n = std::min(rows, N - r);
+      auto zc = z.narrow(0, r, n);
+      auto idx = target.narrow(0, r, n).unsqueeze(1);
+      auto lp = log_softmax_f32(zc);
+      losses.narrow(0, r, n).copy_(lp.gather(1, idx).squeeze(1).neg());
+      // d (sum of the chunk's losses) / d logits = softmax - one-hot.
+      lp.exp_().scatter_add_(1, idx, torch::full({n, 1}, -1.0, lp.options()));
+      zc.copy_(lp);
+    }
+    ctx->save_for_backward({hc, wc, z});
+    ctx->saved_data["vocab"] = V;
+    ctx->saved_data["h_dtype"] = int64_t(h.scalar_type());
+    ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
+    return losses.mean();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    auto hc = saved[0], wc = saved[1], z = saved[2];
+    const int64_t V = ctx->saved_data["vocab"].toInt();
+    const auto h_dtype = at::ScalarType(ctx->saved_data["h_dtype"].toInt());
+    const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
+    // d loss / d logits = grad_out / N * z (the mean's 1/N and, in fp16, the
+    // loss scale are in grad_out).
+    auto g = grad_out[0].to(torch::kFloat32) / double(z.size(0));
+    torch::Tensor gh, gw;
+    if (z.scalar_type() == torch::kHalf) {
+      // fp16: scale before the matmuls, so that an overflow shows as inf in the
+      // gradients and the loss scaler backs off, as with the plain head.
+      z.mul_(g.to(z.scalar_type()));
+      gh = torch::mm(z, wc).to(h_dtype);
+      gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype);
+    } else {
+      gh = torch::mm(z, wc).to(h_dtype).mul_(g);
+      gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype).mul_(g);
+    }
+    return {gh, gw, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& weight,
+                                   const torch::Tensor& target, int64_t chunk_rows) {
+  return LinearCrossEntropy::apply(h, weight, target, chunk_rows);
+}
+
+}  // namespace cs

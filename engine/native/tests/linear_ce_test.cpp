@@ -1,0 +1,98 @@
+// linear_ce_test.cpp: linear_cross_entropy (src/linear_ce.h) against
+// torch::linear + cross_entropy: the loss and both gradients, with and without
+// vocabulary padding, in one chunk and in many, in fp32 exactly (to rounding)
+// and under autocast within its precision; on CUDA also fp16 with a loss scale.
+#include <torch/torch.h>
+
+#include <iostream>
+#include <string>
+
+#include "compat.h"
+#include "linear_ce.h"
+#include "native_test.h"
+
+using namespace cs;
+
+namespace {
+
+struct Result {
+  torch::Tensor loss, gh, gw;
+};
+
+// One forward and backward of fused or plain, with the loss multiplied by
+// scale first (as grad accumulation and loss scaling do). Under autocast when
+// dtype is not fp32.
+Result run(bool fused, const torch::Tensor& h0, const torch::Tensor& w0, const torch::Tensor& t,
+           at::ScalarType dtype, int64_t chunk, double scale) {
+  auto h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+  const auto dev = h.device().type();
+  const bool cast = dtype != torch::kFloat32;
+  if (cast) compat::set_autocast(dev, true, dtype);
+  torch::Tensor loss;
+  if (fused) {
+    loss = linear_cross_entropy(h, w, t, chunk);
+  } else {
+    auto logits = torch::linear(h, w).to(torch::kFloat32);
+    loss = torch::nn::functional::cross_entropy(logits, t);
+  }
+  if (cast) {
+    compat::set_autocast(dev, false, dtype);
+    at::autocast::clear_cache();
+  }
+  (loss * scale).backward();
+  return {loss.detach(), h.grad(), w.grad()};
+}
+
+double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
+  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
+
+int check_device(torch::Device dev) {
+  torch::manual_seed(7);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  for (int64_t V : {203, 128}) {  // padded to 256; already a multiple of 64
+    const int64_t N = 37, d = 16;
+    auto h = torch::randn({N, d}, f32), w = torch::randn({V, d}, f32) * 0.5;
+    auto t = torch::randint(0, V, {N}, f32.dtype(torch::kLong));
+    auto ref = run(false, h, w, t, torch::kFloat32, 0, 3.0);
+    for (int64_t chunk : {0, 5}) {
+      auto got = run(true, h, w, t, torch::kFloat32, chunk, 3.0);
+      CS_CHECK(got.gw.sizes() == w.sizes());
+      CS_CHECK(got.loss.scalar_type() == torch::kFloat32);
+      CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
+            1e-5 * ref.loss.item<double>());
+      CS_CHECK(rel_err(got.gh, ref.gh) < 1e-5);
+      CS_CHECK(rel_err(got.gw, ref.gw) < 1e-5);
+    }
+    std::vector<at::ScalarType> low{torch::kBFloat16};
+    if (dev.is_cuda()) low.push_back(torch::kHalf);
+    for (auto dt : low) {
+      // fp16's backward multiplies the logits' gradient by the incoming
+      // scale before the matmuls: a loss scale of 1024 must come out 1024x.
+      const double scale = dt == torch::kHalf ? 1024.0 : 3.0;
+      auto plain = run(false, h, w, t, dt, 0, scale);
+      auto got = run(true, h, w, t, dt, 5, scale);
+      CS_CHECK(got.gh.scalar_type() == torch::kFloat32 && got.gw.scalar_type() == torch::kFloat32);
+      CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
+            2e-2 * ref.loss.item<double>());
+      // Against the fp32 result, as loose as the plain autocast head is.
+      const double tol = 4 * std::max(rel_err(plain.gh, ref.gh * (scale / 3.0)), 5e-3);
+      CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) < tol);
+      CS_CHECK(rel_err(got.gw, ref.gw * (scale / 3.0)) < 4 * std::max(rel_err(plain.gw, ref.gw * (scale / 3.0)), 5e-3));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int linear_ce_tests() {
+  if (int rc = check_device(torch::kCPU)) return rc;
+  std::cout << "  linear_ce cpu ok\n";
+  if (torch::cuda::is_available()) {
+    if (int rc = check_device(torch::Device(torch::kCUDA, 0))) return rc;
+    std::cout << "  linear_ce cuda ok\n";
+  }
+  return 0;
+}

@@ -1,0 +1,17 @@
+// native_test.h: the check macro of the engine's C++ unit tests (tests/main.cpp).
+#pragma once
+
+#include <iostream>
+
+// CS_CHECK(cond): on failure prints the condition and line and returns 1 from the
+// enclosing test function.
+#define CS_CHECK(c)                                                    \
+  do {                                                              \
+    if (!(c)) {                                                     \
+      std::cerr << "FAIL " #c " (" << __FILE__ << ":" << __LINE__ << ")\n"; \
+      return 1;                                                     \
+    }                                                               \
+  } while (0)
+
+int optim_tests();
+int linear_ce_tests();
