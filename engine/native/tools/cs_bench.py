@@ -32,7 +32,7 @@ import statistics
 import sys
 
 BUF = 1 << 20
-PROFILE_STEPS = 3
+PROFILE_STEPS = 3  # as the references' (kernels.PROFILE_STEPS)
 # bench/reference, where kernels.py (the profiler's summary) lives.
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "reference")
 
@@ -150,13 +150,13 @@ def main(argv=None):
         ap.error("--config must be a JSON object")
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be at least 1, --warmup at least 0")
-    torch = None
+    torch = no_torch = None
     if a.profile:
         try:  # before the library: one libtorch for both, so the profiler sees the engine
             import torch
         except ImportError as e:
             print("cs_bench.py: --profile needs torch (%s); the benchmark runs without it" % e, file=sys.stderr)
-            torch = e
+            no_torch = "--profile needs torch: %s" % e
     try:
         eng = Engine(a.lib, a.name)
     except OSError as e:
@@ -168,20 +168,23 @@ def main(argv=None):
     line = summarize(a.name, cfg, info, steps, a.warmup)
     print(json.dumps(line), flush=True)
     if a.profile:
-        profile(eng, torch, a.profile, line)
+        try:
+            profile(eng, torch, no_torch, a.profile, line)
+        except Exception as e:  # the line is out: say what broke, exit 0
+            print("cs_bench.py: --profile %s: %s: %s" % (a.profile, type(e).__name__, e), file=sys.stderr)
     eng.destroy()
 
 
-def profile(eng, torch, path, line):
-    """PROFILE_STEPS more steps under torch.profiler into path (kernels.py)."""
+def profile(eng, torch, no_torch, path, line):
+    """PROFILE_STEPS more steps under torch.profiler into path (kernels.py);
+    without torch, a file that says so (no_torch)."""
     sys.path.insert(0, REFERENCE_DIR)
     import kernels
 
     meta = kernels.meta_of(line)
-    if isinstance(torch, ImportError):
-        meta["error"] = "--profile needs torch: %s" % torch
+    if no_torch:
         with open(path, "w") as f:
-            json.dump(meta, f)
+            json.dump(dict(meta, error=no_torch), f)
         return
     kernels.profile_steps(
         torch, lambda i: eng.call(eng.lib.cs_step, "cs_step (profiled) %d" % i, exit_on_error=False)["step_ms"],
