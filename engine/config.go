@@ -38,8 +38,8 @@ type Config struct {
 // DistConfig places this process in the trial's communicator.
 type DistConfig struct {
 	Rank      int    `json:"rank"`
-	WorldSize int    `json:"world_size"`           // 1: no communicator
-	Backend   string `json:"backend,omitempty"`    // nccl | gloo; "": by device
+	WorldSize int    `json:"world_size"`           // 1: no communicator unless Backend is set
+	Backend   string `json:"backend,omitempty"`    // nccl | gloo; "": by device (world_size 1: none)
 	StoreAddr string `json:"store_addr,omitempty"` // c10d TCPStore host (gloo); rank 0 serves it
 	StorePort int    `json:"store_port,omitempty"`
 	NCCLID    string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)

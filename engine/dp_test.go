@@ -267,6 +267,7 @@ func TestDPMatchesSingleRank(t *testing.T) {
 		gradAccum   int
 		overlap     bool
 	}{
+		{"a world of one (dist.backend set, world_size 1)", 1, 1, true},
 		{"2 ranks", 2, 1, true},
 		{"2 ranks, grad_accum 2, no overlap", 2, 2, false},
 		{"4 ranks", 4, 1, true},
@@ -295,6 +296,7 @@ func TestDPMatchesSingleRank(t *testing.T) {
 			assert.InEpsilon(t, wantSum.Sum, rs[0].Checksum.Sum, tol, "parameter sum")
 			for i, m := range rs[0].Metrics {
 				// grad_accum > 1: only the last micro-batch communicates.
+				assert.Positive(t, m.Collectives, "step %d: no all-reduce", i)
 				assert.Len(t, m.Buckets, m.Collectives, "step %d", i)
 				assert.Equal(t, cfg.MicroBatch*tt.gradAccum, m.Samples, "step %d", i)
 			}

@@ -175,3 +175,43 @@ func TestGPUBF16TracksFP32(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUDataParallelOneRank trains GPT tiny as a data-parallel world of one
+// over NCCL (dist.backend nccl, world_size 1: the communicator, the comm
+// stream, bucketed all-reduces overlapped with the backward pass, the
+// watchdog) in its own rank process, and checks it follows the run without a
+// world: the losses of 3 steps and the parameter sum within 1e-4 relative (the
+// multi-GPU tests' tolerance), with every step's all-reduces reported. With
+// bf16 gradient compression the step must still train and report its buckets.
+// One GPU cannot hold two NCCL ranks; gpu_multi_test.go covers N GPUs.
+func TestGPUDataParallelOneRank(t *testing.T) {
+	lib := gpuLibrary(t)
+	const steps, tol = 3, 1e-4
+	for _, compression := range []string{"none", "bf16"} {
+		t.Run("compression "+compression, func(t *testing.T) {
+			cfg := multiGPT("tiny", "fp32")
+			cfg.DDP.Compression = compression
+			rs := runGPURanks(t, lib, cfg, 1, steps)
+			got := globalLosses(rs)
+			for i, m := range rs[0].Metrics {
+				assert.Positive(t, m.Collectives, "step %d: no all-reduce", i)
+				assert.Len(t, m.Buckets, m.Collectives, "step %d", i)
+				assert.Positive(t, m.CommBytes, "step %d", i)
+			}
+			if compression != "none" {
+				assert.Less(t, got[steps-1], got[0], "losses %v", got)
+				return
+			}
+			single := cfg
+			single.Dist = DistConfig{WorldSize: 1}
+			want, e := train(t, lib, single, steps)
+			wantSum, err := e.Checksum()
+			require.NoError(t, err)
+			t.Logf("losses: NCCL world of one %v, no world %v", got, want)
+			for i := range want {
+				assert.InEpsilon(t, want[i], got[i], tol, "step %d", i)
+			}
+			assert.InEpsilon(t, wantSum.Sum, rs[0].Checksum.Sum, tol, "parameter sum")
+		})
+	}
+}

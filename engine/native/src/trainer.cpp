@@ -68,11 +68,17 @@ Trainer::Trainer(const EngineConfig& cfg)
   // stage: gradient accumulation).
   cfg_.grad_accum *= cfg_.pipeline.microbatches;
   const bool pipelined = cfg_.pipeline.stages > 1;
+  // Data parallel: more than one rank, or one rank with dist.backend set: a
+  // world of one, as DDP with one process, where the communicator and the
+  // reducer run as on N ranks (how the NCCL path is checked on one GPU).
+  const bool data_parallel = !pipelined && (d.world_size > 1 || !d.backend.empty());
   check_precision(cfg_.precision, device_);
   if (cfg_.graphs) {
     if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
-    if (d.world_size > 1 || pipelined)
-      throw UnsupportedError("graphs with data parallel (dist.world_size > 1) are not supported yet");
+    if (data_parallel || pipelined)
+      throw UnsupportedError(
+          "graphs with data parallel (dist.world_size > 1, or dist.backend set) or a pipeline "
+          "are not supported yet");
     if (family_->optimizer == OptimizerKind::AdamW && !CS_HAS_FUSED_ADAMW)
       throw UnsupportedError("graphs need the fused AdamW kernel (libtorch ≥ 2.1 with CUDA)");
   }
@@ -122,12 +128,10 @@ Trainer::Trainer(const EngineConfig& cfg)
     data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
   }
 
-  if (d.world_size > 1) {
-    comm_ = make_communicator(d, device_);
-  }
+  if (data_parallel || pipelined) comm_ = make_communicator(d, device_);
   if (pipe_) {
     pipe_->connect(*comm_, d);  // stages built from the same seed start equal
-  } else if (d.world_size > 1) {
+  } else if (data_parallel) {
     torch::NoGradGuard ng;
     for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
     reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
