@@ -336,6 +336,20 @@ stage_tests() {
     return
   fi
   fits "$EST_TESTS" "tests: ${tests[*]} -test.run '$TEST_RUN'" || { log_status "tests: skipped (no time left)"; status=1; return; }
+  # The engine's C++ unit tests (engine/native/tests; on CUDA too), built with the library.
+  if [[ $DRY == 1 ]]; then
+    echo "        $BUILD_DIR/cs_native_tests"
+  elif [[ -x $BUILD_DIR/cs_native_tests ]]; then
+    if timed 60 native-tests "$BUILD_DIR/cs_native_tests"; then
+      log_status "tests: ok cs_native_tests ($(grep -c '^ok' "$LOG/native-tests.out") suites: $(grep -E '^  ' "$LOG/native-tests.out" | tr -s ' \n' ' '))"
+    else
+      log_status "tests: FAIL cs_native_tests (logs/native-tests.*): $(grep -h FAIL "$LOG"/native-tests.* | head -3 | tr '\n' ' ')"
+      status=1
+    fi
+  else
+    log_status "tests: FAIL, no $BUILD_DIR/cs_native_tests (the build's cs_native_tests target)"
+    status=1
+  fi
   for t in "${tests[@]}"; do
     n=$(basename "$t" .test)
     # Each binary runs in its package folder (tests read testdata/ relative to it).
@@ -429,7 +443,8 @@ build() {
   local sfx=$1
   shift
   timed "$CAP_BUILD" "cmake$sfx" cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
-    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS"
+    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS" &&
+    timed "$CAP_BUILD" "build-native-tests$sfx" cmake --build "$BUILD_DIR" --target cs_native_tests -j "$JOBS"
 }
 
 # ---- the plan ----------------------------------------------------------------
