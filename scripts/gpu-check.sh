@@ -410,7 +410,11 @@ stage_study() {
 
 facts() {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
-  if git rev-parse HEAD >/dev/null 2>&1; then
+  # build/gpu/COMMIT: written where the test binaries were built (make gpu-tests);
+  # the checkout copied here may carry an older .git.
+  if [[ -f build/gpu/COMMIT ]]; then
+    echo "commit $(cat build/gpu/COMMIT) (build/gpu/COMMIT)"
+  elif git rev-parse HEAD >/dev/null 2>&1; then
     echo "commit $(git rev-parse HEAD)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   elif [[ -x bin/casestudy ]]; then
     echo "commit (no .git here): $(bin/casestudy --version 2>/dev/null | head -1)"

@@ -71,7 +71,7 @@ MemoryStats memory_stats(const torch::Device& d) {
     // Index 0 is StatType::AGGREGATE (all pools).
     m.allocated = s.allocated_bytes[0].current;
     m.peak = s.allocated_bytes[0].peak;
-    m.reserved = s.reserved_bytes[0].current;
+    m.reserved = s.reserved_bytes[0].peak;  // since reset_peak_memory, as peak
   }
 #endif
   return m;

@@ -25,7 +25,7 @@ std::string device_name(const torch::Device& d);
 double table_peak_tflops(const std::string& device_name, Precision p);
 
 struct MemoryStats {
-  int64_t allocated = 0, peak = 0, reserved = 0;
+  int64_t allocated = 0, peak = 0, reserved = 0;  // reserved: peak since reset_peak_memory
 };
 MemoryStats memory_stats(const torch::Device& d);  // zeros on CPU
 void reset_peak_memory(const torch::Device& d);

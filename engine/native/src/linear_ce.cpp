@@ -22,11 +22,12 @@ at::ScalarType compute_dtype(const torch::Tensor& h) {
   return compat::autocast_enabled(dev) ? compat::autocast_dtype(dev) : h.scalar_type();
 }
 
-// Log-softmax over dim 1 in fp32 from logits of any float dtype.
+// Log-softmax over dim 1 in fp32 from logits of any float dtype. Only CUDA's
+// fp16 kernel reads half and writes float in one pass (half_to_float); bf16
+// and the CPU convert the chunk first.
 torch::Tensor log_softmax_f32(const torch::Tensor& z) {
-  if (z.scalar_type() == torch::kFloat32) return at::_log_softmax(z, 1, false);
-  if (z.is_cuda()) return at::_log_softmax(z, 1, /*half_to_float=*/true);
-  return at::_log_softmax(z.to(torch::kFloat32), 1, false);  // CPU has no half_to_float
+  if (z.is_cuda() && z.scalar_type() == torch::kHalf) return at::_log_softmax(z, 1, true);
+  return at::_log_softmax(z.to(torch::kFloat32), 1, false);
 }
 
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
