@@ -226,7 +226,8 @@ collect() {
 
 # engine GROUP NAME EST CONFIG [ARGS...]: one engine configuration through
 # cs_bench.py (ARGS added to its command line), run_warmup + run_steps steps
-# (WARMUP, STEPS unless a stage sets them).
+# (WARMUP, STEPS unless a stage sets them), with run_env's VAR=VALUE words in
+# its environment.
 engine() {
   local group=$1 name=$2 est cfg=$4 log rc=0
   est=$(scaled "$3")
@@ -237,7 +238,8 @@ engine() {
     return
   fi
   inflight=("$group" "$log" "$name")
-  timed "$CAP_ENGINE" "$log" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
+  # shellcheck disable=SC2086 # run_env: VAR=VALUE words
+  timed "$CAP_ENGINE" "$log" env ${run_env:-} "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
     --config "$cfg" --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" "$@" || rc=$?
   inflight=()
   advance "$est"
@@ -303,6 +305,8 @@ stage_resnet50() {
   local g="resnet50 256x224 channels_last" c=$RESNET_CFG
   engine "$g" engine-bf16 20 "$c}"
   engine "$g" engine-bf16-graphs 20 "$c,\"graphs\":true}"
+  # bf16 batch norm in PyTorch's own kernels, as the reference runs it (batchnorm.h).
+  run_env=CASESTUDY_BATCHNORM=native engine "$g" engine-bf16-native-bn 20 "$c}"
   reference "$g" resnet_tv.py 30 80 --micro-batch 256 --image-size 224
 }
 
@@ -447,8 +451,7 @@ build() {
   local sfx=$1
   shift
   timed "$CAP_BUILD" "cmake$sfx" cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
-    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS" &&
-    timed "$CAP_BUILD" "build-native-tests$sfx" cmake --build "$BUILD_DIR" --target cs_native_tests -j "$JOBS"
+    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS" --target casestudy_engine cs_native_tests
 }
 
 # ---- the plan ----------------------------------------------------------------
