@@ -72,11 +72,9 @@ type Info struct {
 	MemAfterSetup int64   `json:"mem_after_setup_bytes"`
 	Backend       string  `json:"backend"` // nccl | gloo | none
 	// What the engine chose to run: the optimizer implementation (e.g.
-	// adamw-fused), attention (sdpa | math) and, for resnet50, the kernels of
-	// bf16 batch norm (cudnn | native; engine/native/src/batchnorm.h).
-	Optimizer     string `json:"optimizer,omitempty"`
-	Attention     string `json:"attention,omitempty"`
-	BatchNormBF16 string `json:"batchnorm_bf16,omitempty"`
+	// adamw-fused) and attention (sdpa | math).
+	Optimizer string `json:"optimizer,omitempty"`
+	Attention string `json:"attention,omitempty"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -226,8 +226,7 @@ collect() {
 
 # engine GROUP NAME EST CONFIG [ARGS...]: one engine configuration through
 # cs_bench.py (ARGS added to its command line), run_warmup + run_steps steps
-# (WARMUP, STEPS unless a stage sets them), with run_env's VAR=VALUE words in
-# its environment.
+# (WARMUP, STEPS unless a stage sets them).
 engine() {
   local group=$1 name=$2 est cfg=$4 log rc=0
   est=$(scaled "$3")
@@ -238,8 +237,7 @@ engine() {
     return
   fi
   inflight=("$group" "$log" "$name")
-  # shellcheck disable=SC2086 # run_env: VAR=VALUE words
-  timed "$CAP_ENGINE" "$log" env ${run_env:-} "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
+  timed "$CAP_ENGINE" "$log" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" \
     --config "$cfg" --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" "$@" || rc=$?
   inflight=()
   advance "$est"
@@ -305,8 +303,6 @@ stage_resnet50() {
   local g="resnet50 256x224 channels_last" c=$RESNET_CFG
   engine "$g" engine-bf16 20 "$c}"
   engine "$g" engine-bf16-graphs 20 "$c,\"graphs\":true}"
-  # bf16 batch norm in PyTorch's own kernels, as the reference runs it (batchnorm.h).
-  run_env=CASESTUDY_BATCHNORM=native engine "$g" engine-bf16-native-bn 20 "$c}"
   reference "$g" resnet_tv.py 30 80 --micro-batch 256 --image-size 224
 }
 

@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "batchnorm.h"
-
 namespace cs {
 namespace {
 
@@ -124,7 +122,7 @@ struct Stem : Layer {
   }
   torch::Tensor forward(torch::Tensor x) override {
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    x = batch_norm(*bn1, conv1(x)).relu_();
+    x = bn1(conv1(x)).relu_();
     return torch::max_pool2d(x, 3, 2, 1);
   }
 };
@@ -146,10 +144,10 @@ struct Bottleneck : Layer {
     }
   }
   torch::Tensor forward(torch::Tensor x) override {
-    torch::Tensor identity = down ? batch_norm(*down_bn, down(x)) : x;
-    torch::Tensor y = batch_norm(*bn1, conv1(x)).relu_();
-    y = batch_norm(*bn2, conv2(y)).relu_();
-    y = batch_norm(*bn3, conv3(y));
+    torch::Tensor identity = down ? down_bn(down(x)) : x;
+    torch::Tensor y = bn1(conv1(x)).relu_();
+    y = bn2(conv2(y)).relu_();
+    y = bn3(conv3(y));
     return y.add_(identity).relu_();
   }
 };

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <thread>
 
-#include "batchnorm.h"
 #include "compat.h"
 #include "pipeline.h"
 
@@ -164,7 +163,6 @@ json Trainer::info() const {
   j["backend"] = comm_ ? comm_->backend() : "none";
   j["optimizer"] = optim_->implementation();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
-  if (cfg_.model.family == "resnet50") j["batchnorm_bf16"] = batchnorm_bf16_backend(device_);
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
