@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +45,8 @@ func addLauncherFlags(f *pflag.FlagSet, o *launcherOptions) {
 	f.StringVar(&o.partition, "partition", "", "--submit: Slurm partition (also launcher.partition)")
 	f.StringVar(&o.account, "account", "", "--submit: Slurm account (also launcher.account)")
 	f.StringVar(&o.timeLimit, "time", "", "--submit: the job's time limit, e.g. 2:00:00 or 90m (also launcher.time_limit; default: every launch at its timeout, plus 10 minutes)")
-	f.IntVar(&o.gpusPerNode, "gpus-per-node", -1, "--submit: GPUs per node to request (default: workload.gpus, 0 on device cpu)")
+	o.gpusPerNode = -1 // unset
+	f.Var(unsetInt{&o.gpusPerNode}, "gpus-per-node", "--submit: GPUs per node to request (default: workload.gpus, 0 on device cpu)")
 	f.StringVar(&o.runID, "run-id", "", "name of the run directory to create (set by --submit's batch script)")
 	_ = f.MarkHidden("run-id")
 }
@@ -213,3 +215,25 @@ func getenvList(env []string, key string) string {
 	v, _ := launch.LookupEnv(env, key)
 	return v
 }
+
+// unsetInt is a flag for a count that may be left unset (-1): its help shows no
+// default, and it takes whole numbers from 0 up.
+type unsetInt struct{ v *int }
+
+func (u unsetInt) String() string {
+	if u.v == nil || *u.v < 0 {
+		return ""
+	}
+	return strconv.Itoa(*u.v)
+}
+
+func (u unsetInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a whole number, 0 or more")
+	}
+	*u.v = n
+	return nil
+}
+
+func (u unsetInt) Type() string { return "int" }

@@ -132,3 +132,21 @@ func TestRunSubmitBadInput(t *testing.T) {
 	assert.Equal(t, exitcode.Input, code, stderr)
 	assert.Contains(t, stderr, "inside an allocation")
 }
+
+// --gpus-per-node is unset unless given: no "-1" default in the help, and a
+// negative count is a usage error naming the flag.
+func TestGPUsPerNodeFlag(t *testing.T) {
+	code, out, _ := runCLI(t, "run", "--help")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "--gpus-per-node int")
+	assert.NotContains(t, out, "default -1")
+	code, _, errOut := runCLI(t, "run", "studies/gpt/smoke.yaml", "--gpus-per-node", "-2")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `invalid argument "-2" for "--gpus-per-node"`)
+	o := launcherOptions{gpusPerNode: -1}
+	require.NoError(t, unsetInt{&o.gpusPerNode}.Set("4"))
+	assert.Equal(t, 4, o.gpusPerNode)
+	unset, zero := -1, 0
+	assert.Equal(t, "", unsetInt{&unset}.String())
+	assert.Equal(t, "0", unsetInt{&zero}.String())
+}
