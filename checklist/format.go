@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/casestudy/casestudy/internal/units"
 )
 
 // x formats a ratio: "1.93×".
@@ -20,13 +22,8 @@ func pct(f float64) string {
 // ms formats milliseconds.
 func ms(v float64) string { return fmt.Sprintf("%.3g ms", v) }
 
-// gib formats bytes in GiB (MiB below 1 GiB).
-func gib(b float64) string {
-	if b < 1<<30 {
-		return fmt.Sprintf("%.1f MiB", b/(1<<20))
-	}
-	return fmt.Sprintf("%.2f GiB", b/(1<<30))
-}
+// gib formats bytes as the reports do: "38.2 GiB", "25.0 MiB".
+func gib(b float64) string { return units.Bytes(int64(b)) }
 
 // gbs formats a bandwidth in GB/s.
 func gbs(v float64) string { return fmt.Sprintf("%.1f GB/s", v) }

@@ -48,7 +48,7 @@ func TestPipelineScheduleMemory(t *testing.T) {
 	runCases(t, "pipeline-schedule-memory", []ruleCase{
 		{name: "GPipe near the limit, 1F1B much lower", status: Finding,
 			run:      mkRun([]spec{gp("g", "gpipe", 130<<30), gp("f", "1f1b", 40<<30)}, gpu),
-			contains: []string{"peaked at 130.00 GiB, 92.9% of 140.00 GiB", "1F1B (f) peaked at 40.00 GiB", "use pipeline.schedule: 1f1b"},
+			contains: []string{"peaked at 130.0 GiB, 92.9% of 140.0 GiB", "1F1B (f) peaked at 40.0 GiB", "use pipeline.schedule: 1f1b"},
 			trials:   []string{"g", "f"}},
 		{name: "GPipe out of memory", status: Finding,
 			run:      mkRun([]spec{oomSpec, {id: "f", set: set("pipeline.stages", "2", "pipeline.microbatches", "8"), ranks: 2, thr: 100, stepMS: 100}}),

@@ -34,7 +34,7 @@ func TestMemoryHeadroom(t *testing.T) {
 		{name: "best trial at 95%", status: Finding,
 			run: mkRun([]spec{{id: "big", set: set("micro_batch", "32"), thr: 200, stepMS: 100, mem: 76 << 30},
 				{id: "small", thr: 100, stepMS: 60, mem: 30 << 30}}, gpu),
-			contains: []string{"the best trial big peaks at 76.00 GiB, 95.0%", "activation_checkpointing: true"}, trials: []string{"big"}},
+			contains: []string{"the best trial big peaks at 76.0 GiB, 95.0%", "activation_checkpointing: true"}, trials: []string{"big"}},
 		{name: "best trial fine, another near", status: Pass,
 			run: mkRun([]spec{{id: "big", set: set("micro_batch", "32"), thr: 100, stepMS: 300, mem: 76 << 30},
 				{id: "small", thr: 150, stepMS: 60, mem: 30 << 30}}, gpu),

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/internal/units"
 	knobreg "github.com/casestudy/casestudy/knobs" // the tests have a helper named knobs
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -323,7 +324,7 @@ func provenance(run *store.Run) Provenance {
 		Nodes: 1 + len(m.Host.Nodes), Model: m.Model, Workload: m.Workload, Env: m.Env,
 	}
 	for _, g := range m.Host.GPUs {
-		p.GPUs = append(p.GPUs, fmt.Sprintf("%d: %s (%s)", g.Index, g.Name, Bytes(int64(g.MemBytes))))
+		p.GPUs = append(p.GPUs, fmt.Sprintf("%d: %s (%s)", g.Index, g.Name, units.Bytes(int64(g.MemBytes))))
 	}
 	if e := m.Engine; e != nil {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, e.CuDNN

@@ -74,20 +74,6 @@ func SignificanceText(p float64, significant bool) string {
 	return fmt.Sprintf("p=%.2f, not significant (~)", p)
 }
 
-// Bytes is a binary-prefixed size: "38.2 GiB".
-func Bytes(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	v, i := float64(b), -1
-	for v >= unit && i < 4 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
-}
-
 // Percent is 0.4123 -> "41.2%".
 func Percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 

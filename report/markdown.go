@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/internal/units"
 )
 
 // WriteMarkdown writes report.md: the headline, the trials table, what did
@@ -254,7 +255,7 @@ func memText(b int64) string {
 	if b <= 0 {
 		return "n/a"
 	}
-	return Bytes(b)
+	return units.Bytes(b)
 }
 
 func mfuText(mfu float64) string {
