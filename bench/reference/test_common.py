@@ -12,9 +12,8 @@ import common
 import table
 
 
-def fake_torch(durations):
-    """A torch whose CUDA events report durations[k] for the k-th timed step."""
-    state = {"step": 0, "resets": []}
+def fake_event(elapsed):
+    """A stand-in for torch.cuda.Event whose elapsed_time() returns elapsed()."""
 
     class Event:
         def __init__(self, enable_timing=False):
@@ -27,7 +26,15 @@ def fake_torch(durations):
             pass
 
         def elapsed_time(self, other):
-            return durations[state["step"] - 1]
+            return elapsed()
+
+    return Event
+
+
+def fake_torch(durations):
+    """A torch whose CUDA events report durations[k] for the k-th timed step."""
+    state = {"step": 0, "resets": []}
+    Event = fake_event(lambda: durations[state["step"] - 1])
 
     def reset_peak_memory_stats():
         state["resets"].append(state["step"])

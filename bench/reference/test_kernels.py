@@ -14,6 +14,7 @@ import types
 import unittest
 
 import kernels
+from test_common import fake_event
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -170,19 +171,7 @@ class FakeProfile:
 
 def fake_torch(prof, cuda=True):
     times = iter([7.0, 9.0, 11.0])
-
-    class Event:
-        def __init__(self, enable_timing=False):
-            pass
-
-        def record(self):
-            pass
-
-        def synchronize(self):
-            pass
-
-        def elapsed_time(self, other):
-            return next(times)
+    Event = fake_event(lambda: next(times))
 
     cudamod = types.SimpleNamespace(is_available=lambda: cuda, Event=Event, synchronize=lambda: None)
     profiler = types.SimpleNamespace(profile=prof, ProfilerActivity=types.SimpleNamespace(CPU="cpu", CUDA="cuda"))
