@@ -103,7 +103,7 @@ func checkPipelineBubble(c *evalContext) verdict {
 	if worst >= 0 {
 		if w := stats[worst]; w.Bubble-w.Theory > c.t("max_excess") {
 			msgs = append(msgs, fmt.Sprintf("stage %d idles %s of the step against a theory of %s", w.Stage, pct(w.Bubble), pct(w.Theory)))
-			recs = append(recs, "balance the stages (pipeline.balance: give the busiest stage fewer layers) and check stage-to-stage transfer time")
+			recs = append(recs, "balance the stages (pipeline.balance: time splits by measured layer times; or give the busiest stage fewer layers) and check stage-to-stage transfer time")
 		}
 	}
 	if len(msgs) == 0 {

@@ -59,8 +59,9 @@ type DDPConfig struct {
 type PipelineConfig struct {
 	Stages       int    `json:"stages"`
 	Microbatches int    `json:"microbatches"`
-	Schedule     string `json:"schedule"` // gpipe | 1f1b
-	Balance      []int  `json:"balance,omitempty"`
+	Schedule     string `json:"schedule"`             // gpipe | 1f1b
+	Balance      []int  `json:"balance,omitempty"`    // layers per stage; empty: split by BalanceBy
+	BalanceBy    string `json:"balance_by,omitempty"` // params (default) | time: measured per-layer time
 }
 
 // FaultConfig injects a fault for tests of the runner's failure handling.

@@ -45,6 +45,7 @@ type rankResult struct {
 	Losses   []float64     `json:"losses"`
 	Metrics  []StepMetrics `json:"metrics"`
 	Checksum Checksum      `json:"checksum"`
+	Info     Info          `json:"info"`
 	Log      string        `json:"-"` // the rank's stdout and stderr (parent side)
 }
 
@@ -73,6 +74,9 @@ func dpChild() int {
 		return fail(err)
 	}
 	var res rankResult
+	if res.Info, err = e.Info(); err != nil {
+		return fail(err)
+	}
 	for i := 0; i < steps; i++ {
 		m, err := e.Step()
 		if err != nil {

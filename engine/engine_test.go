@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,6 +163,12 @@ func TestBadConfig(t *testing.T) {
 		{"negative seq_len", func() string { c := tinyGPT("fp32"); c.SeqLen = -1; return mustJSON(c) }, "seq_len"},
 		{"malformed JSON", func() string { return `{"family": "gpt", "preset": ` }, "JSON"},
 		{"a string where a number goes", func() string { return `{"family":"gpt","preset":"tiny","micro_batch":"eight"}` }, "micro_batch"},
+		{"unknown pipeline.balance_by", func() string { c := tinyGPT("fp32"); c.Pipeline.BalanceBy = "flops"; return mustJSON(c) }, "pipeline.balance_by"},
+		{"balance_by time with a manual balance", func() string {
+			c := tinyGPT("fp32")
+			c.Pipeline.Stages, c.Pipeline.Balance, c.Pipeline.BalanceBy = 2, []int{2, 2}, "time"
+			return mustJSON(c)
+		}, "pipeline.balance_by"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
@@ -170,6 +177,9 @@ func TestBadConfig(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, e)
 			assertConfigError(t, err, "cs_create", tt.field)
+			if strings.HasPrefix(tt.field, "pipeline.") {
+				return // cs_describe reads the model's fields only
+			}
 
 			_, err = lib.describeRaw(raw)
 			require.Error(t, err)

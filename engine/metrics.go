@@ -75,6 +75,21 @@ type Info struct {
 	// adamw-fused) and attention (sdpa | math).
 	Optimizer string `json:"optimizer,omitempty"`
 	Attention string `json:"attention,omitempty"`
+	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
+	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
+}
+
+// PipelineInfo is cs_info's pipeline object: the stage, the split and how it
+// was found.
+type PipelineInfo struct {
+	Stages     int       `json:"stages"`
+	Stage      int       `json:"stage"`
+	Schedule   string    `json:"schedule"`
+	Balance    []int     `json:"balance"`    // layers per stage
+	BalanceBy  string    `json:"balance_by"` // manual | params | time
+	LayerMS    []float64 `json:"layer_ms"`   // measured per-layer times (balance_by time)
+	FirstLayer int       `json:"first_layer"`
+	LastLayer  int       `json:"last_layer"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -226,3 +226,67 @@ func TestPipelineBubble(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineBalanceByTime: pipeline.balance_by time on ResNet tiny (where
+// parameters and time disagree most: the early layers are light in
+// parameters and heavy in compute). Every rank reports the same measured
+// per-layer times and split, the split is the best contiguous one for those
+// times (no other cut has a lighter heaviest stage), and training still
+// follows one rank accumulating the same micro-batches within the tolerance
+// of TestPipelineMatchesSingleRank (the measurement must not touch the
+// parameters or the data stream). The other two ways report themselves too.
+func TestPipelineBalanceByTime(t *testing.T) {
+	lib := realLibrary(t)
+	const steps, tol, stages = 3, 1e-5, 2
+	cfg := ppConfig("resnet50")
+	cfg.Pipeline.Microbatches = ppMicrobatches
+	want, _ := singleRank(t, lib, cfg, 1, steps)
+
+	c := cfg
+	c.Pipeline.Stages, c.Pipeline.Schedule, c.Pipeline.BalanceBy = stages, "1f1b", "time"
+	rs := runRanks(t, lib, c, stages, steps)
+	p0 := rs[0].Info.Pipeline
+	require.NotNil(t, p0)
+	assert.Equal(t, "time", p0.BalanceBy)
+	require.Len(t, p0.LayerMS, 6, "stem, 4 blocks, head")
+	for i, ms := range p0.LayerMS {
+		assert.Positive(t, ms, "layer %d", i)
+	}
+	for r, res := range rs {
+		require.NotNil(t, res.Info.Pipeline, "rank %d", r)
+		assert.Equal(t, p0.LayerMS, res.Info.Pipeline.LayerMS, "rank %d measured differently", r)
+		assert.Equal(t, p0.Balance, res.Info.Pipeline.Balance, "rank %d split differently", r)
+		for i := range want {
+			assert.InEpsilon(t, want[i], res.Losses[i], tol, "rank %d step %d", r, i)
+		}
+	}
+	heaviest := func(cut int) float64 {
+		a, b := 0.0, 0.0
+		for i, ms := range p0.LayerMS {
+			if i < cut {
+				a += ms
+			} else {
+				b += ms
+			}
+		}
+		return max(a, b)
+	}
+	require.Len(t, p0.Balance, stages)
+	chosen := heaviest(p0.Balance[0])
+	for cut := 1; cut < len(p0.LayerMS); cut++ {
+		assert.LessOrEqual(t, chosen, heaviest(cut)+1e-9, "cut after layer %d is lighter than %v (times %v)", cut, p0.Balance, p0.LayerMS)
+	}
+	t.Logf("layer ms %v -> balance %v", p0.LayerMS, p0.Balance)
+
+	for _, tt := range []struct {
+		balance  []int
+		by, want string
+	}{{nil, "", "params"}, {[]int{2, 4}, "", "manual"}} {
+		c := cfg
+		c.Pipeline.Stages, c.Pipeline.Balance, c.Pipeline.BalanceBy = stages, tt.balance, tt.by
+		rs := runRanks(t, lib, c, stages, 1)
+		require.NotNil(t, rs[0].Info.Pipeline)
+		assert.Equal(t, tt.want, rs[0].Info.Pipeline.BalanceBy)
+		assert.Empty(t, rs[0].Info.Pipeline.LayerMS)
+	}
+}

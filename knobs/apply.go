@@ -78,6 +78,7 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 	cfg.Pipeline.Microbatches = r.integer("pipeline.microbatches")
 	cfg.Pipeline.Schedule = r.str("pipeline.schedule")
 	cfg.Pipeline.Balance = Balance(r.str("pipeline.balance"))
+	cfg.Pipeline.BalanceBy = BalanceBy(r.str("pipeline.balance"))
 
 	cfg.Fault = engine.FaultConfig{}
 	if kind := r.str("fault.kind"); kind != "none" {

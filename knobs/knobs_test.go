@@ -81,6 +81,9 @@ func TestCanonical(t *testing.T) {
 		{knob: "ddp.compression", raw: "fp61", err: `did you mean "fp16"?`},
 		{knob: "pipeline.balance", raw: "5, 7", want: "5,7"},
 		{knob: "pipeline.balance", raw: "5,x", err: "positive layer counts"},
+		{knob: "pipeline.balance", raw: "time", want: "time"},
+		{knob: "pipeline.balance", raw: "params", want: "params"},
+		{knob: "pipeline.balance", raw: "flops", err: "expected params, time or positive layer counts"},
 		{knob: "nccl.socket_ifname", raw: "^docker,lo", want: "^docker,lo"},
 		{knob: "bucket_mbs", raw: "1", err: `did you mean "ddp.bucket_mb"?`},
 		{knob: "precision", raw: []any{"a"}, err: "expected a single value"},
@@ -154,6 +157,16 @@ func TestEngineConfig(t *testing.T) {
 	assert.Equal(t, 0.05, cfg.DDP.TopKRatio)
 	assert.Equal(t, engine.PipelineConfig{Stages: 2, Microbatches: 8, Schedule: "gpipe", Balance: []int{3, 5}}, cfg.Pipeline)
 	assert.Equal(t, engine.FaultConfig{Kind: "hang", Rank: 1, AtStep: 3}, cfg.Fault)
+
+	for v, want := range map[string]engine.PipelineConfig{
+		"time":   {Stages: 2, Microbatches: 1, Schedule: "1f1b", BalanceBy: "time"},
+		"params": {Stages: 2, Microbatches: 1, Schedule: "1f1b"},
+		"auto":   {Stages: 2, Microbatches: 1, Schedule: "1f1b"},
+	} {
+		var c engine.Config
+		require.NoError(t, EngineConfig(map[string]string{"pipeline.stages": "2", "pipeline.balance": v}, &c))
+		assert.Equal(t, want, c.Pipeline, "pipeline.balance=%s", v)
+	}
 
 	cfg = engine.Config{}
 	require.NoError(t, EngineConfig(map[string]string{"ddp.compression": "topk", "ddp.topk_ratio": "0.2"}, &cfg))

@@ -133,8 +133,10 @@ func knobList() []*Knob {
 				"micro-batches of activations."},
 		{Name: "pipeline.balance", Type: String, AutoOK: true, Apply: Engine, Chapter: 13, Default: Auto,
 			Constraint: "one entry per stage",
-			Doc:        "Layers per stage, comma-separated (`5,7`); auto splits evenly by parameter count.",
-			parse:      parseBalance},
+			Doc: "How the layers are cut into stages: layers per stage, comma-separated (`5,7`); `params` " +
+				"(or auto) splits so that the heaviest stage holds the fewest parameters; `time` measures each " +
+				"layer's forward and backward time on the trial's GPUs first and splits by that.",
+			parse: parseBalance},
 
 		// ---- fault injection (tests of the runner only) ----
 		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "exit", "hang", "slow", "oom", "error"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
@@ -183,23 +185,33 @@ func parseCompression(s string) (string, error) {
 	return "", fmt.Errorf("%s", msg)
 }
 
-// parseBalance accepts comma-separated positive layer counts.
+// parseBalance accepts params, time or comma-separated positive layer counts.
 func parseBalance(s string) (string, error) {
+	if s == BalanceParams || s == BalanceTime {
+		return s, nil
+	}
 	parts := strings.Split(s, ",")
 	out := make([]string, len(parts))
 	for i, p := range parts {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 1 {
-			return "", fmt.Errorf("%q: expected positive layer counts separated by commas, e.g. 5,7", s)
+			return "", fmt.Errorf("%q: expected params, time or positive layer counts separated by commas, e.g. 5,7", s)
 		}
 		out[i] = strconv.Itoa(n)
 	}
 	return strings.Join(out, ","), nil
 }
 
-// Balance returns the layer counts of a canonical pipeline.balance value (nil for auto).
+// The pipeline.balance values that name a way to split instead of a split.
+const (
+	BalanceParams = "params"
+	BalanceTime   = "time"
+)
+
+// Balance returns the layer counts of a canonical pipeline.balance value (nil
+// for auto, params and time).
 func Balance(v string) []int {
-	if v == "" || v == Auto {
+	if v == "" || v == Auto || v == BalanceParams || v == BalanceTime {
 		return nil
 	}
 	var out []int
@@ -208,4 +220,13 @@ func Balance(v string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// BalanceBy is the engine's pipeline.balance_by for a canonical
+// pipeline.balance value: "time" for time, "" (parameter count) otherwise.
+func BalanceBy(v string) string {
+	if v == BalanceTime {
+		return BalanceTime
+	}
+	return ""
 }

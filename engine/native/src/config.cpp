@@ -194,6 +194,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.pipeline.microbatches = int(p.integer("microbatches", 1));
   c.pipeline.schedule = p.str("schedule", "gpipe");
   c.pipeline.balance = p.int_list("balance");
+  c.pipeline.balance_by = p.str("balance_by", "params");
 
   Fields fl(f.object("fault"), "fault.");
   c.fault.kind = fl.str("kind", "");
@@ -251,6 +252,11 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
                       std::to_string(c.pipeline.stages) + "), got " +
                       std::to_string(c.pipeline.balance.size()));
   for (int b : c.pipeline.balance) at_least("pipeline.balance entries", b, 1);
+  if (c.pipeline.balance_by.empty()) c.pipeline.balance_by = "params";
+  one_of("pipeline.balance_by", c.pipeline.balance_by, {"params", "time"});
+  if (c.pipeline.balance_by == "time" && !c.pipeline.balance.empty())
+    throw ConfigError("pipeline.balance_by time measures the split; leave pipeline.balance unset "
+                      "or set balance_by params");
 
   if (!c.fault.kind.empty())
     one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error"});

@@ -24,7 +24,8 @@ struct PipelineOptions {
   int stages = 1;
   int microbatches = 1;
   std::string schedule = "gpipe";  // gpipe | 1f1b
-  std::vector<int> balance;
+  std::vector<int> balance;        // layers per stage; empty: split by balance_by
+  std::string balance_by = "params";  // params | time (measured per-layer time)
 };
 
 // Fault injection for the runner's failure tests. crash | abort | exit are done by

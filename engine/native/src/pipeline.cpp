@@ -78,9 +78,10 @@ struct Pipeline::Stats {
   double fwd_ms = 0, bwd_ms = 0, p2p_ms = 0, coll_ms = 0, window_ms = 0;
 };
 
-Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device)
+Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
+                   std::vector<double> layer_ms)
     : model_(model), device_(device), precision_(cfg.precision), schedule_(cfg.pipeline.schedule),
-      stages_(cfg.pipeline.stages) {
+      stages_(cfg.pipeline.stages), layer_ms_(std::move(layer_ms)) {
   const int world = cfg.dist.world_size;
   const std::string what = cfg.model.family + " " + cfg.model.preset;
   if (world % stages_ != 0)
@@ -104,7 +105,16 @@ Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device)
   const auto loss_params = model.loss_parameters();
   for (const auto& p : loss_params) weights[size_t(L - 1)] += double(p.numel());  // the head runs last
 
-  balance_ = cfg.pipeline.balance.empty() ? balance_by_weight(weights, stages_) : cfg.pipeline.balance;
+  if (!layer_ms_.empty() && int64_t(layer_ms_.size()) != L)
+    throw std::logic_error("pipeline: " + std::to_string(layer_ms_.size()) +
+                           " measured layer times for " + std::to_string(L) + " layers");
+  if (!cfg.pipeline.balance.empty()) {
+    balance_ = cfg.pipeline.balance, balance_by_ = "manual";
+  } else if (!layer_ms_.empty()) {
+    balance_ = balance_by_weight(layer_ms_, stages_), balance_by_ = "time";
+  } else {
+    balance_ = balance_by_weight(weights, stages_), balance_by_ = "params";
+  }
   const int64_t covered = std::accumulate(balance_.begin(), balance_.end(), int64_t(0));
   if (int(balance_.size()) != stages_ || covered != L)
     throw ConfigError("pipeline.balance " + join(balance_) + " must give each of the " +
@@ -173,6 +183,7 @@ void Pipeline::connect(Communicator& world, const DistOptions& dist) {
 json Pipeline::info() const {
   return {{"stages", stages_},           {"stage", stage_},     {"dp_rank", dp_rank_},
           {"dp_size", dp_size_},         {"schedule", schedule_}, {"balance", balance_},
+          {"balance_by", balance_by_},   {"layer_ms", layer_ms_},
           {"first_layer", first_layer_}, {"last_layer", last_layer_},
           {"tied_parameters", tied_.size()}};
 }

@@ -27,6 +27,14 @@ namespace cs {
 // minimise the heaviest stage (ties: the earliest stages take more).
 std::vector<int> balance_by_weight(const std::vector<double>& weights, int stages);
 
+// Forward + backward time in ms of each pipeline layer on batch with the
+// whole model on device, under the step's precision: the median of 3 timed
+// passes after a warm-up, each layer timed alone (its input a leaf, as a stage
+// receives it). pipeline.balance_by: time splits by these. Parameters,
+// gradients and buffers (BatchNorm statistics) are left as they were.
+std::vector<double> measure_layer_ms(Model& model, const Batch& batch, torch::Device device,
+                                     Precision precision);
+
 // GPipe's and 1F1B's idle share with S stages and M equal micro-batches.
 inline double theory_bubble(int stages, int64_t microbatches) {
   return double(stages - 1) / double(microbatches + stages - 1);
@@ -40,9 +48,12 @@ struct PipelineStep {
 
 class Pipeline {
  public:
-  // Places this rank and splits model; throws ConfigError for a layout that
-  // does not fit (stages vs. ranks, layers, pipeline.balance).
-  Pipeline(const EngineConfig& cfg, Model& model, torch::Device device);
+  // Places this rank and splits model: by pipeline.balance, else by layer_ms
+  // (measured per-layer times, the same on every rank) when given, else by
+  // parameter count. Throws ConfigError for a layout that does not fit
+  // (stages vs. ranks, layers, pipeline.balance).
+  Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
+           std::vector<double> layer_ms = {});
   ~Pipeline();
 
   int stage() const { return stage_; }
@@ -100,6 +111,8 @@ class Pipeline {
   int stages_, stage_, dp_rank_, dp_size_;
   int64_t first_layer_ = 0, last_layer_ = 0;
   std::vector<int> balance_;
+  std::string balance_by_;          // how balance_ was found: manual | params | time
+  std::vector<double> layer_ms_;    // measured per-layer times (balance_by time)
   std::unordered_set<const void*> held_, owned_;
   std::vector<torch::Tensor> held_list_;  // registration order
   struct Tied {

@@ -91,7 +91,10 @@ Trainer::Trainer(const EngineConfig& cfg)
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
   for (const auto& p : model_->parameters()) numel += p.numel();
   if (pipelined) {  // this rank keeps its stage's layers only
-    pipe_ = std::make_unique<Pipeline>(cfg_, *model_, device_);
+    std::vector<double> layer_ms;
+    if (cfg_.pipeline.balance_by == "time" && cfg_.pipeline.balance.empty())
+      layer_ms = measure_layers_everywhere();
+    pipe_ = std::make_unique<Pipeline>(cfg_, *model_, device_, std::move(layer_ms));
     pipe_->release_others();
   }
   model_->to(device_);
@@ -128,7 +131,7 @@ Trainer::Trainer(const EngineConfig& cfg)
     data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
   }
 
-  if (data_parallel || pipelined) comm_ = make_communicator(d, device_);
+  if ((data_parallel || pipelined) && !comm_) comm_ = make_communicator(d, device_);
   if (pipe_) {
     pipe_->connect(*comm_, d);  // stages built from the same seed start equal
   } else if (data_parallel) {
@@ -265,6 +268,23 @@ void Trainer::capture(const std::vector<Batch>& batches) {
   }
   g.graph->capture_end();
 #endif
+}
+
+// pipeline.balance_by time: every rank times each layer of the whole model on
+// its device (measure_layer_ms); the split uses the mean over ranks, as rank 0
+// has it, so that every rank cuts the model alike. Creates the communicator.
+std::vector<double> Trainer::measure_layers_everywhere() {
+  const auto& d = cfg_.dist;
+  model_->to(device_);
+  apply_math_mode(cfg_.precision);
+  comm_ = make_communicator(d, device_);
+  const Batch b = family_->data(cfg_.model, device_, 0, 1)->next();
+  const auto ms = measure_layer_ms(*model_, b, device_, cfg_.precision);
+  auto t = torch::tensor(ms, torch::kFloat64).to(device_);
+  comm_->all_reduce_sum(t)->wait();
+  comm_->broadcast(t, 0);
+  t = (t / double(d.world_size)).cpu().contiguous();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
 json Trainer::step() {

@@ -36,6 +36,7 @@ class Trainer {
  private:
   struct Guards;  // device / stream guards for one ABI call (trainer.cpp)
   void set_threads() const;
+  std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time
   void inject_fault_before_step();
   void zero_grads();
   // forward + backward for every micro-batch, reducer, clip, optimizer; leaves
