@@ -391,15 +391,21 @@ func TestInterruptThenResume(t *testing.T) {
 	}
 }
 
+// cancelAt cancels (as Ctrl-C does) when the n-th trial's first repeat is
+// about to launch: the trials before it are complete, it has started and
+// must be recorded interrupted, whatever the machine's speed.
 type cancelAt struct {
 	nopProgress
-	n      int
-	cancel func()
+	n, seen int
+	cancel  func()
 }
 
 func (c *cancelAt) TrialStart(n, total int, rec *store.TrialRecord, rep, reps int) {
-	if n == c.n {
-		go func() { time.Sleep(30 * time.Millisecond); c.cancel() }()
+	if rep != 0 {
+		return
+	}
+	if c.seen++; c.seen == c.n {
+		c.cancel()
 	}
 }
 
