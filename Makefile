@@ -3,6 +3,7 @@ GO        ?= go
 BUILD     ?= build
 ENGINE_LIB = $(BUILD)/engine/libcasestudy_engine.so
 JOBS      ?= $(shell nproc)
+PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
 .PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests clean
@@ -48,8 +49,10 @@ fmt:
 
 test: deps lint engine engine-tests cli
 	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
-	# The PyTorch reference scripts (they run on GPU machines only): they compile,
-	# and their shared timing code is tested against a stand-in for CUDA events.
+	# The PyTorch reference scripts and cs_bench.py (they run on GPU machines
+	# only): pyflakes finds undefined names and unused imports, and their shared
+	# timing code is tested against a stand-in for CUDA events.
+	$(PYFLAKES) bench/reference/*.py engine/native/tools/cs_bench.py
 	cd bench/reference && python3 -m py_compile *.py && python3 -m unittest discover -p 'test_*.py'
 	rm -rf bench/reference/__pycache__
 

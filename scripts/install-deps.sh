@@ -3,7 +3,9 @@
 # As root it runs apt-get; otherwise it prints the command to run.
 set -euo pipefail
 # python3-torch: the same libtorch for Python (bench/reference/test_kernels.py profiles the CPU engine).
-pkgs=(cmake ninja-build g++ libtorch-dev libgloo-dev libopenblas0-openmp chromium slurm-wlm munge python3-torch)
+# python3-pyflakes: undefined names in the GPU-only Python scripts (make test).
+pkgs=(cmake ninja-build g++ libtorch-dev libgloo-dev libopenblas0-openmp chromium slurm-wlm munge python3-torch
+  python3-pyflakes)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

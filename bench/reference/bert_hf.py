@@ -17,10 +17,9 @@ compiled model (Inductor's default mode), in one process.
 import argparse
 import gc
 import json
-import statistics
 import sys
 
-from common import MODES, mode_path, peak_tflops, step_ms, time_steps
+from common import MODES, measured_fields, mode_path, peak_tflops, profiler, time_steps
 
 PRESETS = {  # layers, hidden, heads, intermediate (bert-base/large-uncased)
     "base": (12, 768, 12, 3072),
@@ -111,12 +110,8 @@ def bench(torch, a, compiled):
         return loss
 
     times, losses = time_steps(torch, step, a.warmup, a.steps)
-    med = statistics.median(times)
-    samples_s = a.micro_batch / (med / 1e3)
     fps = flops_per_sample(layers, hidden, inter, a.seq_len)
-    tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
-    peak = peak_tflops(name, a.peak_tflops)
     res = {
         "name": "hf-compile" if compiled else "hf-eager",
         "model": f"bert-{a.preset}", "reference": "transformers.BertForPreTraining",
@@ -125,17 +120,10 @@ def bench(torch, a, compiled):
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "precision": "bf16", "micro_batch": a.micro_batch, "seq_len": a.seq_len,
         "params": n_params, "flops_per_sample": fps, "warmup": a.warmup, "steps": a.steps,
-        "step_ms": step_ms(times),
-        "samples_per_s": samples_s, "tokens_per_s": samples_s * a.seq_len,
-        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
-        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss_first": losses[0], "loss_last": losses[-1],
+        **measured_fields(torch, dev, times, losses, a.micro_batch, fps, a.seq_len,
+                          peak_tflops(name, a.peak_tflops)),
     }
-
-    def profile(path):
-        import kernels
-        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, meta=kernels.meta_of(res))
-
+    profile = profiler(torch, step, res)
     return res, profile
 
 

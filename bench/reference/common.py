@@ -69,3 +69,32 @@ def time_steps(torch, step, warmup, steps, prepare=None):
             times.append(start.elapsed_time(end))
         losses.append(loss.item())
     return times, losses
+
+
+def measured_fields(torch, dev, times, losses, micro_batch, flops_per_sample, tokens_per_sample, peak):
+    """The output line's measured fields (bench/reference/README.md) from the
+    measured step times (ms) and every step's loss: step_ms, samples_per_s and
+    tokens_per_s from the median step, tflops, peak_tflops, mfu, mem_peak_bytes,
+    loss_first, loss_last."""
+    samples_s = micro_batch / (statistics.median(times) / 1e3)
+    tflops = samples_s * flops_per_sample / 1e12
+    return {
+        "step_ms": step_ms(times),
+        "samples_per_s": samples_s, "tokens_per_s": samples_s * tokens_per_sample,
+        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
+        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
+        "loss_first": losses[0], "loss_last": losses[-1],
+    }
+
+
+def profiler(torch, step, res, prepare=None):
+    """The profile hook a reference's bench() returns: profile(path) runs
+    kernels.PROFILE_STEPS more steps under torch.profiler and writes path
+    (bench/reference/kernels.py), with res's median step as the measured one."""
+
+    def profile(path):
+        import kernels
+        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=res["step_ms"]["median"],
+                              prepare=prepare, meta=kernels.meta_of(res))
+
+    return profile

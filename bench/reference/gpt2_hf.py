@@ -19,10 +19,9 @@ parameters without the position embeddings.
 import argparse
 import gc
 import json
-import statistics
 import sys
 
-from common import MODES, mode_path, peak_tflops, step_ms, time_steps
+from common import MODES, measured_fields, mode_path, peak_tflops, profiler, time_steps
 
 
 def build(args):
@@ -75,9 +74,6 @@ def bench(torch, a, compiled, warmup):
 
     times, losses = time_steps(torch, step, warmup, a.steps, prepare=tokens)
 
-    med = statistics.median(times)
-    samples_s = B / (med / 1e3)
-    tflops = flops_per_sample * samples_s / 1e12
     preset = "124m" if (a.layers, a.hidden, a.heads) == (12, 768, 12) else f"{a.layers}x{a.hidden}"
     res = {
         "name": "hf-compile" if compiled else "hf-eager",
@@ -91,21 +87,9 @@ def bench(torch, a, compiled, warmup):
         "params": n_params,
         "flops_per_sample": flops_per_sample,
         "warmup": warmup, "steps": a.steps,
-        "step_ms": step_ms(times),
-        "samples_per_s": samples_s,
-        "tokens_per_s": samples_s * T,
-        "tflops": tflops,
-        "peak_tflops": peak,
-        "mfu": tflops / peak if peak else 0.0,
-        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss_first": losses[0], "loss_last": losses[-1],
+        **measured_fields(torch, dev, times, losses, B, flops_per_sample, T, peak),
     }
-
-    def profile(path):
-        import kernels
-        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, prepare=tokens,
-                              meta=kernels.meta_of(res))
-
+    profile = profiler(torch, step, res, prepare=tokens)
     return res, profile
 
 

@@ -16,10 +16,9 @@ eager, then a fresh compiled model (Inductor's default mode), in one process.
 import argparse
 import gc
 import json
-import statistics
 import sys
 
-from common import MODES, mode_path, peak_tflops, step_ms, time_steps
+from common import MODES, measured_fields, mode_path, peak_tflops, profiler, time_steps
 
 
 def forward_macs(torch, model, image_size, device):
@@ -79,12 +78,8 @@ def bench(torch, torchvision, a, compiled):
         return loss
 
     times, losses = time_steps(torch, step, a.warmup, a.steps)
-    med = statistics.median(times)
-    samples_s = a.micro_batch / (med / 1e3)
     fps = 3.0 * 2.0 * macs  # training = 3 x forward; 2 FLOPs per multiply-accumulate
-    tflops = samples_s * fps / 1e12
     name = torch.cuda.get_device_name(dev)
-    peak = peak_tflops(name, a.peak_tflops)
     res = {
         "name": "tv-compile" if compiled else "tv-eager",
         "model": "resnet50", "reference": "torchvision.models.resnet50",
@@ -92,17 +87,9 @@ def bench(torch, torchvision, a, compiled):
         "precision": "bf16", "micro_batch": a.micro_batch, "image_size": a.image_size,
         "channels_last": a.channels_last, "params": n_params, "flops_per_sample": fps,
         "warmup": a.warmup, "steps": a.steps,
-        "step_ms": step_ms(times),
-        "samples_per_s": samples_s, "tokens_per_s": 0.0,
-        "tflops": tflops, "peak_tflops": peak, "mfu": tflops / peak if peak else 0.0,
-        "mem_peak_bytes": torch.cuda.max_memory_allocated(dev),
-        "loss_first": losses[0], "loss_last": losses[-1],
+        **measured_fields(torch, dev, times, losses, a.micro_batch, fps, 0, peak_tflops(name, a.peak_tflops)),
     }
-
-    def profile(path):
-        import kernels
-        kernels.profile_steps(torch, step, path, kernels.PROFILE_STEPS, step_ms=med, meta=kernels.meta_of(res))
-
+    profile = profiler(torch, step, res)
     return res, profile
 
 

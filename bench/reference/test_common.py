@@ -119,6 +119,39 @@ class TableTest(unittest.TestCase):
         self.assertIn("### profile gpt-124m 16x1024", table.detail("profile gpt-124m 16x1024",
                                                                   groups["profile gpt-124m 16x1024"]))
 
+class MeasuredFieldsTest(unittest.TestCase):
+    def test_fields_from_the_median_step(self):
+        cuda = types.SimpleNamespace(max_memory_allocated=lambda dev: 123 if dev == "cuda:0" else -1)
+        torch = types.SimpleNamespace(cuda=cuda)
+        f = common.measured_fields(torch, "cuda:0", [30.0, 10.0, 20.0], [9.0, 8.0, 7.0],
+                                   micro_batch=4, flops_per_sample=2.5e12, tokens_per_sample=8, peak=1000.0)
+        self.assertEqual(f["step_ms"], {"median": 20.0, "p10": 12.0, "p90": 28.0})
+        self.assertAlmostEqual(f["samples_per_s"], 200.0)  # 4 samples in 20 ms
+        self.assertAlmostEqual(f["tokens_per_s"], 1600.0)
+        self.assertAlmostEqual(f["tflops"], 500.0)
+        self.assertAlmostEqual(f["mfu"], 0.5)
+        self.assertEqual(f["peak_tflops"], 1000.0)
+        self.assertEqual(f["mem_peak_bytes"], 123)
+        self.assertEqual((f["loss_first"], f["loss_last"]), (9.0, 7.0))
+        self.assertEqual(common.measured_fields(torch, "cuda:0", [5.0], [1.0], 1, 1e12, 0, 0.0)["mfu"], 0.0,
+                         "no MFU without a peak")
+
+    def test_profiler_passes_the_median_and_the_line(self):
+        import kernels
+        calls = []
+        saved = kernels.profile_steps
+        kernels.profile_steps = lambda *a, **kw: calls.append((a, kw))
+        try:
+            res = {"name": "hf-eager", "model": "gpt-124m", "step_ms": {"median": 42.0}}
+            step, prepare = object(), object()
+            common.profiler("torch", step, res, prepare=prepare)("out.json")
+        finally:
+            kernels.profile_steps = saved
+        (args, kw), = calls
+        self.assertEqual(args, ("torch", step, "out.json", kernels.PROFILE_STEPS))
+        self.assertEqual(kw["step_ms"], 42.0)
+        self.assertIs(kw["prepare"], prepare)
+        self.assertEqual(kw["meta"]["name"], "hf-eager")
 
 if __name__ == "__main__":
     unittest.main()
