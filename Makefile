@@ -43,6 +43,7 @@ deps:
 lint:
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -61,7 +62,7 @@ test: deps lint engine engine-tests cli
 # build/gpu and bin.
 gpu-tests: cli
 	rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
-	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine
+	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
 
 clean:

@@ -111,6 +111,6 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // ExitCode is exitcode.Environment.
 func (e *LoadError) ExitCode() int { return exitcode.Environment }
 
-// buildHint is the advice every load error ends with.
-const buildHint = "build it with `make engine` (or `make deps engine` on a fresh machine) " +
+// BuildHint is the advice every load error ends with.
+const BuildHint = "build it with `make engine` (or `make deps engine` on a fresh machine) " +
 	"and point at it with --engine-lib or CASESTUDY_ENGINE_LIB"

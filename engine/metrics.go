@@ -109,3 +109,9 @@ type Checksum struct {
 	Sum  float64 `json:"sum"`
 	Hash string  `json:"hash"`
 }
+
+// FamilyPresets is one model family of the library and its presets.
+type FamilyPresets struct {
+	Family  string   `json:"family"`
+	Presets []string `json:"presets"`
+}

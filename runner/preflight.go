@@ -21,11 +21,16 @@ type Machine struct {
 	MPSControl string           // nvidia-cuda-mps-control, "" when absent
 }
 
-// Preflight loads the engine library once (ABI check), finds the GPUs and
-// resolves the device; a study this machine cannot run stops here, before the
-// first trial, with an environment error (exit status 3).
-func Preflight(s *study.Study, plan *study.Plan, engineLib string, env []string) (*Machine, error) {
-	path, bi, err := engine.Probe(engineLib)
+// ProbeEngine finds the engine library (explicit: the --engine-lib value),
+// loads it, checks its ABI and reads its build facts: binding.Probe. The runner
+// takes it as a function so that it needs no cgo.
+type ProbeEngine func(explicit string) (path string, bi engine.BuildInfo, err error)
+
+// Preflight loads the engine library once through probe (ABI check), finds the
+// GPUs and resolves the device; a study this machine cannot run stops here,
+// before the first trial, with an environment error (exit status 3).
+func Preflight(s *study.Study, plan *study.Plan, probe ProbeEngine, engineLib string, env []string) (*Machine, error) {
+	path, bi, err := probe(engineLib)
 	if err != nil {
 		return nil, err
 	}

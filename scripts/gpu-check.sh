@@ -5,7 +5,7 @@
 #   build     the engine against the image's torch (CMake + Ninja; retried with
 #             CS_TORCH_MODE=manual if Torch's CMake config fails)
 #   tests     the Go test binaries built on the CPU machine (build/gpu/*.test,
-#             e.g. `go test -c -o build/gpu/engine.test ./engine`) with
+#             e.g. `go test -c -o build/gpu/engine.test ./engine/binding`) with
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine fp32, bf16,
 #             bf16 + CUDA graphs; Hugging Face eager and torch.compile
@@ -331,7 +331,7 @@ stage_tests() {
   local tests=(build/gpu/*.test) t n dir rc tl start=$SECONDS
   shopt -u nullglob
   if [[ ${#tests[@]} -eq 0 ]]; then
-    log_status "tests: FAIL, no build/gpu/*.test (build them here: go test -c -o build/gpu/engine.test ./engine)"
+    log_status "tests: FAIL, no build/gpu/*.test (build them here: go test -c -o build/gpu/engine.test ./engine/binding)"
     status=1
     return
   fi

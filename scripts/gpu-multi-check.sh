@@ -309,7 +309,7 @@ stage_build() {
 stage_tests() {
   local bin=$PWD/build/gpu/engine.test rc=0 tl
   if [[ ! -x $bin ]]; then
-    log_status "tests: FAIL, no build/gpu/engine.test (on the CPU machine: go test -c -o build/gpu/engine.test ./engine; carry build/gpu)"
+    log_status "tests: FAIL, no build/gpu/engine.test (on the CPU machine: go test -c -o build/gpu/engine.test ./engine/binding; carry build/gpu)"
     status=1
     return
   fi

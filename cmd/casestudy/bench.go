@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/stats"
 )
@@ -194,7 +195,7 @@ type BenchResult struct {
 }
 
 func benchChild(w io.Writer, libPath string, sizes []int64, o benchAllReduceOptions) error {
-	lib, err := engine.Load(libPath)
+	lib, err := binding.Load(libPath)
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func benchAllReduce(ctx context.Context, libPath string, sizes []int64, o benchA
 	}
 	var rendezvous []string
 	if o.device == "cuda" {
-		lib, err := engine.Load(libPath)
+		lib, err := binding.Load(libPath)
 		if err != nil {
 			return BenchResult{}, err
 		}

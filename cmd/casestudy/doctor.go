@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/runner"
@@ -73,11 +74,11 @@ func runDoctor(w io.Writer, engineLib, out string) error {
 		ok("topology", "%s topo -m:\n%s", smi, indent(topo, "        "))
 	}
 
-	path, bi, err := engine.Probe(engineLib)
+	path, bi, err := binding.Probe(engineLib)
 	engineOK := err == nil
 	if engineOK {
 		ok("engine", "%s", path)
-		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, engine.ABIVersion)
+		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, binding.ABIVersion)
 		ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
 		if !bi.CUDAAvailable {
 			miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")

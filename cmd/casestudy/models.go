@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/study"
 )
@@ -109,7 +110,7 @@ func runModels(w io.Writer, libFlag, family string, opts modelsOptions) error {
 	if err != nil {
 		return err
 	}
-	lib, err := engine.Load(path)
+	lib, err := binding.Load(path)
 	if err != nil {
 		return err
 	}

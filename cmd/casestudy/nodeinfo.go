@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/provenance"
 )
 
@@ -23,7 +23,7 @@ func newNodeInfoCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h := provenance.ReadHost()
-			if _, bi, err := engine.Probe(engineLibFlag(cmd)); err == nil {
+			if _, bi, err := binding.Probe(engineLibFlag(cmd)); err == nil {
 				h.Engine = &bi
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(h)

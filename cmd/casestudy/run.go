@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
@@ -128,7 +129,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
 	}
-	machine, err := runner.Preflight(s, plan, engineLibFlag(cmd), os.Environ())
+	machine, err := runner.Preflight(s, plan, binding.Probe, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/runner"
 )
 
@@ -28,10 +29,10 @@ func newWorkerCommand() *cobra.Command {
 }
 
 // libraryBackend adapts the loaded engine library to runner.Backend.
-type libraryBackend struct{ lib *engine.Library }
+type libraryBackend struct{ lib *binding.Library }
 
 func openEngine(path string) (runner.Backend, error) {
-	lib, err := engine.Load(path)
+	lib, err := binding.Load(path)
 	if err != nil {
 		return nil, err
 	}

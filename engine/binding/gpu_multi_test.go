@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +37,7 @@ const (
 // starts the bootstrap root in rank 0's process, as in a real trial) and
 // renames it into place; the others wait for the file. No-op for other ranks'
 // configs (Gloo, or an id already set).
-func ncclRendezvous(lib *Library, cfg *Config) error {
+func ncclRendezvous(lib *Library, cfg *engine.Config) error {
 	path := os.Getenv(ncclIDFileEnv)
 	if path == "" || cfg.Dist.Backend != "nccl" || cfg.Dist.NCCLID != "" {
 		return nil
@@ -89,7 +90,7 @@ func multiGPU(t *testing.T) (*Library, int) {
 
 // gpuRanks runs cfg on world NCCL ranks, one GPU each, with env added to every
 // rank's environment (NCCL_NVLS_ENABLE=0 last, so nothing turns NVLS on).
-func gpuRanks(t *testing.T, lib *Library, cfg Config, world, steps int, env ...string) ([]rankResult, []error) {
+func gpuRanks(t *testing.T, lib *Library, cfg engine.Config, world, steps int, env ...string) ([]rankResult, []error) {
 	t.Helper()
 	cfg.Device = "cuda"
 	if cfg.Dist.TimeoutMS == 0 {
@@ -109,16 +110,16 @@ func visibleDevice(r int) string {
 }
 
 // runGPURanks is gpuRanks where every rank must succeed.
-func runGPURanks(t *testing.T, lib *Library, cfg Config, world, steps int, env ...string) []rankResult {
+func runGPURanks(t *testing.T, lib *Library, cfg engine.Config, world, steps int, env ...string) []rankResult {
 	t.Helper()
 	rs, errs := gpuRanks(t, lib, cfg, world, steps, env...)
 	require.NoError(t, errors.Join(errs...)) // every rank's error: the cause and the peers stopped after it
 	return rs
 }
 
-var multiDDP = DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"}
+var multiDDP = engine.DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"}
 
-func multiGPT(preset, precision string) Config {
+func multiGPT(preset, precision string) engine.Config {
 	c := gpuGPT(preset, precision, false)
 	c.DDP = multiDDP
 	return c
@@ -170,7 +171,7 @@ func TestGPUMultiDPMatchesSingleGPU(t *testing.T) {
 
 	single := cfg
 	single.MicroBatch = cfg.MicroBatch * n
-	single.Dist = DistConfig{WorldSize: 1}
+	single.Dist = engine.DistConfig{WorldSize: 1}
 	want, e := train(t, lib, single, steps)
 	wantSum, err := e.Checksum()
 	require.NoError(t, err)
@@ -230,7 +231,7 @@ func ncclRefused(errs []error) (string, bool) {
 		if strings.Contains(s, "deadline (hang?)") || strings.Contains(s, "not finished after dist.timeout_ms") {
 			return "", false // a hang, killed by the parent or aborted by the engine's watchdog
 		}
-		if strings.Contains(s, StatusComm.String()) || strings.Contains(s, StatusUnsupported.String()) {
+		if strings.Contains(s, engine.StatusComm.String()) || strings.Contains(s, engine.StatusUnsupported.String()) {
 			why = append(why, s)
 		}
 	}
@@ -277,7 +278,7 @@ func TestGPUMultiNCCLKnobs(t *testing.T) {
 func TestNCCLRendezvousWaits(t *testing.T) {
 	path := t.TempDir() + "/nccl-id"
 	t.Setenv(ncclIDFileEnv, path)
-	gloo := Config{Dist: DistConfig{Rank: 1, WorldSize: 2, Backend: "gloo"}}
+	gloo := engine.Config{Dist: engine.DistConfig{Rank: 1, WorldSize: 2, Backend: "gloo"}}
 	require.NoError(t, ncclRendezvous(nil, &gloo))
 	assert.Empty(t, gloo.Dist.NCCLID)
 
@@ -287,7 +288,7 @@ func TestNCCLRendezvousWaits(t *testing.T) {
 		assert.NoError(t, os.WriteFile(path+".tmp", []byte(id), 0o600))
 		assert.NoError(t, os.Rename(path+".tmp", path))
 	}()
-	cfg := Config{Dist: DistConfig{Rank: 1, WorldSize: 2, Backend: "nccl"}}
+	cfg := engine.Config{Dist: engine.DistConfig{Rank: 1, WorldSize: 2, Backend: "nccl"}}
 	require.NoError(t, ncclRendezvous(nil, &cfg))
 	assert.Equal(t, id, cfg.Dist.NCCLID)
 }

@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,10 +36,10 @@ func gpuLibrary(t *testing.T) *Library {
 	return lib
 }
 
-func gpuGPT(preset, precision string, graphs bool) Config {
-	c := Config{
+func gpuGPT(preset, precision string, graphs bool) engine.Config {
+	c := engine.Config{
 		Family: "gpt", Preset: preset, MicroBatch: 8, Device: "cuda", Precision: precision,
-		Graphs: graphs, GradAccum: 1, Seed: 11, Dist: DistConfig{WorldSize: 1},
+		Graphs: graphs, GradAccum: 1, Seed: 11, Dist: engine.DistConfig{WorldSize: 1},
 	}
 	if preset == "124m" {
 		c.MicroBatch, c.SeqLen = 4, 1024
@@ -55,7 +56,7 @@ var gpuPrecisions = []struct {
 // trainGPU creates an engine on the GPU from cfg, runs steps, checks that every
 // step's metrics are complete and that graph mode really replays (forward and
 // backward times are 0 exactly on replayed steps), and returns the losses.
-func trainGPU(t *testing.T, lib *Library, cfg Config, steps int) []float64 {
+func trainGPU(t *testing.T, lib *Library, cfg engine.Config, steps int) []float64 {
 	t.Helper()
 	e, err := lib.Create(cfg)
 	require.NoError(t, err)
@@ -66,7 +67,7 @@ func trainGPU(t *testing.T, lib *Library, cfg Config, steps int) []float64 {
 	assert.NotEmpty(t, info.DeviceName)
 	assert.Equal(t, cfg.Precision, info.Precision)
 	losses := make([]float64, steps)
-	var last StepMetrics
+	var last engine.StepMetrics
 	for i := range losses {
 		m, err := e.Step()
 		require.NoError(t, err, "step %d", i)
@@ -102,7 +103,7 @@ func trainGPU(t *testing.T, lib *Library, cfg Config, steps int) []float64 {
 
 // graphsMatchEager trains cfg from the same seed eagerly and as a CUDA graph
 // and checks every loss agrees within tol (relative).
-func graphsMatchEager(t *testing.T, lib *Library, cfg Config, steps int, tol float64) (eager, graphs []float64) {
+func graphsMatchEager(t *testing.T, lib *Library, cfg engine.Config, steps int, tol float64) (eager, graphs []float64) {
 	t.Helper()
 	require.Greater(t, steps, graphWarmup+1, "too few steps to replay a graph twice")
 	cfg.Graphs = false
@@ -210,7 +211,7 @@ func TestGPUDataParallelOneRank(t *testing.T) {
 				return
 			}
 			single := cfg
-			single.Dist = DistConfig{WorldSize: 1}
+			single.Dist = engine.DistConfig{WorldSize: 1}
 			want, e := train(t, lib, single, steps)
 			wantSum, err := e.Checksum()
 			require.NoError(t, err)
@@ -234,7 +235,7 @@ func TestGPUPipelineOneStage(t *testing.T) {
 	for _, precision := range []string{"fp32", "bf16"} {
 		t.Run(precision, func(t *testing.T) {
 			a := gpuGPT("tiny", precision, false)
-			a.Pipeline = PipelineConfig{Stages: 1, Microbatches: m, Schedule: "1f1b"}
+			a.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: m, Schedule: "1f1b"}
 			b := gpuGPT("tiny", precision, false)
 			b.GradAccum = m
 			la := trainGPU(t, lib, a, steps)

@@ -1,4 +1,4 @@
-package engine
+package binding
 
 // This is the only Go file that knows C. It opens the engine library with
 // dlopen, resolves the cs_ functions with dlsym and calls them through
@@ -9,7 +9,7 @@ package engine
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stdlib.h>
-#include "native/include/casestudy_engine.h"
+#include "../native/include/casestudy_engine.h"
 
 typedef int (*cs_abi_version_fn)(void);
 typedef cs_status (*cs_write_fn)(char *, size_t, char *, size_t);
@@ -44,6 +44,8 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
+
+	"github.com/casestudy/casestudy/engine"
 )
 
 // Output buffers start at 64 KiB and double on CS_ERR_BUFFER up to 64 MiB;
@@ -146,11 +148,11 @@ func withBuffersFrom(op string, n, max int, call func(out *C.char, outLen C.size
 	errb := make([]byte, errLen)
 	for ; ; n *= 2 {
 		out := make([]byte, n)
-		st := Status(call((*C.char)(unsafe.Pointer(&out[0])), C.size_t(n), (*C.char)(unsafe.Pointer(&errb[0]))))
+		st := engine.Status(call((*C.char)(unsafe.Pointer(&out[0])), C.size_t(n), (*C.char)(unsafe.Pointer(&errb[0]))))
 		switch {
-		case st == StatusOK:
+		case st == engine.StatusOK:
 			return cString(out), nil
-		case st == StatusBuffer && n < max:
+		case st == engine.StatusBuffer && n < max:
 			continue
 		}
 		return "", statusError(op, st, errb)
@@ -158,16 +160,16 @@ func withBuffersFrom(op string, n, max int, call func(out *C.char, outLen C.size
 }
 
 // statusError turns a failed status and the error buffer into an *Error.
-func statusError(op string, st Status, errb []byte) error {
+func statusError(op string, st engine.Status, errb []byte) error {
 	msg := cString(errb)
 	if msg == "" {
 		msg = "(the engine gave no message)"
 	}
-	if st < StatusConfig || st > StatusBuffer {
+	if st < engine.StatusConfig || st > engine.StatusBuffer {
 		msg = fmt.Sprintf("unknown status %d: %s", int(st), msg)
-		st = StatusRuntime
+		st = engine.StatusRuntime
 	}
-	return &Error{Status: st, Op: op, Msg: msg}
+	return &engine.Error{Status: st, Op: op, Msg: msg}
 }
 
 // cString is the text before the first NUL of b.
@@ -209,12 +211,12 @@ func (s *symbols) create(config string) (unsafe.Pointer, error) {
 	defer C.free(unsafe.Pointer(cfg))
 	errb := make([]byte, errLen)
 	var e *C.cs_engine
-	st := Status(C.call_create(s.fn["cs_create"], cfg, &e, (*C.char)(unsafe.Pointer(&errb[0])), errLen))
-	if st != StatusOK {
+	st := engine.Status(C.call_create(s.fn["cs_create"], cfg, &e, (*C.char)(unsafe.Pointer(&errb[0])), errLen))
+	if st != engine.StatusOK {
 		return nil, statusError("cs_create", st, errb)
 	}
 	if e == nil {
-		return nil, &Error{Status: StatusRuntime, Op: "cs_create", Msg: "returned CS_OK and no engine"}
+		return nil, &engine.Error{Status: engine.StatusRuntime, Op: "cs_create", Msg: "returned CS_OK and no engine"}
 	}
 	return unsafe.Pointer(e), nil
 }
@@ -227,9 +229,9 @@ func (s *symbols) engineWrite(name string, e unsafe.Pointer) (string, error) {
 	}
 	if name == "cs_step" {
 		out, err := withBuffersFrom(name, stepOutLen, stepOutLen, call)
-		var ee *Error
-		if errors.As(err, &ee) && ee.Status == StatusBuffer {
-			ee.Status = StatusRuntime
+		var ee *engine.Error
+		if errors.As(err, &ee) && ee.Status == engine.StatusBuffer {
+			ee.Status = engine.StatusRuntime
 			ee.Msg = "the step ran but its metrics did not fit in 1 MiB and are lost: " + ee.Msg
 		}
 		return out, err
@@ -239,8 +241,8 @@ func (s *symbols) engineWrite(name string, e unsafe.Pointer) (string, error) {
 
 func (s *symbols) destroy(e unsafe.Pointer) error {
 	errb := make([]byte, errLen)
-	st := Status(C.call_destroy(s.fn["cs_destroy"], (*C.cs_engine)(e), (*C.char)(unsafe.Pointer(&errb[0])), errLen))
-	if st != StatusOK {
+	st := engine.Status(C.call_destroy(s.fn["cs_destroy"], (*C.cs_engine)(e), (*C.char)(unsafe.Pointer(&errb[0])), errLen))
+	if st != engine.StatusOK {
 		return statusError("cs_destroy", st, errb)
 	}
 	return nil

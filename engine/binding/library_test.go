@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
 )
 
@@ -42,14 +43,14 @@ func TestLoadRejects(t *testing.T) {
 		{
 			description: "wrong ABI version names both versions and says to rebuild",
 			path:        func(t *testing.T) string { return buildFake(t, "abi999.so", "-DFAKE_ABI=999") },
-			is:          ErrABIMismatch,
+			is:          engine.ErrABIMismatch,
 			contains:    []string{"ABI version 999", "needs 1", "make engine"},
 		},
 		{
 			description: "missing file says where and how to build",
-			path:        func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope", LibraryName) },
-			is:          ErrNoLibrary,
-			contains:    []string{"nope/" + LibraryName, "not found", "make engine"},
+			path:        func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope", engine.LibraryName) },
+			is:          engine.ErrNoLibrary,
+			contains:    []string{"nope/" + engine.LibraryName, "not found", "make engine"},
 		},
 		{
 			description: "a library without cs_step names the symbol",
@@ -59,11 +60,11 @@ func TestLoadRejects(t *testing.T) {
 		{
 			description: "a file that is not a shared library gives dlopen's text",
 			path: func(t *testing.T) string {
-				p := filepath.Join(t.TempDir(), LibraryName)
+				p := filepath.Join(t.TempDir(), engine.LibraryName)
 				require.NoError(t, os.WriteFile(p, []byte("not an ELF file"), 0o644))
 				return p
 			},
-			contains: []string{LibraryName, "make engine"},
+			contains: []string{engine.LibraryName, "make engine"},
 		},
 	}
 	for _, tt := range tests {
@@ -71,7 +72,7 @@ func TestLoadRejects(t *testing.T) {
 			lib, err := Load(tt.path(t))
 			require.Error(t, err)
 			assert.Nil(t, lib)
-			var le *LoadError
+			var le *engine.LoadError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, exitcode.Environment, exitcode.Of(err))
 			if tt.is != nil {
@@ -102,36 +103,36 @@ func TestFakeBinding(t *testing.T) {
 		assert.Equal(t, "fake", bi.Torch)
 	})
 	t.Run("status and message come through", func(t *testing.T) {
-		_, err := lib.Describe(Config{Family: "gpt", Preset: "bad"})
+		_, err := lib.Describe(engine.Config{Family: "gpt", Preset: "bad"})
 		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrConfig)
-		assert.NotErrorIs(t, err, ErrRuntime)
-		var ee *Error
+		assert.ErrorIs(t, err, engine.ErrConfig)
+		assert.NotErrorIs(t, err, engine.ErrRuntime)
+		var ee *engine.Error
 		require.ErrorAs(t, err, &ee)
-		assert.Equal(t, StatusConfig, ee.Status)
+		assert.Equal(t, engine.StatusConfig, ee.Status)
 		assert.Equal(t, "cs_describe", ee.Op)
 		assert.Contains(t, ee.Msg, `unknown preset "bad"`)
 		assert.Equal(t, exitcode.Input, exitcode.Of(err))
 
 		_, err = lib.NCCLUniqueID()
-		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorIs(t, err, engine.ErrUnsupported)
 		_, err = lib.Models() // optional symbol the fake lacks
-		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorIs(t, err, engine.ErrUnsupported)
 		assert.ErrorContains(t, err, "make engine")
 		_, err = lib.BenchAllReduce([]byte(`{}`))
-		assert.ErrorIs(t, err, ErrUnsupported)
-		_, err = lib.Create(Config{Device: "cuda"})
-		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorIs(t, err, engine.ErrUnsupported)
+		_, err = lib.Create(engine.Config{Device: "cuda"})
+		assert.ErrorIs(t, err, engine.ErrUnsupported)
 	})
 	t.Run("describe decodes", func(t *testing.T) {
-		d, err := lib.Describe(Config{Family: "gpt", Preset: "x"})
+		d, err := lib.Describe(engine.Config{Family: "gpt", Preset: "x"})
 		require.NoError(t, err)
 		assert.Equal(t, int64(42), d.Params)
 		assert.Equal(t, 252.0, d.FLOPsPerSample)
 		assert.Equal(t, 1, d.Shapes["layers"])
 	})
 	t.Run("every engine call runs on the thread that created it", func(t *testing.T) {
-		e, err := lib.Create(Config{Family: "gpt", Device: "cpu"})
+		e, err := lib.Create(engine.Config{Family: "gpt", Device: "cpu"})
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		errs := make(chan error, 40)
@@ -157,9 +158,9 @@ func TestFakeBinding(t *testing.T) {
 		require.NoError(t, err)
 
 		_, err = e.Checksum()
-		var ee *Error
+		var ee *engine.Error
 		require.ErrorAs(t, err, &ee)
-		assert.Equal(t, StatusRuntime, ee.Status, "an undefined status is a runtime error")
+		assert.Equal(t, engine.StatusRuntime, ee.Status, "an undefined status is a runtime error")
 		assert.Contains(t, ee.Msg, "unknown status 42")
 
 		require.NoError(t, e.Close())
@@ -168,7 +169,7 @@ func TestFakeBinding(t *testing.T) {
 		assert.ErrorContains(t, err, "closed")
 	})
 	t.Run("library outlives its engines", func(t *testing.T) {
-		e, err := lib.Create(Config{Family: "gpt", Device: "cpu"})
+		e, err := lib.Create(engine.Config{Family: "gpt", Device: "cpu"})
 		require.NoError(t, err)
 		require.NoError(t, lib.Close())
 		_, err = lib.BuildInfo()
@@ -181,7 +182,7 @@ func TestFakeBinding(t *testing.T) {
 
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
-	lib := filepath.Join(dir, LibraryName)
+	lib := filepath.Join(dir, engine.LibraryName)
 	require.NoError(t, os.WriteFile(lib, nil, 0o644))
 	missing := filepath.Join(dir, "missing.so")
 
@@ -199,11 +200,11 @@ func TestDiscover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
-			t.Setenv(EnvLibrary, tt.env)
-			got, err := Discover(tt.explicit)
+			t.Setenv(engine.EnvLibrary, tt.env)
+			got, err := engine.Discover(tt.explicit)
 			if tt.errContains != nil {
 				require.Error(t, err)
-				assert.ErrorIs(t, err, ErrNoLibrary)
+				assert.ErrorIs(t, err, engine.ErrNoLibrary)
 				for _, s := range tt.errContains {
 					assert.Contains(t, err.Error(), s)
 				}
@@ -215,25 +216,25 @@ func TestDiscover(t *testing.T) {
 	}
 
 	t.Run("nothing found lists every place looked", func(t *testing.T) {
-		t.Setenv(EnvLibrary, "")
+		t.Setenv(engine.EnvLibrary, "")
 		t.Chdir(t.TempDir())
-		_, err := Discover("")
+		_, err := engine.Discover("")
 		require.Error(t, err)
-		assert.True(t, errors.Is(err, ErrNoLibrary))
+		assert.True(t, errors.Is(err, engine.ErrNoLibrary))
 		exe, _ := os.Executable()
-		for _, s := range []string{filepath.Dir(exe), filepath.Join("build", "engine", LibraryName), "make engine"} {
+		for _, s := range []string{filepath.Dir(exe), filepath.Join("build", "engine", engine.LibraryName), "make engine"} {
 			assert.Contains(t, err.Error(), s)
 		}
 		assert.Equal(t, 1, strings.Count(err.Error(), "make engine"))
 	})
 	t.Run("the build folder of the working directory", func(t *testing.T) {
-		t.Setenv(EnvLibrary, "")
+		t.Setenv(engine.EnvLibrary, "")
 		wd := t.TempDir()
-		want := filepath.Join(wd, "build", "engine", LibraryName)
+		want := filepath.Join(wd, "build", "engine", engine.LibraryName)
 		require.NoError(t, os.MkdirAll(filepath.Dir(want), 0o755))
 		require.NoError(t, os.WriteFile(want, nil, 0o644))
 		t.Chdir(wd)
-		got, err := Discover("")
+		got, err := engine.Discover("")
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	})
@@ -243,7 +244,7 @@ func TestDiscover(t *testing.T) {
 // its path and build facts.
 func TestProbe(t *testing.T) {
 	_, _, err := Probe(filepath.Join(t.TempDir(), "none.so"))
-	var le *LoadError
+	var le *engine.LoadError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
 

@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ import (
 // realLibrary loads the engine library that Discover("") finds.
 func realLibrary(t *testing.T) *Library {
 	t.Helper()
-	path, err := Discover("")
+	path, err := engine.Discover("")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and no engine library: %v", err)
@@ -35,16 +36,16 @@ func realLibrary(t *testing.T) *Library {
 // test runs packages in parallel on CI's two cores, and OpenMP teams that spin
 // at barriers on an oversubscribed machine made 50 steps take 30 s instead of
 // 1.5 s.
-func tinyGPT(precision string) Config {
-	return Config{
+func tinyGPT(precision string) engine.Config {
+	return engine.Config{
 		Family: "gpt", Preset: "tiny", MicroBatch: 8,
 		Device: "cpu", Threads: 1, Precision: precision, GradAccum: 1, Seed: 7,
-		Dist: DistConfig{WorldSize: 1},
+		Dist: engine.DistConfig{WorldSize: 1},
 	}
 }
 
 // train creates an engine from cfg, runs steps and returns the losses.
-func train(t *testing.T, lib *Library, cfg Config, steps int) ([]float64, *Engine) {
+func train(t *testing.T, lib *Library, cfg engine.Config, steps int) ([]float64, *Engine) {
 	t.Helper()
 	e, err := lib.Create(cfg)
 	require.NoError(t, err)
@@ -201,7 +202,7 @@ func TestBadConfig(t *testing.T) {
 	})
 }
 
-func mustJSON(c Config) string {
+func mustJSON(c engine.Config) string {
 	b, err := json.Marshal(c)
 	if err != nil {
 		panic(err)
@@ -211,10 +212,10 @@ func mustJSON(c Config) string {
 
 func assertConfigError(t *testing.T, err error, op, field string) {
 	t.Helper()
-	var ee *Error
+	var ee *engine.Error
 	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, StatusConfig, ee.Status, "%v", err)
-	assert.ErrorIs(t, err, ErrConfig)
+	assert.Equal(t, engine.StatusConfig, ee.Status, "%v", err)
+	assert.ErrorIs(t, err, engine.ErrConfig)
 	assert.Equal(t, op, ee.Op)
 	assert.Contains(t, ee.Msg, field)
 }
@@ -226,7 +227,7 @@ func TestUnsupportedKnobs(t *testing.T) {
 	e, err := lib.Create(cfg)
 	require.Error(t, err)
 	assert.Nil(t, e)
-	assert.ErrorIs(t, err, ErrUnsupported)
+	assert.ErrorIs(t, err, engine.ErrUnsupported)
 	assert.Contains(t, err.Error(), "graphs")
 }
 
@@ -234,17 +235,17 @@ func TestFaultKnobs(t *testing.T) {
 	lib := realLibrary(t)
 	tests := []struct {
 		kind   string
-		status Status
+		status engine.Status
 		is     error
 	}{
-		{"error", StatusRuntime, ErrRuntime},
-		{"oom", StatusOOM, ErrOOM},
+		{"error", engine.StatusRuntime, engine.ErrRuntime},
+		{"oom", engine.StatusOOM, engine.ErrOOM},
 	}
 	const atStep = 2
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
 			cfg := tinyGPT("fp32")
-			cfg.Fault = FaultConfig{Kind: tt.kind, Rank: 0, AtStep: atStep}
+			cfg.Fault = engine.FaultConfig{Kind: tt.kind, Rank: 0, AtStep: atStep}
 			e, err := lib.Create(cfg)
 			require.NoError(t, err)
 			defer e.Close()
@@ -259,7 +260,7 @@ func TestFaultKnobs(t *testing.T) {
 			}
 			require.Error(t, failed, "the %q fault never fired", tt.kind)
 			assert.ErrorIs(t, failed, tt.is)
-			var ee *Error
+			var ee *engine.Error
 			require.ErrorAs(t, failed, &ee)
 			assert.Equal(t, tt.status, ee.Status)
 			assert.Equal(t, "cs_step", ee.Op)
@@ -286,7 +287,7 @@ func TestDescribeGPTPresets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.preset, func(t *testing.T) {
-			d, err := lib.Describe(Config{Family: "gpt", Preset: tt.preset, MicroBatch: 1, Device: "cpu", Precision: "fp32"})
+			d, err := lib.Describe(engine.Config{Family: "gpt", Preset: tt.preset, MicroBatch: 1, Device: "cpu", Precision: "fp32"})
 			require.NoError(t, err)
 			assert.Equal(t, tt.params, d.Params)
 			assert.Equal(t, tt.layers, d.Shapes["layers"])

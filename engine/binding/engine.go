@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/casestudy/casestudy/engine"
 )
 
 // Engine is one created training engine (cs_create). Every call on it runs on
@@ -27,7 +29,7 @@ var errEngineClosed = errors.New("engine: the engine is closed")
 // Create builds an engine (model, optimizer, data, communicator) from cfg. It
 // may take long (weights on the device, communicator setup). A config the
 // engine rejects is ErrConfig, a knob it cannot honour here ErrUnsupported.
-func (l *Library) Create(cfg Config) (*Engine, error) {
+func (l *Library) Create(cfg engine.Config) (*Engine, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -96,24 +98,24 @@ func (e *Engine) call(name string, v any) error {
 
 // Info reports the engine's static facts: the model description plus device,
 // precision, ranks and memory after setup.
-func (e *Engine) Info() (Info, error) {
-	var in Info
+func (e *Engine) Info() (engine.Info, error) {
+	var in engine.Info
 	err := e.call("cs_info", &in)
 	return in, err
 }
 
 // Step runs one training step (grad_accum micro-batches and the optimizer)
 // and returns its metrics.
-func (e *Engine) Step() (StepMetrics, error) {
-	var m StepMetrics
+func (e *Engine) Step() (engine.StepMetrics, error) {
+	var m engine.StepMetrics
 	err := e.call("cs_step", &m)
 	return m, err
 }
 
 // Checksum sums and hashes all parameters (ranks of a data parallel trial
 // must agree).
-func (e *Engine) Checksum() (Checksum, error) {
-	var c Checksum
+func (e *Engine) Checksum() (engine.Checksum, error) {
+	var c engine.Checksum
 	err := e.call("cs_param_checksum", &c)
 	return c, err
 }

@@ -1,10 +1,11 @@
-package engine
+package binding
 
 import (
 	"fmt"
 	"math"
 	"testing"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,19 +15,19 @@ import (
 // on the CPU, the full presets' parameter counts and FLOPs come from
 // cs_describe without building anything.
 
-func tinyBERT() Config {
-	return Config{
+func tinyBERT() engine.Config {
+	return engine.Config{
 		Family: "bert", Preset: "tiny", MicroBatch: 8, SeqLen: 128, LearningRate: 1e-3,
 		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 11,
-		Dist: DistConfig{WorldSize: 1},
+		Dist: engine.DistConfig{WorldSize: 1},
 	}
 }
 
-func tinyResNet() Config {
-	return Config{
+func tinyResNet() engine.Config {
+	return engine.Config{
 		Family: "resnet50", Preset: "tiny", MicroBatch: 8,
 		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 11,
-		Dist: DistConfig{WorldSize: 1},
+		Dist: engine.DistConfig{WorldSize: 1},
 	}
 }
 
@@ -44,18 +45,18 @@ func TestFamilyDescribe(t *testing.T) {
 	lib := realLibrary(t)
 	tests := []struct {
 		description string
-		cfg         Config
+		cfg         engine.Config
 		params      int64   // Hugging Face BertForPreTraining / torchvision resnet50
 		flops       float64 // training FLOPs per sample
 		tokens      int
 	}{
 		{"resnet50 50 at 224 (torchvision: 4.09 G MACs forward)",
-			Config{Family: "resnet50", Preset: "50", MicroBatch: 256}, 25_557_032, 3 * 2 * 4.09e9, 0},
-		{"bert base seq 128", Config{Family: "bert", Preset: "base", MicroBatch: 32, SeqLen: 128},
+			engine.Config{Family: "resnet50", Preset: "50", MicroBatch: 256}, 25_557_032, 3 * 2 * 4.09e9, 0},
+		{"bert base seq 128", engine.Config{Family: "bert", Preset: "base", MicroBatch: 32, SeqLen: 128},
 			110_106_428, 3 * bertForwardFLOPs(12, 768, 3072, 30522, 128), 128},
-		{"bert large seq 128", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 128},
+		{"bert large seq 128", engine.Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 128},
 			336_226_108, 3 * bertForwardFLOPs(24, 1024, 4096, 30522, 128), 128},
-		{"bert large seq 512", Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 512},
+		{"bert large seq 512", engine.Config{Family: "bert", Preset: "large", MicroBatch: 32, SeqLen: 512},
 			336_226_108, 3 * bertForwardFLOPs(24, 1024, 4096, 30522, 512), 512},
 	}
 	for _, tt := range tests {
@@ -70,10 +71,10 @@ func TestFamilyDescribe(t *testing.T) {
 	}
 
 	t.Run("resnet50 FLOPs scale with image_size", func(t *testing.T) {
-		at224, err := lib.Describe(Config{Family: "resnet50", Preset: "50", MicroBatch: 2})
+		at224, err := lib.Describe(engine.Config{Family: "resnet50", Preset: "50", MicroBatch: 2})
 		require.NoError(t, err)
 		assert.Equal(t, 224, at224.Shapes["image_size"], "default image size")
-		at448, err := lib.Describe(Config{Family: "resnet50", Preset: "50", MicroBatch: 2, ImageSize: 448})
+		at448, err := lib.Describe(engine.Config{Family: "resnet50", Preset: "50", MicroBatch: 2, ImageSize: 448})
 		require.NoError(t, err)
 		// Every feature map doubles per side; only the fc stays: just under 4x.
 		assert.InEpsilon(t, 4.0, at448.FLOPsPerSample/at224.FLOPsPerSample, 1e-3)
@@ -87,7 +88,7 @@ func TestTinyFamiliesLearn(t *testing.T) {
 	lib := realLibrary(t)
 	tests := []struct {
 		description string
-		cfg         Config
+		cfg         engine.Config
 		maxRatio    float64 // last-5 mean / first-5 mean at most this
 	}{
 		// MLM+NSP starts near ln(1024)+ln(2) = 7.6; the Markov chain's Zipf
@@ -129,7 +130,7 @@ func TestTinyFamiliesLearn(t *testing.T) {
 // relative, allows for a differently ordered gradient accumulation.
 func TestActivationCheckpointingSameLoss(t *testing.T) {
 	lib := realLibrary(t)
-	for _, base := range []Config{tinyBERT(), tinyResNet()} {
+	for _, base := range []engine.Config{tinyBERT(), tinyResNet()} {
 		t.Run(base.Family, func(t *testing.T) {
 			const steps = 6
 			plain, _ := train(t, lib, base, steps)
@@ -159,22 +160,22 @@ func TestResNetChannelsLast(t *testing.T) {
 
 func TestFamilyBadConfig(t *testing.T) {
 	lib := realLibrary(t)
-	with := func(c Config, f func(*Config)) Config { f(&c); return c }
+	with := func(c engine.Config, f func(*engine.Config)) engine.Config { f(&c); return c }
 	tests := []struct {
 		description string
-		cfg         Config
+		cfg         engine.Config
 		field       string // the message must name it
 	}{
-		{"bert seq_len above 512 positions", with(tinyBERT(), func(c *Config) { c.SeqLen = 1000 }), "seq_len"},
-		{"bert seq_len too short for a sentence pair", with(tinyBERT(), func(c *Config) { c.SeqLen = 4 }), "seq_len"},
-		{"bert unknown preset", with(tinyBERT(), func(c *Config) { c.Preset = "huge" }), "preset"},
-		{"bert hidden not a multiple of heads", with(tinyBERT(), func(c *Config) { c.Hidden = 100; c.Preset = "base" }), "hidden"},
-		{"bert channels_last", with(tinyBERT(), func(c *Config) { c.ChannelsLast = true }), "channels_last"},
-		{"bert image_size", with(tinyBERT(), func(c *Config) { c.ImageSize = 224 }), "image_size"},
-		{"resnet50 image_size 7", with(tinyResNet(), func(c *Config) { c.ImageSize = 7 }), "image_size"},
-		{"resnet50 unknown preset", with(tinyResNet(), func(c *Config) { c.Preset = "101" }), "preset"},
-		{"resnet50 seq_len", with(tinyResNet(), func(c *Config) { c.SeqLen = 128 }), "seq_len"},
-		{"resnet50 one value per BatchNorm channel", with(tinyResNet(), func(c *Config) { c.MicroBatch = 1 }), "micro_batch"},
+		{"bert seq_len above 512 positions", with(tinyBERT(), func(c *engine.Config) { c.SeqLen = 1000 }), "seq_len"},
+		{"bert seq_len too short for a sentence pair", with(tinyBERT(), func(c *engine.Config) { c.SeqLen = 4 }), "seq_len"},
+		{"bert unknown preset", with(tinyBERT(), func(c *engine.Config) { c.Preset = "huge" }), "preset"},
+		{"bert hidden not a multiple of heads", with(tinyBERT(), func(c *engine.Config) { c.Hidden = 100; c.Preset = "base" }), "hidden"},
+		{"bert channels_last", with(tinyBERT(), func(c *engine.Config) { c.ChannelsLast = true }), "channels_last"},
+		{"bert image_size", with(tinyBERT(), func(c *engine.Config) { c.ImageSize = 224 }), "image_size"},
+		{"resnet50 image_size 7", with(tinyResNet(), func(c *engine.Config) { c.ImageSize = 7 }), "image_size"},
+		{"resnet50 unknown preset", with(tinyResNet(), func(c *engine.Config) { c.Preset = "101" }), "preset"},
+		{"resnet50 seq_len", with(tinyResNet(), func(c *engine.Config) { c.SeqLen = 128 }), "seq_len"},
+		{"resnet50 one value per BatchNorm channel", with(tinyResNet(), func(c *engine.Config) { c.MicroBatch = 1 }), "micro_batch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
@@ -194,7 +195,7 @@ func TestFamilyBadConfig(t *testing.T) {
 // that track fp32 (first loss within 2%: same weights and batch, bf16 matmuls).
 func TestFamilyKnobs(t *testing.T) {
 	lib := realLibrary(t)
-	for _, base := range []Config{tinyBERT(), tinyResNet()} {
+	for _, base := range []engine.Config{tinyBERT(), tinyResNet()} {
 		t.Run(base.Family, func(t *testing.T) {
 			const steps = 4
 			fp32, _ := train(t, lib, base, steps)
@@ -220,10 +221,10 @@ func TestFamilyKnobs(t *testing.T) {
 // gpuFamily is a CUDA configuration of the benchmark shapes (docs/perf.md):
 // BERT micro-batch 32 at 128 tokens, ResNet-50 micro-batch 256 at 224 pixels
 // channels_last; the tiny presets at their CPU shapes.
-func gpuFamily(family, preset, precision string, graphs bool) Config {
-	c := Config{
+func gpuFamily(family, preset, precision string, graphs bool) engine.Config {
+	c := engine.Config{
 		Family: family, Preset: preset, MicroBatch: 8, Device: "cuda", Precision: precision,
-		Graphs: graphs, GradAccum: 1, Seed: 11, Dist: DistConfig{WorldSize: 1},
+		Graphs: graphs, GradAccum: 1, Seed: 11, Dist: engine.DistConfig{WorldSize: 1},
 	}
 	switch {
 	case family == "bert" && preset == "tiny":

@@ -1,10 +1,11 @@
-package engine
+package binding
 
 import (
 	"fmt"
 	"sort"
 	"testing"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,11 +20,11 @@ const ppMicrobatches = 4
 // fit): GPT tiny is embeddings, 2 blocks and the final LayerNorm + tied head;
 // BERT tiny gets 3 encoder layers after its embeddings (heads on the last);
 // ResNet tiny is the stem, 4 blocks and the head.
-func ppConfig(family string) Config {
-	c := Config{
+func ppConfig(family string) engine.Config {
+	c := engine.Config{
 		Family: family, Preset: "tiny", MicroBatch: 2, Device: "cpu", Threads: 1,
 		Precision: "fp32", GradAccum: 1, Seed: 5,
-		Pipeline: PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"},
+		Pipeline: engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"},
 	}
 	if family == "bert" {
 		c.Layers, c.SeqLen = 3, 32
@@ -33,13 +34,13 @@ func ppConfig(family string) Config {
 
 // singleRank trains cfg's global batch on one rank without stages: the same
 // micro-batches, accumulated.
-func singleRank(t *testing.T, lib *Library, cfg Config, dp, steps int) ([]float64, Checksum) {
+func singleRank(t *testing.T, lib *Library, cfg engine.Config, dp, steps int) ([]float64, engine.Checksum) {
 	t.Helper()
 	c := cfg
 	c.MicroBatch *= dp
 	c.GradAccum = cfg.GradAccum * max(cfg.Pipeline.Microbatches, 1)
-	c.Pipeline = PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
-	c.Dist = DistConfig{WorldSize: 1}
+	c.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
+	c.Dist = engine.DistConfig{WorldSize: 1}
 	losses, e := train(t, lib, c, steps)
 	sum, err := e.Checksum()
 	require.NoError(t, err)
@@ -193,7 +194,7 @@ func TestPipelineBubble(t *testing.T) {
 		t.Run(fmt.Sprintf("M=%d", b.m), func(t *testing.T) {
 			cfg := ppConfig("gpt")
 			cfg.Layers, cfg.MicroBatch = 8, 8
-			cfg.Pipeline = PipelineConfig{Stages: stages, Microbatches: b.m, Schedule: "1f1b", Balance: []int{5, 5}}
+			cfg.Pipeline = engine.PipelineConfig{Stages: stages, Microbatches: b.m, Schedule: "1f1b", Balance: []int{5, 5}}
 			theory := float64(stages-1) / float64(b.m+stages-1)
 			var got []float64
 			for a := 0; a < attempts; a++ {

@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"encoding/json"
@@ -6,90 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+
+	"github.com/casestudy/casestudy/engine"
 )
 
 // ABIVersion is the CS_ABI_VERSION this binding speaks.
 const ABIVersion = 1
-
-// LibraryName is the file name of the engine library.
-const LibraryName = "libcasestudy_engine.so"
-
-// EnvLibrary names the environment variable that points at the library.
-const EnvLibrary = "CASESTUDY_ENGINE_LIB"
-
-// Discover finds the engine library. In order: explicit (the --engine-lib
-// flag), $CASESTUDY_ENGINE_LIB, next to the executable (LibraryName or
-// ../lib/LibraryName), then build/engine/LibraryName under the working
-// directory or, inside a source checkout, under the module root. An explicit
-// path or the variable that names a missing file is an error, not a reason to
-// look elsewhere. The error lists where it looked and how to build the library.
-func Discover(explicit string) (string, error) {
-	if explicit != "" {
-		return existing(explicit, "--engine-lib")
-	}
-	if env := os.Getenv(EnvLibrary); env != "" {
-		return existing(env, "$"+EnvLibrary)
-	}
-	var looked []string
-	for _, p := range candidates() {
-		if fileExists(p) {
-			return p, nil
-		}
-		looked = append(looked, p)
-	}
-	return "", &LoadError{
-		Err: fmt.Errorf("%w (--engine-lib and $%s not set; looked in %s)",
-			ErrNoLibrary, EnvLibrary, strings.Join(looked, ", ")),
-		Hint: buildHint,
-	}
-}
-
-func existing(path, source string) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	if !fileExists(abs) {
-		return "", &LoadError{Path: abs, Err: fmt.Errorf("%w (named by %s)", ErrNoLibrary, source), Hint: buildHint}
-	}
-	return abs, nil
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
-// candidates are the places Discover looks when nothing names the library.
-func candidates() []string {
-	var out []string
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		dir := filepath.Dir(exe)
-		out = append(out, filepath.Join(dir, LibraryName), filepath.Join(dir, "..", "lib", LibraryName))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		out = append(out, filepath.Join(wd, "build", "engine", LibraryName))
-		// Inside a source checkout (go test runs in the package folder), the
-		// module root's build folder.
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			if fileExists(filepath.Join(dir, "go.mod")) {
-				if dir != wd {
-					out = append(out, filepath.Join(dir, "build", "engine", LibraryName))
-				}
-				break
-			}
-			if filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return out
-}
 
 // Library is an opened engine library. Its methods are safe for concurrent
 // use. Each Load opens its own reference (dlopen counts them); Close drops it
@@ -108,27 +31,32 @@ type Library struct {
 // version is a *LoadError; nothing here aborts the process.
 func Load(path string) (*Library, error) {
 	if path == "" {
-		return nil, &LoadError{Err: fmt.Errorf("%w (empty path)", ErrNoLibrary), Hint: buildHint}
+		return nil, &engine.LoadError{Err: fmt.Errorf("%w (empty path)", engine.ErrNoLibrary), Hint: engine.BuildHint}
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
 	if !fileExists(path) {
-		return nil, &LoadError{Path: path, Err: ErrNoLibrary, Hint: buildHint}
+		return nil, &engine.LoadError{Path: path, Err: engine.ErrNoLibrary, Hint: engine.BuildHint}
 	}
 	syms, err := dlOpen(path)
 	if err != nil {
-		return nil, &LoadError{Path: path, Err: err, Hint: buildHint}
+		return nil, &engine.LoadError{Path: path, Err: err, Hint: engine.BuildHint}
 	}
 	if v := syms.abiVersion(); v != ABIVersion {
 		_ = syms.close()
-		return nil, &LoadError{
+		return nil, &engine.LoadError{
 			Path: path,
-			Err:  fmt.Errorf("%w: the library has ABI version %d, this casestudy binary needs %d", ErrABIMismatch, v, ABIVersion),
+			Err:  fmt.Errorf("%w: the library has ABI version %d, this casestudy binary needs %d", engine.ErrABIMismatch, v, ABIVersion),
 			Hint: "rebuild the engine from the same commit as casestudy with `make engine`",
 		}
 	}
 	return &Library{path: path, syms: syms, refs: 1}, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
 
 // Path is the absolute path the library was loaded from.
@@ -170,8 +98,8 @@ func (l *Library) Close() error {
 
 // Probe finds the library (Discover(explicit)), loads it, reads its build
 // facts and closes it again. Every error is a *LoadError (exit status 3).
-func Probe(explicit string) (path string, bi BuildInfo, err error) {
-	if path, err = Discover(explicit); err != nil {
+func Probe(explicit string) (path string, bi engine.BuildInfo, err error) {
+	if path, err = engine.Discover(explicit); err != nil {
 		return "", bi, err
 	}
 	lib, err := Load(path)
@@ -180,49 +108,43 @@ func Probe(explicit string) (path string, bi BuildInfo, err error) {
 	}
 	defer lib.Close()
 	if bi, err = lib.BuildInfo(); err != nil {
-		return path, bi, &LoadError{Path: path, Err: err, Hint: buildHint}
+		return path, bi, &engine.LoadError{Path: path, Err: err, Hint: engine.BuildHint}
 	}
 	return path, bi, nil
 }
 
 // BuildInfo reports the versions the library was built with.
-func (l *Library) BuildInfo() (BuildInfo, error) {
-	var bi BuildInfo
+func (l *Library) BuildInfo() (engine.BuildInfo, error) {
+	var bi engine.BuildInfo
 	err := l.callJSON(func() (string, error) { return l.syms.write("cs_build_info") }, "cs_build_info", &bi)
 	return bi, err
 }
 
 // Describe computes a model's static facts (parameters, FLOPs per sample,
 // shapes) without building it. Only the model fields of cfg are read.
-func (l *Library) Describe(cfg Config) (Description, error) {
+func (l *Library) Describe(cfg engine.Config) (engine.Description, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
-		return Description{}, err
+		return engine.Description{}, err
 	}
 	return l.describeRaw(string(raw))
 }
 
 // describeRaw passes config JSON as is (tests use it for malformed JSON).
-func (l *Library) describeRaw(config string) (Description, error) {
-	var d Description
+func (l *Library) describeRaw(config string) (engine.Description, error) {
+	var d engine.Description
 	err := l.callJSON(func() (string, error) { return l.syms.describe("cs_describe", config) }, "cs_describe", &d)
 	return d, err
 }
 
-// FamilyPresets is one model family of the library and its presets.
-type FamilyPresets struct {
-	Family  string   `json:"family"`
-	Presets []string `json:"presets"`
-}
-
 // Models lists the families and presets the library has (cs_models). A
 // library built before cs_models existed answers ErrUnsupported.
-func (l *Library) Models() ([]FamilyPresets, error) {
+func (l *Library) Models() ([]engine.FamilyPresets, error) {
 	if !l.syms.has("cs_models") {
-		return nil, &Error{Status: StatusUnsupported, Op: "cs_models", Msg: "the library predates cs_models; rebuild it with `make engine`"}
+		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_models", Msg: "the library predates cs_models; rebuild it with `make engine`"}
 	}
 	var v struct {
-		Families []FamilyPresets `json:"families"`
+		Families []engine.FamilyPresets `json:"families"`
 	}
 	err := l.callJSON(func() (string, error) { return l.syms.write("cs_models") }, "cs_models", &v)
 	return v.Families, err
@@ -234,7 +156,7 @@ func (l *Library) Models() ([]FamilyPresets, error) {
 // A library without cs_bench_allreduce answers ErrUnsupported.
 func (l *Library) BenchAllReduce(config []byte) (json.RawMessage, error) {
 	if !l.syms.has("cs_bench_allreduce") {
-		return nil, &Error{Status: StatusUnsupported, Op: "cs_bench_allreduce", Msg: "the library predates cs_bench_allreduce; rebuild it with `make engine`"}
+		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_bench_allreduce", Msg: "the library predates cs_bench_allreduce; rebuild it with `make engine`"}
 	}
 	if err := l.acquire(); err != nil {
 		return nil, err
@@ -245,7 +167,7 @@ func (l *Library) BenchAllReduce(config []byte) (json.RawMessage, error) {
 		return nil, err
 	}
 	if !json.Valid([]byte(out)) {
-		return nil, &Error{Status: StatusRuntime, Op: "cs_bench_allreduce", Msg: fmt.Sprintf("engine returned invalid JSON: %.200q", out)}
+		return nil, &engine.Error{Status: engine.StatusRuntime, Op: "cs_bench_allreduce", Msg: fmt.Sprintf("engine returned invalid JSON: %.200q", out)}
 	}
 	return json.RawMessage(out), nil
 }
@@ -277,7 +199,7 @@ func (l *Library) callJSON(call func() (string, error), op string, v any) error 
 // newer engine may add some.
 func decode(op, out string, v any) error {
 	if err := json.Unmarshal([]byte(out), v); err != nil {
-		return &Error{Status: StatusRuntime, Op: op, Msg: fmt.Sprintf("engine returned invalid JSON (%v): %.200q", err, out)}
+		return &engine.Error{Status: engine.StatusRuntime, Op: op, Msg: fmt.Sprintf("engine returned invalid JSON (%v): %.200q", err, out)}
 	}
 	return nil
 }

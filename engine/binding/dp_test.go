@@ -1,4 +1,4 @@
-package engine
+package binding
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,11 +43,11 @@ func TestMain(m *testing.M) {
 
 // rankResult is what one rank process reports.
 type rankResult struct {
-	Losses   []float64     `json:"losses"`
-	Metrics  []StepMetrics `json:"metrics"`
-	Checksum Checksum      `json:"checksum"`
-	Info     Info          `json:"info"`
-	Log      string        `json:"-"` // the rank's stdout and stderr (parent side)
+	Losses   []float64            `json:"losses"`
+	Metrics  []engine.StepMetrics `json:"metrics"`
+	Checksum engine.Checksum      `json:"checksum"`
+	Info     engine.Info          `json:"info"`
+	Log      string               `json:"-"` // the rank's stdout and stderr (parent side)
 }
 
 func dpChild() int {
@@ -54,7 +55,7 @@ func dpChild() int {
 		fmt.Fprintln(os.Stderr, "dp child:", err)
 		return 1
 	}
-	var cfg Config
+	var cfg engine.Config
 	if err := json.Unmarshal([]byte(os.Getenv(dpConfigEnv)), &cfg); err != nil {
 		return fail(err)
 	}
@@ -125,7 +126,7 @@ func freePort(t *testing.T) int {
 }
 
 // runRanks trains cfg on world Gloo ranks for steps steps, one process each.
-func runRanks(t *testing.T, lib *Library, cfg Config, world, steps int) []rankResult {
+func runRanks(t *testing.T, lib *Library, cfg engine.Config, world, steps int) []rankResult {
 	t.Helper()
 	results, errs := startRanks(t, lib, cfg, world, steps, rankOpts{})
 	for _, err := range errs {
@@ -143,7 +144,7 @@ type rankOpts struct {
 
 // startRanks runs world rank processes and returns each one's result or
 // error; a rank still running at the deadline is killed and its error says so.
-func startRanks(t *testing.T, lib *Library, cfg Config, world, steps int, o rankOpts) ([]rankResult, []error) {
+func startRanks(t *testing.T, lib *Library, cfg engine.Config, world, steps int, o rankOpts) ([]rankResult, []error) {
 	t.Helper()
 	if o.deadline == 0 {
 		o.deadline = 90 * time.Second
@@ -154,11 +155,11 @@ func startRanks(t *testing.T, lib *Library, cfg Config, world, steps int, o rank
 	if cfg.Dist.TimeoutMS > 0 {
 		timeoutMS = cfg.Dist.TimeoutMS
 	}
-	dist := DistConfig{WorldSize: world, Backend: "gloo", StoreAddr: "127.0.0.1", TimeoutMS: timeoutMS}
+	dist := engine.DistConfig{WorldSize: world, Backend: "gloo", StoreAddr: "127.0.0.1", TimeoutMS: timeoutMS}
 	env := append(os.Environ(), dpChildEnv+"=1", fmt.Sprintf("%s=%d", dpStepsEnv, steps),
 		dpLibEnv+"="+lib.Path(), "OMP_NUM_THREADS=1")
 	if o.nccl {
-		dist = DistConfig{WorldSize: world, Backend: "nccl", TimeoutMS: timeoutMS}
+		dist = engine.DistConfig{WorldSize: world, Backend: "nccl", TimeoutMS: timeoutMS}
 		env = append(env, ncclIDFileEnv+"="+filepath.Join(t.TempDir(), "nccl-id"))
 	} else {
 		dist.StorePort = freePort(t)
@@ -247,11 +248,11 @@ func globalLosses(rs []rankResult) []float64 {
 	return out
 }
 
-func dpGPT() Config {
-	return Config{
+func dpGPT() engine.Config {
+	return engine.Config{
 		Family: "gpt", Preset: "tiny", MicroBatch: 2, Device: "cpu", Threads: 1,
 		Precision: "fp32", GradAccum: 1, Seed: 5,
-		DDP: DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"},
+		DDP: engine.DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"},
 	}
 }
 
@@ -287,7 +288,7 @@ func TestDPMatchesSingleRank(t *testing.T) {
 
 			single := cfg
 			single.MicroBatch = cfg.MicroBatch * tt.world
-			single.Dist = DistConfig{WorldSize: 1}
+			single.Dist = engine.DistConfig{WorldSize: 1}
 			want, e := train(t, lib, single, steps)
 			wantSum, err := e.Checksum()
 			require.NoError(t, err)
@@ -327,7 +328,7 @@ func ddpBuckets(sizes []int64, first, cap int64) []int64 {
 	return out
 }
 
-func bucketBytes(m StepMetrics) []int64 {
+func bucketBytes(m engine.StepMetrics) []int64 {
 	var out []int64
 	for _, b := range m.Buckets {
 		out = append(out, b.Bytes)
@@ -452,10 +453,10 @@ func TestDPResNet(t *testing.T) {
 	for _, tt := range tests {
 		world := tt.world
 		t.Run(fmt.Sprintf("%d ranks, channels_last %v", world, tt.channelsLast), func(t *testing.T) {
-			cfg := Config{
+			cfg := engine.Config{
 				Family: "resnet50", Preset: "tiny", MicroBatch: 8, Device: "cpu", Threads: 1,
 				Precision: "fp32", GradAccum: 1, Seed: 11, ChannelsLast: tt.channelsLast,
-				DDP: DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"},
+				DDP: engine.DDPConfig{BucketMB: 25, FirstBucketMB: 1, Overlap: true, Compression: "none"},
 			}
 			const steps = 20
 			rs := runRanks(t, lib, cfg, world, steps)
@@ -480,7 +481,7 @@ func TestGPUNCCLOneRank(t *testing.T) {
 	require.Len(t, id, 256)
 	cfg, err := json.Marshal(map[string]any{
 		"device": "cuda", "device_index": 0, "sizes": []int64{4 << 10, 64 << 20}, "iters": 5, "warmup": 2,
-		"dist": DistConfig{Rank: 0, WorldSize: 1, Backend: "nccl", NCCLID: id, TimeoutMS: 60000},
+		"dist": engine.DistConfig{Rank: 0, WorldSize: 1, Backend: "nccl", NCCLID: id, TimeoutMS: 60000},
 	})
 	require.NoError(t, err)
 	raw, err := lib.BenchAllReduce(cfg)
