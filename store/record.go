@@ -58,6 +58,10 @@ type RepeatRecord struct {
 	TokensPerS  float64        `json:"tokens_per_s"`
 	GPUSamples  []GPUSample    `json:"gpu_samples,omitempty"`
 	Summary     *RepeatSummary `json:"summary,omitempty"`
+	// Tainted says why this launch's measurement cannot be trusted (e.g. the GPU
+	// was thermally throttled during the measured window); "" when clean. A
+	// tainted launch is kept in the record but left out of every statistic.
+	Tainted string `json:"tainted,omitempty"`
 }
 
 // RankRecord is what one rank measured in one repeat.
