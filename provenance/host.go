@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -68,8 +69,8 @@ func isExec(p string) bool {
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
-// TopoMatrix is the text of `nvidia-smi topo -m`, "" when nvidia-smi is absent
-// or fails.
+// TopoMatrix is the text of `nvidia-smi topo -m` without terminal escapes
+// (nvidia-smi underlines its header), "" when nvidia-smi is absent or fails.
 func TopoMatrix() string {
 	smi := NvidiaSMI()
 	if smi == "" {
@@ -81,7 +82,7 @@ func TopoMatrix() string {
 	if err != nil {
 		return ""
 	}
-	return string(out)
+	return ansi.Strip(string(out))
 }
 
 // relevantPrefixes are the variables recorded in the manifest: they change

@@ -114,7 +114,7 @@ func problems(msgs []chromedp.ConsoleMessage) []string {
 	return out
 }
 
-type box struct{ W, H float64 }
+type rectBox struct{ W, H float64 }
 
 // TestBrowserReport opens a generated report.html in headless chromium:
 // every chart renders, a header click sorts the table, the filter works,
@@ -132,7 +132,7 @@ func TestBrowserReport(t *testing.T) {
 	defer cancel()
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("#trials-table"))))
 
-	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]box](`Array.from(document.querySelectorAll("svg")).map(s => {
+	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]rectBox](`Array.from(document.querySelectorAll("svg")).map(s => {
 		const r = s.getBoundingClientRect(); return {W: r.width, H: r.height}; })`))
 	require.NoError(t, err)
 	require.Len(t, boxes, 5, "charts: throughput vs precision and micro_batch, breakdown, memory, MFU")
@@ -252,7 +252,7 @@ func TestBrowserHistory(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("table"))))
-	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]box](`Array.from(document.querySelectorAll("svg")).map(s => {
+	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]rectBox](`Array.from(document.querySelectorAll("svg")).map(s => {
 		const r = s.getBoundingClientRect(); return {W: r.width, H: r.height}; })`))
 	require.NoError(t, err)
 	require.Len(t, boxes, 2)

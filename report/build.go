@@ -10,6 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/internal/units"
 	knobreg "github.com/casestudy/casestudy/knobs" // the tests have a helper named knobs
 	"github.com/casestudy/casestudy/stats"
@@ -32,7 +34,6 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		Created:   m.Created.UTC(),
 		Objective: m.Objective,
 		Counts:    map[string]int{},
-		Dropped:   m.Dropped,
 		Findings:  findings,
 	}
 	if s.Findings == nil {
@@ -47,6 +48,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	for i := range run.Trials { // a resumed run may hold a trial twice: the last record wins
 		byID[run.Trials[i].ID] = &run.Trials[i]
 	}
+	s.Dropped = droppedCombinations(m, byID)
 	for _, p := range m.Plan {
 		if _, ok := byID[p.ID]; !ok {
 			s.Trials = append(s.Trials, Trial{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed,
@@ -67,6 +69,11 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		s.Counts[string(s.Trials[i].Outcome)]++
 	}
 	s.SweptKnobs = orderKnobs(sweptKnobs(s.Trials), studySweepOrder(m.StudyText))
+	s.Strategy = sweepStrategy(m.StudyText, s.Trials)
+	s.sweepValues = studySweepValues(m.StudyText)
+	s.MFUPeak = mfuPeak(run)
+	setMFU(s)
+	setLabels(s)
 	s.Headline = headline(s)
 	return s
 }
@@ -277,9 +284,13 @@ func better(a, b *Trial, metric string) bool {
 	switch metric {
 	case "step_time":
 		return a.StepMS.Median > 0 && (b.StepMS.Median == 0 || a.StepMS.Median < b.StepMS.Median)
-	case "mfu":
-		if a.MFU != b.MFU {
-			return a.MFU > b.MFU
+	case "mfu": // against one peak when known, so that precisions compare
+		am, bm := a.MFU, b.MFU
+		if a.MFUBF16 > 0 && b.MFUBF16 > 0 {
+			am, bm = a.MFUBF16, b.MFUBF16
+		}
+		if am != bm {
+			return am > bm
 		}
 	}
 	return a.Throughput.Center > b.Throughput.Center
@@ -320,14 +331,14 @@ func provenance(run *store.Run) Provenance {
 		RunDir: run.Dir, Command: m.Command, StudyPath: m.StudyPath, StudySHA256: m.StudySHA256,
 		Casestudy: strings.TrimSpace(m.Tool.Version + " (" + m.Tool.Commit + ")"),
 		Host:      m.Host.Hostname, CPU: fmt.Sprintf("%s × %d", m.Host.CPU, m.Host.CPUs),
-		Driver: m.Host.Driver, CUDADriver: m.Host.CUDADriver, Topology: m.Host.TopoMatrix,
+		Driver: m.Host.Driver, CUDADriver: m.Host.CUDADriver, Topology: ansi.Strip(m.Host.TopoMatrix),
 		Nodes: 1 + len(m.Host.Nodes), Model: m.Model, Workload: m.Workload, Env: m.Env,
 	}
 	for _, g := range m.Host.GPUs {
 		p.GPUs = append(p.GPUs, fmt.Sprintf("%d: %s (%s)", g.Index, g.Name, units.Bytes(int64(g.MemBytes))))
 	}
 	if e := m.Engine; e != nil {
-		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, e.CuDNN
+		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)
 	}
 	return p
 }

@@ -1,22 +1,16 @@
 package report
 
 import (
-	"bytes"
-	"fmt"
-	"html"
 	"html/template"
 	"image/color"
 	"math"
-	"slices"
-	"sort"
 	"strconv"
-	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Chart is one inline SVG figure of the HTML report.
@@ -24,7 +18,7 @@ type Chart struct {
 	ID      string
 	Title   string
 	Caption string
-	SVG     template.HTML // <svg ...>...</svg>, text escaped by vgsvg
+	SVG     template.HTML // <svg ...>...</svg>, see figure
 }
 
 // Palette (colour-blind safe, Okabe-Ito).
@@ -36,308 +30,56 @@ var (
 	colPurple = color.RGBA{204, 121, 167, 255}
 	colSky    = color.RGBA{86, 180, 233, 255}
 	colGrey   = color.RGBA{140, 140, 140, 255}
+	colDark   = color.RGBA{60, 60, 60, 255}
 )
 
 const chartWidth = 7.2 * vg.Inch
 
-// Charts makes every chart of the report; a summary without an ok trial has none.
+// Charts makes every chart of the report; a summary without an ok trial has
+// none. The sweep's strategy decides how the results are drawn: per knob
+// (one-at-a-time), as heatmaps (grid over two knobs or more), as the path it
+// took (greedy), or trial by trial (list); the step breakdown, memory and MFU
+// follow for every strategy.
 func Charts(s *Summary) ([]Chart, error) {
 	ok := okTrials(s)
 	if len(ok) == 0 {
 		return nil, nil
 	}
-	var charts []Chart
-	for _, k := range s.SweptKnobs {
-		c, err := knobChart(s, k)
-		if err != nil {
-			return nil, err
-		}
-		if c != nil {
-			charts = append(charts, *c)
-		}
+	m := objectiveMeasure(s)
+	var makers []func() ([]Chart, error)
+	switch {
+	case s.Strategy == StrategyGrid && len(s.SweptKnobs) >= 2:
+		makers = append(makers, func() ([]Chart, error) { return gridCharts(s, m) })
+	case s.Strategy == StrategyGreedy:
+		makers = append(makers, func() ([]Chart, error) { return greedyCharts(s, m) })
+	case s.Strategy == StrategyList:
+		makers = append(makers, func() ([]Chart, error) { return trialsChart(s, m) })
+	default: // one-at-a-time, and a grid over one knob
+		makers = append(makers, func() ([]Chart, error) { return knobCharts(s, m) })
 	}
-	for _, f := range []func([]*Trial) (*Chart, error){breakdownChart, memoryChart, efficiencyChart} {
-		c, err := f(ok)
+	makers = append(makers,
+		func() ([]Chart, error) { return one(breakdownChart(s, ok)) },
+		func() ([]Chart, error) { return one(efficiencyChart(s, ok)) },
+		func() ([]Chart, error) { return one(memoryChart(s, ok)) })
+	var charts []Chart
+	for _, mk := range makers {
+		cs, err := mk()
 		if err != nil {
 			return nil, err
 		}
-		if c != nil {
-			charts = append(charts, *c)
-		}
+		charts = append(charts, cs...)
 	}
 	return charts, nil
 }
 
-// knobChart: throughput of every ok trial against the knob's values, with
-// interval whiskers, the baseline as a dashed line and the best highlighted.
-func knobChart(s *Summary, knob string) (*Chart, error) {
-	ok := okTrials(s)
-	values := knobValues(ok, knob)
-	if len(values) < 2 {
-		return nil, nil
-	}
-	pos := map[string]int{}
-	for i, v := range values {
-		pos[v] = i
-	}
-	groups := map[string][]*Trial{}
-	for _, t := range ok {
-		groups[t.Knobs[knob]] = append(groups[t.Knobs[knob]], t)
-	}
-	p := newPlot("Throughput vs "+knob, knob, "samples/s (median)")
-	p.NominalX(values...)
-	var pts, bestPts plotter.XYs
-	var errs plotter.YErrors
-	var base float64
-	for _, v := range values {
-		g := groups[v]
-		sort.Slice(g, func(i, j int) bool { return g[i].Index < g[j].Index })
-		for j, t := range g {
-			x := float64(pos[v])
-			if len(g) > 1 { // spread trials sharing a value
-				x += 0.5 * (float64(j)/float64(len(g)-1) - 0.5)
-			}
-			lo, hi := whisker(t)
-			pts = append(pts, plotter.XY{X: x, Y: t.Throughput.Center})
-			errs = append(errs, struct{ Low, High float64 }{t.Throughput.Center - lo, hi - t.Throughput.Center})
-			if t.Best {
-				bestPts = append(bestPts, plotter.XY{X: x, Y: t.Throughput.Center})
-			}
-			if t.Baseline {
-				base = t.Throughput.Center
-			}
-		}
-	}
-	eb, err := plotter.NewYErrorBars(struct {
-		plotter.XYer
-		plotter.YErrorer
-	}{pts, errs})
-	if err != nil {
+func one(c *Chart, err error) ([]Chart, error) {
+	if c == nil || err != nil {
 		return nil, err
 	}
-	eb.LineStyle.Color, eb.LineStyle.Width, eb.CapWidth = colBlue, vg.Points(1.2), vg.Points(6)
-	sc, err := plotter.NewScatter(pts)
-	if err != nil {
-		return nil, err
-	}
-	sc.GlyphStyle = draw.GlyphStyle{Color: colBlue, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
-	p.Add(eb, sc)
-	p.Legend.Add("trial (whisker: 95% CI)", sc)
-	if len(bestPts) > 0 {
-		bs, err := plotter.NewScatter(bestPts)
-		if err != nil {
-			return nil, err
-		}
-		bs.GlyphStyle = draw.GlyphStyle{Color: colOrange, Radius: vg.Points(7), Shape: draw.RingGlyph{}}
-		p.Add(bs)
-		p.Legend.Add("best", bs)
-	}
-	if base > 0 {
-		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: base}, {X: float64(len(values)) - 0.5, Y: base}})
-		if err != nil {
-			return nil, err
-		}
-		l.LineStyle = draw.LineStyle{Color: colGrey, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
-		p.Add(l)
-		p.Legend.Add("baseline", l)
-	}
-	p.X.Min, p.X.Max = -0.5, float64(len(values))-0.5
-	p.Y.Min = 0
-	p.Y.Tick.Marker = niceTicks{}
-	p.Legend.Top, p.Legend.Left = false, true
-	p.Legend.YOffs = vg.Points(-2)
-	svg, err := renderSVG(p, chartWidth, 3.4*vg.Inch, "Throughput against "+knob)
-	if err != nil {
-		return nil, err
-	}
-	return &Chart{ID: "knob-" + knob, Title: "Throughput vs " + knob, SVG: svg,
-		Caption: "Each point is a trial's median throughput (points sharing a value differ in other knobs). Whiskers: 95% CI " +
-			"of the median; none where a trial has too few samples for an interval (fewer than 6). Dashed: the baseline trial; ringed: the best."}, nil
+	return []Chart{*c}, nil
 }
 
-// whisker is the CI when bounded, else nothing (a zero-length whisker): the
-// sample range would let one outlier step dominate the chart.
-func whisker(t *Trial) (lo, hi float64) {
-	if t.Throughput.Bounded() {
-		return t.Throughput.Lo, t.Throughput.Hi
-	}
-	return t.Throughput.Center, t.Throughput.Center
-}
-
-// knobValues are the knob's distinct values, numerically sorted when all are
-// numbers, else in order of first appearance.
-func knobValues(trials []*Trial, knob string) []string {
-	var vals []string
-	seen := map[string]bool{}
-	numeric := true
-	for _, t := range trials {
-		v, ok := t.Knobs[knob]
-		if !ok || seen[v] {
-			continue
-		}
-		seen[v] = true
-		vals = append(vals, v)
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			numeric = false
-		}
-	}
-	if numeric {
-		sort.Slice(vals, func(i, j int) bool {
-			a, _ := strconv.ParseFloat(vals[i], 64)
-			b, _ := strconv.ParseFloat(vals[j], 64)
-			return a < b
-		})
-	}
-	return vals
-}
-
-// breakdownChart: the median step split into its parts, one stacked bar per trial.
-func breakdownChart(ok []*Trial) (*Chart, error) {
-	parts := []struct {
-		name string
-		col  color.Color
-		get  func(*Breakdown) float64
-	}{
-		{"forward", colBlue, func(b *Breakdown) float64 { return b.ForwardMS }},
-		{"backward", colSky, func(b *Breakdown) float64 { return b.BackwardMS }},
-		{"optimizer", colGreen, func(b *Breakdown) float64 { return b.OptimizerMS }},
-		{"exposed comm", colRed, func(b *Breakdown) float64 { return b.ExposedCommMS }},
-		{"pipeline bubble", colPurple, func(b *Breakdown) float64 { return b.BubbleMS }},
-		{"other", colGrey, func(b *Breakdown) float64 { return b.OtherMS }},
-	}
-	var trials []*Trial
-	for _, t := range ok {
-		if t.Breakdown != nil && t.StepMS.Median > 0 {
-			trials = append(trials, t)
-		}
-	}
-	if len(trials) == 0 {
-		return nil, nil
-	}
-	p := newPlot("Step time breakdown", "ms per step (median of each part)", "")
-	p.NominalY(barLabels(trials)...)
-	var below *plotter.BarChart
-	var maxStack float64
-	for _, t := range trials {
-		b := t.Breakdown
-		maxStack = max(maxStack, b.ForwardMS+b.BackwardMS+b.OptimizerMS+b.ExposedCommMS+b.BubbleMS+b.OtherMS)
-	}
-	for _, part := range parts {
-		vals := make(plotter.Values, len(trials))
-		any := false
-		for i, t := range trials {
-			vals[i] = part.get(t.Breakdown)
-			any = any || vals[i] > 0
-		}
-		if !any {
-			continue
-		}
-		bc, err := plotter.NewBarChart(vals, barWidth(len(trials)))
-		if err != nil {
-			return nil, err
-		}
-		bc.Horizontal, bc.Color, bc.LineStyle.Width = true, part.col, 0
-		if below != nil {
-			bc.StackOn(below)
-		}
-		below = bc
-		p.Add(bc)
-		p.Legend.Add(part.name, bc)
-	}
-	p.X.Min = 0
-	p.X.Max = 1.3 * maxStack // room for the legend on the right
-	p.X.Tick.Marker = niceTicks{}
-	p.Legend.Top = true
-	p.Legend.Left = false
-	svg, err := renderSVG(p, chartWidth, barHeight(len(trials))+0.5*vg.Inch, "Step time breakdown per trial")
-	if err != nil {
-		return nil, err
-	}
-	return &Chart{ID: "breakdown", Title: "Step time breakdown", SVG: svg,
-		Caption: "Medians over measured steps (rank 0). Exposed comm is communication not hidden behind compute; " +
-			"other is the step minus the named parts (data loading, launch gaps, synchronisation)."}, nil
-}
-
-func memoryChart(ok []*Trial) (*Chart, error) {
-	vals := make(plotter.Values, len(ok))
-	any := false
-	for i, t := range ok {
-		vals[i] = float64(t.MemPeakBytes) / (1 << 30)
-		any = any || vals[i] > 0
-	}
-	if !any {
-		return nil, nil
-	}
-	svg, err := hbar("Peak memory per trial", "GiB (peak allocated, max over ranks)", ok, vals, colSky)
-	if err != nil {
-		return nil, err
-	}
-	return &Chart{ID: "memory", Title: "Peak memory", SVG: svg,
-		Caption: "Peak device memory allocated by the caching allocator, the maximum over ranks and steps."}, nil
-}
-
-// efficiencyChart: MFU per trial, or achieved TFLOP/s when no peak is known.
-func efficiencyChart(ok []*Trial) (*Chart, error) {
-	mfu := make(plotter.Values, len(ok))
-	tf := make(plotter.Values, len(ok))
-	anyMFU, anyTF := false, false
-	for i, t := range ok {
-		mfu[i], tf[i] = 100*t.MFU, t.TFLOPS
-		anyMFU, anyTF = anyMFU || t.MFU > 0, anyTF || t.TFLOPS > 0
-	}
-	switch {
-	case anyMFU:
-		svg, err := hbar("Model FLOPs utilisation per trial", "MFU (% of the device's peak TFLOP/s)", ok, mfu, colGreen)
-		if err != nil {
-			return nil, err
-		}
-		return &Chart{ID: "mfu", Title: "MFU", SVG: svg,
-			Caption: "Achieved model TFLOP/s (from the model's FLOPs per sample, not counting recomputation) over the peak of the device at the trial's precision."}, nil
-	case anyTF:
-		svg, err := hbar("Achieved TFLOP/s per trial", "TFLOP/s per rank (model FLOPs)", ok, tf, colGreen)
-		if err != nil {
-			return nil, err
-		}
-		return &Chart{ID: "mfu", Title: "TFLOP/s", SVG: svg,
-			Caption: "MFU is not shown: the device's peak TFLOP/s is not known (e.g. CPU runs)."}, nil
-	}
-	return nil, nil
-}
-
-func hbar(title, xlabel string, trials []*Trial, vals plotter.Values, col color.Color) (template.HTML, error) {
-	p := newPlot(title, xlabel, "")
-	p.NominalY(barLabels(trials)...)
-	bc, err := plotter.NewBarChart(vals, barWidth(len(trials)))
-	if err != nil {
-		return "", err
-	}
-	bc.Horizontal, bc.Color, bc.LineStyle.Width = true, col, 0
-	p.Add(bc)
-	p.X.Min = 0
-	p.X.Max = 1.06 * slices.Max(vals) // a little room after the longest bar
-	p.X.Tick.Marker = niceTicks{}
-	return renderSVG(p, chartWidth, barHeight(len(trials)), title)
-}
-
-func barLabels(trials []*Trial) []string {
-	out := make([]string, len(trials))
-	for i, t := range trials {
-		out[i] = t.ID
-		if t.Baseline {
-			out[i] += " (base)"
-		}
-		if t.Best {
-			out[i] += " ★"
-		}
-	}
-	return out
-}
-
-func barWidth(n int) vg.Length { return vg.Points(14) }
-
-func barHeight(n int) vg.Length { return vg.Length(n)*vg.Points(21) + 0.9*vg.Inch }
-
-// newPlot is a plot with the report's fonts and a light grid.
+// newPlot is a plot frame with the report's fonts and a light grid.
 func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xlabel, ylabel
@@ -356,21 +98,9 @@ func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	return p
 }
 
-// renderSVG draws p and returns the bare <svg> element with an accessible name.
-func renderSVG(p *plot.Plot, w, h vg.Length, label string) (template.HTML, error) {
-	c := vgsvg.New(w, h)
-	p.Draw(draw.New(c))
-	var buf bytes.Buffer
-	if _, err := c.WriteTo(&buf); err != nil {
-		return "", err
-	}
-	out := buf.String()
-	i := strings.Index(out, "<svg")
-	if i < 0 {
-		return "", fmt.Errorf("vgsvg produced no <svg> element")
-	}
-	out = `<svg class="chart" role="img" aria-label="` + html.EscapeString(label) + `" ` + out[i+len("<svg "):]
-	return template.HTML(out), nil // #nosec: vgsvg escapes every text it writes
+// plotFont is the report's sans font at size pt.
+func plotFont(size float64) font.Font {
+	return font.Font{Variant: "Sans", Size: vg.Points(size)}
 }
 
 // niceTicks labels a value axis at 1-2-5 steps (about six labels) with the
@@ -401,4 +131,9 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// trialAttrs are the data attributes of a trial's marks.
+func trialAttrs(t *Trial, extra ...[2]string) [][2]string {
+	return append([][2]string{{"data-trial", t.ID}, {"data-label", labelOf(t)}}, extra...)
 }

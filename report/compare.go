@@ -128,7 +128,7 @@ func side(s *Summary, path string) Side {
 }
 
 func compareTrial(ot, nt *Trial, threshold float64) CompareRow {
-	row := CompareRow{ID: nt.ID, Knobs: knobList(changedKnobs(nt)), OldOutcome: ot.Outcome, NewOutcome: nt.Outcome}
+	row := CompareRow{ID: nt.ID, Knobs: labelOf(nt), OldOutcome: ot.Outcome, NewOutcome: nt.Outcome}
 	switch {
 	case ot.OK() && !nt.OK():
 		row.Regression = true

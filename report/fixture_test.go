@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -45,16 +47,32 @@ type fixRun struct {
 	batch        int // samples per rank per step
 	pipeline     bool
 	baseline     map[string]string
-	sweepOrder   []string // knobs in the study's sweep order
+	sweepOrder   []string            // knobs in the study's sweep order
+	strategy     string              // sweep.strategy; "" = grid
+	values       map[string][]string // the values the study lists per knob ("[...]" when absent)
 	trials       []fixTrial
-	dropped      []store.DroppedTrial
+	dropped      []store.DroppedTrial // in the manifest
+	// droppedRecs are committed as the runner does (runner.commitDropped):
+	// records with outcome skipped, outside the plan.
+	droppedRecs  []store.DroppedTrial
+	planned      int    // trials in the manifest's plan (a greedy sweep plans round 1 only); 0 = all
+	batchIsMicro bool   // a step processes micro_batch samples per rank (else batch)
+	topo, cudnn  string // the manifest's topology matrix and cuDNN version, when not the default
 }
 
 // studyText is a study file's text with the sweep in the fixture's order.
 func (f fixRun) studyText() string {
-	text := "name: " + f.study + "\nsweep:\n  strategy: grid\n  knobs:\n"
+	strategy := f.strategy
+	if strategy == "" {
+		strategy = "grid"
+	}
+	text := "name: " + f.study + "\nsweep:\n  strategy: " + strategy + "\n  knobs:\n"
 	for _, k := range f.sweepOrder {
-		text += "    " + k + ": [...]\n"
+		list := "[...]"
+		if v, ok := f.values[k]; ok {
+			list = "[" + strings.Join(v, ", ") + "]"
+		}
+		text += "    " + k + ": " + list + "\n"
 	}
 	return text
 }
@@ -75,6 +93,13 @@ func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m
 
 func (f fixRun) run() *store.Run {
 	r := rand.New(rand.NewPCG(f.seed, 42))
+	topo, cudnn := "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X ", "9.1.0"
+	if f.topo != "" {
+		topo = f.topo
+	}
+	if f.cudnn != "" {
+		cudnn = f.cudnn
+	}
 	m := store.Manifest{
 		Schema: store.SchemaVersion, RunID: f.runID, Study: f.study,
 		StudyPath: "studies/bert/" + f.study + ".yaml", StudyText: f.studyText(),
@@ -86,9 +111,9 @@ func (f fixRun) run() *store.Run {
 		Workload:  map[string]any{"gpus": 8, "repeats": f.repeats, "steps": f.steps, "warmup_steps": 3},
 		Model:     map[string]any{"family": "bert", "preset": "large"},
 		Host: store.Host{Hostname: "gpu-node-01", OS: "linux", CPU: "Intel Xeon Platinum 8480+", CPUs: 224,
-			Driver: "550.54.15", CUDADriver: "12.4", TopoMatrix: "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X ",
+			Driver: "550.54.15", CUDADriver: "12.4", TopoMatrix: topo,
 			GPUs: []store.GPU{{Index: 0, Name: "NVIDIA H200", MemBytes: 150 << 30}, {Index: 1, Name: "NVIDIA H200", MemBytes: 150 << 30}}},
-		Engine:  &engine.BuildInfo{ABI: 1, Torch: "2.4.0", CUDA: "12.4", NCCL: "2.21.5", CuDNN: "9.1.0", CUDAAvailable: true, DeviceCount: 8},
+		Engine:  &engine.BuildInfo{ABI: 1, Torch: "2.4.0", CUDA: "12.4", NCCL: "2.21.5", CuDNN: cudnn, CUDAAvailable: true, DeviceCount: 8},
 		Env:     map[string]string{"NCCL_DEBUG": "INFO"},
 		Dropped: f.dropped, CompareThreshold: 0.05,
 	}
@@ -105,7 +130,9 @@ func (f fixRun) run() *store.Run {
 		if changed == nil {
 			changed = []string{}
 		}
-		run.Manifest.Plan = append(run.Manifest.Plan, store.PlannedTrial{ID: id, Index: i, Knobs: ft.knobs, Changed: changed})
+		if f.planned == 0 || i < f.planned {
+			run.Manifest.Plan = append(run.Manifest.Plan, store.PlannedTrial{ID: id, Index: i, Knobs: ft.knobs, Changed: changed})
+		}
 		rec := store.TrialRecord{Schema: store.SchemaVersion, ID: id, Index: i, Knobs: ft.knobs, Changed: changed,
 			Outcome: ft.outcome, Error: ft.err, Attempts: 1, Started: start, FailedRank: -1,
 			Command: fmt.Sprintf("casestudy run studies/bert/%s.yaml --trial %s", f.study, id)}
@@ -121,6 +148,10 @@ func (f fixRun) run() *store.Run {
 		rec.Finished = start.Add(-10 * time.Second)
 		run.Trials = append(run.Trials, rec)
 	}
+	for i, d := range f.droppedRecs {
+		run.Trials = append(run.Trials, store.TrialRecord{Schema: store.SchemaVersion, ID: runner.DroppedID(d.Knobs), Index: -1 - len(f.trials) - i,
+			Knobs: d.Knobs, Outcome: store.Skipped, Error: d.Reason, FailedRank: -1, Started: start, Finished: start})
+	}
 	return run
 }
 
@@ -128,23 +159,27 @@ func (f fixRun) repeat(r *rand.Rand, rep int, ft fixTrial) store.RepeatRecord {
 	// a repeat has its own level (run-to-run variance), steps jitter around it
 	level := ft.tput * (1 + ft.noise*r.NormFloat64())
 	out := store.RepeatRecord{Repeat: rep, Outcome: store.OK}
-	stepMS := 1000 * float64(f.batch*f.ranks) / level
 	mb, _ := fmtAtoi(ft.knobs["micro_batch"])
+	batch := f.batch
+	if f.batchIsMicro && mb > 0 {
+		batch = mb
+	}
+	stepMS := 1000 * float64(batch*f.ranks) / level
 	for rk := range f.ranks {
 		rr := store.RankRecord{Rank: rk, GPU: fmt.Sprint(rk), WarmupSteps: 3, LastStep: 3 + f.steps - 1}
 		for s := range f.steps {
 			ms := stepMS * (1 + 0.01*r.NormFloat64())
 			sm := engine.StepMetrics{Step: 3 + s, Loss: 7.5 - 0.05*float64(s), StepMS: ms,
 				ForwardMS: 0.3 * ms, BackwardMS: 0.52 * ms, OptimizerMS: 0.06 * ms, CommMS: 0.12 * ms,
-				ExposedCommMS: 0.05 * ms, Samples: f.batch, Tokens: f.batch * 512,
-				SamplesPerS: float64(f.batch) / (ms / 1000), TokensPerS: float64(f.batch*512) / (ms / 1000),
+				ExposedCommMS: 0.05 * ms, Samples: batch, Tokens: batch * 512,
+				SamplesPerS: float64(batch) / (ms / 1000), TokensPerS: float64(batch*512) / (ms / 1000),
 				MemPeakBytes: int64(12+mb/4) << 30}
 			if f.pipeline {
 				sm.BubbleMS = 0.08 * ms
 				sm.ForwardMS, sm.BackwardMS = 0.26*ms, 0.48*ms
 			}
-			sm.TFLOPS = 0.38 * level / float64(f.ranks)
-			sm.MFU = sm.TFLOPS / 989
+			sm.TFLOPS = 0.038 * level / float64(f.ranks)       // model TFLOP/s per GPU
+			sm.MFU = sm.TFLOPS / peakAt[ft.knobs["precision"]] // the engine's: against its precision's peak
 			rr.Steps = append(rr.Steps, sm)
 		}
 		out.Ranks = append(out.Ranks, rr)
@@ -153,6 +188,9 @@ func (f fixRun) repeat(r *rand.Rand, rep int, ft fixTrial) store.RepeatRecord {
 	out.Summary = stats.SummarizeRepeat(&out)
 	return out
 }
+
+// peakAt is the H200's dense peak TFLOP/s per precision (engine/native/src/device.cpp).
+var peakAt = map[string]float64{"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9, "": 989.4}
 
 func fmtAtoi(s string) (int, error) {
 	var v int
@@ -196,8 +234,63 @@ func gridRun(runID string, created time.Time, seed uint64, slowdown map[string]f
 	}
 }
 
+func gptKnobs(precision, mb, graphs string) map[string]string {
+	return map[string]string{"precision": precision, "micro_batch": mb, "graphs": graphs, "seq_len": "512"}
+}
+
+// oatRun is a one-at-a-time GPT sweep as the issue saw it: powers of two of
+// micro_batch (one OOM), three precisions, graphs; two combinations dropped,
+// recorded both in the manifest and as skipped records (as the runner does);
+// a topology matrix with terminal escapes and cuDNN's integer version.
+func oatRun() fixRun {
+	return fixRun{study: "gpt-oat", runID: "20261130T050000Z-ffffff", created: t0.Add(3 * time.Hour), seed: 6,
+		repeats: 6, ranks: 1, steps: 5, batchIsMicro: true, strategy: "one-at-a-time",
+		baseline:   gptKnobs("bf16", "8", "false"),
+		sweepOrder: []string{"precision", "micro_batch", "graphs"},
+		values: map[string][]string{"precision": {"fp32", "tf32", "bf16", "fp16"}, "micro_batch": {"4", "8", "16", "32", "64", "128"},
+			"graphs": {"false", "true"}},
+		trials: []fixTrial{
+			{knobs: gptKnobs("bf16", "8", "false"), outcome: store.OK, tput: 300, noise: 0.01},
+			{knobs: gptKnobs("fp32", "8", "false"), outcome: store.OK, tput: 95, noise: 0.01},
+			{knobs: gptKnobs("tf32", "8", "false"), outcome: store.OK, tput: 210, noise: 0.01},
+			{knobs: gptKnobs("bf16", "4", "false"), outcome: store.OK, tput: 230, noise: 0.01},
+			{knobs: gptKnobs("bf16", "16", "false"), outcome: store.OK, tput: 335, noise: 0.01},
+			{knobs: gptKnobs("bf16", "32", "false"), outcome: store.OK, tput: 362, noise: 0.01},
+			{knobs: gptKnobs("bf16", "64", "false"), outcome: store.OOM, err: "CUDA out of memory. Tried to allocate 12.00 GiB"},
+			{knobs: gptKnobs("bf16", "8", "true"), outcome: store.OK, tput: 318, noise: 0.01},
+		},
+		dropped: oatDropped, droppedRecs: oatDropped,
+		topo:  "\x1b[4m\tGPU0\tGPU1\tCPU Affinity\x1b[0m\nGPU0\t X \tNV18\t0-47\nGPU1\tNV18\t X \t0-47\n",
+		cudnn: "91900",
+	}
+}
+
+var oatDropped = []store.DroppedTrial{
+	{Knobs: map[string]string{"precision": "fp16"}, Reason: "precision fp16: this engine has no dynamic loss scaling for gpt"},
+	{Knobs: map[string]string{"micro_batch": "128"}, Reason: "constraint \"micro_batch <= 64\" does not hold"},
+}
+
+// greedyRun is a greedy sweep: round 1 tunes micro_batch (32 wins), round 2
+// graphs from there. Only round 1 is in the plan, as the planner writes it.
+func greedyRun() fixRun {
+	return fixRun{study: "gpt-greedy", runID: "20261130T060000Z-abcdef", created: t0.Add(4 * time.Hour), seed: 7,
+		repeats: 6, ranks: 1, steps: 5, batchIsMicro: true, strategy: "greedy", planned: 3,
+		baseline:   gptKnobs("bf16", "8", "false"),
+		sweepOrder: []string{"micro_batch", "graphs"},
+		values:     map[string][]string{"micro_batch": {"8", "16", "32"}, "graphs": {"false", "true"}},
+		trials: []fixTrial{
+			{knobs: gptKnobs("bf16", "8", "false"), outcome: store.OK, tput: 300, noise: 0.01},
+			{knobs: gptKnobs("bf16", "16", "false"), outcome: store.OK, tput: 335, noise: 0.01},
+			{knobs: gptKnobs("bf16", "32", "false"), outcome: store.OK, tput: 362, noise: 0.01},
+			{knobs: gptKnobs("bf16", "32", "true"), outcome: store.OK, tput: 391, noise: 0.01},
+		},
+	}
+}
+
 func fixtures() map[string]fixRun {
 	return map[string]fixRun{
+		"runs/gpt-oat":           oatRun(),
+		"runs/gpt-greedy":        greedyRun(),
 		"runs/bert-grid":         gridRun("20261130T020000Z-aaaaaa", t0, 1, nil),
 		"runs/bert-grid-rerun":   gridRun("20261201T020000Z-bbbbbb", t0.Add(24*time.Hour), 2, nil),
 		"runs/bert-grid-slower":  gridRun("20261202T020000Z-cccccc", t0.Add(48*time.Hour), 3, map[string]float64{"bf16/32": 0.88}),

@@ -31,6 +31,8 @@ func TestGolden(t *testing.T) {
 		{"runs/bert-grid", sampleFindings},
 		{"runs/gpt-pipeline", nil},
 		{"runs/all-failed", nil},
+		{"runs/gpt-oat", nil},
+		{"runs/gpt-greedy", nil},
 	}
 	for _, tt := range tests {
 		for _, format := range []string{"md", "json"} {
@@ -72,7 +74,7 @@ func TestWriteAllFormats(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 5, strings.Count(h, "<svg"), "2 knob charts (precision, micro_batch), breakdown, memory, MFU")
+	assert.Equal(t, 4, strings.Count(h, "<svg"), "a grid over two knobs: one heatmap; breakdown, MFU, memory")
 	s, err := ReadSummary(filepath.Join(out, "summary.json"))
 	require.NoError(t, err)
 	assert.Equal(t, SchemaVersion, s.Schema)

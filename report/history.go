@@ -95,7 +95,7 @@ func LoadHistory(dir string) (*History, error) {
 			if !ok {
 				i = len(h.Trials)
 				byID[t.ID] = i
-				h.Trials = append(h.Trials, HistoryTrial{ID: t.ID, Knobs: knobList(changedKnobs(&t)), Points: make([]HistoryPoint, len(sums))})
+				h.Trials = append(h.Trials, HistoryTrial{ID: t.ID, Knobs: labelOf(&t), Points: make([]HistoryPoint, len(sums))})
 			}
 			p := HistoryPoint{Outcome: t.Outcome}
 			if t.OK() {

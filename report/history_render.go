@@ -5,13 +5,12 @@ import (
 	"html/template"
 	"image/color"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/casestudy/casestudy/stats"
 )
@@ -107,10 +106,12 @@ func historyMarkdown(w io.Writer, h *History) error {
 	return err
 }
 
-var palette = []color.Color{colBlue, colOrange, colGreen, colRed, colPurple, colSky, colGrey, color.RGBA{0, 0, 0, 255}}
+// lineColours are the history lines' colours; after eight, lines are dashed.
+var lineColours = []color.Color{colBlue, colOrange, colGreen, colRed, colPurple, colSky, colGrey, color.RGBA{0, 0, 0, 255}}
 
-// historyChart draws one line per trial over the runs' times; relative
-// divides each trial by its first measurement (percent).
+// historyChart draws one line per trial over the runs' times, labelled by the
+// knobs the trial changes; relative divides each trial by its first
+// measurement (percent).
 func historyChart(h *History, relative bool) (template.HTML, error) {
 	title, ylabel := "Throughput over runs", "samples/s (median)"
 	if relative {
@@ -123,10 +124,10 @@ func historyChart(h *History, relative bool) (template.HTML, error) {
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(runTicks)
 	p.Y.Tick.Marker = niceTicks{}
-	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}, draw.RingGlyph{}, draw.SquareGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}}
-	lines := 0
+	f := &figure{p: p, w: chartWidth, h: 3.6 * vg.Inch, label: title, legendBelow: true}
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, t := range h.Trials {
-		var pts plotter.XYs
+		var pts [][2]float64
 		var first float64
 		for ri, pt := range t.Points {
 			if pt.Throughput.N == 0 {
@@ -139,30 +140,38 @@ func historyChart(h *History, relative bool) (template.HTML, error) {
 				}
 				y = 100 * y / first
 			}
-			pts = append(pts, plotter.XY{X: float64(h.Runs[ri].Created.Unix()), Y: y})
+			pts = append(pts, [2]float64{float64(h.Runs[ri].Created.Unix()), y})
+			lo, hi = min(lo, y), max(hi, y)
 		}
 		if len(pts) == 0 {
 			continue
 		}
-		l, s, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return "", err
+		c, dash := lineColours[i%len(lineColours)], i >= len(lineColours)
+		attrs := [][2]string{{"data-trial", t.ID}, {"data-label", t.Knobs}}
+		for j, pt := range pts {
+			tip := fmt.Sprintf("%s (%s): %s", t.Knobs, t.ID, Num(pt[1]))
+			if j > 0 {
+				f.marks = append(f.marks, mark{shape: shapeSegment, class: "mark segment", x: pts[j-1][0], y: pts[j-1][1],
+					x2: pt[0], y2: pt[1], stroke: c, width: vg.Points(1.5), dash: dash, attrs: attrs, title: t.Knobs})
+			}
+			f.marks = append(f.marks, mark{shape: shapeCircle, class: "mark point", x: pt[0], y: pt[1], r: vg.Points(3),
+				fill: c, attrs: attrs, title: tip})
 		}
-		c := palette[i%len(palette)]
-		l.Color, l.Width = c, vg.Points(1.5)
-		s.Color, s.Shape, s.Radius = c, shapes[(i/len(palette)+i)%len(shapes)], vg.Points(3)
-		p.Add(l, s)
-		p.Legend.Add(t.ID, l, s)
-		lines++
+		f.legend = append(f.legend, legendItem{text: t.Knobs, shape: shapeSegment, stroke: c, dash: dash})
 	}
-	if lines == 0 {
+	if len(f.legend) == 0 {
 		return "", nil
 	}
-	p.Legend.Top, p.Legend.Left = false, true
-	if !relative {
-		p.Y.Min = 0
+	x0, x1 := float64(h.Runs[0].Created.Unix()), float64(h.Runs[len(h.Runs)-1].Created.Unix())
+	pad := max(0.05*(x1-x0), 1800)
+	p.X.Min, p.X.Max = x0-pad, x1+pad
+	if relative {
+		span := max(hi-lo, 2)
+		p.Y.Min, p.Y.Max = lo-0.1*span, hi+0.1*span
+	} else {
+		p.Y.Min, p.Y.Max = 0, niceMax(hi)
 	}
-	return renderSVG(p, chartWidth, 3.6*vg.Inch, title)
+	return f.svg()
 }
 
 var historyTemplate = template.Must(template.New("history").Parse(`<!DOCTYPE html>

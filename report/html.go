@@ -31,8 +31,6 @@ var funcs = template.FuncMap{
 	"mem":      memText,
 	"mfu":      mfuText,
 	"join":     strings.Join,
-	"knobs":    func(t *Trial) string { return knobList(changedKnobs(t)) },
-	"knobMap":  knobList,
 	"ciWidth":  ciWidth,
 }
 
@@ -42,18 +40,22 @@ type outcomeCount struct {
 }
 
 type htmlData struct {
-	S        *Summary
-	Charts   []Chart
-	NotOK    []*Trial
-	Findings []checklist.Result // only status "finding"
-	Warnings []string
-	Counts   []outcomeCount
-	Prov     [][2]string
-	Setup    string
-	Fixed    []string // "knob=value" shared by every trial
-	Tokens   bool     // some trial counts tokens: show tokens/s
-	CSS      template.CSS
-	JS       template.JS
+	S         *Summary
+	Charts    []Chart
+	Rows      []tableRow
+	Versus    bool   // the baseline finished: show each trial against it
+	VersusTip string // what the vs-baseline column holds
+	NotOK     []*Trial
+	Dropped   [][2]string        // combination, reason
+	Findings  []checklist.Result // only status "finding"
+	Warnings  []string
+	Counts    []outcomeCount
+	Prov      [][2]string
+	Setup     string
+	Fixed     []string // "knob=value" shared by every trial
+	Tokens    bool     // some trial counts tokens: show tokens/s
+	CSS       template.CSS
+	JS        template.JS
 }
 
 // WriteHTML writes report.html: one self-contained page (inline CSS, SVG
@@ -75,6 +77,10 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
 		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
+	d.Rows, d.Versus, d.VersusTip = tableRows(s)
+	for _, dr := range s.Dropped {
+		d.Dropped = append(d.Dropped, [2]string{droppedLabel(s, dr.Knobs), dr.Reason})
+	}
 	for _, t := range s.Trials {
 		d.Tokens = d.Tokens || t.TokensPerS > 0
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,44 +22,29 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	fmt.Fprintf(&b, "**Headline.** %s\n\n", mdEscape(s.Headline.Text))
 	fmt.Fprintf(&b, "Trials: %s", CountsText(s.Counts))
 	if len(s.Dropped) > 0 {
-		fmt.Fprintf(&b, " · %d combination(s) dropped before running", len(s.Dropped))
+		fmt.Fprintf(&b, " · %d combination(s) dropped before running (not trials, listed below)", len(s.Dropped))
 	}
 	b.WriteString("\n\n")
 
-	ok := okTrials(s)
-	if len(ok) > 0 {
-		b.WriteString("## Trials\n\n")
-		cols := append([]string{"trial"}, s.SweptKnobs...)
-		cols = append(cols, "samples/s", "95% CI", "n", "step ms p50 (p10–p90)", "CV", "MFU", "TFLOP/s", "peak mem")
-		mdRow(&b, cols)
-		mdRow(&b, slices.Repeat([]string{"---"}, len(cols)))
-		for _, t := range ok {
-			row := []string{trialLabel(t)}
-			for _, k := range s.SweptKnobs {
-				row = append(row, t.Knobs[k])
-			}
-			cv := Percent(t.CV)
-			if t.Noisy {
-				cv += " ⚠ noisy"
-			}
-			row = append(row, Num(t.Throughput.Center), Interval(t.Throughput), fmt.Sprintf("%d %s", t.Throughput.N, t.Samples.Source),
-				fmt.Sprintf("%s (%s–%s)", Num(t.StepMS.Median), Num(t.StepMS.P10), Num(t.StepMS.P90)),
-				cv, mfuText(t.MFU), Num(t.TFLOPS), memText(t.MemPeakBytes))
-			mdRow(&b, row)
-		}
-		b.WriteString("\nIntervals are distribution-free 95% confidence intervals of the median (benchmath); " +
-			"n counts repeats (separate launches) or, for single-repeat trials, measured steps.\n\n")
+	if ok := okTrials(s); len(ok) > 0 {
+		writeTrialsMD(&b, s, ok)
 	}
 
-	if notOK := notOKTrials(s); len(notOK) > 0 || len(s.Dropped) > 0 {
+	if notOK := notOKTrials(s); len(notOK) > 0 {
 		b.WriteString("## Did not run to the end\n\n")
-		mdRow(&b, []string{"trial", "knobs", "outcome", "reason"})
+		mdRow(&b, []string{"configuration", "trial", "outcome", "reason"})
 		mdRow(&b, []string{"---", "---", "---", "---"})
 		for _, t := range notOK {
-			mdRow(&b, []string{t.ID, knobList(changedKnobs(t)), string(t.Outcome), t.Error})
+			mdRow(&b, []string{labelOf(t), t.ID, string(t.Outcome), t.Error})
 		}
+		b.WriteString("\n")
+	}
+	if len(s.Dropped) > 0 {
+		b.WriteString("## Dropped before running\n\nCombinations of the sweep the planner dropped: nothing ran, and they are counted nowhere else.\n\n")
+		mdRow(&b, []string{"combination", "reason"})
+		mdRow(&b, []string{"---", "---"})
 		for _, d := range s.Dropped {
-			mdRow(&b, []string{"(not planned)", knobList(d.Knobs), "dropped", d.Reason})
+			mdRow(&b, []string{droppedLabel(s, d.Knobs), d.Reason})
 		}
 		b.WriteString("\n")
 	}
@@ -235,21 +221,6 @@ func changedKnobs(t *Trial) map[string]string {
 	return out
 }
 
-// trialLabel is the ID with its role: "t-1a2b (best)".
-func trialLabel(t *Trial) string {
-	var tags []string
-	if t.Baseline {
-		tags = append(tags, "baseline")
-	}
-	if t.Best {
-		tags = append(tags, "best")
-	}
-	if len(tags) == 0 {
-		return t.ID
-	}
-	return t.ID + " (" + strings.Join(tags, ", ") + ")"
-}
-
 // memText is the peak memory, "n/a" when not measured (CPU runs).
 func memText(b int64) string {
 	if b <= 0 {
@@ -295,9 +266,25 @@ func allWarnings(s *Summary) []string {
 	return out
 }
 
-var mdReplacer = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "<", "&lt;", ">", "&gt;", "*", `\*`, "`", "\\`", "[", `\[`, "]", `\]`)
+// mdReplacer escapes what GitHub-flavoured Markdown would read as markup,
+// with backslashes (CommonMark escapes any ASCII punctuation): "|" ends a
+// table cell, "*", "`", "[" and "]" format. "<" opens HTML only before a
+// letter, "/", "!" or "?" (htmlStart); ">" is markup only at the start of a
+// line, where no escaped text begins. So "need >= 6 samples" and "a <= 32"
+// stay as written in the raw file.
+var mdReplacer = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "*", `\*`, "`", "\\`", "[", `\[`, "]", `\]`)
 
-func mdEscape(s string) string { return mdReplacer.Replace(s) }
+var htmlStart = regexp.MustCompile(`<([A-Za-z/!?])`)
+
+// mdEscape escapes s for a Markdown line or table cell; tildes only when
+// two of them could strike through the text between.
+func mdEscape(s string) string {
+	s = htmlStart.ReplaceAllString(mdReplacer.Replace(s), `\<$1`)
+	if strings.Count(s, "~") >= 2 {
+		s = strings.ReplaceAll(s, "~", `\~`)
+	}
+	return s
+}
 
 func mdRow(b *strings.Builder, cells []string) {
 	b.WriteString("|")

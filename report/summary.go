@@ -43,11 +43,15 @@ type Summary struct {
 	Headline         Headline             `json:"headline"`
 	Counts           map[string]int       `json:"counts"` // trials per outcome
 	SweptKnobs       []string             `json:"swept_knobs"`
+	Strategy         string               `json:"strategy,omitempty"` // the sweep's: grid | one-at-a-time | list | greedy
 	Trials           []Trial              `json:"trials"`
-	Dropped          []store.DroppedTrial `json:"dropped,omitempty"`
+	Dropped          []store.DroppedTrial `json:"dropped,omitempty"`  // combinations the planner dropped, each once; not trials, not in Counts
+	MFUPeak          *MFUPeak             `json:"mfu_peak,omitempty"` // what every trial's mfu_bf16 is measured against
 	Findings         []checklist.Result   `json:"findings"`
 	Provenance       Provenance           `json:"provenance"`
 	Warnings         []string             `json:"warnings,omitempty"`
+
+	sweepValues map[string][]string // the values the study lists per knob, in its order (not in JSON)
 }
 
 // Headline is the one-line answer: the best trial against the baseline.
@@ -75,6 +79,7 @@ const (
 // Trial is one row of the report.
 type Trial struct {
 	ID       string            `json:"id"`
+	Label    string            `json:"label"` // the swept knobs that differ from the baseline ("micro_batch=32"), or "baseline"
 	Index    int               `json:"index"`
 	Knobs    map[string]string `json:"knobs"`
 	Changed  []string          `json:"changed"`
@@ -95,8 +100,9 @@ type Trial struct {
 	Noisy      bool           `json:"noisy"`
 	Throttled  bool           `json:"throttled,omitempty"`
 
-	MFU          float64    `json:"mfu"`
-	TFLOPS       float64    `json:"tflops"`
+	MFU          float64    `json:"mfu"`      // against the peak at the trial's own precision (the engine's)
+	MFUBF16      float64    `json:"mfu_bf16"` // against Summary.MFUPeak, the same for every trial; 0 when unknown
+	TFLOPS       float64    `json:"tflops"`   // achieved model TFLOP/s per GPU
 	MemPeakBytes int64      `json:"mem_peak_bytes"`
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`

@@ -1,5 +1,6 @@
 // casestudy report: sort the trials table by a header click, filter it by
-// text and outcome, copy re-run commands. No network, no libraries.
+// text and outcome, show all its columns on demand, copy re-run commands.
+// No network, no libraries.
 (function () {
   "use strict";
   var table = document.getElementById("trials-table");
@@ -53,6 +54,8 @@
       });
       shown.textContent = n + " of " + tbody.rows.length + " trials";
     };
+    var allcols = document.getElementById("allcols");
+    allcols.addEventListener("change", function () { table.classList.toggle("all", allcols.checked); });
     filter.addEventListener("input", apply);
     outcome.addEventListener("change", apply);
     apply();
