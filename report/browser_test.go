@@ -54,7 +54,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
+		chromedp.WindowSize(1400, 1000), // a laptop screen: the trials table must fit it
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -135,7 +135,7 @@ func TestBrowserReport(t *testing.T) {
 	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]rectBox](`Array.from(document.querySelectorAll("svg")).map(s => {
 		const r = s.getBoundingClientRect(); return {W: r.width, H: r.height}; })`))
 	require.NoError(t, err)
-	require.Len(t, boxes, 5, "charts: throughput vs precision and micro_batch, breakdown, memory, MFU")
+	require.Len(t, boxes, 4, "charts: the precision × micro_batch heatmap, breakdown, MFU, memory")
 	for i, b := range boxes {
 		assert.Greater(t, b.W, 200.0, "chart %d width", i)
 		assert.Greater(t, b.H, 100.0, "chart %d height", i)
@@ -143,6 +143,14 @@ func TestBrowserReport(t *testing.T) {
 	texts, err := chromedp.Run(tctx, chromedp.Evaluate[int](`Array.from(document.querySelectorAll("svg.chart text")).filter(e => e.getBBox().width > 0).length`))
 	require.NoError(t, err)
 	assert.Greater(t, texts, 40, "chart labels must render as text")
+	cells, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#fig-grid-1 .mark.cell")).map(c => c.dataset.trial || "dropped")`))
+	require.NoError(t, err)
+	s := Build(readFixture(t, "runs/bert-grid"), nil)
+	var want []string
+	for _, tr := range s.Trials {
+		want = append(want, tr.ID)
+	}
+	assert.ElementsMatch(t, append(want, "dropped"), cells, "the heatmap has a cell per trial and per dropped combination")
 
 	// Sort by samples/s: first click descending, second ascending; rows
 	// without a measurement stay last.

@@ -77,7 +77,7 @@ func (ms *markSet) miss(t *Trial, x, at float64, horizontal bool) {
 	tip := fmt.Sprintf("%s (%s): %s: %s", labelOf(t), t.ID, t.Outcome, t.Error)
 	ms.marks = append(ms.marks,
 		mark{shape: shapeCross, class: "mark miss", x: px, y: py, r: vg.Points(4), stroke: colRed, width: vg.Points(1.6),
-			attrs: trialAttrs(t, [2]string{"data-outcome", string(t.Outcome)}), title: tip},
+			attrs: trialAttrs(t, [2]string{"data-x", fmt.Sprint(x)}, [2]string{"data-outcome", string(t.Outcome)}), title: tip},
 		mark{shape: shapeText, class: "label", x: px, y: py, r: vg.Points(8), dy: vg.Points(-8), anchor: "middle",
 			text: string(t.Outcome), fill: colRed, title: tip})
 	ms.missed = true
