@@ -5,6 +5,8 @@ package checklist
 import (
 	"fmt"
 	"strings"
+
+	"github.com/casestudy/casestudy/internal/course"
 )
 
 // Markdown is docs/checklist.md: every rule with its rationale, the metrics it
@@ -27,12 +29,13 @@ func Markdown() []byte {
 	b.WriteString("Noise: two trials differ measurably when their speed differs by more than twice the larger " +
 		"run-to-run noise (coefficient of variation of throughput over repeats; with one repeat, the step-time " +
 		"CV over √steps), and at least the rule's `noise_floor`.\n\n")
-	b.WriteString("| Rule | Severity | Chapter | Title |\n|---|---|---|---|\n")
+	b.WriteString("Each rule cites the chapter of [the course](course.md) casestudy follows that explains it.\n\n")
+	b.WriteString("| Rule | Severity | Course chapter | Title |\n|---|---|---|---|\n")
 	for _, r := range registry {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %d | %s |\n", r.ID, r.ID, r.Severity, r.Chapter, r.Title)
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %d, %s | %s |\n", r.ID, r.ID, r.Severity, r.Chapter, course.Topic(r.Chapter), r.Title)
 	}
 	for _, r := range registry {
-		fmt.Fprintf(&b, "\n## %s\n\n**%s** · severity %s · seed chapter %d\n\n%s\n\n", r.ID, r.Title, r.Severity, r.Chapter, r.Rationale)
+		fmt.Fprintf(&b, "\n## %s\n\n**%s** · severity %s · course %s\n\n%s\n\n", r.ID, r.Title, r.Severity, course.Cite(r.Chapter), r.Rationale)
 		fmt.Fprintf(&b, "Needs: %s.\n", strings.Join(r.Needs, "; "))
 		if len(r.Thresholds) > 0 {
 			b.WriteString("\n| Threshold | Default | Unit | Meaning |\n|---|---|---|---|\n")

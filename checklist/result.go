@@ -1,4 +1,4 @@
-// Package checklist holds the best-practice rules (seed chapter 30) that read a
+// Package checklist holds the best-practice rules (course chapter 30) that read a
 // run's results and environment and say what to do next.
 package checklist
 

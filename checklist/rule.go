@@ -22,7 +22,7 @@ type Threshold struct {
 type Rule struct {
 	ID         string      `json:"id"`
 	Title      string      `json:"title"`
-	Chapter    int         `json:"chapter"` // seed chapter (docs: curriculum)
+	Chapter    int         `json:"chapter"` // the course chapter that explains it (internal/course)
 	Severity   Severity    `json:"severity"`
 	Rationale  string      `json:"rationale"`
 	Needs      []string    `json:"needs"` // metrics and run facts it reads

@@ -2,8 +2,8 @@
 // CUDA environment variables, engine settings (precision, CUDA Graphs, DDP
 // buckets, pipeline schedule, ...) and launcher settings (MPS, processes per
 // GPU). Each knob has a type, a domain, a default, the way it is applied, a doc
-// paragraph and the seed chapter it comes from (docs/knobs.md is generated from
-// it).
+// paragraph and the course chapter that explains it (internal/course,
+// docs/course.md). docs/knobs.md is generated from it.
 package knobs
 
 import (
@@ -48,7 +48,7 @@ type Knob struct {
 	Apply   Apply    // env | engine | launcher
 	EnvVar  string   // the variable of an Env knob (also set by some launcher knobs)
 	Doc     string   // one paragraph
-	Chapter int      // seed chapter (docs: /work/shared/brief/curriculum.md)
+	Chapter int      // the course chapter that explains it (internal/course, docs/course.md)
 	Hidden  bool     // test-only knob (fault injection); not listed by default
 
 	AutoOK     bool     // "auto" is accepted besides the domain (int/float/size/string knobs)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/casestudy/casestudy/internal/course"
 )
 
 // WriteMarkdown writes docs/knobs.md: a table of every visible knob, then one
@@ -19,10 +21,12 @@ func WriteMarkdown(w io.Writer) error {
 		"launcher knobs settings of the runner. `casestudy knobs NAME` prints one entry. " +
 		"NCCL_NVLS_ENABLE is 0 in every trial (NVLink multicast stays off) unless a study sets `sweep.allow_nvls: true`; " +
 		"casestudy never sets it to 1.\n\n")
-	b.WriteString("| knob | type | domain | default | applied as | chapter |\n|---|---|---|---|---|---|\n")
+	b.WriteString("Each knob cites the chapter of the course casestudy follows that explains it " +
+		"([the course](course.md): 30 chapters on multi-GPU CUDA programming).\n\n")
+	b.WriteString("| knob | type | domain | default | applied as | course chapter |\n|---|---|---|---|---|---|\n")
 	for _, k := range Visible() {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | `%s` | %s | %d |\n", k.Name, anchor(k.Name), k.Type,
-			escape(k.Domain()), k.Default, k.AppliedAs(), k.Chapter)
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | `%s` | %s | %d, %s |\n", k.Name, anchor(k.Name), k.Type,
+			escape(k.Domain()), k.Default, k.AppliedAs(), k.Chapter, course.Topic(k.Chapter))
 	}
 	for _, k := range Visible() {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", k.Name, k.Doc)
@@ -34,7 +38,7 @@ func WriteMarkdown(w io.Writer) error {
 		if k.Constraint != "" {
 			fmt.Fprintf(&b, "- planner: %s\n", k.Constraint)
 		}
-		fmt.Fprintf(&b, "- seed chapter: %d\n", k.Chapter)
+		fmt.Fprintf(&b, "- explained in: [course](course.md) %s\n", course.Cite(k.Chapter))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -13,14 +13,24 @@ import (
 
 // knobCharts draws a one-at-a-time sweep: per knob, the baseline and the
 // trials that change that knob alone, at their true positions on the knob's
-// axis, each with its interval.
+// axis, each with its interval. (A trial that changes another swept knob
+// too is in no knob's chart: it would look as if this knob made its
+// difference.)
 func knobCharts(s *Summary, m measure) ([]Chart, error) {
+	if len(s.Trials) == 0 {
+		return nil, nil
+	}
+	ref := s.Trials[0].Knobs // the baseline's values; the first trial's when the baseline was not planned
+	for i := range s.Trials {
+		if s.Trials[i].Baseline {
+			ref = s.Trials[i].Knobs
+		}
+	}
 	var charts []Chart
 	for _, k := range s.SweptKnobs {
 		var members []*Trial
 		for i := range s.Trials {
-			t := &s.Trials[i]
-			if t.Baseline || (len(t.Changed) == 1 && t.Changed[0] == k) {
+			if t := &s.Trials[i]; sameSweptExcept(s, t.Knobs, ref, k) {
 				members = append(members, t)
 			}
 		}
@@ -79,6 +89,16 @@ func knobChart(s *Summary, m measure, knob string, ax knobAxis, members []*Trial
 	return &Chart{ID: "knob-" + knob, Title: title, SVG: svg,
 		Caption: fmt.Sprintf("The baseline and each trial that changes %s alone, at its value of %s%s. %s",
 			knob, knob, ax.note(), marks.caption(m))}, nil
+}
+
+// sameSweptExcept: a and b agree on every swept knob but knob.
+func sameSweptExcept(s *Summary, a, b map[string]string, knob string) bool {
+	for _, k := range s.SweptKnobs {
+		if k != knob && a[k] != b[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // niceMax is a little above v, so that the top whisker is not on the frame.

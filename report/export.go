@@ -95,8 +95,9 @@ func configValue(v string) string {
 	}, v)
 }
 
-// WriteCSV writes one row per trial for spreadsheets: outcome, every knob,
-// throughput median and interval, step time, CV, MFU, memory, breakdown.
+// WriteCSV writes one row per trial for spreadsheets: label, outcome, every
+// knob, throughput median and interval, step time, CV, MFU (at the trial's
+// precision, and against the one bf16 peak), memory, breakdown.
 func WriteCSV(w io.Writer, s *Summary) error {
 	knobSet := map[string]bool{}
 	for _, t := range s.Trials {
@@ -105,10 +106,10 @@ func WriteCSV(w io.Writer, s *Summary) error {
 		}
 	}
 	knobNames := slices.Sorted(maps.Keys(knobSet))
-	head := []string{"trial", "outcome"}
+	head := []string{"trial", "label", "outcome"}
 	head = append(head, knobNames...)
 	head = append(head, "samples_per_s", "ci_lo", "ci_hi", "ci_confidence", "n", "sample_source", "tokens_per_s",
-		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "tflops", "mem_peak_bytes", "final_loss",
+		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "mfu_bf16", "tflops", "mem_peak_bytes", "final_loss",
 		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "error", "command")
 	cw := csv.NewWriter(w)
 	if err := cw.Write(head); err != nil {
@@ -116,7 +117,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, t := range s.Trials {
-		row := []string{t.ID, string(t.Outcome)}
+		row := []string{t.ID, t.Label, string(t.Outcome)}
 		for _, k := range knobNames {
 			row = append(row, t.Knobs[k])
 		}
@@ -127,14 +128,14 @@ func WriteCSV(w io.Writer, s *Summary) error {
 			}
 			row = append(row, f(t.Throughput.Center), lo, hi, f(t.Throughput.Confidence), strconv.Itoa(t.Throughput.N),
 				string(t.Samples.Source), f(t.TokensPerS), f(t.StepMS.Median), f(t.StepMS.P10), f(t.StepMS.P90),
-				f(t.CV), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
+				f(t.CV), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.MFUBF16), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
 			b := t.Breakdown
 			if b == nil {
 				b = &Breakdown{}
 			}
 			row = append(row, f(b.ForwardMS), f(b.BackwardMS), f(b.OptimizerMS), f(b.ExposedCommMS), f(b.BubbleMS), f(b.OtherMS))
 		} else {
-			row = append(row, slicesRepeat("", 22)...)
+			row = append(row, slicesRepeat("", 23)...)
 		}
 		row = append(row, t.Error, t.Command)
 		if err := cw.Write(row); err != nil {

@@ -79,4 +79,6 @@ func TestCSV(t *testing.T) {
 	assert.Equal(t, "bf16", rows[6][col["precision"]])
 	assert.NotEmpty(t, rows[6][col["ci_lo"]])
 	assert.Contains(t, rows[3][col["error"]], "out of memory")
+	assert.Equal(t, "precision=bf16, micro_batch=64", rows[6][col["label"]])
+	assert.NotEmpty(t, rows[6][col["mfu_bf16"]])
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/internal/course"
 	"github.com/casestudy/casestudy/stats"
 )
 
@@ -32,6 +33,7 @@ var funcs = template.FuncMap{
 	"mfu":      mfuText,
 	"join":     strings.Join,
 	"ciWidth":  ciWidth,
+	"cite":     course.Cite,
 }
 
 type outcomeCount struct {

@@ -14,9 +14,9 @@ func newChecklistCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "checklist",
-		Short: "List the best-practice rules with their severity, seed chapter and thresholds",
+		Short: "List the best-practice rules with their severity, course chapter and thresholds",
 		Long: "checklist lists every rule `casestudy check` applies: its ID (as a study's checklist: section " +
-			"names it), severity, seed chapter, title and thresholds with their defaults. docs/checklist.md " +
+			"names it), severity, course chapter, title and thresholds with their defaults. docs/checklist.md " +
 			"describes each rule in full.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

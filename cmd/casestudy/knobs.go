@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/casestudy/casestudy/internal/course"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
 )
@@ -25,7 +26,7 @@ func newKnobsCommand() *cobra.Command {
 		Use:   "knobs [NAME]",
 		Short: "List the knobs a study can set or sweep, or explain one",
 		Long: "knobs lists the registry: every knob's type, default, how it is applied (environment variable, " +
-			"engine config, launcher) and its seed chapter. With NAME it explains one knob: domain, doc and " +
+			"engine config, launcher) and the course chapter that explains it. With NAME it explains one knob: domain, doc and " +
 			"what the planner checks. docs/knobs.md holds the same text.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -116,7 +117,7 @@ func writeKnob(w io.Writer, k *knobs.Knob) error {
 	if k.Constraint != "" {
 		fmt.Fprintf(tw, "planner:\t%s\n", k.Constraint)
 	}
-	fmt.Fprintf(tw, "seed chapter:\t%d\n", k.Chapter)
+	fmt.Fprintf(tw, "course:\t%s (docs/course.md)\n", course.Cite(k.Chapter))
 	if k.Hidden {
 		fmt.Fprintf(tw, "note:\ttest-only (fault injection)\n")
 	}
