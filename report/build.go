@@ -109,6 +109,7 @@ func buildTrial(rec *store.TrialRecord) Trial {
 		return t
 	}
 	t.TokensPerS = sum.TokensPerS
+	t.TokensPerSample = recordedTokensPerSample(rec)
 	t.StepMS = StepTime{Median: sum.StepMSMedian, P10: sum.StepMSP10, P90: sum.StepMSP90}
 	t.StepCV, t.RepeatCV = sum.StepCV, sum.RepeatCV
 	t.Noisy = sum.Noisy || t.CV > NoisyCV

@@ -43,7 +43,7 @@ func greedyPath(s *Summary, m measure) []greedyRound {
 		if len(r.candidates) < 2 {
 			continue // the round had nothing to compare
 		}
-		ax := newKnobAxis(k, knobValuesOf(r.candidates, k), s.sweepValues[k])
+		ax := newKnobAxis(k, knobValuesOf(r.candidates, k), valueOrder(s, k))
 		slices.SortStableFunc(r.candidates, func(a, b *Trial) int {
 			return slices.Index(ax.values, a.Knobs[k]) - slices.Index(ax.values, b.Knobs[k])
 		})

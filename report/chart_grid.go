@@ -60,8 +60,8 @@ func gridCharts(s *Summary, m measure) ([]Chart, error) {
 		add(d.Knobs)
 		cells.dropped[cellKey(d.Knobs, all)] = d.Reason
 	}
-	rows := newKnobAxis(rowK, vals[rowK], s.sweepValues[rowK]).values
-	cols := newKnobAxis(colK, vals[colK], s.sweepValues[colK]).values
+	rows := newKnobAxis(rowK, vals[rowK], valueOrder(s, rowK)).values
+	cols := newKnobAxis(colK, vals[colK], valueOrder(s, colK)).values
 	cmap, scaleNote := gridColours(s, m)
 	var charts []Chart
 	for i, pk := range panels {

@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+
+	knobreg "github.com/casestudy/casestudy/knobs"
 )
 
 // knobCharts draws a one-at-a-time sweep: per knob, the baseline and the
@@ -38,7 +40,7 @@ func knobCharts(s *Summary, m measure) ([]Chart, error) {
 		for _, t := range members {
 			vals = append(vals, t.Knobs[k])
 		}
-		ax := newKnobAxis(k, vals, s.sweepValues[k])
+		ax := newKnobAxis(k, vals, valueOrder(s, k))
 		if len(ax.values) < 2 {
 			continue
 		}
@@ -89,6 +91,16 @@ func knobChart(s *Summary, m measure, knob string, ax knobAxis, members []*Trial
 	return &Chart{ID: "knob-" + knob, Title: title, SVG: svg,
 		Caption: fmt.Sprintf("The baseline and each trial that changes %s alone, at its value of %s%s. %s",
 			knob, knob, ax.note(), marks.caption(m))}, nil
+}
+
+// valueOrder is the order a knob's values are drawn in when they are not
+// numbers: the registry's domain for enums (fp32, tf32, bf16, fp16; Ring,
+// Tree, ...), else the order the study lists them in.
+func valueOrder(s *Summary, knob string) []string {
+	if k, ok := knobreg.Lookup(knob); ok && k.Type == knobreg.Enum {
+		return k.Values
+	}
+	return s.sweepValues[knob]
 }
 
 // sameSweptExcept: a and b agree on every swept knob but knob.

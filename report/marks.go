@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"image/color"
-	"strings"
 
 	"gonum.org/v1/plot/vg"
 )
@@ -114,17 +113,16 @@ func (ms *markSet) legendItems() []legendItem {
 
 // caption says what the whiskers are.
 func (ms *markSet) caption(m measure) string {
-	var parts []string
-	if ms.whisker {
-		parts = append(parts, "Whiskers: the 95% confidence interval of the median")
+	interval := m.unit == "samples/s" || m.unit == "tokens/s" || m.unit == "ms"
+	switch {
+	case ms.whisker:
+		return "Whiskers: the 95% confidence interval of the median; none where a trial has too few samples " +
+			"for one (fewer than 6). Hover a point for its numbers."
+	case interval:
+		return "No whiskers: no trial has enough samples for a 95% confidence interval of the median (6 or more). " +
+			"Hover a point for its numbers."
 	}
-	if m.unit == "samples/s" || m.unit == "tokens/s" || m.unit == "ms" {
-		parts = append(parts, "none where a trial has too few samples for one (fewer than 6)")
-	}
-	if len(parts) == 0 {
-		return "Hover a point for its numbers."
-	}
-	return strings.Join(parts, "; ") + ". Hover a point for its numbers."
+	return "Hover a point for its numbers."
 }
 
 // trialTip is a mark's tooltip: label, ID, value, interval, vs baseline.

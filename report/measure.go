@@ -1,10 +1,10 @@
 package report
 
 import (
-	"math"
 	"strings"
 
 	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
 )
 
 // measure is what the sweep charts plot for each trial: the study's
@@ -39,7 +39,7 @@ func objectiveMeasure(s *Summary) measure {
 			if !t.OK() || t.TokensPerS <= 0 {
 				return value{}, false
 			}
-			return fromEstimate(t.Throughput, tokensPerSample(t)), true
+			return fromEstimate(t.Throughput, tokensPerSample(t)), true // the same samples, in tokens
 		}}
 	case "step_time", "step_ms":
 		return measure{name: "step time", unit: "ms", of: func(t *Trial) (value, bool) {
@@ -66,14 +66,29 @@ func objectiveMeasure(s *Summary) measure {
 	}}
 }
 
-// tokensPerSample is a trial's tokens per sample (its sequence length),
-// rounded when within 1% of a whole number.
-func tokensPerSample(t *Trial) float64 {
-	r := t.TokensPerS / t.Throughput.Center
-	if math.Abs(r-math.Round(r)) < 0.01*r {
-		return math.Round(r)
+// recordedTokensPerSample is the tokens per sample of a trial's first
+// measured step (0 when it counts no tokens: images).
+func recordedTokensPerSample(rec *store.TrialRecord) int {
+	for _, rep := range rec.Repeats {
+		for _, rk := range rep.Ranks {
+			for _, st := range rk.Steps {
+				if st.Samples > 0 && st.Tokens > 0 && st.Tokens%st.Samples == 0 {
+					return st.Tokens / st.Samples
+				}
+			}
+		}
 	}
-	return r
+	return 0
+}
+
+// tokensPerSample is a trial's tokens per sample (its sequence length), as
+// its steps recorded it; for a summary that predates the field, the ratio of
+// its tokens/s to its samples/s.
+func tokensPerSample(t *Trial) float64 {
+	if t.TokensPerSample > 0 {
+		return float64(t.TokensPerSample)
+	}
+	return t.TokensPerS / t.Throughput.Center
 }
 
 // title is "Throughput (samples/s)".

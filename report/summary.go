@@ -107,6 +107,10 @@ type Trial struct {
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
 	Warnings     []string   `json:"warnings,omitempty"`
+
+	// TokensPerSample is the sequence length (0 for images): tokens/s is
+	// samples/s times it.
+	TokensPerSample int `json:"tokens_per_sample,omitempty"`
 }
 
 // StepTime is the descriptive spread of step time in ms.

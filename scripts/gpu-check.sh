@@ -70,7 +70,7 @@ PROF=$WORK/profiles # the profile stage's JSON files
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
-# Estimates (s) on one H200, from the 2026-12-02 run (docs/perf.md): what a run
+# Estimates (s) on one H200, from the 2026-12-02 run (docs/records/perf.md): what a run
 # needs to be started; its timeout is what is left of the budget, at most its
 # cap (a reference's is twice its estimate), so that one hung run cannot use up
 # the time of every later one.

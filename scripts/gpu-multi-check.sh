@@ -2,7 +2,7 @@
 # gpu-multi-check.sh: the multi-GPU checks of issue 10, in one device call of at
 # most ten minutes, on a machine with N >= 2 GPUs, from the repository root
 # (that machine has torch, CUDA and NCCL, no Go: the Go binaries come built
-# from the CPU machine, see docs/multi-gpu.md). Stages, most important first,
+# from the CPU machine, see docs/records/multi-gpu.md). Stages, most important first,
 # each under a timeout of min(its cap, the time left):
 #   build   the engine: scripts/gpu-check.sh with STAGES=' ' (build only)
 #   tests   build/gpu/engine.test -test.run GPUMulti with CASESTUDY_GPU_TESTS=1,

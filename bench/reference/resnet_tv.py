@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torchvision resnet50 training-step benchmark: the reference the engine's
-resnet50 family is compared against (docs/perf.md, bench/reference/README.md).
+resnet50 family is compared against (docs/records/perf.md, bench/reference/README.md).
 
 AMP bf16 autocast, channels_last model and input, SGD with momentum 0.9 and
 weight decay 1e-4 on every parameter, gradient clipping at 1.0 (as the engine's
