@@ -21,7 +21,7 @@ func newBaselineCommand() *cobra.Command {
 		Short: "Write a run's summary, with every trial's samples, as a baseline for compare",
 		Long: "baseline writes the summary of a run (summary.json schema 1, kind \"baseline\") with each trial's raw " +
 			"throughput and step-time samples, so that `casestudy compare FILE NEW_RUN` can still test significance. " +
-			"Commit it next to the study, e.g. studies/bert/baseline.json.",
+			"Commit it next to the study, named after it: studies/bert/nccl.baseline.json for studies/bert/nccl.yaml.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBaseline(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], output)
@@ -33,7 +33,7 @@ func newBaselineCommand() *cobra.Command {
 
 func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	if output == "" {
-		return exitcode.Usage(fmt.Errorf("--output (-o) is required: the baseline file to write, e.g. studies/bert/baseline.json (- for standard output)"))
+		return exitcode.Usage(fmt.Errorf("--output (-o) is required: the baseline file to write, e.g. studies/bert/nccl.baseline.json next to studies/bert/nccl.yaml (- for standard output)"))
 	}
 	run, err := store.ReadRun(dir)
 	if err != nil {
