@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	htmlpkg "html"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,4 +245,46 @@ func TestLabels(t *testing.T) {
 			assert.NotRegexp(t, `^t-[0-9a-f]{8}$`, label[1], "chart %s labels a mark by its hash", c.ID)
 		}
 	}
+}
+
+// TestGridSmallMultiples: a grid over three knobs gets one heatmap of the
+// first two per value of the third, each with its own cells.
+func TestGridSmallMultiples(t *testing.T) {
+	s := Build(readFixture(t, "runs/bert-grid"), nil)
+	n := len(s.Trials)
+	for i := 0; i < n; i++ {
+		tr := s.Trials[i]
+		tr.Knobs = maps.Clone(tr.Knobs)
+		tr.Knobs["ddp.bucket_mb"] = "100"
+		tr.ID, tr.Baseline, tr.Best = tr.ID+"-100", false, false
+		tr.Changed = append(slices.Clone(tr.Changed), "ddp.bucket_mb")
+		s.Trials = append(s.Trials, tr)
+	}
+	s.SweptKnobs = append(s.SweptKnobs, "ddp.bucket_mb")
+	setLabels(s)
+	charts, err := gridCharts(s, objectiveMeasure(s))
+	require.NoError(t, err)
+	require.Len(t, charts, 2)
+	for i, bucket := range []string{"25", "100"} {
+		assert.Contains(t, charts[i].Title, "(ddp.bucket_mb="+bucket+")")
+		cells := regexp.MustCompile(`class="mark cell[^"]*"`).FindAllString(string(charts[i].SVG), -1)
+		want := n
+		if bucket == "25" {
+			want++ // the dropped combination has ddp.bucket_mb=25
+		}
+		assert.Len(t, cells, want, "cells of panel ddp.bucket_mb=%s", bucket)
+	}
+}
+
+// TestListChart: a list sweep draws every trial on its own row.
+func TestListChart(t *testing.T) {
+	s := Build(readFixture(t, "runs/bert-grid"), nil)
+	s.Strategy = StrategyList
+	charts, err := Charts(s)
+	require.NoError(t, err)
+	require.NotEmpty(t, charts)
+	require.Equal(t, "trials", charts[0].ID)
+	svg := string(charts[0].SVG)
+	assert.Equal(t, len(okTrials(s)), strings.Count(svg, `class="mark point`))
+	assert.Equal(t, len(notOKTrials(s)), strings.Count(svg, `class="mark miss"`))
 }
