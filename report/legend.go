@@ -107,4 +107,3 @@ func writeLegendItem(b *strings.Builder, x, y float64, it legendItem) {
 	fmt.Fprintf(b, `<text x="%s" y="%s" font-size="%s" fill="#222">%s</text>`,
 		ff(x+legendSwatch+4), ff(y+3.2), ff(legendFont), html.EscapeString(it.text))
 }
-
