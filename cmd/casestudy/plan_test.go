@@ -161,7 +161,7 @@ func TestKnobsCommand(t *testing.T) {
 	code, stdout, _ = studyCLI(t, "knobs", "ddp.bucket_mb")
 	require.Equal(t, 0, code)
 	assert.Contains(t, stdout, "ddp.bucket_mb (float)")
-	assert.Contains(t, stdout, "course:        chapter 16, latency hiding (docs/course.md)")
+	assert.Contains(t, stdout, "course:      chapter 16, latency hiding (docs/course.md)")
 
 	code, stdout, _ = studyCLI(t, "knobs", "--json", "precision")
 	require.Equal(t, 0, code)
