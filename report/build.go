@@ -321,9 +321,7 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 			h.Comparisons++
 		}
 	}
-	level := s.Design.Level(s.Threshold())
-	level.Confidence = 1 - s.Design.LookAlpha/float64(max(1, h.Comparisons))
-	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, level)
+	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, s.Design.SelectionLevel(s.Threshold(), h.Comparisons))
 	h.Comparison = &c
 	h.Text = fmt.Sprintf("Best trial %s (%s): %s the baseline's %s: %s (%s).",
 		best.ID, knobList(h.BestKnobs), c.RatioText(), s.Metric.Unit, c.VerdictText(), headlineQualifier(c, h.Comparisons))

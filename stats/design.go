@@ -87,6 +87,13 @@ func (d Design) Level(threshold float64) Level {
 	return Level{Confidence: 1 - d.LookAlpha, Threshold: threshold}
 }
 
+// SelectionLevel is the level of a comparison picked as the best of k (the
+// headline): Bonferroni over the k comparisons it was picked from, so that
+// picking the luckiest trial does not inflate its chance of a verdict.
+func (d Design) SelectionLevel(threshold float64, k int) Level {
+	return Level{Confidence: 1 - d.LookAlpha/float64(max(1, k)), Threshold: threshold}
+}
+
 // Record is the design as manifest.json stores it.
 func (d Design) Record() *store.Measurement {
 	m := store.Measurement(d)

@@ -275,3 +275,22 @@ func TestDesign(t *testing.T) {
 	m.Measurement = AutoDesign(5, 20).Record()
 	assert.True(t, DesignOf(m).Auto)
 }
+
+// TestDecideAgreesWithCompare: the schedule's fast verdict is compare's.
+func TestDecideAgreesWithCompare(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	for range 2000 {
+		nx, ny := 2+r.IntN(10), 2+r.IntN(10)
+		eff, sx, sy := 0.15*r.NormFloat64(), 0.05*r.Float64(), 0.05*r.Float64()
+		x, y := normal(r, nx, 0, sx), normal(r, ny, 0, sy)
+		for i := range x {
+			x[i] = 100 * math.Exp(eff+x[i])
+		}
+		for i := range y {
+			y[i] = 100 * math.Exp(y[i])
+		}
+		lv := Level{Confidence: []float64{0.95, 0.99}[r.IntN(2)], Threshold: []float64{0, 0.05}[r.IntN(2)]}
+		c := Compare(x, y, throughputMetric, lv)
+		assert.Equal(t, c.Verdict, decide(x, y, lv), c.Text())
+	}
+}

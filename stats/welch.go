@@ -5,6 +5,7 @@ import (
 	"math"
 
 	mstats "github.com/aclements/go-moremath/stats"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Level is what a comparison is decided at.
@@ -57,6 +58,16 @@ func (c Comparison) Decided() bool { return c.Verdict != Undecided && c.Verdict 
 
 // Compare compares a trial's launch values with the reference's.
 func Compare(trial, base []float64, m Metric, lv Level) Comparison {
+	c := compare(trial, base, m, lv)
+	if len(trial) > 0 && len(base) > 0 {
+		c.MedianRatio, c.MannWhitneyP = medianRatio(trial, base, m)
+	}
+	return c
+}
+
+// compare is Compare without benchstat's secondary numbers (the schedule's
+// looks need only the verdict).
+func compare(trial, base []float64, m Metric, lv Level) Comparison {
 	c := Comparison{Metric: m, Lo: math.Inf(-1), Hi: math.Inf(1), P: math.NaN(), Confidence: lv.Confidence,
 		NTrial: len(trial), NBase: len(base), Threshold: lv.Threshold, Verdict: Undecided}
 	if len(trial) == 0 || len(base) == 0 {
@@ -70,7 +81,6 @@ func Compare(trial, base []float64, m Metric, lv Level) Comparison {
 	}
 	d := x.Mean() - y.Mean()
 	c.Ratio = math.Exp(sign * d)
-	c.MedianRatio, c.MannWhitneyP = medianRatio(trial, base, m)
 	if len(trial) < 2 || len(base) < 2 {
 		c.Note = "one launch: estimate only, no interval and no p-value"
 		return c
@@ -111,6 +121,38 @@ func welch(x, y mstats.Sample, confidence float64) (d, hw, p, df float64, err er
 	d = x.Mean() - y.Mean()
 	hw = tQuantile(confidence, res.DoF) * math.Sqrt(x.Variance()/float64(len(x.Xs))+y.Variance()/float64(len(y.Xs)))
 	return d, hw, res.P, res.DoF, nil
+}
+
+// decide is the verdict of compare without the interval: the same rule
+// through Student's t CDF instead of its quantile (the quantile's inverse
+// incomplete beta dominates a simulation's time; the schedule's looks need
+// only the verdict).
+func decide(trial, base []float64, lv Level) Verdict {
+	if len(trial) < 2 || len(base) < 2 {
+		return Undecided
+	}
+	x, y := mstats.Sample{Xs: logs(trial)}, mstats.Sample{Xs: logs(base)}
+	vx, vy := x.Variance(), y.Variance()
+	nx, ny := float64(len(trial)), float64(len(base))
+	d := x.Mean() - y.Mean()
+	if vx == 0 && vy == 0 {
+		return verdictOf(math.Exp(d), math.Exp(d), lv.Threshold)
+	}
+	se2x, se2y := vx/nx, vy/ny
+	se := math.Sqrt(se2x + se2y)
+	df := (se2x + se2y) * (se2x + se2y) / (se2x*se2x/(nx-1) + se2y*se2y/(ny-1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+	upper := 1 - (1-lv.Confidence)/2
+	switch {
+	case t.CDF(math.Abs(d)/se) > upper: // the interval excludes 0
+		if d > 0 {
+			return Better
+		}
+		return Worse
+	case lv.Threshold > 0 && t.CDF((math.Log(1+lv.Threshold)-math.Abs(d))/se) >= upper:
+		return NoDifference
+	}
+	return Undecided
 }
 
 // verdictOf is the verdict rule on an oriented interval [lo, hi].
