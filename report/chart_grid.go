@@ -73,7 +73,8 @@ func gridCharts(s *Summary, m measure) ([]Chart, error) {
 			return nil, err
 		}
 		c.ID = fmt.Sprintf("grid-%d", i+1)
-		c.Caption = fmt.Sprintf("Each cell is the trial with that %s and %s: its median %s and its ratio to the baseline. %s",
+		c.Caption = fmt.Sprintf("Each cell is the trial with that %s and %s: its value (%s, the geometric mean over its launches) "+
+			"and its ratio to the baseline (~: no difference larger than δ; ?: undecided; hover for the interval and the verdict). %s",
 			rowK, colK, m.unit, scaleNote)
 		if len(panels) > maxPanels && i == maxPanels-1 {
 			c.Caption += fmt.Sprintf(" %d more panels are not drawn: the trials table has every trial.", len(panels)-maxPanels)
@@ -105,7 +106,7 @@ func gridColours(s *Summary, m measure) (cellColour, string) {
 		t := &s.Trials[i]
 		if v, ok := m.of(t); ok && v.center > 0 {
 			values = append(values, v.center)
-			if vs := versusBaseline(s, m, t); vs.Ratio > 0 {
+			if vs := versusBaseline(t); vs.Ratio > 0 {
 				logs = append(logs, math.Log(vs.Ratio))
 			}
 		}
@@ -122,7 +123,7 @@ func gridColours(s *Summary, m measure) (cellColour, string) {
 				if t.Baseline {
 					return at(cm, 0), true
 				}
-				vs := versusBaseline(s, m, t)
+				vs := versusBaseline(t)
 				if vs.Ratio <= 0 {
 					return nil, false
 				}
@@ -206,7 +207,7 @@ func heatmap(s *Summary, m measure, rowK, colK string, rows, cols []string, pane
 					fill = color.RGBA{235, 235, 235, 255}
 				}
 				v, _ := m.of(t)
-				vs := versusBaseline(s, m, t)
+				vs := versusBaseline(t)
 				rect.fill, rect.title = fill, trialTip(t, m, v, vs)
 				rect.attrs = append(trialAttrs(t, [2]string{"data-value", fmt.Sprint(v.center)}, [2]string{"data-verdict", vs.Verdict}), rect.attrs...)
 				if t.Best {
@@ -216,8 +217,11 @@ func heatmap(s *Summary, m measure, rowK, colK string, rows, cols []string, pane
 				second := "baseline"
 				if !t.Baseline {
 					second = Ratio(vs.Ratio)
-					if vs.Verdict == "same" {
+					switch vs.Verdict {
+					case "same":
 						second += " ~"
+					case "undecided":
+						second += " ?"
 					}
 				}
 				if t.Best {

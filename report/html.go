@@ -26,14 +26,14 @@ var funcs = template.FuncMap{
 	"interval": Interval,
 	"pctRange": PctRange,
 	"ratio":    Ratio,
-	"ratioCI":  RatioCI,
-	"sig":      SignificanceText,
 	"percent":  Percent,
 	"mem":      memText,
 	"mfu":      mfuText,
 	"join":     strings.Join,
 	"ciWidth":  ciWidth,
 	"cite":     course.Cite,
+	"conf":     PercentConf,
+	"launches": launchesText,
 }
 
 type outcomeCount struct {
@@ -42,22 +42,24 @@ type outcomeCount struct {
 }
 
 type htmlData struct {
-	S         *Summary
-	Charts    []Chart
-	Rows      []tableRow
-	Versus    bool   // the baseline finished: show each trial against it
-	VersusTip string // what the vs-baseline column holds
-	NotOK     []*Trial
-	Dropped   [][2]string        // combination, reason
-	Findings  []checklist.Result // only status "finding"
-	Warnings  []string
-	Counts    []outcomeCount
-	Prov      [][2]string
-	Setup     string
-	Fixed     []string // "knob=value" shared by every trial
-	Tokens    bool     // some trial counts tokens: show tokens/s
-	CSS       template.CSS
-	JS        template.JS
+	S           *Summary
+	Charts      []Chart
+	Rows        []tableRow
+	Versus      bool   // the baseline finished: show each trial against it
+	VersusTip   string // what the vs-baseline column holds
+	NotOK       []*Trial
+	Dropped     [][2]string        // combination, reason
+	Findings    []checklist.Result // only status "finding"
+	Warnings    []string
+	Counts      []outcomeCount
+	Prov        [][2]string
+	Setup       string
+	Fixed       []string // "knob=value" shared by every trial
+	Tokens      bool     // some trial counts tokens and the metric is not tokens/s: a tokens/s column
+	ShowSamples bool     // the metric is not samples/s: a samples/s column
+	Method      string   // how the numbers and verdicts are computed
+	CSS         template.CSS
+	JS          template.JS
 }
 
 // WriteHTML writes report.html: one self-contained page (inline CSS, SVG
@@ -77,15 +79,16 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
-		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
+		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance), Method: MethodText(s),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
 	d.Rows, d.Versus, d.VersusTip = tableRows(s)
 	for _, dr := range s.Dropped {
 		d.Dropped = append(d.Dropped, [2]string{droppedLabel(s, dr.Knobs), dr.Reason})
 	}
 	for _, t := range s.Trials {
-		d.Tokens = d.Tokens || t.TokensPerS > 0
+		d.Tokens = d.Tokens || (t.TokensPerS > 0 && s.Metric.Unit != "tokens/s")
 	}
+	d.ShowSamples = s.Metric.Unit != "samples/s"
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])
@@ -113,7 +116,7 @@ func boolInt(b bool) int {
 
 // ciWidth is the relative half-width of the interval as a sort key; "" when
 // unbounded (sorted last).
-func ciWidth(e stats.Estimate) string {
+func ciWidth(e stats.Value) string {
 	if !e.Bounded() || e.Center == 0 {
 		return ""
 	}

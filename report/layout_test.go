@@ -68,7 +68,8 @@ func TestDroppedListedOnce(t *testing.T) {
 	assert.Len(t, rows, 1+trials, "CSV rows")
 	assert.Equal(t, 7, nb, "benchfmt: the ok trials")
 
-	c := Compare(s, s, "a", "b", 0.05)
+	c, err := Compare(s, s, "a", "b", 0.05)
+	require.NoError(t, err)
 	assert.Len(t, c.Rows, trials, "compare rows")
 	assert.Empty(t, c.OnlyOld)
 	assert.Empty(t, c.OnlyNew)

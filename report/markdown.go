@@ -29,6 +29,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	if ok := okTrials(s); len(ok) > 0 {
 		writeTrialsMD(&b, s, ok)
 	}
+	writeLaunchNotesMD(&b, s)
 
 	if notOK := notOKTrials(s); len(notOK) > 0 {
 		b.WriteString("## Did not run to the end\n\n")
@@ -79,6 +80,26 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLaunchNotesMD lists the launches left out of the statistics and the
+// unsteady ones.
+func writeLaunchNotesMD(b *strings.Builder, s *Summary) {
+	for _, sec := range []struct {
+		title string
+		notes []LaunchNote
+	}{{"Launches left out of the statistics", s.Excluded}, {"Launches that were not steady (kept)", s.Unsteady}} {
+		if len(sec.notes) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "## %s\n\n", sec.title)
+		mdRow(b, []string{"trial", "launch", "why"})
+		mdRow(b, []string{"---", "---", "---"})
+		for _, n := range sec.notes {
+			mdRow(b, []string{n.Trial, fmt.Sprint(n.Repeat), n.Reason})
+		}
+		b.WriteString("\n")
+	}
 }
 
 func writeFindingsMD(b *strings.Builder, findings []checklist.Result) {
@@ -240,11 +261,6 @@ func mfuText(mfu float64) string {
 // trials' grouped by text: "need >= 6 samples ... (trials a, b)".
 func allWarnings(s *Summary) []string {
 	out := append([]string(nil), s.Warnings...)
-	if h := s.Headline.Speedup; h != nil {
-		for _, w := range h.Warnings {
-			out = append(out, "headline: "+w)
-		}
-	}
 	var order []string
 	trials := map[string][]string{}
 	for _, t := range s.Trials {

@@ -15,14 +15,15 @@ type markSet struct {
 	verdicts                            map[string]bool
 }
 
-// Verdict colours; a trial without a verdict is blue.
-var verdictColours = map[string]color.Color{"better": colGreen, "worse": colRed, "same": colGrey, "": colBlue}
+// Verdict colours (versus.Verdict); undecided and uncompared trials are blue.
+var verdictColours = map[string]color.Color{"better": colGreen, "worse": colRed, "same": colGrey, "undecided": colBlue, "": colBlue}
 
 var verdictLegend = map[string]string{
-	"better": "better than the baseline",
-	"worse":  "worse than the baseline",
-	"same":   "no significant difference",
-	"":       "trial",
+	"better":    "better than the baseline",
+	"worse":     "worse than the baseline",
+	"same":      "no difference beyond δ",
+	"undecided": "undecided",
+	"":          "trial",
 }
 
 // trial adds a trial's point at (x, v) with its whisker (vertical; horizontal
@@ -35,7 +36,7 @@ func (ms *markSet) trial(s *Summary, m measure, t *Trial, x float64, v value, ho
 		}
 		return pos, val
 	}
-	vs := versusBaseline(s, m, t)
+	vs := versusBaseline(t)
 	tip := trialTip(t, m, v, vs)
 	attrs := trialAttrs(t, [2]string{"data-x", fmt.Sprint(x)}, [2]string{"data-value", fmt.Sprint(v.center)},
 		[2]string{"data-verdict", vs.Verdict})
@@ -94,7 +95,7 @@ func (ms *markSet) legendItems() []legendItem {
 	if ms.base {
 		out = append(out, legendItem{text: "baseline", shape: shapeDiamond, fill: colDark})
 	}
-	for _, v := range []string{"", "better", "same", "worse"} {
+	for _, v := range []string{"", "better", "same", "worse", "undecided"} {
 		if ms.verdicts[v] {
 			out = append(out, legendItem{text: verdictLegend[v], shape: shapeCircle, fill: verdictColours[v]})
 		}
@@ -113,31 +114,30 @@ func (ms *markSet) legendItems() []legendItem {
 
 // caption says what the whiskers are.
 func (ms *markSet) caption(m measure) string {
-	interval := m.unit == "samples/s" || m.unit == "tokens/s" || m.unit == "ms"
-	switch {
-	case ms.whisker:
-		return "Whiskers: the 95% confidence interval of the median; none where a trial has too few samples " +
-			"for one (fewer than 6). Hover a point for its numbers."
-	case interval:
-		return "No whiskers: no trial has enough samples for a 95% confidence interval of the median (6 or more). " +
-			"Hover a point for its numbers."
+	if ms.whisker {
+		return "Each point is the trial's value (the geometric mean over its launches); whiskers: its " + m.conf +
+			" interval, none for a trial with one launch. Hover a point for its numbers and its verdict against the baseline."
 	}
-	return "Hover a point for its numbers."
+	return "Each point is the trial's value (the geometric mean over its launches); no whiskers: no trial has two " +
+		"launches or more, so there is no interval (run repeats: 3 or more). Hover a point for its numbers."
 }
 
 // trialTip is a mark's tooltip: label, ID, value, interval, vs baseline.
 func trialTip(t *Trial, m measure, v value, vs versus) string {
 	tip := fmt.Sprintf("%s (%s): %s %s", labelOf(t), t.ID, Num(v.center), m.unit)
 	if v.bounded {
-		tip += fmt.Sprintf(", 95%% CI %s–%s", Num(v.lo), Num(v.hi))
+		tip += fmt.Sprintf(", %s interval %s–%s", m.conf, Num(v.lo), Num(v.hi))
 	}
 	if v.n > 0 {
-		tip += fmt.Sprintf(", n=%d", v.n)
+		tip += fmt.Sprintf(", %d launch(es)", v.n)
 	}
 	if vs.Ratio > 0 {
 		tip += fmt.Sprintf("; %s vs baseline", Ratio(vs.Ratio))
-		if vs.Verdict != "" {
-			tip += " (" + vs.Verdict + ")"
+		if vs.Hi > 0 {
+			tip += fmt.Sprintf(" [%.2f, %.2f]", vs.Lo, vs.Hi)
+		}
+		if vs.Text != "" {
+			tip += ": " + vs.Text
 		}
 	}
 	return tip
