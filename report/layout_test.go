@@ -289,3 +289,28 @@ func TestListChart(t *testing.T) {
 	assert.Equal(t, len(okTrials(s)), strings.Count(svg, `class="mark point`))
 	assert.Equal(t, len(notOKTrials(s)), strings.Count(svg, `class="mark miss"`))
 }
+
+// TestVerdictsOnCharts: every point of a per-knob chart but the baseline's
+// carries its verdict against the baseline (its colour), from the statistics.
+func TestVerdictsOnCharts(t *testing.T) {
+	s := Build(readFixture(t, "runs/gpt-oat"), nil)
+	charts, err := knobCharts(s, objectiveMeasure(s))
+	require.NoError(t, err)
+	want := map[string]string{}
+	for _, tr := range s.Trials {
+		if tr.VsBaseline != nil {
+			want[tr.ID] = versusBaseline(&tr).Verdict
+		}
+	}
+	require.Equal(t, "better", want[fixID(gptKnobs("bf16", "32", "false"))], "micro_batch=32 is faster in the fixture")
+	require.Equal(t, "worse", want[fixID(gptKnobs("fp32", "8", "false"))], "fp32 is slower")
+	n := 0
+	for _, c := range charts {
+		for _, m := range regexp.MustCompile(`class="mark point" data-trial="([^"]+)"[^>]* data-verdict="([^"]*)"`).FindAllStringSubmatch(string(c.SVG), -1) {
+			assert.Equal(t, want[m[1]], m[2], "verdict of %s on chart %s", m[1], c.ID)
+			assert.Contains(t, string(c.SVG), hexColor(verdictColours[m[2]]))
+			n++
+		}
+	}
+	assert.Equal(t, 6, n, "the six trials that change one knob and finished")
+}
