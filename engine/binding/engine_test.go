@@ -299,3 +299,21 @@ func TestDescribeGPTPresets(t *testing.T) {
 		})
 	}
 }
+
+// TestModelsMatchLibrary: engine.Models, the Go copy of the preset table that
+// studies are validated against, is what the library trains (cs_models):
+// the same families, each with the same presets in the same order.
+func TestModelsMatchLibrary(t *testing.T) {
+	lib := realLibrary(t)
+	fromLib, err := lib.Models()
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, f := range fromLib {
+		got[f.Family] = f.Presets
+	}
+	want := map[string][]string{}
+	for _, f := range engine.Models {
+		want[f.Family] = f.Presets
+	}
+	assert.Equal(t, want, got, "engine.Models (engine/models.go) and the library's cs_models differ: change both")
+}
