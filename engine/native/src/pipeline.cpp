@@ -153,6 +153,11 @@ Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
 
 Pipeline::~Pipeline() = default;
 
+void Pipeline::close() {
+  if (dp_) dp_->close();
+  if (pipe_) pipe_->close();
+}
+
 bool Pipeline::holds(const torch::Tensor& p) const { return held_.count(p.unsafeGetTensorImpl()) > 0; }
 bool Pipeline::owns(const torch::Tensor& p) const { return owned_.count(p.unsafeGetTensorImpl()) > 0; }
 

@@ -39,6 +39,8 @@ class PipeGroup {
   // Sums t (contiguous; float32, float64 or bfloat16) in place over the group;
   // returns when done.
   virtual void all_reduce_sum(torch::Tensor t) = 0;
+  // Orderly teardown, as Communicator::close (dist.h).
+  virtual void close() {}
 };
 
 // A partition of the trial's ranks into groups (every rank in exactly one).

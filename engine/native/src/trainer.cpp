@@ -149,6 +149,14 @@ Trainer::Trainer(const EngineConfig& cfg)
 
 Trainer::~Trainer() = default;
 
+void Trainer::close() {
+  Guards guards(*this);
+  synchronize(device_);
+  if (pipe_) pipe_->close();
+  reducer_.reset();  // its hooks and buckets, before the communicator they use
+  if (comm_) comm_->close();
+}
+
 void Trainer::set_threads() const {
   // Debian's libtorch starts with 1 thread; OpenMP's count is per calling thread.
   if (at::get_num_threads() != threads_) at::set_num_threads(threads_);

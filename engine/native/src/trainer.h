@@ -28,6 +28,10 @@ class Trainer {
   nlohmann::json info() const;
   nlohmann::json step();  // one optimizer step over grad_accum micro-batches
   nlohmann::json checksum();
+  // Orderly teardown (cs_destroy): waits for the device's queued work (an
+  // asynchronous device error surfaces here) and closes the communicators;
+  // throws the first failure. The destructor frees the rest and cannot fail.
+  void close();
 
   // Eager steps on the capture stream before the step is captured as a graph.
   static constexpr int kGraphWarmup = 3;
