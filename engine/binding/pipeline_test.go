@@ -293,6 +293,13 @@ func TestPipelineBalanceByTime(t *testing.T) {
 		assert.Positive(t, ms, "layer %d", i)
 	}
 	for r, res := range rs {
+		// The communicator is made during model_build here (the measurement
+		// needs it): its time is comm_init's all the same, and no phase repeats.
+		var phases []string
+		for _, p := range res.Info.InitPhases {
+			phases = append(phases, p.Name)
+		}
+		assert.Equal(t, []string{"device_init", "model_build", "comm_init", "optimizer", "data_setup"}, phases, "rank %d", r)
 		require.NotNil(t, res.Info.Pipeline, "rank %d", r)
 		assert.Equal(t, p0.LayerMS, res.Info.Pipeline.LayerMS, "rank %d measured differently", r)
 		assert.Equal(t, p0.Balance, res.Info.Pipeline.Balance, "rank %d split differently", r)
