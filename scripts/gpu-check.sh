@@ -23,7 +23,7 @@
 #             ResNet-50 128x224 channels_last; bf16) LAUNCH_REPEATS times in a
 #             fresh process (cs_bench.py --launch): library load, cs_create by
 #             phase (init_phases), first step, cs_destroy; launch.jsonl in
-#             $OUT and one line per launch in table.md (about 60 s)
+#             $OUT and one line per launch in table.md (about 90 s)
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
 #             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
