@@ -15,10 +15,9 @@ const (
 	StatusOK          Status = 0
 	StatusConfig      Status = 1 // the config is malformed or a value is out of range
 	StatusUnsupported Status = 2 // a knob cannot be honoured here (e.g. graphs on CPU)
-	StatusOOM         Status = 3 // the device allocator ran out of memory
+	StatusOOM         Status = 3 // a device or host allocator ran out of memory
 	StatusComm        Status = 4 // a collective failed or timed out
 	StatusRuntime     Status = 5 // anything else thrown by torch or the engine
-	StatusBuffer      Status = 6 // the output buffer was too small (handled by the binding)
 )
 
 func (s Status) String() string {
@@ -35,8 +34,6 @@ func (s Status) String() string {
 		return "communication error"
 	case StatusRuntime:
 		return "runtime error"
-	case StatusBuffer:
-		return "buffer too small"
 	}
 	return fmt.Sprintf("status %d", int(s))
 }

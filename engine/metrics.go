@@ -77,6 +77,16 @@ type Info struct {
 	Attention string `json:"attention,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
+	// InitPhases is where cs_create spent its time, in order: device_init,
+	// model_build, optimizer, data_setup, comm_init (docs/engine.md). They add
+	// up to the engine's part of Create.
+	InitPhases []InitPhase `json:"init_phases,omitempty"`
+}
+
+// InitPhase is one phase of cs_create and its wall-clock time.
+type InitPhase struct {
+	Name string  `json:"name"`
+	MS   float64 `json:"ms"`
 }
 
 // PipelineInfo is cs_info's pipeline object: the stage, the split and how it

@@ -2,8 +2,7 @@
 # gpu-check.sh: everything the GPU machine is needed for, in one call of at most
 # ten minutes, from the repository root (that machine has torch, CUDA, NCCL and
 # no Go). Stages, most important first:
-#   build     the engine against the image's torch (CMake + Ninja; retried with
-#             CS_TORCH_MODE=manual if Torch's CMake config fails)
+#   build     the engine against the image's torch (CMake + Ninja, Torch's CMake config)
 #   tests     the Go test binaries built on the CPU machine (build/gpu/*.test,
 #             e.g. `go test -c -o build/gpu/engine.test ./engine/binding`) with
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
@@ -19,6 +18,12 @@
 #             then 3 more under torch.profiler (--profile, kernels.py): per
 #             shape the kernel categories side by side, the top kernels and the
 #             idle gap in table.md ("Kernel profiles"), the JSON in profiles.tgz
+#   launch    (not by default) what a launch costs before it measures: each
+#             headline study's baseline (GPT-2 124M 8x1024, BERT-large 32x128,
+#             ResNet-50 128x224 channels_last; bf16) LAUNCH_REPEATS times in a
+#             fresh process (cs_bench.py --launch): library load, cs_create by
+#             phase (init_phases), first step, cs_destroy; launch.jsonl in
+#             $OUT and one line per launch in table.md (about 90 s)
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
 #             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
@@ -41,7 +46,8 @@
 # stage's runs), STAGES (default "tests gpt bert128 resnet50 bert512",
 # RUN_STUDY=1 appends study; profile runs only when named), STUDY, TEST_RUN
 # (^TestGPU), SKIP_BUILD=1 (use ENGINE_BUILD's library as it is), DRY_RUN=1
-# (print the plan with its time budget from the estimates below and run nothing).
+# (print the plan with its time budget from the estimates below and run nothing),
+# LAUNCH_REPEATS (3: the launch stage's launches per model).
 # Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
 # 2 bad environment. Benchmark failures, timeouts and skips are in the table.
 set -uo pipefail
@@ -56,6 +62,7 @@ WARMUP=${WARMUP:-5}
 STEPS=${STEPS:-20}
 PROFILE_WARMUP=${PROFILE_WARMUP:-3}
 PROFILE_STEPS=${PROFILE_STEPS:-5}
+LAUNCH_REPEATS=${LAUNCH_REPEATS:-3}
 STAGES=${STAGES:-tests gpt bert128 resnet50 bert512}
 [[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"
 TEST_RUN=${TEST_RUN:-^TestGPU}
@@ -81,19 +88,19 @@ EST_STUDY=90 CAP_STUDY=240
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
-for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS EST_SCALE; do
+for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | bert128 | resnet50 | bert512 | profile | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 profile study)" >&2; exit 2 ;;
+  case $s in tests | gpt | bert128 | resnet50 | bert512 | profile | launch | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 profile launch study)" >&2; exit 2 ;;
   esac
 done
 
 JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
-  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz"
+  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
@@ -326,6 +333,43 @@ stage_profile() {
   profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_hf.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024
 }
 
+# launch: each headline study's baseline launched LAUNCH_REPEATS times
+# (cs_bench.py --launch, a fresh process each), into $OUT/launch.jsonl and one
+# status line per launch.
+EST_LAUNCH=10 # s per launch: python, load, create, one step, exit
+stage_launch() {
+  local key cfg i rc est
+  est=$(scaled $EST_LAUNCH)
+  local -A cfgs=(
+    [gpt-124m-8x1024]='{"family":"gpt","preset":"124m","micro_batch":8,"seq_len":1024,"device":"cuda","precision":"bf16","seed":1}'
+    [bert-large-32x128]="$(bert_cfg 128)}"
+    [resnet50-128x224]='{"family":"resnet50","preset":"50","micro_batch":128,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1}'
+  )
+  for key in gpt-124m-8x1024 bert-large-32x128 resnet50-128x224; do
+    cfg=${cfgs[$key]}
+    for ((i = 1; i <= LAUNCH_REPEATS; i++)); do
+      fits "$est" "launch: $key #$i" || { [[ $DRY == 1 ]] || log_status "launch: $key #$i skipped, $(left0) s left"; continue; }
+      rc=0
+      timed "$CAP_ENGINE" "launch-$key-$i" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$key" \
+        --config "$cfg" --launch || rc=$?
+      advance "$est"
+      [[ $DRY == 1 ]] && continue
+      if ((rc != 0)); then
+        log_status "launch: $key #$i FAIL (exit $rc, logs/launch-$key-$i.*): $(tail -2 "$LOG/launch-$key-$i.err" "$LOG/launch-$key-$i.out" | tr '\n' ' ')"
+        continue
+      fi
+      grep '^{' "$LOG/launch-$key-$i.out" >>"$OUT/launch.jsonl"
+      log_status "launch: $key #$i $(grep '^{' "$LOG/launch-$key-$i.out" | "$PY" -c '
+import json, sys
+r = json.loads(sys.stdin.readline())["launch"]
+phases = ", ".join("%s %.0f" % (p["name"], p["ms"]) for p in r.get("init_phases") or [])
+print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), destroy %.0f ms" % (
+    r["load_ms"], r["create_ms"], phases, r["first_step_ms"], r["first_step_engine_ms"], r["destroy_ms"]))')"
+    done
+    publish
+  done
+}
+
 stage_tests() {
   shopt -s nullglob
   local tests=(build/gpu/*.test) t n dir rc tl start=$SECONDS
@@ -444,10 +488,8 @@ EOF
 
 # build LOGSUFFIX CMAKE_ARGS...: configure and build, each under the time left.
 build() {
-  local sfx=$1
-  shift
-  timed "$CAP_BUILD" "cmake$sfx" cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" &&
-    timed "$CAP_BUILD" "build$sfx" cmake --build "$BUILD_DIR" -j "$JOBS" --target casestudy_engine cs_native_tests
+  timed "$CAP_BUILD" cmake cmake -S engine/native -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+    timed "$CAP_BUILD" build cmake --build "$BUILD_DIR" -j "$JOBS" --target casestudy_engine cs_native_tests
 }
 
 # ---- the plan ----------------------------------------------------------------
@@ -468,11 +510,7 @@ else
   facts_pid=$!
   if [[ ${SKIP_BUILD:-0} == 1 || -n ${ENGINE_LIB:-} ]]; then
     log_status "build: skipped, using $LIB"
-  elif build "" || {
-    echo "CMake with Torch's config failed (logs/cmake.*, build.*); retrying with CS_TORCH_MODE=manual"
-    rm -rf "$BUILD_DIR"
-    build -manual -DCS_TORCH_MODE=manual
-  }; then
+  elif build; then
     log_status "build: ok in $SECONDS s ($(grep -hE '^-- casestudy' "$LOG"/cmake*.out | sed 's/^-- //' | sort -u | tr '\n' ';'))"
   else
     log_status "build: FAIL after $SECONDS s (logs/cmake*, logs/build*)"
@@ -500,6 +538,7 @@ for s in $STAGES; do
     resnet50) stage_resnet50 ;;
     bert512) stage_bert 512 15 30 70 ;;
     profile) stage_profile ;;
+    launch) stage_launch ;;
     study) stage_study ;;
   esac
   [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"

@@ -97,7 +97,7 @@ func TestLoadErrors(t *testing.T) {
 		{"list without trials", head + "sweep: {strategy: list, knobs: {precision: [bf16]}}\n", []string{`strategy list needs sweep.trials`, `takes sweep.trials, not sweep.knobs`}},
 		{"empty exclude entry", head + "sweep: {strategy: grid, knobs: {precision: [bf16]}, exclude: [{}]}\n", []string{`sweep.exclude[0] is empty`}},
 		{"missing family", "name: x\nmodel: {preset: tiny}\n", []string{`model.family is required`}},
-		{"bad family", "name: x\nmodel: {family: bart, preset: tiny}\n", []string{`model.family: "bart" is not one of resnet50 | bert | gpt (did you mean "bert"?)`}},
+		{"bad family", "name: x\nmodel: {family: bart, preset: tiny}\n", []string{`model.family: "bart" is not one of gpt | bert | resnet50 (did you mean "bert"?)`}},
 		{"bad preset", "name: x\nmodel: {family: gpt, preset: 125m}\n", []string{`model.preset: "125m" is not a gpt preset (tiny | 124m | 350m | 774m | 1.5b) (did you mean "124m"?)`}},
 		{"missing name", "model: {family: gpt, preset: tiny}\n", []string{`name is required`}},
 		{"unsafe name", "name: ../../etc\nmodel: {family: gpt, preset: tiny}\n", []string{`name "../../etc": use letters`}},

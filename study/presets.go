@@ -1,14 +1,19 @@
 package study
 
-// Families are the model families the engine trains.
-var Families = []string{"resnet50", "bert", "gpt"}
+import "github.com/casestudy/casestudy/engine"
 
-// Presets are each family's size presets (the engine's model tables agree).
-var Presets = map[string][]string{
-	"gpt":      {"tiny", "124m", "350m", "774m", "1.5b"},
-	"bert":     {"tiny", "base", "large"},
-	"resnet50": {"tiny", "50"},
-}
+// Families are the model families the engine trains (engine.Models is the
+// table; the engine library's cs_models agrees, engine/binding tests it).
+var Families = engine.Families()
+
+// Presets are each family's size presets (engine.Models).
+var Presets = func() map[string][]string {
+	m := map[string][]string{}
+	for _, f := range engine.Models {
+		m[f.Family] = engine.Presets(f.Family)
+	}
+	return m
+}()
 
 // Strategies are the sweep strategies.
 var Strategies = []string{"grid", "one-at-a-time", "list", "greedy"}

@@ -28,7 +28,7 @@ type Study struct {
 // Model names what is trained. micro_batch, seq_len, image_size given here are
 // defaults of the knobs of the same names.
 type Model struct {
-	Family string // resnet50 | bert | gpt
+	Family string // gpt | bert | resnet50 (engine.Models)
 	Preset string
 	Layers int // optional override of the preset
 	Hidden int // optional override of the preset

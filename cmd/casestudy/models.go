@@ -16,22 +16,15 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
-	"github.com/casestudy/casestudy/study"
 )
 
 func init() { register(newModelsCommand) }
 
-// modelPresets is every family and preset a study may name (study.Presets),
-// in listing order. The engine's own list (cs_models) adds what it has beyond
+// modelPresets is every family and preset a study may name (engine.Models), in
+// listing order. The engine's own list (cs_models) adds what it has beyond
 // these; a family listed here that the engine lacks still gets rows, with the
 // engine's error.
-var modelPresets = func() []engine.FamilyPresets {
-	var out []engine.FamilyPresets
-	for _, f := range []string{"gpt", "bert", "resnet50"} {
-		out = append(out, engine.FamilyPresets{Family: f, Presets: study.Presets[f]})
-	}
-	return out
-}()
+var modelPresets = engine.Models
 
 // listedPresets merges the engine's families and presets into modelPresets:
 // known families first in their order, the engine's presets after ours.

@@ -87,7 +87,7 @@ func (e *Engine) do(f func()) error {
 func (e *Engine) call(name string, v any) error {
 	var out string
 	var err error
-	if derr := e.do(func() { out, err = e.lib.syms.engineWrite(name, e.handle) }); derr != nil {
+	if derr := e.do(func() { out, err = e.lib.syms.engineText(name, e.handle) }); derr != nil {
 		return derr
 	}
 	if err != nil {
@@ -120,7 +120,9 @@ func (e *Engine) Checksum() (engine.Checksum, error) {
 	return c, err
 }
 
-// Close destroys the engine and frees its memory. A second Close does nothing.
+// Close destroys the engine and frees its memory. An error is the failure of
+// its orderly teardown (cs_destroy: the device's queued work, closing the
+// communicators); the engine is gone either way. A second Close does nothing.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/stretchr/testify/assert"
@@ -270,6 +271,51 @@ func TestFaultKnobs(t *testing.T) {
 	}
 }
 
+// TestInitPhases: cs_create reports its phases, each once and in the order it
+// ran them, and they add up to no more than Create took (the rest is the
+// binding's thread and the config's parsing).
+func TestInitPhases(t *testing.T) {
+	lib := glooLibrary(t)
+	cfg := tinyGPT("fp32")
+	cfg.Dist = engine.DistConfig{WorldSize: 1, Backend: "gloo", StoreAddr: "127.0.0.1", StorePort: freePort(t)}
+	start := time.Now()
+	e, err := lib.Create(cfg)
+	require.NoError(t, err)
+	wall := time.Since(start)
+	defer e.Close()
+	info, err := e.Info()
+	require.NoError(t, err)
+	var names []string
+	sum := 0.0
+	for _, p := range info.InitPhases {
+		names = append(names, p.Name)
+		assert.GreaterOrEqual(t, p.MS, 0.0, p.Name)
+		sum += p.MS
+	}
+	assert.Equal(t, []string{"device_init", "model_build", "optimizer", "data_setup", "comm_init"}, names)
+	assert.LessOrEqual(t, sum, float64(wall)/float64(time.Millisecond), "phases %v", info.InitPhases)
+	assert.Positive(t, sum)
+}
+
+// TestHostOutOfMemory: a real allocation failure of c10's CPU allocator
+// ("DefaultCPUAllocator: can't allocate memory ... Cannot allocate memory") is
+// StatusOOM, not a runtime error. The first batch of micro-batch 2^50 needs
+// 2^58 bytes, more than any x86-64 address space (2^57 with 5-level paging),
+// so the allocation fails at once on any machine, whatever its memory
+// overcommit policy, without touching memory.
+func TestHostOutOfMemory(t *testing.T) {
+	lib := realLibrary(t)
+	cfg := tinyGPT("fp32")
+	cfg.MicroBatch = 1 << 50
+	e, err := lib.Create(cfg)
+	require.NoError(t, err)
+	defer e.Close()
+	_, err = e.Step()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, engine.ErrOOM)
+	assert.ErrorContains(t, err, "can't allocate memory")
+}
+
 func TestDescribeGPTPresets(t *testing.T) {
 	lib := realLibrary(t)
 	// Published GPT-2 parameter counts: tied input/output embeddings, 1024
@@ -298,4 +344,22 @@ func TestDescribeGPTPresets(t *testing.T) {
 			assert.Greater(t, d.FLOPsPerSample, 6*float64(tt.params)*1024)
 		})
 	}
+}
+
+// TestModelsMatchLibrary: engine.Models, the Go copy of the preset table that
+// studies are validated against, is what the library trains (cs_models):
+// the same families, each with the same presets in the same order.
+func TestModelsMatchLibrary(t *testing.T) {
+	lib := realLibrary(t)
+	fromLib, err := lib.Models()
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, f := range fromLib {
+		got[f.Family] = f.Presets
+	}
+	want := map[string][]string{}
+	for _, f := range engine.Models {
+		want[f.Family] = f.Presets
+	}
+	assert.Equal(t, want, got, "engine.Models (engine/models.go) and the library's cs_models differ: change both")
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // ABIVersion is the CS_ABI_VERSION this binding speaks.
-const ABIVersion = 1
+const ABIVersion = 2
 
 // Library is an opened engine library. Its methods are safe for concurrent
 // use. Each Load opens its own reference (dlopen counts them); Close drops it
@@ -116,7 +116,7 @@ func Probe(explicit string) (path string, bi engine.BuildInfo, err error) {
 // BuildInfo reports the versions the library was built with.
 func (l *Library) BuildInfo() (engine.BuildInfo, error) {
 	var bi engine.BuildInfo
-	err := l.callJSON(func() (string, error) { return l.syms.write("cs_build_info") }, "cs_build_info", &bi)
+	err := l.callJSON(func() (string, error) { return l.syms.text("cs_build_info") }, "cs_build_info", &bi)
 	return bi, err
 }
 
@@ -133,36 +133,28 @@ func (l *Library) Describe(cfg engine.Config) (engine.Description, error) {
 // describeRaw passes config JSON as is (tests use it for malformed JSON).
 func (l *Library) describeRaw(config string) (engine.Description, error) {
 	var d engine.Description
-	err := l.callJSON(func() (string, error) { return l.syms.describe("cs_describe", config) }, "cs_describe", &d)
+	err := l.callJSON(func() (string, error) { return l.syms.configText("cs_describe", config) }, "cs_describe", &d)
 	return d, err
 }
 
-// Models lists the families and presets the library has (cs_models). A
-// library built before cs_models existed answers ErrUnsupported.
+// Models lists the families and presets the library has (cs_models).
 func (l *Library) Models() ([]engine.FamilyPresets, error) {
-	if !l.syms.has("cs_models") {
-		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_models", Msg: "the library predates cs_models; rebuild it with `make engine`"}
-	}
 	var v struct {
 		Families []engine.FamilyPresets `json:"families"`
 	}
-	err := l.callJSON(func() (string, error) { return l.syms.write("cs_models") }, "cs_models", &v)
+	err := l.callJSON(func() (string, error) { return l.syms.text("cs_models") }, "cs_models", &v)
 	return v.Families, err
 }
 
 // BenchAllReduce runs the all-reduce microbenchmark on the engine's
 // communicator (cs_bench_allreduce; every rank calls it with the same sizes)
 // and returns its JSON answer as is. config is the JSON the header documents.
-// A library without cs_bench_allreduce answers ErrUnsupported.
 func (l *Library) BenchAllReduce(config []byte) (json.RawMessage, error) {
-	if !l.syms.has("cs_bench_allreduce") {
-		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_bench_allreduce", Msg: "the library predates cs_bench_allreduce; rebuild it with `make engine`"}
-	}
 	if err := l.acquire(); err != nil {
 		return nil, err
 	}
 	defer l.release()
-	out, err := l.syms.describe("cs_bench_allreduce", string(config))
+	out, err := l.syms.configText("cs_bench_allreduce", string(config))
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +171,7 @@ func (l *Library) NCCLUniqueID() (string, error) {
 		return "", err
 	}
 	defer l.release()
-	return l.syms.write("cs_nccl_unique_id")
+	return l.syms.text("cs_nccl_unique_id")
 }
 
 // callJSON runs call with a reference held and decodes its JSON into v.

@@ -25,7 +25,7 @@ func buildFake(t *testing.T, name string, flags ...string) string {
 		cc = "gcc"
 	}
 	out := filepath.Join(t.TempDir(), name)
-	args := append([]string{"-shared", "-fPIC", "-Wall", "-Werror", "-I", filepath.Join("native", "include"),
+	args := append([]string{"-shared", "-fPIC", "-Wall", "-Werror", "-I", filepath.Join("..", "native", "include"),
 		"-o", out, filepath.Join("testdata", "fakeabi.c"), "-lpthread"}, flags...)
 	cmd := exec.Command(cc, args...)
 	msg, err := cmd.CombinedOutput()
@@ -44,7 +44,7 @@ func TestLoadRejects(t *testing.T) {
 			description: "wrong ABI version names both versions and says to rebuild",
 			path:        func(t *testing.T) string { return buildFake(t, "abi999.so", "-DFAKE_ABI=999") },
 			is:          engine.ErrABIMismatch,
-			contains:    []string{"ABI version 999", "needs 1", "make engine"},
+			contains:    []string{"ABI version 999", "needs 2", "make engine"},
 		},
 		{
 			description: "missing file says where and how to build",
@@ -97,10 +97,37 @@ func TestFakeBinding(t *testing.T) {
 	require.NoError(t, lib2.Close())
 	require.NoError(t, lib2.Close(), "second Close is a no-op")
 
-	t.Run("output buffer grows past 64 KiB", func(t *testing.T) {
-		bi, err := lib.BuildInfo()
+	t.Run("answers of any length (the engine allocates them)", func(t *testing.T) {
+		bi, err := lib.BuildInfo() // 3 MiB
 		require.NoError(t, err)
 		assert.Equal(t, "fake", bi.Torch)
+		models, err := lib.Models()
+		require.NoError(t, err)
+		assert.Equal(t, []engine.FamilyPresets{{Family: "gpt", Presets: []string{"fake"}}}, models)
+
+		e, err := lib.Create(engine.Config{Family: "gpt", Preset: "big-step", Device: "cpu"})
+		require.NoError(t, err)
+		m, err := e.Step() // metrics of 3 MiB: beyond any fixed buffer
+		require.NoError(t, err)
+		assert.Equal(t, 1, m.Step)
+		require.NoError(t, e.Close())
+	})
+	t.Run("a failure without a message", func(t *testing.T) {
+		_, err := lib.Describe(engine.Config{Family: "gpt", Preset: "nomsg"})
+		var ee *engine.Error
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, engine.StatusRuntime, ee.Status)
+		assert.Equal(t, "(the engine gave no message)", ee.Msg)
+	})
+	t.Run("cs_destroy reports its teardown error", func(t *testing.T) {
+		e, err := lib.Create(engine.Config{Family: "gpt", Preset: "teardown-fails", Device: "cpu"})
+		require.NoError(t, err)
+		err = e.Close()
+		assert.ErrorIs(t, err, engine.ErrComm)
+		assert.ErrorContains(t, err, "engine cs_destroy: communication error: teardown: the communicator did not close")
+		require.NoError(t, e.Close(), "the engine is gone: a second Close does nothing")
+		_, err = e.Step()
+		assert.ErrorContains(t, err, "closed")
 	})
 	t.Run("status and message come through", func(t *testing.T) {
 		_, err := lib.Describe(engine.Config{Family: "gpt", Preset: "bad"})
@@ -116,9 +143,6 @@ func TestFakeBinding(t *testing.T) {
 
 		_, err = lib.NCCLUniqueID()
 		assert.ErrorIs(t, err, engine.ErrUnsupported)
-		_, err = lib.Models() // optional symbol the fake lacks
-		assert.ErrorIs(t, err, engine.ErrUnsupported)
-		assert.ErrorContains(t, err, "make engine")
 		_, err = lib.BenchAllReduce([]byte(`{}`))
 		assert.ErrorIs(t, err, engine.ErrUnsupported)
 		_, err = lib.Create(engine.Config{Device: "cuda"})

@@ -1,9 +1,13 @@
 /* fakeabi.c: a stand-in library for the Go binding's own tests only (ABI check,
- * missing symbols, buffer growth, status mapping, thread affinity). It trains
- * nothing; the engine's tests use the real libcasestudy_engine.so.
+ * missing symbols, engine-owned answers of any length, status mapping,
+ * teardown errors, thread affinity). It trains nothing; the engine's tests use
+ * the real libcasestudy_engine.so. Kept in step with casestudy_engine.h.
  *
- * Built by engine/library_test.go with:
+ * Built by engine/binding/library_test.go with:
  *   cc -shared -fPIC -I../native/include [-DFAKE_ABI=N] [-DOMIT_STEP] fakeabi.c
+ * What it does is chosen by the config's preset: "bad" (a config error),
+ * "nomsg" (a failure without a message), "big-step" (step metrics of several
+ * MiB), "teardown-fails" (cs_destroy reports an error).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -16,87 +20,119 @@
 #define FAKE_ABI CS_ABI_VERSION
 #endif
 
-/* cs_build_info pads its answer to this many bytes: more than the binding's
- * first 64 KiB buffer, so it has to grow twice. */
-#define BIG_ANSWER (200 * 1024)
+/* Long answers are padded to this many bytes: more than any fixed buffer the
+ * binding ever had (64 KiB growing, 1 MiB for cs_step). */
+#define BIG_ANSWER (3 * 1024 * 1024)
 
 struct cs_engine {
   pthread_t thread; /* the thread cs_create ran on */
   int steps;
+  int big_step, teardown_fails;
 };
 
-static cs_status fail(cs_status st, const char *msg, char *err, size_t err_len) {
-  snprintf(err, err_len, "%s", msg);
+static char *dup(const char *s) {
+  char *p = malloc(strlen(s) + 1);
+  if (p != NULL) strcpy(p, s);
+  return p;
+}
+
+/* {"<key>":<value>,"pad":"xxx..."} with n padding bytes. */
+static char *padded(const char *head, size_t n) {
+  char *p = malloc(strlen(head) + n + 3);
+  if (p == NULL) return NULL;
+  strcpy(p, head);
+  memset(p + strlen(head), 'x', n);
+  strcpy(p + strlen(head) + n, "\"}");
+  return p;
+}
+
+static cs_status fail(cs_status st, const char *msg, char **err) {
+  if (err != NULL) *err = msg == NULL ? NULL : dup(msg);
   return st;
+}
+
+static cs_status answer(char *text, char **out, char **err) {
+  if (err != NULL) *err = NULL;
+  *out = text;
+  return text == NULL ? fail(CS_ERR_OOM, NULL, err) : CS_OK;
 }
 
 int cs_abi_version(void) { return FAKE_ABI; }
 
-cs_status cs_build_info(char *out, size_t out_len, char *err, size_t err_len) {
-  const char *head = "{\"abi\":1,\"torch\":\"fake\",\"pad\":\"";
-  size_t need = strlen(head) + BIG_ANSWER + 3;
-  if (out_len < need) return fail(CS_ERR_BUFFER, "buffer too small", err, err_len);
-  strcpy(out, head);
-  memset(out + strlen(head), 'x', BIG_ANSWER);
-  strcpy(out + strlen(head) + BIG_ANSWER, "\"}");
-  return CS_OK;
+void cs_free(char *s) { free(s); }
+
+cs_status cs_build_info(char **out, char **err) {
+  return answer(padded("{\"abi\":2,\"torch\":\"fake\",\"pad\":\"", BIG_ANSWER), out, err);
 }
 
-cs_status cs_describe(const char *config_json, char *out, size_t out_len, char *err,
-                      size_t err_len) {
+cs_status cs_models(char **out, char **err) {
+  return answer(dup("{\"families\":[{\"family\":\"gpt\",\"presets\":[\"fake\"]}]}"), out, err);
+}
+
+cs_status cs_describe(const char *config_json, char **out, char **err) {
+  *out = NULL;
   if (strstr(config_json, "\"preset\":\"bad\"") != NULL)
-    return fail(CS_ERR_CONFIG, "preset: unknown preset \"bad\" for family gpt", err, err_len);
-  snprintf(out, out_len,
-           "{\"family\":\"gpt\",\"preset\":\"fake\",\"params\":42,\"flops_per_sample\":252,"
-           "\"tokens_per_sample\":1,\"shapes\":{\"layers\":1}}");
-  return CS_OK;
+    return fail(CS_ERR_CONFIG, "preset: unknown preset \"bad\" for family gpt", err);
+  if (strstr(config_json, "\"preset\":\"nomsg\"") != NULL) return fail(CS_ERR_RUNTIME, NULL, err);
+  return answer(dup("{\"family\":\"gpt\",\"preset\":\"fake\",\"params\":42,\"flops_per_sample\":252,"
+                    "\"tokens_per_sample\":1,\"shapes\":{\"layers\":1}}"),
+                out, err);
 }
 
-cs_status cs_create(const char *config_json, cs_engine **out, char *err, size_t err_len) {
+cs_status cs_create(const char *config_json, cs_engine **out, char **err) {
+  *out = NULL;
   if (strstr(config_json, "\"device\":\"cuda\"") != NULL)
-    return fail(CS_ERR_UNSUPPORTED, "device: the fake has no GPU", err, err_len);
+    return fail(CS_ERR_UNSUPPORTED, "device: the fake has no GPU", err);
   cs_engine *e = calloc(1, sizeof *e);
-  if (e == NULL) return fail(CS_ERR_OOM, "calloc failed", err, err_len);
+  if (e == NULL) return fail(CS_ERR_OOM, "calloc failed", err);
   e->thread = pthread_self();
+  e->big_step = strstr(config_json, "\"preset\":\"big-step\"") != NULL;
+  e->teardown_fails = strstr(config_json, "\"preset\":\"teardown-fails\"") != NULL;
   *out = e;
+  if (err != NULL) *err = NULL;
   return CS_OK;
 }
 
-static cs_status same_thread(cs_engine *e, char *err, size_t err_len) {
-  if (!pthread_equal(e->thread, pthread_self()))
-    return fail(CS_ERR_RUNTIME, "called on another thread than cs_create", err, err_len);
-  return CS_OK;
-}
+static int same_thread(cs_engine *e) { return pthread_equal(e->thread, pthread_self()); }
 
-cs_status cs_info(cs_engine *e, char *out, size_t out_len, char *err, size_t err_len) {
-  cs_status st = same_thread(e, err, err_len);
-  if (st != CS_OK) return st;
-  snprintf(out, out_len, "{\"family\":\"gpt\",\"device\":\"cpu\",\"world_size\":1}");
-  return CS_OK;
+cs_status cs_info(cs_engine *e, char **out, char **err) {
+  *out = NULL;
+  if (!same_thread(e)) return fail(CS_ERR_RUNTIME, "called on another thread than cs_create", err);
+  return answer(dup("{\"family\":\"gpt\",\"device\":\"cpu\",\"world_size\":1}"), out, err);
 }
 
 #ifndef OMIT_STEP
-cs_status cs_step(cs_engine *e, char *out, size_t out_len, char *err, size_t err_len) {
-  cs_status st = same_thread(e, err, err_len);
-  if (st != CS_OK) return st;
+cs_status cs_step(cs_engine *e, char **out, char **err) {
+  *out = NULL;
+  if (!same_thread(e)) return fail(CS_ERR_RUNTIME, "called on another thread than cs_create", err);
   e->steps++;
-  snprintf(out, out_len, "{\"step\":%d,\"loss\":%g}", e->steps, 10.0 / e->steps);
-  return CS_OK;
+  char head[128];
+  snprintf(head, sizeof head, "{\"step\":%d,\"loss\":%g,\"pad\":\"", e->steps, 10.0 / e->steps);
+  return answer(padded(head, e->big_step ? BIG_ANSWER : 0), out, err);
 }
 #endif
 
-cs_status cs_param_checksum(cs_engine *e, char *out, size_t out_len, char *err, size_t err_len) {
-  (void)e, (void)out, (void)out_len;
-  return fail((cs_status)42, "a status the ABI does not define", err, err_len);
+cs_status cs_param_checksum(cs_engine *e, char **out, char **err) {
+  (void)e;
+  *out = NULL;
+  return fail((cs_status)42, "a status the ABI does not define", err);
 }
 
-cs_status cs_nccl_unique_id(char *out, size_t out_len, char *err, size_t err_len) {
-  (void)out, (void)out_len;
-  return fail(CS_ERR_UNSUPPORTED, "built without NCCL", err, err_len);
+cs_status cs_nccl_unique_id(char **out, char **err) {
+  *out = NULL;
+  return fail(CS_ERR_UNSUPPORTED, "built without NCCL", err);
 }
 
-cs_status cs_destroy(cs_engine *e, char *err, size_t err_len) {
-  (void)err, (void)err_len;
+cs_status cs_bench_allreduce(const char *config_json, char **out, char **err) {
+  (void)config_json;
+  *out = NULL;
+  return fail(CS_ERR_UNSUPPORTED, "the fake has no communicator", err);
+}
+
+cs_status cs_destroy(cs_engine *e, char **err) {
+  int fails = e != NULL && e->teardown_fails;
   free(e);
+  if (fails) return fail(CS_ERR_COMM, "teardown: the communicator did not close", err);
+  if (err != NULL) *err = NULL;
   return CS_OK;
 }

@@ -3,10 +3,25 @@
  * The Go binary loads the library with dlopen and calls only these functions.
  * Rules every function follows:
  *   - returns a cs_status; CS_OK (0) on success;
- *   - on failure writes a NUL-terminated message into err (at most err_len bytes);
- *   - never lets a C++ exception or an abort cross the boundary;
+ *   - text out is engine-owned: a function that answers text sets *out to a
+ *     NUL-terminated UTF-8 string the engine allocated (JSON unless said), of
+ *     any length; the caller releases it with cs_free. On failure *out is NULL;
+ *   - errors: on failure *err is set to a message the engine allocated (release
+ *     it with cs_free), or to NULL when not even that could be allocated; on
+ *     success *err is NULL. err may be NULL to ignore the message;
+ *   - never lets a C++ exception or an abort cross the boundary (capi.cpp:
+ *     every function is noexcept and runs its body in guarded());
  *   - JSON in, JSON out: configuration and metrics are UTF-8 JSON documents.
  * Bump CS_ABI_VERSION on any incompatible change; the Go side refuses a mismatch.
+ *
+ * Adding a function: declare it here, define it in capi.cpp as
+ *   cs_status cs_x(..., char **out, char **err) noexcept {
+ *     return guarded(err, [&] { return put_json(cs::x(...), out); });
+ *   }
+ * with the work in a C++ function elsewhere that returns nlohmann::json and
+ * throws (ConfigError, UnsupportedError, OOMError, CommError, anything else)
+ * on failure; add its name to abiSymbols in engine/binding/cgo.go and to
+ * engine/binding/testdata/fakeabi.c.
  */
 #ifndef CASESTUDY_ENGINE_H
 #define CASESTUDY_ENGINE_H
@@ -23,68 +38,78 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define CS_ABI_VERSION 1
+#define CS_ABI_VERSION 2
+
+/* No exception leaves these functions (C++: noexcept is part of their type). */
+#ifdef __cplusplus
+#define CS_NOEXCEPT noexcept
+#else
+#define CS_NOEXCEPT
+#endif
 
 typedef enum cs_status {
   CS_OK = 0,
   CS_ERR_CONFIG = 1,      /* the config JSON is malformed or a value is out of range */
   CS_ERR_UNSUPPORTED = 2, /* a knob cannot be honoured here (e.g. graphs on CPU) */
-  CS_ERR_OOM = 3,         /* the device allocator ran out of memory */
+  CS_ERR_OOM = 3,         /* a device or host allocator ran out of memory */
   CS_ERR_COMM = 4,        /* a collective failed or timed out (NCCL/Gloo text kept) */
-  CS_ERR_RUNTIME = 5,     /* anything else thrown by torch or the engine */
-  CS_ERR_BUFFER = 6       /* the output buffer is too small; retry with a larger one */
+  CS_ERR_RUNTIME = 5      /* anything else thrown by torch or the engine */
 } cs_status;
 
 typedef struct cs_engine cs_engine; /* opaque */
 
 /* The ABI version the library was built with (CS_ABI_VERSION). */
-int cs_abi_version(void);
+int cs_abi_version(void) CS_NOEXCEPT;
 
-/* Build facts as JSON: {"abi":1,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
- * "cudnn":"91900","gloo":true,"cuda_available":true,"device_count":1}. */
-cs_status cs_build_info(char *out, size_t out_len, char *err, size_t err_len);
+/* Releases a string the engine handed out (*out, *err); safe on NULL. */
+void cs_free(char *s) CS_NOEXCEPT;
 
-/* Every model family the library has and its presets, as JSON:
- * {"families":[{"family":"gpt","presets":["tiny","124m",...]}, ...]}.
- * Added after ABI 1 shipped: probe for the symbol (dlsym) before calling it. */
-cs_status cs_models(char *out, size_t out_len, char *err, size_t err_len);
+/* Build facts: {"abi":2,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
+ * "cudnn":"91900","gloo":true,"cuda_available":true,"device_count":1,...}. */
+cs_status cs_build_info(char **out, char **err) CS_NOEXCEPT;
+
+/* Every model family the library has and its presets:
+ * {"families":[{"family":"gpt","presets":["tiny","124m",...]}, ...]}. */
+cs_status cs_models(char **out, char **err) CS_NOEXCEPT;
 
 /* Static facts of a model without building a training engine (no device memory):
  * {"family","preset","params","flops_per_sample","tokens_per_sample", "shapes":{...}}.
  * config_json is an engine config (only model fields are read). */
-cs_status cs_describe(const char *config_json, char *out, size_t out_len, char *err,
-                      size_t err_len);
+cs_status cs_describe(const char *config_json, char **out, char **err) CS_NOEXCEPT;
 
-/* Creates an engine (model, optimizer, data, communicator) from a JSON config. */
-cs_status cs_create(const char *config_json, cs_engine **out, char *err, size_t err_len);
+/* Creates an engine (model, optimizer, data, communicator) from a JSON config.
+ * On failure *out is NULL. */
+cs_status cs_create(const char *config_json, cs_engine **out, char **err) CS_NOEXCEPT;
 
-/* Static facts of a created engine as JSON: the cs_describe fields plus device,
- * device_name, precision, world_size, rank, memory after setup. */
-cs_status cs_info(cs_engine *e, char *out, size_t out_len, char *err, size_t err_len);
+/* Static facts of a created engine: the cs_describe fields plus device,
+ * device_name, precision, world_size, rank, memory after setup and the phases
+ * of cs_create ("init_phases", docs/engine.md). */
+cs_status cs_info(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
 
-/* Runs one training step (grad_accum micro-batches + optimizer) and writes its
- * metrics as one JSON object (see docs/engine.md for the fields). */
-cs_status cs_step(cs_engine *e, char *metrics_out, size_t out_len, char *err, size_t err_len);
+/* Runs one training step (grad_accum micro-batches + optimizer); its metrics
+ * as one JSON object (see docs/engine.md for the fields). */
+cs_status cs_step(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
 
 /* A checksum of all parameters (sum of float64 values and a bitwise hash), for
  * cross-rank equality checks: {"sum":..., "hash":"hex"}. */
-cs_status cs_param_checksum(cs_engine *e, char *out, size_t out_len, char *err, size_t err_len);
+cs_status cs_param_checksum(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
 
-/* Writes a new NCCL unique id as 256 hex characters (rank 0 calls it and the
+/* A new NCCL unique id as 256 hex characters, not JSON (rank 0 calls it and the
  * runner's rendezvous hands it to every rank). CS_ERR_UNSUPPORTED without NCCL. */
-cs_status cs_nccl_unique_id(char *out, size_t out_len, char *err, size_t err_len);
+cs_status cs_nccl_unique_id(char **out, char **err) CS_NOEXCEPT;
 
 /* The all-reduce microbenchmark on the engine's communicator (bench_comm.cpp).
  * config_json: {"device":"cpu|cuda","device_index":0,"threads":0,"dist":{as the engine
  * config},"sizes":[bytes,...],"iters":20,"warmup":5}. Every rank of the world calls it
- * with the same sizes. Writes {"backend","version","world_size","rank","device",
- * "results":[{"bytes","count","ms":[one per timed iteration]}]}. Answers CS_ERR_BUFFER
- * before running anything when out_len cannot hold the result. */
-cs_status cs_bench_allreduce(const char *config_json, char *out, size_t out_len, char *err,
-                             size_t err_len);
+ * with the same sizes. Answers {"backend","version","world_size","rank","device",
+ * "results":[{"bytes","count","ms":[one per timed iteration]}]}. */
+cs_status cs_bench_allreduce(const char *config_json, char **out, char **err) CS_NOEXCEPT;
 
-/* Frees everything; safe on NULL. Returns CS_OK or the error of an orderly teardown. */
-cs_status cs_destroy(cs_engine *e, char *err, size_t err_len);
+/* Tears the engine down and frees it; safe on NULL. The orderly teardown
+ * (waiting for the device's queued work, closing the communicators) reports
+ * its first failure as the status and *err; the engine is freed and the handle
+ * invalid whatever the status. */
+cs_status cs_destroy(cs_engine *e, char **err) CS_NOEXCEPT;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

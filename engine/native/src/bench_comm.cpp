@@ -1,5 +1,6 @@
-// bench_comm.cpp: cs_bench_allreduce, the project's all-reduce microbenchmark
-// on the same Communicator the reducer uses (`casestudy bench allreduce`).
+// bench_comm.cpp: bench_allreduce (cs_bench_allreduce in capi.cpp), the
+// project's all-reduce microbenchmark on the same Communicator the reducer uses
+// (`casestudy bench allreduce`).
 //
 // Config JSON: {"device":"cpu|cuda","device_index":0,"threads":0,
 //   "dist":{...as the engine config...},"sizes":[bytes,...],"iters":20,"warmup":5}
@@ -8,11 +9,6 @@
 // Every rank runs the same sequence; each size is checked once for a correct
 // sum before it is timed, and each iteration is one all-reduce timed on the
 // communication stream (CUDA events / host clock of the Gloo call).
-#include <cstdio>
-#include <cstring>
-#include <sstream>
-
-#include "casestudy_engine.h"
 #include "dist.h"
 #include "model.h"
 #include "nlohmann/json.hpp"
@@ -111,50 +107,8 @@ json run(const BenchConfig& c) {
           {"rank", comm->rank()}, {"device", c.device.str()}, {"results", results}};
 }
 
-void put(char* dst, size_t len, const std::string& s) {
-  if (dst == nullptr || len == 0) return;
-  size_t n = std::min(len - 1, s.size());
-  std::memcpy(dst, s.data(), n);
-  dst[n] = '\0';
-}
-
 }  // namespace
-}  // namespace cs
 
-extern "C" cs_status cs_bench_allreduce(const char* config_json, char* out, size_t out_len, char* err,
-                                        size_t err_len) {
-  try {
-    if (config_json == nullptr) throw cs::ConfigError("bench config: NULL");
-    cs::BenchConfig c = cs::parse(config_json);
-    // Refuse a short buffer before running: a retry must not run a second,
-    // unmatched sequence of collectives on this rank only.
-    size_t need = 512;
-    for (size_t i = 0; i < c.sizes.size(); ++i) need += 96 + 26 * static_cast<size_t>(c.iters);
-    if (out == nullptr || out_len < need) {
-      cs::put(err, err_len, "output buffer of " + std::to_string(out_len) + " bytes < " + std::to_string(need));
-      return CS_ERR_BUFFER;
-    }
-    std::string s = cs::run(c).dump();
-    if (s.size() + 1 > out_len) {
-      cs::put(err, err_len, "bench output of " + std::to_string(s.size()) + " bytes does not fit");
-      return CS_ERR_RUNTIME;  // not CS_ERR_BUFFER: the collectives already ran
-    }
-    cs::put(out, out_len, s);
-    return CS_OK;
-  } catch (const cs::ConfigError& e) {
-    cs::put(err, err_len, e.what());
-    return CS_ERR_CONFIG;
-  } catch (const cs::UnsupportedError& e) {
-    cs::put(err, err_len, e.what());
-    return CS_ERR_UNSUPPORTED;
-  } catch (const cs::CommError& e) {
-    cs::put(err, err_len, e.what());
-    return CS_ERR_COMM;
-  } catch (const std::exception& e) {
-    cs::put(err, err_len, e.what());
-    return CS_ERR_RUNTIME;
-  } catch (...) {
-    cs::put(err, err_len, "unknown exception");
-    return CS_ERR_RUNTIME;
-  }
-}
+json bench_allreduce(const char* config_json) { return run(parse(config_json)); }
+
+}  // namespace cs

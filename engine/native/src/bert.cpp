@@ -185,7 +185,6 @@ class Bert : public Model {
       layers_.push_back(register_module("layer" + std::to_string(i),
                                         std::make_shared<EncoderLayer>(s)));
     heads_ = register_module("heads", std::make_shared<Heads>(s));
-    init();
   }
 
   int64_t num_layers() const override { return spec_.layers + 1; }
@@ -246,9 +245,9 @@ class Bert : public Model {
     return name.find("bias") == std::string::npos && name.find("LayerNorm") == std::string::npos;
   }
 
- private:
   // HF _init_weights: Linear and Embedding weights ~ N(0, 0.02), biases 0,
-  // LayerNorm weight 1 and bias 0, the padding embedding (id 0) zero.
+  // LayerNorm weight 1 and bias 0, the padding embedding (id 0) zero. From
+  // the global generators (torch::manual_seed), on the parameters' device.
   void init() {
     torch::NoGradGuard ng;
     for (auto& m : modules(/*include_self=*/false)) {
@@ -262,6 +261,7 @@ class Bert : public Model {
     embeddings_->word->weight[0].zero_();
   }
 
+ private:
   BertSpec spec_;
   bool checkpointing_;
   std::shared_ptr<Embeddings> embeddings_;
@@ -389,8 +389,13 @@ Facts describe(const ModelConfig& cfg) {
 Family bert_family() {
   Family f;
   f.describe = describe;
-  f.build = [](const ModelConfig& cfg) -> std::shared_ptr<Model> {
-    return std::make_shared<Bert>(resolve(cfg), cfg.activation_checkpointing);
+  f.build = [](const ModelConfig& cfg, torch::Device device) -> std::shared_ptr<Model> {
+    // The modules are made on the CPU (with libtorch's default init); the
+    // weights are drawn on the device.
+    auto m = std::make_shared<Bert>(resolve(cfg), cfg.activation_checkpointing);
+    m->to(device);
+    m->init();
+    return m;
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {

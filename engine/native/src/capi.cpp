@@ -1,9 +1,12 @@
-// capi.cpp: the C ABI (include/casestudy_engine.h). Every function catches
-// everything and maps it to a status and a message; nothing is thrown across.
+// capi.cpp: the C ABI (include/casestudy_engine.h). Every exported function is
+// noexcept and runs its body in guarded(), which maps every exception to a
+// status and a message; nothing is thrown across. Answers and messages are
+// strings the engine allocates with malloc and the caller frees with cs_free.
 #include "casestudy_engine.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -30,60 +33,63 @@ namespace {
 
 using json = nlohmann::json;
 
-void put(char* buf, size_t len, const std::string& s) {
-  if (!buf || len == 0) return;
-  const size_t n = std::min(len - 1, s.size());
-  std::memcpy(buf, s.data(), n);
-  buf[n] = '\0';
+// A malloc'd copy of s for the caller (cs_free releases it); NULL when even
+// that allocation fails.
+char* copy_out(const std::string& s) noexcept {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p != nullptr) std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
 }
 
-// Writes a JSON document into out, or reports that out is too small.
-cs_status put_json(const json& j, char* out, size_t out_len, char* err, size_t err_len) {
-  const std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (!out || s.size() + 1 > out_len) {
-    put(err, err_len,
-        "output buffer too small: need " + std::to_string(s.size() + 1) + " bytes, have " +
-            std::to_string(out ? out_len : 0));
-    return CS_ERR_BUFFER;
-  }
-  std::memcpy(out, s.data(), s.size() + 1);
+// Hands s to the caller in *out; std::bad_alloc (CS_ERR_OOM) when it cannot.
+cs_status put_text(const std::string& s, char** out) {
+  if (out == nullptr) throw std::invalid_argument("out is NULL");
+  *out = copy_out(s);
+  if (*out == nullptr) throw std::bad_alloc();
   return CS_OK;
 }
 
-// Runs f, mapping every exception to a status and message.
+cs_status put_json(const json& j, char** out) {
+  return put_text(j.dump(-1, ' ', false, json::error_handler_t::replace), out);
+}
+
+// Runs f, mapping every exception to a status and *err (when err is not NULL).
 template <typename F>
-cs_status guarded(char* err, size_t err_len, F&& f) {
+cs_status guarded(char** err, F&& f) noexcept {
+  auto fail = [err](cs_status st, const std::string& msg) noexcept {
+    if (err != nullptr) *err = copy_out(msg);
+    return st;
+  };
+  if (err != nullptr) *err = nullptr;
   try {
     return f();
   } catch (const cs::ConfigError& e) {
-    put(err, err_len, e.what());
-    return CS_ERR_CONFIG;
+    return fail(CS_ERR_CONFIG, e.what());
   } catch (const cs::UnsupportedError& e) {
-    put(err, err_len, e.what());
-    return CS_ERR_UNSUPPORTED;
+    return fail(CS_ERR_UNSUPPORTED, e.what());
   } catch (const cs::OOMError& e) {
-    put(err, err_len, e.what());
-    return CS_ERR_OOM;
+    return fail(CS_ERR_OOM, e.what());
   } catch (const cs::CommError& e) {
-    put(err, err_len, e.what());
-    return CS_ERR_COMM;
+    return fail(CS_ERR_COMM, e.what());
   } catch (const c10::OutOfMemoryError& e) {
-    put(err, err_len, e.what_without_backtrace());
-    return CS_ERR_OOM;
+    return fail(CS_ERR_OOM, e.what_without_backtrace());
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
-    put(err, err_len, what);
-    return cs::is_oom_text(what) ? CS_ERR_OOM : CS_ERR_RUNTIME;
+    return fail(cs::is_oom_text(what) ? CS_ERR_OOM : CS_ERR_RUNTIME, what);
   } catch (const std::bad_alloc&) {
-    put(err, err_len, "out of host memory (std::bad_alloc)");
-    return CS_ERR_OOM;
+    return fail(CS_ERR_OOM, "out of host memory (std::bad_alloc)");
   } catch (const std::exception& e) {
-    put(err, err_len, e.what());
-    return cs::is_oom_text(e.what()) ? CS_ERR_OOM : CS_ERR_RUNTIME;
+    return fail(cs::is_oom_text(e.what()) ? CS_ERR_OOM : CS_ERR_RUNTIME, e.what());
   } catch (...) {
-    put(err, err_len, "unknown C++ exception");
-    return CS_ERR_RUNTIME;
+    return fail(CS_ERR_RUNTIME, "unknown C++ exception");
   }
+}
+
+// The engine of an ABI call; *out is NULL until the call succeeds.
+cs::Trainer& trainer(cs_engine* e, char** out, const char* op) {
+  if (out != nullptr) *out = nullptr;
+  if (e == nullptr) throw std::invalid_argument(std::string(op) + ": engine is NULL");
+  return *e->trainer;
 }
 
 std::string cuda_version() {
@@ -120,10 +126,12 @@ std::string cudnn_version() {
 
 extern "C" {
 
-int cs_abi_version(void) { return CS_ABI_VERSION; }
+int cs_abi_version(void) noexcept { return CS_ABI_VERSION; }
 
-cs_status cs_build_info(char* out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
+void cs_free(char* s) noexcept { std::free(s); }
+
+cs_status cs_build_info(char** out, char** err) noexcept {
+  return guarded(err, [&] {
     json j = {{"abi", CS_ABI_VERSION},
               {"torch", cs::compat::torch_version()},
               {"cuda", cuda_version()},
@@ -138,31 +146,31 @@ cs_status cs_build_info(char* out, size_t out_len, char* err, size_t err_len) {
               {"device_count", int(torch::cuda::device_count())},
               {"sdpa", bool(CS_HAS_SDPA)},
               {"fused_adamw", bool(CS_HAS_FUSED_ADAMW)}};
-    return put_json(j, out, out_len, err, err_len);
+    return put_json(j, out);
   });
 }
 
-cs_status cs_models(char* out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
+cs_status cs_models(char** out, char** err) noexcept {
+  return guarded(err, [&] {
     json fams = json::array();
     for (const auto& name : cs::family_names())
       fams.push_back({{"family", name}, {"presets", cs::family(name).presets}});
-    return put_json({{"families", fams}}, out, out_len, err, err_len);
+    return put_json({{"families", fams}}, out);
   });
 }
 
-cs_status cs_describe(const char* config_json, char* out, size_t out_len, char* err,
-                      size_t err_len) {
-  return guarded(err, err_len, [&] {
+cs_status cs_describe(const char* config_json, char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    if (out != nullptr) *out = nullptr;
     if (!config_json) throw cs::ConfigError("config is NULL");
     const cs::EngineConfig c = cs::parse_config(config_json, /*model_only=*/true);
-    return put_json(cs::describe_json(c.model), out, out_len, err, err_len);
+    return put_json(cs::describe_json(c.model), out);
   });
 }
 
-cs_status cs_create(const char* config_json, cs_engine** out, char* err, size_t err_len) {
+cs_status cs_create(const char* config_json, cs_engine** out, char** err) noexcept {
   if (out) *out = nullptr;
-  return guarded(err, err_len, [&] {
+  return guarded(err, [&] {
     if (!config_json) throw cs::ConfigError("config is NULL");
     if (!out) throw cs::ConfigError("cs_create: out is NULL");
     const cs::EngineConfig c = cs::parse_config(config_json);
@@ -173,42 +181,40 @@ cs_status cs_create(const char* config_json, cs_engine** out, char* err, size_t 
   });
 }
 
-cs_status cs_info(cs_engine* e, char* out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
-    if (!e) throw std::invalid_argument("cs_info: engine is NULL");
-    return put_json(e->trainer->info(), out, out_len, err, err_len);
+cs_status cs_info(cs_engine* e, char** out, char** err) noexcept {
+  return guarded(err, [&] { return put_json(trainer(e, out, "cs_info").info(), out); });
+}
+
+cs_status cs_step(cs_engine* e, char** out, char** err) noexcept {
+  return guarded(err, [&] { return put_json(trainer(e, out, "cs_step").step(), out); });
+}
+
+cs_status cs_param_checksum(cs_engine* e, char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    return put_json(trainer(e, out, "cs_param_checksum").checksum(), out);
   });
 }
 
-cs_status cs_step(cs_engine* e, char* metrics_out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
-    if (!e) throw std::invalid_argument("cs_step: engine is NULL");
-    return put_json(e->trainer->step(), metrics_out, out_len, err, err_len);
+cs_status cs_nccl_unique_id(char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    if (out != nullptr) *out = nullptr;
+    return put_text(cs::nccl_unique_id_hex(), out);
   });
 }
 
-cs_status cs_param_checksum(cs_engine* e, char* out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
-    if (!e) throw std::invalid_argument("cs_param_checksum: engine is NULL");
-    return put_json(e->trainer->checksum(), out, out_len, err, err_len);
+cs_status cs_bench_allreduce(const char* config_json, char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    if (out != nullptr) *out = nullptr;
+    if (!config_json) throw cs::ConfigError("bench config: NULL");
+    return put_json(cs::bench_allreduce(config_json), out);
   });
 }
 
-cs_status cs_nccl_unique_id(char* out, size_t out_len, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
-    const std::string id = cs::nccl_unique_id_hex();
-    if (!out || id.size() + 1 > out_len) {
-      put(err, err_len, "output buffer too small: need " + std::to_string(id.size() + 1) + " bytes");
-      return CS_ERR_BUFFER;
-    }
-    std::memcpy(out, id.c_str(), id.size() + 1);
-    return CS_OK;
-  });
-}
-
-cs_status cs_destroy(cs_engine* e, char* err, size_t err_len) {
-  return guarded(err, err_len, [&] {
-    delete e;
+cs_status cs_destroy(cs_engine* e, char** err) noexcept {
+  std::unique_ptr<cs_engine> owned(e);  // freed whatever the teardown says
+  return guarded(err, [&] {
+    if (owned) owned->trainer->close();
+    owned.reset();
     return CS_OK;
   });
 }

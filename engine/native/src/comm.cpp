@@ -1,4 +1,5 @@
-// comm.cpp: picks the communicator backend (dist.h make_communicator).
+// comm.cpp: picks the communicator backend (dist.h make_communicator); without
+// NCCL, nccl_unique_id_hex says so (comm_nccl.cpp defines it otherwise).
 #include "comm_internal.h"
 #include "model.h"
 
@@ -36,5 +37,9 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
   }
   throw ConfigError("dist.backend must be nccl, gloo or empty, got \"" + backend + "\"");
 }
+
+#ifndef CS_WITH_NCCL
+std::string nccl_unique_id_hex() { throw UnsupportedError("this engine was built without NCCL"); }
+#endif
 
 }  // namespace cs

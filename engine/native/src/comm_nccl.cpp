@@ -128,17 +128,30 @@ class NcclCommunicator : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    // Drain under the watchdog, so a hung collective cannot hang the teardown.
+    try {
+      close();
+    } catch (const std::exception&) {
+      // cs_destroy called close() first and reported it; here nothing may throw
+    }
+  }
+
+  // Waits for the last collective under the watchdog (a hung one cannot hang
+  // the teardown), stops the watchdog and destroys the communicator. Throws
+  // CommError when the last collective or ncclCommDestroy failed.
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
     std::shared_ptr<Events> last;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (!inflight_.empty()) last = inflight_.back();
     }
+    std::string failure;
     if (last) {
       try {
         host_wait(last->end);
-      } catch (const std::exception&) {
-        // already reported by the watchdog; the communicator is aborted
+      } catch (const std::exception& e) {
+        failure = e.what();  // the communicator is aborted
       }
     }
     {
@@ -147,9 +160,15 @@ class NcclCommunicator : public Communicator {
     }
     cv_.notify_all();
     watchdog_.join();
-    std::lock_guard<std::mutex> lk(comm_mu_);
-    if (!aborted_) ncclCommDestroy(comm_);
+    {
+      std::lock_guard<std::mutex> lk(comm_mu_);
+      if (!aborted_) {
+        const ncclResult_t r = ncclCommDestroy(comm_);
+        if (r != ncclSuccess && failure.empty()) failure = "nccl: ncclCommDestroy: " + nccl_text(r);
+      }
+    }
     cudaStreamDestroy(stream_);
+    if (!failure.empty()) throw CommError("closing the communicator: " + failure);
   }
 
   int rank() const override { return rank_; }
@@ -343,6 +362,7 @@ class NcclCommunicator : public Communicator {
   cudaStream_t stream_ = nullptr;
   std::mutex comm_mu_;  // NCCL calls vs. the watchdog's abort
   bool aborted_ = false;
+  bool closed_ = false;
   std::mutex mu_;  // the fields below
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Events>> inflight_;

@@ -89,6 +89,12 @@ void synchronize(const torch::Device& d) {
 #endif
 }
 
+void empty_cache(const torch::Device& d) {
+#ifdef CS_WITH_CUDA
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
 at::Generator make_generator(const torch::Device& d, uint64_t seed) {
   at::Generator g;
   if (d.is_cpu()) {
@@ -143,9 +149,10 @@ std::unique_ptr<Timeline> make_timeline(const torch::Device& d, int marks) {
 }
 
 bool is_oom_text(const std::string& what) {
-  return what.find("CUDA out of memory") != std::string::npos ||
-         what.find("out of memory") != std::string::npos ||
-         what.find("not enough memory") != std::string::npos;
+  for (const char* text : {"out of memory", "not enough memory", "can't allocate memory",
+                           "Cannot allocate memory"})
+    if (what.find(text) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace cs

@@ -33,6 +33,9 @@ void reset_peak_memory(const torch::Device& d);
 // Waits until all work queued on the device is done.
 void synchronize(const torch::Device& d);
 
+// Returns the caching allocator's unused blocks to the device (nothing on CPU).
+void empty_cache(const torch::Device& d);
+
 // A generator for d seeded with seed, independent of the global ones.
 at::Generator make_generator(const torch::Device& d, uint64_t seed);
 
@@ -48,7 +51,9 @@ class Timeline {
 };
 std::unique_ptr<Timeline> make_timeline(const torch::Device& d, int marks);
 
-// Whether an exception text is the CUDA caching allocator's out-of-memory message.
+// Whether an exception text is an allocator's out-of-memory message: the CUDA
+// caching allocator's, or c10's CPU allocator's ("DefaultCPUAllocator: can't
+// allocate memory: ... Error code 12 (Cannot allocate memory)").
 bool is_oom_text(const std::string& what);
 
 }  // namespace cs

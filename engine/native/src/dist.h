@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,6 +62,10 @@ class Communicator {
   virtual void send(torch::Tensor t, int peer) = 0;       // point-to-point (pipeline)
   virtual void recv(torch::Tensor t, int peer) = 0;
   virtual void barrier() = 0;
+  // Orderly teardown (cs_destroy): waits for what is in flight and releases the
+  // backend, throwing CommError when that fails. The destructor does the same
+  // quietly when close() was not called.
+  virtual void close() {}
 };
 
 // Backend "" picks nccl for a CUDA device and gloo for the CPU. Throws
@@ -69,6 +75,10 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
 // A new NCCL unique id as 256 hex characters (cs_nccl_unique_id in capi.cpp calls
 // it; comm_nccl.cpp defines it). Throws UnsupportedError in a build without NCCL.
 std::string nccl_unique_id_hex();
+
+// The all-reduce microbenchmark of cs_bench_allreduce (bench_comm.cpp; the
+// header documents its JSON in and out).
+nlohmann::json bench_allreduce(const char* config_json);
 
 class DataSource;  // model.h
 

@@ -98,27 +98,27 @@ ModulePtr child(torch::nn::Module& parent, const std::string& name) {
 }
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int64_t d, int64_t heads) : heads(heads) {
+  BlockImpl(int64_t d, int64_t heads, const torch::TensorOptions& o) : heads(heads) {
     auto ln1 = child(*this, "ln_1");
-    ln_1_w = ln1->register_parameter("weight", torch::ones({d}));
-    ln_1_b = ln1->register_parameter("bias", torch::zeros({d}));
+    ln_1_w = ln1->register_parameter("weight", torch::ones({d}, o));
+    ln_1_b = ln1->register_parameter("bias", torch::zeros({d}, o));
     auto attn = child(*this, "attn");
     auto c_attn = child(*attn, "c_attn");
-    c_attn_w = c_attn->register_parameter("weight", torch::empty({3 * d, d}));
-    c_attn_b = c_attn->register_parameter("bias", torch::zeros({3 * d}));
+    c_attn_w = c_attn->register_parameter("weight", torch::empty({3 * d, d}, o));
+    c_attn_b = c_attn->register_parameter("bias", torch::zeros({3 * d}, o));
     auto attn_proj = child(*attn, "c_proj");
-    attn_proj_w = attn_proj->register_parameter("weight", torch::empty({d, d}));
-    attn_proj_b = attn_proj->register_parameter("bias", torch::zeros({d}));
+    attn_proj_w = attn_proj->register_parameter("weight", torch::empty({d, d}, o));
+    attn_proj_b = attn_proj->register_parameter("bias", torch::zeros({d}, o));
     auto ln2 = child(*this, "ln_2");
-    ln_2_w = ln2->register_parameter("weight", torch::ones({d}));
-    ln_2_b = ln2->register_parameter("bias", torch::zeros({d}));
+    ln_2_w = ln2->register_parameter("weight", torch::ones({d}, o));
+    ln_2_b = ln2->register_parameter("bias", torch::zeros({d}, o));
     auto mlp = child(*this, "mlp");
     auto c_fc = child(*mlp, "c_fc");
-    c_fc_w = c_fc->register_parameter("weight", torch::empty({4 * d, d}));
-    c_fc_b = c_fc->register_parameter("bias", torch::zeros({4 * d}));
+    c_fc_w = c_fc->register_parameter("weight", torch::empty({4 * d, d}, o));
+    c_fc_b = c_fc->register_parameter("bias", torch::zeros({4 * d}, o));
     auto mlp_proj = child(*mlp, "c_proj");
-    mlp_proj_w = mlp_proj->register_parameter("weight", torch::empty({d, 4 * d}));
-    mlp_proj_b = mlp_proj->register_parameter("bias", torch::zeros({d}));
+    mlp_proj_w = mlp_proj->register_parameter("weight", torch::empty({d, 4 * d}, o));
+    mlp_proj_b = mlp_proj->register_parameter("bias", torch::zeros({d}, o));
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
@@ -144,19 +144,21 @@ struct BlockImpl : torch::nn::Module {
 
 class GPT : public Model {
  public:
-  GPT(const ModelConfig& c) : s_(shape_of(c)), checkpointing_(c.activation_checkpointing) {
+  GPT(const ModelConfig& c, torch::Device device)
+      : s_(shape_of(c)), checkpointing_(c.activation_checkpointing) {
     const int64_t d = s_.hidden;
-    wte_ = child(*this, "wte")->register_parameter("weight", torch::empty({s_.vocab, d}));
-    wpe_ = child(*this, "wpe")->register_parameter("weight", torch::empty({s_.positions, d}));
+    const auto o = torch::TensorOptions().device(device);
+    wte_ = child(*this, "wte")->register_parameter("weight", torch::empty({s_.vocab, d}, o));
+    wpe_ = child(*this, "wpe")->register_parameter("weight", torch::empty({s_.positions, d}, o));
     auto h = register_module("h", torch::nn::ModuleList());
     for (int64_t i = 0; i < s_.layers; i++) {
-      blocks_.push_back(std::make_shared<BlockImpl>(d, s_.heads));
+      blocks_.push_back(std::make_shared<BlockImpl>(d, s_.heads, o));
       h->push_back(blocks_.back());
     }
     auto ln_f = child(*this, "ln_f");
-    ln_f_w_ = ln_f->register_parameter("weight", torch::ones({d}));
-    ln_f_b_ = ln_f->register_parameter("bias", torch::zeros({d}));
-    init_weights(uint64_t(c.seed));
+    ln_f_w_ = ln_f->register_parameter("weight", torch::ones({d}, o));
+    ln_f_b_ = ln_f->register_parameter("bias", torch::zeros({d}, o));
+    init_weights(device, uint64_t(c.seed));
   }
 
   int64_t num_layers() const override { return s_.layers + 2; }
@@ -202,10 +204,12 @@ class GPT : public Model {
 
  private:
   // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by
-  // 1/sqrt(2·layers), zero biases, unit LayerNorm gains; from the model seed only.
-  void init_weights(uint64_t seed) {
+  // 1/sqrt(2·layers), zero biases, unit LayerNorm gains; from the model seed
+  // only, on the parameters' device (CPU: the numbers of the CPU generator;
+  // CUDA: of its Philox generator, the same on every GPU of one model).
+  void init_weights(torch::Device device, uint64_t seed) {
     torch::NoGradGuard ng;
-    auto gen = at::detail::createCPUGenerator(seed);
+    auto gen = make_generator(device, seed);
     const double std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * double(s_.layers));
     wte_.normal_(0, std, gen);
     wpe_.normal_(0, std, gen);
@@ -278,7 +282,9 @@ class MarkovTokens : public DataSource {
 Family make_gpt_family() {
   Family f;
   f.describe = describe;
-  f.build = [](const ModelConfig& c) -> std::shared_ptr<Model> { return std::make_shared<GPT>(c); };
+  f.build = [](const ModelConfig& c, torch::Device d) -> std::shared_ptr<Model> {
+    return std::make_shared<GPT>(c, d);
+  };
   f.data = [](const ModelConfig& c, torch::Device d, int64_t rank, int64_t) {
     return std::unique_ptr<DataSource>(new MarkovTokens(c, d, rank));
   };

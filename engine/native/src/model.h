@@ -96,7 +96,10 @@ enum class OptimizerKind { AdamW, SGDMomentum };
 
 struct Family {
   std::function<Facts(const ModelConfig&)> describe;  // analytic, no allocation
-  std::function<std::shared_ptr<Model>(const ModelConfig&)> build;  // on CPU, fp32
+  // fp32 parameters initialised from the seed (the global generators are seeded
+  // with it), on the device where that saves a host pass and a copy (the
+  // trainer moves whatever is still on the CPU).
+  std::function<std::shared_ptr<Model>(const ModelConfig&, torch::Device)> build;
   // rank and world_size let data parallel ranks draw different samples.
   std::function<std::unique_ptr<DataSource>(const ModelConfig&, torch::Device, int64_t rank,
                                             int64_t world_size)>

@@ -121,22 +121,35 @@ void Optimizer::sgd(Group& g, const torch::Tensor& found_inf) {
   for (size_t i = 0; i < g.params.size(); i++) g.params[i].add_(g.m[i] * step);
 }
 
+torch::Tensor grad_sumsq(const std::vector<torch::Tensor>& grads, const torch::Device& device) {
+  torch::NoGradGuard ng;
+  if (grads.empty()) return torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  // Each tensor's norm is computed alone (the same kernel on the same values,
+  // however the list is split); only the sum over tensors is float64.
+  return torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).square().sum();
+}
+
+ClipResult clip_grads(const std::vector<torch::Tensor>& grads, const torch::Tensor& sumsq,
+                      const torch::Tensor& inv_scale, double max_norm) {
+  torch::NoGradGuard ng;
+  auto total = sumsq.sqrt();  // of the scaled gradients, float64
+  ClipResult r;
+  r.found_inf = total.isfinite().logical_not().to(torch::kFloat32);
+  auto norm = inv_scale.defined() ? total * inv_scale.to(torch::kFloat64) : total;
+  auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+  if (inv_scale.defined()) coef = coef * inv_scale.to(torch::kFloat64);
+  if (!grads.empty()) compat::foreach_mul(grads, coef.to(torch::kFloat32));
+  r.norm = norm.to(torch::kFloat32);
+  return r;
+}
+
 ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
                             const torch::Tensor& inv_scale, double max_norm) {
-  torch::NoGradGuard ng;
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) throw std::runtime_error("no parameter received a gradient");
-  auto norms = at::_foreach_norm(grads, 2);
-  auto total = torch::stack(norms).norm(2).to(torch::kFloat32);  // of the scaled gradients
-  ClipResult r;
-  r.found_inf = total.isfinite().logical_not().to(torch::kFloat32);
-  r.norm = inv_scale.defined() ? total * inv_scale : total;
-  auto coef = (max_norm / (r.norm + 1e-6)).clamp_max(1.0);
-  if (inv_scale.defined()) coef = coef * inv_scale;
-  compat::foreach_mul(grads, coef);
-  return r;
+  return clip_grads(grads, grad_sumsq(grads, grads[0].device()), inv_scale, max_norm);
 }
 
 }  // namespace cs

@@ -50,12 +50,28 @@ class Optimizer {
   int64_t step_ = 0;      // host step counter (foreach AdamW)
 };
 
-// Multiplies every gradient by inv_scale (undefined: 1) and clips their global
-// L2 norm to max_norm. Returns the unscaled norm before clipping and found_inf
-// (1 when any gradient is inf or nan), both 0-d float32 on the gradients' device.
+// Gradient clipping, one implementation for the single rank, data parallel
+// and the pipeline (whose stages each hold part of the gradients):
+//   sumsq = grad_sumsq(grads)        on each part (a pipeline stage: the gradients it owns)
+//   sumsq summed over the parts      (a pipeline all-reduces it, in float64)
+//   clip_grads(grads, sumsq, ...)    on each part
+// The squares of the per-tensor norms are summed in float64, so the total does
+// not depend on how the tensors are grouped into parts or in which order the
+// parts are added: a pipeline of any split clips by the same coefficient as one
+// rank (a float32 sum moved it by an ulp, which training amplifies).
 struct ClipResult {
-  torch::Tensor norm, found_inf;
+  torch::Tensor norm, found_inf;  // 0-d float32 on the gradients' device
 };
+// Sum over grads of |g|² (each |g| a float32 L2 norm), a 0-d float64 tensor on
+// device (zero for an empty list).
+torch::Tensor grad_sumsq(const std::vector<torch::Tensor>& grads, const torch::Device& device);
+// Multiplies every gradient by inv_scale (undefined: 1) and clips their global
+// L2 norm sqrt(sumsq) to max_norm. Returns the unscaled norm before clipping and
+// found_inf (1 when sumsq is inf or nan).
+ClipResult clip_grads(const std::vector<torch::Tensor>& grads, const torch::Tensor& sumsq,
+                      const torch::Tensor& inv_scale, double max_norm);
+// Both over the gradients of params on one rank (single rank, data parallel
+// after the all-reduce).
 ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
                             const torch::Tensor& inv_scale, double max_norm);
 

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "compat.h"
+#include "optim.h"
 #include "precision.h"
 
 namespace cs {
@@ -152,6 +152,11 @@ Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
 }
 
 Pipeline::~Pipeline() = default;
+
+void Pipeline::close() {
+  if (dp_) dp_->close();
+  if (pipe_) pipe_->close();
+}
 
 bool Pipeline::holds(const torch::Tensor& p) const { return held_.count(p.unsafeGetTensorImpl()) > 0; }
 bool Pipeline::owns(const torch::Tensor& p) const { return owned_.count(p.unsafeGetTensorImpl()) > 0; }
@@ -413,36 +418,30 @@ void Pipeline::sum_tied() {
   stats_->collectives++;
 }
 
-// unscale_and_clip (optim.cpp) over the whole model: each stage's sum of
-// squared gradient norms (tied weights counted on their owner) and its loss
-// are summed over the pipeline group in one all-reduce.
+// Clipping over the whole model (clip_grads, optim.h): each stage's float64
+// sum of squared gradient norms (tied weights counted on their owner) and its
+// loss are summed over the pipeline group in one float64 all-reduce, so every
+// stage clips by the coefficient a single rank computes.
 PipelineStep Pipeline::clip(const torch::Tensor& loss_scale, double max_norm) {
   torch::NoGradGuard ng;
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   std::vector<torch::Tensor> all, counted;
   for (const auto& p : held_list_) {
     if (!p.grad().defined()) continue;
     all.push_back(p.grad());
     if (owns(p)) counted.push_back(p.grad());
   }
-  torch::Tensor sumsq = torch::zeros({}, f32);
-  if (!counted.empty())
-    sumsq = torch::stack(at::_foreach_norm(counted, 2)).to(torch::kFloat32).pow(2).sum();
-  auto v = torch::stack({sumsq, loss_sum_});
+  auto v = torch::stack({grad_sumsq(counted, device_), loss_sum_.to(torch::kFloat64)});
   const int a = mark();
   pipe_->all_reduce_sum(v);
   stats_->coll.emplace_back(a, mark());
   stats_->coll_bytes += nbytes(v);
   stats_->collectives++;
-  PipelineStep r;
-  auto total = v[0].sqrt();
-  r.found_inf = total.isfinite().logical_not().to(torch::kFloat32);
   torch::Tensor inv = loss_scale.defined() ? loss_scale.reciprocal() : torch::Tensor();
-  r.norm = inv.defined() ? total * inv : total;
-  auto coef = (max_norm / (r.norm + 1e-6)).clamp_max(1.0);
-  if (inv.defined()) coef = coef * inv;
-  if (!all.empty()) compat::foreach_mul(all, coef);
-  r.loss = v[1] / double(m_);
+  const ClipResult c = clip_grads(all, v[0], inv, max_norm);
+  PipelineStep r;
+  r.norm = c.norm;
+  r.found_inf = c.found_inf;
+  r.loss = v[1].to(torch::kFloat32) / double(m_);
   return r;
 }
 

@@ -72,6 +72,8 @@ class Pipeline {
   void release_others();
   // Joins the pipeline and stage groups over the trial's communicator.
   void connect(Communicator& world, const DistOptions& dist);
+  // Closes the groups (PipeGroup::close); throws the first failure.
+  void close();
 
   // Forward and backward of every micro-batch (batches: empty on middle stages),
   // DP average, tied-weight sum, unscale by 1/loss_scale (undefined: none) and

@@ -36,8 +36,11 @@ class PipeGroup {
   // Posts every op, then waits for all of them (Megatron's batch_isend_irecv),
   // so two neighbours may send to each other in one call without deadlock.
   virtual void exchange(const std::vector<P2POp>& ops) = 0;
-  // Sums t (contiguous, float) in place over the group; returns when done.
+  // Sums t (contiguous; float32, float64 or bfloat16) in place over the group;
+  // returns when done.
   virtual void all_reduce_sum(torch::Tensor t) = 0;
+  // Orderly teardown, as Communicator::close (dist.h).
+  virtual void close() {}
 };
 
 // A partition of the trial's ranks into groups (every rank in exactly one).

@@ -55,8 +55,14 @@ class NcclPipeGroup : public PipeGroup {
   }
 
   ~NcclPipeGroup() override {
-    if (!aborted_) ncclCommDestroy(comm_);
+    if (!closed_ && !aborted_) ncclCommDestroy(comm_);
     cudaEventDestroy(done_);
+  }
+
+  void close() override {
+    if (closed_ || aborted_) return;
+    closed_ = true;
+    check(ncclCommDestroy(comm_), "ncclCommDestroy");
   }
 
   int rank() const override { return rank_; }
@@ -130,7 +136,7 @@ class NcclPipeGroup : public PipeGroup {
   int rank_, size_, dev_, timeout_ms_;
   ncclComm_t comm_ = nullptr;
   cudaEvent_t done_ = nullptr;
-  bool aborted_ = false;
+  bool aborted_ = false, closed_ = false;
 };
 
 }  // namespace

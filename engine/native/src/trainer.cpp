@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "pipeline.h"
 
 #ifdef CS_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -59,62 +61,129 @@ struct Trainer::Guards {
 #endif
 };
 
+void InitPhases::begin(const std::string& name) {
+  end();
+  current_ = name;
+  start_ = std::chrono::steady_clock::now();
+}
+
+void InitPhases::end() {
+  if (current_.empty()) return;
+  synchronize(device_);  // the phase's device work is part of it
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  auto it = std::find_if(phases_.begin(), phases_.end(),
+                         [&](const std::pair<std::string, double>& p) { return p.first == current_; });
+  if (it == phases_.end())
+    phases_.emplace_back(current_, ms);
+  else
+    it->second += ms;
+  current_.clear();
+}
+
+json InitPhases::to_json() const {
+  auto out = json::array();
+  for (const auto& p : phases_) out.push_back({{"name", p.first}, {"ms", p.second}});
+  return out;
+}
+
 Trainer::Trainer(const EngineConfig& cfg)
-    : cfg_(cfg), device_(resolve_device(cfg)), family_(&family(cfg.model.family)) {
-  threads_ = cfg.threads > 0 ? cfg.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  set_threads();
-  const auto& d = cfg_.dist;
+    : cfg_(cfg), device_(torch::kCPU), family_(&family(cfg.model.family)), phases_(device_) {
   // A step runs pipeline.microbatches x grad_accum micro-batches (with one
   // stage: gradient accumulation).
   cfg_.grad_accum *= cfg_.pipeline.microbatches;
-  const bool pipelined = cfg_.pipeline.stages > 1;
-  // Data parallel: more than one rank, or one rank with dist.backend set: a
-  // world of one, as DDP with one process, where the communicator and the
-  // reducer run as on N ranks (how the NCCL path is checked on one GPU).
-  const bool data_parallel = !pipelined && (d.world_size > 1 || !d.backend.empty());
+  facts_ = family_->describe(cfg_.model);
+  phases_.begin("device_init");
+  init_device();
+  c10::DeviceGuard guard(device_);
+  phases_.begin("model_build");
+  build_model();
+  phases_.begin("optimizer");
+  build_optimizer();
+  phases_.begin("data_setup");
+  build_data();
+  phases_.begin("comm_init");
+  connect();
+  phases_.end();
+  mem_after_setup_ = memory_stats(device_).allocated;
+}
+
+// Data parallel: more than one rank, or one rank with dist.backend set: a world
+// of one, as DDP with one process, where the communicator and the reducer run
+// as on N ranks (how the NCCL path is checked on one GPU).
+bool Trainer::data_parallel() const {
+  return cfg_.pipeline.stages <= 1 && (cfg_.dist.world_size > 1 || !cfg_.dist.backend.empty());
+}
+
+void Trainer::init_device() {
+  device_ = resolve_device(cfg_);
+  threads_ = cfg_.threads > 0 ? cfg_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  set_threads();
   check_precision(cfg_.precision, device_);
   if (cfg_.graphs) {
     if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
-    if (data_parallel || pipelined)
+    if (data_parallel() || cfg_.pipeline.stages > 1)
       throw UnsupportedError(
           "graphs with data parallel (dist.world_size > 1, or dist.backend set) or a pipeline "
           "are not supported yet");
     if (family_->optimizer == OptimizerKind::AdamW && !CS_HAS_FUSED_ADAMW)
       throw UnsupportedError("graphs need the fused AdamW kernel (libtorch ≥ 2.1 with CUDA)");
   }
-  facts_ = family_->describe(cfg_.model);
   c10::DeviceGuard guard(device_);
+#ifdef CS_WITH_CUDA
+  if (device_.is_cuda()) {
+    // The CUDA context, the caching allocator and the cuBLAS handle come into
+    // being at the first use: here, so that this phase holds them.
+    torch::zeros({1}, torch::TensorOptions().device(device_));
+    at::cuda::getCurrentCUDABlasHandle();
+  }
+#endif
+  apply_math_mode(cfg_.precision);
+  timeline_ = make_timeline(device_, int(2 * cfg_.grad_accum + 3));
+  name_ = device_name(device_);
+  peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
+  if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
+}
 
-  // Built on the CPU in fp32 from the seed, then moved to the device.
+void Trainer::build_model() {
+  // Built from the seed alone, so every rank (and every pipeline stage) starts
+  // from the same parameters.
   torch::manual_seed(uint64_t(cfg_.model.seed));
-  model_ = family_->build(cfg_.model);
+  model_ = family_->build(cfg_.model, device_);
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
   for (const auto& p : model_->parameters()) numel += p.numel();
-  if (pipelined) {  // this rank keeps its stage's layers only
-    std::vector<double> layer_ms;
-    if (cfg_.pipeline.balance_by == "time" && cfg_.pipeline.balance.empty())
-      layer_ms = measure_layers_everywhere();
-    pipe_ = std::make_unique<Pipeline>(cfg_, *model_, device_, std::move(layer_ms));
-    pipe_->release_others();
-  }
-  model_->to(device_);
-  model_->train();
-  apply_math_mode(cfg_.precision);
-
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& kv : model_->named_parameters()) {
-    if (pipe_ && !pipe_->holds(kv.value())) continue;
-    params_.push_back(kv.value());
-    (model_->decays(kv.key()) ? decay : no_decay).push_back(kv.value());
-  }
   // The analytic count (cs_describe, FLOPs) must be the model that trains.
   if (numel != facts_.params)
     throw std::logic_error(cfg_.model.family + " " + cfg_.model.preset + ": built model has " +
                            std::to_string(numel) + " parameters, describe() says " +
                            std::to_string(facts_.params));
+  if (cfg_.pipeline.stages > 1) {  // this rank keeps its stage's layers only
+    std::vector<double> layer_ms;
+    if (cfg_.pipeline.balance_by == "time" && cfg_.pipeline.balance.empty())
+      layer_ms = measure_layers_everywhere();
+    pipe_ = std::make_unique<Pipeline>(cfg_, *model_, device_, std::move(layer_ms));
+    pipe_->release_others();
+    empty_cache(device_);  // the other stages' weights leave no reserved memory behind
+  }
+  model_->to(device_);
+  model_->train();
+  for (const auto& kv : model_->named_parameters())
+    if (!pipe_ || pipe_->holds(kv.value())) params_.push_back(kv.value());
+}
+
+void Trainer::build_optimizer() {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& kv : model_->named_parameters()) {
+    if (pipe_ && !pipe_->holds(kv.value())) continue;
+    (model_->decays(kv.key()) ? decay : no_decay).push_back(kv.value());
+  }
   const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
   optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
   if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);
+}
+
+void Trainer::build_data() {
+  const auto& d = cfg_.dist;
   if (pipe_) {  // the first stage reads inputs, the last targets: the same stream
     const int dp = pipe_->dp_size();
     ModelConfig global = cfg_.model;
@@ -130,24 +199,29 @@ Trainer::Trainer(const EngineConfig& cfg)
   } else {
     data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
   }
+}
 
-  if ((data_parallel || pipelined) && !comm_) comm_ = make_communicator(d, device_);
+void Trainer::connect() {
+  if (!pipe_ && !data_parallel()) return;
+  if (!comm_) comm_ = make_communicator(cfg_.dist, device_);
   if (pipe_) {
-    pipe_->connect(*comm_, d);  // stages built from the same seed start equal
-  } else if (data_parallel) {
-    torch::NoGradGuard ng;
-    for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
-    reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
+    pipe_->connect(*comm_, cfg_.dist);  // stages built from the same seed start equal
+    return;
   }
-  timeline_ = make_timeline(device_, int(2 * cfg_.grad_accum + 3));
-  name_ = device_name(device_);
-  peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
-  if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
-  synchronize(device_);
-  mem_after_setup_ = memory_stats(device_).allocated;
+  torch::NoGradGuard ng;
+  for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
+  reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::close() {
+  Guards guards(*this);
+  synchronize(device_);
+  if (pipe_) pipe_->close();
+  reducer_.reset();  // its hooks and buckets, before the communicator they use
+  if (comm_) comm_->close();
+}
 
 void Trainer::set_threads() const {
   // Debian's libtorch starts with 1 thread; OpenMP's count is per calling thread.
@@ -170,6 +244,7 @@ json Trainer::info() const {
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
   j["torch"] = compat::torch_version();
+  j["init_phases"] = phases_.to_json();
   if (pipe_) j["pipeline"] = pipe_->info();
   return j;
 }
@@ -276,8 +351,9 @@ void Trainer::capture(const std::vector<Batch>& batches) {
 std::vector<double> Trainer::measure_layers_everywhere() {
   const auto& d = cfg_.dist;
   model_->to(device_);
-  apply_math_mode(cfg_.precision);
+  phases_.begin("comm_init");
   comm_ = make_communicator(d, device_);
+  phases_.begin("model_build");
   const Batch b = family_->data(cfg_.model, device_, 0, 1)->next();
   const auto ms = measure_layer_ms(*model_, b, device_, cfg_.precision);
   auto t = torch::tensor(ms, torch::kFloat64).to(device_);

@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "config.h"
@@ -21,13 +24,38 @@ namespace cs {
 // cs_describe's document for a config's model.
 nlohmann::json describe_json(const ModelConfig& m);
 
+// The phases of cs_create (info()'s "init_phases"): begin(name) ends the
+// current phase and starts name. Every name is listed once, in the order it was
+// first begun; a name begun again adds to its entry, so the phases add up to
+// the whole. On CUDA each phase ends when the device has done its work.
+class InitPhases {
+ public:
+  // device: the trainer's, which init_device sets (waited for on CUDA).
+  explicit InitPhases(const torch::Device& device) : device_(device) {}
+  void begin(const std::string& name);
+  void end();
+  nlohmann::json to_json() const;  // [{"name", "ms"}, ...]
+
+ private:
+  const torch::Device& device_;
+  std::vector<std::pair<std::string, double>> phases_;
+  std::string current_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 class Trainer {
  public:
+  // Builds the engine in the phases InitPhases records: device_init,
+  // model_build, optimizer, data_setup, comm_init (docs/engine.md).
   explicit Trainer(const EngineConfig& cfg);
   ~Trainer();
   nlohmann::json info() const;
   nlohmann::json step();  // one optimizer step over grad_accum micro-batches
   nlohmann::json checksum();
+  // Orderly teardown (cs_destroy): waits for the device's queued work (an
+  // asynchronous device error surfaces here) and closes the communicators;
+  // throws the first failure. The destructor frees the rest and cannot fail.
+  void close();
 
   // Eager steps on the capture stream before the step is captured as a graph.
   static constexpr int kGraphWarmup = 3;
@@ -35,6 +63,13 @@ class Trainer {
 
  private:
   struct Guards;  // device / stream guards for one ABI call (trainer.cpp)
+  // The constructor's steps, in order.
+  void init_device();      // the device, its context and handles, what the config may use on it
+  void build_model();      // parameters on the device from the seed; this rank's pipeline stage
+  void build_optimizer();  // optimizer states, loss scaler
+  void build_data();       // this rank's data source
+  void connect();          // communicator, equal start, DDP reducer or pipeline groups
+  bool data_parallel() const;
   void set_threads() const;
   std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time
   void inject_fault_before_step();
@@ -64,6 +99,7 @@ class Trainer {
   double peak_tflops_ = 0;
   int64_t mem_after_setup_ = 0;
   std::string name_;
+  InitPhases phases_;
 
   // CUDA graphs (trainer.cpp keeps the CUDA types out of this header).
   struct Graph;

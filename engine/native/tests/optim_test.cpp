@@ -2,6 +2,7 @@
 // paths that the CPU build of libtorch 1.13 cannot reach through the engine
 // (fp16 skips, device-side scaler). AdamW is checked against torch::optim::AdamW.
 // Run by tests/main.cpp (make engine-tests).
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <iostream>
 #include "native_test.h"
@@ -42,6 +43,28 @@ int optim_tests() {  // 1 on the first failed check
   p.mutable_grad() = torch::tensor({NAN, 4.f, 0.f});
   r = unscale_and_clip({p}, torch::Tensor(), 1.0);
   CS_CHECK(r.found_inf.item<float>() == 1);
+  // clip in parts (a pipeline's stages): the float64 sum of the parts' sums of
+  // squares, added in any order, clips every gradient to the same bits as one
+  // rank clipping them all.
+  {
+    auto gen = at::detail::createCPUGenerator(11);
+    std::vector<torch::Tensor> whole, copy;
+    for (int64_t n : {1000, 37, 4096, 3, 777, 50000}) {
+      auto q = torch::zeros({n}).requires_grad_(true);
+      q.mutable_grad() = torch::randn({n}, gen) * 3.0;
+      whole.push_back(q);
+      copy.push_back(q.grad().clone());
+    }
+    const auto one = unscale_and_clip(whole, torch::full({}, 0.5f), 1.0);
+    std::vector<torch::Tensor> a{copy[0], copy[1], copy[2]}, b{copy[3], copy[4], copy[5]};
+    auto sumsq = grad_sumsq(b, cpu) + grad_sumsq(a, cpu);  // the other order
+    CS_CHECK(sumsq.scalar_type() == torch::kFloat64);
+    const auto pa = clip_grads(a, sumsq, torch::full({}, 0.5f), 1.0);
+    const auto pb = clip_grads(b, sumsq, torch::full({}, 0.5f), 1.0);
+    CS_CHECK(torch::equal(pa.norm, one.norm) && torch::equal(pb.norm, one.norm));
+    for (size_t i = 0; i < whole.size(); i++) CS_CHECK(torch::equal(whole[i].grad(), copy[i]));
+    CS_CHECK(grad_sumsq({}, cpu).item<double>() == 0);
+  }
   std::cout << "clip ok\n";
   // SGD: step, then skipped step leaves everything unchanged
   {

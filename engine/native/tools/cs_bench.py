@@ -21,6 +21,14 @@ that both share one libtorch and the profiler sees the engine's kernels: the
 library must be built against that torch. Without --profile no torch is needed.
 A profiling failure writes {"error": ...} to FILE; the benchmark line stands.
 
+--launch measures one launch instead (no --warmup/--steps): loading the
+library, cs_create with the phases the engine reports (info "init_phases":
+device_init, model_build, optimizer, data_setup, comm_init), the first step
+(cuDNN autotuning, lazy kernel loading) and cs_destroy, as one JSON line
+{"name", "config", "launch": {"load_ms", "create_ms", "init_phases",
+"first_step_ms", "first_step_engine_ms", "destroy_ms"}} (wall clock of this
+process; first_step_engine_ms is the engine's own step time).
+
 Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
 status and the engine's message); 2 bad arguments.
 """
@@ -30,8 +38,8 @@ import json
 import os
 import statistics
 import sys
+import time
 
-BUF = 1 << 20
 PROFILE_STEPS = 3  # as the references' (kernels.PROFILE_STEPS)
 # bench/reference, where kernels.py (the profiler's summary) lives.
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "reference")
@@ -47,40 +55,60 @@ def pct(xs, q):
 
 
 class Engine:
-    """The few C ABI calls a benchmark needs (engine/native/include/casestudy_engine.h)."""
+    """The few C ABI calls a benchmark needs (engine/native/include/casestudy_engine.h):
+    the engine allocates every answer and message, cs_free releases them."""
+
+    ABI = 2  # CS_ABI_VERSION
 
     def __init__(self, path, name):
         self.name = name
         self.lib = ctypes.CDLL(path)
-        P, S, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-        self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), C, S]
+        P, C = ctypes.c_void_p, ctypes.c_char_p
+        S = ctypes.POINTER(ctypes.c_void_p)  # char **, kept as a pointer to free it
+        if self.lib.cs_abi_version() != self.ABI:
+            raise OSError("ABI version %d, cs_bench.py speaks %d" % (self.lib.cs_abi_version(), self.ABI))
+        self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), S]
         for f in (self.lib.cs_info, self.lib.cs_step):
-            f.argtypes = [P, C, S, C, S]
-        self.lib.cs_destroy.argtypes = [P, C, S]
-        self.out = ctypes.create_string_buffer(BUF)
-        self.err = ctypes.create_string_buffer(4096)
+            f.argtypes = [P, S, S]
+        self.lib.cs_destroy.argtypes = [P, S]
+        self.lib.cs_free.argtypes = [P]
+        self.lib.cs_free.restype = None
         self.h = ctypes.c_void_p()
 
-    def fail(self, what, st):
-        print(json.dumps({"name": self.name, "error": what, "status": st,
-                          "message": self.err.value.decode(errors="replace")}), flush=True)
+    def take(self, p):
+        """The engine's string at p (a c_void_p) as str ("" for NULL), released."""
+        if not p.value:
+            return ""
+        s = ctypes.string_at(p.value).decode(errors="replace")
+        self.lib.cs_free(p)
+        return s
+
+    def fail(self, what, st, msg):
+        print(json.dumps({"name": self.name, "error": what, "status": st, "message": msg}), flush=True)
         sys.exit(1)
 
     def create(self, config):
-        st = self.lib.cs_create(config.encode(), ctypes.byref(self.h), self.err, len(self.err))
+        err = ctypes.c_void_p()
+        st = self.lib.cs_create(config.encode(), ctypes.byref(self.h), ctypes.byref(err))
         if st != 0:
-            self.fail("cs_create", st)
+            self.fail("cs_create", st, self.take(err))
 
     def call(self, fn, what, exit_on_error=True):
-        st = fn(self.h, self.out, BUF, self.err, len(self.err))
+        out, err = ctypes.c_void_p(), ctypes.c_void_p()
+        st = fn(self.h, ctypes.byref(out), ctypes.byref(err))
+        text, msg = self.take(out), self.take(err)
         if st != 0:
             if exit_on_error:
-                self.fail(what, st)
-            raise RuntimeError("%s: status %d: %s" % (what, st, self.err.value.decode(errors="replace")))
-        return json.loads(self.out.value)
+                self.fail(what, st, msg)
+            raise RuntimeError("%s: status %d: %s" % (what, st, msg))
+        return json.loads(text)
 
     def destroy(self):
-        self.lib.cs_destroy(self.h, self.err, len(self.err))
+        err = ctypes.c_void_p()
+        st = self.lib.cs_destroy(self.h, ctypes.byref(err))
+        msg = self.take(err)
+        if st != 0:
+            print("cs_bench.py: cs_destroy: status %d: %s" % (st, msg), file=sys.stderr)
 
 
 def summarize(name, cfg, info, steps, warmup):
@@ -141,6 +169,8 @@ def main(argv=None):
     ap.add_argument("--profile", metavar="FILE",
                     help="after the measured steps, profile %d more and write the kernel summary JSON to FILE"
                     % PROFILE_STEPS)
+    ap.add_argument("--launch", action="store_true",
+                    help="time one launch (load, cs_create by phase, first step, cs_destroy) instead")
     a = ap.parse_args(argv)
     try:
         cfg = json.loads(a.config)
@@ -150,6 +180,11 @@ def main(argv=None):
         ap.error("--config must be a JSON object")
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be at least 1, --warmup at least 0")
+    if a.launch:
+        if a.profile:
+            ap.error("--launch and --profile do not mix")
+        launch(a, cfg)
+        return
     torch = no_torch = None
     if a.profile:
         try:  # before the library: one libtorch for both, so the profiler sees the engine
@@ -173,6 +208,31 @@ def main(argv=None):
         except Exception as e:  # the line is out: say what broke, exit 0
             print("cs_bench.py: --profile %s: %s: %s" % (a.profile, type(e).__name__, e), file=sys.stderr)
     eng.destroy()
+
+
+def launch(a, cfg):
+    """One launch, timed by its parts (--launch)."""
+    def ms(t0):
+        return (time.perf_counter() - t0) * 1e3
+
+    t = time.perf_counter()
+    try:
+        eng = Engine(a.lib, a.name)
+    except OSError as e:
+        print(json.dumps({"name": a.name, "error": "load", "status": -1, "message": str(e)}), flush=True)
+        sys.exit(1)
+    load_ms, t = ms(t), time.perf_counter()
+    eng.create(json.dumps(cfg))
+    create_ms = ms(t)
+    info = eng.call(eng.lib.cs_info, "cs_info")
+    t = time.perf_counter()
+    step = eng.call(eng.lib.cs_step, "cs_step 0")
+    first_ms, t = ms(t), time.perf_counter()
+    eng.destroy()
+    print(json.dumps({"name": a.name, "config": cfg, "device_name": info.get("device_name"), "launch": {
+        "load_ms": load_ms, "create_ms": create_ms, "init_phases": info.get("init_phases"),
+        "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"), "destroy_ms": ms(t)}}),
+        flush=True)
 
 
 def profile(eng, torch, no_torch, path, line):

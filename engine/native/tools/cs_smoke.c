@@ -9,15 +9,16 @@
 
 #include "../include/casestudy_engine.h"
 
-#define BUF (1 << 20)
-
 typedef int (*abi_fn)(void);
-typedef cs_status (*info_fn)(char *, size_t, char *, size_t);
-typedef cs_status (*create_fn)(const char *, cs_engine **, char *, size_t);
-typedef cs_status (*engine_fn)(cs_engine *, char *, size_t, char *, size_t);
-typedef cs_status (*destroy_fn)(cs_engine *, char *, size_t);
+typedef void (*free_fn)(char *);
+typedef cs_status (*text_fn)(char **, char **);
+typedef cs_status (*create_fn)(const char *, cs_engine **, char **);
+typedef cs_status (*engine_fn)(cs_engine *, char **, char **);
+typedef cs_status (*destroy_fn)(cs_engine *, char **);
 
-static void *sym(void *lib, const char *name) {
+static void *lib;
+
+static void *sym(const char *name) {
   void *p = dlsym(lib, name);
   if (!p) {
     fprintf(stderr, "cs_smoke: %s\n", dlerror());
@@ -26,42 +27,48 @@ static void *sym(void *lib, const char *name) {
   return p;
 }
 
+/* Prints what an ABI call answered ("ok" for none) or its error, and releases
+ * both strings (the engine's; NULL is fine). */
+static int report(const char *what, cs_status st, char *out, char *err) {
+  if (st == CS_OK)
+    printf("%s%s\n", what, out ? out : "ok");
+  else
+    printf("%sstatus %d: %s\n", what, st, err ? err : "(no message)");
+  ((free_fn)sym("cs_free"))(out);
+  ((free_fn)sym("cs_free"))(err);
+  return st == CS_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: cs_smoke LIB CONFIG_JSON [STEPS]\n");
     return 2;
   }
   int steps = argc > 3 ? atoi(argv[3]) : 5;
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "cs_smoke: %s\n", dlerror());
     return 1;
   }
-  static char out[BUF], err[4096];
-  if (((abi_fn)sym(lib, "cs_abi_version"))() != CS_ABI_VERSION) {
+  if (((abi_fn)sym("cs_abi_version"))() != CS_ABI_VERSION) {
     fprintf(stderr, "cs_smoke: ABI mismatch\n");
     return 1;
   }
-  cs_status st = ((info_fn)sym(lib, "cs_build_info"))(out, BUF, err, sizeof err);
-  printf("build %s\n", st == CS_OK ? out : err);
+  char *out = NULL, *err = NULL;
+  cs_status st = ((text_fn)sym("cs_build_info"))(&out, &err);
+  report("build ", st, out, err);
   cs_engine *e = NULL;
-  st = ((create_fn)sym(lib, "cs_create"))(argv[2], &e, err, sizeof err);
-  if (st != CS_OK) {
-    printf("create: status %d: %s\n", st, err);
-    return 1;
-  }
-  if (((engine_fn)sym(lib, "cs_info"))(e, out, BUF, err, sizeof err) == CS_OK) printf("info %s\n", out);
-  engine_fn step = (engine_fn)sym(lib, "cs_step");
+  st = ((create_fn)sym("cs_create"))(argv[2], &e, &err);
+  if (report("create ", st, NULL, err) != 0) return 1;
+  st = ((engine_fn)sym("cs_info"))(e, &out, &err);
+  report("info ", st, out, err);
+  engine_fn step = (engine_fn)sym("cs_step");
   for (int i = 0; i < steps; i++) {
-    st = step(e, out, BUF, err, sizeof err);
-    if (st != CS_OK) {
-      printf("step %d: status %d: %s\n", i, st, err);
-      return 1;
-    }
-    printf("%s\n", out);
+    st = step(e, &out, &err);
+    if (report("", st, out, err) != 0) return 1;
   }
-  if (((engine_fn)sym(lib, "cs_param_checksum"))(e, out, BUF, err, sizeof err) == CS_OK)
-    printf("checksum %s\n", out);
-  st = ((destroy_fn)sym(lib, "cs_destroy"))(e, err, sizeof err);
-  return st == CS_OK ? 0 : 1;
+  st = ((engine_fn)sym("cs_param_checksum"))(e, &out, &err);
+  report("checksum ", st, out, err);
+  st = ((destroy_fn)sym("cs_destroy"))(e, &err);
+  return report("destroy ", st, NULL, err);
 }
