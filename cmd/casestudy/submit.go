@@ -114,6 +114,14 @@ func batchFor(o *launcherOptions, s *study.Study, plan *study.Plan) (launch.Batc
 		}
 		return s.Launcher[key]
 	}
+	for flag, v := range map[string]string{"partition": o.partition, "account": o.account} {
+		if v == "" {
+			continue
+		}
+		if err := launch.CheckSetting(flag, v); err != nil {
+			return launch.Batch{}, exitcode.Usage(fmt.Errorf("--%s: %w", flag, err))
+		}
+	}
 	nodes := max(s.Workload.Nodes, 1)
 	ranks := 1
 	for _, t := range plan.Trials {
