@@ -204,7 +204,7 @@ func (d *decoder) sweep(n *yaml.Node) *rawSweep {
 				s.Constraints = append(s.Constraints, rawConstraint{Src: src, Pos: pos, Expr: e})
 			}
 		case "max_trials":
-			s.MaxTrials = d.integer(v, "sweep.max_trials", 1, 1000000)
+			s.MaxTrials = d.integer(v, "sweep.max_trials", 1, MaxTrialsCeiling)
 		case "allow_nvls":
 			s.AllowNVLS = d.boolean(v, "sweep.allow_nvls")
 		default:

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/study"
 )
 
 // TestChecklistProblemsNamePlace: unknown rules and thresholds under
@@ -51,4 +57,59 @@ func TestSubmitRefusesInjection(t *testing.T) {
 		assert.NoFileExists(t, marker)
 		assert.NoDirExists(t, out, "nothing written")
 	}
+}
+
+// TestHugeSweepStaysBoundedInMemory: a 10^12-point grid with --max-trials
+// 10^12 (issue 21, defect 2) is refused with exit status 2 and the reason by
+// plan, validate and run inside a 2 GiB address-space limit (a Go program
+// needs about 1.5 GiB of it to start), and a plan at study.MaxTrialsCeiling
+// fits in the same limit: the size is counted before anything is expanded and
+// no limit above the ceiling is taken.
+func TestHugeSweepStaysBoundedInMemory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "studies")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	list := func(n int) string {
+		values := make([]string, n)
+		for i := range values {
+			values[i] = strconv.Itoa(i + 1)
+		}
+		return "[" + strings.Join(values, ", ") + "]"
+	}
+	head := "model: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\nsweep:\n  strategy: grid\n  knobs:\n"
+	huge := filepath.Join(dir, "huge.yaml")
+	require.NoError(t, os.WriteFile(huge, []byte("name: huge\n"+head+"    micro_batch: "+list(1000)+"\n    grad_accum: "+list(1000)+
+		"\n    seq_len: "+list(1000)+"\n    ddp.bucket_mb: "+list(1000)+"\n"), 0o644))
+	atCeiling := filepath.Join(dir, "ceiling.yaml")
+	require.NoError(t, os.WriteFile(atCeiling, []byte("name: ceiling\n"+head+"    micro_batch: "+list(100)+
+		"\n    grad_accum: "+list(study.MaxTrialsCeiling/100)+"\n"), 0o644))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	limited := func(args ...string) (int, string) {
+		cmd := exec.Command("bash", append([]string{"-c", `ulimit -v 2097152 && exec "$0" "$@"`, exe}, args...)...)
+		cmd.Env = append(os.Environ(), asMainEnv+"=1")
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil {
+			require.ErrorAs(t, err, &ee, "%v", args)
+			return ee.ExitCode(), stderr.String()
+		}
+		return 0, stderr.String()
+	}
+	for _, args := range [][]string{
+		{"plan", huge, "--max-trials", "1000000000000"},
+		{"validate", huge, "--max-trials", "1000000000000"},
+		{"run", huge, "--max-trials", "1000000000000", "--out", t.TempDir()},
+		{"plan", huge, "--max-trials", "-1"},
+		{"plan", huge, "--max-trials", strconv.Itoa(study.MaxTrialsCeiling)},
+	} {
+		code, stderr := limited(args...)
+		short := stderr[:min(len(stderr), 400)]
+		assert.Equal(t, exitcode.Input, code, "%v: %s", args, short)
+		assert.Contains(t, short, "max-trials", "%v", args)
+		assert.NotContains(t, short, "out of memory", "%v", args)
+	}
+	code, stderr := limited("plan", atCeiling, "--max-trials", strconv.Itoa(study.MaxTrialsCeiling))
+	assert.Equal(t, 0, code, "a plan at the ceiling fits: %s", stderr[:min(len(stderr), 400)])
 }
