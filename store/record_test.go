@@ -36,6 +36,7 @@ func TestFutureSchemaRefused(t *testing.T) {
 	w := newWriter(t)
 	require.NoError(t, w.WriteManifest(&Manifest{Study: "s"}))
 	require.NoError(t, w.Append(&TrialRecord{ID: "a", Outcome: OK}))
+	require.NoError(t, w.Close())
 	f, err := os.OpenFile(filepath.Join(w.Dir, "trials.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
 	_, err = f.WriteString(`{"schema":99,"id":"b","outcome":"ok"}` + "\n")

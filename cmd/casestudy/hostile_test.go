@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
 
@@ -112,4 +114,41 @@ func TestHugeSweepStaysBoundedInMemory(t *testing.T) {
 	}
 	code, stderr := limited("plan", atCeiling, "--max-trials", strconv.Itoa(study.MaxTrialsCeiling))
 	assert.Equal(t, 0, code, "a plan at the ceiling fits: %s", stderr[:min(len(stderr), 400)])
+}
+
+// TestResumeChecksBeforeWriting: --resume of a run whose parent study was
+// edited is refused with exit status 2 before anything in the run directory
+// changes: the interrupted record and the torn last line are still there.
+func TestResumeChecksBeforeWriting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "studies")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	base, child := filepath.Join(dir, "base.yaml"), filepath.Join(dir, "child.yaml")
+	require.NoError(t, os.WriteFile(base, []byte("name: base\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"), 0o644))
+	require.NoError(t, os.WriteFile(child, []byte("name: child\nextends: base.yaml\nsweep: {strategy: grid, knobs: {micro_batch: [1, 2]}}\n"), 0o644))
+	s, err := study.Load(child, study.LoadOptions{})
+	require.NoError(t, err)
+	plan, err := study.Expand(s, study.ExpandOptions{})
+	require.NoError(t, err)
+	w, err := store.Create(filepath.Join(t.TempDir(), "results"), s.Name, "run1",
+		runner.NewManifest("run1", s, plan, &runner.Machine{Device: "cpu"}, nil, nil))
+	require.NoError(t, err)
+	require.NoError(t, w.Append(&store.TrialRecord{ID: plan.Trials[0].ID, Outcome: store.OK, FailedRank: -1}))
+	require.NoError(t, w.Append(&store.TrialRecord{ID: plan.Trials[1].ID, Outcome: store.Interrupted, FailedRank: -1}))
+	require.NoError(t, w.Close())
+	trials := filepath.Join(w.Dir, "trials.jsonl")
+	f, err := os.OpenFile(trials, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"schema":1,"id":"torn`)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	before, err := os.ReadFile(trials)
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(base, []byte("name: base\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 5}\n"), 0o644))
+	code, _, stderr := runCLI(t, "run", "--resume", w.Dir)
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, base+" (extended by "+child+") changed since "+w.Dir+" started")
+	after, err := os.ReadFile(trials)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "trials.jsonl untouched")
 }
