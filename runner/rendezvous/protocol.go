@@ -65,5 +65,12 @@ const (
 	EnvRank  = "CASESTUDY_RANK"       // this process's rank
 )
 
-// maxLine bounds one JSON line (step metrics with buckets stay far below it).
-const maxLine = 16 << 20
+// maxLine bounds one JSON line of a joined rank (step metrics with buckets
+// stay far below it); maxHelloLine bounds the first line of a connection,
+// read before its token is checked; maxUnauthenticated bounds the
+// connections that have not said hello yet.
+const (
+	maxLine            = 16 << 20
+	maxHelloLine       = 4 << 10
+	maxUnauthenticated = 64
+)
