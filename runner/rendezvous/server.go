@@ -33,13 +33,16 @@ type Server struct {
 	quit     chan struct{}
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	pending  []net.Conn // connected, not yet authenticated; oldest first
-	joined   map[int]net.Conn
-	kv       map[string]string
-	waiting  map[string][]func(string)
-	barriers map[string][]func()
-	closed   bool
+	mu        sync.Mutex
+	pending   []net.Conn // connected, not yet authenticated; oldest first
+	stores    []net.Conn // authenticated store connections
+	joined    map[int]net.Conn
+	kv        map[string]string
+	store     map[string][]byte // Gloo's store (store.go)
+	storeAddr string
+	waiting   map[string][]func(string)
+	barriers  map[string][]func()
+	closed    bool
 }
 
 // NewToken returns a random token for one trial launch.
@@ -64,7 +67,7 @@ func Listen(addr, token string, welcomes []Welcome, logf func(string, ...any)) (
 	}
 	s := &Server{ln: ln, token: token, welcomes: welcomes, logf: logf,
 		events: make(chan Event, 1024), quit: make(chan struct{}),
-		joined: map[int]net.Conn{}, kv: map[string]string{},
+		joined: map[int]net.Conn{}, kv: map[string]string{}, store: map[string][]byte{},
 		waiting: map[string][]func(string){}, barriers: map[string][]func(){}}
 	s.wg.Add(1)
 	go s.accept()
@@ -90,6 +93,9 @@ func (s *Server) Close() {
 		c.Close()
 	}
 	for _, c := range s.pending {
+		c.Close()
+	}
+	for _, c := range s.stores {
 		c.Close()
 	}
 	s.mu.Unlock()
@@ -145,6 +151,18 @@ func (s *Server) settle(c net.Conn) {
 	}
 }
 
+// track keeps an authenticated store connection to close with the server
+// (false: the server is closed already).
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.stores = append(s.stores, c)
+	return true
+}
+
 // unauthenticated is how many connections have not said hello yet.
 func (s *Server) unauthenticated() int {
 	s.mu.Lock()
@@ -158,7 +176,9 @@ type conn struct {
 	mu sync.Mutex
 }
 
-func (c *conn) send(m Message) {
+func (c *conn) send(m Message) { c.sendJSON(m) }
+
+func (c *conn) sendJSON(m any) {
 	b, _ := json.Marshal(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -205,6 +225,16 @@ func (s *Server) serve(nc net.Conn) {
 		s.refuse(c, hello, fmt.Sprintf("rank %d is outside 0..%d", rank, len(s.welcomes)-1))
 		return
 	}
+	if hello.Role == RoleStore {
+		_ = nc.SetReadDeadline(time.Time{})
+		s.settle(nc)
+		if !s.track(nc) {
+			return
+		}
+		c.send(Message{Type: TypeOK, ID: hello.ID, Rank: rank})
+		s.serveStore(c, br, rank)
+		return
+	}
 	s.mu.Lock()
 	_, dup := s.joined[rank]
 	if !dup && !s.closed {
@@ -218,7 +248,7 @@ func (s *Server) serve(nc net.Conn) {
 	}
 	_ = nc.SetReadDeadline(time.Time{})
 	s.settle(nc)
-	w := s.welcomes[rank]
+	w := s.welcome(rank)
 	c.send(Message{Type: TypeWelcome, ID: hello.ID, Rank: rank, Welcome: &w})
 	s.emit(Message{Type: TypeHello, Rank: rank})
 
@@ -250,6 +280,9 @@ func (s *Server) serve(nc net.Conn) {
 			s.barrier(m.Name, func() { c.send(Message{Type: TypeOK, ID: id}) })
 		case TypeDone, TypeError:
 			finished = true
+			s.emit(m)
+			c.send(Message{Type: TypeOK, ID: m.ID})
+		case TypeSignal: // emitted before the reply: the rank ends only after the runner has it
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
 		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum:
