@@ -191,16 +191,20 @@ func (w *watcher) exit(ex launch.Exit) {
 
 // ownEnd says whether a rank ended by itself rather than by the runner's
 // stop, which sends SIGTERM and, after the grace period, SIGKILL; nothing
-// else. A rank the runner stops ends by that signal (endBySignal).
+// else. A rank the runner stops ends by that signal (endBySignal). Only the
+// local launcher sees each end as it happens; a scheduler (Slurm's
+// --kill-on-bad-exit) ends peers with the same signals and reports the ends
+// later, so there SIGTERM and SIGKILL after the stop are never the rank's own.
 func (w *watcher) ownEnd(ex launch.Exit) bool {
 	if w.killed.IsZero() || ex.Outcome != "" {
 		return true
 	}
+	_, local := w.o.Launcher.(launch.Local)
 	switch ex.Signal {
 	case "SIGTERM":
 		return false
 	case "SIGKILL":
-		return ex.At.Before(w.killed.Add(w.o.KillGrace))
+		return local && ex.At.Before(w.killed.Add(w.o.KillGrace))
 	}
 	return true
 }
