@@ -13,18 +13,22 @@ import (
 )
 
 // cause is what ended a launch early. The first one is the launch's cause;
-// later failures (peers the runner killed) are not, with one exception: a
+// later failures (peers the runner killed) are not, with two exceptions: a
 // collective that failed (weak: usually a peer's end seen from the other
 // side) gives way to the rank that ended by itself (primary), whose end may
-// be observed a moment later.
+// be observed a moment later; and a signal a rank reported gives way to a
+// scheduler's verdict (Slurm signals a step before it ends it for its time
+// limit), which says why.
 type cause struct {
-	outcome store.Outcome
-	rank    int
-	code    int
-	signal  string
-	msg     string
-	weak    bool // a failed collective (status comm)
-	primary bool // a rank's own end or error, not the runner's doing
+	outcome   store.Outcome
+	rank      int
+	code      int
+	signal    string
+	msg       string
+	weak      bool // a failed collective (status comm)
+	primary   bool // a rank's own end or error, not the runner's doing
+	reported  bool // a signal the rank reported
+	scheduler bool // the scheduler's verdict on a rank's end
 }
 
 type rankState struct {
@@ -99,7 +103,7 @@ func (w *watcher) fail(c cause) {
 	switch {
 	case w.first == nil:
 		w.first = &c
-	case w.first.weak && c.primary:
+	case w.first.weak && c.primary, w.first.reported && c.scheduler:
 		w.first = &c
 	}
 	if w.killed.IsZero() {
@@ -145,7 +149,7 @@ func (w *watcher) event(ev rendezvous.Event) {
 		w.fail(c)
 	case rendezvous.TypeSignal:
 		st.signalled = m.Signal
-		w.fail(cause{outcome: store.Crashed, rank: m.Rank, code: -1, signal: m.Signal, primary: w.killed.IsZero(),
+		w.fail(cause{outcome: store.Crashed, rank: m.Rank, code: -1, signal: m.Signal, primary: w.killed.IsZero(), reported: true,
 			msg: fmt.Sprintf("rank %d received %s from outside casestudy; see %s", m.Rank, m.Signal, store.LogName(w.sp.Trial.ID, m.Rank, w.rep))})
 	}
 }
@@ -159,7 +163,7 @@ func (w *watcher) exit(ex launch.Exit) {
 	if ex.Node != "" {
 		st.rec.Node = ex.Node
 	}
-	if (ex.Code == 0 && !ex.Killed() && st.done) || st.errored || (st.signalled != "" && st.signalled == ex.Signal) {
+	if ((ex.Code == 0 && !ex.Killed() && st.done) || st.errored || (st.signalled != "" && st.signalled == ex.Signal)) && ex.Outcome == "" {
 		return
 	}
 	c := cause{outcome: store.Crashed, rank: ex.Rank, code: ex.Code, signal: ex.Signal, primary: w.ownEnd(ex)}
@@ -180,7 +184,7 @@ func (w *watcher) exit(ex launch.Exit) {
 		}
 	}
 	if ex.Outcome != "" { // the scheduler ended it (Slurm: time limit, OOM, node failure)
-		c.outcome, c.msg = store.Outcome(ex.Outcome), ex.Reason
+		c.outcome, c.msg, c.scheduler = store.Outcome(ex.Outcome), ex.Reason, true
 		if c.outcome == store.Timeout {
 			c.msg += fmt.Sprintf(" (last completed steps: %s)", w.lastSteps())
 		}
