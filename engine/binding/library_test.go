@@ -25,7 +25,7 @@ func buildFake(t *testing.T, name string, flags ...string) string {
 		cc = "gcc"
 	}
 	out := filepath.Join(t.TempDir(), name)
-	args := append([]string{"-shared", "-fPIC", "-Wall", "-Werror", "-I", filepath.Join("native", "include"),
+	args := append([]string{"-shared", "-fPIC", "-Wall", "-Werror", "-I", filepath.Join("..", "native", "include"),
 		"-o", out, filepath.Join("testdata", "fakeabi.c"), "-lpthread"}, flags...)
 	cmd := exec.Command(cc, args...)
 	msg, err := cmd.CombinedOutput()
