@@ -85,14 +85,38 @@ func (r *Rule) threshold(name string) (Threshold, bool) {
 	return Threshold{}, false
 }
 
+// ConfigProblem is one wrong entry of a study's checklist section: an unknown
+// rule under disable (Disable) or thresholds, or an unknown threshold name.
+type ConfigProblem struct {
+	Rule      string // the rule ID as written
+	Threshold string // the threshold name as written; "" for a rule
+	Disable   bool   // the entry is under checklist.disable
+	Msg       string // "checklist.disable: unknown rule ..."
+}
+
 // Validate checks that every rule ID and threshold name of the config exists,
 // naming the closest valid one, so a typo in a study is an input error rather
 // than a silently ignored override.
 func (cfg Config) Validate() error {
-	var errs []string
+	ps := cfg.Problems()
+	if len(ps) == 0 {
+		return nil
+	}
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.Msg
+	}
+	return fmt.Errorf("%s", strings.Join(lines, "\n"))
+}
+
+// Problems lists what Validate refuses, one entry each, so a caller can say
+// where each is written.
+func (cfg Config) Problems() []ConfigProblem {
+	var out []ConfigProblem
 	for _, id := range cfg.Disable {
 		if _, ok := byID[id]; !ok {
-			errs = append(errs, fmt.Sprintf("checklist.disable: unknown rule %q%s", id, suggest(id, ruleIDs())))
+			out = append(out, ConfigProblem{Rule: id, Disable: true,
+				Msg: fmt.Sprintf("checklist.disable: unknown rule %q%s", id, suggest(id, ruleIDs()))})
 		}
 	}
 	ids := make([]string, 0, len(cfg.Thresholds))
@@ -103,7 +127,8 @@ func (cfg Config) Validate() error {
 	for _, id := range ids {
 		r, ok := byID[id]
 		if !ok {
-			errs = append(errs, fmt.Sprintf("checklist.thresholds: unknown rule %q%s", id, suggest(id, ruleIDs())))
+			out = append(out, ConfigProblem{Rule: id,
+				Msg: fmt.Sprintf("checklist.thresholds: unknown rule %q%s", id, suggest(id, ruleIDs()))})
 			continue
 		}
 		names := make([]string, 0, len(cfg.Thresholds[id]))
@@ -112,24 +137,21 @@ func (cfg Config) Validate() error {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			if _, ok := r.threshold(n); !ok {
-				var valid []string
-				for _, t := range r.Thresholds {
-					valid = append(valid, t.Name)
-				}
-				if len(valid) == 0 {
-					errs = append(errs, fmt.Sprintf("checklist.thresholds.%s: rule %s has no thresholds", id, id))
-					continue
-				}
-				errs = append(errs, fmt.Sprintf("checklist.thresholds.%s: unknown threshold %q (valid: %s)",
-					id, n, strings.Join(valid, ", ")))
+			if _, ok := r.threshold(n); ok {
+				continue
 			}
+			var valid []string
+			for _, t := range r.Thresholds {
+				valid = append(valid, t.Name)
+			}
+			msg := fmt.Sprintf("checklist.thresholds.%s: rule %s has no thresholds", id, id)
+			if len(valid) > 0 {
+				msg = fmt.Sprintf("checklist.thresholds.%s: unknown threshold %q (valid: %s)", id, n, strings.Join(valid, ", "))
+			}
+			out = append(out, ConfigProblem{Rule: id, Threshold: n, Msg: msg})
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(errs, "\n"))
-	}
-	return nil
+	return out
 }
 
 func ruleIDs() []string {

@@ -38,12 +38,16 @@ type Config struct {
 // DistConfig places this process in the trial's communicator.
 type DistConfig struct {
 	Rank      int    `json:"rank"`
-	WorldSize int    `json:"world_size"`           // 1: no communicator unless Backend is set
-	Backend   string `json:"backend,omitempty"`    // nccl | gloo; "": by device (world_size 1: none)
-	StoreAddr string `json:"store_addr,omitempty"` // c10d TCPStore host (gloo); rank 0 serves it
-	StorePort int    `json:"store_port,omitempty"`
-	NCCLID    string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)
-	TimeoutMS int    `json:"timeout_ms,omitempty"` // collective deadline; 0: engine default
+	WorldSize int    `json:"world_size"`        // 1: no communicator unless Backend is set
+	Backend   string `json:"backend,omitempty"` // nccl | gloo; "": by device (world_size 1: none)
+	// Gloo's store: with StoreToken, the runner's rendezvous at StoreAddr:StorePort
+	// (authenticated by the trial's token); without, a c10d TCPStore rank 0 serves
+	// there (engine tests and tools only: it listens on every interface unchecked).
+	StoreAddr  string `json:"store_addr,omitempty"`
+	StorePort  int    `json:"store_port,omitempty"`
+	StoreToken string `json:"store_token,omitempty"`
+	NCCLID     string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)
+	TimeoutMS  int    `json:"timeout_ms,omitempty"` // collective deadline; 0: engine default
 }
 
 // DDPConfig is the gradient reducer's configuration (PyTorch DDP semantics).

@@ -139,8 +139,10 @@ func knobList() []*Knob {
 			parse: parseBalance},
 
 		// ---- fault injection (tests of the runner only) ----
-		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "exit", "hang", "slow", "oom", "error"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
-			Doc: "Test-only: the fault the engine injects on fault.rank at fault.at_step."},
+		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "term", "exit", "hang", "leak", "slow", "oom", "error"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
+			Doc: "Test-only: the fault injected on fault.rank at fault.at_step: the worker does crash (SIGKILL), abort (SIGABRT), " +
+				"term (SIGTERM), exit (exit 1), hang (no heartbeats) and leak (host memory until the OOM killer); the engine " +
+				"does slow, oom and error."},
 		{Name: "fault.rank", Type: Int, Min: "0", Apply: Engine, Default: "0", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the rank that injects the fault."},
 		{Name: "fault.at_step", Type: Int, Min: "0", Apply: Engine, Default: "1", Chapter: 19, Hidden: true,

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Batch is a Slurm batch job that runs one study inside its allocation.
@@ -42,10 +43,17 @@ func (b Batch) Script() (string, error) {
 	}
 	var s strings.Builder
 	s.WriteString("#!/bin/bash\n# Written by casestudy run --submit. Submitted again (or requeued), it resumes the run.\n")
+	var bad error
 	opt := func(flag, v string) {
-		if v != "" {
-			fmt.Fprintf(&s, "#SBATCH --%s=%s\n", flag, v)
+		if v == "" {
+			return
 		}
+		q, err := sbatchQuote(v)
+		if err != nil {
+			bad = errors.Join(bad, fmt.Errorf("batch job: --%s %w", flag, err))
+			return
+		}
+		fmt.Fprintf(&s, "#SBATCH --%s=%s\n", flag, q)
 	}
 	opt("job-name", b.JobName)
 	opt("nodes", strconv.Itoa(b.Nodes))
@@ -62,10 +70,13 @@ func (b Batch) Script() (string, error) {
 	opt("output", b.Output)
 	opt("chdir", b.Chdir)
 	for _, e := range b.Extra {
-		if strings.ContainsAny(e, "\n\r") {
-			return "", fmt.Errorf("batch job: extra argument %q spans lines", e)
+		if strings.IndexFunc(e, unicode.IsControl) >= 0 {
+			return "", fmt.Errorf("batch job: extra argument %q spans lines or holds a control character", e)
 		}
 		fmt.Fprintf(&s, "#SBATCH %s\n", e)
+	}
+	if bad != nil {
+		return "", bad
 	}
 	s.WriteString("set -euo pipefail\n")
 	keys := make([]string, 0, len(b.Env))
@@ -90,6 +101,21 @@ func (b Batch) Script() (string, error) {
 	}
 	exec("", b.Command)
 	return s.String(), nil
+}
+
+// sbatchQuote writes v as one argument of a #SBATCH line. Slurm reads those
+// lines itself (bash sees comments): whitespace ends an argument, an unquoted
+// # starts a comment, and "..." with \ escapes keeps anything else together.
+// Plain names stay bare; a line break or another control character cannot be
+// written at all (it would end the line and start a shell command).
+func sbatchQuote(v string) (string, error) {
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return "", fmt.Errorf("%q: a line break or control character (0x%02x) cannot go into a #SBATCH line", v, v[i])
+	}
+	if strings.IndexFunc(v, func(r rune) bool { return !isNameChar(r) && r != '/' && r != '=' && r != ':' && r != '%' }) < 0 {
+		return v, nil
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`, nil
 }
 
 // ShellQuote quotes s for a POSIX shell.

@@ -35,6 +35,9 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Host: provenance.ReadHost(),
 		Env:  provenance.RelevantEnv(env),
 	}
+	for _, src := range s.Sources {
+		man.Sources = append(man.Sources, store.StudySource{Path: src.Path, SHA256: src.SHA256, Text: string(src.Text)})
+	}
 	bi := m.Build
 	man.Engine = &bi
 	for _, t := range plan.Trials {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
-	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/study"
@@ -73,12 +72,7 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 	}
 	need := 0
 	for _, t := range plan.Trials {
-		ranks := max(1, s.RanksFor(t.Knobs))
-		ppg := 1
-		if ls, err := knobs.LaunchSettings(t.Knobs); err == nil && ls.ProcsPerGPU > 1 {
-			ppg = ls.ProcsPerGPU
-		}
-		need = max(need, (ranks+ppg-1)/ppg/max(s.Workload.Nodes, 1)) // per node: a multi-node trial spreads its ranks
+		need = max(need, s.PlacementFor(t.Knobs, "cuda").GPUsPerNode)
 	}
 	if need > len(m.GPUs) {
 		return exitcode.With(exitcode.Environment, fmt.Errorf(

@@ -10,14 +10,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/runner/rendezvous"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -28,25 +26,6 @@ type repeatResult struct {
 	ExitCode   int
 	Signal     string
 	Throttled  bool
-}
-
-// cause is the first thing that ended a launch early; later failures (peers
-// the runner killed) are not causes.
-type cause struct {
-	outcome store.Outcome
-	rank    int
-	code    int
-	signal  string
-	msg     string
-}
-
-type rankState struct {
-	lastSeen time.Time
-	lastStep int
-	done     bool
-	errored  bool
-	exited   bool
-	rec      store.RankRecord
 }
 
 // infraError is a failure of the machinery (rendezvous, launch), not of the
@@ -68,15 +47,6 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
 			EngineLib: o.Machine.EngineLib, Ranks: n}
 	}
-	if sp.Configs[0].Dist.Backend == "gloo" {
-		port, err := freePort(o.StoreHost)
-		if err != nil {
-			return nil, &infraError{err}
-		}
-		for i := range welcomes {
-			welcomes[i].Config.Dist.StoreAddr, welcomes[i].Config.Dist.StorePort = o.StoreHost, port
-		}
-	}
 	for k := range welcomes {
 		if sp.Devices[k] != "" { // each rank sees only its GPU
 			welcomes[k].Config.DeviceIndex = 0
@@ -94,6 +64,7 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		_, port, _ := net.SplitHostPort(addr)
 		addr = net.JoinHostPort(o.AdvertiseHost, port)
 	}
+	srv.ServeStore(addr) // Gloo meshes through the rendezvous: no rank serves a store
 	extra := map[string]string{}
 	if sp.Launch.MPS {
 		d, err := startMPS(ctx, o.Machine.MPSControl, o.Env)
@@ -146,164 +117,9 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 	return res, nil
 }
 
-// watch follows a launch until every rank ended and classifies it.
-func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezvous.Server, group launch.Group) *repeatResult {
-	o := &r.opts
-	start := time.Now()
-	ranks := make([]*rankState, sp.Ranks)
-	for k := range ranks {
-		ranks[k] = &rankState{lastSeen: start, lastStep: -1,
-			rec: store.RankRecord{Rank: k, GPU: sp.Devices[k], LastStep: -1}}
-	}
-	var first *cause
-	fail := func(c cause) {
-		if first == nil {
-			first = &c
-		}
-		group.Kill(o.KillGrace)
-	}
-	handle := func(ev rendezvous.Event) {
-		m := ev.Msg
-		if m.Rank < 0 || m.Rank >= len(ranks) {
-			return
-		}
-		st := ranks[m.Rank]
-		st.lastSeen = ev.At
-		switch m.Type {
-		case rendezvous.TypeHeartbeat:
-			st.lastStep = max(st.lastStep, m.Step)
-		case rendezvous.TypeInfo:
-			st.rec.Info = m.Info
-		case rendezvous.TypeStep:
-			if m.Metrics == nil {
-				return
-			}
-			st.lastStep = max(st.lastStep, m.Metrics.Step)
-			if m.Warmup {
-				st.rec.WarmupSteps++
-			} else {
-				st.rec.Steps = append(st.rec.Steps, *m.Metrics)
-			}
-		case rendezvous.TypeChecksum:
-			st.rec.Checksum = m.Checksum
-		case rendezvous.TypeDone:
-			st.done = true
-		case rendezvous.TypeError:
-			st.errored = true
-			fail(cause{outcome: outcomeOf(m.Status), rank: m.Rank, msg: m.Message})
-		}
-	}
-	drain := func() {
-		for {
-			select {
-			case ev := <-srv.Events():
-				handle(ev)
-			default:
-				return
-			}
-		}
-	}
-
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	done := ctx.Done()
-	exits := group.Exits()
-	for exits != nil {
-		select {
-		case ev := <-srv.Events():
-			handle(ev)
-		case ex, ok := <-exits:
-			if !ok {
-				exits = nil
-				break
-			}
-			drain() // an error report precedes its rank's exit
-			st := ranks[ex.Rank]
-			st.exited = true
-			st.rec.ExitCode, st.rec.Signal = ex.Code, ex.Signal
-			if ex.Node != "" {
-				st.rec.Node = ex.Node
-			}
-			if (ex.Code == 0 && !ex.Killed() && st.done) || st.errored {
-				break
-			}
-			c := cause{outcome: store.Crashed, rank: ex.Rank, code: ex.Code, signal: ex.Signal}
-			switch {
-			case ex.Killed():
-				c.msg = fmt.Sprintf("rank %d was killed by %s", ex.Rank, ex.Signal)
-			case ex.Code == 0:
-				c.msg = fmt.Sprintf("rank %d exited with code 0 before finishing", ex.Rank)
-			default:
-				c.msg = fmt.Sprintf("rank %d exited with code %d", ex.Rank, ex.Code)
-			}
-			if ex.Err != nil {
-				c.msg += ": " + ex.Err.Error()
-			}
-			if ex.Outcome != "" { // the scheduler ended it (Slurm: time limit, OOM, node failure)
-				c.outcome, c.msg = store.Outcome(ex.Outcome), ex.Reason
-				if c.outcome == store.Timeout {
-					c.msg += fmt.Sprintf(" (last completed steps: %s)", lastSteps(ranks))
-				}
-			}
-			c.msg += "; see " + store.LogName(sp.Trial.ID, ex.Rank, rep)
-			fail(c)
-		case <-tick.C:
-			now := time.Now()
-			if o.Timeout > 0 && now.Sub(start) > launch.DeadlineFor(o.Launcher, o.Timeout) {
-				fail(cause{outcome: store.Timeout, rank: -1,
-					msg: fmt.Sprintf("trial exceeded its timeout of %s (last completed steps: %s)", o.Timeout, lastSteps(ranks))})
-				continue
-			}
-			for k, st := range ranks {
-				if !st.exited && !st.done && !st.errored && now.Sub(st.lastSeen) > o.HeartbeatLimit {
-					fail(cause{outcome: store.Timeout, rank: k,
-						msg: fmt.Sprintf("rank %d sent no heartbeat for %s (last completed steps: %s)", k, o.HeartbeatLimit, lastSteps(ranks))})
-					break
-				}
-			}
-		case <-done:
-			done = nil
-			fail(cause{outcome: store.Interrupted, rank: -1, msg: "stopped by a signal; --resume runs it again"})
-		}
-	}
-	drain()
-
-	res := &repeatResult{FailedRank: -1}
-	res.Rec.Outcome = store.OK
-	if first != nil {
-		res.Rec.Outcome, res.Rec.Error = first.outcome, first.msg
-		res.FailedRank, res.ExitCode, res.Signal = first.rank, first.code, first.signal
-	}
-	for _, st := range ranks {
-		st.rec.LastStep = st.lastStep
-		res.Rec.Ranks = append(res.Rec.Ranks, st.rec)
-	}
-	if res.Rec.Outcome == store.OK {
-		if msg := checksumsDisagree(sp, res.Rec.Ranks); msg != "" {
-			res.Rec.Outcome, res.Rec.Error = store.Failed, msg
-		}
-	}
-	if res.Rec.Outcome == store.OK {
-		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
-		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
-	}
-	return res
-}
-
 // mpsLogName is where a launch's MPS control log is kept.
 func mpsLogName(trialID string, rep int) string {
 	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), fmt.Sprintf("mps-control.r%d.log", rep))
-}
-
-// freePort asks the kernel for a free TCP port on host (for c10d's TCPStore,
-// which rank 0 serves).
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port for the Gloo store: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // checksumsDisagree compares the parameter checksums of the ranks of one
@@ -328,15 +144,6 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 	return ""
 }
 
-// outcomeOf maps a worker's error status to an outcome.
-func outcomeOf(status string) store.Outcome {
-	switch store.Outcome(status) {
-	case store.OOM, store.Unsupported, store.Failed:
-		return store.Outcome(status)
-	}
-	return store.Failed
-}
-
 // workerStatus maps an engine error to the status a worker reports.
 func workerStatus(err error) string {
 	switch {
@@ -344,16 +151,10 @@ func workerStatus(err error) string {
 		return string(store.OOM)
 	case errors.Is(err, engine.ErrUnsupported):
 		return string(store.Unsupported)
+	case errors.Is(err, engine.ErrComm):
+		return rendezvous.StatusComm
 	}
 	return string(store.Failed)
-}
-
-func lastSteps(ranks []*rankState) string {
-	parts := make([]string, len(ranks))
-	for k, st := range ranks {
-		parts[k] = fmt.Sprintf("rank%d=%d", k, st.lastStep)
-	}
-	return strings.Join(parts, " ")
 }
 
 func uniqueNonEmpty(xs []string) []string {

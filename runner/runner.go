@@ -39,7 +39,6 @@ type Options struct {
 
 	RendezvousAddr string                        // where the rendezvous listens; "": 127.0.0.1:0
 	AdvertiseHost  string                        // the host ranks dial (multi-node launchers); "": the listen address
-	StoreHost      string                        // "": 127.0.0.1 (Gloo's TCPStore)
 	Timeout        time.Duration                 // per launch; 0: the study's workload.timeout
 	HeartbeatEvery time.Duration                 // default 1 s
 	HeartbeatLimit time.Duration                 // default 60 s of silence
@@ -50,6 +49,7 @@ type Options struct {
 	Only           []string                      // run only these trial IDs (--trial)
 	Previous       map[string]*store.TrialRecord // records committed before (--resume), by ID; greedy reuses them
 	NoisyCV        float64
+	OOMKills       func() (uint64, bool) // the kernel's OOM-kill count; nil: /proc/vmstat oom_kill
 
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial
@@ -95,9 +95,6 @@ func New(o Options) (*Runner, error) {
 	def(&o.SampleEvery, time.Second)
 	if o.RendezvousAddr == "" {
 		o.RendezvousAddr = "127.0.0.1:0"
-	}
-	if o.StoreHost == "" {
-		o.StoreHost = "127.0.0.1"
 	}
 	if o.Retries < 0 {
 		o.Retries = 0

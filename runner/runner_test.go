@@ -59,9 +59,9 @@ func loadFixture(t *testing.T, dir string, w *store.Writer) *fixture {
 	s, plan := loadPlan(t, path)
 	var err error
 	if w == nil {
-		w, err = store.Create(filepath.Join(dir, "results"), s.Name, store.NewRunID(time.Now()))
+		w, err = store.Create(filepath.Join(dir, "results"), s.Name, store.NewRunID(time.Now()),
+			&store.Manifest{Study: s.Name, StudyPath: path, StudySHA256: s.SHA256})
 		require.NoError(t, err)
-		require.NoError(t, w.WriteManifest(&store.Manifest{Study: s.Name, StudyPath: path, StudySHA256: s.SHA256}))
 	}
 	t.Cleanup(func() { w.Close() })
 	return &fixture{dir: dir, study: s, plan: plan, w: w}
@@ -413,6 +413,7 @@ func (c *cancelAt) TrialStart(n, total int, rec *store.TrialRecord, rep, reps in
 // finishes it.
 func resume(t *testing.T, f *fixture) *store.Run {
 	t.Helper()
+	require.NoError(t, f.w.Close(), "the first writer is done")
 	w, run, err := store.OpenExisting(f.w.Dir)
 	require.NoError(t, err)
 	g := loadFixture(t, f.dir, w)
@@ -471,6 +472,7 @@ func fakeRunnerMain() int {
 func TestKill9ThenResume(t *testing.T) {
 	f := newFixture(t, strings.NewReplacer("micro_batch: [1, 2]", "micro_batch: [1, 2, 3, 4]", "steps: 2", "steps: 6",
 		"repeats: 2", "repeats: 1").Replace(repeatStudy))
+	require.NoError(t, f.w.Close(), "the runner process below writes the run")
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), roleEnv+"=runner", "CASESTUDY_TEST_DIR="+f.dir, "CASESTUDY_TEST_RUN="+f.w.Dir)

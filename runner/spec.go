@@ -32,13 +32,8 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	if ls.ProcsPerGPU < 1 {
 		ls.ProcsPerGPU = 1
 	}
-	sp := &trialSpec{Trial: t, Launch: ls, Ranks: s.RanksFor(t.Knobs)}
-	if m.Device == "cpu" {
-		sp.Ranks = cpuRanks(s, sp.Ranks)
-	}
-	if sp.Ranks < 1 {
-		sp.Ranks = 1
-	}
+	place := s.PlacementFor(t.Knobs, m.Device)
+	sp := &trialSpec{Trial: t, Launch: ls, Ranks: place.Ranks}
 	sp.Set, sp.Unset = knobs.Environment(t.Knobs)
 
 	base := engine.Config{Family: s.Model.Family, Preset: s.Model.Preset, Layers: s.Model.Layers,
@@ -51,10 +46,7 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	}
 	// procs_per_gpu > 1: independent replicas sharing a GPU (the MPS case),
 	// each its own world of one; otherwise one data-parallel world.
-	world := sp.Ranks
-	if ls.ProcsPerGPU > 1 {
-		world = 1
-	}
+	world := place.World
 	switch {
 	case world == 1:
 		base.Dist.Backend = ""
@@ -63,8 +55,6 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	default:
 		base.Dist.Backend = "gloo"
 	}
-	nodes := max(s.Workload.Nodes, 1)
-	perNode := max(sp.Ranks/nodes, 1)
 	for r := 0; r < sp.Ranks; r++ {
 		c := base
 		c.Dist.WorldSize, c.Dist.Rank = world, r
@@ -75,16 +65,13 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 		sp.Configs = append(sp.Configs, c)
 		dev := ""
 		if m.Device == "cuda" {
-			dev = launch.GPUFor(r%perNode, ls.ProcsPerGPU, m.GPUs) // each node numbers its own GPUs
+			dev = launch.GPUFor(r%place.RanksPerNode, place.ProcsPerGPU, m.GPUs) // each node numbers its own GPUs
 		}
 		sp.Devices = append(sp.Devices, dev)
 	}
-	if m.Device == "cuda" {
-		need := (perNode + ls.ProcsPerGPU - 1) / ls.ProcsPerGPU
-		if need > len(m.GPUs) {
-			sp.Unsupported = fmt.Sprintf("needs %d GPUs per node (%d ranks on %d nodes, procs_per_gpu %d); %d visible",
-				need, sp.Ranks, nodes, ls.ProcsPerGPU, len(m.GPUs))
-		}
+	if place.GPUsPerNode > len(m.GPUs) {
+		sp.Unsupported = fmt.Sprintf("needs %d GPUs per node (%d ranks on %d nodes, procs_per_gpu %d); %d visible",
+			place.GPUsPerNode, sp.Ranks, place.Nodes, place.ProcsPerGPU, len(m.GPUs))
 	}
 	if ls.MPS && m.MPSControl == "" {
 		sp.Unsupported = "mps: nvidia-cuda-mps-control not found (looked on PATH and in /usr/local/nvidia/bin)"
@@ -93,13 +80,4 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 		sp.Unsupported = "mps: needs CUDA devices; this trial runs on " + m.Device
 	}
 	return sp, nil
-}
-
-// cpuRanks is the number of CPU ranks: workload.ranks when the device resolved
-// to cpu (RanksFor counts GPUs for device auto).
-func cpuRanks(s *study.Study, fromKnobs int) int {
-	if s.Workload.Ranks > 0 {
-		return s.Workload.Ranks
-	}
-	return fromKnobs
 }

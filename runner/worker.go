@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
+	"os/signal"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/runner/rendezvous"
@@ -37,19 +39,12 @@ type WorkerOptions struct {
 	OnLost func()                            // the runner went away; nil: exit(70)
 }
 
-// Faults a worker injects itself (the engine does error, oom, slow).
-const (
-	faultCrash = "crash" // SIGKILL itself
-	faultAbort = "abort" // SIGABRT itself
-	faultExit  = "exit"  // exit(1) without a word
-	faultHang  = "hang"  // stop heartbeats and sleep
-)
-
 // RunWorker runs one rank: join the rendezvous, take the configuration, create
 // the engine (exchanging the NCCL id first when needed), run the warm-up and
 // measured steps while a heartbeat goroutine beats, report metrics, checksum
 // and done. An engine error is reported to the runner with its status before
-// RunWorker returns it.
+// RunWorker returns it. A SIGTERM, SIGINT or SIGHUP is reported to the runner
+// too, then the rank ends by that signal (endBySignal).
 func RunWorker(ctx context.Context, o WorkerOptions) error {
 	getenv := o.Getenv
 	if getenv == nil {
@@ -58,6 +53,13 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	// The signals end the rank (endBySignal), not the context: a rank ends
+	// by the signal it got, so the runner can tell who was signalled.
+	ctx = context.WithoutCancel(ctx)
+	var client atomic.Pointer[rendezvous.Client]
+	stopSignals := endBySignal(o.Log, client.Load)
+	defer stopSignals()
+
 	addr, token := getenv(rendezvous.EnvAddr), getenv(rendezvous.EnvToken)
 	rankText := getenv(rendezvous.EnvRank)
 	if rankText == "" { // started by srun (launch.Slurm): one environment for every rank
@@ -75,6 +77,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	defer c.Close()
+	client.Store(c)
 	fmt.Fprintf(o.Log, "worker: rank %d joined %s (%d ranks, %d warm-up + %d steps)\n", rank, addr, w.Ranks, w.WarmupSteps, w.Steps)
 
 	lost := o.OnLost
@@ -94,54 +97,11 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		}
 	}()
 
-	// Faults the worker injects itself; the engine gets the others.
 	cfg := w.Config
-	fault := cfg.Fault
-	mine := fault.Kind != "" && fault.Rank == rank
-	switch fault.Kind {
-	case faultCrash, faultAbort, faultExit, faultHang:
-		cfg.Fault = engine.FaultConfig{}
-	default:
-		mine = false
-	}
+	fault, faulty := splitFault(&cfg, rank)
 	var step atomic.Int64
 	step.Store(-1)
-	var beating atomic.Bool
-	beating.Store(true)
-	every := time.Duration(max(w.HeartbeatMS, 10)) * time.Millisecond
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-finished:
-				return
-			case <-t.C:
-				if beating.Load() {
-					_ = c.Heartbeat(int(step.Load()))
-				}
-			}
-		}
-	}()
-	inject := func(at int) {
-		if !mine || fault.AtStep != at {
-			return
-		}
-		fmt.Fprintf(o.Log, "worker: injecting fault %q at step %d\n", fault.Kind, at)
-		switch fault.Kind {
-		case faultCrash:
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		case faultAbort: // die by SIGABRT like abort(3), not by Go's exit status 2
-			debug.SetTraceback("crash")
-			_ = syscall.Kill(os.Getpid(), syscall.SIGABRT)
-		case faultExit:
-			os.Exit(1)
-		case faultHang:
-			beating.Store(false)
-			<-ctx.Done()
-		}
-		time.Sleep(time.Hour) // a signal is on its way
-	}
+	stopBeats := heartbeat(c, time.Duration(max(w.HeartbeatMS, 10))*time.Millisecond, &step, finished)
 
 	report := func(err error) error {
 		status := workerStatus(err)
@@ -176,6 +136,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return report(err)
 	}
 	defer e.Close()
+	if faulty {
+		e = &faultyEngine{Engine: e, fault: fault, log: o.Log, stopBeats: stopBeats}
+	}
 	info, err := e.Info()
 	if err != nil {
 		return report(err)
@@ -188,10 +151,6 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	}
 	total := w.WarmupSteps + w.Steps
 	for i := 0; i < total; i++ {
-		if err := ctx.Err(); err != nil { // SIGTERM from the runner
-			return err
-		}
-		inject(i)
 		m, err := e.Step()
 		if err != nil {
 			return report(err)
@@ -215,4 +174,58 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	return nil
+}
+
+// heartbeat beats every interval from its own goroutine (so a long step still
+// beats) until finished closes; the function it returns stops the beats.
+func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, finished <-chan struct{}) (stop func()) {
+	var beating atomic.Bool
+	beating.Store(true)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-finished:
+				return
+			case <-t.C:
+				if beating.Load() {
+					_ = c.Heartbeat(int(step.Load()))
+				}
+			}
+		}
+	}()
+	return func() { beating.Store(false) }
+}
+
+// endBySignal makes SIGTERM, SIGINT and SIGHUP end the rank by that signal,
+// after telling the runner (when joined) and waiting for its reply: the report
+// reaches the runner before any peer can notice the end, so the rank that was
+// signalled is the one blamed. The runner's own stop is a SIGTERM too; by
+// then the trial's cause is recorded and the report changes nothing.
+func endBySignal(log io.Writer, client func() *rendezvous.Client) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			name := unix.SignalName(sig)
+			fmt.Fprintf(log, "worker: received %s; ending by it\n", name)
+			if c := client(); c != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := c.Signal(ctx, name); err != nil {
+					fmt.Fprintf(log, "worker: could not tell the runner: %v\n", err)
+				}
+				cancel()
+			}
+			dieBy(sig)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }

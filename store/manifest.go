@@ -8,19 +8,22 @@ import (
 
 // Manifest is manifest.json: everything needed to know what ran where.
 type Manifest struct {
-	Schema      int               `json:"schema"`
-	RunID       string            `json:"run_id"`
-	Study       string            `json:"study"`      // study name
-	StudyPath   string            `json:"study_path"` // as given on the command line
-	StudyText   string            `json:"study_text"`
-	StudySHA256 string            `json:"study_sha256"`
-	Created     time.Time         `json:"created"`
-	Command     string            `json:"command"` // the casestudy command line
-	Tool        Tool              `json:"tool"`
-	Plan        []PlannedTrial    `json:"plan"`
-	Dropped     []DroppedTrial    `json:"dropped,omitempty"`
-	Baseline    map[string]string `json:"baseline"`
-	Objective   Objective         `json:"objective"`
+	Schema      int    `json:"schema"`
+	RunID       string `json:"run_id"`
+	Study       string `json:"study"`      // study name
+	StudyPath   string `json:"study_path"` // as given on the command line
+	StudyText   string `json:"study_text"`
+	StudySHA256 string `json:"study_sha256"`
+	// Sources is every file of the study's extends chain, the study first,
+	// then each file it extends; --resume refuses when any of them changed.
+	Sources   []StudySource     `json:"sources,omitempty"`
+	Created   time.Time         `json:"created"`
+	Command   string            `json:"command"` // the casestudy command line
+	Tool      Tool              `json:"tool"`
+	Plan      []PlannedTrial    `json:"plan"`
+	Dropped   []DroppedTrial    `json:"dropped,omitempty"`
+	Baseline  map[string]string `json:"baseline"`
+	Objective Objective         `json:"objective"`
 	// CompareThreshold is the study's compare.threshold (fraction, 0.05 = 5%);
 	// 0 when the study sets none. casestudy compare defaults to it.
 	CompareThreshold float64        `json:"compare_threshold,omitempty"`
@@ -65,6 +68,13 @@ type Measurement struct {
 	// MaxRelaunches is how many extra launches a trial may get to replace
 	// tainted ones.
 	MaxRelaunches int `json:"max_relaunches,omitempty"`
+}
+
+// StudySource is one file of a study's extends chain as the run read it.
+type StudySource struct {
+	Path   string `json:"path"` // as given on the command line, or as extends resolved it
+	SHA256 string `json:"sha256"`
+	Text   string `json:"text"`
 }
 
 // Tool identifies the casestudy build.

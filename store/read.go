@@ -65,6 +65,10 @@ func ReadTrials(path string) ([]TrialRecord, error) {
 			pendingErr = fmt.Errorf("%s:%d: %w", path, line, err)
 			continue
 		}
+		if t.Schema > SchemaVersion {
+			return nil, fmt.Errorf("%s:%d: schema %d is newer than this casestudy understands (%d): upgrade casestudy to read this run",
+				path, line, t.Schema, SchemaVersion)
+		}
 		out = append(out, t)
 	}
 	return out, sc.Err()

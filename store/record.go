@@ -34,7 +34,7 @@ type TrialRecord struct {
 	Changed    []string          `json:"changed"` // knobs that differ from the baseline
 	Outcome    Outcome           `json:"outcome"`
 	Error      string            `json:"error,omitempty"`
-	FailedRank int               `json:"failed_rank,omitempty"` // first failing rank, -1 none
+	FailedRank int               `json:"failed_rank"` // first failing rank; -1 none (always written, 0 is rank 0)
 	ExitCode   int               `json:"exit_code,omitempty"`
 	Signal     string            `json:"signal,omitempty"`
 	Attempts   int               `json:"attempts"`

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
 )
 
 // Writer owns one run directory: it writes manifest.json atomically, appends
@@ -24,7 +29,9 @@ type Writer struct {
 
 	mu     sync.Mutex
 	trials *os.File
-	size   int64 // bytes of trials.jsonl that are committed
+	size   int64    // bytes of trials.jsonl that are committed
+	lock   *RunLock // the run's writer lock, released by Close
+	closed bool
 }
 
 // SafeName maps a study or trial name to [a-z0-9._-]: other characters become
@@ -59,55 +66,152 @@ func RunDir(outRoot, studyName, runID string) string {
 	return filepath.Join(outRoot, SafeName(studyName), runID)
 }
 
-// Create makes outRoot/<study>/<runID>/ and returns its writer. The study name
-// is made safe with SafeName; runID must be a plain file name (NewRunID).
-func Create(outRoot, studyName, runID string) (*Writer, error) {
+// Create makes the run directory outRoot/<study>/<runID>/ with its manifest
+// and an empty trials.jsonl, and returns its writer, which holds the run's
+// lock. The directory is built under a hidden temporary name and renamed into
+// place when complete, so a run directory without a manifest never exists;
+// on failure (a full disk) nothing is left behind. The study name is made
+// safe with SafeName; runID must be a plain file name (NewRunID). Write
+// failures carry exit status 3.
+func Create(outRoot, studyName, runID string, m *Manifest) (w *Writer, err error) {
 	if !filepath.IsLocal(runID) || strings.ContainsAny(runID, `/\`) || SafeName(runID) != strings.ToLower(runID) {
 		return nil, fmt.Errorf("run id %q is not a safe directory name", runID)
 	}
 	dir := RunDir(outRoot, studyName, runID)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the results folder: %w", err)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, environment(fmt.Errorf("creating the results folder: %w", err))
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the run directory: %w", err)
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("creating the run directory: %s exists already", dir)
 	}
-	return open(dir)
+	tmp := filepath.Join(parent, "."+runID+".new")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, environment(fmt.Errorf("creating the run directory: %w", err))
+	}
+	var lock *RunLock
+	defer func() {
+		if err != nil {
+			if w != nil {
+				w.Close()
+			}
+			lock.Close()
+			_ = os.RemoveAll(tmp)
+			w = nil
+		}
+	}()
+	if lock, err = lockDir(tmp); err != nil {
+		return nil, environment(err)
+	}
+	if w, err = open(tmp, lock); err != nil {
+		return nil, environment(err)
+	}
+	if err = w.WriteManifest(m); err != nil {
+		return nil, err
+	}
+	if err = w.trials.Sync(); err == nil {
+		err = renameNoReplace(tmp, dir)
+	}
+	if err == nil {
+		err = syncPath(parent)
+	}
+	if err != nil {
+		return nil, environment(fmt.Errorf("creating the run directory %s: %w", dir, err))
+	}
+	w.Dir = dir // the open files and the root follow the directory's rename
+	return w, nil
 }
 
-// OpenExisting reopens a run directory for --resume. A torn last line of
-// trials.jsonl (the runner was killed mid-append) is cut off, and records of
-// trials that were interrupted are dropped (they will run again), so that every
-// trial keeps at most one line.
+// renameNoReplace renames the directory from to to, failing when to exists
+// (rename(2) alone would replace an empty directory).
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) { // a filesystem without the flag
+		if _, statErr := os.Lstat(to); statErr == nil {
+			return fmt.Errorf("%s exists already", to)
+		}
+		err = os.Rename(from, to)
+	}
+	return err
+}
+
+func syncPath(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// environment marks a failure to write as the environment's (exit status 3:
+// a full or read-only disk), keeping the error's own code when it has one.
+func environment(err error) error {
+	if err == nil || exitcode.Of(err) != exitcode.Failure {
+		return err
+	}
+	return exitcode.With(exitcode.Environment, err)
+}
+
+// OpenExisting reopens a run directory for --resume: it takes the run's lock,
+// reads it and reopens it for appending (Reopen). Commands that must check
+// the run before anything in it changes call LockRun, ReadRun and Reopen
+// themselves.
 func OpenExisting(dir string) (*Writer, *Run, error) {
+	lock, err := LockRun(dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	run, err := ReadRun(dir)
 	if err != nil {
+		lock.Close()
 		return nil, nil, err
 	}
-	w, err := open(dir)
+	w, err := Reopen(run, lock)
 	if err != nil {
-		return nil, nil, err
-	}
-	kept := run.Trials[:0]
-	for _, t := range run.Trials {
-		if t.Outcome != Interrupted {
-			kept = append(kept, t)
-		}
-	}
-	run.Trials = kept
-	if err := w.rewriteTrials(kept); err != nil {
-		w.Close()
+		lock.Close()
 		return nil, nil, err
 	}
 	return w, run, nil
 }
 
-func open(dir string) (*Writer, error) {
+// Reopen makes the writer of run, read under lock (the writer keeps the lock
+// and releases it on Close). trials.jsonl is appended to, not rewritten: a
+// torn last line (the runner was killed mid-append) is cut off, and only when
+// records of interrupted trials must go (they will run again, and every trial
+// keeps at most one line) is the file rewritten, after checking that the
+// device has room for it. run.Trials loses the interrupted records.
+func Reopen(run *Run, lock *RunLock) (*Writer, error) {
+	w, err := open(run.Dir, lock)
+	if err != nil {
+		return nil, environment(err)
+	}
+	kept := make([]TrialRecord, 0, len(run.Trials))
+	for _, t := range run.Trials {
+		if t.Outcome != Interrupted {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) < len(run.Trials) {
+		err = w.rewriteTrials(kept)
+	} else {
+		err = w.cutTornLine()
+	}
+	if err != nil {
+		w.lock = nil // the caller still owns the lock
+		w.Close()
+		return nil, environment(err)
+	}
+	run.Trials = kept
+	return w, nil
+}
+
+func open(dir string, lock *RunLock) (*Writer, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{Dir: dir, root: root}
+	w := &Writer{Dir: dir, root: root, lock: lock}
 	f, err := root.OpenFile("trials.jsonl", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		root.Close()
@@ -123,7 +227,27 @@ func open(dir string) (*Writer, error) {
 	return w, nil
 }
 
-// rewriteTrials replaces trials.jsonl with recs, atomically.
+// cutTornLine truncates trials.jsonl after its last whole line (a line
+// ReadTrials accepted without its newline gets one).
+func (w *Writer) cutTornLine() error {
+	b, err := w.root.ReadFile("trials.jsonl")
+	if err != nil || len(b) == 0 || b[len(b)-1] == '\n' {
+		return err
+	}
+	last := bytes.LastIndexByte(b, '\n') + 1
+	var rec TrialRecord
+	if json.Unmarshal(b[last:], &rec) == nil { // whole, only its newline is missing
+		return w.appendLine(w.trials, []byte("\n"))
+	}
+	if err := w.trials.Truncate(int64(last)); err != nil {
+		return err
+	}
+	w.size = int64(last)
+	return w.trials.Sync()
+}
+
+// rewriteTrials replaces trials.jsonl with recs, atomically, once the device
+// has room for the new file beside the old one.
 func (w *Writer) rewriteTrials(recs []TrialRecord) error {
 	var buf []byte
 	for i := range recs {
@@ -135,6 +259,14 @@ func (w *Writer) rewriteTrials(recs []TrialRecord) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var st unix.Statfs_t
+	if err := unix.Statfs(w.Dir, &st); err == nil {
+		free := int64(st.Bavail) * int64(st.Bsize)
+		if need := int64(len(buf)) + 64<<10; free < need {
+			return fmt.Errorf("resuming rewrites %s without its interrupted records and needs %d KiB free; %d KiB are free on its device: free some space, then resume again",
+				filepath.Join(w.Dir, "trials.jsonl"), need>>10, free>>10)
+		}
+	}
 	if err := w.writeFileAtomic("trials.jsonl", buf); err != nil {
 		return err
 	}
@@ -157,7 +289,7 @@ func (w *Writer) WriteManifest(m *Manifest) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.writeFileAtomic("manifest.json", append(b, '\n'))
+	return environment(w.writeFileAtomic("manifest.json", append(b, '\n')))
 }
 
 // WriteFile writes a whole file under the run directory atomically; name must
@@ -170,10 +302,10 @@ func (w *Writer) WriteFile(name string, data []byte) error {
 	defer w.mu.Unlock()
 	if d := filepath.Dir(name); d != "." {
 		if err := w.root.MkdirAll(d, 0o755); err != nil {
-			return err
+			return environment(err)
 		}
 	}
-	return w.writeFileAtomic(name, data)
+	return environment(w.writeFileAtomic(name, data))
 }
 
 func (w *Writer) writeFileAtomic(name string, data []byte) error {
@@ -264,7 +396,7 @@ func (w *Writer) appendLine(f syncWriter, line []byte) error {
 		if n > 0 {
 			_ = f.Truncate(w.size)
 		}
-		return fmt.Errorf("committing a trial to %s: %w", filepath.Join(w.Dir, "trials.jsonl"), err)
+		return environment(fmt.Errorf("committing a trial to %s: %w", filepath.Join(w.Dir, "trials.jsonl"), err))
 	}
 	w.size += int64(n)
 	return nil
@@ -285,10 +417,14 @@ func (w *Writer) CreateLog(trialID string, rank, repeat int) (*os.File, error) {
 	return w.root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 }
 
-// Close releases the run directory.
+// Close releases the run directory and its lock; closing twice is harmless.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
 	err := w.trials.Close()
-	return errors.Join(err, w.root.Close())
+	return errors.Join(err, w.root.Close(), w.lock.Close())
 }

@@ -33,7 +33,7 @@ func TestSafeName(t *testing.T) {
 
 func newWriter(t *testing.T) *Writer {
 	t.Helper()
-	w, err := Create(t.TempDir(), "My Study", NewRunID(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+	w, err := Create(t.TempDir(), "My Study", NewRunID(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), &Manifest{})
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
 	return w
@@ -130,10 +130,9 @@ func TestAppendOnTinyTmpfs(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
-	w, err := Create(mnt, "full", "run")
+	w, err := Create(mnt, "full", "run", &Manifest{})
 	require.NoError(t, err)
 	defer w.Close()
-	require.NoError(t, w.WriteManifest(&Manifest{}))
 	big := strings.Repeat("x", 3000)
 	committed := 0
 	for i := 0; i < 100; i++ {

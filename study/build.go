@@ -139,6 +139,11 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	// Checklist, report, compare, launcher.
 	s.Checklist.Disable = r.Disable.V
 	s.Checklist.Thresholds = map[string]map[string]float64{}
+	s.Checklist.pos = r.ChecklistPos
+	s.Checklist.section = r.sectionPos["checklist"]
+	if s.Checklist.section.File == "" {
+		s.Checklist.section = Pos{File: r.File}
+	}
 	for rule, t := range r.Thresholds {
 		s.Checklist.Thresholds[rule] = map[string]float64{}
 		for k, v := range t {

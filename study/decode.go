@@ -67,6 +67,7 @@ type rawStudy struct {
 	Metric, Goal           val[string]
 	Disable                val[[]string]
 	Thresholds             map[string]map[string]val[float64]
+	ChecklistPos           map[string]Pos // where each checklist entry is written (checklistKey)
 	Formats                val[[]string]
 	CompareBase            val[string]
 	Threshold              val[float64]
@@ -336,7 +337,7 @@ func (d *decoder) duration(n *yaml.Node, field string) val[time.Duration] {
 	switch {
 	case err != nil:
 		d.ps.add(d.pos(n), "%s: %q is not a duration (write e.g. 10m, 90s, 1h30m)", field, s)
-	case t <= 0 || t > 48*time.Hour:
+	case t < time.Second || t > 48*time.Hour:
 		d.ps.add(d.pos(n), "%s: %s is outside 1s..48h", field, t)
 	default:
 		v.V, v.Bad = t, false

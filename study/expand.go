@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/casestudy/casestudy/internal/exitcode"
+
 	"github.com/casestudy/casestudy/knobs"
 )
 
@@ -11,9 +13,25 @@ import (
 // command line raises it (--max-trials).
 const DefaultMaxTrials = 500
 
+// MaxTrialsCeiling is the most trials any plan may hold, whatever
+// --max-trials says: a plan costs about 8 KiB of memory per trial (measured
+// with the manifest's copy), so this keeps planning under 200 MiB, and a
+// sweep this large would take weeks to run anyway.
+const MaxTrialsCeiling = 20000
+
 // ExpandOptions tune Expand.
 type ExpandOptions struct {
 	MaxTrials int // 0: DefaultMaxTrials; sweep.max_trials may only lower it
+}
+
+// CheckMaxTrials refuses a --max-trials value outside 1..MaxTrialsCeiling
+// (0 means the default).
+func CheckMaxTrials(n int) error {
+	if n < 0 || n > MaxTrialsCeiling {
+		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 to %d (a plan is held in memory, about 8 KiB a trial); narrow the sweep instead",
+			n, MaxTrialsCeiling))
+	}
+	return nil
 }
 
 // Expand turns a study's sweep into a plan. The number of combinations is
@@ -22,6 +40,9 @@ type ExpandOptions struct {
 // sweep.exclude, or failing a sweep.constraints expression is dropped with its
 // reason; a combination equal to an earlier one is dropped as a duplicate.
 func Expand(s *Study, opts ExpandOptions) (*Plan, error) {
+	if err := CheckMaxTrials(opts.MaxTrials); err != nil {
+		return nil, err
+	}
 	limit := opts.MaxTrials
 	if limit <= 0 {
 		limit = DefaultMaxTrials
@@ -33,8 +54,11 @@ func Expand(s *Study, opts ExpandOptions) (*Plan, error) {
 	size, formula := s.sweepSize(limit)
 	if size > limit {
 		hint := "raise the limit with --max-trials, or narrow the sweep"
-		if lowered {
+		switch {
+		case lowered:
 			hint = "sweep.max_trials sets this limit"
+		case limit >= MaxTrialsCeiling:
+			hint = fmt.Sprintf("narrow the sweep: %d is the most --max-trials allows", MaxTrialsCeiling)
 		}
 		return nil, &Error{Problems: []Problem{{Pos: s.sweepPos(), Msg: fmt.Sprintf(
 			"sweep expands to %s trials, above the limit of %d (%s)", formula, limit, hint)}}}

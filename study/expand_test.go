@@ -181,9 +181,10 @@ func TestTrialLimit(t *testing.T) {
 	for _, k := range []string{"grad_accum", "micro_batch", "ddp.bucket_mb", "pipeline.microbatches", "nccl.min_channels", "nccl.max_channels", "fault.rank", "fault.at_step", "fault.slow_ms", "seq_len"} {
 		huge += k + ": " + list + ", "
 	}
-	_, err = Expand(loadText(t, huge+"}}\n"), ExpandOptions{MaxTrials: 1000000})
+	_, err = Expand(loadText(t, huge+"}}\n"), ExpandOptions{MaxTrials: MaxTrialsCeiling})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "more than 1000000 trials")
+	assert.Contains(t, err.Error(), "more than 20000 trials")
+	assert.Contains(t, err.Error(), "narrow the sweep: 20000 is the most --max-trials allows")
 
 	// sweep.max_trials only lowers the limit.
 	_, err = Expand(loadText(t, gpu8+"sweep: {strategy: one-at-a-time, max_trials: 2, knobs: {precision: [fp32, bf16, fp16]}}\n"), ExpandOptions{MaxTrials: 100})

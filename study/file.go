@@ -7,6 +7,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/knobs"
+	"github.com/casestudy/casestudy/launch"
 )
 
 // decodeFile reads one file's node tree into a rawStudy, reporting every
@@ -65,7 +66,14 @@ func decodeFile(file string, root *yaml.Node, ps *problems) *rawStudy {
 		case "launcher":
 			r.Launcher = map[string]val[string]{}
 			d.mapping(v, "launcher", LauncherKeys, func(key string, _, v *yaml.Node) {
-				r.Launcher[key] = d.str(v, "launcher."+key)
+				lv := d.str(v, "launcher."+key)
+				if !lv.Bad {
+					if err := launch.CheckSetting(key, lv.V); err != nil {
+						d.ps.add(lv.Pos, "launcher.%s: %v", key, err)
+						lv.Bad = true
+					}
+				}
+				r.Launcher[key] = lv
 			})
 		}
 	})
@@ -130,17 +138,27 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 }
 
 func (d *decoder) checklist(n *yaml.Node, r *rawStudy) {
+	if r.ChecklistPos == nil {
+		r.ChecklistPos = map[string]Pos{}
+	}
 	d.mapping(n, "checklist", checklistKeys, func(key string, _, v *yaml.Node) {
 		if key == "disable" {
 			r.Disable = d.strings(v, "checklist.disable")
+			if seq := deref(v); seq.Kind == yaml.SequenceNode {
+				for _, c := range seq.Content {
+					r.ChecklistPos[checklistKey(deref(c).Value, "", true)] = d.pos(c)
+				}
+			}
 			return
 		}
 		r.Thresholds = map[string]map[string]val[float64]{}
-		d.mapping(v, "checklist.thresholds", nil, func(rule string, _, v *yaml.Node) {
+		d.mapping(v, "checklist.thresholds", nil, func(rule string, k, v *yaml.Node) {
 			m := map[string]val[float64]{}
 			r.Thresholds[rule] = m
-			d.mapping(v, "checklist.thresholds."+rule, nil, func(name string, _, v *yaml.Node) {
+			r.ChecklistPos[checklistKey(rule, "", false)] = d.pos(k)
+			d.mapping(v, "checklist.thresholds."+rule, nil, func(name string, k, v *yaml.Node) {
 				m[name] = d.number(v, fmt.Sprintf("checklist.thresholds.%s.%s", rule, name))
+				r.ChecklistPos[checklistKey(rule, name, false)] = d.pos(k)
 			})
 		})
 	})
@@ -186,7 +204,7 @@ func (d *decoder) sweep(n *yaml.Node) *rawSweep {
 				s.Constraints = append(s.Constraints, rawConstraint{Src: src, Pos: pos, Expr: e})
 			}
 		case "max_trials":
-			s.MaxTrials = d.integer(v, "sweep.max_trials", 1, 1000000)
+			s.MaxTrials = d.integer(v, "sweep.max_trials", 1, MaxTrialsCeiling)
 		case "allow_nvls":
 			s.AllowNVLS = d.boolean(v, "sweep.allow_nvls")
 		default:

@@ -65,7 +65,11 @@ func Load(path string, opts LoadOptions) (*Study, error) {
 		seen[real] = cur
 		data, err := readLimited(cur, opts.MaxBytes)
 		if err != nil {
-			ps.add(Pos{File: cur}, "%v", unwrapPathError(err))
+			if from.File == "" {
+				ps.add(Pos{File: cur}, "%v", unwrapPathError(err))
+			} else {
+				ps.add(from, "extends %q: %v", chain[len(chain)-1].Ext.V, unwrapPathError(err))
+			}
 			break
 		}
 		sum := sha256.Sum256(data)
@@ -258,6 +262,12 @@ func merge(p, c *rawStudy) *rawStudy {
 	}
 	for k, v := range c.Launcher {
 		m.Launcher[k] = v
+	}
+	m.ChecklistPos = map[string]Pos{}
+	for _, src := range []map[string]Pos{p.ChecklistPos, c.ChecklistPos} {
+		for k, v := range src {
+			m.ChecklistPos[k] = v
+		}
 	}
 	m.Thresholds = map[string]map[string]val[float64]{}
 	for _, src := range []map[string]map[string]val[float64]{p.Thresholds, c.Thresholds} {

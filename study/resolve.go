@@ -29,51 +29,6 @@ func (s *Study) Resolve(point map[string]string) map[string]string {
 	return out
 }
 
-// RanksFor says how many ranks (processes) a trial with these knob values
-// runs: workload.ranks on cpu; gpus x nodes x procs_per_gpu otherwise (device
-// auto counts as cuda here). Pipeline stages are part of the ranks: a trial of
-// 8 ranks and pipeline.stages 2 runs 4 data-parallel replicas of 2 stages.
-func (s *Study) RanksFor(values map[string]string) int {
-	w := s.Workload
-	if w.Device == "cpu" {
-		return max(w.Ranks, 1)
-	}
-	v, ok := values["procs_per_gpu"]
-	if !ok {
-		v = s.Baseline["procs_per_gpu"]
-	}
-	ppg, err := strconv.Atoi(v)
-	if err != nil || ppg < 1 {
-		ppg = 1
-	}
-	return max(w.GPUs, 1) * max(w.Nodes, 1) * ppg
-}
-
-// WorldFor says how many ranks form one communicator: RanksFor, except that
-// procs_per_gpu > 1 runs independent replicas sharing the GPUs (the MPS case),
-// each a world of one (see runner/spec.go).
-func (s *Study) WorldFor(values map[string]string) int {
-	if s.Workload.Device != "cpu" {
-		v, ok := values["procs_per_gpu"]
-		if !ok {
-			v = s.Baseline["procs_per_gpu"]
-		}
-		if ppg, err := strconv.Atoi(v); err == nil && ppg > 1 {
-			return 1
-		}
-	}
-	return s.RanksFor(values)
-}
-
-// DataParallelFor is WorldFor divided by the trial's pipeline stages.
-func (s *Study) DataParallelFor(values map[string]string) int {
-	stages, err := strconv.Atoi(values["pipeline.stages"])
-	if err != nil || stages < 1 {
-		stages = 1
-	}
-	return max(s.WorldFor(values)/stages, 1)
-}
-
 // variable returns a constraint variable or a knob value of a resolved trial.
 func (s *Study) variable(values map[string]string, name string) string {
 	switch name {

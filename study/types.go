@@ -74,6 +74,26 @@ type Objective struct {
 type Checklist struct {
 	Disable    []string
 	Thresholds map[string]map[string]float64
+
+	pos     map[string]Pos // where each entry is written (checklistKey)
+	section Pos            // the checklist section, else the study file
+}
+
+// Pos is where a checklist entry is written, for errors: an entry of
+// checklist.disable (disable), or a rule (threshold "") or one of its
+// thresholds under checklist.thresholds.
+func (c Checklist) Pos(rule, threshold string, disable bool) Pos {
+	if p, ok := c.pos[checklistKey(rule, threshold, disable)]; ok {
+		return p
+	}
+	return c.section
+}
+
+func checklistKey(rule, threshold string, disable bool) string {
+	if disable {
+		return "disable/" + rule
+	}
+	return "thresholds/" + rule + "/" + threshold
 }
 
 // Report says which formats to write.

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -51,6 +52,9 @@ func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
 			root, err = nil, fmt.Errorf("invalid YAML: %v", r)
 		}
 	}()
+	if err := checkText(data); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -78,7 +82,35 @@ func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
 	return &doc, nil
 }
 
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+// checkText refuses bytes YAML cannot hold, naming where the first one is
+// (the YAML parser's own message has no position): text that is not UTF-8
+// (Latin-1, UTF-16 without a byte-order mark) and control characters other
+// than tab, newline and carriage return. UTF-16 and UTF-32 with a byte-order
+// mark are left to the parser, which reads them.
+func checkText(data []byte) error {
+	if bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
+		return nil
+	}
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return fmt.Errorf("line %d: column %d: not UTF-8 text: byte 0x%02x; save the file as UTF-8", line, col, data[i])
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0x7f:
+			return fmt.Errorf("line %d: column %d: control character 0x%02x; a study is plain text", line, col, r)
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return nil
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (?:column (\d+): )?`)
 
 func trimYAMLError(err error) string {
 	return strings.TrimPrefix(err.Error(), "yaml: ")
@@ -90,11 +122,15 @@ func problemAt(file string, err error) Problem {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(strings.TrimPrefix(msg, "invalid YAML: ")); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		col := 1
+		if m[2] != "" {
+			col, _ = strconv.Atoi(m[2])
+		}
 		rest := yamlLine.ReplaceAllString(strings.TrimPrefix(msg, "invalid YAML: "), "")
 		if strings.HasPrefix(msg, "invalid YAML: ") {
 			rest = "invalid YAML: " + rest
 		}
-		return Problem{Pos: Pos{File: file, Line: line, Col: 1}, Msg: rest}
+		return Problem{Pos: Pos{File: file, Line: line, Col: col}, Msg: rest}
 	}
 	return Problem{Pos: Pos{File: file}, Msg: msg}
 }

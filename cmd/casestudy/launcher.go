@@ -101,7 +101,7 @@ func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string
 	}
 	if host != "" {
 		ropts.RendezvousAddr = net.JoinHostPort(host, port)
-		ropts.AdvertiseHost, ropts.StoreHost = host, host
+		ropts.AdvertiseHost = host
 	}
 	if kind != "slurm" {
 		return nil

@@ -53,7 +53,7 @@ func TestValidateErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(rules, []byte("name: r\nmodel: {family: gpt, preset: tiny}\nchecklist: {disable: [stragler]}\n"), 0o644))
 	code, _, stderr = studyCLI(t, "validate", rules)
 	assert.Equal(t, exitcode.Input, code)
-	assert.Contains(t, stderr, rules+`: checklist.disable: unknown rule "stragler"`)
+	assert.Contains(t, stderr, rules+`:3:23: checklist.disable: unknown rule "stragler"`)
 
 	code, _, stderr = studyCLI(t, "validate", filepath.Join(dir, "missing.yaml"))
 	assert.Equal(t, exitcode.Input, code)

@@ -86,18 +86,23 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 
 	var w *store.Writer
 	var prev *store.Run
+	var lock *store.RunLock // --resume: held from here, handed to the writer
 	var man *store.Manifest // the run's manifest as written
 	studyPath := ""
 	if len(args) == 1 {
 		studyPath = args[0]
 	}
 	if o.resume != "" {
+		// Lock and read only: nothing in the run directory changes before
+		// the study and the machine are checked.
 		var err error
-		w, prev, err = store.OpenExisting(o.resume)
-		if err != nil {
+		if lock, err = store.LockRun(o.resume); err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		defer lock.Close()
+		if prev, err = store.ReadRun(o.resume); err != nil {
 			return exitcode.Usage(fmt.Errorf("--resume: %w", err))
 		}
-		defer w.Close()
 		man = &prev.Manifest
 		if studyPath == "" {
 			studyPath = prev.Manifest.StudyPath
@@ -133,20 +138,21 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
-	if w == nil {
+	if prev != nil {
+		if w, err = store.Reopen(prev, lock); err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+	} else {
 		runID := store.NewRunID(time.Now())
 		if o.launcher.runID != "" {
 			runID = o.launcher.runID
 		}
-		if w, err = store.Create(o.out, s.Name, runID); err != nil {
-			return exitcode.With(exitcode.Environment, err)
-		}
-		defer w.Close()
 		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())
-		if err := w.WriteManifest(man); err != nil {
+		if w, err = store.Create(o.out, s.Name, runID, man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
 	}
+	defer w.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the workers: %w", err))

@@ -160,9 +160,9 @@ func TestRunBadInput(t *testing.T) {
 	require.NoError(t, os.WriteFile(badChecklist, []byte(text+"checklist: {disable: [no-such-rule]}\n"), 0o644))
 
 	// a run directory made from another version of the study
-	w, err := store.Create(filepath.Join(dir, "results"), "s", store.NewRunID(time.Now()))
+	w, err := store.Create(filepath.Join(dir, "results"), "s", store.NewRunID(time.Now()),
+		&store.Manifest{Study: "s", StudyPath: good, StudySHA256: "0123456789abcdef"})
 	require.NoError(t, err)
-	require.NoError(t, w.WriteManifest(&store.Manifest{Study: "s", StudyPath: good, StudySHA256: "0123456789abcdef"}))
 	w.Close()
 
 	for _, tc := range []struct {

@@ -18,11 +18,10 @@ import (
 func TestStatus(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no squeue/scontrol/sacct: the job's state is unknown
 	out := t.TempDir()
-	w, err := store.Create(out, "demo", "20260102T030405Z-abcdef")
-	require.NoError(t, err)
-	require.NoError(t, w.WriteManifest(&store.Manifest{Schema: store.SchemaVersion, RunID: "20260102T030405Z-abcdef", Study: "demo",
+	w, err := store.Create(out, "demo", "20260102T030405Z-abcdef", &store.Manifest{Schema: store.SchemaVersion, RunID: "20260102T030405Z-abcdef", Study: "demo",
 		Plan:    []store.PlannedTrial{{ID: "aaaa"}, {ID: "bbbb", Index: 1}, {ID: "cccc", Index: 2}},
-		Dropped: []store.DroppedTrial{{Reason: "constraint"}}}))
+		Dropped: []store.DroppedTrial{{Reason: "constraint"}}})
+	require.NoError(t, err)
 	require.NoError(t, w.Append(&store.TrialRecord{ID: "skipped-1", Index: -1, Outcome: store.Skipped, FailedRank: -1}))
 	require.NoError(t, w.Append(&store.TrialRecord{ID: "aaaa", Outcome: store.OK, FailedRank: -1}))
 	require.NoError(t, w.Append(&store.TrialRecord{ID: "bbbb", Index: 1, Outcome: store.Crashed, Error: "rank 1 exited with code 1", FailedRank: 1}))

@@ -114,23 +114,23 @@ func batchFor(o *launcherOptions, s *study.Study, plan *study.Plan) (launch.Batc
 		}
 		return s.Launcher[key]
 	}
-	nodes := max(s.Workload.Nodes, 1)
-	ranks := 1
+	for flag, v := range map[string]string{"partition": o.partition, "account": o.account} {
+		if v == "" {
+			continue
+		}
+		if err := launch.CheckSetting(flag, v); err != nil {
+			return launch.Batch{}, exitcode.Usage(fmt.Errorf("--%s: %w", flag, err))
+		}
+	}
+	nodes, perNode, gpus := max(s.Workload.Nodes, 1), 1, 0
 	for _, t := range plan.Trials {
-		r := s.RanksFor(t.Knobs)
-		if s.Workload.Device == "cpu" && s.Workload.Ranks > 0 {
-			r = s.Workload.Ranks
-		}
-		ranks = max(ranks, r)
+		p := s.PlacementFor(t.Knobs, s.Workload.Device)
+		nodes, perNode, gpus = p.Nodes, max(perNode, p.RanksPerNode), max(gpus, p.GPUsPerNode)
 	}
-	gpus := o.gpusPerNode
-	if gpus < 0 {
-		gpus = 0
-		if s.Workload.Device != "cpu" {
-			gpus = s.Workload.GPUs
-		}
+	if o.gpusPerNode >= 0 {
+		gpus = o.gpusPerNode
 	}
-	b := launch.Batch{Nodes: nodes, TasksPerNode: (ranks + nodes - 1) / nodes, GPUsPerNode: gpus,
+	b := launch.Batch{Nodes: nodes, TasksPerNode: perNode, GPUsPerNode: gpus,
 		Partition: pick(o.partition, "partition"), Account: pick(o.account, "account"),
 		QOS: s.Launcher["qos"], Reservation: s.Launcher["reservation"], Constraint: s.Launcher["constraint"],
 		Extra: strings.Fields(s.Launcher["extra_args"])}

@@ -78,11 +78,15 @@ func loadStudy(path string, allowOutside bool) (*study.Study, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := configOf(s).Validate(); err != nil {
+	if ps := configOf(s).Problems(); len(ps) > 0 {
 		se := &study.Error{}
-		for _, line := range strings.Split(err.Error(), "\n") {
-			se.Problems = append(se.Problems, study.Problem{Pos: study.Pos{File: path}, Msg: line})
+		for _, p := range ps {
+			se.Problems = append(se.Problems, study.Problem{Pos: s.Checklist.Pos(p.Rule, p.Threshold, p.Disable), Msg: p.Msg})
 		}
+		sort.SliceStable(se.Problems, func(i, j int) bool {
+			a, b := se.Problems[i].Pos, se.Problems[j].Pos
+			return a.File == b.File && (a.Line < b.Line || a.Line == b.Line && a.Col < b.Col)
+		})
 		return nil, se
 	}
 	return s, nil

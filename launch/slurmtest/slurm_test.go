@@ -239,8 +239,9 @@ func TestSubmit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := study(t, "slurm-submit", "2m", "{grad_accum: 1}", "{grad_accum: 2}")
-	out := t.TempDir()
-	code, text := casestudy(t, ctx, nil, "run", p, "--launcher", "slurm", "--submit", "--out", out, "--time", "5")
+	// a space and a # in the path: #SBATCH --output must be quoted for Slurm
+	out := filepath.Join(t.TempDir(), "out dir #1")
+	code, text := casestudy(t, ctx, nil, "run", p, "--launcher", "slurm", "--submit", "--out", out, "--time", "5", "--partition", "debug")
 	require.Equal(t, 0, code, text)
 	require.Contains(t, text, "submitted Slurm job")
 	var runDir string
@@ -254,6 +255,8 @@ func TestSubmit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(script), "#SBATCH --ntasks-per-node=2")
 	assert.Contains(t, string(script), "#SBATCH --time=5")
+	assert.Contains(t, string(script), "#SBATCH --partition=debug\n")
+	assert.Contains(t, string(script), `#SBATCH --output="`+out+"/")
 
 	var st struct {
 		Done, Planned int
@@ -298,4 +301,34 @@ func TestSubmit(t *testing.T) {
 	id := strings.TrimSpace(string(again))
 	jobOut, _ = os.ReadFile(filepath.Join(runDir+".slurm", "job-"+id+".out"))
 	assert.Contains(t, string(jobOut), "trials: no trials", "job %s resumed a finished run", id)
+}
+
+// TestSubmitRefusesInjection: a launcher setting that would end its #SBATCH
+// line and run a command in the batch script (issue 21, defect 1) is refused
+// with exit status 2 by the real sbatch path, from the study or the flag, and
+// nothing is written or submitted.
+func TestSubmitRefusesInjection(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	marker := filepath.Join(t.TempDir(), "pwned")
+	p := study(t, "slurm-inject", "2m", "{grad_accum: 1}")
+	text, err := os.ReadFile(p)
+	require.NoError(t, err)
+	hostile := filepath.Join(t.TempDir(), "hostile.yaml")
+	require.NoError(t, os.WriteFile(hostile, append(text, []byte(fmt.Sprintf("launcher: {partition: \"debug\\ntouch %s\"}\n", marker))...), 0o644))
+	out := t.TempDir()
+	for _, args := range [][]string{
+		{"run", hostile, "--launcher", "slurm", "--submit", "--out", out},
+		{"run", p, "--launcher", "slurm", "--submit", "--out", out, "--partition", "debug\ntouch " + marker},
+		{"validate", hostile},
+	} {
+		code, text := casestudy(t, ctx, nil, args...)
+		assert.Equal(t, 2, code, text)
+		assert.Contains(t, text, `"debug\ntouch `)
+	}
+	assert.NoFileExists(t, marker)
+	entries, _ := os.ReadDir(out)
+	assert.Empty(t, entries, "no run directory and no batch script")
 }

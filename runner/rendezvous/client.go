@@ -170,5 +170,12 @@ func (c *Client) Error(ctx context.Context, status, message string) error {
 	return err
 }
 
+// Signal tells the runner the rank received sig and will end by it, and waits
+// until the runner has it (so it arrives before any peer notices the end).
+func (c *Client) Signal(ctx context.Context, sig string) error {
+	_, err := c.request(ctx, Message{Type: TypeSignal, Signal: sig})
+	return err
+}
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }

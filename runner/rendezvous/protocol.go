@@ -25,14 +25,20 @@ const (
 	TypeStep      = "step"      // rank → runner: one step's metrics, warm-up or measured
 	TypeChecksum  = "checksum"  // rank → runner: parameter checksum after the last step
 	TypeDone      = "done"      // rank → runner: finished cleanly (reply: ok)
-	TypeError     = "error"     // rank → runner: status (failed|oom|unsupported), message (reply: ok)
+	TypeError     = "error"     // rank → runner: status (failed|oom|unsupported|comm), message (reply: ok)
+	TypeSignal    = "signal"    // rank → runner: the signal it received and will end by (reply: ok)
 )
+
+// StatusComm is the error status of a failed collective: often the symptom of
+// a peer that ended, so it gives way to a rank that ended by itself.
+const StatusComm = "comm"
 
 // Message is one JSON line in either direction.
 type Message struct {
 	Type     string              `json:"type"`
 	ID       int64               `json:"id,omitempty"`
 	Token    string              `json:"token,omitempty"`
+	Role     string              `json:"role,omitempty"` // hello: "" a rank, RoleStore a store connection
 	Rank     int                 `json:"rank"`
 	Key      string              `json:"key,omitempty"`
 	Value    string              `json:"value,omitempty"`
@@ -44,6 +50,7 @@ type Message struct {
 	Metrics  *engine.StepMetrics `json:"metrics,omitempty"`
 	Checksum *engine.Checksum    `json:"checksum,omitempty"`
 	Status   string              `json:"status,omitempty"`
+	Signal   string              `json:"signal,omitempty"`
 	Message  string              `json:"message,omitempty"`
 }
 
@@ -65,5 +72,12 @@ const (
 	EnvRank  = "CASESTUDY_RANK"       // this process's rank
 )
 
-// maxLine bounds one JSON line (step metrics with buckets stay far below it).
-const maxLine = 16 << 20
+// maxLine bounds one JSON line of a joined rank (step metrics with buckets
+// stay far below it); maxHelloLine bounds the first line of a connection,
+// read before its token is checked; maxUnauthenticated bounds the
+// connections that have not said hello yet.
+const (
+	maxLine            = 16 << 20
+	maxHelloLine       = 4 << 10
+	maxUnauthenticated = 64
+)

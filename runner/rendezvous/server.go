@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -32,12 +33,16 @@ type Server struct {
 	quit     chan struct{}
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	joined   map[int]net.Conn
-	kv       map[string]string
-	waiting  map[string][]func(string)
-	barriers map[string][]func()
-	closed   bool
+	mu        sync.Mutex
+	pending   []net.Conn // connected, not yet authenticated; oldest first
+	stores    []net.Conn // authenticated store connections
+	joined    map[int]net.Conn
+	kv        map[string]string
+	store     map[string][]byte // Gloo's store (store.go)
+	storeAddr string
+	waiting   map[string][]func(string)
+	barriers  map[string][]func()
+	closed    bool
 }
 
 // NewToken returns a random token for one trial launch.
@@ -62,7 +67,7 @@ func Listen(addr, token string, welcomes []Welcome, logf func(string, ...any)) (
 	}
 	s := &Server{ln: ln, token: token, welcomes: welcomes, logf: logf,
 		events: make(chan Event, 1024), quit: make(chan struct{}),
-		joined: map[int]net.Conn{}, kv: map[string]string{},
+		joined: map[int]net.Conn{}, kv: map[string]string{}, store: map[string][]byte{},
 		waiting: map[string][]func(string){}, barriers: map[string][]func(){}}
 	s.wg.Add(1)
 	go s.accept()
@@ -87,6 +92,12 @@ func (s *Server) Close() {
 	for _, c := range s.joined {
 		c.Close()
 	}
+	for _, c := range s.pending {
+		c.Close()
+	}
+	for _, c := range s.stores {
+		c.Close()
+	}
 	s.mu.Unlock()
 	s.ln.Close()
 	s.wg.Wait()
@@ -106,9 +117,57 @@ func (s *Server) accept() {
 		if err != nil {
 			return
 		}
+		s.admit(c)
 		s.wg.Add(1)
 		go s.serve(c)
 	}
+}
+
+// admit counts c as unauthenticated until its hello is answered; past
+// maxUnauthenticated the oldest such connection is dropped, so a flood of
+// idle connections costs a bounded amount and cannot keep a rank (which says
+// hello at once) from joining.
+func (s *Server) admit(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= maxUnauthenticated {
+		oldest := s.pending[0]
+		s.pending = s.pending[1:]
+		oldest.Close()
+		s.logf("rendezvous: more than %d connections without a hello; dropped the oldest, from %s", maxUnauthenticated, oldest.RemoteAddr())
+	}
+	s.pending = append(s.pending, c)
+}
+
+// settle stops counting c as unauthenticated.
+func (s *Server) settle(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.pending {
+		if p == c {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// track keeps an authenticated store connection to close with the server
+// (false: the server is closed already).
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.stores = append(s.stores, c)
+	return true
+}
+
+// unauthenticated is how many connections have not said hello yet.
+func (s *Server) unauthenticated() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
 }
 
 // conn serialises writes to one rank (replies come from several goroutines).
@@ -117,7 +176,9 @@ type conn struct {
 	mu sync.Mutex
 }
 
-func (c *conn) send(m Message) {
+func (c *conn) send(m Message) { c.sendJSON(m) }
+
+func (c *conn) sendJSON(m any) {
 	b, _ := json.Marshal(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,26 +186,33 @@ func (c *conn) send(m Message) {
 	_, _ = c.Write(append(b, '\n'))
 }
 
+// refuse answers a join it turns down. The event speaks for no rank (Rank
+// -1): whoever sent it is not known to be one, and must not look alive.
 func (s *Server) refuse(c *conn, hello Message, why string) {
-	s.logf("rendezvous: refused a join from %s (rank %d): %s", c.RemoteAddr(), hello.Rank, why)
-	s.emit(Message{Type: TypeRefused, Rank: hello.Rank, Message: why})
+	s.logf("rendezvous: refused a join from %s (claimed rank %d): %s", c.RemoteAddr(), hello.Rank, why)
+	s.emit(Message{Type: TypeRefused, Rank: -1, Message: fmt.Sprintf("%s (claimed rank %d, from %s)", why, hello.Rank, c.RemoteAddr())})
 	c.send(Message{Type: TypeRefused, ID: hello.ID, Rank: hello.Rank, Message: why})
 }
 
 func (s *Server) serve(nc net.Conn) {
 	defer s.wg.Done()
 	defer nc.Close()
+	defer s.settle(nc)
 	c := &conn{Conn: nc}
-	sc := bufio.NewScanner(nc)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	br := bufio.NewReaderSize(nc, maxHelloLine)
 
-	// The first line must be a hello with the right token, within 10 s.
+	// The first line must be a hello with the right token, within 10 s, and
+	// short: nothing larger is read from a connection before it is known.
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if !sc.Scan() {
+	line, err := readLine(br, maxHelloLine)
+	if err != nil {
+		if errors.Is(err, errLineTooLong) {
+			s.logf("rendezvous: dropped a connection from %s: its first line is longer than a hello (%d bytes)", nc.RemoteAddr(), maxHelloLine)
+		}
 		return
 	}
 	var hello Message
-	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil || hello.Type != TypeHello {
+	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
 		s.refuse(c, Message{Rank: -1}, "the first message must be a hello")
 		return
 	}
@@ -155,6 +223,16 @@ func (s *Server) serve(nc net.Conn) {
 	rank := hello.Rank
 	if rank < 0 || rank >= len(s.welcomes) {
 		s.refuse(c, hello, fmt.Sprintf("rank %d is outside 0..%d", rank, len(s.welcomes)-1))
+		return
+	}
+	if hello.Role == RoleStore {
+		_ = nc.SetReadDeadline(time.Time{})
+		s.settle(nc)
+		if !s.track(nc) {
+			return
+		}
+		c.send(Message{Type: TypeOK, ID: hello.ID, Rank: rank})
+		s.serveStore(c, br, rank)
 		return
 	}
 	s.mu.Lock()
@@ -169,14 +247,22 @@ func (s *Server) serve(nc net.Conn) {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	w := s.welcomes[rank]
+	s.settle(nc)
+	w := s.welcome(rank)
 	c.send(Message{Type: TypeWelcome, ID: hello.ID, Rank: rank, Welcome: &w})
 	s.emit(Message{Type: TypeHello, Rank: rank})
 
 	finished := false
-	for sc.Scan() {
+	for {
+		line, err := readLine(br, maxLine)
+		if err != nil {
+			if errors.Is(err, errLineTooLong) {
+				s.logf("rendezvous: rank %d sent a line longer than %d bytes; closing its connection", rank, maxLine)
+			}
+			break
+		}
 		var m Message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		if err := json.Unmarshal(line, &m); err != nil {
 			s.logf("rendezvous: rank %d sent a bad line: %v", rank, err)
 			continue
 		}
@@ -196,6 +282,9 @@ func (s *Server) serve(nc net.Conn) {
 			finished = true
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
+		case TypeSignal: // emitted before the reply: the rank ends only after the runner has it
+			s.emit(m)
+			c.send(Message{Type: TypeOK, ID: m.ID})
 		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum:
 			s.emit(m)
 		default:
@@ -204,6 +293,27 @@ func (s *Server) serve(nc net.Conn) {
 	}
 	if !finished {
 		s.emit(Message{Type: TypeLost, Rank: rank})
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (without its newline) of at most limit bytes; a
+// longer one is errLineTooLong, read no further.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > limit+1 {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return nil, err
+		}
 	}
 }
 

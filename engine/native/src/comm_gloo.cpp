@@ -1,14 +1,14 @@
 // comm_gloo.cpp: CPU ranks through Gloo, via libtorch's c10d ProcessGroupGloo.
-// Rank 0 serves a c10d TCPStore at dist.store_addr:store_port, the others
-// connect; Gloo meshes the ranks through it. Collectives run on a HostQueue
+// Gloo meshes the ranks through the trial's store (gloo_store.h: the runner's
+// rendezvous, or a TCPStore rank 0 serves when no runner started the ranks). Collectives run on a HostQueue
 // thread in issue order, so they overlap with the backward pass on the host.
 // Gloo has no bfloat16: bf16 tensors travel as fp32.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
 
 #include "comm_internal.h"
+#include "gloo_store.h"
 #include "host_queue.h"
 #include "model.h"
 
@@ -48,19 +48,9 @@ class GlooCommunicator : public Communicator {
  public:
   explicit GlooCommunicator(const DistOptions& o)
       : rank_(o.rank), world_(o.world_size), queue_("gloo", o.timeout_ms + kHostSlackMS) {
-    if (o.store_addr.empty() || o.store_port <= 0 || o.store_port > 65535) {
-      throw ConfigError("dist: gloo needs store_addr and store_port (1-65535), got \"" +
-                        o.store_addr + "\":" + std::to_string(o.store_port));
-    }
     auto timeout = std::chrono::milliseconds(o.timeout_ms);
     try {
-      c10d::TCPStoreOptions so;
-      so.port = static_cast<uint16_t>(o.store_port);
-      so.isServer = o.rank == 0;
-      so.numWorkers = o.world_size;
-      so.waitWorkers = false;  // ProcessGroupGloo's own rendezvous waits for everyone
-      so.timeout = timeout;
-      auto store = c10::make_intrusive<c10d::TCPStore>(o.store_addr, so);
+      auto store = make_gloo_store(o, /*serve=*/true);
 
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -73,6 +63,8 @@ class GlooCommunicator : public Communicator {
       }
       opts->threads = 1;  // the HostQueue already serialises the collectives
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank, o.world_size, opts);
+    } catch (const ConfigError&) {
+      throw;
     } catch (const std::exception& e) {
       throw CommError("gloo: setting up rank " + std::to_string(o.rank) + " of " +
                       std::to_string(o.world_size) + " through the store at " + o.store_addr +

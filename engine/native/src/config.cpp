@@ -179,6 +179,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.dist.backend = d.str("backend", "");
   c.dist.store_addr = d.str("store_addr", "");
   c.dist.store_port = int(d.integer("store_port", 0));
+  c.dist.store_token = d.str("store_token", "");
   c.dist.nccl_id_hex = d.str("nccl_id", "");
   c.dist.timeout_ms = int(d.integer("timeout_ms", 0));
 

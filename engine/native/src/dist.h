@@ -19,8 +19,9 @@ struct DistOptions {
   int rank = 0;
   int world_size = 1;
   std::string backend;      // nccl | gloo | "" (by device)
-  std::string store_addr;   // gloo: c10d TCPStore host, rank 0 serves it
+  std::string store_addr;   // gloo: the store's host (gloo_store.h)
   int store_port = 0;
+  std::string store_token;  // gloo: the trial's token: the store is the runner's rendezvous
   std::string nccl_id_hex;  // nccl: unique id from rank 0
   int timeout_ms = 600000;  // a collective not done by then is an error (CS_ERR_COMM)
 };

@@ -1,15 +1,15 @@
 // pipeline_group_gloo.cpp: the pipeline's groups on CPU ranks: one c10d
 // ProcessGroupGloo per group, over a PrefixStore on a client of the trial's
-// TCPStore. Gloo's send and recv return at once and complete in wait(), which
+// store (gloo_store.h). Gloo's send and recv return at once and complete in wait(), which
 // gives exchange() its post-all-then-wait-all semantics.
 #ifdef CS_WITH_GLOO
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
 
+#include "gloo_store.h"
 #include "model.h"
 #include "pipeline_group.h"
 
@@ -86,12 +86,9 @@ class GlooPipeGroup : public PipeGroup {
 std::vector<std::unique_ptr<PipeGroup>> make_gloo_pipe_groups(const DistOptions& o,
                                                               const std::vector<Partition>& parts) {
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(o.store_port);
-    so.isServer = false;  // rank 0's trial communicator serves it
-    so.waitWorkers = false;
-    so.timeout = std::chrono::milliseconds(o.timeout_ms);
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(o.store_addr, so);
+    // A client of the trial's store (without a runner, rank 0's trial
+    // communicator serves it).
+    c10::intrusive_ptr<c10d::Store> store = make_gloo_store(o, /*serve=*/false);
     std::vector<std::unique_ptr<PipeGroup>> out;
     for (size_t p = 0; p < parts.size(); p++) {
       std::unique_ptr<PipeGroup> mine;

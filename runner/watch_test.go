@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/runner/rendezvous"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+// TestOwnEnd: which ends after the runner's stop are a rank's own (and so
+// outrank a peer's failed collective).
+func TestOwnEnd(t *testing.T) {
+	killed := time.Now()
+	for _, tc := range []struct {
+		desc     string
+		launcher launch.Launcher
+		ex       launch.Exit
+		own      bool
+	}{
+		{"SIGABRT is never the runner's", launch.Local{}, launch.Exit{Signal: "SIGABRT", At: killed.Add(time.Minute)}, true},
+		{"an exit status is the rank's", launch.Local{}, launch.Exit{Code: 1, At: killed.Add(time.Second)}, true},
+		{"SIGTERM after the stop is the runner's", launch.Local{}, launch.Exit{Signal: "SIGTERM", At: killed.Add(time.Millisecond)}, false},
+		{"SIGKILL before the runner's SIGKILL", launch.Local{}, launch.Exit{Signal: "SIGKILL", At: killed.Add(time.Second)}, true},
+		{"SIGKILL after the grace period", launch.Local{}, launch.Exit{Signal: "SIGKILL", At: killed.Add(6 * time.Second)}, false},
+		{"a scheduler's SIGKILL of a peer", verdictLauncher{}, launch.Exit{Signal: "SIGKILL", At: killed.Add(time.Second)}, false},
+		{"a scheduler's verdict", verdictLauncher{}, launch.Exit{Signal: "SIGKILL", Outcome: "oom", At: killed.Add(time.Second)}, true},
+	} {
+		w := &watcher{o: &Options{Launcher: tc.launcher, KillGrace: 5 * time.Second}, killed: killed}
+		assert.Equal(t, tc.own, w.ownEnd(tc.ex), tc.desc)
+	}
+	w := &watcher{o: &Options{Launcher: launch.Local{}, KillGrace: 5 * time.Second}}
+	assert.True(t, w.ownEnd(launch.Exit{Signal: "SIGTERM"}), "before any stop every end is the rank's own")
+}
+
+type nopGroup struct{}
+
+func (nopGroup) Exits() <-chan launch.Exit { return nil }
+func (nopGroup) Kill(time.Duration)        {}
+
+// TestCauseOrder: the first cause wins, except that a peer's failed
+// collective gives way to the rank that ended by itself, and a reported
+// signal to the scheduler's verdict (Slurm's time limit signals first).
+func TestCauseOrder(t *testing.T) {
+	newWatcher := func(l launch.Launcher) *watcher {
+		w := &watcher{o: &Options{Launcher: l, KillGrace: 5 * time.Second}, sp: &trialSpec{Trial: study.Trial{ID: "t"}},
+			group: nopGroup{}, start: time.Now()}
+		for k := 0; k < 2; k++ {
+			w.ranks = append(w.ranks, &rankState{lastStep: -1})
+		}
+		return w
+	}
+	ev := func(m rendezvous.Message) rendezvous.Event { return rendezvous.Event{At: time.Now(), Msg: m} }
+
+	w := newWatcher(launch.Local{})
+	w.event(ev(rendezvous.Message{Type: rendezvous.TypeError, Rank: 0, Status: rendezvous.StatusComm, Message: "gloo: connection closed"}))
+	w.exit(launch.Exit{Rank: 0, Code: 1, At: time.Now()})
+	w.exit(launch.Exit{Rank: 1, Code: -1, Signal: "SIGABRT", At: time.Now()})
+	assert.Equal(t, 1, w.first.rank, w.first.msg)
+	assert.Equal(t, "SIGABRT", w.first.signal)
+
+	w = newWatcher(verdictLauncher{})
+	w.event(ev(rendezvous.Message{Type: rendezvous.TypeSignal, Rank: 0, Signal: "SIGTERM"}))
+	w.exit(launch.Exit{Rank: 0, Code: -1, Signal: "SIGTERM", Outcome: "timeout", Reason: "step cancelled at its time limit", At: time.Now()})
+	assert.Equal(t, store.Timeout, w.first.outcome, w.first.msg)
+
+	w = newWatcher(launch.Local{})
+	w.event(ev(rendezvous.Message{Type: rendezvous.TypeError, Rank: 1, Status: "oom", Message: "out of memory"}))
+	w.event(ev(rendezvous.Message{Type: rendezvous.TypeSignal, Rank: 0, Signal: "SIGTERM"}))
+	w.exit(launch.Exit{Rank: 0, Code: -1, Signal: "SIGKILL", At: time.Now()})
+	assert.Equal(t, store.OOM, w.first.outcome, "a rank's own error stays the cause")
+}
