@@ -16,6 +16,7 @@ typedef cs_status (*cs_write_fn)(char *, size_t, char *, size_t);
 typedef cs_status (*cs_describe_fn)(const char *, char *, size_t, char *, size_t);
 typedef cs_status (*cs_create_fn)(const char *, cs_engine **, char *, size_t);
 typedef cs_status (*cs_engine_write_fn)(cs_engine *, char *, size_t, char *, size_t);
+typedef cs_status (*cs_engine_request_fn)(cs_engine *, const char *, char *, size_t, char *, size_t);
 typedef cs_status (*cs_destroy_fn)(cs_engine *, char *, size_t);
 
 static int call_abi_version(void *f) { return ((cs_abi_version_fn)f)(); }
@@ -32,6 +33,10 @@ static cs_status call_create(void *f, const char *cfg, cs_engine **e, char *err,
 static cs_status call_engine_write(void *f, cs_engine *e, char *out, size_t n, char *err,
                                    size_t en) {
   return ((cs_engine_write_fn)f)(e, out, n, err, en);
+}
+static cs_status call_engine_request(void *f, cs_engine *e, const char *req, char *out, size_t n,
+                                     char *err, size_t en) {
+  return ((cs_engine_request_fn)f)(e, req, out, n, err, en);
 }
 static cs_status call_destroy(void *f, cs_engine *e, char *err, size_t en) {
   return ((cs_destroy_fn)f)(e, err, en);
@@ -63,12 +68,16 @@ var abiSymbols = []string{
 }
 
 // optionalSymbols were added after ABI 1 shipped; a library may lack them.
-var optionalSymbols = []string{"cs_models", "cs_bench_allreduce"}
+var optionalSymbols = []string{"cs_models", "cs_bench_allreduce", "cs_profile"}
 
 // stepOutLen is cs_step's output buffer. cs_step answers CS_ERR_BUFFER after
 // it ran the step, so a retry would run another one: its buffer starts far
 // above any step's metrics (a few KiB) and is never grown.
 const stepOutLen = 1 << 20
+
+// profileOutLen is cs_profile's output buffer, never grown either (a retry
+// would profile more steps): the engine drops its smallest kernels to fit.
+const profileOutLen = 8 << 20
 
 // symbols holds the resolved functions of one opened library.
 type symbols struct {
@@ -237,6 +246,17 @@ func (s *symbols) engineWrite(name string, e unsafe.Pointer) (string, error) {
 		return out, err
 	}
 	return withBuffers(name, call)
+}
+
+// engineRequest calls cs_profile: an engine, request JSON in, JSON out, with
+// one buffer of n bytes and no retry (the call runs steps).
+func (s *symbols) engineRequest(name string, e unsafe.Pointer, request string, n int) (string, error) {
+	req := C.CString(request)
+	defer C.free(unsafe.Pointer(req))
+	f := s.fn[name]
+	return withBuffersFrom(name, n, n, func(out *C.char, n C.size_t, errb *C.char) C.cs_status {
+		return C.call_engine_request(f, (*C.cs_engine)(e), req, out, n, errb, errLen)
+	})
 }
 
 func (s *symbols) destroy(e unsafe.Pointer) error {

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "device.h"
 #include "dist.h"
+#include "profile.h"
 #include "trainer.h"
 
 #ifdef CS_WITH_CUDA
@@ -184,6 +185,29 @@ cs_status cs_step(cs_engine* e, char* metrics_out, size_t out_len, char* err, si
   return guarded(err, err_len, [&] {
     if (!e) throw std::invalid_argument("cs_step: engine is NULL");
     return put_json(e->trainer->step(), metrics_out, out_len, err, err_len);
+  });
+}
+
+cs_status cs_profile(cs_engine* e, const char* request_json, char* out, size_t out_len, char* err,
+                     size_t err_len) {
+  return guarded(err, err_len, [&] {
+    if (!e) throw std::invalid_argument("cs_profile: engine is NULL");
+    if (!request_json) throw cs::ConfigError("cs_profile: request is NULL");
+    if (!out || out_len < 4096) {  // refused before any step runs
+      put(err, err_len, "cs_profile: output buffer of " + std::to_string(out ? out_len : 0) +
+                            " bytes; give at least 4096");
+      return CS_ERR_BUFFER;
+    }
+    const cs::ProfileRequest req = cs::parse_profile_request(request_json);
+    // The steps ran: the answer fits by dropping the smallest kernels, never
+    // by a retry that would run more steps.
+    const std::string s = cs::dump_profile(cs::profile_steps(*e->trainer, req), out_len - 1);
+    if (s.size() + 1 > out_len) {
+      put(err, err_len, "cs_profile: the profile does not fit in " + std::to_string(out_len) + " bytes");
+      return CS_ERR_RUNTIME;
+    }
+    std::memcpy(out, s.data(), s.size() + 1);
+    return CS_OK;
   });
 }
 

@@ -28,6 +28,7 @@ class Trainer {
   nlohmann::json info() const;
   nlohmann::json step();  // one optimizer step over grad_accum micro-batches
   nlohmann::json checksum();
+  const torch::Device& device() const { return device_; }
 
   // Eager steps on the capture stream before the step is captured as a graph.
   static constexpr int kGraphWarmup = 3;
