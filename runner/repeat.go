@@ -67,6 +67,13 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		welcomes[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
 			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
 			EngineLib: o.Machine.EngineLib, Ranks: n}
+		if steps := sp.Launch.ProfileSteps; steps > 0 {
+			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))
+			if err != nil {
+				return nil, &infraError{err}
+			}
+			welcomes[i].Profile = &rendezvous.ProfilePlan{Steps: steps, TracePath: trace}
+		}
 	}
 	if sp.Configs[0].Dist.Backend == "gloo" {
 		port, err := freePort(o.StoreHost)
@@ -186,6 +193,11 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 			}
 		case rendezvous.TypeChecksum:
 			st.rec.Checksum = m.Checksum
+		case rendezvous.TypeProfile:
+			st.rec.Profile = m.Profile
+			if p := m.Profile; p != nil && p.TraceBytes > 0 && p.TraceError == "" {
+				p.Trace = store.TraceName(sp.Trial.ID, m.Rank, rep)
+			}
 		case rendezvous.TypeDone:
 			st.done = true
 		case rendezvous.TypeError:
