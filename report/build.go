@@ -67,6 +67,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		s.Counts[string(s.Trials[i].Outcome)]++
 	}
 	s.SweptKnobs = orderKnobs(sweptKnobs(s.Trials), studySweepOrder(m.StudyText))
+	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s)
 	return s
 }

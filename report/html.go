@@ -14,10 +14,11 @@ import (
 	"github.com/casestudy/casestudy/stats"
 )
 
-//go:embed assets/report.html.tmpl assets/report.css assets/report.js
+//go:embed assets/report.html.tmpl assets/profiles.html.tmpl assets/report.css assets/report.js
 var assets embed.FS
 
-var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/report.html.tmpl"))
+var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).Funcs(profilesTemplateFuncs).
+	ParseFS(assets, "assets/report.html.tmpl", "assets/profiles.html.tmpl"))
 
 var funcs = template.FuncMap{
 	"num":      Num,
@@ -50,8 +51,9 @@ type htmlData struct {
 	Counts   []outcomeCount
 	Prov     [][2]string
 	Setup    string
-	Fixed    []string // "knob=value" shared by every trial
-	Tokens   bool     // some trial counts tokens: show tokens/s
+	Fixed    []string      // "knob=value" shared by every trial
+	Tokens   bool          // some trial counts tokens: show tokens/s
+	Profiles *profilesView // the kernel-mix section (profiles_render.go); nil without profiles
 	CSS      template.CSS
 	JS       template.JS
 }
@@ -75,6 +77,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
 		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
+	if d.Profiles, err = newProfilesView(s.Profiles); err != nil {
+		return err
+	}
 	for _, t := range s.Trials {
 		d.Tokens = d.Tokens || t.TokensPerS > 0
 	}

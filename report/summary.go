@@ -46,6 +46,7 @@ type Summary struct {
 	Trials           []Trial              `json:"trials"`
 	Dropped          []store.DroppedTrial `json:"dropped,omitempty"`
 	Findings         []checklist.Result   `json:"findings"`
+	Profiles         *Profiles            `json:"profiles,omitempty"` // kernel mix per trial (knob profile)
 	Provenance       Provenance           `json:"provenance"`
 	Warnings         []string             `json:"warnings,omitempty"`
 }
