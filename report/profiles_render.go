@@ -203,15 +203,18 @@ func writeProfilesMD(b *strings.Builder, ps *Profiles) {
 		}
 		b.WriteString("\n</details>\n\n")
 	}
-	var traces []string
+	var traces, errs []string
 	for _, tp := range ps.Trials {
 		for _, tr := range tp.Traces {
 			traces = append(traces, fmt.Sprintf("[%s r%d rank %d](%s) (%s)", tp.ID, tr.Repeat, tr.Rank,
 				strings.ReplaceAll(ps.link(tr.Path), " ", "%20"), units.Bytes(tr.Bytes)))
 		}
 		for _, e := range tp.Errors {
-			fmt.Fprintf(b, "- %s: %s\n", tp.ID, mdEscape(e))
+			errs = append(errs, fmt.Sprintf("- %s: %s\n", tp.ID, mdEscape(e)))
 		}
+	}
+	if len(errs) > 0 {
+		b.WriteString("Launches without a profile or trace (their measurements stand):\n\n" + strings.Join(errs, "") + "\n")
 	}
 	if len(traces) > 0 {
 		b.WriteString("Traces (open in https://ui.perfetto.dev or chrome://tracing): " + strings.Join(traces, " · ") + "\n\n")
