@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/casestudy/casestudy/internal/units"
 	"github.com/casestudy/casestudy/profile"
@@ -68,7 +67,6 @@ func profileChart(ps *Profiles) (*Chart, error) {
 		}
 		below = bc
 		p.Add(bc)
-		p.Legend.Add(name, bc)
 		return nil
 	}
 	for _, cat := range ps.Categories {
@@ -84,11 +82,9 @@ func profileChart(ps *Profiles) (*Chart, error) {
 		return nil, err
 	}
 	p.X.Min = 0
-	p.X.Max = 1.45 * maxStack // room for the legend
+	p.X.Max = 1.04 * maxStack
 	p.X.Tick.Marker = niceTicks{}
-	p.Legend.Top, p.Legend.Left = true, false
-	svg, err := renderSVG(p, chartWidth, max(barHeight(len(trials)), vg.Length(len(ps.Categories)+2)*vg.Points(12)+vg.Inch),
-		"Kernel time per category and idle time per trial")
+	svg, err := renderSVG(p, chartWidth, barHeight(len(trials)), "Kernel time per category and idle time per trial")
 	if err != nil {
 		return nil, err
 	}
@@ -104,9 +100,30 @@ func profileChart(ps *Profiles) (*Chart, error) {
 
 // profilesView is what the HTML template's profiles section shows.
 type profilesView struct {
-	P     *Profiles
-	Chart *Chart
-	Rows  []profileRow
+	P      *Profiles
+	Chart  *Chart
+	Legend []legendItem // the chart's colours, in stacking order (an HTML legend keeps the bars close)
+	Rows   []profileRow
+}
+
+type legendItem struct{ Name, Colour string }
+
+// legend is the chart's colour key: the categories present, then idle.
+func legend(ps *Profiles) []legendItem {
+	var out []legendItem
+	for _, c := range ps.Categories {
+		col, ok := categoryColours[c]
+		if !ok {
+			col = colGrey
+		}
+		out = append(out, legendItem{c, hexColour(col)})
+	}
+	return append(out, legendItem{"idle", hexColour(colIdle)})
+}
+
+func hexColour(c color.Color) string {
+	r, g, b, _ := c.RGBA()
+	return fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8)
 }
 
 type profileRow struct {
@@ -130,7 +147,7 @@ func newProfilesView(ps *Profiles) (*profilesView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &profilesView{P: ps, Chart: ch}
+	v := &profilesView{P: ps, Chart: ch, Legend: legend(ps)}
 	for i := range ps.Trials {
 		tp := &ps.Trials[i]
 		r := profileRow{Label: tp.label(), P: tp.Profile, Errors: tp.Errors, Baseline: tp.Baseline}
