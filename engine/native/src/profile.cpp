@@ -28,6 +28,7 @@
 #include "compat.h"
 #include "device.h"
 #include "model.h"
+#include "profile_spans.h"
 #include "trainer.h"
 
 namespace cs {
@@ -46,18 +47,10 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// One selected event: an interval on a lane (CUDA stream, CPU thread).
-struct Span {
-  uint64_t start = 0, end = 0;  // ns
-  int64_t lane = 0;
-  size_t kernel = 0;  // index into the totals
-  uint64_t self = 0;  // ns not covered by nested spans of its lane (CPU operators)
-};
-
 struct Total {
   std::string name;
   int64_t calls = 0;
-  double ns = 0, overlap_ns = 0;
+  double ns = 0;
 };
 
 // Disables the profiler if a step throws while it is on.
@@ -71,83 +64,6 @@ struct ProfilerOn {
     }
   }
 };
-
-// Sets each span's self time: its length less the spans nested in it on its
-// lane (CPU operators nest: aten::linear holds aten::addmm).
-void nest(std::vector<Span>& spans) {
-  std::vector<size_t> order(spans.size());
-  for (size_t i = 0; i < order.size(); i++) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Span &x = spans[a], &y = spans[b];
-    if (x.lane != y.lane) return x.lane < y.lane;
-    if (x.start != y.start) return x.start < y.start;
-    return x.end > y.end;  // the enclosing span first
-  });
-  std::vector<size_t> stack;
-  for (size_t i : order) {
-    Span& s = spans[i];
-    s.self = s.end - s.start;
-    if (!stack.empty() && spans[stack.back()].lane != s.lane) stack.clear();
-    while (!stack.empty() && spans[stack.back()].end <= s.start) stack.pop_back();
-    if (!stack.empty() && s.end <= spans[stack.back()].end) {
-      Span& parent = spans[stack.back()];
-      parent.self -= std::min(parent.self, s.end - s.start);
-    }
-    stack.push_back(i);
-  }
-}
-
-// Sweeps the spans' ends: returns the busy time (at least one lane active) and
-// sets each span's overlap (time during which another lane was active too) in
-// the totals, counted on its self time's share of the span.
-double sweep(const std::vector<Span>& spans, std::vector<Total>& totals) {
-  struct Edge {
-    uint64_t t;
-    int64_t lane;
-    int delta;
-  };
-  std::vector<Edge> edges;
-  edges.reserve(2 * spans.size());
-  for (const auto& s : spans) {
-    if (s.end == s.start) continue;
-    edges.push_back({s.start, s.lane, +1});
-    edges.push_back({s.end, s.lane, -1});
-  }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
-    return a.t != b.t ? a.t < b.t : a.delta < b.delta;
-  });
-  std::unordered_map<int64_t, int> active;
-  int lanes = 0;
-  double busy = 0, multi = 0;
-  std::vector<uint64_t> times;
-  std::vector<double> cum;  // time with two or more lanes active, up to times[i]
-  uint64_t prev = edges.empty() ? 0 : edges.front().t;
-  for (const auto& e : edges) {
-    if (e.t != prev) {
-      const double dt = double(e.t - prev);
-      if (lanes >= 1) busy += dt;
-      if (lanes >= 2) multi += dt;
-      prev = e.t;
-    }
-    if (times.empty() || times.back() != e.t) {
-      times.push_back(e.t);
-      cum.push_back(multi);
-    }
-    int& n = active[e.lane];
-    if (e.delta > 0 && n++ == 0) lanes++;
-    if (e.delta < 0 && --n == 0) lanes--;
-  }
-  auto at = [&](uint64_t t) {
-    return cum[size_t(std::lower_bound(times.begin(), times.end(), t) - times.begin())];
-  };
-  for (const auto& s : spans) {
-    const double len = double(s.end - s.start);
-    if (len <= 0) continue;
-    const double overlap = at(s.end) - at(s.start);
-    totals[s.kernel].overlap_ns += overlap * double(s.self) / len;
-  }
-  return busy;
-}
 
 // A Chrome trace of every event, for a libtorch whose ProfilerResult cannot
 // save one (built without Kineto). Times in microseconds from the first event.
@@ -296,22 +212,25 @@ json profile_steps(Trainer& t, const ProfileRequest& req) {
   if (cuda) {
     for (auto& s : spans) s.self = s.end - s.start;  // kernels do not nest
   } else {
-    nest(spans);
+    nest_spans(spans);
   }
   for (const auto& s : spans) {
     totals[s.kernel].calls++;
     totals[s.kernel].ns += double(s.self);
   }
-  const double busy_ns = sweep(spans, totals);
-  std::sort(totals.begin(), totals.end(), [](const Total& a, const Total& b) {
-    return a.ns != b.ns ? a.ns > b.ns : a.name < b.name;
+  std::vector<double> overlap_ns(totals.size(), 0.0);
+  const double busy_ns = sweep_spans(spans, overlap_ns);
+  std::vector<size_t> order(totals.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return totals[a].ns != totals[b].ns ? totals[a].ns > totals[b].ns : totals[a].name < totals[b].name;
   });
   json kernels = json::array();
-  for (const auto& k : totals)
-    kernels.push_back({{"name", k.name.substr(0, kNameMax)},
-                       {"calls", k.calls},
-                       {"ms", k.ns / 1e6},
-                       {"overlap_ms", k.overlap_ns / 1e6}});
+  for (size_t i : order)
+    kernels.push_back({{"name", totals[i].name.substr(0, kNameMax)},
+                       {"calls", totals[i].calls},
+                       {"ms", totals[i].ns / 1e6},
+                       {"overlap_ms", overlap_ns[i] / 1e6}});
 
   json out = {{"steps", req.steps},
               {"device", cuda ? "cuda" : "cpu"},
