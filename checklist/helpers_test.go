@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -37,6 +38,8 @@ type spec struct {
 	steps   int     // measured steps per repeat, default 20
 	// step customises every measured step of every rank.
 	step func(rank, i int, s *engine.StepMetrics)
+	// prof is rank 0's profile in every repeat (knob profile).
+	prof *profile.Summary
 }
 
 // noisy gives a spec launch-to-launch noise (CV).
@@ -84,6 +87,10 @@ func mkTrial(index int, sp spec) store.TrialRecord {
 					sp.step(k, i, &s)
 				}
 				rk.Steps = append(rk.Steps, s)
+			}
+			if k == 0 && sp.prof != nil {
+				p := *sp.prof
+				rk.Profile = &p
 			}
 			rp.Ranks = append(rp.Ranks, rk)
 		}

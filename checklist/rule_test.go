@@ -34,7 +34,8 @@ func TestDocsUpToDate(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	required := []string{"precision", "fp16-overflow", "cuda-graphs", "bucket-size", "exposed-comm", "overlap-disabled",
+	required := []string{"precision", "fp16-overflow", "cuda-graphs",
+		"profile-launch-bound", "profile-normalisation", "profile-elementwise", "profile-exposed-comm", "bucket-size", "exposed-comm", "overlap-disabled",
 		"nccl-forced", "busbw-vs-link", "topology", "pipeline-bubble", "pipeline-schedule-memory", "mps",
 		"memory-headroom", "straggler", "measurement-hygiene", "no-effect-knob", "failed-trials"}
 	var got []string

@@ -93,13 +93,14 @@ type Launch struct {
 	MPS             bool
 	ActiveThreadPct int // 0: auto (MPS default, all SMs)
 	ProcsPerGPU     int
+	ProfileSteps    int // 0: off
 }
 
 // LaunchSettings reads a trial's launcher knobs.
 func LaunchSettings(values map[string]string) (Launch, error) {
 	r := reader{values: values}
 	l := Launch{MPS: r.boolean("mps"), ActiveThreadPct: r.integer("mps.active_thread_pct"),
-		ProcsPerGPU: r.integer("procs_per_gpu")}
+		ProcsPerGPU: r.integer("procs_per_gpu"), ProfileSteps: r.integer("profile")}
 	return l, r.err
 }
 
@@ -132,10 +133,10 @@ func (r *reader) boolean(name string) bool {
 	}
 }
 
-// integer returns 0 for auto.
+// integer returns 0 for auto and off.
 func (r *reader) integer(name string) int {
 	v := r.str(name)
-	if v == Auto {
+	if v == Auto || v == Off {
 		return 0
 	}
 	n, err := strconv.Atoi(v)

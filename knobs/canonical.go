@@ -34,6 +34,12 @@ func (k *Knob) Canonical(raw any) (string, error) {
 	if strings.EqualFold(s, Auto) && (k.AutoOK || k.inValues(Auto)) {
 		return Auto, nil
 	}
+	if k.OffOK {
+		switch strings.ToLower(s) {
+		case Off, "false", "no", "0":
+			return Off, nil
+		}
+	}
 	v, err := k.canonical(s)
 	if err != nil {
 		return "", fmt.Errorf("%s: %v", k.Name, err)

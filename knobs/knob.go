@@ -37,6 +37,9 @@ const (
 // variable is unset for the trial.
 const Auto = "auto"
 
+// Off is the canonical value of an OffOK knob that is switched off.
+const Off = "off"
+
 // Knob is one registry entry.
 type Knob struct {
 	Name    string   // dotted and flat: nccl.algo, ddp.bucket_mb, precision
@@ -51,7 +54,11 @@ type Knob struct {
 	Chapter int      // the course chapter that explains it (internal/course, docs/course.md)
 	Hidden  bool     // test-only knob (fault injection); not listed by default
 
-	AutoOK     bool     // "auto" is accepted besides the domain (int/float/size/string knobs)
+	AutoOK bool // "auto" is accepted besides the domain (int/float/size/string knobs)
+	OffOK  bool // "off" (also false, no, 0) is accepted besides the range (int knobs)
+	// Observe marks a knob that changes what a launch records, not what it
+	// measures (profile): it is left out of trial IDs and may not be swept.
+	Observe    bool
 	Families   []string // model families it applies to; nil = all
 	Constraint string   // what the planner checks (docs only; rules.go enforces)
 
@@ -129,6 +136,9 @@ func (k *Knob) Domain() string {
 	}
 	if k.AutoOK && k.Type != Enum {
 		d += " | auto"
+	}
+	if k.OffOK {
+		d = Off + " | " + d
 	}
 	return d
 }

@@ -160,6 +160,13 @@ func knobList() []*Knob {
 			Constraint: "only with mps: true",
 			Doc: "Share of a GPU's SMs each MPS client may use (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, set for the " +
 				"clients by the runner)."},
+		{Name: "profile", Type: Int, Min: "1", Max: "100", OffOK: true, Observe: true, Apply: Launcher, Chapter: 17, Default: Off,
+			Constraint: "not swept: it changes what a launch records, not what it measures (left out of trial IDs)",
+			Doc: "After each launch's measured steps (never during them), runs this many more steps under libtorch's " +
+				"profiler (Kineto on CUDA; CPU operator times on the CPU build) and records per rank where a step's " +
+				"time went: GPU busy and idle time, time by kernel category, the top kernels, communication hidden " +
+				"behind compute; writes a Chrome/Perfetto trace per rank next to its log. `casestudy run --profile N` " +
+				"sets it for every trial. Each launch takes longer by the profiled steps plus the trace (docs/profiling.md)."},
 		{Name: "procs_per_gpu", Type: Int, Min: "1", Max: "16", Apply: Launcher, Chapter: 9, Default: "1",
 			Doc: "Worker processes (ranks) per GPU; ranks = gpus x procs_per_gpu. More than one usually needs mps " +
 				"to run concurrently."},

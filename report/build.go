@@ -85,6 +85,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	s.MFUPeak = mfuPeak(run)
 	setMFU(s)
 	setLabels(s)
+	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s, byID)
 	return s
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/casestudy/casestudy/stats"
 )
 
-//go:embed assets/report.html.tmpl assets/report.css assets/report.js
+//go:embed assets/report.html.tmpl assets/profiles.html.tmpl assets/report.css assets/report.js
 var assets embed.FS
 
-var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/report.html.tmpl"))
+var htmlTemplate = template.Must(template.New("report.html.tmpl").Funcs(funcs).Funcs(profilesTemplateFuncs).
+	ParseFS(assets, "assets/report.html.tmpl", "assets/profiles.html.tmpl"))
 
 var funcs = template.FuncMap{
 	"num":      Num,
@@ -54,10 +55,11 @@ type htmlData struct {
 	Counts      []outcomeCount
 	Prov        [][2]string
 	Setup       string
-	Fixed       []string // "knob=value" shared by every trial
-	Tokens      bool     // some trial counts tokens and the metric is not tokens/s: a tokens/s column
-	ShowSamples bool     // the metric is not samples/s: a samples/s column
-	Method      string   // how the numbers and verdicts are computed
+	Fixed       []string      // "knob=value" shared by every trial
+	Tokens      bool          // some trial counts tokens and the metric is not tokens/s: a tokens/s column
+	ShowSamples bool          // the metric is not samples/s: a samples/s column
+	Method      string        // how the numbers and verdicts are computed
+	Profiles    *profilesView // the kernel-mix section (profiles_render.go); nil without profiles
 	CSS         template.CSS
 	JS          template.JS
 }
@@ -84,6 +86,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	d.Rows, d.Versus, d.VersusTip = tableRows(s)
 	for _, dr := range s.Dropped {
 		d.Dropped = append(d.Dropped, [2]string{droppedLabel(s, dr.Knobs), dr.Reason})
+	}
+	if d.Profiles, err = newProfilesView(s); err != nil {
+		return err
 	}
 	for _, t := range s.Trials {
 		d.Tokens = d.Tokens || (t.TokensPerS > 0 && s.Metric.Unit != "tokens/s")

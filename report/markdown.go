@@ -50,6 +50,8 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		b.WriteString("\n")
 	}
 
+	writeProfilesMD(&b, s.Profiles)
+
 	b.WriteString("## Checklist findings\n\n")
 	writeFindingsMD(&b, s.Findings)
 

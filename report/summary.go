@@ -63,6 +63,7 @@ type Summary struct {
 	Excluded   []LaunchNote       `json:"excluded_launches,omitempty"`
 	Unsteady   []LaunchNote       `json:"unsteady_launches,omitempty"`
 	Findings   []checklist.Result `json:"findings"`
+	Profiles   *Profiles          `json:"profiles,omitempty"` // kernel mix per trial (knob profile)
 	Provenance Provenance         `json:"provenance"`
 	Warnings   []string           `json:"warnings,omitempty"`
 

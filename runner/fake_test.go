@@ -91,3 +91,33 @@ func (e *fakeEngine) Checksum() (engine.Checksum, error) {
 	return engine.Checksum{Sum: 1, Hash: "ab"}, nil
 }
 func (e *fakeEngine) Close() error { return nil }
+
+// Profile stands in for cs_profile: it runs the steps, reports a GEMM and a
+// copy operator per step and writes a minimal trace; under bf16 it fails as a
+// library without cs_profile does.
+func (e *fakeEngine) Profile(req engine.ProfileRequest) (engine.Profile, error) {
+	if e.cfg.Precision == "bf16" { // stands in for a library without cs_profile
+		return engine.Profile{}, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_profile", Msg: "no cs_profile"}
+	}
+	p := engine.Profile{Steps: req.Steps, Device: "cpu"}
+	for i := 0; i < req.Steps; i++ {
+		m, err := e.Step()
+		if err != nil {
+			return p, err
+		}
+		p.StepMS = append(p.StepMS, m.StepMS)
+		p.WallMS = append(p.WallMS, m.StepMS)
+	}
+	p.BusyMS = 4 * float64(req.Steps)
+	p.Kernels = []engine.KernelTotal{{Name: "aten::addmm", Calls: 2 * req.Steps, MS: 3 * float64(req.Steps)},
+		{Name: "aten::copy_", Calls: req.Steps, MS: float64(req.Steps)}}
+	if req.TracePath != "" {
+		b := []byte(`{"traceEvents":[]}`)
+		if err := os.WriteFile(req.TracePath, b, 0o644); err != nil {
+			p.TraceError = err.Error()
+		} else {
+			p.TracePath, p.TraceBytes, p.TraceFormat = req.TracePath, int64(len(b)), "engine"
+		}
+	}
+	return p, nil
+}

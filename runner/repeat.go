@@ -46,6 +46,13 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		welcomes[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
 			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
 			EngineLib: o.Machine.EngineLib, Ranks: n}
+		if steps := sp.Launch.ProfileSteps; steps > 0 {
+			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))
+			if err != nil {
+				return nil, &infraError{err}
+			}
+			welcomes[i].Profile = &rendezvous.ProfilePlan{Steps: steps, TracePath: trace}
+		}
 	}
 	for k := range welcomes {
 		if sp.Devices[k] != "" { // each rank sees only its GPU

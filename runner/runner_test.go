@@ -535,3 +535,43 @@ func TestStuckInsideTheEngineStillTimesOut(t *testing.T) {
 	assert.Contains(t, tr.Error, "exceeded its timeout of 2s", "the heartbeat kept the rank alive")
 	assert.Less(t, time.Since(start), 15*time.Second)
 }
+
+// TestProfileAfterMeasuredSteps: with the profile knob every rank of every
+// launch profiles after its measured steps: the record's steps are the
+// measured ones only, each rank has its profile and a trace in the run
+// directory; a launch whose engine cannot profile keeps its measurement and
+// says why in the profile's error.
+func TestProfileAfterMeasuredSteps(t *testing.T) {
+	f := newFixture(t, `name: runner-profile
+model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 16}
+workload: {device: cpu, ranks: 2, warmup_steps: 1, steps: 3, repeats: 2, timeout: 10s}
+baseline: {precision: fp32, profile: 2}
+sweep: {strategy: list, trials: [{precision: fp32}, {precision: bf16}]}
+`)
+	run, err := f.run(t, context.Background(), f.options())
+	require.NoError(t, err)
+	require.Len(t, run.Trials, 2)
+	for _, tr := range run.Trials {
+		require.Equal(t, store.OK, tr.Outcome, tr.Error)
+		require.Len(t, tr.Repeats, 2)
+		for _, rp := range tr.Repeats {
+			for _, rk := range rp.Ranks {
+				assert.Len(t, rk.Steps, 3, "profiled steps are not measured steps")
+				require.NotNil(t, rk.Profile, "rank %d repeat %d", rk.Rank, rp.Repeat)
+				if tr.Knobs["precision"] == "bf16" {
+					assert.Contains(t, rk.Profile.Error, "no cs_profile")
+					assert.False(t, rk.Profile.OK())
+					continue
+				}
+				p := rk.Profile
+				assert.True(t, p.OK(), p.Error)
+				assert.Equal(t, 2, p.Steps)
+				assert.InDelta(t, 0.75, p.Share("gemm/matmul"), 1e-9)
+				assert.Equal(t, store.TraceName(tr.ID, rk.Rank, rp.Repeat), p.Trace)
+				b, err := os.ReadFile(filepath.Join(f.w.Dir, p.Trace))
+				require.NoError(t, err)
+				assert.JSONEq(t, `{"traceEvents":[]}`, string(b))
+			}
+		}
+	}
+}

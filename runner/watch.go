@@ -138,6 +138,11 @@ func (w *watcher) event(ev rendezvous.Event) {
 		}
 	case rendezvous.TypeChecksum:
 		st.rec.Checksum = m.Checksum
+	case rendezvous.TypeProfile:
+		st.rec.Profile = m.Profile
+		if p := m.Profile; p != nil && p.TraceBytes > 0 && p.TraceError == "" {
+			p.Trace = store.TraceName(w.sp.Trial.ID, m.Rank, w.rep)
+		}
 	case rendezvous.TypeDone:
 		st.done = true
 	case rendezvous.TypeError:

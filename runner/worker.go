@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 	"github.com/casestudy/casestudy/runner/rendezvous"
 )
 
@@ -22,6 +23,7 @@ type Engine interface {
 	Info() (engine.Info, error)
 	Step() (engine.StepMetrics, error)
 	Checksum() (engine.Checksum, error)
+	Profile(req engine.ProfileRequest) (engine.Profile, error)
 	Close() error
 }
 
@@ -150,12 +152,16 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	total := w.WarmupSteps + w.Steps
+	var measured []engine.StepMetrics
 	for i := 0; i < total; i++ {
 		m, err := e.Step()
 		if err != nil {
 			return report(err)
 		}
 		step.Store(int64(i))
+		if i >= w.WarmupSteps {
+			measured = append(measured, m)
+		}
 		if err := c.Step(m, i < w.WarmupSteps); err != nil {
 			return err
 		}
@@ -166,6 +172,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	}
 	if err := c.Checksum(sum); err != nil {
 		return err
+	}
+	if p := w.Profile; p != nil && p.Steps > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := c.Profile(profileLaunch(e, p, measured, o.Log)); err != nil {
+			return err
+		}
 	}
 	if err := e.Close(); err != nil {
 		return report(err)
@@ -228,4 +242,24 @@ func endBySignal(log io.Writer, client func() *rendezvous.Client) (stop func()) 
 		signal.Stop(sigs)
 		close(done)
 	}
+}
+
+// profileLaunch profiles p.Steps more steps after the measured ones (and
+// after the checksum, so the record's checksum is the same with or without a
+// profile). A profile that fails is reported in the summary's Error: the
+// launch's measurement stands.
+func profileLaunch(e Engine, p *rendezvous.ProfilePlan, measured []engine.StepMetrics, log io.Writer) *profile.Summary {
+	fmt.Fprintf(log, "worker: profiling %d more steps (trace %s)\n", p.Steps, p.TracePath)
+	raw, err := e.Profile(engine.ProfileRequest{Steps: p.Steps, TracePath: p.TracePath})
+	if err != nil {
+		fmt.Fprintf(log, "worker: profiling failed: %v\n", err)
+		return profile.Failed(err)
+	}
+	s := profile.Summarize(raw, measured)
+	if s.TraceError != "" {
+		fmt.Fprintf(log, "worker: the trace was not written: %s\n", s.TraceError)
+	}
+	fmt.Fprintf(log, "worker: profiled %d steps in %.0f ms: busy %.2f ms of %.2f ms per step, %d kernels\n",
+		s.Steps, s.ExtraWallMS, s.BusyMS, s.StepMS, s.DistinctKernels)
+	return s
 }

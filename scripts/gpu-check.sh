@@ -24,6 +24,11 @@
 #             fresh process (cs_bench.py --launch): library load, cs_create by
 #             phase (init_phases), first step, cs_destroy; launch.jsonl in
 #             $OUT and one line per launch in table.md (about 90 s)
+#   kernelmix (not by default) casestudy's own kernel profiles (knob profile):
+#             bin/casestudy run studies/resnet50/profile.yaml (bf16 vs fp16) and
+#             studies/bert/profile.yaml (BERT-large 32x128, graphs off/on); their
+#             reports' kernel-mix sections and profile findings in table.md
+#             ("Kernel mix"), the run directories (traces included) in kernelmix.tgz
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
 #             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
@@ -36,15 +41,16 @@
 # listed in the table as skipped. After every run $OUT is brought up to date,
 # flat: table.md (facts, build, tests, stage times, the tables), bench.jsonl
 # (every JSON line, with its "group"), logs.tgz (all logs), with the profile
-# stage profiles.tgz (its JSON files) and, with RUN_STUDY=1, study.tgz (the run
-# directory). The table is printed last, whatever happened.
+# stage profiles.tgz (its JSON files), with the kernelmix stage kernelmix.tgz and,
+# with RUN_STUDY=1, study.tgz (the run directory). The table is printed last,
+# whatever happened.
 #
 # Environment: OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
 # BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (a
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
 # WARMUP (5), STEPS (20), PROFILE_WARMUP (3), PROFILE_STEPS (5: the profile
 # stage's runs), STAGES (default "tests gpt bert128 resnet50 bert512",
-# RUN_STUDY=1 appends study; profile runs only when named), STUDY, TEST_RUN
+# RUN_STUDY=1 appends study; profile, launch and kernelmix run only when named), STUDY, TEST_RUN
 # (^TestGPU), SKIP_BUILD=1 (use ENGINE_BUILD's library as it is), DRY_RUN=1
 # (print the plan with its time budget from the estimates below and run nothing),
 # LAUNCH_REPEATS (3: the launch stage's launches per model).
@@ -85,6 +91,7 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 EST_BUILD=70 CAP_BUILD=300
 EST_TESTS=60 CAP_TESTS=150
 EST_STUDY=90 CAP_STUDY=240
+EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
@@ -92,15 +99,16 @@ for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNC
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | bert128 | resnet50 | bert512 | profile | launch | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 profile launch study)" >&2; exit 2 ;;
+  case $s in tests | gpt | bert128 | resnet50 | bert512 | profile | launch | kernelmix | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt bert128 resnet50 bert512 profile launch kernelmix study)" >&2; exit 2 ;;
   esac
 done
 
 JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
-  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl"
+  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" \
+    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
@@ -116,7 +124,7 @@ left() { echo $((BUDGET_S - RESERVE_S - $(elapsed))); }
 left0() { local l; l=$(left); echo $((l < 0 ? 0 : l)); } # for messages
 min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
 scaled() { echo $((($1 * EST_SCALE + 99) / 100)); } # an estimate for this machine
-EST_BUILD=$(scaled $EST_BUILD) EST_TESTS=$(scaled $EST_TESTS) EST_STUDY=$(scaled $EST_STUDY)
+EST_BUILD=$(scaled $EST_BUILD) EST_TESTS=$(scaled $EST_TESTS) EST_STUDY=$(scaled $EST_STUDY) EST_MIX=$(scaled $EST_MIX)
 
 # note GROUP NAME STATUS REASON: a line that says a run produced no result.
 note() {
@@ -141,6 +149,10 @@ publish() {
       echo
       "$PY" bench/reference/kernels.py "${prof_pairs[@]}" 2>&1
     fi
+    if [[ -f $WORK/kernelmix.md ]]; then
+      echo
+      cat "$WORK/kernelmix.md"
+    fi
     if [[ -f $WORK/study-report.md ]]; then
       echo
       echo "## Study (bin/casestudy run $STUDY)"
@@ -155,7 +167,7 @@ publish() {
 finish() {
   trap - EXIT
   publish
-  say "results ($(elapsed) s; $OUT: table.md, bench.jsonl, logs.tgz$([[ -f $OUT/profiles.tgz ]] && echo ', profiles.tgz')$([[ -f $OUT/study.tgz ]] && echo ', study.tgz'))"
+  say "results ($(elapsed) s; $OUT: table.md, bench.jsonl, logs.tgz$([[ -f $OUT/profiles.tgz ]] && echo ', profiles.tgz')$([[ -f $OUT/kernelmix.tgz ]] && echo ', kernelmix.tgz')$([[ -f $OUT/study.tgz ]] && echo ', study.tgz'))"
   [[ $DRY == 1 ]] || cat "$OUT/table.md"
   exit "$status"
 }
@@ -452,6 +464,49 @@ stage_study() {
   fi
 }
 
+# kernelmix_study STUDY: bin/casestudy run STUDY (knob profile on), its
+# report's kernel-mix section and profile findings into kernelmix.md.
+kernelmix_study() {
+  local study=$1 name rc=0 dir
+  name=$(basename "$(dirname "$study")")-$(basename "$study" .yaml)
+  fits "$EST_MIX" "kernelmix: bin/casestudy run $study" ||
+    { [[ $DRY == 1 ]] || log_status "kernelmix: $study skipped, needs ~$EST_MIX s, $(left0) s left"; return; }
+  timed "$CAP_MIX" "kernelmix-$name" bin/casestudy run "$study" --engine-lib "$LIB" --out "$WORK/kernelmix/$name" || rc=$?
+  advance "$EST_MIX"
+  [[ $DRY == 1 ]] && return
+  dir=$(find "$WORK/kernelmix/$name" -mindepth 2 -maxdepth 2 -type d 2>/dev/null | head -1)
+  {
+    echo
+    echo "### $study (exit $rc)"
+    echo
+    if [[ -f $dir/report.md ]]; then
+      # The kernel-mix section, up to the next section, and the profile rules' findings.
+      sed -n '/^## Where the time went/,/^## Checklist findings/p' "$dir/report.md" | sed '$d'
+      grep -E '^- \*\*[a-z]+\*\* `profile-' "$dir/report.md"
+    else
+      echo "no report: $(tail -3 "$LOG/kernelmix-$name.err" | tr '\n' ' ')"
+    fi
+  } >>"$WORK/kernelmix.md"
+  if ((rc == 0)); then
+    log_status "kernelmix: ok, $study (${dir#"$WORK"/})"
+  else
+    log_status "kernelmix: FAIL $study (exit $rc, logs/kernelmix-$name.err): $(tail -3 "$LOG/kernelmix-$name.err" | tr '\n' ' ')"
+    status=1
+  fi
+  tar -czf "$OUT/kernelmix.tgz" -C "$WORK" kernelmix
+  publish
+}
+stage_kernelmix() {
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "kernelmix: FAIL, no bin/casestudy (make cli here, carry bin)"
+    status=1
+    return
+  fi
+  [[ $DRY == 1 ]] || { mkdir -p "$WORK/kernelmix"; printf '## Kernel mix (casestudy run with profile: 3)\n' >"$WORK/kernelmix.md"; }
+  kernelmix_study studies/resnet50/profile.yaml
+  kernelmix_study studies/bert/profile.yaml
+}
+
 facts() {
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
   # build/gpu/COMMIT: written where the test binaries were built (make gpu-tests);
@@ -539,6 +594,7 @@ for s in $STAGES; do
     bert512) stage_bert 512 15 30 70 ;;
     profile) stage_profile ;;
     launch) stage_launch ;;
+    kernelmix) stage_kernelmix ;;
     study) stage_study ;;
   esac
   [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 )
 
 // SchemaVersion is the version of manifest.json and trials.jsonl.
@@ -76,6 +77,9 @@ type RankRecord struct {
 	ExitCode    int                  `json:"exit_code"`
 	Signal      string               `json:"signal,omitempty"`
 	LastStep    int                  `json:"last_step"` // last completed step, for timeouts
+	// Profile is where the profiled steps after the measured ones spent their
+	// time (knob profile; nil when off). Its Error says why a launch has none.
+	Profile *profile.Summary `json:"profile,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.
@@ -118,4 +122,21 @@ type TrialSummary struct {
 	ExposedCommMS float64 `json:"exposed_comm_ms"`
 	CommMS        float64 `json:"comm_ms"`
 	BubbleMS      float64 `json:"bubble_ms"`
+}
+
+// Profiles returns the profile of the given rank in each ok repeat, in repeat
+// order (nil entries where that launch has none).
+func (t *TrialRecord) Profiles(rank int) []*profile.Summary {
+	var out []*profile.Summary
+	for _, rp := range t.Repeats {
+		if rp.Outcome != OK && rp.Outcome != "" {
+			continue
+		}
+		for i := range rp.Ranks {
+			if rp.Ranks[i].Rank == rank {
+				out = append(out, rp.Ranks[i].Profile)
+			}
+		}
+	}
+	return out
 }

@@ -408,6 +408,12 @@ func LogName(trialID string, rank, repeat int) string {
 	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.r%d.log", rank, repeat))
 }
 
+// TraceName is the profiler's Chrome/Perfetto trace of one rank in one
+// repeat, next to its log: logs/<trial>/rank<k>.r<rep>.trace.json.
+func TraceName(trialID string, rank, repeat int) string {
+	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.r%d.trace.json", rank, repeat))
+}
+
 // CreateLog creates (truncating) the log file of one rank in one repeat.
 func (w *Writer) CreateLog(trialID string, rank, repeat int) (*os.File, error) {
 	name := LogName(trialID, rank, repeat)

@@ -58,8 +58,13 @@ func build(r, child *rawStudy, ps *problems) *Study {
 		family = r.Family.V
 	}
 	applies := func(name string, pos Pos, where string) {
-		if k, ok := knobs.Lookup(name); ok && !k.AppliesTo(family) {
+		k, ok := knobs.Lookup(name)
+		if ok && !k.AppliesTo(family) {
 			ps.add(pos, "%s: %s applies to %s models only, not %s", where, name, strings.Join(k.Families, ", "), family)
+		}
+		if ok && k.Observe && strings.HasPrefix(where, "sweep") {
+			ps.add(pos, "%s: %s cannot be swept: it changes what a launch records, not what it measures; "+
+				"set it in baseline (or run --%s N) for every trial", where, name, name)
 		}
 	}
 

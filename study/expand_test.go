@@ -216,6 +216,8 @@ func TestTrialIDsAreStable(t *testing.T) {
 	assert.Equal(t, TrialID(map[string]string{"precision": "bf16", "graphs": "true"}),
 		TrialID(map[string]string{"graphs": "true", "precision": "bf16", "ddp.bucket_mb": "25"}), "defaults do not count")
 	assert.Equal(t, "fe7032ec", TrialID(map[string]string{"precision": "bf16", "graphs": "true"}))
+	assert.Equal(t, "fe7032ec", TrialID(map[string]string{"precision": "bf16", "graphs": "true", "profile": "3"}),
+		"profile changes what is recorded, not what is measured: the same trial")
 	assert.Regexp(t, "^[0-9a-f]{8}$", a.Trials[0].ID)
 }
 
@@ -337,4 +339,21 @@ func trialSets(ts []Trial) []string {
 		out = append(out, FormatKnobs(t.Knobs, t.Changed))
 	}
 	return out
+}
+
+// TestProfileIsNotSwept: profile is set for every trial (baseline or run
+// --profile); a sweep of it is an input error naming the line.
+func TestProfileIsNotSwept(t *testing.T) {
+	s := loadText(t, "name: x\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu}\nbaseline: {profile: 2}\n"+
+		"sweep: {strategy: one-at-a-time, knobs: {precision: [bf16]}}\n")
+	p, err := Expand(s, ExpandOptions{})
+	require.NoError(t, err)
+	for _, tr := range p.Trials {
+		assert.Equal(t, "2", tr.Knobs["profile"])
+		assert.NotContains(t, tr.Changed, "profile")
+	}
+	msg := loadErr(t, map[string]string{"s.yaml": "name: x\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu}\n" +
+		"sweep: {strategy: grid, knobs: {profile: [off, 3]}}\n"}, "s.yaml", LoadOptions{})
+	assert.Contains(t, msg, "profile cannot be swept")
+	assert.Contains(t, msg, "s.yaml:4")
 }

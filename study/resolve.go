@@ -59,11 +59,12 @@ func (s *Study) variable(values map[string]string, name string) string {
 // TrialID is the stable ID of a trial: the first 8 hex digits of the sha256 of
 // its knob values that differ from the registry defaults, sorted by name as
 // "name=value" lines. It does not depend on sweep order, and adding a knob to
-// the registry (with a default) does not change existing IDs.
+// the registry (with a default) does not change existing IDs. Observe knobs
+// (profile) are left out: they change what is recorded, not what is measured.
 func TrialID(values map[string]string) string {
 	names := make([]string, 0, len(values))
 	for name, v := range values {
-		if k, ok := knobs.Lookup(name); ok && v == k.Default {
+		if k, ok := knobs.Lookup(name); ok && (v == k.Default || k.Observe) {
 			continue
 		}
 		names = append(names, name)

@@ -26,24 +26,19 @@ PROFILE_STEPS = 3  # steps profiled after the measured ones (cs_bench.py's too)
 TOP = 40           # kernels kept in a profile file
 NAME_MAX = 120     # characters of a kernel name kept
 
-# Categories by kernel (or CPU operator) name, first match wins: attention
-# before convolution and gemm (cuDNN's SDPA kernels say fprop, flash kernels
-# cutlass), convolution before gemm (implicit_gemm), copies before elementwise
-# (autocast's casts are elementwise copy kernels).
-CATEGORIES = [
-    ("optimizer", r"fused_adam|FusedAdam|adamw?_|fused_sgd|FusedSgd|multi_tensor_apply|_foreach_"),
-    ("attention", r"flash|fmha|efficient_attention|sdpa|attention|mha_"),
-    ("convolution", r"conv(?!ert)|implicit_gemm|fprop|dgrad|wgrad|winograd"),
-    ("batchnorm", r"batch_?norm|bn_fw|bn_bw|bn_bwd|bn_fwd"),
-    ("layernorm", r"layer_?norm|RowwiseMoments|GammaBetaBackward|cuApplyLayerNorm|ComputeGradGammaBeta|"
-                  r"cuComputeGradInput|cuComputePartGradGammaBeta"),
-    ("softmax/cross-entropy", r"softmax|SoftMax|cross_entropy|nll_loss"),
-    ("gemm/matmul", r"cutlass|xmma|nvjet|gemm|gemv|cublas|wgmma|matmul|splitKreduce|triton_tem|"
-                    r"aten::(addmm|mm|bmm|linear|baddbmm|addbmm)$"),
-    ("copy/memset", r"[Mm]emcpy|[Mm]emset|copy|CatArrayBatched|nchwToNhwc|nhwcToNchw|FillFunctor|fill_"),
-    ("elementwise/reduce", r"elementwise|reduce_kernel|unrolled|vectorized|triton_(poi|red|per)|aten::"),
-    ("other", r""),
-]
+# Categories by kernel (or CPU operator) name, first match wins: one table with
+# the Go side (profile/categories.json, package profile), so the engine's
+# profiles in a run's report and these agree; profile/testdata/
+# category_cases.tsv is the fixture both are tested against.
+CATEGORIES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profile", "categories.json")
+
+
+def _load_categories(path=CATEGORIES_FILE):
+    with open(path) as f:
+        return [(c["name"], c["pattern"]) for c in json.load(f)["categories"]]
+
+
+CATEGORIES = _load_categories()
 _COMPILED = [(c, re.compile(p)) for c, p in CATEGORIES]
 
 

@@ -20,47 +20,18 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 class CategoryTest(unittest.TestCase):
-    CASES = [
-        ("nvjet_tst_192x192_64x3_1x2_h_bz_coopB_NNT", "gemm/matmul"),
-        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "gemm/matmul"),
-        ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x1_tn_align8>", "gemm/matmul"),
-        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", "gemm/matmul"),
-        ("void cublasLt::splitKreduce_kernel<32, 16, int, float>", "gemm/matmul"),
-        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>, false>", "attention"),
-        ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)", "attention"),
-        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64", "attention"),
-        ("void at::native::(anonymous namespace)::efficient_attention_forward", "attention"),
-        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "convolution"),
-        ("sm90_xmma_wgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "convolution"),
-        ("void cudnn::cnn::conv2d_grouped_direct_kernel<false, true>", "convolution"),
-        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__nv_bfloat16, float, 512, true, 1>", "batchnorm"),
-        ("void at::native::batch_norm_collect_statistics_channels_last_kernel<at::native::Var>", "batchnorm"),
-        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>", "layernorm"),
-        ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>", "layernorm"),
-        ("void (anonymous namespace)::cunn_SoftMaxForward<4, c10::BFloat16, float, float>", "softmax/cross-entropy"),
-        ("void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>", "softmax/cross-entropy"),
-        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>",
-         "optimizer"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "elementwise/reduce"),
-        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t>>",
-         "elementwise/reduce"),
-        ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>", "copy/memset"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "copy/memset"),
-        ("Memcpy HtoD (Pageable -> Device)", "copy/memset"),
-        ("Memset (Device)", "copy/memset"),
-        ("triton_poi_fused_add_gelu_0", "elementwise/reduce"),
-        ("triton_tem_fused_mm_1", "gemm/matmul"),
-        ("void at::native::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>", "other"),
-        ("aten::addmm", "gemm/matmul"),
-        ("aten::mm", "gemm/matmul"),
-        ("aten::native_layer_norm", "layernorm"),
-        ("aten::_log_softmax", "softmax/cross-entropy"),
-        ("aten::gelu", "elementwise/reduce"),
-        ("aten::_foreach_mul_", "optimizer"),
-    ]
+    # The fixture the Go side (profile/categories_test.go) checks too: one table,
+    # one set of cases, so both categorise alike.
+    CASES_FILE = os.path.join(ROOT, "profile", "testdata", "category_cases.tsv")
+
+    def cases(self):
+        with open(self.CASES_FILE) as f:
+            rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
+        self.assertGreater(len(rows), 40)
+        return rows
 
     def test_categories(self):
-        for name, want in self.CASES:
+        for name, want in self.cases():
             with self.subTest(name=name):
                 self.assertEqual(kernels.category(name), want)
 

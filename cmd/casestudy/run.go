@@ -14,6 +14,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
@@ -35,6 +36,7 @@ type runOptions struct {
 	killGrace        time.Duration
 	noisyCV          float64
 	allowOutside     bool
+	profile          string          // --profile: the profile knob for every trial ("" = the study's)
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -66,6 +68,7 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
 	addLauncherFlags(f, &o.launcher)
 	return cmd
 }
@@ -111,6 +114,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	s, err := loadStudy(studyPath, o.allowOutside) // as validate and plan: the checklist section too
 	if err != nil {
 		return err
+	}
+	if cmd.Flags().Changed("profile") {
+		v, err := knobs.Canonical("profile", o.profile)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--profile: %w", err))
+		}
+		s.Baseline["profile"] = v // not part of trial IDs: --trial and --resume still match
 	}
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: o.maxTrials})
 	if err != nil {

@@ -20,6 +20,7 @@ typedef cs_status (*cs_config_text_fn)(const char *, char **, char **);
 typedef cs_status (*cs_create_fn)(const char *, cs_engine **, char **);
 typedef cs_status (*cs_engine_text_fn)(cs_engine *, char **, char **);
 typedef cs_status (*cs_destroy_fn)(cs_engine *, char **);
+typedef cs_status (*cs_engine_request_fn)(cs_engine *, const char *, char **, char **);
 
 static int call_abi_version(void *f) { return ((cs_abi_version_fn)f)(); }
 static void call_free(void *f, char *s) { ((cs_free_fn)f)(s); }
@@ -36,6 +37,10 @@ static cs_status call_engine_text(void *f, cs_engine *e, char **out, char **err)
 static cs_status call_destroy(void *f, cs_engine *e, char **err) {
   return ((cs_destroy_fn)f)(e, err);
 }
+static cs_status call_engine_request(void *f, cs_engine *e, const char *req, char **out,
+                                     char **err) {
+  return ((cs_engine_request_fn)f)(e, req, out, err);
+}
 */
 import "C"
 
@@ -51,8 +56,8 @@ import (
 // abiSymbols are the functions every library of ABIVersion exports.
 var abiSymbols = []string{
 	"cs_abi_version", "cs_free", "cs_build_info", "cs_models", "cs_describe", "cs_create",
-	"cs_info", "cs_step", "cs_param_checksum", "cs_nccl_unique_id", "cs_bench_allreduce",
-	"cs_destroy",
+	"cs_info", "cs_step", "cs_profile", "cs_param_checksum", "cs_nccl_unique_id",
+	"cs_bench_allreduce", "cs_destroy",
 }
 
 // symbols holds the resolved functions of one opened library.
@@ -188,6 +193,15 @@ func (s *symbols) create(config string) (unsafe.Pointer, error) {
 func (s *symbols) engineText(name string, e unsafe.Pointer) (string, error) {
 	var out, errs *C.char
 	st := C.call_engine_text(s.fn[name], (*C.cs_engine)(e), &out, &errs)
+	return s.take(name, st, out, errs)
+}
+
+// engineRequest calls cs_profile: an engine and request JSON in, text out.
+func (s *symbols) engineRequest(name string, e unsafe.Pointer, request string) (string, error) {
+	req := C.CString(request)
+	defer C.free(unsafe.Pointer(req))
+	var out, errs *C.char
+	st := C.call_engine_request(s.fn[name], (*C.cs_engine)(e), req, &out, &errs)
 	return s.take(name, st, out, errs)
 }
 

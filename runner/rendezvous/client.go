@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 )
 
 // ErrRefused is returned by Dial when the runner refuses the join.
@@ -155,6 +156,11 @@ func (c *Client) Step(m engine.StepMetrics, warmup bool) error {
 // Checksum reports the parameter checksum after the last step.
 func (c *Client) Checksum(sum engine.Checksum) error {
 	return c.write(Message{Type: TypeChecksum, Checksum: &sum})
+}
+
+// Profile reports the profile taken after the measured steps.
+func (c *Client) Profile(p *profile.Summary) error {
+	return c.write(Message{Type: TypeProfile, Profile: p})
 }
 
 // Done reports a clean finish and waits until the runner has it.

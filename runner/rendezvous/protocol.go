@@ -8,6 +8,7 @@ package rendezvous
 
 import (
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 )
 
 // Message types. Requests that expect a reply carry an ID, echoed in the reply.
@@ -24,6 +25,7 @@ const (
 	TypeInfo      = "info"      // rank → runner: engine.Info of the created engine
 	TypeStep      = "step"      // rank → runner: one step's metrics, warm-up or measured
 	TypeChecksum  = "checksum"  // rank → runner: parameter checksum after the last step
+	TypeProfile   = "profile"   // rank → runner: where the profiled steps after the measured ones went
 	TypeDone      = "done"      // rank → runner: finished cleanly (reply: ok)
 	TypeError     = "error"     // rank → runner: status (failed|oom|unsupported|comm), message (reply: ok)
 	TypeSignal    = "signal"    // rank → runner: the signal it received and will end by (reply: ok)
@@ -49,6 +51,7 @@ type Message struct {
 	Info     *engine.Info        `json:"info,omitempty"`
 	Metrics  *engine.StepMetrics `json:"metrics,omitempty"`
 	Checksum *engine.Checksum    `json:"checksum,omitempty"`
+	Profile  *profile.Summary    `json:"profile,omitempty"`
 	Status   string              `json:"status,omitempty"`
 	Signal   string              `json:"signal,omitempty"`
 	Message  string              `json:"message,omitempty"`
@@ -63,6 +66,15 @@ type Welcome struct {
 	HeartbeatMS int           `json:"heartbeat_ms"`
 	EngineLib   string        `json:"engine_lib"` // the library the runner checked in preflight
 	Ranks       int           `json:"ranks"`      // processes in the trial (barrier size)
+	// Profile, when set, asks for a profile after the measured steps (knob
+	// profile): every rank profiles the same steps and writes its trace.
+	Profile *ProfilePlan `json:"profile,omitempty"`
+}
+
+// ProfilePlan is what a rank profiles after its measured steps.
+type ProfilePlan struct {
+	Steps     int    `json:"steps"`
+	TracePath string `json:"trace_path"` // absolute; "" writes no trace
 }
 
 // Environment variables the launcher gives every rank.

@@ -285,7 +285,7 @@ func (s *Server) serve(nc net.Conn) {
 		case TypeSignal: // emitted before the reply: the rank ends only after the runner has it
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
-		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum:
+		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum, TypeProfile:
 			s.emit(m)
 		default:
 			s.logf("rendezvous: rank %d sent an unknown message %q", rank, m.Type)

@@ -112,6 +112,13 @@ cs_status cs_step(cs_engine *e, char **out, char **err) {
 }
 #endif
 
+cs_status cs_profile(cs_engine *e, const char *request_json, char **out, char **err) {
+  (void)e;
+  (void)request_json;
+  *out = NULL;
+  return fail(CS_ERR_UNSUPPORTED, "the fake has no profiler", err);
+}
+
 cs_status cs_param_checksum(cs_engine *e, char **out, char **err) {
   (void)e;
   *out = NULL;

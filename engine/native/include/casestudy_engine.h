@@ -90,6 +90,19 @@ cs_status cs_info(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
  * as one JSON object (see docs/engine.md for the fields). */
 cs_status cs_step(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
 
+/* Runs more training steps under libtorch's profiler (after the measured ones;
+ * never during them) and writes what they spent their time on, as JSON:
+ * {"steps","device","torch","events","wall_ms":[per step],"step_ms":[per step],
+ *  "busy_ms","kernels":[{"name","calls","ms","overlap_ms"}],"profile_ms","analysis_ms",
+ *  "trace_path","trace_format","trace_bytes","trace_ms","trace_error"} (docs/engine.md).
+ * request_json: {"steps":3,"trace_path":"/abs/rank0.r0.trace.json"} (trace_path ""
+ * writes none). Every rank of a data-parallel or pipelined engine must call it with
+ * the same steps. out_len below 4096 is CS_ERR_BUFFER before anything runs; a profile
+ * larger than out_len drops its smallest kernels ("kernels_dropped"), so the
+ * caller never retries. Added after ABI 1 shipped: probe for the symbol (dlsym). */
+cs_status cs_profile(cs_engine *e, const char *request_json, char *out, size_t out_len,
+                     char *err, size_t err_len);
+
 /* A checksum of all parameters (sum of float64 values and a bitwise hash), for
  * cross-rank equality checks: {"sum":..., "hash":"hex"}. */
 cs_status cs_param_checksum(cs_engine *e, char **out, char **err) CS_NOEXCEPT;

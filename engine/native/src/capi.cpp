@@ -14,6 +14,7 @@
 #include "config.h"
 #include "device.h"
 #include "dist.h"
+#include "profile.h"
 #include "trainer.h"
 
 #ifdef CS_WITH_CUDA
@@ -207,6 +208,17 @@ cs_status cs_bench_allreduce(const char* config_json, char** out, char** err) no
     if (out != nullptr) *out = nullptr;
     if (!config_json) throw cs::ConfigError("bench config: NULL");
     return put_json(cs::bench_allreduce(config_json), out);
+  });
+}
+
+cs_status cs_profile(cs_engine* e, const char* request_json, char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    cs::Trainer& t = trainer(e, out, "cs_profile");
+    if (!request_json) throw cs::ConfigError("cs_profile: request is NULL");
+    const cs::ProfileRequest req = cs::parse_profile_request(request_json);
+    // The answer is capped (the smallest kernels are dropped past kProfileLimit)
+    // so that a pathological profile cannot grow the record without bound.
+    return put_text(cs::dump_profile(cs::profile_steps(t, req), cs::kProfileLimit), out);
   });
 }
 

@@ -107,5 +107,25 @@ inline void foreach_mul(const std::vector<torch::Tensor>& ts, const torch::Tenso
 #endif
 }
 
+// A profiler event's start and length in ns (torch::autograd::profiler::
+// KinetoEvent): startNs/durationNs from 2.1, startUs/durationUs before. Call
+// with 0: the ns accessors where the event has them.
+template <typename E>
+auto event_start_ns(const E& e, int) -> decltype(uint64_t(e.startNs())) {
+  return e.startNs();
+}
+template <typename E>
+uint64_t event_start_ns(const E& e, long) {
+  return uint64_t(e.startUs()) * 1000;
+}
+template <typename E>
+auto event_duration_ns(const E& e, int) -> decltype(uint64_t(e.durationNs())) {
+  return e.durationNs();
+}
+template <typename E>
+uint64_t event_duration_ns(const E& e, long) {
+  return uint64_t(e.durationUs()) * 1000;
+}
+
 }  // namespace compat
 }  // namespace cs

@@ -1,6 +1,8 @@
 // host_queue.cpp: see host_queue.h.
 #include "host_queue.h"
 
+#include <ATen/ThreadLocalState.h>
+
 namespace cs {
 
 struct HostQueue::State {
@@ -8,7 +10,15 @@ struct HostQueue::State {
   int deadline_ms;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<std::function<void()>, std::shared_ptr<HostWork>>> tasks;
+  struct Task {
+    std::function<void()> fn;
+    std::shared_ptr<HostWork> work;
+    // The submitting thread's thread-local state (grad mode, the profiler's
+    // callbacks, ...), as at::launch carries it: with cs_profile on, the
+    // collectives run here are recorded like the ones issued in place.
+    at::ThreadLocalState tls;
+  };
+  std::deque<Task> tasks;
   bool stop = false;
   bool busy = false;
   std::string failed;  // first error: later collectives fail at once
@@ -42,7 +52,8 @@ HostQueue::HostQueue(std::string name, int deadline_ms) : state_(std::make_share
       auto t0 = std::chrono::steady_clock::now();
       if (error.empty()) {
         try {
-          task.first();
+          at::ThreadLocalStateGuard guard(task.tls);
+          task.fn();
         } catch (const std::exception& e) {
           error = st->name + ": " + e.what();
         }
@@ -53,7 +64,7 @@ HostQueue::HostQueue(std::string name, int deadline_ms) : state_(std::make_share
       st->busy = false;
       if (!error.empty() && st->failed.empty()) st->failed = error;
       lk.unlock();
-      HostWork& w = *task.second;
+      HostWork& w = *task.work;
       {
         std::lock_guard<std::mutex> wl(w.mu_);
         w.done_ = true;
@@ -87,7 +98,7 @@ std::shared_ptr<HostWork> HostQueue::submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (!state_->failed.empty()) throw CommError(state_->failed + " (an earlier collective failed)");
-    state_->tasks.emplace_back(std::move(fn), w);
+    state_->tasks.push_back(State::Task{std::move(fn), w, at::ThreadLocalState()});
   }
   state_->cv.notify_one();
   return w;

@@ -5,6 +5,8 @@
 // to each other in the same call cannot deadlock.
 #include "pipeline.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -201,7 +203,11 @@ int Pipeline::mark() {
 
 void Pipeline::p2p(std::vector<P2POp> ops) {
   const int a = mark();
-  pipe_->exchange(ops);
+  {
+    // The profiler's name for the wait (cs_profile: category "pipeline wait").
+    RECORD_USER_SCOPE("cs::pipeline_p2p");
+    pipe_->exchange(ops);
+  }
   stats_->p2p.emplace_back(a, mark());
   for (const auto& op : ops) stats_->p2p_bytes += nbytes(op.t);
 }

@@ -56,6 +56,7 @@ class Trainer {
   // asynchronous device error surfaces here) and closes the communicators;
   // throws the first failure. The destructor frees the rest and cannot fail.
   void close();
+  const torch::Device& device() const { return device_; }
 
   // Eager steps on the capture stream before the step is captured as a graph.
   static constexpr int kGraphWarmup = 3;

@@ -8,7 +8,8 @@
 
 int main() {
   int failed = 0;
-  for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"linear_ce", linear_ce_tests}}) {
+  for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"linear_ce", linear_ce_tests},
+                           {"profile_spans", profile_spans_tests}}) {
     const int rc = fn();
     std::cout << (rc == 0 ? "ok   " : "FAIL ") << name << "\n";
     failed += rc != 0;

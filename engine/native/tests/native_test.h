@@ -15,3 +15,4 @@
 
 int optim_tests();
 int linear_ce_tests();
+int profile_spans_tests();
