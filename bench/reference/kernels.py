@@ -38,6 +38,7 @@ CATEGORIES = [
     ("layernorm", r"layer_?norm|RowwiseMoments|GammaBetaBackward|cuApplyLayerNorm|ComputeGradGammaBeta|"
                   r"cuComputeGradInput|cuComputePartGradGammaBeta"),
     ("softmax/cross-entropy", r"softmax|SoftMax|cross_entropy|nll_loss"),
+    ("pooling", r"max_pool|MaxPool|avg_pool|AvgPool"),
     ("gemm/matmul", r"cutlass|xmma|nvjet|gemm|gemv|cublas|wgmma|matmul|splitKreduce|triton_tem|"
                     r"aten::(addmm|mm|bmm|linear|baddbmm|addbmm)$"),
     ("copy/memset", r"[Mm]emcpy|[Mm]emset|copy|CatArrayBatched|nchwToNhwc|nhwcToNchw|FillFunctor|fill_"),

@@ -57,6 +57,15 @@ class CategoryTest(unittest.TestCase):
         ("aten::_log_softmax", "softmax/cross-entropy"),
         ("aten::gelu", "elementwise/reduce"),
         ("aten::_foreach_mul_", "optimizer"),
+        ("void at::native::(anonymous namespace)::max_pool_forward_nhwc<c10::BFloat16, float>", "pooling"),
+        ("aten::max_pool2d_with_indices_backward", "pooling"),
+        # The engine's own kernels (engine/native/src/cuda).
+        ("void cs::cuda::(anonymous namespace)::cross_entropy_kernel<__nv_bfloat16, 8>", "softmax/cross-entropy"),
+        ("void cs::cuda::(anonymous namespace)::layer_norm_bwd_kernel<float, __nv_bfloat16, __nv_bfloat16, 8>",
+         "layernorm"),
+        ("void cs::cuda::(anonymous namespace)::bn_fwd_stats_kernel<__nv_bfloat16>", "batchnorm"),
+        ("void cs::cuda::(anonymous namespace)::bn_bwd_apply_kernel<__half, true>", "batchnorm"),
+        ("void cs::cuda::(anonymous namespace)::max_pool_bwd_kernel<__nv_bfloat16>", "pooling"),
     ]
 
     def test_categories(self):
