@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compat.h"
+#include "kernels.h"
 #include "pipeline.h"
 
 #ifdef CS_WITH_CUDA
@@ -73,6 +74,11 @@ Trainer::Trainer(const EngineConfig& cfg)
   // reducer run as on N ranks (how the NCCL path is checked on one GPU).
   const bool data_parallel = !pipelined && (d.world_size > 1 || !d.backend.empty());
   check_precision(cfg_.precision, device_);
+  try {
+    kernels::in_use();  // reads CASESTUDY_KERNELS: a bad value fails here, not mid-step
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
   if (cfg_.graphs) {
     if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
     if (data_parallel || pipelined)
@@ -166,6 +172,7 @@ json Trainer::info() const {
   j["backend"] = comm_ ? comm_->backend() : "none";
   j["optimizer"] = optim_->implementation();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
+  j["kernels"] = kernels::in_use();
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
