@@ -32,7 +32,7 @@ inline cuda::DType dtype(at::ScalarType t) {
   }
 }
 
-inline cudaStream_t stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+inline cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)

@@ -123,9 +123,11 @@ int check_case(const Case& c, torch::Device dev, bool kernel) {
   kernels::set_for_tests("native");
   auto portable = run(false, x, d, w, b, gy, gr, c.out);
   if (!kernel) {
-    // The portable path against the reference: within the output dtype's rounding.
+    // The portable path against the reference (a check of this test's
+    // reference): y within three roundings to the output dtype (of r, of the
+    // weights, of y: each at most u / 2 relative), the gradients within 4 u.
     const double u = c.out == torch::kBFloat16 ? 1.0 / 256 : c.out == torch::kHalf ? 1.0 / 2048 : 1e-6;
-    CS_CHECK(rel_err(portable.y, ref.y) < u);
+    CS_CHECK(rel_err(portable.y, ref.y) < 1.5 * u);
     CS_CHECK(rel_err(portable.dx, ref.dx) < 4 * u);
     CS_CHECK(rel_err(portable.dw, ref.dw) < 4 * u);
     return 0;
