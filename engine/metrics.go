@@ -75,6 +75,9 @@ type Info struct {
 	// adamw-fused) and attention (sdpa | math).
 	Optimizer string `json:"optimizer,omitempty"`
 	Attention string `json:"attention,omitempty"`
+	// Kernels lists the engine's own CUDA kernels in use ("ce,ln", "none";
+	// engine/native/src/kernels.h, CASESTUDY_KERNELS).
+	Kernels string `json:"kernels,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,

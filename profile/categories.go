@@ -28,6 +28,7 @@ const (
 	BatchNorm     = "batchnorm"
 	LayerNorm     = "layernorm"
 	Softmax       = "softmax/cross-entropy"
+	Pooling       = "pooling"
 	GEMM          = "gemm/matmul"
 	Copy          = "copy/memset"
 	Reduction     = "reduction"

@@ -20,6 +20,7 @@ var categoryColours = map[string]color.Color{
 	profile.BatchNorm:     colOrange,
 	profile.LayerNorm:     color.RGBA{240, 200, 60, 255},
 	profile.Softmax:       color.RGBA{170, 120, 40, 255},
+	profile.Pooling:       color.RGBA{150, 150, 90, 255},
 	profile.Elementwise:   colGreen,
 	profile.Reduction:     color.RGBA{0, 110, 80, 255},
 	profile.Copy:          color.RGBA{120, 90, 70, 255},

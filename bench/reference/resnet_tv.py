@@ -2,7 +2,8 @@
 """torchvision resnet50 training-step benchmark: the reference the engine's
 resnet50 family is compared against (docs/records/perf.md, bench/reference/README.md).
 
-AMP bf16 autocast, channels_last model and input, SGD with momentum 0.9 and
+AMP bf16 autocast (--precision fp16: fp16 autocast with torch.amp.GradScaler,
+the gradients unscaled before clipping), channels_last model and input, SGD with momentum 0.9 and
 weight decay 1e-4 on every parameter, gradient clipping at 1.0 (as the engine's
 step), synthetic images made on the device before timing. Each step is timed
 with CUDA events; warm-up steps are discarded. Prints one JSON line per mode
@@ -66,14 +67,19 @@ def bench(torch, torchvision, a, compiled):
                 torch.randint(0, 1000, (a.micro_batch,), generator=g, device=dev))
                for _ in range(2)]
     loss_fn = torch.nn.CrossEntropyLoss()
+    fp16 = a.precision == "fp16"
+    dtype = torch.float16 if fp16 else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda", enabled=fp16)
 
     def step(i):
         x, y = batches[i % len(batches)]
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=dtype):
             loss = loss_fn(fwd(x), y)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad(set_to_none=True)
         return loss
 
@@ -81,13 +87,14 @@ def bench(torch, torchvision, a, compiled):
     fps = 3.0 * 2.0 * macs  # training = 3 x forward; 2 FLOPs per multiply-accumulate
     name = torch.cuda.get_device_name(dev)
     res = {
-        "name": "tv-compile" if compiled else "tv-eager",
+        "name": ("tv-fp16-" if fp16 else "tv-") + ("compile" if compiled else "eager"),
         "model": "resnet50", "reference": "torchvision.models.resnet50",
         "device_name": name, "torch": torch.__version__, "torchvision": torchvision.__version__,
-        "precision": "bf16", "micro_batch": a.micro_batch, "image_size": a.image_size,
+        "precision": a.precision, "micro_batch": a.micro_batch, "image_size": a.image_size,
         "channels_last": a.channels_last, "params": n_params, "flops_per_sample": fps,
         "warmup": a.warmup, "steps": a.steps,
-        **measured_fields(torch, dev, times, losses, a.micro_batch, fps, 0, peak_tflops(name, a.peak_tflops)),
+        **measured_fields(torch, dev, times, losses, a.micro_batch, fps, 0,
+                          peak_tflops(name, a.peak_tflops, "bf16")),  # fp16's dense peak is bf16's
     }
     profile = profiler(torch, step, res)
     return res, profile
@@ -103,6 +110,8 @@ def main(argv=None):
     p.add_argument("--mode", choices=sorted(MODES), default="eager",
                    help="both: eager, then compiled, one JSON line each")
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
+    p.add_argument("--precision", choices=["bf16", "fp16"], default="bf16",
+                   help="autocast dtype; fp16 with a GradScaler (tv-fp16-eager, tv-fp16-compile)")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
     p.add_argument("--seed", type=int, default=0)

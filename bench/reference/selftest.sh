@@ -3,7 +3,7 @@
 # about a minute: the time budget, timeouts, skips, failures, the JSON lines,
 # the tables and the profile stage. The engine runs for real (the CPU build;
 # GPT configurations are turned into the tiny preset on the CPU), the
-# references are stand-ins: GPT's prints an eager and a compiled line (and
+# references are stand-ins: GPT's two print an eager and a compiled line (and
 # writes a made-up profile for --profile), BERT's hangs until its timeout, and
 # the engine's CUDA configurations of BERT fail (no CUDA in a CPU build). A
 # second run checks the profile stage: the engine's GPT profile is real where a
@@ -37,11 +37,12 @@ case "${1:-}" in
     py=python3
     [[ " $* " == *" --profile "* ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null && py=/usr/bin/python3
     exec "$py" "${args[@]}" ;;
-  bench/reference/gpt2_hf.py)
-    modes="eager compile"
+  bench/reference/gpt2_hf.py | bench/reference/gpt2_nano.py)
+    modes="eager compile" pre=hf
+    [[ $1 == *nano* ]] && pre=nano
     [[ " $* " == *" --mode eager "* ]] && modes=eager
     for m in $modes; do
-      echo "{\"name\": \"hf-$m\", \"model\": \"gpt-124m\", \"precision\": \"bf16\", \"step_ms\": {\"median\": 10, \"p10\": 9, \"p90\": 11}, \"samples_per_s\": 100, \"tokens_per_s\": 6400, \"tflops\": 1, \"peak_tflops\": 989.4, \"mfu\": 0.001, \"mem_peak_bytes\": 1, \"loss_first\": 5, \"loss_last\": 4}"
+      echo "{\"name\": \"$pre-$m\", \"model\": \"gpt-124m\", \"precision\": \"bf16\", \"step_ms\": {\"median\": 10, \"p10\": 9, \"p90\": 11}, \"samples_per_s\": 100, \"tokens_per_s\": 6400, \"tflops\": 1, \"peak_tflops\": 989.4, \"mfu\": 0.001, \"mem_peak_bytes\": 1, \"loss_first\": 5, \"loss_last\": 4}"
     done
     prev=
     for a in "$@"; do
@@ -50,7 +51,7 @@ import json, sys
 sys.path.insert(0, "bench/reference")
 import kernels
 p = kernels.summarize([("nvjet_tst_192x192", 18000, 36), ("flash_fwd_kernel", 6000, 36)], 3, step_ms=10.0)
-json.dump(dict(p, name="hf-eager"), open(sys.argv[1], "w"))' "$a"
+json.dump(dict(p, name=sys.argv[2]), open(sys.argv[1], "w"))' "$a" "$pre-eager"
       prev=$a
     done ;;
   bench/reference/bert_hf.py) exec sleep 1000 ;;
@@ -74,12 +75,12 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert rows and all(r.get("group") for r in rows), rows' "$tmp/out/bench.jsonl"
 t=$tmp/out/table.md
 check "engine GPT runs measured" grep -qE '^\| engine-bf16-graphs \| bf16 \| [0-9.]+ \(' "$t"
-check "summary row with ratios to both references" grep -qE '^\| gpt-124m 16x1024 \| engine-[a-z0-9-]+ \| [0-9]+ \| .* \| [0-9.]+× \| .* \| [0-9.]+× \|' "$t"
+check "summary row with ratios to both best references, named" grep -qE '^\| gpt-124m 16x1024 \| engine-[a-z0-9-]+ \| [0-9]+ \| .* \| [0-9.]+× \((nano|hf)-eager\) \| .* \| [0-9.]+× \((nano|hf)-compile\) \|' "$t"
 check "engine failure reported" grep -q 'engine-bf16 | | failed: cs_create status' "$t"
 check "hung reference reported as timeout" grep -q 'hf-eager | | timeout: killed by the time limit' "$t"
 check "runs that do not fit reported as skipped" grep -qE '(hf|tv)-compile \| \| skipped: needs' "$t"
 check "within the budget" python3 -c 'import re, sys; s = int(re.search(r", (\d+) s of BUDGET_S=30", open(sys.argv[1]).read()).group(1)); assert s <= 30, s' "$t"
-check "logs.tgz has the logs" sh -c "tar tzf '$tmp/out/logs.tgz' | grep -q logs/gpt-hf.out"
+check "logs.tgz has the logs" sh -c "tar tzf '$tmp/out/logs.tgz' | grep -q logs/gpt-nano.out"
 check "the table is printed last" sh -c "tail -3 '$tmp/log' | grep -q 'peak memory of a graph replay'"
 OUT=$tmp/dry WORK=$tmp/dry DRY_RUN=1 RUN_STUDY=1 scripts/gpu-check.sh >"$tmp/plan" 2>&1
 check "DRY_RUN plans every stage and writes nothing" sh -c "grep -q 'bert-large 32x512' '$tmp/plan' && grep -q 'study' '$tmp/plan' && ! test -e '$tmp/dry'"
@@ -93,13 +94,13 @@ t=$tmp/pout/table.md
 check "profile stage: exit status 0: got $rc" test "$rc" = 0
 check "profile stage: a Kernel profiles section per shape" sh -c "grep -q '^## Kernel profiles' '$t' &&
   test \$(grep -c '^### .* vs ' '$t') = 3"
-check "profile stage: GPT side by side" grep -q '^### gpt-124m 16x1024: engine-bf16 vs hf-eager' "$t"
+check "profile stage: GPT side by side" grep -q '^### gpt-124m 16x1024: engine-bf16 vs nano-eager' "$t"
 check "profile stage: the stand-in's categories" grep -qE '^\| gemm/matmul \| [0-9.–]+ \| .* \| 6\.00 \| 75\.0% \|' "$t"
 check "profile stage: the failed engine run has no profile" grep -q '^- engine: no profile' "$t"
 check "profile stage: the hung reference is a timeout" grep -q 'hf-eager | | timeout: killed by the time limit' "$t"
 check "profile stage: no profile group in the summary" sh -c "! grep -q '^| profile ' '$t'"
 check "profile stage: profiles.tgz has the JSON" sh -c "tar tzf '$tmp/pout/profiles.tgz' | grep -q profiles/gpt-engine-bf16.json &&
-  tar tzf '$tmp/pout/profiles.tgz' | grep -q profiles/gpt-hf-eager.json"
+  tar tzf '$tmp/pout/profiles.tgz' | grep -q profiles/gpt-nano-eager.json"
 check "profile stage: the engine's profile has its matmuls (or says torch is missing)" python3 -c '
 import json, sys
 p = json.load(open(sys.argv[1]))

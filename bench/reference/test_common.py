@@ -115,9 +115,25 @@ class TableTest(unittest.TestCase):
         summary = table.summary(groups)
         self.assertEqual(len(summary), 3, summary)
         self.assertTrue(summary[2].startswith("| gpt-124m 16x1024 | engine-bf16 | 200 |"), summary[2])
-        self.assertIn("| 2.00× |", summary[2])
+        self.assertIn("| 2.00× (hf-eager) |", summary[2])
         self.assertIn("### profile gpt-124m 16x1024", table.detail("profile gpt-124m 16x1024",
                                                                   groups["profile gpt-124m 16x1024"]))
+
+    def test_against_the_best_reference_of_each_mode_in_any_of_their_precisions(self):
+        g = "resnet50 256x224"
+        rows = [self.row(g, "engine-bf16", 300.0), dict(self.row(g, "engine-fp16", 330.0), precision="fp16"),
+                dict(self.row(g, "engine-fp32", 900.0), precision="fp32"),  # no reference in fp32
+                self.row(g, "tv-eager", 100.0), self.row(g, "tv-compile", 200.0),
+                dict(self.row(g, "tv-fp16-eager", 110.0), precision="fp16"),
+                dict(self.row(g, "tv-fp16-compile", 150.0), precision="fp16"),
+                {"group": g, "name": "nano-compile", "status": "failed", "reason": "x"}]
+        refs = table.refs(rows)
+        self.assertEqual(refs["eager"]["name"], "tv-fp16-eager")
+        self.assertEqual(refs["compile"]["name"], "tv-compile")
+        line = table.summary({g: rows})[2]
+        self.assertTrue(line.startswith("| %s | engine-fp16 | 330 |" % g), line)
+        self.assertIn("| 3.00× (tv-fp16-eager) |", line)
+        self.assertIn("| 1.65× (tv-compile) |", line)
 
 class MeasuredFieldsTest(unittest.TestCase):
     def test_fields_from_the_median_step(self):

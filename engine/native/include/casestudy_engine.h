@@ -97,11 +97,9 @@ cs_status cs_step(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
  *  "trace_path","trace_format","trace_bytes","trace_ms","trace_error"} (docs/engine.md).
  * request_json: {"steps":3,"trace_path":"/abs/rank0.r0.trace.json"} (trace_path ""
  * writes none). Every rank of a data-parallel or pipelined engine must call it with
- * the same steps. out_len below 4096 is CS_ERR_BUFFER before anything runs; a profile
- * larger than out_len drops its smallest kernels ("kernels_dropped"), so the
- * caller never retries. Added after ABI 1 shipped: probe for the symbol (dlsym). */
-cs_status cs_profile(cs_engine *e, const char *request_json, char *out, size_t out_len,
-                     char *err, size_t err_len);
+ * the same steps. A profile larger than 8 MiB drops its smallest kernels
+ * ("kernels_dropped"). */
+cs_status cs_profile(cs_engine *e, const char *request_json, char **out, char **err) CS_NOEXCEPT;
 
 /* A checksum of all parameters (sum of float64 values and a bitwise hash), for
  * cross-rank equality checks: {"sum":..., "hash":"hex"}. */

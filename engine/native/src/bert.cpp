@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "add_layer_norm.h"
 #include "compat.h"
 #include "precision.h"
 
@@ -116,6 +117,14 @@ torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
   return torch::linear(x, l->weight, l->bias);
 }
 
+// Under CUDA autocast the blocks' LayerNorms write the autocast dtype
+// (block_layer_norm); add_layer_norm does the same with the residual add.
+at::ScalarType norm_dtype() { return compat::autocast_dtype(c10::DeviceType::CUDA); }
+bool fused_norms(const torch::Tensor& x, const torch::Tensor& delta) {
+  return x.is_cuda() && compat::autocast_enabled(c10::DeviceType::CUDA) &&
+         add_layer_norm_fused(x, delta, norm_dtype());
+}
+
 torch::nn::LayerNorm layer_norm(int64_t h) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(kLayerNormEps));
 }
@@ -131,8 +140,11 @@ struct Embeddings : torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& types) {
     auto pos = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
-    return block_layer_norm(word(ids) + position(pos).unsqueeze(0) + token_type(types),
-                            norm->weight, norm->bias, kLayerNormEps);
+    auto x = word(ids) + position(pos).unsqueeze(0);
+    auto t = token_type(types);
+    if (fused_norms(x, t))
+      return add_layer_norm(x, t, norm->weight, norm->bias, kLayerNormEps, norm_dtype()).y;
+    return block_layer_norm(x + t, norm->weight, norm->bias, kLayerNormEps);
   }
 };
 
@@ -157,8 +169,14 @@ struct EncoderLayer : torch::nn::Module {
                                  qkv_[2].transpose(1, 2))
                    .transpose(1, 2)
                    .reshape({B, T, H});
-    auto h = block_layer_norm(x + dense(attn_out, ctx), attn_norm->weight, attn_norm->bias,
-                              kLayerNormEps);
+    auto a = dense(attn_out, ctx);
+    if (fused_norms(x, a)) {  // the residual adds inside the LayerNorm kernels
+      auto h = add_layer_norm(x, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,
+                              norm_dtype()).y;
+      auto y = dense(output, torch::gelu(dense(intermediate, h)));
+      return add_layer_norm(h, y, out_norm->weight, out_norm->bias, kLayerNormEps, norm_dtype()).y;
+    }
+    auto h = block_layer_norm(x + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
     auto y = dense(output, torch::gelu(dense(intermediate, h)));
     return block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
   }

@@ -7,6 +7,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "add_layer_norm.h"
 #include "compat.h"
 #include "device.h"
 #include "linear_ce.h"
@@ -122,6 +123,10 @@ struct BlockImpl : torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
+    if (fused_norms(x)) {
+      auto o = forward_fused(x, torch::Tensor());
+      return o.r + o.y;
+    }
     const auto B = x.size(0), T = x.size(1), d = x.size(2);
     auto h = block_layer_norm(x, ln_1_w, ln_1_b, 1e-5);
     // unbind, not qkv[i]: its backward stacks the three gradients into one
@@ -135,6 +140,31 @@ struct BlockImpl : torch::nn::Module {
     h = block_layer_norm(r, ln_2_w, ln_2_b, 1e-5);
     h = torch::gelu(torch::linear(h, c_fc_w, c_fc_b), "tanh");
     return r + torch::linear(h, mlp_proj_w, mlp_proj_b);
+  }
+
+  // Whether the residual adds and LayerNorms run as add_layer_norm kernels
+  // (kernels.h "ln"): on CUDA under autocast.
+  static bool fused_norms(const torch::Tensor& x) {
+    return x.is_cuda() && compat::autocast_enabled(c10::DeviceType::CUDA) &&
+           add_layer_norm_fused(x, torch::Tensor(), compat::autocast_dtype(c10::DeviceType::CUDA));
+  }
+
+  // The block with its residual adds inside the LayerNorm kernels: the input
+  // is the residual stream x plus the previous block's MLP output delta (not
+  // added yet; undefined for none), the result {r, y} the same for the next
+  // block: r the residual stream after attention, y the MLP output.
+  AddNorm forward_fused(const torch::Tensor& x, const torch::Tensor& delta) {
+    const auto dt = compat::autocast_dtype(c10::DeviceType::CUDA);
+    const auto B = x.size(0), T = x.size(1), d = x.size(2);
+    auto n1 = add_layer_norm(x, delta, ln_1_w, ln_1_b, 1e-5, dt);
+    auto qkv = torch::linear(n1.y, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads}).unbind(2);
+    auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
+                                      qkv[2].transpose(1, 2));
+    y = y.transpose(1, 2).contiguous().view({B, T, d});
+    auto n2 = add_layer_norm(n1.r, torch::linear(y, attn_proj_w, attn_proj_b), ln_2_w, ln_2_b,
+                             1e-5, dt);
+    auto h = torch::gelu(torch::linear(n2.y, c_fc_w, c_fc_b), "tanh");
+    return {n2.r, torch::linear(h, mlp_proj_w, mlp_proj_b)};
   }
 
   int64_t heads;
@@ -165,6 +195,8 @@ class GPT : public Model {
 
   torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x_in,
                                const Batch& b) override {
+    if (!checkpointing_ && (first > 0 ? BlockImpl::fused_norms(x_in) : b.input.is_cuda()))
+      return forward_fused(first, last, x_in, b);
     torch::Tensor x = x_in;
     for (int64_t i = first; i < last; i++) {
       if (i == 0) {
@@ -179,6 +211,44 @@ class GPT : public Model {
       } else {
         x = block_layer_norm(x, ln_f_w_, ln_f_b_, 1e-5);
       }
+    }
+    return x;
+  }
+
+  // forward_layers with each block's last residual add carried into the next
+  // LayerNorm kernel (BlockImpl::forward_fused); the sum is formed only where
+  // the range ends before the final LayerNorm.
+  torch::Tensor forward_fused(int64_t first, int64_t last, const torch::Tensor& x_in,
+                              const Batch& b) {
+    torch::Tensor x = x_in, delta;
+    for (int64_t i = first; i < last; i++) {
+      if (i == 0) {
+        const auto T = b.input.size(1);
+        x = torch::embedding(wte_, b.input) + wpe_.narrow(0, 0, T);
+        if (!BlockImpl::fused_norms(x)) return forward_layers_from(x, 1, last, b);
+      } else if (i <= s_.layers) {
+        auto o = blocks_[size_t(i - 1)]->forward_fused(x, delta);
+        x = o.r;
+        delta = o.y;
+      } else {
+        x = add_layer_norm(x, delta, ln_f_w_, ln_f_b_, 1e-5,
+                           compat::autocast_dtype(c10::DeviceType::CUDA))
+                .y;
+        delta = torch::Tensor();
+      }
+    }
+    return delta.defined() ? x + delta : x;
+  }
+
+  // The portable loop from layer first on (x: layer first - 1's output).
+  torch::Tensor forward_layers_from(const torch::Tensor& x_in, int64_t first, int64_t last,
+                                    const Batch& b) {
+    torch::Tensor x = x_in;
+    for (int64_t i = first; i < last; i++) {
+      if (i <= s_.layers)
+        x = blocks_[size_t(i - 1)]->forward(x);
+      else
+        x = block_layer_norm(x, ln_f_w_, ln_f_b_, 1e-5);
     }
     return x;
   }

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "compat.h"
+#include "kernels.h"
+#include "kernels_glue.h"
 
 namespace cs {
 namespace {
@@ -42,9 +44,21 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     auto hc = h.to(dt);
     auto wc = torch::constant_pad_nd(weight.to(dt), {0, 0, 0, Vp - V});  // [Vp, d]
     auto z = torch::mm(hc, wc.t());                                       // [N, Vp]
+    auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
+    if (fused_kernel(z)) {
+      // One pass per row over the logits (kernels.h "ce"); padding columns become 0.
+#ifdef CS_WITH_KERNELS
+      auto t = target.to(torch::kInt64).contiguous();
+      glue::check(cuda::cross_entropy_fwd_grad(z.data_ptr(), glue::dtype(z.scalar_type()), N, Vp, V,
+                                               t.data_ptr<int64_t>(), losses.data_ptr<float>(),
+                                               glue::stream()),
+                  "cross-entropy kernel");
+#endif
+      save(ctx, h, weight, hc, wc, z, V);
+      return losses.mean();
+    }
     if (Vp > V) z.narrow(1, V, Vp - V).fill_(-std::numeric_limits<double>::infinity());
 
-    auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
     const int64_t rows = chunk_rows > 0 ? chunk_rows : std::max<int64_t>(1, kChunkLogits / Vp);
     for (int64_t r = 0; r < N; r += rows) {
       const int64_t n = std::min(rows, N - r);
@@ -56,11 +70,27 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       lp.exp_().scatter_add_(1, idx, torch::full({n, 1}, -1.0, lp.options()));
       zc.copy_(lp);
     }
+    save(ctx, h, weight, hc, wc, z, V);
+    return losses.mean();
+  }
+
+  // Whether the "ce" kernel computes the loss and its gradient over z.
+  static bool fused_kernel(const torch::Tensor& z) {
+#ifdef CS_WITH_KERNELS
+    return kernels::enabled("ce") && z.is_cuda() && glue::has_dtype(z.scalar_type()) &&
+           z.is_contiguous() && z.size(0) <= std::numeric_limits<int32_t>::max();
+#else
+    return false;
+#endif
+  }
+
+  static void save(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& weight,
+                   const torch::Tensor& hc, const torch::Tensor& wc, const torch::Tensor& z,
+                   int64_t V) {
     ctx->save_for_backward({hc, wc, z});
     ctx->saved_data["vocab"] = V;
     ctx->saved_data["h_dtype"] = int64_t(h.scalar_type());
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
-    return losses.mean();
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {

@@ -11,6 +11,9 @@
 // leading dimensions), then row-chunk by row-chunk (each chunk's fp32
 // temporaries small enough for L2) the loss and d loss / d logits =
 // softmax - one-hot, written over the logits; the backward pass is two matmuls.
+// On CUDA with the engine's "ce" kernel (kernels.h) the chunks give way to one
+// kernel that reads each row once for its max and sum of exponentials in fp32
+// and writes softmax - one-hot over it (llm.c's fused classifier).
 //
 // Targets must be valid class indices (no ignore_index): the GPT data never
 // produces -100.
@@ -23,7 +26,7 @@ namespace cs {
 // The mean over rows of -log softmax(h weight^T)[target]: h [N, d] (any float
 // dtype), weight [V, d], target [N] int64. Matmuls run in the autocast dtype
 // when autocast is on for h's device, else in h's dtype. chunk_rows > 0 sets
-// the rows per chunk (tests); 0 picks about 8 M logits per chunk.
+// the rows per chunk of the portable path (tests); 0 picks about 8 M logits per chunk.
 torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& weight,
                                    const torch::Tensor& target, int64_t chunk_rows = 0);
 

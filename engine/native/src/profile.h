@@ -27,6 +27,10 @@ ProfileRequest parse_profile_request(const std::string& json);
 // times. A trace that cannot be written is reported in trace_error, not thrown.
 nlohmann::json profile_steps(Trainer& t, const ProfileRequest& req);
 
+// The largest profile answer cs_profile hands out (8 MiB; a profile is a few KiB
+// to a few hundred KiB).
+constexpr size_t kProfileLimit = 8u << 20;
+
 // The profile as JSON text of at most limit bytes: the smallest kernels are
 // dropped (counted in kernels_dropped, their time in dropped_ms) until it fits.
 std::string dump_profile(nlohmann::json j, size_t limit);

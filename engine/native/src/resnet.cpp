@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "bn_relu.h"
+#include "max_pool.h"
+
 namespace cs {
 namespace {
 
@@ -122,8 +125,8 @@ struct Stem : Layer {
   }
   torch::Tensor forward(torch::Tensor x) override {
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    x = bn1(conv1(x)).relu_();
-    return torch::max_pool2d(x, 3, 2, 1);
+    x = batch_norm_act(*bn1, conv1(x), torch::Tensor(), /*relu=*/true);
+    return max_pool(x, 3, 2, 1);
   }
 };
 
@@ -143,12 +146,13 @@ struct Bottleneck : Layer {
       down_bn = register_module("downsample_bn", torch::nn::BatchNorm2d(out));
     }
   }
+  // batch_norm_act: BatchNorm, the add and the ReLU in the engine's kernels
+  // where they apply (bn_relu.h), else m(x).add_(identity).relu_().
   torch::Tensor forward(torch::Tensor x) override {
-    torch::Tensor identity = down ? down_bn(down(x)) : x;
-    torch::Tensor y = bn1(conv1(x)).relu_();
-    y = bn2(conv2(y)).relu_();
-    y = bn3(conv3(y));
-    return y.add_(identity).relu_();
+    torch::Tensor identity = down ? batch_norm_act(*down_bn, down(x), {}, /*relu=*/false) : x;
+    torch::Tensor y = batch_norm_act(*bn1, conv1(x), {}, true);
+    y = batch_norm_act(*bn2, conv2(y), {}, true);
+    return batch_norm_act(*bn3, conv3(y), identity, true);
   }
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "compat.h"
+#include "kernels.h"
 #include "pipeline.h"
 
 #ifdef CS_WITH_CUDA
@@ -120,6 +121,11 @@ void Trainer::init_device() {
   threads_ = cfg_.threads > 0 ? cfg_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   set_threads();
   check_precision(cfg_.precision, device_);
+  try {
+    kernels::in_use();  // reads CASESTUDY_KERNELS: a bad value fails here, not mid-step
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
   if (cfg_.graphs) {
     if (!device_.is_cuda()) throw UnsupportedError("graphs need a CUDA device (device is cpu)");
     if (data_parallel() || cfg_.pipeline.stages > 1)
@@ -240,6 +246,7 @@ json Trainer::info() const {
   j["backend"] = comm_ ? comm_->backend() : "none";
   j["optimizer"] = optim_->implementation();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
+  j["kernels"] = kernels::in_use();
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;

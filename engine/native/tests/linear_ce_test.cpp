@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compat.h"
+#include "kernels.h"
 #include "linear_ce.h"
 #include "native_test.h"
 
@@ -48,14 +49,17 @@ double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
 }
 
-int check_device(torch::Device dev) {
+struct Shape {
+  int64_t N, V, d;
+};
+
+int check_device(torch::Device dev, const std::vector<Shape>& shapes) {
   torch::manual_seed(7);
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  // Padded to 256; already a multiple of 64; above 1024 (CUDA's softmax takes
-  // another kernel there).
-  for (int64_t V : {203, 128, 3001}) {
-    const int64_t N = 37, d = 16;
-    auto h = torch::randn({N, d}, f32), w = torch::randn({V, d}, f32) * 0.5;
+  for (const auto& sh : shapes) {
+    const int64_t N = sh.N, V = sh.V, d = sh.d;
+    // Logits of standard deviation about 2 whatever the width.
+    auto h = torch::randn({N, d}, f32), w = torch::randn({V, d}, f32) * (0.5 * std::sqrt(16.0 / d));
     auto t = torch::randint(0, V, {N}, f32.dtype(torch::kLong));
     auto ref = run(false, h, w, t, torch::kFloat32, 0, 3.0);
     for (int64_t chunk : {0, 5}) {
@@ -90,11 +94,26 @@ int check_device(torch::Device dev) {
 }  // namespace
 
 int linear_ce_tests() {
-  if (int rc = check_device(torch::kCPU)) return rc;
+  // Padded to 256; already a multiple of 64; above 1024 (CUDA's softmax takes
+  // another kernel there).
+  const std::vector<Shape> small{{37, 203, 16}, {37, 128, 16}, {37, 3001, 16}};
+  if (int rc = check_device(torch::kCPU, small)) return rc;
   std::cout << "  linear_ce cpu ok\n";
   if (torch::cuda::is_available()) {
-    if (int rc = check_device(torch::Device(torch::kCUDA, 0))) return rc;
-    std::cout << "  linear_ce cuda ok\n";
+    const torch::Device cuda(torch::kCUDA, 0);
+    kernels::set_for_tests("native");
+    if (int rc = check_device(cuda, small)) return rc;
+    std::cout << "  linear_ce cuda (chunked) ok\n";
+    if (kernels::compiled()) {
+      kernels::set_for_tests("ce");
+      // GPT-2's vocabulary (padded to 50,304) and width, 2,048 of the 16,384 rows.
+      auto shapes = small;
+      shapes.push_back({2048, 50257, 768});
+      const int rc = check_device(cuda, shapes);
+      kernels::set_for_tests("");
+      if (rc) return rc;
+      std::cout << "  linear_ce cuda (ce kernel) ok\n";
+    }
   }
   return 0;
 }

@@ -2,17 +2,30 @@
 // directly or that needs exact comparisons against libtorch's own ops. On a
 // machine with CUDA they run on the GPU too. Exit status 0 when all pass.
 //   make engine-tests   (cmake --build build/engine --target cs_native_tests)
+//   cs_native_tests [SUITE...]   only these suites (each kernel's suite apart:
+//                                a crashed kernel leaves the others' verdicts)
+#include <cstring>
 #include <iostream>
 
 #include "native_test.h"
 
-int main() {
-  int failed = 0;
-  for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"linear_ce", linear_ce_tests},
-                           {"profile_spans", profile_spans_tests}}) {
+int main(int argc, char** argv) {
+  int failed = 0, ran = 0;
+  for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"kernels", kernels_tests},
+                          {"linear_ce", linear_ce_tests}, {"add_layer_norm", add_layer_norm_tests},
+                          {"bn_relu", bn_relu_tests}, {"max_pool", max_pool_tests},
+                          {"profile_spans", profile_spans_tests}}) {
+    bool wanted = argc < 2;
+    for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
+    if (!wanted) continue;
     const int rc = fn();
-    std::cout << (rc == 0 ? "ok   " : "FAIL ") << name << "\n";
+    std::cout << (rc == 0 ? "ok   " : "FAIL ") << name << std::endl;
     failed += rc != 0;
+    ran++;
+  }
+  if (ran == 0) {
+    std::cerr << "cs_native_tests: no suite named " << argv[1] << "\n";
+    return 2;
   }
   return failed == 0 ? 0 : 1;
 }

@@ -16,3 +16,7 @@
 int optim_tests();
 int linear_ce_tests();
 int profile_spans_tests();
+int kernels_tests();
+int add_layer_norm_tests();
+int bn_relu_tests();
+int max_pool_tests();

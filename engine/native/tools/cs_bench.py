@@ -140,6 +140,7 @@ def summarize(name, cfg, info, steps, warmup):
     res.update({
         "config": cfg, "graphs": bool(info.get("graphs")), "graphed": graphed,
         "optimizer": info.get("optimizer"), "attention": info.get("attention"),
+        "kernels": info.get("kernels"),
         "params": info.get("params"), "flops_per_sample": fps,
         "warmup": warmup, "steps": len(m),
         "step_ms": {"median": med, "p10": pct(ms, 0.1), "p90": pct(ms, 0.9)},
@@ -171,6 +172,9 @@ def main(argv=None):
                     % PROFILE_STEPS)
     ap.add_argument("--launch", action="store_true",
                     help="time one launch (load, cs_create by phase, first step, cs_destroy) instead")
+    ap.add_argument("--losses", metavar="FILE",
+                    help="write every step's loss (warm-up included) as JSON to FILE "
+                    "(name, config, kernels, losses; engine/native/tools/losscurve.py)")
     a = ap.parse_args(argv)
     try:
         cfg = json.loads(a.config)
@@ -202,6 +206,11 @@ def main(argv=None):
     steps = [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(a.warmup + a.steps)]
     line = summarize(a.name, cfg, info, steps, a.warmup)
     print(json.dumps(line), flush=True)
+    if a.losses:
+        with open(a.losses + ".tmp", "w") as f:
+            json.dump({"name": a.name, "config": cfg, "kernels": info.get("kernels"),
+                       "losses": [s["loss"] for s in steps]}, f)
+        os.replace(a.losses + ".tmp", a.losses)
     if a.profile:
         try:
             profile(eng, torch, no_torch, a.profile, line)

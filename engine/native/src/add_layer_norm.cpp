@@ -1,0 +1,124 @@
+// add_layer_norm.cpp: see add_layer_norm.h.
+#include "add_layer_norm.h"
+
+#include "kernels.h"
+#include "kernels_glue.h"
+
+namespace cs {
+namespace {
+
+AddNorm portable(const torch::Tensor& x, const torch::Tensor& delta, const torch::Tensor& weight,
+                 const torch::Tensor& bias, double eps, at::ScalarType out) {
+  AddNorm o;
+  o.r = delta.defined() ? x + delta : x;
+  // Past autocast's fp32 rule for layer_norm (as block_layer_norm).
+  c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
+  c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
+  o.y = torch::layer_norm(o.r.to(out), {x.size(-1)}, weight.to(out), bias.to(out), eps);
+  return o;
+}
+
+#ifdef CS_WITH_KERNELS
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Outputs {r, y} with a delta, {y} without (r is x then).
+struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
+                               const torch::Tensor& delta_in, const torch::Tensor& weight,
+                               const torch::Tensor& bias, double eps, int64_t out_dtype) {
+    const auto out = at::ScalarType(out_dtype);
+    const bool has_delta = delta_in.defined();
+    auto x = x_in.contiguous();
+    auto delta = has_delta ? delta_in.contiguous() : torch::Tensor();
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    auto w = weight.to(torch::kFloat32).contiguous(), b = bias.to(torch::kFloat32).contiguous();
+    auto r = has_delta ? torch::empty_like(x) : x;
+    auto y = torch::empty(x.sizes(), x.options().dtype(out));
+    auto f32 = x.options().dtype(torch::kFloat32);
+    auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+    glue::check(
+        cuda::layer_norm_fwd(x.data_ptr(), has_delta ? delta.data_ptr() : nullptr,
+                             w.data_ptr<float>(), b.data_ptr<float>(),
+                             has_delta ? r.data_ptr() : nullptr, y.data_ptr(),
+                             mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                             glue::dtype(x.scalar_type()),
+                             glue::dtype(has_delta ? delta.scalar_type() : x.scalar_type()),
+                             glue::dtype(out), rows, C, float(eps), glue::stream()),
+        "add_layer_norm forward kernel");
+    ctx->save_for_backward({r, mean, rstd, w});
+    ctx->saved_data["has_delta"] = has_delta;
+    ctx->saved_data["delta_dtype"] = int64_t(has_delta ? delta.scalar_type() : x.scalar_type());
+    ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
+    ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
+    ctx->saved_data["out"] = out_dtype;
+    if (has_delta) return {r, y};
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto r = saved[0], mean = saved[1], rstd = saved[2], w = saved[3];
+    const bool has_delta = ctx->saved_data["has_delta"].toBool();
+    const auto delta_dtype = at::ScalarType(ctx->saved_data["delta_dtype"].toInt());
+    const auto out = at::ScalarType(ctx->saved_data["out"].toInt());
+    torch::Tensor dr = has_delta ? grads[0] : torch::Tensor();
+    torch::Tensor dy = has_delta ? grads[1] : grads[0];
+    const int64_t C = r.size(-1), rows = r.numel() / C;
+    if (!dy.defined()) dy = torch::zeros(r.sizes(), r.options().dtype(out));
+    dy = dy.to(out).contiguous();
+    if (dr.defined()) dr = dr.to(r.scalar_type()).contiguous();
+    auto dx = torch::empty_like(r);
+    const bool separate = has_delta && delta_dtype != r.scalar_type();
+    auto ddelta = separate ? torch::empty(r.sizes(), r.options().dtype(delta_dtype)) : torch::Tensor();
+    auto f32 = r.options().dtype(torch::kFloat32);
+    auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
+    auto scratch = torch::empty({std::max<int64_t>(1, cuda::layer_norm_bwd_scratch(rows, C))}, f32);
+    glue::check(cuda::layer_norm_bwd(dy.data_ptr(), dr.defined() ? dr.data_ptr() : nullptr,
+                                     r.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                                     w.data_ptr<float>(), dx.data_ptr(),
+                                     separate ? ddelta.data_ptr() : nullptr, dw.data_ptr<float>(),
+                                     db.data_ptr<float>(), scratch.data_ptr<float>(),
+                                     glue::dtype(r.scalar_type()), glue::dtype(delta_dtype),
+                                     glue::dtype(out), rows, C, glue::stream()),
+                "add_layer_norm backward kernel");
+    const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
+    const auto b_dtype = at::ScalarType(ctx->saved_data["b_dtype"].toInt());
+    torch::Tensor gdelta;
+    if (has_delta) gdelta = separate ? ddelta : dx;
+    return {dx, gdelta, dw.to(w_dtype), db.to(b_dtype), torch::Tensor(), torch::Tensor()};
+  }
+};
+#endif
+
+}  // namespace
+
+bool add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& delta, at::ScalarType out) {
+#ifdef CS_WITH_KERNELS
+  if (!kernels::enabled("ln") || !x.is_cuda() || x.dim() < 1 || x.numel() == 0) return false;
+  if (!glue::has_dtype(x.scalar_type()) || !glue::has_dtype(out)) return false;
+  if (delta.defined() &&
+      (!delta.is_cuda() || delta.sizes() != x.sizes() || !glue::has_dtype(delta.scalar_type())))
+    return false;
+  const auto td = delta.defined() ? delta.scalar_type() : x.scalar_type();
+  return cuda::layer_norm_supports(x.size(-1)) &&
+         cuda::layer_norm_dtypes(glue::dtype(x.scalar_type()), glue::dtype(td), glue::dtype(out));
+#else
+  return false;
+#endif
+}
+
+AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
+                       const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                       at::ScalarType out) {
+#ifdef CS_WITH_KERNELS
+  if (add_layer_norm_fused(x, delta, out)) {
+    auto o = AddLayerNorm::apply(x, delta, weight, bias, eps, int64_t(out));
+    if (delta.defined()) return {o[0], o[1]};
+    return {x, o[0]};
+  }
+#endif
+  return portable(x, delta, weight, bias, eps, out);
+}
+
+}  // namespace cs

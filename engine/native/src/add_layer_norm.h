@@ -1,0 +1,29 @@
+// add_layer_norm.h: a residual add and the LayerNorm after it in one op
+// (forward and backward one CUDA kernel each: kernels.h "ln"), for the
+// transformer blocks of GPT and BERT.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace cs {
+
+struct AddNorm {
+  torch::Tensor r;  // x + delta, in x's dtype (x itself when delta is undefined)
+  torch::Tensor y;  // LayerNorm(r) over the last dimension, in the output dtype
+};
+
+// r = x + delta (rounded to x's dtype), y = (r - mean) / sqrt(var + eps) *
+// weight + bias in dtype out, statistics in fp32 from r as stored. With the
+// kernel (add_layer_norm_fused) weight and bias are read in fp32; otherwise
+// (the portable path) r and the affine parameters are cast to out and
+// torch::layer_norm runs, as block_layer_norm does.
+AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
+                       const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                       at::ScalarType out);
+
+// Whether add_layer_norm runs the CUDA kernel for these arguments: the "ln"
+// kernel switched on, CUDA tensors, out bf16 or fp16, x fp32 or out's dtype,
+// delta x's or out's dtype, a row length the kernel takes.
+bool add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& delta, at::ScalarType out);
+
+}  // namespace cs

@@ -1,0 +1,27 @@
+// bn_relu.h: training-mode batch norm, the residual add after it and the ReLU
+// in one op over channels_last activations (forward three kernels, backward
+// three: kernels.h "bn"), for ResNet. PyTorch runs bf16 batch norm in its own
+// kernels (fp16 in cuDNN), then the add and the ReLU apart: on the H200 batch
+// norm was 45% of a ResNet-50 step and the elementwise ops another 18%
+// (docs/perf.md).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace cs {
+
+// relu?(m(x) + residual) (residual undefined: none). With the kernel
+// (batch_norm_act_fused) the batch statistics, the running statistics'
+// update and num_batches_tracked are those of m's forward; otherwise it is
+// m(x), add_(residual), relu_() as libtorch runs them.
+torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
+                             const torch::Tensor& residual, bool relu);
+
+// Whether batch_norm_act runs the kernels: the "bn" kernel switched on, m in
+// training mode with running statistics and a momentum, x a CUDA bf16 or
+// fp16 channels_last tensor with a channel count the kernels take, the
+// residual alike.
+bool batch_norm_act_fused(const torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
+                          const torch::Tensor& residual);
+
+}  // namespace cs

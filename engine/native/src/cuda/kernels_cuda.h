@@ -1,0 +1,89 @@
+// kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
+// device pointers, so that the .cu files need no torch headers. The C++ glue
+// (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp) checks shapes, dtypes,
+// contiguity and alignment and passes the current stream. Every launcher
+// returns the launch's cudaError_t (cudaSuccess when all went well).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cs {
+namespace cuda {
+
+// Element types the kernels read and write.
+enum class DType { F32 = 0, BF16 = 1, F16 = 2 };
+
+// ---- cross_entropy.cu --------------------------------------------------------
+// In place over logits [rows, ld] (dtype t; columns [V, ld) are padding): per
+// row, loss[row] = logsumexp(z[0:V]) - z[target] in fp32, then the row is
+// overwritten with softmax(z) - onehot(target) over [0, V) and 0 over [V, ld).
+// target values must lie in [0, V).
+cudaError_t cross_entropy_fwd_grad(void* logits, DType t, int64_t rows, int64_t ld, int64_t V,
+                                   const int64_t* target, float* loss, cudaStream_t stream);
+
+// ---- layer_norm.cu -------------------------------------------------------------
+// Forward, per row of C values: r = x + delta (delta null: r = x, and r_out is
+// not written), mean and rstd of r in fp32, y = (r - mean) * rstd * w + b.
+// x, r_out: dtype tr; delta: td; y: to; w, b, mean, rstd: fp32.
+cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b,
+                           void* r_out, void* y, float* mean, float* rstd, DType tr, DType td,
+                           DType to, int64_t rows, int64_t C, float eps, cudaStream_t stream);
+
+// Scratch floats layer_norm_bwd needs for rows x C (dw/db partial sums).
+int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
+
+// Backward: dx = dr + d LayerNorm(r)/dr . dy (dr null: 0) in dtype tr;
+// ddelta (null: not written) the same values in dtype td; dw, db (fp32, C) the
+// weight and bias gradients (overwritten, not accumulated). scratch: at least
+// layer_norm_bwd_scratch(rows, C) floats. Deterministic (no atomics).
+cudaError_t layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
+                           const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
+                           float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
+                           int64_t C, cudaStream_t stream);
+
+// Whether the LayerNorm kernels take rows of C values, and these dtypes:
+// output (to) bf16 or fp16; residual (tr) fp32 or the output's; delta (td)
+// the residual's or the output's.
+bool layer_norm_supports(int64_t C);
+bool layer_norm_dtypes(DType tr, DType td, DType to);
+
+// ---- bn_relu.cu ------------------------------------------------------------------
+// Training-mode batch norm over x [M = N H W, C] (channels_last, dtype t bf16
+// or fp16), then + residual (null: none), then ReLU (relu) into y (dtype t).
+// Statistics in fp32: save_mean and save_invstd (C) for the backward pass;
+// running_mean / running_var (fp32, C; null: not kept) updated with momentum
+// (the variance unbiased). mask (M C / 8 bytes): bit k of byte i is whether
+// element 8 i + k passed the ReLU. w, b: fp32 (C). scratch: at least
+// bn_act_fwd_scratch(M, C) floats. Pointers of activations 16-byte aligned,
+// of fp32 vectors 32-byte aligned.
+bool bn_act_supports(int64_t C);  // C a multiple of 8, at most 2048
+int64_t bn_act_fwd_scratch(int64_t M, int64_t C);
+int64_t bn_act_bwd_scratch(int64_t M, int64_t C);
+cudaError_t bn_act_fwd(const void* x, const void* residual, const float* w, const float* b,
+                       float* running_mean, float* running_var, void* y, uint8_t* mask,
+                       float* save_mean, float* save_invstd, float* scratch, DType t, int64_t M,
+                       int64_t C, float eps, float momentum, bool relu, cudaStream_t stream);
+// Backward from dy (dtype t): dx, the residual's gradient dresidual (null: not
+// written; the ReLU's masked dy), dw and db (fp32, overwritten).
+cudaError_t bn_act_bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+                       const float* save_mean, const float* save_invstd, void* dx, void* dresidual,
+                       float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu,
+                       cudaStream_t stream);
+
+// ---- max_pool.cu -----------------------------------------------------------------
+// Max pooling (window k, stride s, padding p, no dilation, floor mode) over x
+// [N, H, W, C] (channels_last, bf16 or fp16) into y [N, Ho, Wo, C]; arg (one
+// byte per output element) is the maximum's place kh k + kw in its window.
+// The backward pass writes every element of dx [N, H, W, C].
+bool max_pool_supports(int64_t C, int64_t k, int64_t s, int64_t p);
+cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t N, int64_t H,
+                         int64_t W, int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t s,
+                         int64_t p, cudaStream_t stream);
+cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t N,
+                         int64_t H, int64_t W, int64_t C, int64_t Ho, int64_t Wo, int64_t k,
+                         int64_t s, int64_t p, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace cs

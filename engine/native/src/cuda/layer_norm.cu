@@ -1,0 +1,274 @@
+// layer_norm.cu: LayerNorm over rows of C values with the residual add before
+// it fused in, forward and backward; one warp per row, fp32 statistics and
+// accumulation. The backward pass writes the input gradient and each block's
+// partial weight and bias gradients (in shared memory per warp, in a fixed
+// order: deterministic), which a second kernel sums over blocks.
+#include "common.cuh"
+
+namespace cs {
+namespace cuda {
+namespace {
+
+constexpr int kFwdWarps = 8;
+constexpr int kSmemBytes = 48 * 1024;  // the backward's per-warp dw/db sums
+
+// The backward's warps per block for rows of C: each warp keeps 2 x C floats.
+int bwd_warps(int64_t C) {
+  const int64_t w = kSmemBytes / (8 * C);
+  return int(w > 8 ? 8 : w);
+}
+
+int64_t bwd_blocks(int64_t rows, int64_t C) {
+  const int w = bwd_warps(C);
+  const int64_t need = (rows + w - 1) / w;
+  const int64_t cap = int64_t(sm_count()) * 2;
+  return need < cap ? need : cap;
+}
+
+// r and x may be the same buffer (no delta): r is re-read by the thread that
+// wrote it, so no pointer here is __restrict__.
+template <typename TR, typename TD, typename TO, int N>
+__global__ void __launch_bounds__(kFwdWarps * 32)
+    layer_norm_fwd_kernel(const TR* x, const TD* delta, const float* w, const float* b, TR* r_out, TO* y,
+                  float* mean_out, float* rstd_out, int64_t rows, int C, float eps) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kFwdWarps + warp;
+  if (row >= rows) return;
+  const int64_t off = row * C;
+  const TR* r = delta ? r_out + off : x + off;
+  float sum = 0.f;
+  for (int c = lane * N; c < C; c += 32 * N) {
+    float v[N];
+    load_f<TR, N>(x + off + c, v);
+    if (delta) {
+      float d[N];
+      load_f<TD, N>(delta + off + c, d);
+#pragma unroll
+      for (int k = 0; k < N; k++) v[k] = to_f<TR>(from_f<TR>(v[k] + d[k]));  // r as stored
+      store_f<TR, N>(r_out + off + c, v);
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++) sum += v[k];
+  }
+  const float mean = warp_sum(sum) / float(C);
+  float sq = 0.f;
+  for (int c = lane * N; c < C; c += 32 * N) {
+    float v[N];
+    load_f<TR, N>(r + c, v);
+#pragma unroll
+    for (int k = 0; k < N; k++) sq += (v[k] - mean) * (v[k] - mean);
+  }
+  const float rstd = rsqrtf(warp_sum(sq) / float(C) + eps);
+  for (int c = lane * N; c < C; c += 32 * N) {
+    float v[N], wv[N], bv[N];
+    load_f<TR, N>(r + c, v);
+    load_f<float, N>(w + c, wv);
+    load_f<float, N>(b + c, bv);
+#pragma unroll
+    for (int k = 0; k < N; k++) v[k] = (v[k] - mean) * rstd * wv[k] + bv[k];
+    store_f<TO, N>(y + off + c, v);
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// Shared-memory slot of column c for the per-warp sums: column c = N j + k
+// goes to k (C / N) + j, so that the 32 lanes of a warp hit 32 banks.
+template <int N>
+__device__ __forceinline__ int slot(int c, int C) {
+  return (c % N) * (C / N) + c / N;
+}
+
+template <typename TR, typename TD, typename TO, int N>
+__global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
+                              const float* rstd, const float* w, TR* dx, TD* ddelta,
+                              float* part, int64_t rows, int C) {
+  extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
+  const int warps = blockDim.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < warps * 2 * C; i += blockDim.x) sm[i] = 0.f;
+  __syncthreads();
+  float* sdw = sm + warp * 2 * C;
+  float* sdb = sdw + C;
+  for (int64_t row = int64_t(blockIdx.x) * warps + warp; row < rows;
+       row += int64_t(gridDim.x) * warps) {
+    const int64_t off = row * C;
+    const float mu = mean[row], rs = rstd[row];
+    float sg = 0.f, sgx = 0.f;
+    for (int c = lane * N; c < C; c += 32 * N) {
+      float g[N], v[N], wv[N];
+      load_f<TO, N>(dy + off + c, g);
+      load_f<TR, N>(r + off + c, v);
+      load_f<float, N>(w + c, wv);
+#pragma unroll
+      for (int k = 0; k < N; k++) {
+        const float xh = (v[k] - mu) * rs;
+        const int s = slot<N>(c + k, C);
+        sdw[s] += g[k] * xh;
+        sdb[s] += g[k];
+        const float gw = g[k] * wv[k];
+        sg += gw;
+        sgx += gw * xh;
+      }
+    }
+    const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+    for (int c = lane * N; c < C; c += 32 * N) {
+      float g[N], v[N], wv[N];
+      load_f<TO, N>(dy + off + c, g);
+      load_f<TR, N>(r + off + c, v);
+      load_f<float, N>(w + c, wv);
+      float d[N];
+      if (dr)
+        load_f<TR, N>(dr + off + c, d);
+      else
+#pragma unroll
+        for (int k = 0; k < N; k++) d[k] = 0.f;
+#pragma unroll
+      for (int k = 0; k < N; k++) {
+        const float xh = (v[k] - mu) * rs;
+        d[k] += rs * (g[k] * wv[k] - mg - xh * mgx);
+      }
+      store_f<TR, N>(dx + off + c, d);
+      if (ddelta) store_f<TD, N>(ddelta + off + c, d);
+    }
+  }
+  __syncthreads();
+  float* out = part + int64_t(blockIdx.x) * 2 * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float a = 0.f, bb = 0.f;
+    for (int i = 0; i < warps; i++) {
+      a += sm[i * 2 * C + slot<N>(c, C)];
+      bb += sm[i * 2 * C + C + slot<N>(c, C)];
+    }
+    out[c] = a;
+    out[C + c] = bb;
+  }
+}
+
+// dw[c] = sum over blocks of part[block][0][c], db[c] of part[block][1][c]:
+// 32 columns per block, kSumRows threads down the blocks' partials, each in
+// block order, then their sums in thread order (deterministic).
+constexpr int kSumRows = 16;
+__global__ void __launch_bounds__(32 * kSumRows)
+    layer_norm_bwd_sum_kernel(const float* __restrict__ part, int64_t blocks, int C,
+                      float* __restrict__ dw, float* __restrict__ db) {
+  __shared__ float sm[kSumRows][33];
+  const int i = blockIdx.x * 32 + threadIdx.x;  // 0..2C
+  float s = 0.f;
+  if (i < 2 * C)
+    for (int64_t k = threadIdx.y; k < blocks; k += kSumRows) s += part[k * 2 * C + i];
+  sm[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= 2 * C) return;
+  s = 0.f;
+  for (int k = 0; k < kSumRows; k++) s += sm[k][threadIdx.x];
+  if (i < C)
+    dw[i] = s;
+  else
+    db[i - C] = s;
+}
+
+template <typename TR, typename TD, typename TO>
+bool vec_ok(int64_t C, std::initializer_list<const void*> ps) {
+  constexpr int N = 8;
+  if (C % N) return false;
+  for (const void* p : ps)
+    if (!aligned(p, 32)) return false;  // N floats; N halfs need 16 only
+  return true;
+}
+
+template <typename TR, typename TD, typename TO>
+cudaError_t fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
+                void* y, float* mean, float* rstd, int64_t rows, int64_t C, float eps,
+                cudaStream_t stream) {
+  const unsigned grid = unsigned((rows + kFwdWarps - 1) / kFwdWarps);
+  auto args = [&](auto kernel) {
+    kernel<<<grid, kFwdWarps * 32, 0, stream>>>(
+        static_cast<const TR*>(x), static_cast<const TD*>(delta), w, b, static_cast<TR*>(r_out),
+        static_cast<TO*>(y), mean, rstd, rows, int(C), eps);
+  };
+  if (vec_ok<TR, TD, TO>(C, {x, delta, w, b, r_out, y}))
+    args(layer_norm_fwd_kernel<TR, TD, TO, 8>);
+  else
+    args(layer_norm_fwd_kernel<TR, TD, TO, 1>);
+  return cudaGetLastError();
+}
+
+template <typename TR, typename TD, typename TO>
+cudaError_t bwd(const void* dy, const void* dr, const void* r, const float* mean,
+                const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
+                float* scratch, int64_t rows, int64_t C, cudaStream_t stream) {
+  const int warps = bwd_warps(C);
+  const int64_t blocks = bwd_blocks(rows, C);
+  const size_t smem = size_t(warps) * 2 * size_t(C) * sizeof(float);
+  auto args = [&](auto kernel) {
+    kernel<<<unsigned(blocks), warps * 32, smem, stream>>>(
+        static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
+        rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows, int(C));
+  };
+  if (vec_ok<TR, TD, TO>(C, {dy, dr, r, w, dx, ddelta}))
+    args(layer_norm_bwd_kernel<TR, TD, TO, 8>);
+  else
+    args(layer_norm_bwd_kernel<TR, TD, TO, 1>);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  layer_norm_bwd_sum_kernel<<<unsigned((2 * C + 31) / 32), dim3(32, kSumRows), 0, stream>>>(
+      scratch, blocks, int(C), dw, db);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool layer_norm_supports(int64_t C) { return C >= 1 && bwd_warps(C) >= 1; }
+
+int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C) {
+  return rows > 0 && layer_norm_supports(C) ? bwd_blocks(rows, C) * 2 * C : 0;
+}
+
+// The (residual, delta, output) dtypes the kernels are built for: output bf16
+// or fp16, residual fp32 or the output's, delta the residual's or the output's.
+#define CS_DISPATCH_LN(tr, td, to, FN, ...)                                          \
+  do {                                                                               \
+    if (to == DType::BF16) {                                                         \
+      using O = __nv_bfloat16;                                                       \
+      if (tr == DType::F32 && td == DType::F32) return FN<float, float, O>(__VA_ARGS__); \
+      if (tr == DType::F32 && td == to) return FN<float, O, O>(__VA_ARGS__);         \
+      if (tr == to && td == to) return FN<O, O, O>(__VA_ARGS__);                     \
+    } else if (to == DType::F16) {                                                   \
+      using O = __half;                                                              \
+      if (tr == DType::F32 && td == DType::F32) return FN<float, float, O>(__VA_ARGS__); \
+      if (tr == DType::F32 && td == to) return FN<float, O, O>(__VA_ARGS__);         \
+      if (tr == to && td == to) return FN<O, O, O>(__VA_ARGS__);                     \
+    }                                                                                \
+    return cudaErrorInvalidValue;                                                    \
+  } while (0)
+
+bool layer_norm_dtypes(DType tr, DType td, DType to) {
+  return (to == DType::BF16 || to == DType::F16) &&
+         ((tr == DType::F32 && (td == DType::F32 || td == to)) || (tr == to && td == to));
+}
+
+cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b,
+                           void* r_out, void* y, float* mean, float* rstd, DType tr, DType td,
+                           DType to, int64_t rows, int64_t C, float eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows < 0 || !layer_norm_supports(C) || (delta && !r_out)) return cudaErrorInvalidValue;
+  if (!delta) td = tr;  // unused
+  CS_DISPATCH_LN(tr, td, to, fwd, x, delta, w, b, r_out, y, mean, rstd, rows, C, eps, stream);
+}
+
+cudaError_t layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
+                           const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
+                           float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
+                           int64_t C, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows < 0 || !layer_norm_supports(C)) return cudaErrorInvalidValue;
+  if (!ddelta) td = tr;  // unused
+  CS_DISPATCH_LN(tr, td, to, bwd, dy, dr, r, mean, rstd, w, dx, ddelta, dw, db, scratch, rows, C,
+                 stream);
+}
+
+}  // namespace cuda
+}  // namespace cs

@@ -1,0 +1,114 @@
+// kernels.cpp: see kernels.h.
+#include "kernels.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace cs {
+namespace kernels {
+namespace {
+
+const std::vector<std::string>& names() {
+  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool"};
+  return n;
+}
+
+bool known(const std::string& n) {
+  for (const auto& k : names())
+    if (k == n) return true;
+  return false;
+}
+
+// The switched-on names ("ce,ln") and the same as bits by position in names().
+struct Switch {
+  std::string on;
+  unsigned bits = 0;
+  void set(const std::string& value) {
+    on = parse(value);
+    bits = 0;
+    std::stringstream ss(on);
+    for (std::string item; std::getline(ss, item, ',');)
+      for (size_t i = 0; i < names().size(); i++)
+        if (names()[i] == item) bits |= 1u << i;
+  }
+};
+
+Switch& switched_on() {
+  static Switch s = [] {
+    Switch w;
+    const char* v = std::getenv("CASESTUDY_KERNELS");
+    w.set(v ? v : "");
+    return w;
+  }();
+  return s;
+}
+
+}  // namespace
+
+bool compiled() {
+#ifdef CS_WITH_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string parse(const std::string& value) {
+  std::vector<std::string> items;
+  std::stringstream ss(value);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
+  }
+  std::vector<bool> on(names().size(), true);
+  bool any_plus = false, any_minus = false;
+  for (const auto& it : items) {
+    if (it == "all") continue;
+    if (it == "native" || it == "none") {
+      on.assign(on.size(), false);
+      continue;
+    }
+    const bool minus = it[0] == '-';
+    const std::string n = minus ? it.substr(1) : it;
+    if (!known(n))
+      throw std::invalid_argument("CASESTUDY_KERNELS: unknown kernel \"" + n +
+                                  "\"; use all, native, or names among ce, ln, bn, pool (each "
+                                  "optionally with a leading '-')");
+    (minus ? any_minus : any_plus) = true;
+  }
+  if (any_plus && any_minus)
+    throw std::invalid_argument("CASESTUDY_KERNELS=" + value +
+                                ": list the kernels to use or those to leave out ('-name'), not both");
+  if (any_plus) on.assign(on.size(), false);
+  for (const auto& it : items) {
+    const bool minus = it[0] == '-';
+    const std::string n = minus ? it.substr(1) : it;
+    for (size_t i = 0; i < names().size(); i++)
+      if (names()[i] == n) on[i] = !minus;
+  }
+  std::string out;
+  for (size_t i = 0; i < names().size(); i++)
+    if (on[i]) out += (out.empty() ? "" : ",") + names()[i];
+  return out;
+}
+
+void set_for_tests(const std::string& value) { switched_on().set(value); }
+
+bool enabled(const char* name) {
+  if (!compiled()) return false;
+  const unsigned bits = switched_on().bits;
+  for (size_t i = 0; i < names().size(); i++)
+    if (names()[i] == name) return (bits >> i) & 1u;
+  return false;
+}
+
+std::string in_use() {
+  if (!compiled()) return "none";
+  const std::string& on = switched_on().on;
+  return on.empty() ? "none" : on;
+}
+
+}  // namespace kernels
+}  // namespace cs

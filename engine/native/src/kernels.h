@@ -1,0 +1,42 @@
+// kernels.h: the engine's own CUDA kernels (src/cuda/*.cu) and their switch.
+//
+// The kernels are compiled only where torch has CUDA and nvcc is found
+// (CS_WITH_KERNELS); the CPU build, and a CUDA build with a kernel switched
+// off, run the portable libtorch path of the same op. Each kernel has a name:
+//   ce   GPT's cross-entropy over the logits in one pass per row (linear_ce.cpp)
+//   ln   LayerNorm with the residual add fused, forward and backward
+//        (add_layer_norm.h; GPT and BERT blocks)
+//   bn   batch norm (+ residual add) + ReLU over channels_last activations,
+//        forward and backward, ReLU mask as bits (bn_relu.h; ResNet)
+//   pool max pooling over channels_last activations with a one-byte argmax
+//        (max_pool.h; ResNet's stem)
+// CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
+// compiled kernel; "native" or "none": none; else a comma-separated list of
+// names to use ("ce,ln"), or of names to leave out, each with a leading '-'
+// ("-bn"). An unknown name is an error (std::invalid_argument at first use).
+#pragma once
+
+#include <string>
+
+namespace cs {
+namespace kernels {
+
+// Whether the engine was built with its CUDA kernels.
+bool compiled();
+
+// Whether kernel name is compiled and switched on (CASESTUDY_KERNELS).
+bool enabled(const char* name);
+
+// The kernels in use, comma-separated ("ce,ln,bn,pool"), "none" when none: for cs_info.
+std::string in_use();
+
+// Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not
+// thread-safe against concurrent enabled()).
+void set_for_tests(const std::string& value);
+
+// Parses a CASESTUDY_KERNELS value into a set of switched-on names, as a
+// comma-separated string in the order of the list above (tests).
+std::string parse(const std::string& value);
+
+}  // namespace kernels
+}  // namespace cs

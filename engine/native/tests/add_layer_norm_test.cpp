@@ -1,0 +1,220 @@
+// add_layer_norm_test.cpp: add_layer_norm (src/add_layer_norm.h) against a
+// float64 reference (the sum rounded to x's dtype as stored, then LayerNorm
+// and its gradients in float64), forward and backward, for the dtype
+// combinations the models use, shapes from tiny and odd (the kernel's
+// unvectorised path) to the real ones (GPT-2 124M 16 x 1024 x 768, BERT-large
+// 32 x 512 x 1024), with and without a delta and an incoming residual
+// gradient. On CUDA the "ln" kernel's errors must stay within twice those of
+// the portable path (libtorch's LayerNorm in the output dtype, as
+// block_layer_norm runs it) on the same inputs, the measured floor, plus
+// fp32's rounding level of a sum over the rows.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+
+#include "add_layer_norm.h"
+#include "kernels.h"
+#include "native_test.h"
+
+using namespace cs;
+
+namespace {
+
+double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
+  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
+
+struct Out {
+  torch::Tensor r, y, dx, ddelta, dw, db;
+};
+
+// One forward and backward of add_layer_norm, or of the float64 reference
+// (ref), with upstream gradients gy (on y) and gr (on r; undefined: none).
+Out run(bool ref, const torch::Tensor& x0, const torch::Tensor& d0, const torch::Tensor& w0,
+        const torch::Tensor& b0, const torch::Tensor& gy, const torch::Tensor& gr,
+        at::ScalarType out) {
+  const double eps = 1e-5;
+  const auto f64 = torch::kFloat64;
+  // The reference's leaves are float64 copies, so that its gradients are not rounded.
+  auto leaf = [&](const torch::Tensor& t) {
+    return (ref ? t.to(f64) : t.clone()).requires_grad_(true);
+  };
+  auto x = leaf(x0);
+  auto d = d0.defined() ? leaf(d0) : torch::Tensor();
+  auto w = leaf(w0), b = leaf(b0);
+  Out o;
+  if (ref) {
+    torch::Tensor rs;  // r as stored in x's dtype
+    {
+      torch::NoGradGuard ng;
+      rs = d0.defined() ? (x0.to(torch::kFloat32) + d0.to(torch::kFloat32)).to(x0.scalar_type())
+                        : x0;
+    }
+    // r's value as stored; its gradient passes straight through to x and delta.
+    auto r64 = rs.to(f64) + (x - x.detach());
+    if (d.defined()) r64 = r64 + (d - d.detach());
+    auto y = torch::layer_norm(r64, {x0.size(-1)}, w, b, eps);
+    auto loss = (y * gy.to(f64)).sum();
+    if (gr.defined()) loss = loss + (r64 * gr.to(f64)).sum();
+    loss.backward();
+    o.r = rs;
+    o.y = y.detach();
+  } else {
+    auto a = add_layer_norm(x, d, w, b, eps, out);
+    TORCH_CHECK(a.y.scalar_type() == out && a.r.scalar_type() == x.scalar_type(),
+                "add_layer_norm: output dtypes");
+    std::vector<torch::Tensor> outs{a.y}, grads{gy};
+    if (gr.defined()) {
+      outs.push_back(a.r);
+      grads.push_back(gr);
+    }
+    torch::autograd::backward(outs, grads);
+    o.r = a.r.detach();
+    o.y = a.y.detach();
+  }
+  o.dx = x.grad();
+  if (d.defined()) o.ddelta = d.grad();
+  o.dw = w.grad();
+  o.db = b.grad();
+  return o;
+}
+
+struct Case {
+  int64_t rows, C;
+  at::ScalarType tx, td, out;  // td Undefined: no delta
+  bool residual_grad;
+  bool misaligned;  // x and delta start one element past an aligned address
+};
+
+std::string name(const Case& c) {
+  auto n = [](at::ScalarType t) -> std::string {
+    return t == at::ScalarType::Undefined ? "none" : c10::toString(t);
+  };
+  return std::to_string(c.rows) + "x" + std::to_string(c.C) + " x " + n(c.tx) + " delta " +
+         n(c.td) + " out " + n(c.out) + (c.residual_grad ? " +dr" : "") +
+         (c.misaligned ? " misaligned" : "");
+}
+
+// A [rows, C] tensor of dtype t from src, optionally one element past an aligned start.
+torch::Tensor place(const torch::Tensor& src, at::ScalarType t, bool misaligned) {
+  if (!misaligned) return src.to(t).contiguous();
+  auto buf = torch::empty({src.numel() + 1}, src.options().dtype(t));
+  auto v = buf.narrow(0, 1, src.numel()).view(src.sizes());
+  v.copy_(src);
+  return v;
+}
+
+int check_case(const Case& c, torch::Device dev, bool kernel) {
+  torch::manual_seed(uint64_t(c.rows * 131 + c.C));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  // A residual stream with an offset and spread per row (as in a trained model).
+  auto x = place(torch::randn({c.rows, c.C}, f32) * 3 + torch::randn({c.rows, 1}, f32), c.tx,
+                 c.misaligned);
+  const bool has_delta = c.td != at::ScalarType::Undefined;
+  auto d = has_delta ? place(torch::randn({c.rows, c.C}, f32), c.td, c.misaligned) : torch::Tensor();
+  auto w = 1 + 0.1 * torch::randn({c.C}, f32), b = 0.1 * torch::randn({c.C}, f32);
+  auto gy = torch::randn({c.rows, c.C}, f32).to(c.out);
+  auto gr = c.residual_grad ? torch::randn({c.rows, c.C}, f32).to(c.tx) : torch::Tensor();
+
+  auto ref = run(true, x, d, w, b, gy, gr, c.out);
+  kernels::set_for_tests("native");
+  auto portable = run(false, x, d, w, b, gy, gr, c.out);
+  if (!kernel) {
+    // The portable path against the reference (a check of this test's
+    // reference): y within three roundings to the output dtype (of r, of the
+    // weights, of y: each at most u / 2 relative), the gradients within 4 u.
+    const double u = c.out == torch::kBFloat16 ? 1.0 / 256 : c.out == torch::kHalf ? 1.0 / 2048 : 1e-6;
+    CS_CHECK(rel_err(portable.y, ref.y) < 1.5 * u);
+    CS_CHECK(rel_err(portable.dx, ref.dx) < 4 * u);
+    CS_CHECK(rel_err(portable.dw, ref.dw) < 4 * u);
+    return 0;
+  }
+  kernels::set_for_tests("ln");
+  CS_CHECK(add_layer_norm_fused(x, d, c.out));
+  auto got = run(false, x, d, w, b, gy, gr, c.out);
+  auto again = run(false, x, d, w, b, gy, gr, c.out);
+  kernels::set_for_tests("");
+  // r is the sum as stored: exact.
+  CS_CHECK(torch::equal(got.r, ref.r.to(got.r.scalar_type())));
+  struct Cmp {
+    const char* what;
+    torch::Tensor got, portable, ref;
+  };
+  std::vector<Cmp> cmps{{"y", got.y, portable.y, ref.y},
+                        {"dx", got.dx, portable.dx, ref.dx},
+                        {"dw", got.dw, portable.dw, ref.dw},
+                        {"db", got.db, portable.db, ref.db}};
+  if (has_delta) cmps.push_back({"ddelta", got.ddelta, portable.ddelta, ref.ddelta});
+  for (const auto& m : cmps) {
+    CS_CHECK(m.got.sizes() == m.ref.sizes());
+    CS_CHECK(m.got.scalar_type() == m.portable.scalar_type());
+    CS_CHECK(m.got.defined() && m.portable.defined());
+    const double e = rel_err(m.got, m.ref), floor = rel_err(m.portable, m.ref);
+    // Plus fp32's rounding of a sum over the rows (sqrt(rows) 2^-24, dw and
+    // db): the level at which two orders of summation differ.
+    if (!(e <= 2 * floor + std::sqrt(double(c.rows)) * std::ldexp(1.0, -24))) {
+      std::cerr << "FAIL add_layer_norm " << name(c) << ": " << m.what << " error " << e
+                << " > 2 x the portable path's " << floor << "\n";
+      return 1;
+    }
+  }
+  // Deterministic: the same inputs give the same bits.
+  CS_CHECK(torch::equal(got.y, again.y) && torch::equal(got.dx, again.dx) &&
+           torch::equal(got.dw, again.dw) && torch::equal(got.db, again.db));
+  return 0;
+}
+
+}  // namespace
+
+int add_layer_norm_tests() {
+  const auto F = torch::kFloat32, B = torch::kBFloat16, H = torch::kHalf;
+  const auto none = at::ScalarType::Undefined;
+  std::vector<Case> cases = {
+      // GPT blocks: fp32 residual stream, bf16/fp16 matmul outputs and LayerNorm outputs.
+      {64, 768, F, B, B, true, false},
+      {64, 768, F, none, B, false, false},
+      {37, 64, F, H, H, true, false},
+      {5, 100, F, B, B, true, false},      // C not a multiple of 8: unvectorised
+      {33, 768, F, B, B, true, true},      // misaligned: unvectorised
+      {3, 1600, F, B, B, true, false},     // GPT-2 1.5B's width
+      // BERT: bf16 / fp16 residual stream; embeddings fp32 + fp32.
+      {64, 1024, B, B, B, false, false},
+      {64, 1024, H, H, H, false, false},
+      {64, 1024, F, F, B, false, false},
+      {7, 8, B, none, B, true, false},
+  };
+  bool cuda = torch::cuda::is_available();
+  auto check = [](const Case& c, torch::Device dev, bool kernel) {
+    int rc = 1;
+    try {
+      rc = check_case(c, dev, kernel);
+    } catch (const std::exception& e) {
+      std::cerr << "FAIL add_layer_norm: " << e.what() << "\n";
+    }
+    if (rc) std::cerr << "  case " << name(c) << " (" << dev << ")\n";
+    return rc;
+  };
+  for (const auto& c : cases) {
+    if (c.out == torch::kHalf) continue;  // no fp16 LayerNorm on libtorch 1.13's CPU
+    if (int rc = check(c, torch::kCPU, false)) return rc;
+  }
+  std::cout << "  add_layer_norm portable cpu ok\n";
+  if (!cuda) return 0;
+  torch::Device dev(torch::kCUDA, 0);
+  if (!kernels::compiled()) {
+    std::cout << "  add_layer_norm: no CUDA kernels in this build\n";
+    return 0;
+  }
+  // The real shapes: GPT-2 124M 16 x 1024 tokens, BERT-large 32 x 512.
+  cases.push_back({16 * 1024, 768, F, B, B, true, false});
+  cases.push_back({16 * 1024, 768, F, none, B, false, false});
+  cases.push_back({32 * 512, 1024, B, B, B, false, false});
+  cases.push_back({32 * 512, 1024, F, F, B, false, false});
+  for (const auto& c : cases)
+    if (int rc = check(c, dev, true)) return rc;
+  std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases)\n";
+  return 0;
+}

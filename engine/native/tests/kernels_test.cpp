@@ -1,0 +1,47 @@
+// kernels_test.cpp: the CASESTUDY_KERNELS switch (src/kernels.h).
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "kernels.h"
+#include "native_test.h"
+
+using namespace cs;
+
+namespace {
+
+bool throws(const std::string& v) {
+  try {
+    kernels::parse(v);
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int kernels_tests() {
+  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool");
+  CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool");
+  CS_CHECK(kernels::parse("native") == "");
+  CS_CHECK(kernels::parse("none") == "");
+  CS_CHECK(kernels::parse("ln") == "ln");
+  CS_CHECK(kernels::parse(" bn , ce ") == "ce,bn");
+  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool");
+  CS_CHECK(kernels::parse("-bn,-ce,-pool") == "ln");
+  CS_CHECK(kernels::parse("native,pool") == "pool");
+  CS_CHECK(throws("layernorm"));
+  CS_CHECK(throws("-xx"));
+  CS_CHECK(throws("ce,-ln"));
+  kernels::set_for_tests("ln");
+  CS_CHECK(kernels::enabled("ln") == kernels::compiled());
+  CS_CHECK(!kernels::enabled("ce"));
+  CS_CHECK(kernels::in_use() == (kernels::compiled() ? "ln" : "none"));
+  kernels::set_for_tests("native");
+  CS_CHECK(!kernels::enabled("ln") && kernels::in_use() == "none");
+  kernels::set_for_tests("");
+  std::cout << "  kernels switch ok (compiled: " << (kernels::compiled() ? "yes" : "no")
+            << ", in use: " << kernels::in_use() << ")\n";
+  return 0;
+}

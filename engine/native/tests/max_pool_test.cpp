@@ -1,0 +1,106 @@
+// max_pool_test.cpp: max_pool (src/max_pool.h) against torch::max_pool2d on
+// the same bf16/fp16 inputs: the outputs equal bit for bit (a maximum is
+// exact, ties go to the first in the window as in PyTorch), the input
+// gradients within twice the error of PyTorch's own against a float64
+// reference; inputs with many ties (few distinct values), odd sizes,
+// windows that overhang every edge, and ResNet-50's stem at micro-batch 256.
+#include <torch/torch.h>
+
+#include <iostream>
+#include <string>
+
+#include "kernels.h"
+#include "max_pool.h"
+#include "native_test.h"
+
+using namespace cs;
+
+namespace {
+
+double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
+  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
+
+struct Case {
+  int64_t N, C, H, W, k, s, p;
+  at::ScalarType t;
+  bool ties;  // values from a small set: many equal maxima in a window
+};
+
+std::string name(const Case& c) {
+  return std::to_string(c.N) + "x" + std::to_string(c.C) + "x" + std::to_string(c.H) + "x" +
+         std::to_string(c.W) + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
+         std::to_string(c.p) + " " + c10::toString(c.t) + (c.ties ? " ties" : "");
+}
+
+// y and dx of max pooling (the engine's op, or torch::max_pool2d when ref).
+std::pair<torch::Tensor, torch::Tensor> run(bool ref, const Case& c, const torch::Tensor& x0,
+                                            const torch::Tensor& gy) {
+  auto x = x0.clone(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+  auto y = ref ? torch::max_pool2d(x, c.k, c.s, c.p) : max_pool(x, c.k, c.s, c.p);
+  y.backward(gy.to(y.scalar_type()));
+  return {y.detach(), x.grad()};
+}
+
+int check_case(const Case& c, torch::Device dev) {
+  torch::manual_seed(uint64_t(c.N * 7 + c.C * 13 + c.H));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  auto x = c.ties ? torch::randint(-3, 4, {c.N, c.C, c.H, c.W}, f32) : torch::randn({c.N, c.C, c.H, c.W}, f32);
+  x = x.to(c.t).contiguous(at::MemoryFormat::ChannelsLast);
+  const int64_t Ho = (c.H + 2 * c.p - c.k) / c.s + 1, Wo = (c.W + 2 * c.p - c.k) / c.s + 1;
+  auto gy = torch::randn({c.N, c.C, Ho, Wo}, f32).to(c.t).contiguous(at::MemoryFormat::ChannelsLast);
+  kernels::set_for_tests("pool");
+  CS_CHECK(max_pool_fused(x, c.k, c.s, c.p));
+  auto got = run(false, c, x, gy);
+  auto again = run(false, c, x, gy);
+  kernels::set_for_tests("native");
+  auto torch_ = run(true, c, x, gy);
+  kernels::set_for_tests("");
+  // float64 reference of the gradient: the same maxima (ties alike), sums exact.
+  auto x64 = x.to(torch::kFloat64).requires_grad_(true);
+  auto y64 = torch::max_pool2d(x64, c.k, c.s, c.p);
+  y64.backward(gy.to(torch::kFloat64));
+  CS_CHECK(got.first.scalar_type() == c.t && got.first.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CS_CHECK(torch::equal(got.first, torch_.first));
+  const double e = rel_err(got.second, x64.grad()), floor = rel_err(torch_.second, x64.grad());
+  if (!(e <= 2 * floor + 1e-12)) {
+    std::cerr << "FAIL max_pool " << name(c) << ": dx error " << e << " > 2 x PyTorch's " << floor
+              << "\n";
+    return 1;
+  }
+  CS_CHECK(torch::equal(got.second, again.second));
+  return 0;
+}
+
+}  // namespace
+
+int max_pool_tests() {
+  const auto B = torch::kBFloat16, H = torch::kHalf;
+  if (!torch::cuda::is_available() || !kernels::compiled()) {
+    std::cout << "  max_pool: no CUDA kernels here (the portable path is torch::max_pool2d)\n";
+    return 0;
+  }
+  std::vector<Case> cases = {
+      {2, 8, 9, 9, 3, 2, 1, B, false},   {3, 16, 8, 7, 3, 2, 1, B, true},
+      {2, 24, 5, 6, 2, 2, 0, H, true},   {1, 8, 11, 11, 3, 1, 1, H, false},
+      {2, 64, 7, 9, 4, 3, 2, B, true},
+      {256, 64, 112, 112, 3, 2, 1, B, false},  // ResNet-50's stem
+      {256, 64, 112, 112, 3, 2, 1, H, true},
+  };
+  const torch::Device dev(torch::kCUDA, 0);
+  for (const auto& c : cases) {
+    int rc = 1;
+    try {
+      rc = check_case(c, dev);
+    } catch (const std::exception& e) {
+      std::cerr << "FAIL max_pool: " << e.what() << "\n";
+    }
+    if (rc) {
+      std::cerr << "  case " << name(c) << "\n";
+      return rc;
+    }
+  }
+  std::cout << "  max_pool pool kernels cuda ok (" << cases.size() << " cases)\n";
+  return 0;
+}
