@@ -480,8 +480,10 @@ stage_launch() {
     for ((i = 1; i <= LAUNCH_REPEATS; i++)); do
       fits "$est" "launch: $key #$i" || { [[ $DRY == 1 ]] || log_status "launch: $key #$i skipped, $(left0) s left"; continue; }
       rc=0
-      timed "$CAP_ENGINE" "launch-$key-$i" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$key" \
-        --config "$cfg" --launch || rc=$?
+      # The kernels the tests stage left on, as for every engine run (a kernel
+      # whose suite failed would fail the launch's first step).
+      timed "$CAP_ENGINE" "launch-$key-$i" env CASESTUDY_KERNELS="$KERNELS" "$PY" engine/native/tools/cs_bench.py \
+        --lib "$LIB" --name "$key" --config "$cfg" --launch || rc=$?
       advance "$est"
       [[ $DRY == 1 ]] && continue
       if ((rc != 0)); then
@@ -491,10 +493,12 @@ stage_launch() {
       grep '^{' "$LOG/launch-$key-$i.out" >>"$OUT/launch.jsonl"
       log_status "launch: $key #$i $(grep '^{' "$LOG/launch-$key-$i.out" | "$PY" -c '
 import json, sys
-r = json.loads(sys.stdin.readline())["launch"]
+line = json.loads(sys.stdin.readline())
+r = line["launch"]
 phases = ", ".join("%s %.0f" % (p["name"], p["ms"]) for p in r.get("init_phases") or [])
-print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), destroy %.0f ms" % (
-    r["load_ms"], r["create_ms"], phases, r["first_step_ms"], r["first_step_engine_ms"], r["destroy_ms"]))')"
+print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), destroy %.0f ms; kernels %s" % (
+    r["load_ms"], r["create_ms"], phases, r["first_step_ms"], r["first_step_engine_ms"], r["destroy_ms"],
+    line.get("kernels")))')"
     done
     publish
   done

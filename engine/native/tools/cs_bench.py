@@ -25,7 +25,7 @@ A profiling failure writes {"error": ...} to FILE; the benchmark line stands.
 library, cs_create with the phases the engine reports (info "init_phases":
 device_init, model_build, optimizer, data_setup, comm_init), the first step
 (cuDNN autotuning, lazy kernel loading) and cs_destroy, as one JSON line
-{"name", "config", "launch": {"load_ms", "create_ms", "init_phases",
+{"name", "config", "device_name", "kernels", "launch": {"load_ms", "create_ms", "init_phases",
 "first_step_ms", "first_step_engine_ms", "destroy_ms"}} (wall clock of this
 process; first_step_engine_ms is the engine's own step time).
 
@@ -238,7 +238,8 @@ def launch(a, cfg):
     step = eng.call(eng.lib.cs_step, "cs_step 0")
     first_ms, t = ms(t), time.perf_counter()
     eng.destroy()
-    print(json.dumps({"name": a.name, "config": cfg, "device_name": info.get("device_name"), "launch": {
+    print(json.dumps({"name": a.name, "config": cfg, "device_name": info.get("device_name"),
+                      "kernels": info.get("kernels"), "launch": {
         "load_ms": load_ms, "create_ms": create_ms, "init_phases": info.get("init_phases"),
         "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"), "destroy_ms": ms(t)}}),
         flush=True)
