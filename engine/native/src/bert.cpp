@@ -19,6 +19,7 @@
 
 #include "add_layer_norm.h"
 #include "compat.h"
+#include "device.h"
 #include "precision.h"
 
 namespace cs {
@@ -105,17 +106,42 @@ double forward_flops(const BertSpec& s) {
   return s.layers * layer + 2 * H * H + 4 * H + k * (2 * H * H + 2 * H * V);
 }
 
-torch::nn::Linear linear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out));
-}
-// x W^T + b through torch::linear, whose CUDA path adds the bias in the
-// matmul's epilogue for 2-D and contiguous 3-D inputs. (The C++ frontend's
-// Linear module calls torch::nn::functional::linear, which for 3-D inputs runs
-// a matmul and then a separate broadcast add of the bias: on BERT-large at 512
-// tokens that add, in fp32 into bf16, was 16% of the step.)
-torch::Tensor dense(const torch::nn::Linear& l, const torch::Tensor& x) {
-  return torch::linear(x, l->weight, l->bias);
-}
+// The layers hold their parameters only, created on the target device (no
+// host allocation, no libtorch default init, no copy): the names match Hugging
+// Face's (layer0.attention_qkv.weight), as torch::nn's modules would give them.
+// Bert::init draws the weights.
+struct Dense : torch::nn::Module {
+  torch::Tensor weight, bias;
+  Dense(int64_t in, int64_t out, const torch::TensorOptions& o) {
+    weight = register_parameter("weight", torch::empty({out, in}, o));
+    bias = register_parameter("bias", torch::zeros({out}, o));
+  }
+  // x W^T + b through torch::linear, whose CUDA path adds the bias in the
+  // matmul's epilogue for 2-D and contiguous 3-D inputs. (The C++ frontend's
+  // Linear module calls torch::nn::functional::linear, which for 3-D inputs
+  // runs a matmul and then a separate broadcast add of the bias: on BERT-large
+  // at 512 tokens that add, in fp32 into bf16, was 16% of the step.)
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+};
+
+struct Embedding : torch::nn::Module {
+  torch::Tensor weight;
+  Embedding(int64_t n, int64_t dim, const torch::TensorOptions& o) {
+    weight = register_parameter("weight", torch::empty({n, dim}, o));
+  }
+  torch::Tensor forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+};
+
+struct LayerNorm : torch::nn::Module {
+  torch::Tensor weight, bias;
+  LayerNorm(int64_t h, const torch::TensorOptions& o) {
+    weight = register_parameter("weight", torch::ones({h}, o));
+    bias = register_parameter("bias", torch::zeros({h}, o));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::layer_norm(x, {weight.size(0)}, weight, bias, kLayerNormEps);
+  }
+};
 
 // Under CUDA autocast the blocks' LayerNorms write the autocast dtype
 // (block_layer_norm); add_layer_norm does the same with the residual add.
@@ -125,23 +151,21 @@ bool fused_norms(const torch::Tensor& x, const torch::Tensor& delta) {
          add_layer_norm_fused(x, delta, norm_dtype());
 }
 
-torch::nn::LayerNorm layer_norm(int64_t h) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(kLayerNormEps));
-}
-
 struct Embeddings : torch::nn::Module {
-  torch::nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
-  torch::nn::LayerNorm norm{nullptr};
-  explicit Embeddings(const BertSpec& s) {
-    word = register_module("word_embeddings", torch::nn::Embedding(s.vocab, s.hidden));
-    position = register_module("position_embeddings", torch::nn::Embedding(s.positions, s.hidden));
-    token_type = register_module("token_type_embeddings", torch::nn::Embedding(s.types, s.hidden));
-    norm = register_module("LayerNorm", layer_norm(s.hidden));
+  std::shared_ptr<Embedding> word, position, token_type;
+  std::shared_ptr<LayerNorm> norm;
+  Embeddings(const BertSpec& s, const torch::TensorOptions& o) {
+    word = register_module("word_embeddings", std::make_shared<Embedding>(s.vocab, s.hidden, o));
+    position = register_module("position_embeddings",
+                               std::make_shared<Embedding>(s.positions, s.hidden, o));
+    token_type =
+        register_module("token_type_embeddings", std::make_shared<Embedding>(s.types, s.hidden, o));
+    norm = register_module("LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
   }
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& types) {
     auto pos = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
-    auto x = word(ids) + position(pos).unsqueeze(0);
-    auto t = token_type(types);
+    auto x = word->forward(ids) + position->forward(pos).unsqueeze(0);
+    auto t = token_type->forward(types);
     if (fused_norms(x, t))
       return add_layer_norm(x, t, norm->weight, norm->bias, kLayerNormEps, norm_dtype()).y;
     return block_layer_norm(x + t, norm->weight, norm->bias, kLayerNormEps);
@@ -149,60 +173,66 @@ struct Embeddings : torch::nn::Module {
 };
 
 struct EncoderLayer : torch::nn::Module {
-  torch::nn::Linear qkv{nullptr}, attn_out{nullptr}, intermediate{nullptr}, output{nullptr};
-  torch::nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
+  std::shared_ptr<Dense> qkv, attn_out, intermediate, output;
+  std::shared_ptr<LayerNorm> attn_norm, out_norm;
   int64_t heads;
-  EncoderLayer(const BertSpec& s) : heads(s.heads) {
+  EncoderLayer(const BertSpec& s, const torch::TensorOptions& o) : heads(s.heads) {
     // q, k and v in one matmul: the same parameters as HF's three Linear layers.
-    qkv = register_module("attention_qkv", linear(s.hidden, 3 * s.hidden));
-    attn_out = register_module("attention_output", linear(s.hidden, s.hidden));
-    attn_norm = register_module("attention_LayerNorm", layer_norm(s.hidden));
-    intermediate = register_module("intermediate", linear(s.hidden, s.intermediate));
-    output = register_module("output", linear(s.intermediate, s.hidden));
-    out_norm = register_module("output_LayerNorm", layer_norm(s.hidden));
+    qkv = register_module("attention_qkv", std::make_shared<Dense>(s.hidden, 3 * s.hidden, o));
+    attn_out = register_module("attention_output", std::make_shared<Dense>(s.hidden, s.hidden, o));
+    attn_norm = register_module("attention_LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
+    intermediate =
+        register_module("intermediate", std::make_shared<Dense>(s.hidden, s.intermediate, o));
+    output = register_module("output", std::make_shared<Dense>(s.intermediate, s.hidden, o));
+    out_norm = register_module("output_LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
     // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
-    auto qkv_ = dense(qkv, x).view({B, T, 3, heads, H / heads}).unbind(2);
+    auto qkv_ = qkv->forward(x).view({B, T, 3, heads, H / heads}).unbind(2);
     auto ctx = compat::attention(qkv_[0].transpose(1, 2), qkv_[1].transpose(1, 2),
                                  qkv_[2].transpose(1, 2))
                    .transpose(1, 2)
                    .reshape({B, T, H});
-    auto a = dense(attn_out, ctx);
+    auto a = attn_out->forward(ctx);
     if (fused_norms(x, a)) {  // the residual adds inside the LayerNorm kernels
       auto h = add_layer_norm(x, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,
                               norm_dtype()).y;
-      auto y = dense(output, torch::gelu(dense(intermediate, h)));
+      auto y = output->forward(torch::gelu(intermediate->forward(h)));
       return add_layer_norm(h, y, out_norm->weight, out_norm->bias, kLayerNormEps, norm_dtype()).y;
     }
     auto h = block_layer_norm(x + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
-    auto y = dense(output, torch::gelu(dense(intermediate, h)));
+    auto y = output->forward(torch::gelu(intermediate->forward(h)));
     return block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
   }
 };
 
 struct Heads : torch::nn::Module {
-  torch::nn::Linear pooler{nullptr}, transform{nullptr}, nsp{nullptr};
-  torch::nn::LayerNorm transform_norm{nullptr};
+  std::shared_ptr<Dense> pooler, transform, nsp;
+  std::shared_ptr<LayerNorm> transform_norm;
   torch::Tensor decoder_bias;
-  explicit Heads(const BertSpec& s) {
-    pooler = register_module("pooler", linear(s.hidden, s.hidden));
-    transform = register_module("predictions_transform", linear(s.hidden, s.hidden));
-    transform_norm = register_module("predictions_transform_LayerNorm", layer_norm(s.hidden));
-    decoder_bias = register_parameter("predictions_bias", torch::zeros({s.vocab}));
-    nsp = register_module("seq_relationship", linear(s.hidden, 2));
+  Heads(const BertSpec& s, const torch::TensorOptions& o) {
+    pooler = register_module("pooler", std::make_shared<Dense>(s.hidden, s.hidden, o));
+    transform = register_module("predictions_transform", std::make_shared<Dense>(s.hidden, s.hidden, o));
+    transform_norm =
+        register_module("predictions_transform_LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
+    decoder_bias = register_parameter("predictions_bias", torch::zeros({s.vocab}, o));
+    nsp = register_module("seq_relationship", std::make_shared<Dense>(s.hidden, 2, o));
   }
 };
 
 class Bert : public Model {
  public:
-  Bert(const BertSpec& s, bool checkpointing) : spec_(s), checkpointing_(checkpointing) {
-    embeddings_ = register_module("embeddings", std::make_shared<Embeddings>(s));
+  // The parameters are created on device and drawn there from seed (init).
+  Bert(const BertSpec& s, bool checkpointing, torch::Device device, uint64_t seed)
+      : spec_(s), checkpointing_(checkpointing) {
+    const auto o = torch::TensorOptions().device(device);
+    embeddings_ = register_module("embeddings", std::make_shared<Embeddings>(s, o));
     for (int64_t i = 0; i < s.layers; ++i)
       layers_.push_back(register_module("layer" + std::to_string(i),
-                                        std::make_shared<EncoderLayer>(s)));
-    heads_ = register_module("heads", std::make_shared<Heads>(s));
+                                        std::make_shared<EncoderLayer>(s, o)));
+    heads_ = register_module("heads", std::make_shared<Heads>(s, o));
+    init(device, seed);
   }
 
   int64_t num_layers() const override { return spec_.layers + 1; }
@@ -234,12 +264,13 @@ class Bert : public Model {
     auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
     auto labels = b.target.gather(1, pos);
     // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
-    auto t = heads_->transform_norm(torch::gelu(dense(heads_->transform, hm)).to(torch::kFloat));
+    auto t = heads_->transform_norm->forward(
+        torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
     auto logits = torch::linear(t, embeddings_->word->weight, heads_->decoder_bias);
     auto mlm = F::cross_entropy(logits.reshape({B * k, -1}).to(torch::kFloat), labels.reshape(-1),
                                 F::CrossEntropyFuncOptions().ignore_index(-100));
-    auto pooled = torch::tanh(dense(heads_->pooler, out.select(1, 0)));
-    auto nsp = F::cross_entropy(dense(heads_->nsp, pooled).to(torch::kFloat), b.aux_target);
+    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
+    auto nsp = F::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat), b.aux_target);
     return mlm + nsp;
   }
 
@@ -263,23 +294,24 @@ class Bert : public Model {
     return name.find("bias") == std::string::npos && name.find("LayerNorm") == std::string::npos;
   }
 
+ private:
   // HF _init_weights: Linear and Embedding weights ~ N(0, 0.02), biases 0,
-  // LayerNorm weight 1 and bias 0, the padding embedding (id 0) zero. From
-  // the global generators (torch::manual_seed), on the parameters' device.
-  void init() {
+  // LayerNorm weight 1 and bias 0 (as created), the padding embedding (id 0)
+  // zero. Drawn in module order from a generator of the model seed alone, on
+  // the parameters' device (CPU: the CPU generator's numbers; CUDA: its
+  // Philox numbers, the same on every GPU of one model).
+  void init(torch::Device device, uint64_t seed) {
     torch::NoGradGuard ng;
+    auto gen = make_generator(device, seed);
     for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* l = m->as<torch::nn::Linear>()) {
-        l->weight.normal_(0, kInitStd);
-        l->bias.zero_();
-      } else if (auto* e = m->as<torch::nn::Embedding>()) {
-        e->weight.normal_(0, kInitStd);
-      }
+      if (auto* l = dynamic_cast<Dense*>(m.get()))
+        l->weight.normal_(0, kInitStd, gen);
+      else if (auto* e = dynamic_cast<Embedding*>(m.get()))
+        e->weight.normal_(0, kInitStd, gen);
     }
     embeddings_->word->weight[0].zero_();
   }
 
- private:
   BertSpec spec_;
   bool checkpointing_;
   std::shared_ptr<Embeddings> embeddings_;
@@ -408,12 +440,8 @@ Family bert_family() {
   Family f;
   f.describe = describe;
   f.build = [](const ModelConfig& cfg, torch::Device device) -> std::shared_ptr<Model> {
-    // The modules are made on the CPU (with libtorch's default init); the
-    // weights are drawn on the device.
-    auto m = std::make_shared<Bert>(resolve(cfg), cfg.activation_checkpointing);
-    m->to(device);
-    m->init();
-    return m;
+    return std::make_shared<Bert>(resolve(cfg), cfg.activation_checkpointing, device,
+                                  uint64_t(cfg.seed));
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {

@@ -8,10 +8,12 @@
 // ResNet-50, 6 for tiny. Activation checkpointing wraps each block.
 #include "resnet.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "bn_relu.h"
+#include "device.h"
 #include "max_pool.h"
 
 namespace cs {
@@ -110,83 +112,113 @@ struct Layer : torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
 };
 
-torch::nn::Conv2d conv(int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad) {
-  return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(cin, cout, k).stride(stride).padding(pad).bias(false));
+// A convolution without bias that holds only its weight, created on the
+// target device: no host allocation, no
+// libtorch default init, no copy. ResNet::init draws it.
+struct Conv : torch::nn::Module {
+  torch::Tensor weight;
+  int64_t stride, pad;
+  Conv(int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad,
+       const torch::TensorOptions& o)
+      : stride(stride), pad(pad) {
+    weight = register_parameter("weight", torch::empty({cout, cin, k, k}, o));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::conv2d(x, weight, {}, {stride, stride}, {pad, pad});
+  }
+};
+using ConvPtr = std::shared_ptr<Conv>;
+ConvPtr conv(int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad,
+             const torch::TensorOptions& o) {
+  return std::make_shared<Conv>(cin, cout, k, stride, pad, o);
+}
+
+// Batch norm as torch::nn builds it (weight 1, bias 0, running statistics),
+// on the device.
+torch::nn::BatchNorm2d batch_norm(int64_t c, const torch::Device& device) {
+  torch::nn::BatchNorm2d m(c);
+  m->to(device);
+  return m;
 }
 
 struct Stem : Layer {
-  torch::nn::Conv2d conv1{nullptr};
+  ConvPtr conv1;
   torch::nn::BatchNorm2d bn1{nullptr};
   bool channels_last;
-  Stem(int64_t width, bool cl) : channels_last(cl) {
-    conv1 = register_module("conv1", conv(3, width, 7, 2, 3));
-    bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
+  Stem(int64_t width, bool cl, const torch::TensorOptions& o) : channels_last(cl) {
+    conv1 = register_module("conv1", conv(3, width, 7, 2, 3, o));
+    bn1 = register_module("bn1", batch_norm(width, o.device()));
   }
   torch::Tensor forward(torch::Tensor x) override {
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    x = batch_norm_act(*bn1, conv1(x), torch::Tensor(), /*relu=*/true);
+    x = batch_norm_act(*bn1, conv1->forward(x), torch::Tensor(), /*relu=*/true);
     return max_pool(x, 3, 2, 1);
   }
 };
 
 struct Bottleneck : Layer {
-  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, down{nullptr};
+  ConvPtr conv1, conv2, conv3, down;
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr}, down_bn{nullptr};
-  Bottleneck(int64_t in, int64_t width, int64_t stride) {
+  Bottleneck(int64_t in, int64_t width, int64_t stride, const torch::TensorOptions& o) {
     int64_t out = width * kExpansion;
-    conv1 = register_module("conv1", conv(in, width, 1, 1, 0));
-    bn1 = register_module("bn1", torch::nn::BatchNorm2d(width));
-    conv2 = register_module("conv2", conv(width, width, 3, stride, 1));  // v1.5: stride here
-    bn2 = register_module("bn2", torch::nn::BatchNorm2d(width));
-    conv3 = register_module("conv3", conv(width, out, 1, 1, 0));
-    bn3 = register_module("bn3", torch::nn::BatchNorm2d(out));
+    const auto dev = o.device();
+    conv1 = register_module("conv1", conv(in, width, 1, 1, 0, o));
+    bn1 = register_module("bn1", batch_norm(width, dev));
+    conv2 = register_module("conv2", conv(width, width, 3, stride, 1, o));  // v1.5: stride here
+    bn2 = register_module("bn2", batch_norm(width, dev));
+    conv3 = register_module("conv3", conv(width, out, 1, 1, 0, o));
+    bn3 = register_module("bn3", batch_norm(out, dev));
     if (stride != 1 || in != out) {
-      down = register_module("downsample_conv", conv(in, out, 1, stride, 0));
-      down_bn = register_module("downsample_bn", torch::nn::BatchNorm2d(out));
+      down = register_module("downsample_conv", conv(in, out, 1, stride, 0, o));
+      down_bn = register_module("downsample_bn", batch_norm(out, dev));
     }
   }
   // batch_norm_act: BatchNorm, the add and the ReLU in the engine's kernels
   // where they apply (bn_relu.h), else m(x).add_(identity).relu_().
   torch::Tensor forward(torch::Tensor x) override {
-    torch::Tensor identity = down ? batch_norm_act(*down_bn, down(x), {}, /*relu=*/false) : x;
-    torch::Tensor y = batch_norm_act(*bn1, conv1(x), {}, true);
-    y = batch_norm_act(*bn2, conv2(y), {}, true);
-    return batch_norm_act(*bn3, conv3(y), identity, true);
+    torch::Tensor identity =
+        down ? batch_norm_act(*down_bn, down->forward(x), {}, /*relu=*/false) : x;
+    torch::Tensor y = batch_norm_act(*bn1, conv1->forward(x), {}, true);
+    y = batch_norm_act(*bn2, conv2->forward(y), {}, true);
+    return batch_norm_act(*bn3, conv3->forward(y), identity, true);
   }
 };
 
 struct Head : Layer {
-  torch::nn::Linear fc{nullptr};
-  Head(int64_t in, int64_t classes) { fc = register_module("fc", torch::nn::Linear(in, classes)); }
+  torch::Tensor weight, bias;  // the fc's, registered as fc.weight, fc.bias
+  Head(int64_t in, int64_t classes, const torch::TensorOptions& o) {
+    auto fc = register_module("fc", std::make_shared<torch::nn::Module>());
+    weight = fc->register_parameter("weight", torch::empty({classes, in}, o));
+    bias = fc->register_parameter("bias", torch::empty({classes}, o));
+  }
   torch::Tensor forward(torch::Tensor x) override {
-    return fc(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
+    return torch::linear(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1), weight, bias);
   }
 };
 
 class ResNet : public Model {
  public:
-  ResNet(const ResNetSpec& s, const ModelConfig& cfg)
+  // The parameters are created on device and drawn there from the model seed (init).
+  ResNet(const ResNetSpec& s, const ModelConfig& cfg, torch::Device device)
       : checkpointing_(cfg.activation_checkpointing) {
-    add("stem", std::make_shared<Stem>(s.stem, cfg.channels_last), false);
+    auto o = torch::TensorOptions().device(device);
+    add("stem", std::make_shared<Stem>(s.stem, cfg.channels_last, o), false);
     int64_t in = s.stem;
     for (size_t st = 0; st < s.blocks.size(); ++st) {
       for (int64_t b = 0; b < s.blocks[st]; ++b) {
         int64_t stride = (st > 0 && b == 0) ? 2 : 1;
         add("layer" + std::to_string(st + 1) + "_" + std::to_string(b),
-            std::make_shared<Bottleneck>(in, s.planes[st], stride), true);
+            std::make_shared<Bottleneck>(in, s.planes[st], stride, o), true);
         in = s.planes[st] * kExpansion;
       }
     }
-    add("head", std::make_shared<Head>(in, s.classes), false);
-    // torchvision's init: Kaiming normal (fan_out, ReLU) for convolutions; BatchNorm
-    // weight 1, bias 0 and the fc's default uniform init are libtorch's defaults.
-    torch::NoGradGuard ng;
-    for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* c = m->as<torch::nn::Conv2d>())
-        torch::nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-    }
+    head_ = std::make_shared<Head>(in, s.classes, o);
+    add("head", head_, false);
+    init(device, uint64_t(cfg.seed));
+    // The same weights in the activations' layout (drawn in the default one,
+    // so that both layouts start alike).
     if (cfg.channels_last) {
+      torch::NoGradGuard ng;
       for (auto& p : parameters())
         if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
     }
@@ -223,8 +255,29 @@ class ResNet : public Model {
     layers_.push_back(register_module(name, l));
     is_block_.push_back(block);
   }
+  // torchvision's init: Kaiming normal (fan_out, ReLU) for convolutions;
+  // BatchNorm weight 1, bias 0 (as created); the fc as nn.Linear's default,
+  // weight and bias U(-1/sqrt(in), 1/sqrt(in)) (Kaiming uniform with a = sqrt(5)).
+  // Drawn in module order from a generator of the model seed alone, on the
+  // parameters' device (the same on every GPU of one model).
+  void init(torch::Device device, uint64_t seed) {
+    torch::NoGradGuard ng;
+    auto gen = make_generator(device, seed);
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* c = dynamic_cast<Conv*>(m.get())) {
+        const auto& w = c->weight;
+        const double fan_out = double(w.size(0) * w.size(2) * w.size(3));
+        c->weight.normal_(0, std::sqrt(2.0 / fan_out), gen);
+      }
+    }
+    const double bound = 1.0 / std::sqrt(double(head_->weight.size(1)));
+    head_->weight.uniform_(-bound, bound, gen);
+    head_->bias.uniform_(-bound, bound, gen);
+  }
+
   std::vector<std::shared_ptr<Layer>> layers_;
   std::vector<bool> is_block_;
+  std::shared_ptr<Head> head_;
   bool checkpointing_;
 };
 
@@ -297,13 +350,12 @@ Facts describe(const ModelConfig& cfg) {
 Family resnet50_family() {
   Family f;
   f.describe = describe;
-  // Built on the CPU (25.6M parameters: the copy is cheap); the trainer moves it.
-  f.build = [](const ModelConfig& cfg, torch::Device) -> std::shared_ptr<Model> {
+  f.build = [](const ModelConfig& cfg, torch::Device device) -> std::shared_ptr<Model> {
     ResNetSpec s = resolve(cfg);
     // Let cuDNN time its convolution algorithms for each shape on first use, as
     // the torchvision reference does (cudnn.benchmark); the shapes never change.
     at::globalContext().setBenchmarkCuDNN(true);
-    return std::make_shared<ResNet>(s, cfg);
+    return std::make_shared<ResNet>(s, cfg, device);
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
               int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
