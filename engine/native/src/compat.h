@@ -21,6 +21,13 @@
 #else
 #define CS_HAS_FUSED_ADAMW 0
 #endif
+// at::_fused_sgd_ (CUDA, momentum buffers, grad_scale and found_inf): 2.3; 2.4
+// here, where its signature is the one this engine calls.
+#if defined(CS_WITH_CUDA) && CS_TORCH_AT_LEAST(2, 4)
+#define CS_HAS_FUSED_SGD 1
+#else
+#define CS_HAS_FUSED_SGD 0
+#endif
 // _foreach_mul_(TensorList, Tensor): 2.1.
 #define CS_HAS_FOREACH_MUL_TENSOR CS_TORCH_AT_LEAST(2, 1)
 // fp16 autocast on CPU: 2.1 (1.13 casts CPU ops to bf16 only).

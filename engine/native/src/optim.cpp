@@ -35,27 +35,45 @@ Optimizer::Optimizer(std::vector<torch::Tensor> decay, std::vector<torch::Tensor
 #if CS_HAS_FUSED_ADAMW
   fused_ = o.kind == OptimizerKind::AdamW && dev.is_cuda();
 #endif
+#if CS_HAS_FUSED_SGD
+  fused_ = fused_ || (o.kind == OptimizerKind::SGDMomentum && dev.is_cuda());
+#endif
   step_t_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
 }
 
 std::string Optimizer::implementation() const {
-  if (o_.kind == OptimizerKind::SGDMomentum) return "sgd-momentum";
+  if (o_.kind == OptimizerKind::SGDMomentum) return fused_ ? "fused-sgd-momentum" : "sgd-momentum";
   return fused_ ? "fused-adamw" : "foreach-adamw";
 }
 
-void Optimizer::step(const torch::Tensor& found_inf) {
+void Optimizer::step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef) {
   torch::NoGradGuard ng;
-  if (o_.kind == OptimizerKind::SGDMomentum) {
-    for (auto& g : groups_) sgd(g, found_inf);
-    return;
-  }
   if (fused_) {
+    // The fused kernels divide each gradient by grad_scale as they read it.
+    torch::Tensor scale;
+    if (grad_coef.defined()) scale = grad_coef.to(torch::kFloat64).reciprocal().to(torch::kFloat32);
+    if (o_.kind == OptimizerKind::SGDMomentum) {
+      for (auto& g : groups_) sgd_fused(g, found_inf, scale);
+      return;
+    }
     // One device counter shared by every parameter; a skipped step does not count.
     if (found_inf.defined())
       step_t_.add_(1.0 - found_inf);
     else
       step_t_.add_(1.0);
-    for (auto& g : groups_) adamw_fused(g, found_inf);
+    for (auto& g : groups_) adamw_fused(g, found_inf, scale);
+    return;
+  }
+  if (grad_coef.defined()) {
+    auto coef = grad_coef.to(torch::kFloat32);
+    for (auto& g : groups_) {
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : g.params) grads.push_back(p.grad());
+      compat::foreach_mul(grads, coef);
+    }
+  }
+  if (o_.kind == OptimizerKind::SGDMomentum) {
+    for (auto& g : groups_) sgd(g, found_inf);
     return;
   }
   // foreach path (CPU, or libtorch without the fused kernel): the skip decision
@@ -65,19 +83,41 @@ void Optimizer::step(const torch::Tensor& found_inf) {
   for (auto& g : groups_) adamw_foreach(g);
 }
 
-void Optimizer::adamw_fused(Group& g, const torch::Tensor& found_inf) {
+void Optimizer::adamw_fused(Group& g, const torch::Tensor& found_inf,
+                            const torch::Tensor& grad_scale) {
 #if CS_HAS_FUSED_ADAMW
   std::vector<torch::Tensor> grads;
   grads.reserve(g.params.size());
   for (const auto& p : g.params) grads.push_back(p.grad());
   std::vector<torch::Tensor> steps(g.params.size(), step_t_);
-  c10::optional<torch::Tensor> inf;
+  c10::optional<torch::Tensor> inf, scale;
   if (found_inf.defined()) inf = found_inf;
+  if (grad_scale.defined()) scale = grad_scale;
   at::_fused_adamw_(g.params, grads, g.m, g.v, /*max_exp_avg_sqs=*/{}, steps, o_.lr, o_.beta1,
-                    o_.beta2, g.wd, o_.eps, /*amsgrad=*/false, /*maximize=*/false,
-                    /*grad_scale=*/c10::nullopt, inf);
+                    o_.beta2, g.wd, o_.eps, /*amsgrad=*/false, /*maximize=*/false, scale, inf);
 #else
+  (void)g, (void)found_inf, (void)grad_scale;
   throw UnsupportedError("fused AdamW is not available in this libtorch");
+#endif
+}
+
+// buf = momentum * buf + (grad + wd * p); p -= lr * buf, in one kernel over
+// every tensor; a step with found_inf 1 changes nothing. The buffers start at
+// zero, so the first step's buf = grad (torch's is_first_step) needs no flag.
+void Optimizer::sgd_fused(Group& g, const torch::Tensor& found_inf,
+                          const torch::Tensor& grad_scale) {
+#if CS_HAS_FUSED_SGD
+  std::vector<torch::Tensor> grads;
+  grads.reserve(g.params.size());
+  for (const auto& p : g.params) grads.push_back(p.grad());
+  c10::optional<torch::Tensor> inf, scale;
+  if (found_inf.defined()) inf = found_inf;
+  if (grad_scale.defined()) scale = grad_scale;
+  at::_fused_sgd_(g.params, grads, g.m, g.wd, o_.momentum, o_.lr, /*dampening=*/0.0,
+                  /*nesterov=*/false, /*maximize=*/false, /*is_first_step=*/false, scale, inf);
+#else
+  (void)g, (void)found_inf, (void)grad_scale;
+  throw UnsupportedError("fused SGD is not available in this libtorch");
 #endif
 }
 
@@ -130,7 +170,7 @@ torch::Tensor grad_sumsq(const std::vector<torch::Tensor>& grads, const torch::D
 }
 
 ClipResult clip_grads(const std::vector<torch::Tensor>& grads, const torch::Tensor& sumsq,
-                      const torch::Tensor& inv_scale, double max_norm) {
+                      const torch::Tensor& inv_scale, double max_norm, bool apply) {
   torch::NoGradGuard ng;
   auto total = sumsq.sqrt();  // of the scaled gradients, float64
   ClipResult r;
@@ -138,18 +178,19 @@ ClipResult clip_grads(const std::vector<torch::Tensor>& grads, const torch::Tens
   auto norm = inv_scale.defined() ? total * inv_scale.to(torch::kFloat64) : total;
   auto coef = (max_norm / (norm + 1e-6)).clamp_max(1.0);
   if (inv_scale.defined()) coef = coef * inv_scale.to(torch::kFloat64);
-  if (!grads.empty()) compat::foreach_mul(grads, coef.to(torch::kFloat32));
+  if (apply && !grads.empty()) compat::foreach_mul(grads, coef.to(torch::kFloat32));
   r.norm = norm.to(torch::kFloat32);
+  r.coef = coef;
   return r;
 }
 
 ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
-                            const torch::Tensor& inv_scale, double max_norm) {
+                            const torch::Tensor& inv_scale, double max_norm, bool apply) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) throw std::runtime_error("no parameter received a gradient");
-  return clip_grads(grads, grad_sumsq(grads, grads[0].device()), inv_scale, max_norm);
+  return clip_grads(grads, grad_sumsq(grads, grads[0].device()), inv_scale, max_norm, apply);
 }
 
 }  // namespace cs

@@ -28,10 +28,17 @@ class Optimizer {
   // decay / no_decay: the parameter groups (Model::decays); states are allocated here.
   Optimizer(std::vector<torch::Tensor> decay, std::vector<torch::Tensor> no_decay,
             const OptimOptions& o);
-  // One update from the parameters' .grad(). found_inf (0-d float32, 1 = skip the
-  // update) may be undefined when the step can never be skipped.
-  void step(const torch::Tensor& found_inf);
-  // "fused-adamw", "foreach-adamw" or "sgd-momentum" (recorded in cs_info).
+  // One update from the parameters' .grad() times grad_coef (a 0-d tensor on
+  // the device, any float dtype; undefined: 1). found_inf (0-d float32, 1 =
+  // skip the update) may be undefined when the step can never be skipped.
+  void step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef = {});
+  // Whether step applies grad_coef inside its update kernel (the fused CUDA
+  // AdamW and SGD take it as their grad_scale, 1 / grad_coef, and write the
+  // scaled gradients back), so that a caller saves the separate pass over the
+  // gradients; otherwise step multiplies the gradients first, as clip_grads would.
+  bool folds_grad_coef() const { return fused_; }
+  // "fused-adamw", "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum"
+  // (recorded in cs_info).
   std::string implementation() const;
 
  private:
@@ -39,13 +46,14 @@ class Optimizer {
     std::vector<torch::Tensor> params, m, v;  // v unused by SGD
     double wd;
   };
-  void adamw_fused(Group& g, const torch::Tensor& found_inf);
+  void adamw_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
   void adamw_foreach(Group& g);
+  void sgd_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
   void sgd(Group& g, const torch::Tensor& found_inf);
 
   OptimOptions o_;
   std::vector<Group> groups_;
-  bool fused_ = false;
+  bool fused_ = false;  // the fused CUDA kernel of this optimizer kind
   torch::Tensor step_t_;  // device step counter (fused AdamW)
   int64_t step_ = 0;      // host step counter (foreach AdamW)
 };
@@ -61,18 +69,23 @@ class Optimizer {
 // rank (a float32 sum moved it by an ulp, which training amplifies).
 struct ClipResult {
   torch::Tensor norm, found_inf;  // 0-d float32 on the gradients' device
+  // The factor the gradients need, unscale x clip (0-d float64 on the device):
+  // applied already unless clip_grads was asked to leave it to the optimizer.
+  torch::Tensor coef;
 };
 // Sum over grads of |g|² (each |g| a float32 L2 norm), a 0-d float64 tensor on
 // device (zero for an empty list).
 torch::Tensor grad_sumsq(const std::vector<torch::Tensor>& grads, const torch::Device& device);
 // Multiplies every gradient by inv_scale (undefined: 1) and clips their global
-// L2 norm sqrt(sumsq) to max_norm. Returns the unscaled norm before clipping and
-// found_inf (1 when sumsq is inf or nan).
+// L2 norm sqrt(sumsq) to max_norm. Returns the unscaled norm before clipping,
+// found_inf (1 when sumsq is inf or nan) and the coefficient; with apply false
+// the gradients are left as they are, for Optimizer::step(found_inf, coef)
+// where the optimizer folds it in (Optimizer::folds_grad_coef).
 ClipResult clip_grads(const std::vector<torch::Tensor>& grads, const torch::Tensor& sumsq,
-                      const torch::Tensor& inv_scale, double max_norm);
+                      const torch::Tensor& inv_scale, double max_norm, bool apply = true);
 // Both over the gradients of params on one rank (single rank, data parallel
 // after the all-reduce).
 ClipResult unscale_and_clip(const std::vector<torch::Tensor>& params,
-                            const torch::Tensor& inv_scale, double max_norm);
+                            const torch::Tensor& inv_scale, double max_norm, bool apply = true);
 
 }  // namespace cs

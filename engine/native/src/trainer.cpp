@@ -311,8 +311,11 @@ void Trainer::run_step(const std::vector<Batch>& batches, bool timed) {
   mark(int(2 * ga + 1));
 
   torch::Tensor inv_scale = scaler_ ? scaler_->scale().reciprocal() : torch::Tensor();
-  if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm);
-  optim_->step(scaler_ ? clip.found_inf : torch::Tensor());
+  // A fused optimizer applies the unscale x clip coefficient as it reads each
+  // gradient (one pass over the gradients fewer); the pipeline clips itself.
+  const bool fold = !pipe_ && optim_->folds_grad_coef();
+  if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
+  optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
   torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
   if (scaler_) scaler_->update(clip.found_inf);
   torch::Tensor skipped = scaler_ ? clip.found_inf : torch::zeros({}, f32);

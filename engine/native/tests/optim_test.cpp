@@ -5,10 +5,98 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <iostream>
+#include <limits>
 #include "native_test.h"
 #include "optim.h"
 #include "precision.h"
 using namespace cs;
+namespace {
+
+// The clip coefficient folded into the optimizer (Optimizer::step with
+// grad_coef, as the trainer runs a fused optimizer) against clipping first and
+// stepping after: the same updates and the same gradients after the step. On
+// the CPU both go through the foreach path (the plumbing: the coefficient
+// clip_grads returns is the one it applies); on CUDA the fused AdamW and SGD
+// divide by grad_scale = 1 / coef as they read each gradient, a different
+// rounding of the same product: updates agree within 1e-5 relative (float32
+// rounding of g * c against g / (1 / c) is ~1e-7 of each gradient).
+int clip_fold_case(torch::Device dev, OptimizerKind kind, double grad_mult, bool scaled,
+                   bool skip) {
+  auto gen = at::detail::createCPUGenerator(29);
+  std::vector<torch::Tensor> a, b, grads;
+  for (int64_t n : {4096, 37, 768, 3}) {
+    auto p = torch::randn({n}, gen).to(dev);
+    grads.push_back((torch::randn({n}, gen) * grad_mult).to(dev));
+    a.push_back(p.clone().requires_grad_(true));
+    b.push_back(p.clone().requires_grad_(true));
+  }
+  const double lr = kind == OptimizerKind::AdamW ? 1e-2 : 0.1;
+  Optimizer oa({a[0], a[1]}, {a[2], a[3]}, default_optim(kind, lr));
+  Optimizer ob({b[0], b[1]}, {b[2], b[3]}, default_optim(kind, lr));
+  CS_CHECK(!oa.folds_grad_coef() || dev.is_cuda());  // the CPU path is unchanged
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  // fp16's loss scale 1024: the gradients arrive scaled by it.
+  auto inv = scaled ? torch::full({}, 1.0 / 1024, f32) : torch::Tensor();
+  std::vector<torch::Tensor> before;
+  for (int step = 0; step < 3; step++) {
+    before.clear();
+    for (size_t i = 0; i < a.size(); i++) {
+      auto g = grads[i] * (scaled ? 1024.0 : 1.0) * double(step + 1);
+      if (skip && step == 2 && i == 1) g[0] = std::numeric_limits<float>::infinity();
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+      before.push_back(a[i].detach().clone());
+    }
+    auto ca = unscale_and_clip(a, inv, 1.0, /*apply=*/true);
+    oa.step(scaled ? ca.found_inf : torch::Tensor());
+    auto cb = unscale_and_clip(b, inv, 1.0, /*apply=*/false);
+    ob.step(scaled ? cb.found_inf : torch::Tensor(), cb.coef);
+    CS_CHECK(torch::equal(ca.norm, cb.norm) && torch::equal(ca.found_inf, cb.found_inf));
+    const bool skipped = ca.found_inf.item<float>() != 0;
+    CS_CHECK(skipped == (skip && step == 2));
+    for (size_t i = 0; i < a.size(); i++) {
+      auto ua = (a[i].detach() - before[i]).to(torch::kFloat64).cpu();
+      auto ub = (b[i].detach() - before[i]).to(torch::kFloat64).cpu();
+      if (skipped) {
+        CS_CHECK(torch::equal(a[i].detach(), before[i]) && torch::equal(b[i].detach(), before[i]));
+        continue;
+      }
+      const double rel = ((ua - ub).norm() / ua.norm().clamp_min(1e-30)).item<double>();
+      if (!dev.is_cuda()) {
+        CS_CHECK(rel == 0);
+        CS_CHECK(torch::equal(a[i].grad(), b[i].grad()));
+      } else {
+        CS_CHECK(rel < 1e-5);
+        CS_CHECK(torch::allclose(a[i].grad(), b[i].grad(), 1e-6, 1e-12));
+      }
+    }
+  }
+  return 0;
+}
+
+int clip_fold_tests(torch::Device dev) {
+  for (auto kind : {OptimizerKind::AdamW, OptimizerKind::SGDMomentum})
+    for (double mult : {0.001, 3.0})  // the norm below and above max_norm 1
+      for (bool scaled : {false, true})
+        for (bool skip : {false, true}) {
+          if (skip && !scaled) continue;  // only fp16's found_inf skips a step
+          if (clip_fold_case(dev, kind, mult, scaled, skip)) {
+            std::cerr << "  clip fold case: " << dev << (kind == OptimizerKind::AdamW ? " adamw" : " sgd")
+                      << " grads x" << mult << (scaled ? " loss-scaled" : "") << (skip ? " inf" : "")
+                      << "\n";
+            return 1;
+          }
+        }
+  Optimizer probe({torch::zeros({1}, torch::TensorOptions().device(dev)).requires_grad_(true)}, {},
+                  default_optim(OptimizerKind::AdamW, 1e-3));
+  std::cout << "clip folded into the optimizer ok (" << dev << ", " << probe.implementation()
+            << (probe.folds_grad_coef() ? ", folded in the fused kernel" : ", multiplied first")
+            << ")\n";
+  return 0;
+}
+
+}  // namespace
+
 int optim_tests() {  // 1 on the first failed check
   torch::Device cpu(torch::kCPU);
   // Loss scaler
@@ -112,5 +200,7 @@ int optim_tests() {  // 1 on the first failed check
     CS_CHECK(torch::equal(before, w.detach()));
     std::cout << "adamw ok\n";
   }
+  if (clip_fold_tests(cpu)) return 1;
+  if (torch::cuda::is_available() && clip_fold_tests(torch::Device(torch::kCUDA))) return 1;
   return 0;
 }
