@@ -18,11 +18,13 @@ AddNorm portable(const torch::Tensor& x, const torch::Tensor& delta, const torch
   return o;
 }
 
-#ifdef CS_WITH_KERNELS
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Outputs {r, y} with a delta, {y} without (r is x then).
+// The "ln" kernels (CUDA, or their host versions in the tests). Outputs {r, y}
+// with a delta, {y} without (r is x then). An absent delta comes as an empty
+// tensor: torch 2.x's Function::apply records every tensor input's device,
+// which an undefined tensor does not have.
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& delta_in, const torch::Tensor& weight,
@@ -37,15 +39,12 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     auto y = torch::empty(x.sizes(), x.options().dtype(out));
     auto f32 = x.options().dtype(torch::kFloat32);
     auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
-    glue::check(
-        cuda::layer_norm_fwd(x.data_ptr(), has_delta ? delta.data_ptr() : nullptr,
-                             w.data_ptr<float>(), b.data_ptr<float>(),
-                             has_delta ? r.data_ptr() : nullptr, y.data_ptr(),
-                             mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                             glue::dtype(x.scalar_type()),
-                             glue::dtype(has_delta ? delta.scalar_type() : x.scalar_type()),
-                             glue::dtype(out), rows, C, float(eps), glue::stream()),
-        "add_layer_norm forward kernel");
+    CS_KERNEL(x, "add_layer_norm forward kernel", layer_norm_fwd, x.data_ptr(),
+              has_delta ? delta.data_ptr() : nullptr, w.data_ptr<float>(), b.data_ptr<float>(),
+              has_delta ? r.data_ptr() : nullptr, y.data_ptr(), mean.data_ptr<float>(),
+              rstd.data_ptr<float>(), glue::dtype(x.scalar_type()),
+              glue::dtype(has_delta ? delta.scalar_type() : x.scalar_type()), glue::dtype(out),
+              rows, C, float(eps));
     ctx->save_for_backward({r, mean, rstd, w});
     ctx->saved_data["has_delta"] = has_delta;
     ctx->saved_data["delta_dtype"] = int64_t(has_delta ? delta.scalar_type() : x.scalar_type());
@@ -73,15 +72,14 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     auto ddelta = separate ? torch::empty(r.sizes(), r.options().dtype(delta_dtype)) : torch::Tensor();
     auto f32 = r.options().dtype(torch::kFloat32);
     auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
-    auto scratch = torch::empty({std::max<int64_t>(1, cuda::layer_norm_bwd_scratch(rows, C))}, f32);
-    glue::check(cuda::layer_norm_bwd(dy.data_ptr(), dr.defined() ? dr.data_ptr() : nullptr,
-                                     r.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-                                     w.data_ptr<float>(), dx.data_ptr(),
-                                     separate ? ddelta.data_ptr() : nullptr, dw.data_ptr<float>(),
-                                     db.data_ptr<float>(), scratch.data_ptr<float>(),
-                                     glue::dtype(r.scalar_type()), glue::dtype(delta_dtype),
-                                     glue::dtype(out), rows, C, glue::stream()),
-                "add_layer_norm backward kernel");
+    auto scratch = torch::empty(
+        {std::max<int64_t>(1, CS_KERNEL_FACT(r, layer_norm_bwd_scratch, rows, C))}, f32);
+    CS_KERNEL(r, "add_layer_norm backward kernel", layer_norm_bwd, dy.data_ptr(),
+              dr.defined() ? dr.data_ptr() : nullptr, r.data_ptr(), mean.data_ptr<float>(),
+              rstd.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr(),
+              separate ? ddelta.data_ptr() : nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
+              scratch.data_ptr<float>(), glue::dtype(r.scalar_type()), glue::dtype(delta_dtype),
+              glue::dtype(out), rows, C);
     const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
     const auto b_dtype = at::ScalarType(ctx->saved_data["b_dtype"].toInt());
     torch::Tensor gdelta;
@@ -89,38 +87,30 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     return {dx, gdelta, dw.to(w_dtype), db.to(b_dtype), torch::Tensor(), torch::Tensor()};
   }
 };
-#endif
 
 }  // namespace
 
 bool add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& delta, at::ScalarType out) {
-#ifdef CS_WITH_KERNELS
-  if (!kernels::enabled("ln") || !x.is_cuda() || x.dim() < 1 || x.numel() == 0) return false;
+  if (!kernels::enabled("ln") || !glue::runs_here(x) || x.dim() < 1 || x.numel() == 0) return false;
   if (!glue::has_dtype(x.scalar_type()) || !glue::has_dtype(out)) return false;
-  if (delta.defined() &&
-      (!delta.is_cuda() || delta.sizes() != x.sizes() || !glue::has_dtype(delta.scalar_type())))
+  if (delta.defined() && (delta.device() != x.device() || delta.sizes() != x.sizes() ||
+                          !glue::has_dtype(delta.scalar_type())))
     return false;
   const auto td = delta.defined() ? delta.scalar_type() : x.scalar_type();
-  return cuda::layer_norm_supports(x.size(-1)) &&
-         cuda::layer_norm_dtypes(glue::dtype(x.scalar_type()), glue::dtype(td), glue::dtype(out));
-#else
-  return false;
-#endif
+  return CS_KERNEL_FACT(x, layer_norm_supports, x.size(-1)) &&
+         CS_KERNEL_FACT(x, layer_norm_dtypes, glue::dtype(x.scalar_type()), glue::dtype(td),
+                        glue::dtype(out));
 }
 
 AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
                        const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        at::ScalarType out) {
-#ifdef CS_WITH_KERNELS
   if (add_layer_norm_fused(x, delta, out)) {
-    // torch 2.x's Function::apply records every tensor input's device, so an
-    // absent delta travels as an empty tensor, never an undefined one.
     auto o = AddLayerNorm::apply(x, delta.defined() ? delta : torch::empty({0}, x.options()), weight,
                                  bias, eps, int64_t(out));
     if (delta.defined()) return {o[0], o[1]};
     return {x, o[0]};
   }
-#endif
   return portable(x, delta, weight, bias, eps, out);
 }
 

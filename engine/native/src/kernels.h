@@ -10,10 +10,17 @@
 //        forward and backward, ReLU mask as bits (bn_relu.h; ResNet)
 //   pool max pooling over channels_last activations with a one-byte argmax
 //        (max_pool.h; ResNet's stem)
+//   lin  the transformer blocks' linear layers: the bias gradient summed in
+//        one pass, the MLP's GELU backward fused in before it (linear_act.h)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
 // ("-bn"). An unknown name is an error (std::invalid_argument at first use).
+//
+// Tests can also run the kernels' host versions (host_kernels.h) on CPU
+// tensors (set_host_for_tests): the same autograd functions, saved tensors
+// and gradients as on the GPU, with host loops where the CUDA kernels run, so
+// that the CPU build checks the C++ side of every kernel.
 #pragma once
 
 #include <string>
@@ -24,10 +31,11 @@ namespace kernels {
 // Whether the engine was built with its CUDA kernels.
 bool compiled();
 
-// Whether kernel name is compiled and switched on (CASESTUDY_KERNELS).
+// Whether kernel name is switched on (CASESTUDY_KERNELS) and can run: compiled,
+// or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin"), "none" when none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not
@@ -37,6 +45,11 @@ void set_for_tests(const std::string& value);
 // Parses a CASESTUDY_KERNELS value into a set of switched-on names, as a
 // comma-separated string in the order of the list above (tests).
 std::string parse(const std::string& value);
+
+// Whether the kernels' host versions run on CPU tensors (tests only; off in
+// the engine, whose CPU path is the portable libtorch one).
+void set_host_for_tests(bool on);
+bool host_for_tests();
 
 }  // namespace kernels
 }  // namespace cs

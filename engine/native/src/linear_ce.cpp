@@ -47,13 +47,10 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
     if (fused_kernel(z)) {
       // One pass per row over the logits (kernels.h "ce"); padding columns become 0.
-#ifdef CS_WITH_KERNELS
       auto t = target.to(torch::kInt64).contiguous();
-      glue::check(cuda::cross_entropy_fwd_grad(z.data_ptr(), glue::dtype(z.scalar_type()), N, Vp, V,
-                                               t.data_ptr<int64_t>(), losses.data_ptr<float>(),
-                                               glue::stream()),
-                  "cross-entropy kernel");
-#endif
+      CS_KERNEL(z, "cross-entropy kernel", cross_entropy_fwd_grad, z.data_ptr(),
+                glue::dtype(z.scalar_type()), N, Vp, V, t.data_ptr<int64_t>(),
+                losses.data_ptr<float>());
       save(ctx, h, weight, hc, wc, z, V);
       return losses.mean();
     }
@@ -76,12 +73,8 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
 
   // Whether the "ce" kernel computes the loss and its gradient over z.
   static bool fused_kernel(const torch::Tensor& z) {
-#ifdef CS_WITH_KERNELS
-    return kernels::enabled("ce") && z.is_cuda() && glue::has_dtype(z.scalar_type()) &&
+    return kernels::enabled("ce") && glue::runs_here(z) && glue::has_dtype(z.scalar_type()) &&
            z.is_contiguous() && z.size(0) <= std::numeric_limits<int32_t>::max();
-#else
-    return false;
-#endif
   }
 
   static void save(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& weight,

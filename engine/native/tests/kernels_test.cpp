@@ -22,14 +22,14 @@ bool throws(const std::string& v) {
 }  // namespace
 
 int kernels_tests() {
-  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool");
-  CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool");
+  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool,lin");
+  CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool,lin");
   CS_CHECK(kernels::parse("native") == "");
   CS_CHECK(kernels::parse("none") == "");
   CS_CHECK(kernels::parse("ln") == "ln");
   CS_CHECK(kernels::parse(" bn , ce ") == "ce,bn");
-  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool");
-  CS_CHECK(kernels::parse("-bn,-ce,-pool") == "ln");
+  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool,lin");
+  CS_CHECK(kernels::parse("-bn,-ce,-pool,-lin") == "ln");
   CS_CHECK(kernels::parse("native,pool") == "pool");
   CS_CHECK(throws("layernorm"));
   CS_CHECK(throws("-xx"));
@@ -40,6 +40,13 @@ int kernels_tests() {
   CS_CHECK(kernels::in_use() == (kernels::compiled() ? "ln" : "none"));
   kernels::set_for_tests("native");
   CS_CHECK(!kernels::enabled("ln") && kernels::in_use() == "none");
+  // The host versions (tests): enabled without CUDA kernels, still not "in use".
+  kernels::set_for_tests("ln");
+  kernels::set_host_for_tests(true);
+  CS_CHECK(kernels::enabled("ln") && !kernels::enabled("bn"));
+  CS_CHECK(kernels::in_use() == (kernels::compiled() ? "ln" : "none"));
+  kernels::set_host_for_tests(false);
+  CS_CHECK(kernels::enabled("ln") == kernels::compiled());
   kernels::set_for_tests("");
   std::cout << "  kernels switch ok (compiled: " << (kernels::compiled() ? "yes" : "no")
             << ", in use: " << kernels::in_use() << ")\n";

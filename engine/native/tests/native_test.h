@@ -20,3 +20,4 @@ int kernels_tests();
 int add_layer_norm_tests();
 int bn_relu_tests();
 int max_pool_tests();
+int linear_act_tests();

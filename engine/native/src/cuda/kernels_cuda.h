@@ -1,19 +1,23 @@
 // kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
 // device pointers, so that the .cu files need no torch headers. The C++ glue
-// (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp) checks shapes, dtypes,
-// contiguity and alignment and passes the current stream. Every launcher
-// returns the launch's cudaError_t (cudaSuccess when all went well).
+// (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp, max_pool.cpp,
+// linear_act.cpp) checks shapes, dtypes, contiguity and alignment and passes
+// the current stream. Every launcher returns the launch's cudaError_t
+// (cudaSuccess when all went well). host_kernels.h has the same computations
+// as host loops, for the tests.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "dtype.h"
+
 namespace cs {
 namespace cuda {
 
 // Element types the kernels read and write.
-enum class DType { F32 = 0, BF16 = 1, F16 = 2 };
+using kern::DType;
 
 // ---- cross_entropy.cu --------------------------------------------------------
 // In place over logits [rows, ld] (dtype t; columns [V, ld) are padding): per
@@ -84,6 +88,17 @@ cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t 
 cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t N,
                          int64_t H, int64_t W, int64_t C, int64_t Ho, int64_t Wo, int64_t k,
                          int64_t s, int64_t p, cudaStream_t stream);
+
+// ---- bias_act.cu ------------------------------------------------------------------
+// The backward of y = act(z), z = x W^T + b, over rows of C (dtype t): dz =
+// dy act'(z) into dz_out (act None: dz is dy itself; z and dz_out unused), and
+// db[c] = the sum over rows of dz[row][c] as stored, in fp32 (overwritten).
+// scratch: at least bias_act_bwd_scratch(rows, C) floats. Deterministic (no
+// atomics: per-block partial sums, then a fixed-order sum over blocks).
+using kern::Act;
+int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);
+cudaError_t bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float* scratch,
+                         DType t, Act act, int64_t rows, int64_t C, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace cs

@@ -1,0 +1,16 @@
+// dtype.h: the element types the engine's kernels read and write, shared by
+// the CUDA launchers (kernels_cuda.h) and their host versions (host_kernels.h);
+// no CUDA headers here.
+#pragma once
+
+namespace cs {
+namespace kern {
+
+enum class DType { F32 = 0, BF16 = 1, F16 = 2 };
+
+// The activation after a linear layer whose backward the "lin" kernel fuses:
+// none, GELU with the tanh approximation (GPT-2), exact GELU with erf (BERT).
+enum class Act { None = 0, GeluTanh = 1, GeluErf = 2 };
+
+}  // namespace kern
+}  // namespace cs
