@@ -8,12 +8,12 @@
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
-#             bn, max_pool: pool) is switched off for every later engine run
-#             (CASESTUDY_KERNELS, engine/native/src/kernels.h)
+#             bn, max_pool: pool, linear_act: lin) is switched off for every
+#             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
-#             CUDA graphs (the engine's kernels on), bf16 without them
-#             (CASESTUDY_KERNELS=native); the nanoGPT-style reference (the
-#             strongest), eager and torch.compile
+#             CUDA graphs (the engine's kernels on), bf16 without the lin
+#             kernel, bf16 without any (CASESTUDY_KERNELS=native); the
+#             nanoGPT-style reference (the strongest), eager and torch.compile
 #   gpt-more  the same group: Hugging Face's GPT-2 eager and compiled, engine fp32
 #   losscurve GPT-2 124M, 4 x 1024 tokens, 200 steps from the same seed: the
 #             engine's kernels against the portable path, with the fp32 run's
@@ -38,7 +38,7 @@
 #             ResNet-50 128x224 channels_last; bf16) LAUNCH_REPEATS times in a
 #             fresh process (cs_bench.py --launch): library load, cs_create by
 #             phase (init_phases), first step, cs_destroy; launch.jsonl in
-#             $OUT and one line per launch in table.md (about 90 s)
+#             $OUT and one line per launch in table.md (about 50 s)
 #   kernelmix (not by default) casestudy's own kernel profiles (knob profile):
 #             bin/casestudy run studies/resnet50/profile.yaml (bf16 vs fp16) and
 #             studies/bert/profile.yaml (BERT-large 32x128, graphs off/on); their
@@ -103,14 +103,17 @@ PROF=$WORK/profiles # the profile stage's JSON files
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
-# Estimates (s) on one H200, from the 2026-12-02 run (docs/records/perf.md; the build
-# +30 s for the CUDA kernels, the tests +30 s for their suites: guesses): what a run
+# Estimates (s) on one H200, from the 2026-12-02 runs (docs/records/perf.md; the
+# build, the tests, the GPT, ResNet and launch runs from run 1 of the third
+# session, results/reference/gpu-check-2026-12-02b: build 66 s with the
+# kernels, tests 70 s, a GPT engine run 3 s, a ResNet one 6-16 s, nano 44 s and
+# torchvision 58 s eager + compiled, a launch 4-6 s; with a margin): what a run
 # needs to be started; its timeout is what is left of the budget, at most its
 # cap (a reference's is twice its estimate), so that one hung run cannot use up
 # the time of every later one.
 # EST_SCALE (percent, default 100) scales every estimate, for other machines.
-EST_BUILD=100 CAP_BUILD=300
-EST_TESTS=90 CAP_TESTS=150
+EST_BUILD=80 CAP_BUILD=300
+EST_TESTS=80 CAP_TESTS=150
 EST_STUDY=90 CAP_STUDY=240
 EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
 EST_LOSSCURVE=60 LOSS_STEPS=${LOSS_STEPS:-200}
@@ -341,12 +344,26 @@ GPT_CFG='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device
 bert_cfg() { echo '{"family":"bert","preset":"large","micro_batch":32,"seq_len":'"$1"',"device":"cuda","precision":"bf16","seed":1'; }
 RESNET_CFG='{"family":"resnet50","preset":"50","micro_batch":256,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1'
 
+# kernels_without NAME: $KERNELS with kernel NAME left out too (a CASESTUDY_KERNELS value).
+kernels_without() {
+  local k
+  case $KERNELS in
+    "" | all) echo "-$1" ;;
+    native | none) echo native ;;
+    -*) echo "$KERNELS,-$1" ;;
+    *)
+      k=$(echo ",$KERNELS," | sed "s/,$1,/,/; s/^,//; s/,\$//")
+      echo "${k:-native}"
+      ;;
+  esac
+}
 stage_gpt() {
   local g="gpt-124m 16x1024" c=$GPT_CFG
-  engine "$g" engine-bf16 10 "$c,\"precision\":\"bf16\"}"
-  engine "$g" engine-bf16-graphs 10 "$c,\"precision\":\"bf16\",\"graphs\":true}"
-  run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 10 "$c,\"precision\":\"bf16\"}"
-  reference "$g" gpt2_nano.py 25 45 --micro-batch 16 --seq-len 1024
+  engine "$g" engine-bf16 6 "$c,\"precision\":\"bf16\"}"
+  engine "$g" engine-bf16-graphs 6 "$c,\"precision\":\"bf16\",\"graphs\":true}"
+  run_env=CASESTUDY_KERNELS=$(kernels_without lin) engine "$g" engine-bf16-nolin 6 "$c,\"precision\":\"bf16\"}"
+  run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 6 "$c,\"precision\":\"bf16\"}"
+  reference "$g" gpt2_nano.py 20 35 --micro-batch 16 --seq-len 1024
 }
 stage_gpt_more() { # the weaker references and fp32, in the same group as stage_gpt
   local g="gpt-124m 16x1024" c=$GPT_CFG
@@ -365,15 +382,15 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
 stage_resnet50() {
   local g="resnet50 256x224 channels_last" c=$RESNET_CFG f
   f=${RESNET_CFG/\"bf16\"/\"fp16\"}
-  engine "$g" engine-bf16 20 "$c}"
-  engine "$g" engine-bf16-graphs 20 "$c,\"graphs\":true}"
-  engine "$g" engine-fp16 20 "$f}"
-  engine "$g" engine-fp16-graphs 20 "$f,\"graphs\":true}"
-  run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 20 "$c}"
-  reference "$g" resnet_tv.py 30 80 --micro-batch 256 --image-size 224
+  engine "$g" engine-bf16 15 "$c}"
+  engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
+  engine "$g" engine-fp16 15 "$f}"
+  engine "$g" engine-fp16-graphs 15 "$f,\"graphs\":true}"
+  run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 15 "$c}"
+  reference "$g" resnet_tv.py 25 50 --micro-batch 256 --image-size 224
 }
 stage_resnet50_fp16() { # torchvision in fp16, in the same group as stage_resnet50
-  ref_pre=tv-fp16 reference "resnet50 256x224 channels_last" resnet_tv.py 30 80 --micro-batch 256 \
+  ref_pre=tv-fp16 reference "resnet50 256x224 channels_last" resnet_tv.py 25 50 --micro-batch 256 \
     --image-size 224 --precision fp16
 }
 
@@ -429,7 +446,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -466,7 +483,7 @@ native_tests() {
 # launch: each headline study's baseline launched LAUNCH_REPEATS times
 # (cs_bench.py --launch, a fresh process each), into $OUT/launch.jsonl and one
 # status line per launch.
-EST_LAUNCH=10 # s per launch: python, load, create, one step, exit
+EST_LAUNCH=7 # s per launch: python, load, create, one step, exit
 stage_launch() {
   local key cfg i rc est
   est=$(scaled $EST_LAUNCH)

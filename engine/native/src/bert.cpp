@@ -20,6 +20,7 @@
 #include "add_layer_norm.h"
 #include "compat.h"
 #include "device.h"
+#include "linear_act.h"
 #include "precision.h"
 
 namespace cs {
@@ -122,6 +123,11 @@ struct Dense : torch::nn::Module {
   // runs a matmul and then a separate broadcast add of the bias: on BERT-large
   // at 512 tokens that add, in fp32 into bf16, was 16% of the step.)
   torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight, bias); }
+  // act(x W^T + b) through linear_act: the encoder layers' bias gradients (and
+  // the GELU's backward) in the engine's "lin" kernel where it runs.
+  torch::Tensor forward_act(const torch::Tensor& x, Act act) {
+    return linear_act(x, weight, bias, act);
+  }
 };
 
 struct Embedding : torch::nn::Module {
@@ -189,20 +195,20 @@ struct EncoderLayer : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
     // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
-    auto qkv_ = qkv->forward(x).view({B, T, 3, heads, H / heads}).unbind(2);
+    auto qkv_ = qkv->forward_act(x, Act::None).view({B, T, 3, heads, H / heads}).unbind(2);
     auto ctx = compat::attention(qkv_[0].transpose(1, 2), qkv_[1].transpose(1, 2),
                                  qkv_[2].transpose(1, 2))
                    .transpose(1, 2)
                    .reshape({B, T, H});
-    auto a = attn_out->forward(ctx);
+    auto a = attn_out->forward_act(ctx, Act::None);
     if (fused_norms(x, a)) {  // the residual adds inside the LayerNorm kernels
       auto h = add_layer_norm(x, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,
                               norm_dtype()).y;
-      auto y = output->forward(torch::gelu(intermediate->forward(h)));
+      auto y = output->forward_act(intermediate->forward_act(h, Act::GeluErf), Act::None);
       return add_layer_norm(h, y, out_norm->weight, out_norm->bias, kLayerNormEps, norm_dtype()).y;
     }
     auto h = block_layer_norm(x + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
-    auto y = output->forward(torch::gelu(intermediate->forward(h)));
+    auto y = output->forward_act(intermediate->forward_act(h, Act::GeluErf), Act::None);
     return block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
   }
 };

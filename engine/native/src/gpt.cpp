@@ -10,6 +10,7 @@
 #include "add_layer_norm.h"
 #include "compat.h"
 #include "device.h"
+#include "linear_act.h"
 #include "linear_ce.h"
 #include "model.h"
 #include "precision.h"
@@ -132,14 +133,14 @@ struct BlockImpl : torch::nn::Module {
     // unbind, not qkv[i]: its backward stacks the three gradients into one
     // [B, T, 3, H, hd] tensor, where three selects would each fill a zero
     // tensor of the full size and add them up.
-    auto qkv = torch::linear(h, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads}).unbind(2);
+    auto qkv = linear_act(h, c_attn_w, c_attn_b, Act::None).view({B, T, 3, heads, d / heads}).unbind(2);
     auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
                                       qkv[2].transpose(1, 2));  // [B, H, T, hd]
     y = y.transpose(1, 2).contiguous().view({B, T, d});
-    auto r = x + torch::linear(y, attn_proj_w, attn_proj_b);
+    auto r = x + linear_act(y, attn_proj_w, attn_proj_b, Act::None);
     h = block_layer_norm(r, ln_2_w, ln_2_b, 1e-5);
-    h = torch::gelu(torch::linear(h, c_fc_w, c_fc_b), "tanh");
-    return r + torch::linear(h, mlp_proj_w, mlp_proj_b);
+    h = linear_act(h, c_fc_w, c_fc_b, Act::GeluTanh);
+    return r + linear_act(h, mlp_proj_w, mlp_proj_b, Act::None);
   }
 
   // Whether the residual adds and LayerNorms run as add_layer_norm kernels
@@ -157,14 +158,15 @@ struct BlockImpl : torch::nn::Module {
     const auto dt = compat::autocast_dtype(c10::DeviceType::CUDA);
     const auto B = x.size(0), T = x.size(1), d = x.size(2);
     auto n1 = add_layer_norm(x, delta, ln_1_w, ln_1_b, 1e-5, dt);
-    auto qkv = torch::linear(n1.y, c_attn_w, c_attn_b).view({B, T, 3, heads, d / heads}).unbind(2);
+    auto qkv =
+        linear_act(n1.y, c_attn_w, c_attn_b, Act::None).view({B, T, 3, heads, d / heads}).unbind(2);
     auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
                                       qkv[2].transpose(1, 2));
     y = y.transpose(1, 2).contiguous().view({B, T, d});
-    auto n2 = add_layer_norm(n1.r, torch::linear(y, attn_proj_w, attn_proj_b), ln_2_w, ln_2_b,
-                             1e-5, dt);
-    auto h = torch::gelu(torch::linear(n2.y, c_fc_w, c_fc_b), "tanh");
-    return {n2.r, torch::linear(h, mlp_proj_w, mlp_proj_b)};
+    auto n2 = add_layer_norm(n1.r, linear_act(y, attn_proj_w, attn_proj_b, Act::None), ln_2_w,
+                             ln_2_b, 1e-5, dt);
+    auto h = linear_act(n2.y, c_fc_w, c_fc_b, Act::GeluTanh);
+    return {n2.r, linear_act(h, mlp_proj_w, mlp_proj_b, Act::None)};
   }
 
   int64_t heads;
