@@ -39,7 +39,9 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
     ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
     auto shape = x.sizes().vec();
     shape.back() = out;
-    return y.view(shape);
+    // Not a view (a custom function's view output could not be modified in
+    // place, and would lose this node if its base were).
+    return at::_unsafe_view(y, shape);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
