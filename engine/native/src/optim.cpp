@@ -46,8 +46,19 @@ std::string Optimizer::implementation() const {
   return fused_ ? "fused-adamw" : "foreach-adamw";
 }
 
+void Optimizer::decide() {
+  if (decided_) return;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) {
+      if (!p.grad().defined()) continue;
+      decided_ = true;  // once the gradients exist
+      if (p.grad().strides() != p.strides()) fused_ = false;
+    }
+}
+
 void Optimizer::step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef) {
   torch::NoGradGuard ng;
+  decide();
   if (fused_) {
     // The fused kernels divide each gradient by grad_scale as they read it.
     torch::Tensor scale;

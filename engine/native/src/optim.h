@@ -36,9 +36,12 @@ class Optimizer {
   // AdamW and SGD take it as their grad_scale, 1 / grad_coef, and write the
   // scaled gradients back), so that a caller saves the separate pass over the
   // gradients; otherwise step multiplies the gradients first, as clip_grads would.
-  bool folds_grad_coef() const { return fused_; }
+  bool folds_grad_coef() {
+    decide();
+    return fused_;
+  }
   // "fused-adamw", "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum"
-  // (recorded in cs_info).
+  // (recorded in cs_info; before the first step, the one intended).
   std::string implementation() const;
 
  private:
@@ -46,6 +49,10 @@ class Optimizer {
     std::vector<torch::Tensor> params, m, v;  // v unused by SGD
     double wd;
   };
+  // At the first step, with the gradients there: the fused kernels need each
+  // gradient laid out as its parameter (their fast path's check); otherwise
+  // the foreach path runs, from then on.
+  void decide();
   void adamw_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
   void adamw_foreach(Group& g);
   void sgd_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
@@ -54,6 +61,7 @@ class Optimizer {
   OptimOptions o_;
   std::vector<Group> groups_;
   bool fused_ = false;  // the fused CUDA kernel of this optimizer kind
+  bool decided_ = false;
   torch::Tensor step_t_;  // device step counter (fused AdamW)
   int64_t step_ = 0;      // host step counter (foreach AdamW)
 };

@@ -135,6 +135,15 @@ std::vector<int64_t> dense_strides(torch::IntArrayRef sizes) {
   return st;
 }
 
+// A gradient view's strides: the parameter's own where it is dense (a
+// channels_last weight's gradient is channels_last, as autograd makes it
+// without DDP and as PyTorch's DDP lays out its bucket views; the fused
+// optimizers need the gradient laid out as the parameter), else row-major.
+std::vector<int64_t> grad_strides(const torch::Tensor& p) {
+  if (p.is_non_overlapping_and_dense()) return p.strides().vec();
+  return dense_strides(p.sizes());
+}
+
 // Groups parameter indices (given in reverse registration order) into buckets:
 // one open bucket per dtype and device; a bucket closes once its size reaches
 // its cap (the first cap for the first bucket of its kind, then the second).
@@ -196,7 +205,7 @@ class Reducer : public GradReducer {
         // Optimizer::zero_grad() detach_()es every .grad(), which views refuse.
         views_[i] = torch::empty({0}, b.flat.options());
         views_[i].set_(b.flat.storage(), b.offsets[j], params_[i].sizes(),
-                       dense_strides(params_[i].sizes()));
+                       grad_strides(params_[i]));
       }
       buckets_.push_back(std::move(b));
     }

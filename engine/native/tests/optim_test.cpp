@@ -87,6 +87,20 @@ int clip_fold_tests(torch::Device dev) {
             return 1;
           }
         }
+  {
+    // A gradient not laid out as its parameter (a channels_last weight, a
+    // row-major gradient): the fused kernels would refuse it, so the step
+    // takes the foreach path (and multiplies by the coefficient itself).
+    auto o = torch::TensorOptions().device(dev);
+    auto p = torch::randn({8, 8, 3, 3}, o).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+    auto q = p.detach().clone();
+    Optimizer opt({p}, {}, default_optim(OptimizerKind::SGDMomentum, 0.1));
+    p.mutable_grad() = torch::ones({8, 8, 3, 3}, o);
+    CS_CHECK(!opt.folds_grad_coef());
+    opt.step(torch::Tensor(), torch::full({}, 0.5, o.dtype(torch::kFloat64)));
+    // g = 0.5 + 1e-4 q; buf = g; p = q - 0.1 g
+    CS_CHECK(torch::allclose(p.detach(), q - 0.1 * (0.5 + 1e-4 * q), 1e-6, 1e-7));
+  }
   Optimizer probe({torch::zeros({1}, torch::TensorOptions().device(dev)).requires_grad_(true)}, {},
                   default_optim(OptimizerKind::AdamW, 1e-3));
   std::cout << "clip folded into the optimizer ok (" << dev << ", " << probe.implementation()
