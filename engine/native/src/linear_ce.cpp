@@ -42,7 +42,11 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     const int64_t N = h.size(0), V = weight.size(0), Vp = padded(V);
     const auto dt = compute_dtype(h);
     auto hc = h.to(dt);
-    auto wc = torch::constant_pad_nd(weight.to(dt), {0, 0, 0, Vp - V});  // [Vp, d]
+    // [Vp, d]: the weight cast straight into the padded copy (one pass over it,
+    // not a cast and then a pad), zero rows after V.
+    auto wc = torch::empty({Vp, weight.size(1)}, weight.options().dtype(dt));
+    wc.narrow(0, 0, V).copy_(weight);
+    if (Vp > V) wc.narrow(0, V, Vp - V).zero_();
     auto z = torch::mm(hc, wc.t());                                       // [N, Vp]
     auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
     if (fused_kernel(z)) {
