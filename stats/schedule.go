@@ -57,11 +57,16 @@ func NewSchedule(d Design, threshold float64, ids []string, baseline string, fro
 }
 
 // Add records one launch of id: its value, or ok false when it measured
-// nothing usable or was tainted (it still counts as launched).
+// nothing usable or was tainted (it still counts as launched; a tainted
+// launch that the runner replaces is not reported). With a fixed number of
+// repeats the trial stops as soon as it has them.
 func (s *Schedule) Add(id string, value float64, ok bool) {
 	s.launched[id]++
 	if ok {
 		s.values[id] = append(s.values[id], value)
+	}
+	if !s.d.Auto && s.launched[id] >= s.d.Repeats {
+		s.Stop(id, StopDone)
 	}
 }
 

@@ -273,8 +273,16 @@ func (w *Writer) appendLine(f syncWriter, line []byte) error {
 // LogName is the log file of one rank in one repeat, relative to the run
 // directory: logs/<trial>/rank<k>.r<rep>.log.
 func LogName(trialID string, rank, repeat int) string {
+	if repeat == PreheatRepeat {
+		return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.preheat.log", rank))
+	}
 	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.r%d.log", rank, repeat))
 }
+
+// PreheatRepeat is the repeat number of the unmeasured pre-heat launch that
+// warms a GPU before a run's first measured launch; its logs are
+// logs/<trial>/rank<k>.preheat.log and it has no record.
+const PreheatRepeat = -1
 
 // CreateLog creates (truncating) the log file of one rank in one repeat.
 func (w *Writer) CreateLog(trialID string, rank, repeat int) (*os.File, error) {

@@ -42,11 +42,16 @@ type Workload struct {
 	Device      string // auto | cuda | cpu
 	WarmupSteps int
 	Steps       int
-	Repeats     int
-	Timeout     time.Duration
-	Seed        int64
-	Threads     int  // CPU intra-op threads per rank; 0 = cores / ranks
-	Interleave  bool // run repeats round-robin across trials
+	Repeats     int // launches per trial; 0: auto (launch until decided, MinRepeats..MaxRepeats)
+	MinRepeats  int // auto: launches every trial gets first
+	MaxRepeats  int // auto: launches no trial exceeds
+	// MaxTime is the time budget of a run's launches (0: none): no round
+	// starts that would end past it.
+	MaxTime    time.Duration
+	Timeout    time.Duration
+	Seed       int64
+	Threads    int  // CPU intra-op threads per rank; 0 = cores / ranks
+	Interleave bool // repeats in rounds across trials, a random order each round (default true)
 }
 
 // Sweep is the study's search space.

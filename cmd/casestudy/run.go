@@ -60,13 +60,14 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
 	f.StringArrayVar(&o.trials, "trial", nil, "run only the trial with this `ID` (repeatable; IDs from 'casestudy plan')")
 	f.IntVar(&o.retries, "retries", 1, "launch again after an infrastructure failure (rendezvous, process start) this many times")
-	f.BoolVar(&o.interleave, "interleave", false, "run repeats round-robin across trials (also workload.interleave)")
+	f.BoolVar(&o.interleave, "interleave", false, "launch in interleaved rounds (the default; workload.interleave: false turns it off)")
 	f.IntVar(&o.maxTrials, "max-trials", 0, fmt.Sprintf("refuse sweeps larger than this (default %d)", study.DefaultMaxTrials))
 	f.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, "kill a trial whose rank is silent this long")
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	addLauncherFlags(f, &o.launcher)
+	addOverrideFlags(f)
 	return cmd
 }
 
@@ -107,6 +108,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	overrides, err := overridesOf(cmd, prev)
+	if err != nil {
+		return err
+	}
+	if err := study.ApplyOverrides(s, overrides); err != nil {
+		return err
+	}
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: o.maxTrials})
 	if err != nil {
 		return err
@@ -142,7 +150,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			return exitcode.With(exitcode.Environment, err)
 		}
 		defer w.Close()
-		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())
+		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ(), overrides)
 		if err := w.WriteManifest(man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
@@ -158,8 +166,16 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
 		Progress: progress,
 		TrialCommand: func(id string) string {
-			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)
+			args := append([]string{studyPath}, study.OverrideArgs(overrides)...)
+			for i := range args {
+				args[i] = launch.ShellQuote(args[i])
+			}
+			return fmt.Sprintf("casestudy run %s --trial %s", strings.Join(args, " "), id)
 		}}
+	if man.Measurement != nil {
+		d := stats.Design(*man.Measurement)
+		ropts.Design = &d
+	}
 	if prev != nil {
 		ropts.Previous = runner.Committed(prev)
 	}
