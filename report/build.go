@@ -360,7 +360,10 @@ func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
 		dev, _ = m.Workload["device"].(string)
 	}
 	steps, warm := stats.Number(m.Workload["steps"]), stats.Number(m.Workload["warmup_steps"])
-	c.Workload = fmt.Sprintf("%s, %d steps after %d warm-up", dev, int(steps), int(warm))
+	c.Workload = fmt.Sprintf("%d steps after %d warm-up", int(steps), int(warm))
+	if dev != "" {
+		c.Workload = dev + ", " + c.Workload
+	}
 	var names []string
 	for _, g := range m.Host.GPUs {
 		if !slices.Contains(names, g.Name) {

@@ -2,7 +2,10 @@
 // registry and expands their sweeps into plans of trials with stable IDs.
 package study
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Study is a validated study file with its parents (extends) merged in.
 type Study struct {
@@ -116,4 +119,25 @@ type Plan struct {
 	Limit      int       `json:"limit"`                 // the trial limit the sweep was checked against
 	Size       int       `json:"size"`                  // combinations before drops (greedy: all rounds)
 	Rounds     []string  `json:"rounds,omitempty"`      // greedy: the knob of each round; Trials is round 1
+}
+
+// RepeatsText is the workload's launches per trial for people: "3 repeats",
+// "1 repeat" or "repeats auto (5-20 launches a trial)".
+func (w Workload) RepeatsText() string {
+	switch {
+	case w.Repeats == 0:
+		return fmt.Sprintf("repeats auto (%d-%d launches a trial)", w.MinRepeats, w.MaxRepeats)
+	case w.Repeats == 1:
+		return "1 repeat"
+	}
+	return fmt.Sprintf("%d repeats", w.Repeats)
+}
+
+// MaxLaunches is the most clean launches a trial gets: the fixed repeats, or
+// repeats: auto's maximum.
+func (w Workload) MaxLaunches() int {
+	if w.Repeats == 0 {
+		return max(w.MaxRepeats, 1)
+	}
+	return w.Repeats
 }

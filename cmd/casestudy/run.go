@@ -224,6 +224,10 @@ func finishRun(_ context.Context, cmd *cobra.Command, runDir string, s *study.St
 		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
 			runDir, err, launch.ShellQuote(runDir))
 	}
+	fmt.Fprintln(out)
+	if err := report.WriteRunSummary(out, report.Build(run, nil)); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "checklist: casestudy check %s\n", launch.ShellQuote(runDir))
 	return nil
 }
