@@ -20,7 +20,11 @@
 #             shape the kernel categories side by side, the top kernels and the
 #             idle gap in table.md ("Kernel profiles"), the JSON in profiles.tgz
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
-#             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
+#             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz;
+#             EST_STUDY/CAP_STUDY (90/240 s) size it: for the headline
+#             studies/gpt.yaml (repeats: auto within an 8 min launch budget)
+#             STAGES=study STUDY=studies/gpt.yaml EST_STUDY=540 CAP_STUDY=580
+#             BUDGET_S=590
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -77,7 +81,7 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 # EST_SCALE (percent, default 100) scales every estimate, for other machines.
 EST_BUILD=70 CAP_BUILD=300
 EST_TESTS=60 CAP_TESTS=150
-EST_STUDY=90 CAP_STUDY=240
+EST_STUDY=${EST_STUDY:-90} CAP_STUDY=${CAP_STUDY:-240}
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
