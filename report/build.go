@@ -139,6 +139,9 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if t.Value.N == 1 {
 		t.Warnings = append(t.Warnings, "one launch: estimate only, no interval and no p-value (run repeats: 3 or more, or repeats: auto)")
 	}
+	if rec.Stopped == stats.StopBudget {
+		t.Warnings = append(t.Warnings, "stopped by the time budget (workload.max_time) before all its launches ran")
+	}
 	if tok := stats.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
 		t.TokensPerS = stats.ValueOf(tok.Values, confidence).Center
 	}
