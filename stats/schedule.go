@@ -38,6 +38,7 @@ type Schedule struct {
 // Stop reasons.
 const (
 	StopDecided = "decided"
+	StopNeeded  = "every comparison with it decided" // the baseline
 	StopDone    = "all its launches ran"
 	StopFailed  = "failed"
 	StopBudget  = "time budget spent"
@@ -173,7 +174,7 @@ func (s *Schedule) look() {
 		return
 	}
 	if s.baseline != "" && slices.Contains(s.ids, s.baseline) && len(s.others()) == 0 {
-		s.Stop(s.baseline, StopDecided) // every comparison is decided
+		s.Stop(s.baseline, StopNeeded)
 	}
 }
 

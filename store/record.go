@@ -42,8 +42,9 @@ type TrialRecord struct {
 	Finished   time.Time         `json:"finished"`
 	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
 	// Stopped says why the schedule stopped launching an ok trial: its
-	// comparison with the baseline was decided, all its launches ran, or
-	// the run's time budget was spent.
+	// comparison with the baseline was decided (the baseline: every
+	// comparison with it was), all its launches ran, or the run's time
+	// budget was spent.
 	Stopped string         `json:"stopped,omitempty"`
 	Command string         `json:"command"` // re-runs this trial alone
 	Repeats []RepeatRecord `json:"repeats"`
