@@ -147,6 +147,9 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if t.Value.N == 1 {
 		t.Warnings = append(t.Warnings, "one launch: estimate only, no interval and no p-value (run repeats: 3 or more, or repeats: auto)")
 	}
+	if rec.Stopped == stats.StopBudget {
+		t.Warnings = append(t.Warnings, "stopped by the time budget (workload.max_time) before all its launches ran")
+	}
 	if tok := stats.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
 		t.TokensPerS = stats.ValueOf(tok.Values, confidence).Center
 	}
@@ -368,7 +371,10 @@ func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
 		dev, _ = m.Workload["device"].(string)
 	}
 	steps, warm := stats.Number(m.Workload["steps"]), stats.Number(m.Workload["warmup_steps"])
-	c.Workload = fmt.Sprintf("%s, %d steps after %d warm-up", dev, int(steps), int(warm))
+	c.Workload = fmt.Sprintf("%d steps after %d warm-up", int(steps), int(warm))
+	if dev != "" {
+		c.Workload = dev + ", " + c.Workload
+	}
 	var names []string
 	for _, g := range m.Host.GPUs {
 		if !slices.Contains(names, g.Name) {

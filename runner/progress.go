@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/casestudy/casestudy/internal/units"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -133,7 +134,7 @@ func changedKnobs(rec *store.TrialRecord) string {
 func resultText(rec *store.TrialRecord) string {
 	switch {
 	case rec.Outcome == store.OK && rec.Summary != nil:
-		s := fmt.Sprintf("ok %.1f samples/s, step %.1f ms", rec.Summary.SamplesPerS, rec.Summary.StepMSMedian)
+		s := "ok " + ValueText(rec.Summary)
 		if rec.Summary.Noisy {
 			s += " (noisy)"
 		}
@@ -155,4 +156,14 @@ func firstLine(s string) string {
 		s = s[:157] + "..."
 	}
 	return s
+}
+
+// ValueText is a trial's one number as the terminal prints it: the summary's
+// objective value (the report's estimator and formatter), "184012 tokens/s
+// over 5 launches".
+func ValueText(s *store.TrialSummary) string {
+	if s.Unit == "" { // a record made before the summary had its value
+		return units.Num(s.SamplesPerS) + " samples/s"
+	}
+	return fmt.Sprintf("%s %s over %d launches", units.Num(s.Value), s.Unit, s.Launches)
 }

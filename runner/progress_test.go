@@ -12,7 +12,8 @@ import (
 
 func TestProgress(t *testing.T) {
 	rec := &store.TrialRecord{ID: "abc", Knobs: map[string]string{"precision": "bf16"}, Changed: []string{"precision"}}
-	done := &store.TrialRecord{ID: "abc", Outcome: store.OK, Summary: &store.TrialSummary{SamplesPerS: 12.5, StepMSMedian: 80, Noisy: true}}
+	done := &store.TrialRecord{ID: "abc", Outcome: store.OK, Summary: &store.TrialSummary{Metric: "tokens_per_s",
+		Value: 1600.4, Unit: "tokens/s", Launches: 3, SamplesPerS: 12.5, StepMSMedian: 80, Noisy: true}}
 	failed := &store.TrialRecord{ID: "def", Outcome: store.Crashed, Error: "rank 1 was killed by SIGKILL\nmore"}
 
 	var plain bytes.Buffer
@@ -23,7 +24,7 @@ func TestProgress(t *testing.T) {
 	p.TrialDone(failed)
 	p.Close()
 	assert.Equal(t, "launch 1/2: trial abc [precision=bf16] repeat 1/3\n"+
-		"trial abc done: ok 12.5 samples/s, step 80.0 ms (noisy)\n"+
+		"trial abc done: ok 1600 tokens/s over 3 launches (noisy)\n"+
 		"note\n"+
 		"trial def done: crashed: rank 1 was killed by SIGKILL\n", plain.String())
 	assert.False(t, IsTerminal(&plain))
@@ -38,5 +39,5 @@ func TestProgress(t *testing.T) {
 	assert.NotContains(t, strings.TrimSuffix(out, "\r\033[K"), "\n", "one updating line")
 	assert.Contains(t, out, "[....................] 1/2 ETA ?")
 	assert.Contains(t, out, "[##########..........] 2/2 ETA")
-	assert.Contains(t, out, "last: abc ok 12.5 samples/s")
+	assert.Contains(t, out, "last: abc ok 1600 tokens/s over 3 launches")
 }

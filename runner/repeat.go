@@ -126,7 +126,7 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 
 // mpsLogName is where a launch's MPS control log is kept.
 func mpsLogName(trialID string, rep int) string {
-	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), fmt.Sprintf("mps-control.r%d.log", rep))
+	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), "mps-control."+store.RepeatTag(rep)+".log")
 }
 
 // checksumsDisagree compares the parameter checksums of the ranks of one

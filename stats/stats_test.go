@@ -27,12 +27,20 @@ func normal(r *rand.Rand, n int, mean, sd float64) []float64 {
 func TestWelchMatchesR(t *testing.T) {
 	g1 := []float64{0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0}
 	g2 := []float64{1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4}
-	d, hw, p, df, err := welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95)
+	d, hw, p, df, err := welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95, false)
 	require.NoError(t, err)
 	assert.InDelta(t, 17.776, df, 5e-4)
 	assert.InDelta(t, 0.07939, p, 5e-6)
 	assert.InDelta(t, -3.3654832, d-hw, 5e-7)
 	assert.InDelta(t, 0.2054832, d+hw, 5e-7)
+	// t.test(extra ~ group, data = sleep, var.equal = TRUE): t = -1.8608,
+	// df = 18, p-value = 0.07919, 95% CI -3.363874 0.203874
+	d, hw, p, df, err = welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95, true)
+	require.NoError(t, err)
+	assert.Equal(t, 18.0, df)
+	assert.InDelta(t, 0.07919, p, 5e-6)
+	assert.InDelta(t, -3.363874, d-hw, 5e-7)
+	assert.InDelta(t, 0.203874, d+hw, 5e-7)
 }
 
 // TestCompareOrientation: better > 1 whatever the direction of the metric.

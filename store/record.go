@@ -42,9 +42,14 @@ type TrialRecord struct {
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
 	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
-	Command    string            `json:"command"`             // re-runs this trial alone
-	Repeats    []RepeatRecord    `json:"repeats"`
-	Summary    *TrialSummary     `json:"summary,omitempty"` // over all ok repeats
+	// Stopped says why the schedule stopped launching an ok trial: its
+	// comparison with the baseline was decided (the baseline: every
+	// comparison with it was), all its launches ran, or the run's time
+	// budget was spent.
+	Stopped string         `json:"stopped,omitempty"`
+	Command string         `json:"command"` // re-runs this trial alone
+	Repeats []RepeatRecord `json:"repeats"`
+	Summary *TrialSummary  `json:"summary,omitempty"` // over all ok repeats
 }
 
 // RepeatRecord is one launch of a trial.
@@ -103,13 +108,21 @@ type RepeatSummary struct {
 
 // TrialSummary condenses a trial across repeats.
 type TrialSummary struct {
-	SamplesPerS   float64 `json:"samples_per_s"` // median over repeats
+	// Value is the trial's one number: the study's objective (Metric, in
+	// Unit) as the geometric mean over its clean launches (ok, not tainted),
+	// the estimator of the report, compare, history and exports.
+	Metric   string  `json:"metric,omitempty"`
+	Value    float64 `json:"value,omitempty"`
+	Unit     string  `json:"unit,omitempty"`
+	Launches int     `json:"launches"` // clean launches
+	// SamplesPerS and TokensPerS: geometric means over clean launches.
+	SamplesPerS   float64 `json:"samples_per_s"`
 	TokensPerS    float64 `json:"tokens_per_s"`
 	StepMSMedian  float64 `json:"step_ms_median"`
 	StepMSP10     float64 `json:"step_ms_p10"`
 	StepMSP90     float64 `json:"step_ms_p90"`
 	StepCV        float64 `json:"step_cv"`   // across steps (pooled)
-	RepeatCV      float64 `json:"repeat_cv"` // of throughput across repeats
+	RepeatCV      float64 `json:"repeat_cv"` // of throughput across clean launches
 	Noisy         bool    `json:"noisy"`
 	TFLOPS        float64 `json:"tflops"`
 	MFU           float64 `json:"mfu"`

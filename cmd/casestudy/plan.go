@@ -73,7 +73,7 @@ func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
 	wl := s.Workload
 	fmt.Fprintf(w, "study %s (%s): %s %s, device %s, %s, %d warm-up + %d measured steps, %s\n",
 		s.Name, s.Path, s.Model.Family, s.Model.Preset, wl.Device, plural(s.RanksFor(s.Baseline), "rank"),
-		wl.WarmupSteps, wl.Steps, plural(wl.Repeats, "repeat"))
+		wl.WarmupSteps, wl.Steps, wl.RepeatsText())
 	if len(s.Baseline) > 0 {
 		fmt.Fprintf(w, "baseline: %s\n", study.FormatKnobs(s.Baseline, nil))
 	}

@@ -62,7 +62,7 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
 	f.StringArrayVar(&o.trials, "trial", nil, "run only the trial with this `ID` (repeatable; IDs from 'casestudy plan')")
 	f.IntVar(&o.retries, "retries", 1, "launch again after an infrastructure failure (rendezvous, process start) this many times")
-	f.BoolVar(&o.interleave, "interleave", false, "run repeats round-robin across trials (also workload.interleave)")
+	f.BoolVar(&o.interleave, "interleave", false, "launch in interleaved rounds (the default; workload.interleave: false turns it off)")
 	f.IntVar(&o.maxTrials, "max-trials", 0, fmt.Sprintf("refuse sweeps larger than this (default %d)", study.DefaultMaxTrials))
 	f.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, "kill a trial whose rank is silent this long")
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
@@ -70,6 +70,7 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
 	addLauncherFlags(f, &o.launcher)
+	addOverrideFlags(f)
 	return cmd
 }
 
@@ -115,6 +116,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	overrides, err := overridesOf(cmd, prev)
+	if err != nil {
+		return err
+	}
+	if err := study.ApplyOverrides(s, overrides); err != nil {
+		return err
+	}
 	if cmd.Flags().Changed("profile") {
 		v, err := knobs.Canonical("profile", o.profile)
 		if err != nil {
@@ -157,7 +165,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		if o.launcher.runID != "" {
 			runID = o.launcher.runID
 		}
-		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())
+		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ(), overrides)
 		if w, err = store.Create(o.out, s.Name, runID, man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
@@ -174,8 +182,16 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
 		Progress: progress,
 		TrialCommand: func(id string) string {
-			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)
+			args := append([]string{studyPath}, study.OverrideArgs(overrides)...)
+			for i := range args {
+				args[i] = launch.ShellQuote(args[i])
+			}
+			return fmt.Sprintf("casestudy run %s --trial %s", strings.Join(args, " "), id)
 		}}
+	if man.Measurement != nil {
+		d := stats.Design(*man.Measurement)
+		ropts.Design = &d
+	}
 	if prev != nil {
 		ropts.Previous = runner.Committed(prev)
 	}
@@ -223,6 +239,10 @@ func finishRun(_ context.Context, cmd *cobra.Command, runDir string, s *study.St
 	if err != nil {
 		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
 			runDir, err, launch.ShellQuote(runDir))
+	}
+	fmt.Fprintln(out)
+	if err := report.WriteRunSummary(out, report.Build(run, nil)); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "checklist: casestudy check %s\n", launch.ShellQuote(runDir))
 	return nil

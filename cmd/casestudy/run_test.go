@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -105,6 +107,62 @@ func TestRunSmokeEndToEnd(t *testing.T) {
 		assert.NoError(t, err)
 	}
 	assert.GreaterOrEqual(t, ok, 2, "at least two trials ran through the engine: %+v", outcomes(run))
+	sameNumberEverywhere(t, dir, stdout)
+}
+
+// sameNumberEverywhere: one number per trial, one estimator: the terminal's
+// progress line and end-of-run summary, the report and compare print the
+// same value for the same trial.
+func sameNumberEverywhere(t *testing.T, dir, stdout string) {
+	t.Helper()
+	run, err := store.ReadRun(dir)
+	require.NoError(t, err)
+	sum := report.Build(run, nil)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	code, cmpOut, cmpErr := runCLI(t, "compare", dir, dir, "--json")
+	require.Equal(t, 0, code, cmpErr)
+	var cmp struct {
+		Rows []struct {
+			ID  string
+			New *struct{ Center float64 }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(cmpOut), &cmp))
+	compared := map[string]float64{}
+	for _, r := range cmp.Rows {
+		if r.New != nil {
+			compared[r.ID] = r.New.Center
+		}
+	}
+	lines := strings.Split(stdout, "\n")
+	checked := 0
+	for _, tr := range sum.Trials {
+		if !tr.OK() {
+			continue
+		}
+		want := report.Num(tr.Value.Center)
+		onLine := func(text string, parts ...string) int {
+			n := 0
+			for _, l := range strings.Split(text, "\n") {
+				all := true
+				for _, p := range parts {
+					all = all && strings.Contains(l, p)
+				}
+				if all {
+					n++
+				}
+			}
+			return n
+		}
+		assert.GreaterOrEqual(t, onLine(strings.Join(lines, "\n"), tr.ID, want+" "+sum.Metric.Unit), 1,
+			"the progress line of %s says %s %s:\n%s", tr.ID, want, sum.Metric.Unit, stdout)
+		assert.GreaterOrEqual(t, onLine(stdout, tr.ID, " "+want+" "), 2, "progress and end-of-run summary of %s", tr.ID)
+		assert.Equal(t, 1, onLine(string(md), "| "+tr.ID, "| "+want+" |"), "report.md row of %s", tr.ID)
+		assert.Equal(t, want, report.Num(compared[tr.ID]), "compare's value of %s", tr.ID)
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 2)
 }
 
 func outcomes(run *store.Run) map[string]string {

@@ -149,9 +149,9 @@ func batchFor(o *launcherOptions, s *study.Study, plan *study.Plan) (launch.Batc
 		if timeout <= 0 {
 			timeout = 30 * time.Minute
 		}
-		launches := len(plan.Trials) * max(s.Workload.Repeats, 1)
+		launches := len(plan.Trials) * s.Workload.MaxLaunches()
 		if plan.Strategy == "greedy" {
-			launches = max(plan.Size, 1) * max(s.Workload.Repeats, 1)
+			launches = max(plan.Size, 1) * s.Workload.MaxLaunches()
 		}
 		b.TimeMinutes = int((time.Duration(launches)*timeout+10*time.Minute)/time.Minute) + 1
 	}
