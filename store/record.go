@@ -40,7 +40,7 @@ type TrialRecord struct {
 	Attempts   int               `json:"attempts"`
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
-	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
+	Throttled  bool              `json:"throttled,omitempty"` // a launch was tainted by thermal/HW throttling
 	Command    string            `json:"command"`             // re-runs this trial alone
 	Repeats    []RepeatRecord    `json:"repeats"`
 	Summary    *TrialSummary     `json:"summary,omitempty"` // over all ok repeats
@@ -62,6 +62,16 @@ type RepeatRecord struct {
 	// was thermally throttled during the measured window); "" when clean. A
 	// tainted launch is kept in the record but left out of every statistic.
 	Tainted string `json:"tainted,omitempty"`
+	// Timeline is where the launch's wall-clock time went, each phase ending
+	// when the last rank ended it (store/launch.go, docs/results-format.md).
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// Throttle is what slowed the GPUs inside the measured window.
+	Throttle *Throttle `json:"throttle,omitempty"`
+	// SettleStep is the step (warm-up steps count from 0) from which every
+	// rank's step times stayed settled (timeline.SettleStep); a value above
+	// the warm-up steps means the warm-up was too short.
+	SettleStep *int     `json:"settle_step,omitempty"`
+	Overlap    *Overlap `json:"overlap,omitempty"`
 }
 
 // RankRecord is what one rank measured in one repeat.
@@ -76,6 +86,12 @@ type RankRecord struct {
 	ExitCode    int                  `json:"exit_code"`
 	Signal      string               `json:"signal,omitempty"`
 	LastStep    int                  `json:"last_step"` // last completed step, for timeouts
+	// WarmupStepMS are the warm-up steps' step_ms, in order.
+	WarmupStepMS []float64 `json:"warmup_step_ms,omitempty"`
+	// Timeline is this rank's own phases, from the launcher's start.
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// NCCL is what NCCL chose, when the rank's log has TUNING lines.
+	NCCL *NCCLTuning `json:"nccl,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.
