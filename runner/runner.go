@@ -44,7 +44,8 @@ type Options struct {
 	HeartbeatEvery time.Duration                 // default 1 s
 	HeartbeatLimit time.Duration                 // default 60 s of silence
 	KillGrace      time.Duration                 // SIGTERM → SIGKILL, default 5 s
-	SampleEvery    time.Duration                 // GPU sampling, default 1 s
+	SampleEvery    time.Duration                 // GPU sampling, default 100 ms (≥ 10 Hz inside the measured window)
+	Overlap        string                        // OverlapOff (""), OverlapOn or OverlapAA
 	Retries        int                           // extra launches after an infrastructure failure
 	Interleave     bool                          // repeats round-robin across trials (or workload.interleave)
 	Only           []string                      // run only these trial IDs (--trial)
@@ -61,6 +62,9 @@ type Runner struct {
 	launches int                           // launches started so far (progress)
 	planned  int                           // launches planned so far (greedy adds each round's)
 	records  map[string]*store.TrialRecord // committed (or reused) in this run
+	prepared *launchRun                    // the next launch, prepared while the current one runs
+	lastEnd  time.Time                     // when the last launch ended (its timeline's end), or the run began
+	commitMS float64                       // record commits since lastEnd
 }
 
 // Result is what a sweep did.
@@ -92,7 +96,7 @@ func New(o Options) (*Runner, error) {
 	def(&o.HeartbeatEvery, time.Second)
 	def(&o.HeartbeatLimit, 60*time.Second)
 	def(&o.KillGrace, 5*time.Second)
-	def(&o.SampleEvery, time.Second)
+	def(&o.SampleEvery, 100*time.Millisecond)
 	if o.RendezvousAddr == "" {
 		o.RendezvousAddr = "127.0.0.1:0"
 	}
@@ -103,6 +107,13 @@ func New(o Options) (*Runner, error) {
 		o.Retries = 0
 	}
 	o.Interleave = o.Interleave || o.Study.Workload.Interleave
+	switch o.Overlap {
+	case "":
+		o.Overlap = OverlapOff
+	case OverlapOff, OverlapOn, OverlapAA:
+	default:
+		return nil, fmt.Errorf("runner: overlap %q: use %s, %s or %s", o.Overlap, OverlapOff, OverlapOn, OverlapAA)
+	}
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
 	}
@@ -118,6 +129,8 @@ func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Spri
 // It returns ErrInterrupted after a signal, or the store's error when a record
 // could not be committed (disk full): earlier records stay intact.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	r.lastEnd = time.Now()
+	defer r.discardPrepared()
 	res := &Result{Outcomes: map[store.Outcome]int{}}
 	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
 		return res, err
@@ -181,7 +194,10 @@ func DroppedID(knobs map[string]string) string {
 }
 
 func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
-	if err := r.opts.Writer.Append(rec); err != nil {
+	start := time.Now()
+	err := r.opts.Writer.Append(rec)
+	r.commitMS += float64(time.Since(start)) / float64(time.Millisecond)
+	if err != nil {
 		return fmt.Errorf("%w; the trials committed before are intact", err)
 	}
 	r.records[rec.ID] = rec
@@ -238,7 +254,24 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		out = append(out, p.rec)
 		return r.commit(p.rec, res)
 	}
-	for _, j := range jobs {
+	// nextOf is the launch after jobs[idx] to prepare while it runs, when the
+	// overlap mode says so and both may overlap.
+	nextOf := func(idx int) *nextLaunch {
+		if !r.hostsNext(r.launches) || !r.canOverlap(ps[jobs[idx].p].spec) {
+			return nil
+		}
+		for _, j := range jobs[idx+1:] {
+			if q := ps[j.p]; !q.over && q.spec.Unsupported == "" {
+				if !r.canOverlap(q.spec) {
+					return nil
+				}
+				return &nextLaunch{spec: q.spec, rep: j.rep}
+			}
+		}
+		return nil
+	}
+	defer r.discardPrepared()
+	for idx, j := range jobs {
 		p := ps[j.p]
 		if p.over {
 			continue
@@ -259,7 +292,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		r.launches++
 		p.launched++
 		o.Progress.TrialStart(r.launches, r.planned, p.rec, j.rep, repeats)
-		rr, err := r.launchWithRetries(ctx, p, j.rep)
+		rr, err := r.launchWithRetries(ctx, p, j.rep, nextOf(idx))
 		if err != nil && ctx.Err() != nil {
 			break // recorded interrupted below
 		}
@@ -307,11 +340,11 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 
 // launchWithRetries runs one repeat, launching again after an infrastructure
 // failure up to Retries more times.
-func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int) (*repeatResult, error) {
+func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int, next *nextLaunch) (*repeatResult, error) {
 	var last error
 	for attempt := 0; attempt <= r.opts.Retries; attempt++ {
 		p.rec.Attempts++
-		rr, err := r.runRepeat(ctx, p.spec, rep)
+		rr, err := r.runRepeat(ctx, p.spec, rep, next)
 		if err == nil {
 			return rr, nil
 		}

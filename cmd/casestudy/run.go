@@ -15,6 +15,7 @@ import (
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
@@ -35,6 +36,7 @@ type runOptions struct {
 	killGrace        time.Duration
 	noisyCV          float64
 	allowOutside     bool
+	overlap          string
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -66,6 +68,8 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	f.StringVar(&o.overlap, "overlap", runner.OverlapOff, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch runs: "+
+		"off, on, or aa (an A/A test of it; see docs/perf.md)")
 	addLauncherFlags(f, &o.launcher)
 	return cmd
 }
@@ -82,6 +86,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--heartbeat-timeout %s: give a positive duration, like 60s", o.heartbeatTimeout))
 	case o.noisyCV <= 0:
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
+	case o.overlap != runner.OverlapOff && o.overlap != runner.OverlapOn && o.overlap != runner.OverlapAA:
+		return exitcode.Usage(fmt.Errorf("--overlap %q: give off, on or aa", o.overlap))
 	}
 
 	var w *store.Writer
@@ -129,7 +135,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
 	}
-	machine, err := runner.Preflight(s, plan, binding.Probe, engineLibFlag(cmd), os.Environ())
+	gpus := nvmlgpu.Open()
+	defer gpus.Close()
+	machine, err := runner.Preflight(s, plan, binding.Probe, gpus, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -155,7 +163,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	progress := runner.NewProgress(stdout, runner.IsTerminal(stdout))
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
-		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
+		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
 		Progress: progress,
 		TrialCommand: func(id string) string {
 			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)

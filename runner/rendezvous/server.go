@@ -36,6 +36,7 @@ type Server struct {
 	joined   map[int]net.Conn
 	kv       map[string]string
 	waiting  map[string][]func(string)
+	since    map[string]time.Time // when the last rank began waiting for a key
 	barriers map[string][]func()
 	closed   bool
 }
@@ -63,7 +64,7 @@ func Listen(addr, token string, welcomes []Welcome, logf func(string, ...any)) (
 	s := &Server{ln: ln, token: token, welcomes: welcomes, logf: logf,
 		events: make(chan Event, 1024), quit: make(chan struct{}),
 		joined: map[int]net.Conn{}, kv: map[string]string{},
-		waiting: map[string][]func(string){}, barriers: map[string][]func(){}}
+		waiting: map[string][]func(string){}, since: map[string]time.Time{}, barriers: map[string][]func(){}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -196,7 +197,7 @@ func (s *Server) serve(nc net.Conn) {
 			finished = true
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
-		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum:
+		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum, TypeMark:
 			s.emit(m)
 		default:
 			s.logf("rendezvous: rank %d sent an unknown message %q", rank, m.Type)
@@ -205,6 +206,18 @@ func (s *Server) serve(nc net.Conn) {
 	if !finished {
 		s.emit(Message{Type: TypeLost, Rank: rank})
 	}
+}
+
+// Set stores key=value as a rank's set would, releasing the ranks waiting for
+// it (the runner opens a launch's KeyGo gate this way).
+func (s *Server) Set(key, value string) { s.set(key, value) }
+
+// Waiting is how many ranks wait for key (not yet set) and when the last of
+// them began to.
+func (s *Server) Waiting(key string) (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting[key]), s.since[key]
 }
 
 func (s *Server) set(key, value string) {
@@ -223,6 +236,7 @@ func (s *Server) get(key string, reply func(string)) {
 	v, ok := s.kv[key]
 	if !ok {
 		s.waiting[key] = append(s.waiting[key], reply)
+		s.since[key] = time.Now()
 	}
 	s.mu.Unlock()
 	if ok {
