@@ -68,6 +68,8 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	}
 	s.SweptKnobs = orderKnobs(sweptKnobs(s.Trials), studySweepOrder(m.StudyText))
 	s.Headline = headline(s)
+	s.Timeline = TimelineOf(run)
+	s.NCCL = ncclEvidence(run)
 	return s
 }
 

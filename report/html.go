@@ -54,6 +54,8 @@ type htmlData struct {
 	Tokens   bool     // some trial counts tokens: show tokens/s
 	CSS      template.CSS
 	JS       template.JS
+	Timeline template.HTML // report/timeline.go
+	NCCL     template.HTML // report/nccl.go
 }
 
 // WriteHTML writes report.html: one self-contained page (inline CSS, SVG
@@ -78,6 +80,10 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	for _, t := range s.Trials {
 		d.Tokens = d.Tokens || t.TokensPerS > 0
 	}
+	if d.Timeline, err = timelineHTML(s.Timeline); err != nil {
+		return err
+	}
+	d.NCCL = ncclHTML(s.NCCL)
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])

@@ -63,6 +63,9 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		b.WriteString("\n")
 	}
 
+	writeNCCLMD(&b, s.NCCL)
+	writeTimelineMD(&b, s.Timeline)
+
 	b.WriteString("## Checklist findings\n\n")
 	writeFindingsMD(&b, s.Findings)
 

@@ -48,6 +48,10 @@ type Summary struct {
 	Findings         []checklist.Result   `json:"findings"`
 	Provenance       Provenance           `json:"provenance"`
 	Warnings         []string             `json:"warnings,omitempty"`
+	// Timeline is where the launches' time went (report/timeline.go); NCCL
+	// says whether forced NCCL knobs took effect (report/nccl.go).
+	Timeline *TimelineSection `json:"timeline,omitempty"`
+	NCCL     []NCCLEvidence   `json:"nccl_evidence,omitempty"`
 }
 
 // Headline is the one-line answer: the best trial against the baseline.

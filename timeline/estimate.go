@@ -63,7 +63,7 @@ type Plan struct {
 
 // Estimate is how long a plan should take, from earlier launches.
 type Estimate struct {
-	Total     time.Duration `json:"total"`
+	Total     time.Duration `json:"total_ns"`
 	Launches  int           `json:"launches"`
 	Runs      int           `json:"runs"`         // earlier runs it drew on
 	Samples   int           `json:"samples"`      // earlier launches it drew on
@@ -128,10 +128,11 @@ func EstimatePlan(runs []*store.Run, p Plan) *Estimate {
 	if totalMS > 0 {
 		e.Measured = 100 * measuredMS / totalMS
 	}
-	e.Method = fmt.Sprintf("each launch = fixed cost + (warm-up − 1 + measured steps) × time per step, from %d earlier launches of %d earlier runs: "+
-		"the fixed cost (start-up, first step, teardown, the runner's share; median %s) and the time per step (median %.1f ms) "+
+	e.Method = fmt.Sprintf("each launch = fixed cost + (warm-up − 1 + measured steps) × time per step, from %s of %s: "+
+		"the fixed cost (start-up, first step, teardown, the runner's share; median %s) and the time per step (median %s) "+
 		"are each trial's own medians where it ran before (%d of %d trials), else the medians over all",
-		e.Samples, e.Runs, Seconds(e.FixedMS), e.StepMS, e.OwnTrials, len(p.Trials))
+		count(e.Samples, "earlier launch", "earlier launches"), count(e.Runs, "run", "runs"), Seconds(e.FixedMS), Seconds(e.StepMS),
+		e.OwnTrials, len(p.Trials))
 	return e
 }
 
@@ -169,8 +170,25 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// Seconds formats milliseconds as "4.1 s".
-func Seconds(ms float64) string { return fmt.Sprintf("%.1f s", ms/1000) }
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// Seconds formats milliseconds for people: "12 ms", "4.1 s", "2m05s".
+func Seconds(ms float64) string {
+	switch {
+	case ms < 10:
+		return fmt.Sprintf("%.2g ms", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.0f ms", ms)
+	case ms < 60000:
+		return fmt.Sprintf("%.1f s", ms/1000)
+	}
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Second).String()
+}
 
 // ETA is the time the remaining launches should take at the pace of the
 // finished ones: elapsed / done × (total − done). Zero when nothing finished
@@ -187,8 +205,8 @@ type Progress struct {
 	Planned  int           `json:"planned_launches"`  // planned trials × repeats (greedy: grows by round)
 	Started  int           `json:"started_launches"`  // launches with a log
 	Finished int           `json:"finished_launches"` // started minus the one in flight
-	Elapsed  time.Duration `json:"elapsed"`           // from the manifest's creation to now, or to the last record when done
-	ETA      time.Duration `json:"eta"`               // 0 when done or unknown
+	Elapsed  time.Duration `json:"elapsed_ns"`        // from the manifest's creation to now, or to the last record when done
+	ETA      time.Duration `json:"eta_ns"`            // 0 when done or unknown
 	Done     bool          `json:"done"`              // every planned trial has a record
 }
 

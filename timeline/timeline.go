@@ -205,3 +205,54 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func IsCreate(name string) bool {
 	return name == PhaseEngineCreate || len(name) > len(CreatePrefix) && name[:len(CreatePrefix)] == CreatePrefix
 }
+
+// Groups of phases for charts and compact tables, in launch order.
+const (
+	GroupRunner    = "runner"        // commit, schedule, prepare, collect
+	GroupProcess   = "processes"     // spawn, rendezvous, wait_previous, nccl_id, start_barrier
+	GroupLoad      = "engine load"   // engine_load
+	GroupCreate    = "engine create" // engine_create, create.*
+	GroupFirstStep = "first step"
+	GroupWarmup    = "warm-up"
+	GroupMeasured  = "measured"
+	GroupTeardown  = "teardown" // teardown, exit, unfinished
+)
+
+// Groups lists the groups in launch order.
+var Groups = []string{GroupRunner, GroupProcess, GroupLoad, GroupCreate, GroupFirstStep, GroupWarmup, GroupMeasured, GroupTeardown}
+
+// GroupOf is the group a phase falls in.
+func GroupOf(phase string) string {
+	switch {
+	case IsCreate(phase):
+		return GroupCreate
+	case phase == PhaseEngineLoad:
+		return GroupLoad
+	case phase == PhaseFirstStep:
+		return GroupFirstStep
+	case phase == PhaseWarmup:
+		return GroupWarmup
+	case phase == PhaseMeasured:
+		return GroupMeasured
+	case phase == PhaseTeardown || phase == PhaseExit || phase == PhaseUnfinished:
+		return GroupTeardown
+	case phase == PhaseCommit || phase == PhaseSchedule || phase == PhasePrepare || phase == PhaseCollect:
+		return GroupRunner
+	}
+	return GroupProcess
+}
+
+// ByGroup adds phases up by group, in Groups order (groups without time are left out).
+func ByGroup(phases []store.Phase) []store.Phase {
+	ms := map[string]float64{}
+	for _, p := range phases {
+		ms[GroupOf(p.Name)] += p.MS
+	}
+	var out []store.Phase
+	for _, g := range Groups {
+		if v, ok := ms[g]; ok {
+			out = append(out, store.Phase{Name: g, MS: v})
+		}
+	}
+	return out
+}

@@ -1,6 +1,8 @@
 package timeline
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -170,4 +172,58 @@ func TestSummarize(t *testing.T) {
 	assert.InDelta(t, 2*40*25.0/s.WallMS, s.MeasuredShare, 1e-9)
 	assert.Equal(t, []string{PhaseSpawn, PhaseWarmup, PhaseMeasured}, names(&store.Timeline{Phases: s.Phases}))
 	assert.Nil(t, Summarize(&store.Run{}), "no timelines (runs recorded before them)")
+}
+
+// aaRun is a one-trial run of launches in the --overlap aa pattern whose
+// throughput is base × (1 + effect when hosting), with a fixed jitter.
+func aaRun(n int, effect float64) *store.Run {
+	rec := store.TrialRecord{ID: "t", Outcome: store.OK}
+	jitter := []float64{0.004, -0.006, 0.002, -0.001, 0.005, -0.003, 0.001, -0.002}
+	for i := 0; i < n; i++ {
+		hosted := i%4 < 2
+		ahead := i > 0 && (i-1)%4 < 2
+		v := 1000 * (1 + jitter[i%len(jitter)])
+		if hosted {
+			v *= 1 + effect
+		}
+		rec.Repeats = append(rec.Repeats, store.RepeatRecord{Repeat: i, Outcome: store.OK, SamplesPerS: v,
+			Overlap: &store.Overlap{PreparedAhead: ahead, NextPrepared: hosted}})
+	}
+	return &store.Run{Trials: []store.TrialRecord{rec}}
+}
+
+func TestCompareOverlap(t *testing.T) {
+	a := CompareOverlap(aaRun(24, 0), 0.05)
+	require.NotNil(t, a)
+	assert.Equal(t, 0.025, a.Limit)
+	assert.Equal(t, AANoDisturbance, a.Verdict, "%v", a.Comparisons)
+	assert.Equal(t, 12, a.Comparisons[0].N)
+
+	a = CompareOverlap(aaRun(24, -0.05), 0.05)
+	assert.Equal(t, AADisturbs, a.Verdict, "hosting slows the launch by 5%%: %v", a.Comparisons)
+	assert.Less(t, a.Comparisons[0].Hi, 1.0)
+
+	assert.Nil(t, CompareOverlap(run("x", map[string][2]float64{"a": {1, 1}}, 1, 3, 3), 0.05), "not an A/A run")
+}
+
+// RunProgress counts launches by their rank-0 logs: one finished trial of
+// two repeats and a second trial with its first launch in flight.
+func TestRunProgress(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"logs/aaaa/rank0.r0.log", "logs/aaaa/rank0.r1.log", "logs/aaaa/rank1.r0.log", "logs/bbbb/rank0.r0.log"} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+	}
+	r := &store.Run{Dir: dir, Manifest: store.Manifest{Created: t0, Workload: map[string]any{"repeats": float64(2)},
+		Plan: []store.PlannedTrial{{ID: "aaaa"}, {ID: "bbbb"}, {ID: "cccc"}}},
+		Trials: []store.TrialRecord{{ID: "aaaa", Finished: at(20000)}}}
+	p := RunProgress(r, at(30000))
+	assert.Equal(t, Progress{Planned: 6, Started: 3, Finished: 2, Elapsed: 30 * time.Second, ETA: 60 * time.Second}, p)
+
+	r.Trials = append(r.Trials, store.TrialRecord{ID: "bbbb", Finished: at(40000)}, store.TrialRecord{ID: "cccc", Finished: at(50000)})
+	p = RunProgress(r, at(90000))
+	assert.True(t, p.Done)
+	assert.Equal(t, 50*time.Second, p.Elapsed, "a finished run's elapsed time ends at its last record")
+	assert.Zero(t, p.ETA)
 }
