@@ -53,10 +53,10 @@ var (
 	byID     = map[string]*Rule{}
 )
 
-// The registry, in the order Evaluate reports: compute, communication, links,
-// pipeline, resources, then the run as a whole.
+// The registry, in the order Evaluate reports: compute, communication, NCCL
+// evidence, links, pipeline, resources, then the run as a whole.
 func init() {
-	for _, group := range [][]*Rule{computeRules, commRules, topoRules, pipelineRules, resourceRules, runRules} {
+	for _, group := range [][]*Rule{computeRules, commRules, ncclRules, topoRules, pipelineRules, resourceRules, runRules} {
 		register(group...)
 	}
 }

@@ -21,13 +21,10 @@ import (
 //	host:1234:1250 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..3}
 //	host:1234:1250 [0] NCCL INFO AllReduce: 4 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..0} comm 0x55a7a339db50
 //
-// Earlier releases print numbers and no operation:
+// Earlier releases print numbers, without the operation:
 //
 //	host:497888:497888 [0] NCCL INFO 262144 Bytes -> Algo 0 proto 1 time 54.707825
-var (
-	tuningNamed    = regexp.MustCompile(`NCCL INFO ([A-Za-z]+): (\d+) Bytes -> Algo ([A-Za-z_]+) proto ([A-Za-z0-9_]+)`)
-	tuningNumbered = regexp.MustCompile(`NCCL INFO (\d+) Bytes -> Algo (\d+) proto (\d+)`)
-)
+var tuningLine = regexp.MustCompile(`NCCL INFO (?:([A-Za-z]+): )?(\d+) Bytes -> Algo ([A-Za-z0-9_]+) proto ([A-Za-z0-9_]+)`)
 
 // NCCL's numbering (NCCL_ALGO_* and NCCL_PROTO_* in src/include/devcomm.h).
 var (
@@ -53,16 +50,12 @@ func ParseNCCLTuning(r io.Reader) (*store.NCCLTuning, error) {
 		if !strings.Contains(line, "Bytes -> Algo") {
 			continue
 		}
-		var k key
-		var bytesText string
-		if m := tuningNamed.FindStringSubmatch(line); m != nil {
-			k, bytesText = key{m[1], NCCLName(m[3]), NCCLName(m[4])}, m[2]
-		} else if m := tuningNumbered.FindStringSubmatch(line); m != nil {
-			k, bytesText = key{"", byNumber(m[2], ncclAlgoByNumber), byNumber(m[3], ncclProtoByNumber)}, m[1]
-		} else {
+		m := tuningLine.FindStringSubmatch(line)
+		if m == nil {
 			continue
 		}
-		n, _ := strconv.ParseInt(bytesText, 10, 64)
+		k := key{m[1], NCCLName(byNumber(m[3], ncclAlgoByNumber)), NCCLName(byNumber(m[4], ncclProtoByNumber))}
+		n, _ := strconv.ParseInt(m[2], 10, 64)
 		c := counts[k]
 		if c == nil {
 			c = &store.NCCLChoice{Op: k.op, Algo: k.algo, Proto: k.proto, MinBytes: n, MaxBytes: n}

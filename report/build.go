@@ -114,7 +114,7 @@ func buildTrial(rec *store.TrialRecord) Trial {
 	b.OtherMS = max(0, sum.StepMSMedian-named)
 	t.Breakdown = b
 	if t.Throttled {
-		t.Warnings = append(t.Warnings, "a GPU was power or thermal throttled during this trial")
+		t.Warnings = append(t.Warnings, "a GPU was slowed thermally or by hardware (slowdown, power brake) for over 1% of a measured window: that launch is tainted")
 	}
 	return t
 }

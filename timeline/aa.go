@@ -33,8 +33,8 @@ type AAComparison struct {
 	N       int     `json:"n"`
 	NRef    int     `json:"n_ref"`
 	Ratio   float64 `json:"ratio"`
-	Lo      float64 `json:"lo"`
-	Hi      float64 `json:"hi"`
+	Lo      float64 `json:"lo,omitempty"` // 0: no interval (fewer than two launches a side)
+	Hi      float64 `json:"hi,omitempty"`
 	Verdict string  `json:"verdict"`
 }
 
@@ -110,7 +110,7 @@ func CompareOverlap(run *store.Run, threshold float64) *AA {
 // compare is x against ref: no disturbance when the interval lies inside
 // [1/(1+limit), 1+limit], disturbs when it excludes 1, else undecided.
 func (a *AA) compare(name string, x, ref []float64) AAComparison {
-	c := AAComparison{Name: name, N: len(x), NRef: len(ref), Lo: math.NaN(), Hi: math.NaN(), Verdict: AAUndecided}
+	c := AAComparison{Name: name, N: len(x), NRef: len(ref), Verdict: AAUndecided} // Lo, Hi 0: no interval
 	if len(x) == 0 || len(ref) == 0 {
 		return c
 	}
@@ -139,5 +139,8 @@ func (a *AA) compare(name string, x, ref []float64) AAComparison {
 }
 
 func (c AAComparison) String() string {
+	if c.Lo == 0 {
+		return fmt.Sprintf("%s: %.3f×, no interval (%d vs %d launches): %s", c.Name, c.Ratio, c.N, c.NRef, c.Verdict)
+	}
 	return fmt.Sprintf("%s: %.3f× [%.3f, %.3f] (%d vs %d launches): %s", c.Name, c.Ratio, c.Lo, c.Hi, c.N, c.NRef, c.Verdict)
 }

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -226,4 +227,15 @@ func TestRunProgress(t *testing.T) {
 	assert.True(t, p.Done)
 	assert.Equal(t, 50*time.Second, p.Elapsed, "a finished run's elapsed time ends at its last record")
 	assert.Zero(t, p.ETA)
+}
+
+// Too few launches a side: no interval, and the result still encodes as
+// JSON (summary.json).
+func TestCompareOverlapFewLaunches(t *testing.T) {
+	a := CompareOverlap(aaRun(5, 0), 0.05)
+	require.NotNil(t, a)
+	assert.Equal(t, 1, a.Comparisons[2].NRef, "neither: only the fourth launch")
+	assert.Zero(t, a.Comparisons[2].Lo)
+	_, err := json.Marshal(a)
+	assert.NoError(t, err)
 }
