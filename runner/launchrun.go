@@ -45,9 +45,9 @@ type launchRun struct {
 // startLaunch prepares a launch (rendezvous, logs, environment, MPS daemon)
 // and starts its processes. Released, its ranks create their engines at once;
 // otherwise they wait after loading the engine library until release.
-func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, released bool) (l *launchRun, err error) {
+func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, released bool) (_ *launchRun, err error) {
 	o := &r.opts
-	l = &launchRun{sp: sp, rep: rep, ahead: !released}
+	l := &launchRun{sp: sp, rep: rep, ahead: !released}
 	l.tl.Prepare = time.Now()
 	if released { // the timeline covers the runner's time since the previous launch
 		l.tl.Start, l.tl.CommitMS = r.lastEnd, r.commitMS
@@ -114,9 +114,11 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 		l.release(r)
 	}
 	l.tl.Spawn = time.Now()
-	if l.group, err = o.Launcher.Start(ctx, spec); err != nil {
+	group, err := o.Launcher.Start(ctx, spec)
+	if err != nil {
 		return nil, err
 	}
+	l.group = group
 	return l, nil
 }
 
