@@ -68,6 +68,7 @@ test: deps lint engine engine-tests cli
 gpu-tests: cli
 	rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
 	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
+	$(GO) test -c -o $(BUILD)/gpu/nvmlgpu.test ./provenance/nvmlgpu
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
 
 clean:

@@ -2,10 +2,13 @@ package nvmlgpu
 
 import (
 	"encoding/binary"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/provenance"
 )
@@ -68,4 +71,36 @@ func TestOpen(t *testing.T) {
 		assert.NotEmpty(t, g.UUID)
 	}
 	s.Close() // twice is fine
+}
+
+// TestGPUCounters runs on the GPU machine (CASESTUDY_GPU_TESTS=1, from the
+// nvmlgpu.test binary `make gpu-tests` builds): the driver reads GPU 0's
+// clock, its reasons and the cumulative clock-event counters (field values
+// 74, 269, 270, 271), which never go backwards.
+func TestGPUCounters(t *testing.T) {
+	if os.Getenv("CASESTUDY_GPU_TESTS") != "1" {
+		t.Skip("GPU test: set CASESTUDY_GPU_TESTS=1 on a machine with an NVIDIA GPU (scripts/gpu-check.sh)")
+	}
+	s := Open()
+	defer s.Close()
+	info, err := s.Info()
+	require.NoError(t, err)
+	require.NotEmpty(t, info.GPUs)
+	devs := s.Devices([]string{"0", info.GPUs[0].UUID})
+	require.Len(t, devs, 1, "index and UUID name the same GPU")
+	d := devs[0]
+	assert.Positive(t, d.MaxSMClock())
+	assert.Positive(t, d.Sample().SMClock)
+	a, ok := d.Counters()
+	require.True(t, ok, "this driver has the clock-event counters")
+	time.Sleep(200 * time.Millisecond)
+	b, ok := d.Counters()
+	require.True(t, ok)
+	assert.True(t, b.At.After(a.At), "NVML's read times advance")
+	assert.GreaterOrEqual(t, b.SWPowerCapNS, a.SWPowerCapNS)
+	assert.GreaterOrEqual(t, b.SWThermalNS, a.SWThermalNS)
+	assert.GreaterOrEqual(t, b.HWThermalNS, a.HWThermalNS)
+	assert.GreaterOrEqual(t, b.HWPowerBrakeNS, a.HWPowerBrakeNS)
+	t.Logf("GPU 0 %s: counters power cap %d ns, sw thermal %d, hw thermal %d, power brake %d",
+		info.GPUs[0].Name, b.SWPowerCapNS, b.SWThermalNS, b.HWThermalNS, b.HWPowerBrakeNS)
 }
