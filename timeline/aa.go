@@ -6,6 +6,7 @@ import (
 
 	mstats "github.com/aclements/go-moremath/stats"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -107,35 +108,32 @@ func CompareOverlap(run *store.Run, threshold float64) *AA {
 	return a
 }
 
-// compare is x against ref: no disturbance when the interval lies inside
-// [1/(1+limit), 1+limit], disturbs when it excludes 1, else undecided.
+// compare is x against ref with stats.Compare's interval (Welch's t on the
+// log scale), judged as an equivalence test: no disturbance when the
+// interval lies inside [1/(1+limit), 1+limit] (an effect, if any, smaller
+// than what matters), disturbs when it reaches outside and excludes 1, else
+// undecided.
 func (a *AA) compare(name string, x, ref []float64) AAComparison {
-	c := AAComparison{Name: name, N: len(x), NRef: len(ref), Verdict: AAUndecided} // Lo, Hi 0: no interval
-	if len(x) == 0 || len(ref) == 0 {
-		return c
+	exp := func(ys []float64) []float64 {
+		out := make([]float64, len(ys))
+		for i, y := range ys {
+			out[i] = math.Exp(y)
+		}
+		return out
 	}
-	d := mstats.Mean(x) - mstats.Mean(ref)
-	c.Ratio = math.Exp(d)
-	sx, sr := mstats.Sample{Xs: x}, mstats.Sample{Xs: ref}
-	if len(x) < 2 || len(ref) < 2 {
-		return c
+	c := stats.Compare(exp(x), exp(ref), stats.Metrics["throughput"], stats.Level{Confidence: 0.95, Threshold: a.Limit})
+	out := AAComparison{Name: name, N: len(x), NRef: len(ref), Ratio: c.Ratio, Verdict: AAUndecided}
+	if !c.Bounded() {
+		return out
 	}
-	vx, vr := sx.Variance()/float64(len(x)), sr.Variance()/float64(len(ref))
-	se := math.Sqrt(vx + vr)
-	if se == 0 {
-		c.Lo, c.Hi = c.Ratio, c.Ratio
-	} else {
-		dof := (vx + vr) * (vx + vr) / (vx*vx/float64(len(x)-1) + vr*vr/float64(len(ref)-1))
-		t := mstats.InvCDF(mstats.TDist{V: dof})(0.975)
-		c.Lo, c.Hi = math.Exp(d-t*se), math.Exp(d+t*se)
-	}
+	out.Lo, out.Hi = c.Lo, c.Hi
 	switch {
 	case c.Lo >= 1/(1+a.Limit) && c.Hi <= 1+a.Limit:
-		c.Verdict = AANoDisturbance
+		out.Verdict = AANoDisturbance
 	case c.Lo > 1 || c.Hi < 1:
-		c.Verdict = AADisturbs
+		out.Verdict = AADisturbs
 	}
-	return c
+	return out
 }
 
 func (c AAComparison) String() string {
