@@ -194,6 +194,18 @@ func (r *Runner) gpus(devices []string) []provenance.Device {
 	return r.opts.Machine.NVML.Devices(names)
 }
 
+// planNext names the launch (next, rep) to prepare while the launch about
+// to start (cur) runs, when the overlap mode says so for this launch and
+// both may overlap; otherwise nothing is prepared. A prediction that turns
+// out wrong (the trial stopped, a tainted launch is relaunched) costs only
+// the discarded preparation.
+func (r *Runner) planNext(cur, next *trialSpec, rep int) {
+	r.upcoming = nil
+	if cur != nil && next != nil && r.hostsNext(r.launches) && r.canOverlap(cur) && r.canOverlap(next) {
+		r.upcoming = &nextLaunch{spec: next, rep: rep}
+	}
+}
+
 // canOverlap says whether a launch may be prepared while another runs: local
 // launches without MPS only (an MPS daemon belongs to one launch; a Slurm
 // step may not start before the previous one ends).

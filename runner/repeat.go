@@ -57,11 +57,14 @@ func (e *infraError) Error() string { return "infrastructure: " + e.err.Error() 
 func (e *infraError) Unwrap() error { return e.err }
 
 // runRepeat runs one repeat of a trial: the launch prepared for it while
-// the previous one ran, or a fresh one. With next (overlap), the next launch
-// is prepared as soon as this one has started. It watches the launch until
-// every rank has ended (the runner owns the deadlines: trial timeout,
-// heartbeat silence; it kills the whole group on the first failure).
-func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int, next *nextLaunch) (*repeatResult, error) {
+// the previous one ran, or a fresh one. When the batch named an upcoming
+// launch (overlap), that one is prepared as soon as this one has started. It
+// watches the launch until every rank has ended (the runner owns the
+// deadlines: trial timeout, heartbeat silence; it kills the whole group on
+// the first failure).
+func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeatResult, error) {
+	next := r.upcoming
+	r.upcoming = nil
 	l := r.takePrepared(sp, rep)
 	if l == nil {
 		var err error

@@ -63,6 +63,7 @@ type Runner struct {
 	planned  int                           // launches planned so far (greedy adds each round's)
 	records  map[string]*store.TrialRecord // committed (or reused) in this run
 	prepared *launchRun                    // the next launch, prepared while the current one runs
+	upcoming *nextLaunch                   // the launch to prepare during the next one (overlap), set by the batch
 	lastEnd  time.Time                     // when the last launch ended (its timeline's end), or the run began
 	commitMS float64                       // record commits since lastEnd
 }
@@ -254,21 +255,16 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		out = append(out, p.rec)
 		return r.commit(p.rec, res)
 	}
-	// nextOf is the launch after jobs[idx] to prepare while it runs, when the
-	// overlap mode says so and both may overlap.
-	nextOf := func(idx int) *nextLaunch {
-		if !r.hostsNext(r.launches) || !r.canOverlap(ps[jobs[idx].p].spec) {
-			return nil
-		}
+	// planNext names the launch after jobs[idx] (the next one that will
+	// run, as far as it is known now) for preparing ahead.
+	planNext := func(idx int) {
 		for _, j := range jobs[idx+1:] {
 			if q := ps[j.p]; !q.over && q.spec.Unsupported == "" {
-				if !r.canOverlap(q.spec) {
-					return nil
-				}
-				return &nextLaunch{spec: q.spec, rep: j.rep}
+				r.planNext(ps[jobs[idx].p].spec, q.spec, j.rep)
+				return
 			}
 		}
-		return nil
+		r.planNext(nil, nil, 0)
 	}
 	defer r.discardPrepared()
 	for idx, j := range jobs {
@@ -292,7 +288,8 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		r.launches++
 		p.launched++
 		o.Progress.TrialStart(r.launches, r.planned, p.rec, j.rep, repeats)
-		rr, err := r.launchWithRetries(ctx, p, j.rep, nextOf(idx))
+		planNext(idx)
+		rr, err := r.launchWithRetries(ctx, p, j.rep)
 		if err != nil && ctx.Err() != nil {
 			break // recorded interrupted below
 		}
@@ -340,11 +337,11 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 
 // launchWithRetries runs one repeat, launching again after an infrastructure
 // failure up to Retries more times.
-func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int, next *nextLaunch) (*repeatResult, error) {
+func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int) (*repeatResult, error) {
 	var last error
 	for attempt := 0; attempt <= r.opts.Retries; attempt++ {
 		p.rec.Attempts++
-		rr, err := r.runRepeat(ctx, p.spec, rep, next)
+		rr, err := r.runRepeat(ctx, p.spec, rep)
 		if err == nil {
 			return rr, nil
 		}
