@@ -197,7 +197,12 @@ func (s *Server) serve(nc net.Conn) {
 			finished = true
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
-		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum, TypeMark:
+		case TypeHeartbeat: // dropped when nobody reads (a launch prepared ahead waits): the next one comes
+			select {
+			case s.events <- Event{At: time.Now(), Msg: m}:
+			default:
+			}
+		case TypeInfo, TypeStep, TypeChecksum, TypeMark:
 			s.emit(m)
 		default:
 			s.logf("rendezvous: rank %d sent an unknown message %q", rank, m.Type)
