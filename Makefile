@@ -40,10 +40,15 @@ run: deps all
 deps:
 	scripts/install-deps.sh
 
+# The packages that speak C: the engine binding, NVML, and the command that
+# loads them. Everything else builds with cgo off (a pure-Go core).
+CGO_PACKAGES = /engine/binding$$|/provenance/nvmlgpu$$|/cmd/casestudy$$
+
 lint:
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	CGO_ENABLED=0 $(GO) build $$($(GO) list ./... | grep -Ev '$(CGO_PACKAGES)')
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -63,6 +68,7 @@ test: deps lint engine engine-tests cli
 gpu-tests: cli
 	rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
 	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
+	$(GO) test -c -o $(BUILD)/gpu/nvmlgpu.test ./provenance/nvmlgpu
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
 
 clean:

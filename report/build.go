@@ -87,6 +87,8 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	setLabels(s)
 	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s, byID)
+	s.Timeline = TimelineOf(run)
+	s.NCCL = ncclEvidence(run)
 	return s
 }
 
@@ -171,7 +173,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	b.OtherMS = max(0, sum.StepMSMedian-named)
 	t.Breakdown = b
 	if t.Throttled {
-		t.Warnings = append(t.Warnings, "a GPU was power or thermal throttled during this trial")
+		t.Warnings = append(t.Warnings, "a GPU was slowed thermally or by hardware (slowdown, power brake) for over 1% of a measured window: that launch is tainted")
 	}
 	return t
 }

@@ -75,6 +75,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		}
 		return nil
 	}
+	defer r.discardPrepared()
 	for round := sched.NextRound(); round != nil; round = sched.NextRound() {
 		if err := commitStopped(); err != nil {
 			return out, err
@@ -88,7 +89,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		if err := r.preheat(ctx, ps[round[0]]); err != nil && ctx.Err() != nil {
 			break
 		}
-		for _, id := range round {
+		for i, id := range round {
 			if ctx.Err() != nil {
 				break
 			}
@@ -96,6 +97,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 			if p.over || sched.Stopped(id) != "" {
 				continue
 			}
+			r.planNextLaunch(p, round[i+1:], ids, ps, sched)
 			r.launchCounted(ctx, p, sched, repeats)
 			if err := commitStopped(); err != nil { // a trial is committed as soon as it stops
 				return out, err
@@ -157,18 +159,64 @@ func (r *Runner) overBudget(n int) bool {
 }
 
 // preheat runs one unmeasured launch of p's trial before the run's first
-// measured launch, when the design asks for it (GPUs); its result is
-// thrown away and its logs are kept as preheat logs.
+// measured launch, when the design asks for it (GPUs); its measurement is
+// thrown away (no repeat, no statistics), its logs are kept as preheat logs
+// and its timeline as the trial record's preheat, so that the run's
+// timelines still add up to its wall time.
 func (r *Runner) preheat(ctx context.Context, p *pending) error {
 	if r.preheated || !r.opts.Design.Preheat || p == nil {
 		return nil
 	}
 	r.preheated = true
+	r.planNext(nil, nil, 0)
 	r.logf("pre-heat: one unmeasured launch of trial %s warms the GPU before the first measured launch", p.rec.ID)
 	begin := time.Now()
-	_, err := r.runRepeat(ctx, p.spec, store.PreheatRepeat)
+	rr, err := r.runRepeat(ctx, p.spec, store.PreheatRepeat)
+	if rr != nil {
+		p.rec.Preheat = rr.Rec.Timeline
+	}
 	r.logf("pre-heat done in %s", time.Since(begin).Round(100*time.Millisecond))
 	return err
+}
+
+// planNextLaunch names the launch to prepare while p's runs (overlap): the
+// next trial of the round still launching. Past the round's end the next
+// launch is known only with a fixed number of repeats: the trials that still
+// need launches after this round, taken in order without interleaving (one
+// launch a round), or the only one left with it (a round's order is random).
+// repeats: auto decides its rounds from the results, so nothing is prepared
+// across them. A wrong guess (a failure, a tainted launch relaunched) costs
+// only the discarded preparation.
+func (r *Runner) planNextLaunch(p *pending, rest, ids []string, ps map[string]*pending, sched *stats.Schedule) {
+	for _, id := range rest {
+		if q := ps[id]; !q.over && sched.Stopped(id) == "" {
+			r.planNext(p.spec, q.spec, len(q.rec.Repeats))
+			return
+		}
+	}
+	if d := r.opts.Design; !d.Auto {
+		var next []*pending
+		for _, id := range ids {
+			q := ps[id]
+			n := len(q.rec.Repeats) // launches after this one
+			if q == p {
+				n++
+			}
+			if !q.over && sched.Stopped(id) == "" && n < d.Repeats {
+				next = append(next, q)
+			}
+		}
+		if len(next) == 1 || (len(next) > 1 && !d.Interleave) {
+			q := next[0]
+			rep := len(q.rec.Repeats)
+			if q == p {
+				rep++
+			}
+			r.planNext(p.spec, q.spec, rep)
+			return
+		}
+	}
+	r.planNext(nil, nil, 0)
 }
 
 // launchCounted launches one repeat of p (and up to the design's

@@ -33,7 +33,7 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		},
 		Model: map[string]any{"family": s.Model.Family, "preset": s.Model.Preset,
 			"layers": s.Model.Layers, "hidden": s.Model.Hidden},
-		Host:        provenance.ReadHost(),
+		Host:        provenance.ReadHost(m.NVML),
 		Env:         provenance.RelevantEnv(env),
 		Measurement: DesignFor(s, m.Device).Record(),
 	}

@@ -43,7 +43,8 @@ type Options struct {
 	HeartbeatEvery time.Duration                 // default 1 s
 	HeartbeatLimit time.Duration                 // default 60 s of silence
 	KillGrace      time.Duration                 // SIGTERM → SIGKILL, default 5 s
-	SampleEvery    time.Duration                 // GPU sampling, default 1 s
+	SampleEvery    time.Duration                 // GPU sampling, default 100 ms (≥ 10 Hz inside the measured window)
+	Overlap        string                        // OverlapOff (""), OverlapOn or OverlapAA
 	Retries        int                           // extra launches after an infrastructure failure
 	Interleave     bool                          // force interleaved rounds (the default; workload.interleave: false turns them off)
 	Design         *stats.Design                 // launch schedule and statistics (nil: DesignFor the study and machine)
@@ -69,6 +70,10 @@ type Runner struct {
 	start     time.Time                     // of the sweep: the time budget counts from here
 	spent     time.Duration                 // wall time of the launches so far
 	preheated bool
+	prepared  *launchRun  // the next launch, prepared while the current one runs
+	upcoming  *nextLaunch // the launch to prepare during the next one (overlap), set by the batch
+	lastEnd   time.Time   // when the last launch ended (its timeline's end), or the run began
+	commitMS  float64     // record commits since lastEnd
 }
 
 // Result is what a sweep did.
@@ -100,7 +105,7 @@ func New(o Options) (*Runner, error) {
 	def(&o.HeartbeatEvery, time.Second)
 	def(&o.HeartbeatLimit, 60*time.Second)
 	def(&o.KillGrace, 5*time.Second)
-	def(&o.SampleEvery, time.Second)
+	def(&o.SampleEvery, 100*time.Millisecond)
 	if o.RendezvousAddr == "" {
 		o.RendezvousAddr = "127.0.0.1:0"
 	}
@@ -115,6 +120,13 @@ func New(o Options) (*Runner, error) {
 		d := *o.Design
 		d.Interleave = true
 		o.Design = &d
+	}
+	switch o.Overlap {
+	case "":
+		o.Overlap = OverlapOff
+	case OverlapOff, OverlapOn, OverlapAA:
+	default:
+		return nil, fmt.Errorf("runner: overlap %q: use %s, %s or %s", o.Overlap, OverlapOff, OverlapOn, OverlapAA)
 	}
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
@@ -132,6 +144,8 @@ func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Spri
 // It returns ErrInterrupted after a signal, or the store's error when a record
 // could not be committed (disk full): earlier records stay intact.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	r.lastEnd = time.Now()
+	defer r.discardPrepared()
 	res := &Result{Outcomes: map[store.Outcome]int{}}
 	r.start = time.Now()
 	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
@@ -196,7 +210,10 @@ func DroppedID(knobs map[string]string) string {
 }
 
 func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
-	if err := r.opts.Writer.Append(rec); err != nil {
+	start := time.Now()
+	err := r.opts.Writer.Append(rec)
+	r.commitMS += float64(time.Since(start)) / float64(time.Millisecond)
+	if err != nil {
 		return fmt.Errorf("%w; the trials committed before are intact", err)
 	}
 	r.records[rec.ID] = rec

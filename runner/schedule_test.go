@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 const autoStudy = `name: runner-auto
@@ -108,7 +110,9 @@ sweep:
 }
 
 // TestPreheat: one unmeasured launch before the first measured one, with
-// its own logs and no record.
+// its own logs and no repeat: no statistic sees it. Its timeline is kept
+// with the trial it pre-heated, and the first measured launch starts where
+// it ended, so the run's timelines still add up to its wall time.
 func TestPreheat(t *testing.T) {
 	f := newFixture(t, repeatStudy)
 	o := f.options()
@@ -126,4 +130,42 @@ func TestPreheat(t *testing.T) {
 	}
 	assert.Equal(t, 4, total, "2 trials x 2 repeats: the pre-heat launch is not a repeat")
 	assert.Len(t, preheat, 1, "one pre-heat launch")
+
+	var pre *store.Timeline
+	first := time.Time{}
+	for _, tr := range run.Trials {
+		if tr.Preheat != nil {
+			assert.Nil(t, pre, "one record holds the pre-heat")
+			assert.Equal(t, preheat[0], tr.ID, "the trial that was pre-heated")
+			pre = tr.Preheat
+		}
+		assert.Equal(t, 2, stats.CleanLaunches(tr.Repeats))
+		for _, rp := range tr.Repeats {
+			if first.IsZero() || rp.Timeline.Start.Before(first) {
+				first = rp.Timeline.Start
+			}
+		}
+	}
+	require.NotNil(t, pre, "the pre-heat's timeline is kept")
+	assert.Positive(t, pre.PhaseMS(timeline.PhaseMeasured), "the pre-heat ran its steps")
+	assert.Equal(t, pre.End, first, "the first measured launch starts where the pre-heat ended")
+	s := timeline.Summarize(run)
+	require.NotNil(t, s)
+	assert.Equal(t, 4, s.Launches, "the pre-heat is not a launch of the statistics")
+	assert.InDelta(t, pre.WallMS(), phaseMS(s.Phases, timeline.PhasePreheat), 1e-9)
+	assert.Equal(t, timeline.PhasePreheat, s.Phases[0].Name, "first in the run's phases")
+	sum := 0.0
+	for _, p := range s.Phases {
+		sum += p.MS
+	}
+	assert.InDelta(t, s.WallMS, sum, 1, "the phases cover the run, the pre-heat included")
+}
+
+func phaseMS(ps []store.Phase, name string) float64 {
+	for _, p := range ps {
+		if p.Name == name {
+			return p.MS
+		}
+	}
+	return 0
 }

@@ -593,7 +593,7 @@ kernelmix_study() {
     echo
     if [[ -f $dir/report.md ]]; then
       # The kernel-mix section, up to the next section, and the profile rules' findings.
-      sed -n '/^## Where the time went/,/^## Checklist findings/p' "$dir/report.md" | sed '$d'
+      sed -n '/^## Where the time went (kernel profiles)/,/^## Checklist findings/p' "$dir/report.md" | sed '$d'
       grep -E '^- \*\*[a-z]+\*\* `profile-' "$dir/report.md"
     else
       echo "no report: $(tail -3 "$LOG/kernelmix-$name.err" | tr '\n' ' ')"

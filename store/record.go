@@ -41,7 +41,7 @@ type TrialRecord struct {
 	Attempts   int               `json:"attempts"`
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
-	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
+	Throttled  bool              `json:"throttled,omitempty"` // a launch was tainted by thermal/HW throttling
 	// Stopped says why the schedule stopped launching an ok trial: its
 	// comparison with the baseline was decided (the baseline: every
 	// comparison with it was), all its launches ran, or the run's time
@@ -49,7 +49,11 @@ type TrialRecord struct {
 	Stopped string         `json:"stopped,omitempty"`
 	Command string         `json:"command"` // re-runs this trial alone
 	Repeats []RepeatRecord `json:"repeats"`
-	Summary *TrialSummary  `json:"summary,omitempty"` // over all ok repeats
+	// Preheat is the timeline of the unmeasured pre-heat launch that warmed
+	// the GPU before the run's first measured launch (GPU runs: the trial
+	// that launched first). It is no repeat and no statistic uses it.
+	Preheat *Timeline     `json:"preheat,omitempty"`
+	Summary *TrialSummary `json:"summary,omitempty"` // over all ok repeats
 }
 
 // RepeatRecord is one launch of a trial.
@@ -68,6 +72,16 @@ type RepeatRecord struct {
 	// was thermally throttled during the measured window); "" when clean. A
 	// tainted launch is kept in the record but left out of every statistic.
 	Tainted string `json:"tainted,omitempty"`
+	// Timeline is where the launch's wall-clock time went, each phase ending
+	// when the last rank ended it (store/launch.go, docs/results-format.md).
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// Throttle is what slowed the GPUs inside the measured window.
+	Throttle *Throttle `json:"throttle,omitempty"`
+	// SettleStep is the step (warm-up steps count from 0) from which every
+	// rank's step times stayed settled (timeline.SettleStep); a value above
+	// the warm-up steps means the warm-up was too short.
+	SettleStep *int     `json:"settle_step,omitempty"`
+	Overlap    *Overlap `json:"overlap,omitempty"`
 }
 
 // RankRecord is what one rank measured in one repeat.
@@ -85,6 +99,12 @@ type RankRecord struct {
 	// Profile is where the profiled steps after the measured ones spent their
 	// time (knob profile; nil when off). Its Error says why a launch has none.
 	Profile *profile.Summary `json:"profile,omitempty"`
+	// WarmupStepMS are the warm-up steps' step_ms, in order.
+	WarmupStepMS []float64 `json:"warmup_step_ms,omitempty"`
+	// Timeline is this rank's own phases, from the launcher's start.
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// NCCL is what NCCL chose, when the rank's log has TUNING lines.
+	NCCL *NCCLTuning `json:"nccl,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.

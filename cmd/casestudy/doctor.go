@@ -13,6 +13,7 @@ import (
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/runner"
 )
 
@@ -47,11 +48,13 @@ func runDoctor(w io.Writer, engineLib, out string) error {
 	miss := func(name, what, fix string) { fmt.Fprintf(w, "  MISS  %-9s %s\n        fix: %s\n", name, what, fix) }
 	var gpuMissing []string
 
-	h := provenance.ReadHost()
+	nvml := nvmlgpu.Open()
+	defer nvml.Close()
+	h := provenance.ReadHost(nvml)
 	fmt.Fprintln(w, "casestudy doctor")
 	ok("host", "%s, %s, %d cores, %.1f GiB", h.Hostname, h.CPU, h.CPUs, float64(h.MemBytes)/(1<<30))
 
-	gpus, nvmlErr := provenance.ReadGPUs()
+	gpus, nvmlErr := nvml.Info()
 	switch {
 	case nvmlErr != nil:
 		miss("gpus", "no NVIDIA driver ("+nvmlErr.Error()+")", "install the NVIDIA driver to run GPU studies; CPU studies need none")

@@ -16,6 +16,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
@@ -36,7 +37,8 @@ type runOptions struct {
 	killGrace        time.Duration
 	noisyCV          float64
 	allowOutside     bool
-	profile          string          // --profile: the profile knob for every trial ("" = the study's)
+	profile          string // --profile: the profile knob for every trial ("" = the study's)
+	overlap          string
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -69,6 +71,8 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
+	f.StringVar(&o.overlap, "overlap", runner.OverlapOff, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch runs: "+
+		"off, on, or aa (an A/A test of it; see docs/launch-cost.md)")
 	addLauncherFlags(f, &o.launcher)
 	addOverrideFlags(f)
 	return cmd
@@ -86,6 +90,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--heartbeat-timeout %s: give a positive duration, like 60s", o.heartbeatTimeout))
 	case o.noisyCV <= 0:
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
+	case o.overlap != runner.OverlapOff && o.overlap != runner.OverlapOn && o.overlap != runner.OverlapAA:
+		return exitcode.Usage(fmt.Errorf("--overlap %q: give off, on or aa", o.overlap))
 	}
 
 	var w *store.Writer
@@ -152,7 +158,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
 	}
-	machine, err := runner.Preflight(s, plan, binding.Probe, engineLibFlag(cmd), os.Environ())
+	gpus := nvmlgpu.Open()
+	defer gpus.Close()
+	machine, err := runner.Preflight(s, plan, binding.Probe, gpus, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -179,7 +187,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	progress := runner.NewProgress(stdout, runner.IsTerminal(stdout))
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
-		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
+		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
 		Progress: progress,
 		TrialCommand: func(id string) string {
 			args := append([]string{studyPath}, study.OverrideArgs(overrides)...)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // asMainEnv makes this test binary behave as the casestudy binary: `casestudy
@@ -108,6 +110,20 @@ func TestRunSmokeEndToEnd(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, ok, 2, "at least two trials ran through the engine: %+v", outcomes(run))
 	sameNumberEverywhere(t, dir, stdout)
+	checkTimelines(t, run)
+
+	// The run is history now: plan estimates from it, status and timeline read it.
+	code, stdout, stderr = runCLI(t, "plan", study, "--out", out)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `estimate: \S+ for 3 launches, \d+% of it measured steps`, stdout)
+	assert.Contains(t, stdout, "earlier runs: "+dir)
+	code, stdout, stderr = runCLI(t, "status", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "launches: 3 of 3 started, elapsed ")
+	code, stdout, stderr = runCLI(t, "timeline", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `3 launches took \S+( m?s)? of wall time; their measured steps \S+( m?s)?: \d+% of it`, stdout)
+	assert.Contains(t, stdout, "engine_load")
 }
 
 // sameNumberEverywhere: one number per trial, one estimator: the terminal's
@@ -163,6 +179,73 @@ func sameNumberEverywhere(t *testing.T, dir, stdout string) {
 		checked++
 	}
 	assert.GreaterOrEqual(t, checked, 2)
+}
+
+// checkTimelines: in a real smoke run every launch has a timeline whose
+// phases are in launch order, none negative, adding up to the launch's wall
+// time; one launch starts where the previous one ended; the rank's measured
+// phase holds its measured steps' own time.
+func checkTimelines(t *testing.T, run *store.Run) {
+	t.Helper()
+	order := map[string]int{}
+	for i, p := range timeline.Order {
+		order[p] = i
+	}
+	var launches []*store.Timeline
+	for _, tr := range run.Trials {
+		if tr.Outcome != store.OK {
+			continue
+		}
+		for _, rp := range tr.Repeats {
+			tl := rp.Timeline
+			require.NotNil(t, tl, "trial %s repeat %d has a timeline", tr.ID, rp.Repeat)
+			launches = append(launches, tl)
+			sum, last := 0.0, -1
+			for _, p := range tl.Phases {
+				assert.GreaterOrEqual(t, p.MS, 0.0, p.Name)
+				sum += p.MS
+				i, known := order[p.Name]
+				require.True(t, known || timeline.IsCreate(p.Name), "known phase %q", p.Name)
+				if known {
+					assert.Greater(t, i, last, "phases in launch order: %s", p.Name)
+					last = i
+				}
+			}
+			assert.InDelta(t, tl.WallMS(), sum, 0.01, "phases add up to the launch's wall time")
+			assert.Positive(t, tl.PhaseMS(timeline.PhaseEngineLoad), "loading libtorch takes time")
+			// the engine reports where cs_create spent its time: they replace engine_create
+			require.NotNil(t, rp.Ranks[0].Info)
+			require.NotEmpty(t, rp.Ranks[0].Info.InitPhases, "the engine's init_phases")
+			assert.Zero(t, tl.PhaseMS(timeline.PhaseEngineCreate), "split into the engine's phases")
+			for _, ph := range rp.Ranks[0].Info.InitPhases {
+				assert.Contains(t, phaseNames(tl), timeline.CreatePrefix+ph.Name)
+			}
+			assert.Positive(t, tl.PhaseMS(timeline.CreatePrefix+"model_build"), "building the model takes time")
+			r0 := rp.Ranks[0]
+			stepMS := 0.0
+			for _, s := range r0.Steps {
+				stepMS += s.StepMS
+			}
+			require.NotNil(t, r0.Timeline)
+			assert.GreaterOrEqual(t, r0.Timeline.PhaseMS(timeline.PhaseMeasured)+0.5, stepMS)
+			assert.Len(t, r0.WarmupStepMS, r0.WarmupSteps)
+			assert.NotNil(t, rp.SettleStep)
+		}
+	}
+	require.NotEmpty(t, launches)
+	// in the order they ran (interleaved rounds commit trials out of it)
+	slices.SortFunc(launches, func(a, b *store.Timeline) int { return a.Start.Compare(b.Start) })
+	for i := 1; i < len(launches); i++ {
+		assert.Equal(t, launches[i-1].End, launches[i].Start, "launch %d starts where launch %d ended", i, i-1)
+	}
+}
+
+func phaseNames(tl *store.Timeline) []string {
+	var out []string
+	for _, p := range tl.Phases {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 func outcomes(run *store.Run) map[string]string {
