@@ -202,22 +202,22 @@ func ETA(elapsed time.Duration, done, total int) time.Duration {
 
 // Progress is how far a run got, from its directory.
 type Progress struct {
-	Planned  int           `json:"planned_launches"`  // planned trials × repeats (greedy: grows by round)
+	Planned  int           `json:"planned_launches"`  // planned trials × repeats (greedy: grows by round; repeats: auto, its maximum)
 	Started  int           `json:"started_launches"`  // launches with a log
 	Finished int           `json:"finished_launches"` // started minus the one in flight
 	Elapsed  time.Duration `json:"elapsed_ns"`        // from the manifest's creation to now, or to the last record when done
 	ETA      time.Duration `json:"eta_ns"`            // 0 when done or unknown
-	Done     bool          `json:"done"`              // every planned trial has a record
+	// AtMost: the ETA is an upper bound (repeats: auto stops each trial when
+	// it is decided, at most at max_repeats; a time budget ends the run).
+	AtMost bool `json:"eta_at_most,omitempty"`
+	Done   bool `json:"done"` // every planned trial has a record
 }
 
 // RunProgress reads a run directory's progress at now: the launches started
 // are the rank-0 logs under logs/ (one per launch, kept for retried ones).
 func RunProgress(run *store.Run, now time.Time) Progress {
 	m := run.Manifest
-	repeats := 1
-	if v, ok := m.Workload["repeats"].(float64); ok && v > 1 {
-		repeats = int(v)
-	}
+	repeats, auto := launchesPerTrial(m)
 	recorded := map[string]bool{}
 	var last time.Time
 	for _, t := range run.Trials {
@@ -243,8 +243,31 @@ func RunProgress(run *store.Run, now time.Time) Progress {
 	p.Elapsed = max(0, end.Sub(m.Created)).Round(time.Second)
 	if !p.Done {
 		p.ETA = ETA(p.Elapsed, p.Finished, p.Planned).Round(time.Second)
+		p.AtMost = auto
+		if mm := m.Measurement; mm != nil && mm.MaxTimeS > 0 && p.ETA > 0 {
+			left := max(0, time.Duration(mm.MaxTimeS*float64(time.Second))-p.Elapsed).Round(time.Second)
+			if left < p.ETA { // no round starts past the budget: at most one more round's time
+				p.ETA, p.AtMost = left, true
+			}
+		}
 	}
 	return p
+}
+
+// launchesPerTrial is the most launches a trial of the run gets (the fixed
+// repeats, or repeats: auto's maximum, when auto is true), from the
+// manifest's measurement (workload.repeats for runs recorded before it).
+func launchesPerTrial(m store.Manifest) (n int, auto bool) {
+	if mm := m.Measurement; mm != nil {
+		if mm.Auto {
+			return max(mm.MaxRepeats, 1), true
+		}
+		return max(mm.Repeats, 1), false
+	}
+	if v, ok := m.Workload["repeats"].(float64); ok && v > 1 {
+		return int(v), false
+	}
+	return 1, false
 }
 
 // runEnded says whether every started launch belongs to a committed trial

@@ -227,6 +227,18 @@ func TestRunProgress(t *testing.T) {
 	assert.True(t, p.Done)
 	assert.Equal(t, 50*time.Second, p.Elapsed, "a finished run's elapsed time ends at its last record")
 	assert.Zero(t, p.ETA)
+
+	// repeats: auto (manifest.json's measurement): planned at its maximum,
+	// so the ETA is an upper bound, and the time budget caps it
+	r.Trials = r.Trials[:1]
+	r.Manifest.Workload = map[string]any{"repeats": "auto"}
+	r.Manifest.Measurement = &store.Measurement{Auto: true, MinRepeats: 5, MaxRepeats: 4}
+	p = RunProgress(r, at(30000))
+	assert.Equal(t, Progress{Planned: 12, Started: 3, Finished: 2, Elapsed: 30 * time.Second, ETA: 150 * time.Second, AtMost: true}, p)
+	r.Manifest.Measurement.MaxTimeS = 100
+	p = RunProgress(r, at(30000))
+	assert.Equal(t, 70*time.Second, p.ETA, "the budget's 100 s less the 30 s elapsed")
+	assert.True(t, p.AtMost)
 }
 
 // Too few launches a side: no interval, and the result still encodes as

@@ -97,7 +97,7 @@ func estimate(s *study.Study, plan *study.Plan, root string) *timeline.Estimate 
 	for i, t := range plan.Trials {
 		ids[i] = t.ID
 	}
-	return timeline.EstimatePlan(timeline.FindRuns(root, m), timeline.Plan{Trials: ids, Repeats: s.Workload.Repeats,
+	return timeline.EstimatePlan(timeline.FindRuns(root, m), timeline.Plan{Trials: ids, Repeats: s.Workload.MaxLaunches(),
 		WarmupSteps: s.Workload.WarmupSteps, Steps: s.Workload.Steps})
 }
 
@@ -115,7 +115,16 @@ func writeEstimate(w io.Writer, s *study.Study, plan *study.Plan, e *timeline.Es
 	if e.Launches == 1 {
 		launches = "1 launch"
 	}
-	fmt.Fprintf(w, "estimate: %s for %s%s, %.0f%% of it measured steps\n", e.Total.Round(time.Second), launches, round, e.Measured)
+	total, bound := e.Total.Round(time.Second), ""
+	if s.Workload.Repeats == 0 { // repeats: auto stops each trial once it is decided
+		bound = "at most "
+		launches = fmt.Sprintf("at most %s (%s)", launches, s.Workload.RepeatsText())
+	}
+	if budget := s.Workload.MaxTime; budget > 0 && total > budget {
+		total, bound = budget, "at most "
+		launches += fmt.Sprintf(", cut by workload.max_time %s", budget)
+	}
+	fmt.Fprintf(w, "estimate: %s%s for %s%s, %.0f%% of it measured steps\n", bound, total, launches, round, e.Measured)
 	fmt.Fprintf(w, "  %s\n", e.Method)
 	fmt.Fprintf(w, "  earlier runs: %s\n", strings.Join(e.Dirs, ", "))
 }

@@ -181,7 +181,11 @@ func printStatus(w io.Writer, st *runStatus) {
 		if p := st.Progress; p != nil {
 			fmt.Fprintf(w, "launches: %d of %d started, elapsed %s", p.Started, p.Planned, p.Elapsed)
 			if p.ETA > 0 && (st.JobID == "" || !jobOver(st.JobState)) {
-				fmt.Fprintf(w, ", ETA %s (at the pace of the %d finished)", p.ETA, p.Finished)
+				eta := "ETA"
+				if p.AtMost {
+					eta = "ETA at most" // repeats: auto stops trials early; a time budget ends the run
+				}
+				fmt.Fprintf(w, ", %s %s (at the pace of the %d finished)", eta, p.ETA, p.Finished)
 			}
 			fmt.Fprintln(w)
 		}
