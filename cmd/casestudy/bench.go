@@ -32,7 +32,7 @@ func newBenchCommand() *cobra.Command {
 		Short: "Microbenchmarks on the engine's own building blocks",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchAllReduceCommand())
+	cmd.AddCommand(graceful(newBenchAllReduceCommand()))
 	return cmd
 }
 
@@ -97,7 +97,7 @@ func newBenchAllReduceCommand() *cobra.Command {
 	f.StringVar(&o.device, "device", "cpu", "cpu (Gloo) or cuda (NCCL, rank r on GPU r)")
 	f.IntVar(&o.iters, "iters", 20, "timed iterations per size")
 	f.IntVar(&o.warmup, "warmup", 5, "discarded iterations per size")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "deadline for the whole benchmark")
+	durationVar(f, &o.timeout, "timeout", 10*time.Minute, time.Second, 24*time.Hour, "deadline for the whole benchmark")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	f.BoolVar(&o.child, "child", false, "internal: run one rank")
 	f.IntVar(&o.rank, "rank", 0, "internal: this child's rank")
@@ -119,8 +119,6 @@ func (o benchAllReduceOptions) validate() error {
 		return fmt.Errorf("--iters must be at least 1, got %d", o.iters)
 	case o.warmup < 0:
 		return fmt.Errorf("--warmup must not be negative, got %d", o.warmup)
-	case o.timeout <= 0:
-		return fmt.Errorf("--timeout must be positive, got %v", o.timeout)
 	}
 	return nil
 }

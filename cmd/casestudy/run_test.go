@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -27,10 +25,7 @@ const asMainEnv = "CASESTUDY_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" { // as main() does
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -136,7 +131,8 @@ sweep:
 `), 0o644))
 	out := filepath.Join(dir, "results")
 	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms")
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Equal(t, exitcode.Failure, code, "a trial timed out and one crashed: exit status 1\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "2 trial(s) failed, crashed or timed out")
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	got := map[string]store.TrialRecord{}
@@ -291,7 +287,8 @@ func TestRunInterruptedThenResumed(t *testing.T) {
 	require.ErrorAs(t, err, &exitErr, buf.String())
 	t.Logf("interrupted run (exit %d):\n%s", exitErr.ExitCode(), buf)
 	if exitErr.ExitCode() == exitcode.Interrupted {
-		assert.Contains(t, buf.String(), "resume with: casestudy run --resume "+dir)
+		assert.Contains(t, buf.String(), "resume with: ")
+		assert.Contains(t, buf.String(), " --resume "+dir)
 	} else {
 		// the signal came after the last trial had started: it still ends cleanly
 		require.Equal(t, 0, exitErr.ExitCode(), buf.String())
