@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,9 +131,22 @@ sweep:
     - {fault.kind: none}
 `), 0o644))
 	out := filepath.Join(dir, "results")
-	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms")
+	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms", "--json")
 	require.Equal(t, exitcode.Failure, code, "a trial timed out and one crashed: exit status 1\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
-	assert.Contains(t, stdout, "2 trial(s) failed, crashed or timed out")
+	assert.Contains(t, stderr, "2 trial(s) failed, crashed or timed out", "with --json the words go to standard error")
+	var sum struct {
+		Status   string         `json:"status"`
+		ExitCode int            `json:"exit_code"`
+		Outcomes map[string]int `json:"outcomes"`
+		Failed   []string       `json:"failed"`
+		Reports  []string       `json:"reports"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), "standard output is the JSON summary alone:\n%s", stdout)
+	assert.Equal(t, "complete", sum.Status)
+	assert.Equal(t, exitcode.Failure, sum.ExitCode)
+	assert.Equal(t, map[string]int{"ok": 1, "timeout": 1, "crashed": 1}, sum.Outcomes)
+	assert.Len(t, sum.Failed, 2)
+	assert.NotEmpty(t, sum.Reports)
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	got := map[string]store.TrialRecord{}
