@@ -77,11 +77,11 @@ func fakeMachine() machine {
 		host: func() store.Host {
 			return store.Host{Hostname: "ci", CPU: "Test CPU", CPUs: 2, MemBytes: 24 << 30}
 		},
-		gpus:   func() (provenance.GPUInfo, error) { return provenance.GPUInfo{}, errors.New("NVML: Driver Not Loaded") },
-		smi:    func() string { return "" },
-		topo:   func() string { return "" },
-		mps:    func() string { return "" },
-		free:   func(string) (uint64, error) { return 64 << 30, nil },
+		gpus: func() (provenance.GPUInfo, error) { return provenance.GPUInfo{}, errors.New("NVML: Driver Not Loaded") },
+		smi:  func() string { return "" },
+		topo: func() string { return "" },
+		mps:  func() string { return "" },
+		free: func(string) (uint64, error) { return 64 << 30, nil },
 		engine: func(string) (string, engine.BuildInfo, error) {
 			return "/opt/casestudy/lib/libcasestudy_engine.so", engine.BuildInfo{ABI: 1, Torch: "1.13.0", Gloo: true}, nil
 		},
