@@ -54,9 +54,10 @@ var (
 )
 
 // The registry, in the order Evaluate reports: compute, communication, links,
-// pipeline, resources, then the run as a whole.
+// pipeline, resources, the run as a whole, then what makes its numbers
+// untrustworthy.
 func init() {
-	for _, group := range [][]*Rule{computeRules, commRules, topoRules, pipelineRules, resourceRules, runRules} {
+	for _, group := range [][]*Rule{computeRules, commRules, topoRules, pipelineRules, resourceRules, runRules, trustRules} {
 		register(group...)
 	}
 }
