@@ -38,6 +38,7 @@ func newRootCommand() *cobra.Command {
 		root.AddCommand(c())
 	}
 	groups(root)
+	addCompletions(root)
 	return root
 }
 
