@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -43,3 +44,25 @@ func (d *boundedDuration) Set(s string) error {
 }
 
 func (d *boundedDuration) Type() string { return "duration" }
+
+// unsetInt is a flag for a count that may be left unset (-1): its help shows no
+// default, and it takes whole numbers from 0 up.
+type unsetInt struct{ v *int }
+
+func (u unsetInt) String() string {
+	if u.v == nil || *u.v < 0 {
+		return ""
+	}
+	return strconv.Itoa(*u.v)
+}
+
+func (u unsetInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a whole number, 0 or more")
+	}
+	*u.v = n
+	return nil
+}
+
+func (u unsetInt) Type() string { return "int" }

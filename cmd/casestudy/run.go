@@ -14,6 +14,7 @@ import (
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/console"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -134,7 +135,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := checkTrialIDs(plan, o.trials); err != nil {
 		return err
 	}
-	kind, err := launcherKind(&o.launcher, s, os.Environ())
+	kind, err := launch.Kind(o.launcher.kind, o.launcher.submit, s, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		if o.resume != "" {
 			return exitcode.Usage(errors.New("--submit starts a new run; to finish one, submit a job that runs 'casestudy run --resume RUN_DIR'"))
 		}
-		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
+		return runSubmit(ctx, cmd, o, s, plan)
 	}
 	machine, err := runner.Preflight(s, plan, binding.Probe, engineLibFlag(cmd), os.Environ())
 	if err != nil {
