@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/chromedp/chromedp v0.23.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
