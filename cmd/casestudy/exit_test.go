@@ -35,6 +35,8 @@ func TestUsageExitStatus(t *testing.T) {
 		{"heartbeat timeout of 1ns", []string{"run", study, "--heartbeat-timeout", "1ns"},
 			`invalid argument "1ns" for "--heartbeat-timeout" flag: out of range: give 3s to 24h0m0s`},
 		{"not a duration", []string{"run", study, "--kill-grace", "soon"}, `"--kill-grace" flag: not a duration`},
+		{"negative max trials", []string{"run", study, "--max-trials", "-1"}, "--max-trials -1: give 1 or more"},
+		{"negative retries", []string{"run", study, "--retries", "-1"}, "--retries -1: give 0 or more"},
 		{"bench timeout of 0", []string{"bench", "allreduce", "--timeout", "0s"}, `"--timeout" flag: out of range: give 1s to 24h0m0s`},
 		{"unknown severity", []string{"check", t.TempDir(), "--fail-on", "fatal"}, `unknown severity "fatal"`},
 	} {

@@ -81,6 +81,12 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.
 		return err
 	}
 	out := cmd.OutOrStdout()
+	if o.json {
+		if err := writeJSON(out, sub); err != nil {
+			return err
+		}
+		out = cmd.ErrOrStderr()
+	}
 	fmt.Fprintf(out, "submitted Slurm job %s: %s (%d trials planned) on %d node(s), %d tasks per node, time limit %d min\n",
 		sub.JobID, s.Name, len(plan.Trials), b.Nodes, b.TasksPerNode, b.TimeMinutes)
 	fmt.Fprintf(out, "results: %s\n  script: %s\n  output: %s\nfollow with: %s\n",

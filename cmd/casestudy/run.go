@@ -98,6 +98,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--retries %d: give 0 or more", o.retries))
 	case o.noisyCV <= 0:
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
+	case o.maxTrials < 0:
+		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}
 
 	var w *store.Writer
