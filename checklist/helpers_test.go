@@ -32,11 +32,17 @@ type spec struct {
 	ranks   int // default 1
 	mfu     float64
 	mem     int64
-	noise   float64 // repeat CV
+	noise   float64 // launch-to-launch CV of the throughput (launches at thr·(1-noise), thr, thr·(1+noise))
 	device  string  // default cpu
 	steps   int     // measured steps per repeat, default 20
 	// step customises every measured step of every rank.
 	step func(rank, i int, s *engine.StepMetrics)
+}
+
+// noisy gives a spec launch-to-launch noise (CV).
+func noisy(sp spec, cv float64) spec {
+	sp.noise = cv
+	return sp
 }
 
 func mkTrial(index int, sp spec) store.TrialRecord {
@@ -67,7 +73,7 @@ func mkTrial(index int, sp spec) store.TrialRecord {
 		device = "cpu"
 	}
 	for r := 0; r < 3; r++ {
-		rp := store.RepeatRecord{Repeat: r, Outcome: store.OK, SamplesPerS: sp.thr}
+		rp := store.RepeatRecord{Repeat: r, Outcome: store.OK, SamplesPerS: sp.thr * (1 + sp.noise*float64(r-1))}
 		for k := 0; k < ranks; k++ {
 			rk := store.RankRecord{Rank: k, GPU: fmt.Sprint(k), WarmupSteps: 5,
 				Info: &engine.Info{Device: device, Rank: k, WorldSize: ranks}}

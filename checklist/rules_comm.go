@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/casestudy/casestudy/stats"
 )
 
 // Communication rules: bucket size, exposed communication, overlap, forced
@@ -36,9 +38,8 @@ var commRules = []*Rule{
 		ID: "overlap-disabled", Title: "Communication overlap disabled", Chapter: 15, Severity: Warning,
 		Rationale: "With ddp.overlap: false every gradient is all-reduced after the backward pass, so all " +
 			"communication is exposed. Overlap is the default for a reason; turn it off only when measured faster.",
-		Needs:      []string{"knob ddp.overlap", "world size > 1", "samples_per_s", "exposed_comm_ms"},
-		Thresholds: []Threshold{{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as measured"}},
-		check:      checkOverlap,
+		Needs: []string{"knob ddp.overlap", "world size > 1", "samples_per_s", "exposed_comm_ms"},
+		check: checkOverlap,
 	},
 	{
 		ID: "nccl-forced", Title: "NCCL algorithm or protocol forced", Chapter: 6, Severity: Warning,
@@ -48,7 +49,6 @@ var commRules = []*Rule{
 		Needs: []string{"knobs nccl.algo, nccl.proto", "a pair of trials forced vs auto", "samples_per_s", "buckets"},
 		Thresholds: []Threshold{
 			{Name: "min_speedup", Default: 1.03, Unit: "x", Doc: "speed-up of a forced value over auto worth mentioning"},
-			{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as measured"},
 		},
 		check: checkNCCLForced,
 	},
@@ -229,22 +229,20 @@ func checkOverlap(c *evalContext) verdict {
 			Recommendation: "use ddp.overlap: true (or sweep ddp.overlap: [true, false] to measure it)",
 		}
 	}
-	band := noiseBand(b.Alt, b.Base, c.t("noise_floor"))
-	switch {
-	case b.Speedup > 1+band:
+	switch b.Cmp.Verdict {
+	case stats.Better:
 		return verdict{
 			Status: Finding,
 			Message: fmt.Sprintf("overlap on was %s faster than off (trials %s, %s), yet the baseline or best trial runs with ddp.overlap: false",
 				x(b.Speedup), b.Alt.ID, b.Base.ID),
-			Evidence:       []string{bucketLine(b.Alt), bucketLine(b.Base)},
+			Evidence:       []string{verdictNote(*b), bucketLine(b.Alt), bucketLine(b.Base)},
 			Trials:         ids(b.Alt, b.Base),
 			Recommendation: "use ddp.overlap: true",
 		}
-	case b.Speedup < 1-band:
+	case stats.Worse:
 		return pass("overlap off was measured faster (%s, trials %s, %s): keeping it off is justified", x(1/b.Speedup), b.Base.ID, b.Alt.ID)
 	}
-	return pass("overlap on/off differ by %s, within the noise band of %s (trials %s, %s)",
-		pct(math.Abs(b.Speedup-1)), pct(band), b.Alt.ID, b.Base.ID)
+	return pass("overlap on against off: %s", verdictNote(*b))
 }
 
 var ncclEnv = map[string]string{"nccl.algo": "NCCL_ALGO", "nccl.proto": "NCCL_PROTO"}
@@ -261,11 +259,10 @@ func checkNCCLForced(c *evalContext) verdict {
 				continue
 			}
 			all = append(all, cmp)
-			band := noiseBand(cmp.Alt, cmp.Base, c.t("noise_floor"))
 			switch {
-			case cmp.Speedup < 1-band && inUse[cmp.Alt.knob(knob)]:
+			case cmp.Cmp.Verdict == stats.Worse && inUse[cmp.Alt.knob(knob)]:
 				slowerInUse = append(slowerInUse, cmp)
-			case cmp.Speedup > 1+band && cmp.Speedup >= c.t("min_speedup"):
+			case cmp.Cmp.Verdict == stats.Better && cmp.Speedup >= c.t("min_speedup"):
 				faster = append(faster, cmp)
 			}
 		}
@@ -291,14 +288,14 @@ func checkNCCLForced(c *evalContext) verdict {
 			Status: Finding,
 			Message: fmt.Sprintf("forcing %s=%s was %s slower than auto (trials %s, %s), and the baseline or best trial forces it",
 				ncclEnv[k], s.Alt.knob(k), x(1/s.Speedup), s.Alt.ID, s.Base.ID),
-			Evidence:       []string{messageSize(s.Alt), messageSize(s.Base)},
+			Evidence:       []string{verdictNote(s), messageSize(s.Alt), messageSize(s.Base)},
 			Trials:         ids(s.Alt, s.Base),
 			Recommendation: fmt.Sprintf("leave %s: auto", k),
 		}
 	}
 	if b := fastest(faster); b != nil {
 		k := knobOf(*b)
-		evidence := []string{messageSize(b.Alt), messageSize(b.Base)}
+		evidence := []string{verdictNote(*b), messageSize(b.Alt), messageSize(b.Base)}
 		if ch := c.run.ncclChoices(b.Base); ch != nil {
 			evidence = append(evidence, fmt.Sprintf("with auto, NCCL chose %s for %d all-reduces (rank 0's log of %s)", ch, ch.N, b.Base.ID))
 		}

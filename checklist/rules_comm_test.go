@@ -96,9 +96,8 @@ func TestNCCLForced(t *testing.T) {
 			contains: []string{"NCCL_PROTO=LL128 was 1.10× faster than auto", "at this message size", "re-measure"}},
 		{name: "forced slower but not in use", status: Pass,
 			run: mkRun([]spec{b("auto", nil, 100), b("tree", []string{"nccl.algo", "Tree"}, 80)})},
-		{name: "noise floor raised hides the gain", status: Pass,
-			run: mkRun([]spec{b("auto", nil, 100), b("ll128", []string{"nccl.proto", "LL128"}, 110)}),
-			cfg: Config{Thresholds: map[string]map[string]float64{"nccl-forced": {"noise_floor": 0.15}}}},
+		{name: "launch-to-launch noise hides the gain", status: Pass,
+			run: mkRun([]spec{noisy(b("auto", nil, 100), 0.1), noisy(b("ll128", []string{"nccl.proto", "LL128"}, 110), 0.1)})},
 		{name: "nothing forced", status: NotApplicable,
 			run: mkRun([]spec{b("auto", nil, 100)}), contains: []string{"no completed trial forcing"}},
 	})
@@ -108,7 +107,7 @@ func TestNoEffectReadsNCCLLog(t *testing.T) {
 	b := func(id string, kv []string, thr float64) spec {
 		return spec{id: id, set: set(kv...), ranks: 2, thr: thr, stepMS: 1000 / thr, step: dpSteps(4, 25*mib, 100, 10, 2)}
 	}
-	run := mkRun([]spec{b("auto", nil, 100), b("ring", []string{"nccl.algo", "Ring"}, 100.5)})
+	run := mkRun([]spec{noisy(b("auto", nil, 100), 0.01), noisy(b("ring", []string{"nccl.algo", "Ring"}, 100.5), 0.01)})
 	run.Dir = t.TempDir()
 	log := filepath.Join(run.Dir, store.LogName("auto", 0, 0))
 	require.NoError(t, os.MkdirAll(filepath.Dir(log), 0o755))

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/casestudy/casestudy/stats"
 )
 
 // Compute-side rules: precision, fp16 overflow, CUDA Graphs.
@@ -17,7 +19,7 @@ var computeRules = []*Rule{
 			"faster and ends at the same loss, the baseline leaves speed unused.",
 		Needs: []string{"knob precision", "samples_per_s", "final_loss", "a pair of trials differing only in precision"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.10, Unit: "x", Doc: "speed-up over the baseline's precision that makes a recommendation (it must also exceed twice the run-to-run noise)"},
+			{Name: "min_speedup", Default: 1.10, Unit: "x", Doc: "speed-up over the baseline's precision that makes a recommendation (the pair must also be decided faster over launches)"},
 			{Name: "loss_tolerance", Default: 0.02, Unit: "fraction", Doc: "largest relative difference of final loss that still counts as matching"},
 		},
 		check: checkPrecision,
@@ -41,7 +43,7 @@ var computeRules = []*Rule{
 			"else from short steps at low MFU (a hint, reported as info).",
 		Needs: []string{"knob graphs", "samples_per_s", "step_ms", "mfu"},
 		Thresholds: []Threshold{
-			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation (beyond noise too)"},
+			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation (decided faster too)"},
 			{Name: "small_step_ms", Default: 50, Unit: "ms", Doc: "steps shorter than this may be launch-bound"},
 			{Name: "low_mfu", Default: 0.30, Unit: "fraction", Doc: "MFU below this, with short steps, suggests launch overhead"},
 		},
@@ -52,7 +54,8 @@ var computeRules = []*Rule{
 // comparison is one pair oriented from the baseline side to the alternative.
 type comparison struct {
 	Base, Alt *trial
-	Speedup   float64 // Alt over Base
+	Speedup   float64          // Alt over Base
+	Cmp       stats.Comparison // Alt against Base over launches, Holm-corrected
 }
 
 // against orients every pair of knob so that Base holds baseVal; pairs where
@@ -62,9 +65,9 @@ func (v *runView) against(knob, baseVal string) []comparison {
 	for _, p := range v.pairs(knob) {
 		switch {
 		case p.A.knob(knob) == baseVal:
-			out = append(out, comparison{Base: p.A, Alt: p.B, Speedup: speedup(p.B, p.A)})
+			out = append(out, comparison{Base: p.A, Alt: p.B, Speedup: speedup(p.B, p.A), Cmp: v.compare(p.B, p.A)})
 		case p.B.knob(knob) == baseVal:
-			out = append(out, comparison{Base: p.B, Alt: p.A, Speedup: speedup(p.A, p.B)})
+			out = append(out, comparison{Base: p.B, Alt: p.A, Speedup: speedup(p.A, p.B), Cmp: v.compare(p.A, p.B)})
 		}
 	}
 	return out
@@ -85,9 +88,17 @@ func fastest(cs []comparison) *comparison {
 }
 
 // clearlyFaster reports whether the alternative beat the baseline side by at
-// least minSpeedup and by more than the pair's run-to-run noise.
+// least minSpeedup and is decided faster over launches (Welch, corrected for
+// the number of comparisons).
 func clearlyFaster(cmp comparison, minSpeedup float64) bool {
-	return !math.IsNaN(cmp.Speedup) && cmp.Speedup >= minSpeedup && cmp.Speedup-1 > noiseBand(cmp.Alt, cmp.Base, 0)
+	return !math.IsNaN(cmp.Speedup) && cmp.Speedup >= minSpeedup && cmp.Cmp.Verdict == stats.Better
+}
+
+// verdictNote is the comparison's ratio, interval and verdict in the report's
+// words, for evidence lines.
+func verdictNote(cmp comparison) string {
+	return fmt.Sprintf("%s vs %s: %s (%s, %d vs %d launches)", cmp.Alt.ID, cmp.Base.ID, cmp.Cmp.Text(), cmp.Cmp.PText(),
+		cmp.Cmp.NTrial, cmp.Cmp.NBase)
 }
 
 // winner returns the fastest comparison that is clearly faster (nil for
@@ -182,8 +193,8 @@ func checkPrecision(c *evalContext) verdict {
 	if b == nil {
 		return na("the precision pairs have no throughput or step time")
 	}
-	return pass("reduced precision gained at most %s over %s (trials %s, %s), below %s or within noise: keeping %s is fine",
-		x(b.Speedup), base, b.Alt.ID, b.Base.ID, x(c.t("min_speedup")), base)
+	return pass("reduced precision gained at most %s over %s (trials %s, %s), below %s or not decided faster (%s): keeping %s is fine",
+		x(b.Speedup), base, b.Alt.ID, b.Base.ID, x(c.t("min_speedup")), b.Cmp.Text(), base)
 }
 
 func checkFP16Overflow(c *evalContext) verdict {
@@ -264,7 +275,7 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: true",
 			}
 		}
-		if base == "true" && b.Speedup < 1/c.t("min_speedup") && 1-b.Speedup > noiseBand(b.Alt, b.Base, 0) {
+		if base == "true" && b.Speedup < 1/c.t("min_speedup") && b.Cmp.Verdict == stats.Worse {
 			return verdict{
 				Status:         Finding,
 				Message:        fmt.Sprintf("the baseline captures CUDA Graphs, but replay was at best %s the speed of eager (trials %s, %s)", x(b.Speedup), b.Alt.ID, b.Base.ID),
@@ -272,8 +283,8 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: false (the steps are not launch-bound)",
 			}
 		}
-		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s); threshold %s beyond noise",
-			x(b.Speedup), b.Alt.ID, b.Base.ID, x(c.t("min_speedup")))
+		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s: %s); a recommendation needs %s and a faster verdict",
+			x(b.Speedup), b.Alt.ID, b.Base.ID, b.Cmp.Text(), x(c.t("min_speedup")))
 	}
 	t := c.run.best
 	if t == nil {

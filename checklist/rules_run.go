@@ -32,13 +32,13 @@ var runRules = []*Rule{
 	},
 	{
 		ID: "no-effect-knob", Title: "Knobs that had no measurable effect", Chapter: 17, Severity: Info,
-		Rationale: "A knob whose every clean pair (trials differing only in it) is within noise did nothing " +
-			"measurable, and should not be credited for a speed-up (a Mann-Whitney U test that finds a difference " +
-			"overrules the band). For nccl.algo/nccl.proto, NCCL's own tuning " +
-			"log shows when auto already chose the forced value.",
-		Needs:      []string{"pairs of trials differing in one knob", "samples_per_s", "repeat_cv", "NCCL tuning log lines (optional)"},
-		Thresholds: []Threshold{{Name: "noise_floor", Default: 0.02, Unit: "fraction", Doc: "smallest relative difference that counts as an effect"}},
-		check:      checkNoEffect,
+		Rationale: "A knob whose every clean pair (trials differing only in it) is decided \"no difference larger " +
+			"than δ\" (the study's compare.threshold; Welch interval over launches inside [1/(1+δ), 1+δ]) did " +
+			"nothing measurable, and should not be credited for a speed-up. A pair that is still undecided does " +
+			"not count as no effect. For nccl.algo/nccl.proto, NCCL's own tuning log shows when auto already " +
+			"chose the forced value.",
+		Needs: []string{"pairs of trials differing in one knob", "samples_per_s of each launch", "NCCL tuning log lines (optional)"},
+		check: checkNoEffect,
 	},
 	{
 		ID: "failed-trials", Title: "Failed trials that may hide the best configuration", Chapter: 19, Severity: Warning,
@@ -185,52 +185,42 @@ func checkNoEffect(c *evalContext) verdict {
 	var lines, trials, names []string
 	for _, k := range knobs {
 		ps := c.run.pairs(k)
-		effect := false
-		var biggest pair
-		bigDiff, bigBand := -1.0, 0.0
+		var widest stats.Comparison
+		var wa, wb *trial
+		same := true
 		for _, p := range ps {
-			s := speedup(p.A, p.B)
-			if math.IsNaN(s) {
-				effect = true // cannot tell: do not claim "no effect"
+			cmp := c.run.compare(p.A, p.B)
+			if cmp.Verdict != stats.NoDifference {
+				same = false // an effect, or not decided: no claim of "no effect"
 				break
 			}
-			d, band := math.Max(s, 1/s)-1, noiseBand(p.A, p.B, c.t("noise_floor"))
-			if d > band || mannWhitney(p.A, p.B).Significant {
-				effect = true
-				break
-			}
-			if d > bigDiff {
-				biggest, bigDiff, bigBand = p, d, band
+			if wa == nil || math.Abs(math.Log(cmp.Ratio)) > math.Abs(math.Log(widest.Ratio)) {
+				widest, wa, wb = cmp, p.A, p.B
 			}
 		}
-		if effect {
+		if !same || wa == nil {
 			continue
 		}
-		mw := mannWhitney(biggest.A, biggest.B)
-		line := fmt.Sprintf("%s: %s vs %s differ by %s (noise band %s; Mann-Whitney p=%.2f over %d+%d samples; trials %s, %s; %d pair(s))",
-			k, biggest.A.knob(k), biggest.B.knob(k), pct(bigDiff), pct(bigBand), mw.P, mw.N1, mw.N2, biggest.A.ID, biggest.B.ID, len(ps))
+		line := fmt.Sprintf("%s: %s vs %s: %s (%s, %d vs %d launches; trials %s, %s; %d pair(s))",
+			k, wa.knob(k), wb.knob(k), widest.Text(), widest.PText(), widest.NTrial, widest.NBase, wa.ID, wb.ID, len(ps))
 		line += c.run.ncclSameChoice(k, ps)
 		lines = append(lines, line)
 		names = append(names, k)
-		trials = append(trials, biggest.A.ID, biggest.B.ID)
+		trials = append(trials, wa.ID, wb.ID)
 	}
 	if len(lines) == 0 {
-		return pass("every swept knob (%s) changed speed beyond noise in at least one clean pair", strings.Join(knobs, ", "))
+		return pass("no swept knob (%s) was decided \"no difference larger than %s\" in every clean pair", strings.Join(knobs, ", "),
+			stats.PercentText(c.run.level.Threshold))
 	}
 	sort.Strings(names)
 	return verdict{
-		Status:         Finding,
-		Message:        fmt.Sprintf("%d knob(s) had no measurable effect: %s", len(names), strings.Join(names, ", ")),
+		Status: Finding,
+		Message: fmt.Sprintf("%d knob(s) made no difference larger than %s: %s", len(names),
+			stats.PercentText(c.run.level.Threshold), strings.Join(names, ", ")),
 		Evidence:       lines,
 		Trials:         trials,
 		Recommendation: "do not credit these knobs for a speed-up; leave them at their defaults, or measure again with more repeats if an effect is expected",
 	}
-}
-
-// mannWhitney compares two trials' throughput samples (one per repeat, or per
-// step with a single repeat) with the stats package's test.
-func mannWhitney(a, b *trial) stats.Delta {
-	return stats.Compare(stats.TrialSamples(a.rec).Throughput, stats.TrialSamples(b.rec).Throughput)
 }
 
 // ncclSameChoice notes, for a forced NCCL knob, when NCCL's log shows that auto

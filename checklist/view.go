@@ -22,17 +22,18 @@ type trial struct {
 	ID    string
 	Knobs map[string]string
 
-	Throughput float64 // samples/s, median over repeats
+	Throughput float64 // samples/s: geometric mean over clean launches (the report's estimator)
 	StepMS     float64 // median step time
 	CommMS     float64
 	ExposedMS  float64
 	MFU        float64
-	MemPeak    int64   // max over ranks, steps and repeats
-	Loss       float64 // final loss; NaN when unknown
-	Noise      float64 // relative run-to-run noise of the throughput
-	World      int     // ranks of a repeat
-	Measured   int     // rank 0's measured steps over ok repeats
-	Skipped    int     // rank 0's skipped (fp16 overflow) steps
+	MemPeak    int64     // max over ranks, steps and repeats
+	Loss       float64   // final loss; NaN when unknown
+	Noise      float64   // launch-to-launch CV of the throughput
+	launches   []float64 // samples/s of each clean launch: the replicates of every comparison
+	World      int       // ranks of a repeat
+	Measured   int       // rank 0's measured steps over ok repeats
+	Skipped    int       // rank 0's skipped (fp16 overflow) steps
 }
 
 // runView is a run prepared for the rules: trials parsed once, ok trials in
@@ -43,6 +44,13 @@ type runView struct {
 	ok   []*trial
 	byID map[string]*trial
 	best *trial
+
+	// level is what every comparison is decided at (the run's design and
+	// compare.threshold); holm holds, per pair of trials that differ in one
+	// knob, whether its test survives Holm's correction over all such pairs
+	// (the checklist's faster/slower claims).
+	level stats.Level
+	holm  map[[2]string]bool
 }
 
 func newRunView(run *store.Run) *runView {
@@ -65,7 +73,58 @@ func newRunView(run *store.Run) *runView {
 		}
 	}
 	v.best = v.pickBest(v.ok)
+	threshold := run.Manifest.CompareThreshold
+	if threshold <= 0 {
+		threshold = defaultThreshold
+	}
+	v.level = stats.DesignOf(&run.Manifest).Level(threshold)
+	v.holm = v.correct()
 	return v
+}
+
+// defaultThreshold is δ when the study sets no compare.threshold (the
+// report's DefaultThreshold).
+const defaultThreshold = 0.05
+
+// throughput is the metric of the checklist's speed comparisons.
+var throughput = stats.Metrics["throughput"]
+
+// correct runs Holm's procedure over every pair of ok trials that differ in
+// exactly one knob: the family of comparisons the rules may claim.
+func (v *runView) correct() map[[2]string]bool {
+	var keys [][2]string
+	var ps []float64
+	seen := map[[2]string]bool{}
+	for _, k := range v.varied() {
+		for _, p := range v.pairs(k) {
+			key := pairKey(p.A, p.B)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			keys = append(keys, key)
+			ps = append(ps, stats.Compare(p.A.launches, p.B.launches, throughput, v.level).P)
+		}
+	}
+	out := map[[2]string]bool{}
+	for i, rej := range stats.Holm(ps, 1-v.level.Confidence) {
+		out[keys[i]] = rej
+	}
+	return out
+}
+
+func pairKey(a, b *trial) [2]string {
+	if a.ID > b.ID {
+		a, b = b, a
+	}
+	return [2]string{a.ID, b.ID}
+}
+
+// compare is alt against base by throughput over launches, its faster/slower
+// verdict kept only when it survives Holm's correction.
+func (v *runView) compare(alt, base *trial) stats.Comparison {
+	c := stats.Compare(alt.launches, base.launches, throughput, v.level)
+	return stats.Corrected(c, v.holm[pairKey(alt, base)])
 }
 
 func newTrial(rec *store.TrialRecord) *trial {
@@ -73,14 +132,14 @@ func newTrial(rec *store.TrialRecord) *trial {
 	if t.Knobs == nil {
 		t.Knobs = map[string]string{}
 	}
-	var thr, steps, comm, exposed, mfu []float64
+	var steps, comm, exposed, mfu []float64
 	var lastLoss = math.NaN()
+	if rec.Outcome == store.OK {
+		t.launches = stats.TrialLaunches(rec, throughput).Values
+	}
 	for _, rp := range rec.Repeats {
-		if rp.Outcome != store.OK && rp.Outcome != "" {
+		if (rp.Outcome != store.OK && rp.Outcome != "") || rp.Tainted != "" {
 			continue
-		}
-		if rp.SamplesPerS > 0 {
-			thr = append(thr, rp.SamplesPerS)
 		}
 		if len(rp.Ranks) > t.World {
 			t.World = len(rp.Ranks)
@@ -123,22 +182,17 @@ func newTrial(rec *store.TrialRecord) *trial {
 		}
 		return median(raw)
 	}
-	t.Throughput, t.StepMS = pick(s.SamplesPerS, thr), pick(s.StepMSMedian, steps)
+	if len(t.launches) > 0 {
+		t.Throughput = stats.ValueOf(t.launches, 0.95).Center
+	} else {
+		t.Throughput = s.SamplesPerS
+	}
+	t.StepMS = pick(s.StepMSMedian, steps)
 	t.CommMS, t.ExposedMS, t.MFU = pick(s.CommMS, comm), pick(s.ExposedCommMS, exposed), pick(s.MFU, mfu)
 	if s.FinalLoss != 0 && !math.IsNaN(s.FinalLoss) {
 		t.Loss = s.FinalLoss
 	}
-	switch {
-	case s.RepeatCV > 0:
-		t.Noise = s.RepeatCV
-	case s.StepCV > 0 && t.Measured > 1:
-		t.Noise = s.StepCV / math.Sqrt(float64(t.Measured))
-	default:
-		t.Noise = cv(thr)
-		if t.Noise == 0 && len(steps) > 1 {
-			t.Noise = cv(steps) / math.Sqrt(float64(len(steps)))
-		}
-	}
+	t.Noise = cv(t.launches)
 	t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
 	t.Skipped = max(t.Skipped, s.SkippedSteps)
 	return t
@@ -212,8 +266,8 @@ func (t *trial) steps(fn func(rank int, s engine.StepMetrics)) {
 	}
 }
 
-// speedup is how much faster a is than b (>1: a is faster), by throughput,
-// or by step time when a throughput is missing.
+// speedup is how much faster a is than b (>1: a is faster): the ratio of
+// geometric-mean throughputs, or of step times when a throughput is missing.
 func speedup(a, b *trial) float64 {
 	if a.Throughput > 0 && b.Throughput > 0 {
 		return a.Throughput / b.Throughput
@@ -222,12 +276,6 @@ func speedup(a, b *trial) float64 {
 		return b.StepMS / a.StepMS
 	}
 	return math.NaN()
-}
-
-// noiseBand is the relative difference two trials must exceed to count:
-// twice the larger noise estimate, at least floor.
-func noiseBand(a, b *trial, floor float64) float64 {
-	return math.Max(floor, 2*math.Max(a.Noise, b.Noise))
 }
 
 // pair is two ok trials whose knobs differ in exactly one knob.
@@ -319,57 +367,18 @@ func (v *runView) baseline(knob string) string {
 	return ""
 }
 
-// objective returns the metric name and whether larger is better.
-func (v *runView) objective() (string, bool) {
-	m := strings.ToLower(v.run.Manifest.Objective.Metric)
-	larger := !(strings.Contains(m, "time") || strings.Contains(m, "ms") || strings.Contains(m, "mem"))
-	switch strings.ToLower(v.run.Manifest.Objective.Goal) {
-	case "max":
-		larger = true
-	case "min":
-		larger = false
-	}
-	if m == "" {
-		m = "throughput"
-	}
-	return m, larger
-}
-
-func (v *runView) objectiveValue(t *trial, metric string) float64 {
-	switch {
-	case strings.Contains(metric, "mfu"):
-		return t.MFU
-	case strings.Contains(metric, "time"), strings.Contains(metric, "step"):
-		return t.StepMS
-	case strings.Contains(metric, "mem"):
-		return float64(t.MemPeak)
-	case strings.Contains(metric, "token"):
-		if t.rec.Summary != nil && t.rec.Summary.TokensPerS > 0 {
-			return t.rec.Summary.TokensPerS
-		}
-	case strings.Contains(metric, "tflop"):
-		if t.rec.Summary != nil && t.rec.Summary.TFLOPS > 0 {
-			return t.rec.Summary.TFLOPS
-		}
-	}
-	return t.Throughput
-}
-
-// pickBest returns the best trial by the study's objective (nil for none).
+// pickBest returns the best of ts by the study's objective (stats.Best, the
+// definition the report and greedy search use); nil for none.
 func (v *runView) pickBest(ts []*trial) *trial {
-	metric, larger := v.objective()
-	var best *trial
-	var bestV float64
-	for _, t := range ts {
-		val := v.objectiveValue(t, metric)
-		if val <= 0 || math.IsNaN(val) {
-			continue
-		}
-		if best == nil || (larger && val > bestV) || (!larger && val < bestV) {
-			best, bestV = t, val
-		}
+	metric, _ := stats.MetricFor(v.run.Manifest.Objective)
+	recs := make([]*store.TrialRecord, len(ts))
+	for i, t := range ts {
+		recs[i] = t.rec
 	}
-	return best
+	if i := stats.Best(recs, metric); i >= 0 {
+		return ts[i]
+	}
+	return nil
 }
 
 // gpuMemBytes is the smallest GPU memory of the host (0 when no GPU is known).

@@ -31,6 +31,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		RunID:     m.RunID,
 		Created:   m.Created.UTC(),
 		Objective: m.Objective,
+		Design:    stats.DesignOf(m),
 		Counts:    map[string]int{},
 		Dropped:   m.Dropped,
 		Findings:  findings,
@@ -38,10 +39,18 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	if s.Findings == nil {
 		s.Findings = []checklist.Result{}
 	}
+	metric, warn := stats.MetricFor(m.Objective)
+	s.Metric = metric
+	if warn != "" {
+		s.Warnings = append(s.Warnings, warn)
+	}
 	if m.CompareThreshold > 0 {
 		s.CompareThreshold = m.CompareThreshold
 	}
+	level := s.Design.Level(s.Threshold())
+	s.Confidence = level.Confidence
 	s.Provenance = provenance(run)
+	s.Comparable = comparableOf(m, metric)
 
 	byID := map[string]*store.TrialRecord{}
 	for i := range run.Trials { // a resumed run may hold a trial twice: the last record wins
@@ -54,7 +63,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		}
 	}
 	for _, rec := range byID {
-		s.Trials = append(s.Trials, buildTrial(rec))
+		s.Trials = append(s.Trials, buildTrial(rec, metric, level.Confidence))
 	}
 	sort.Slice(s.Trials, func(i, j int) bool {
 		if s.Trials[i].Index != s.Trials[j].Index {
@@ -65,34 +74,74 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	for i := range s.Trials {
 		sanitize(&s.Trials[i])
 		s.Counts[string(s.Trials[i].Outcome)]++
+		s.noteLaunches(byID[s.Trials[i].ID])
 	}
+	compareWithBaseline(s, level)
 	s.SweptKnobs = orderKnobs(sweptKnobs(s.Trials), studySweepOrder(m.StudyText))
-	s.Headline = headline(s)
+	s.Headline = headline(s, byID)
 	return s
 }
 
-func buildTrial(rec *store.TrialRecord) Trial {
+// Threshold is δ: the study's compare.threshold, else DefaultThreshold.
+func (s *Summary) Threshold() float64 {
+	if s.CompareThreshold > 0 {
+		return s.CompareThreshold
+	}
+	return DefaultThreshold
+}
+
+// noteLaunches lists a trial's launches left out of the statistics and its
+// unsteady ones.
+func (s *Summary) noteLaunches(rec *store.TrialRecord) {
+	if rec == nil {
+		return
+	}
+	for i := range rec.Repeats {
+		r := &rec.Repeats[i]
+		if r.Outcome != store.OK {
+			continue
+		}
+		if r.Tainted != "" {
+			s.Excluded = append(s.Excluded, LaunchNote{Trial: rec.ID, Repeat: r.Repeat, Reason: r.Tainted})
+		}
+		if d, bad := stats.Unsteady(r); bad {
+			s.Unsteady = append(s.Unsteady, LaunchNote{Trial: rec.ID, Repeat: r.Repeat,
+				Reason: fmt.Sprintf("not steady: the last third of its steps ran %+.1f%% against the first third", 100*d)})
+		}
+	}
+}
+
+func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64) Trial {
 	t := Trial{ID: rec.ID, Index: rec.Index, Knobs: rec.Knobs, Changed: rec.Changed, Outcome: rec.Outcome,
 		Error: rec.Error, Command: rec.Command, Attempts: rec.Attempts, Throttled: rec.Throttled}
 	if t.Changed == nil {
 		t.Changed = []string{}
 	}
 	t.Baseline = len(rec.Changed) == 0
+	t.Launches = stats.TrialLaunches(rec, metric)
+	for _, e := range t.Launches.Excluded {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("launch %d left out: %s", e.Repeat, e.Reason))
+	}
 	if rec.Outcome != store.OK {
-		t.Samples = stats.Samples{Source: stats.NoSamples}
 		return t
 	}
-	t.Samples = stats.TrialSamples(rec)
-	if len(t.Samples.Throughput) == 0 {
-		t.Warnings = append(t.Warnings, "recorded ok but no repeat has measured steps: nothing to summarise")
+	if t.Launches.N() == 0 {
+		t.Warnings = append(t.Warnings, "recorded ok but no clean launch measured "+metric.Name+": nothing to summarise")
 		if t.Error == "" {
-			t.Error = "no measured steps recorded"
+			t.Error = "no clean launch with a measurement"
 		}
 		return t
 	}
-	t.Throughput = stats.Summarize(t.Samples.Throughput)
-	t.Warnings = append(t.Warnings, t.Throughput.Warnings...)
-	t.CV = stats.DescribeOf(t.Samples.Throughput).CV
+	t.Value = stats.ValueOf(t.Launches.Values, confidence)
+	t.Throughput = stats.ValueOf(t.Launches.SamplesPerS, confidence)
+	t.Median = stats.MedianCI(t.Launches.Values)
+	t.CV = t.Value.CV
+	if t.Value.N == 1 {
+		t.Warnings = append(t.Warnings, "one launch: estimate only, no interval and no p-value (run repeats: 3 or more, or repeats: auto)")
+	}
+	if tok := stats.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
+		t.TokensPerS = stats.ValueOf(tok.Values, confidence).Center
+	}
 	sum := rec.Summary
 	if sum == nil {
 		sum = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{})
@@ -101,7 +150,6 @@ func buildTrial(rec *store.TrialRecord) Trial {
 		t.Warnings = append(t.Warnings, "no measured steps recorded")
 		return t
 	}
-	t.TokensPerS = sum.TokensPerS
 	t.StepMS = StepTime{Median: sum.StepMSMedian, P10: sum.StepMSP10, P90: sum.StepMSP90}
 	t.StepCV, t.RepeatCV = sum.StepCV, sum.RepeatCV
 	t.Noisy = sum.Noisy || t.CV > NoisyCV
@@ -115,6 +163,32 @@ func buildTrial(rec *store.TrialRecord) Trial {
 		t.Warnings = append(t.Warnings, "a GPU was power or thermal throttled during this trial")
 	}
 	return t
+}
+
+// baselineTrial is the baseline (no knob changed) if it finished, else nil.
+func baselineTrial(s *Summary) *Trial {
+	for i := range s.Trials {
+		if t := &s.Trials[i]; t.Baseline && t.OK() {
+			return t
+		}
+	}
+	return nil
+}
+
+// compareWithBaseline sets every finished trial's comparison with the baseline.
+func compareWithBaseline(s *Summary, level stats.Level) {
+	base := baselineTrial(s)
+	if base == nil {
+		return
+	}
+	for i := range s.Trials {
+		t := &s.Trials[i]
+		if t == base || !t.OK() {
+			continue
+		}
+		c := stats.Compare(t.Launches.Values, base.Launches.Values, s.Metric, level)
+		t.VsBaseline = &c
+	}
 }
 
 // sweptKnobs are the knobs that take more than one value across the trials,
@@ -201,98 +275,100 @@ func orderKnobs(knobs, order []string) []string {
 	return out
 }
 
-// objective maps the study's objective metric to what the best is chosen by.
-func objective(o store.Objective) (metric string, higherIsBetter bool, warn string) {
-	switch strings.ToLower(o.Metric) {
-	case "", "throughput", "samples_per_s", "tokens_per_s":
-		return "throughput", true, ""
-	case "step_time", "step_ms":
-		return "step_time", false, ""
-	case "mfu", "tflops":
-		return "mfu", true, ""
-	}
-	return "throughput", true, fmt.Sprintf("objective metric %q is not one the report ranks by; ranked by throughput", o.Metric)
-}
-
-func headline(s *Summary) Headline {
-	metric, higher, warn := objective(s.Objective)
-	if warn != "" {
-		s.Warnings = append(s.Warnings, warn)
-	}
-	h := Headline{Metric: metric, Unit: "samples/s"}
-	var best, base *Trial
+func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
+	h := Headline{Metric: s.Metric.Name, Unit: s.Metric.Unit}
+	var ordered []*store.TrialRecord
 	for i := range s.Trials {
-		t := &s.Trials[i]
-		if !t.OK() {
-			continue
-		}
-		if t.Baseline && base == nil {
-			base = t
-		}
-		if best == nil || better(t, best, metric) {
-			best = t
+		if s.Trials[i].OK() {
+			ordered = append(ordered, recs[s.Trials[i].ID])
+		} else {
+			ordered = append(ordered, nil)
 		}
 	}
-	if best == nil {
+	bi := stats.Best(ordered, s.Metric)
+	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
 		return h
 	}
+	best := &s.Trials[bi]
 	best.Best = true
 	h.Best = best.ID
-	bv := best.Throughput
+	bv := best.Value
 	h.BestValue = &bv
 	h.BestKnobs = map[string]string{}
 	for _, k := range best.Changed {
 		h.BestKnobs[k] = best.Knobs[k]
 	}
+	base := baselineTrial(s)
 	if base == nil {
 		h.Status = HeadlineNoBaseline
-		h.Text = fmt.Sprintf("Best trial %s: %s samples/s (%s). The baseline trial did not finish, so there is no speedup to report.",
-			best.ID, Num(bv.Center), knobList(h.BestKnobs))
+		h.Text = fmt.Sprintf("Best trial %s: %s %s (%s). The baseline trial did not finish, so there is nothing to compare it with.",
+			best.ID, Num(bv.Center), s.Metric.Unit, knobList(h.BestKnobs))
 		return h
 	}
 	h.Baseline = base.ID
-	av := base.Throughput
+	av := base.Value
 	h.BaseValue = &av
 	h.Status = HeadlineSpeedup
 	if best == base {
 		h.BestIsBase = true
-		h.Text = fmt.Sprintf("The baseline is the best trial: %s samples/s; no swept setting beat it.", Num(bv.Center))
+		h.Text = fmt.Sprintf("The baseline is the best trial: %s %s; no swept setting beat it.", Num(bv.Center), s.Metric.Unit)
 		return h
 	}
-	var sp stats.Speedup
-	if metric == "step_time" {
-		sp = stats.NewSpeedup(best.Samples.StepMS, base.Samples.StepMS, false)
-	} else {
-		sp = stats.NewSpeedup(best.Samples.Throughput, base.Samples.Throughput, higher)
+	for i := range s.Trials {
+		if s.Trials[i].VsBaseline != nil {
+			h.Comparisons++
+		}
 	}
-	h.Speedup = &sp
-	h.Text = fmt.Sprintf("Best trial %s runs %s the baseline's %s (%s), %s, with %s.",
-		best.ID, Ratio(sp.Ratio), metricName(metric), RatioCI(sp), SignificanceText(sp.P, sp.Significant), knobList(h.BestKnobs))
+	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, s.Design.SelectionLevel(s.Threshold(), h.Comparisons))
+	h.Comparison = &c
+	h.Text = fmt.Sprintf("Best trial %s (%s): %s the baseline's %s: %s (%s).",
+		best.ID, knobList(h.BestKnobs), c.RatioText(), s.Metric.Unit, c.VerdictText(), headlineQualifier(c, h.Comparisons))
 	return h
 }
 
-func better(a, b *Trial, metric string) bool {
-	switch metric {
-	case "step_time":
-		return a.StepMS.Median > 0 && (b.StepMS.Median == 0 || a.StepMS.Median < b.StepMS.Median)
-	case "mfu":
-		if a.MFU != b.MFU {
-			return a.MFU > b.MFU
-		}
+// headlineQualifier says what the headline's interval is.
+func headlineQualifier(c stats.Comparison, k int) string {
+	if !c.Bounded() {
+		return fmt.Sprintf("%d vs %d launches", c.NTrial, c.NBase)
 	}
-	return a.Throughput.Center > b.Throughput.Center
+	q := fmt.Sprintf("%s interval", PercentConf(c.Confidence))
+	if k > 1 {
+		q += fmt.Sprintf(", corrected for picking the best of %d trials", k)
+	}
+	return q + fmt.Sprintf("; %d vs %d launches", c.NTrial, c.NBase)
 }
 
-func metricName(metric string) string {
-	switch metric {
-	case "step_time":
-		return "step time"
-	case "mfu":
-		return "throughput (best chosen by MFU)"
+// PercentConf is a confidence level as "95%" or "99.5%".
+func PercentConf(c float64) string { return stats.PercentText(c) }
+
+// comparableOf are the facts compare checks before matching two runs.
+func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
+	c := Comparable{Metric: metric.Name}
+	fam, _ := m.Model["family"].(string)
+	preset, _ := m.Model["preset"].(string)
+	c.Model = fam + "/" + preset
+	if l := stats.Number(m.Model["layers"]); l > 0 {
+		c.Model += fmt.Sprintf(" layers=%d", int(l))
 	}
-	return "throughput"
+	if hd := stats.Number(m.Model["hidden"]); hd > 0 {
+		c.Model += fmt.Sprintf(" hidden=%d", int(hd))
+	}
+	dev, _ := m.Workload["device_resolved"].(string)
+	if dev == "" {
+		dev, _ = m.Workload["device"].(string)
+	}
+	steps, warm := stats.Number(m.Workload["steps"]), stats.Number(m.Workload["warmup_steps"])
+	c.Workload = fmt.Sprintf("%s, %d steps after %d warm-up", dev, int(steps), int(warm))
+	var names []string
+	for _, g := range m.Host.GPUs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	c.GPU = strings.Join(names, ", ")
+	return c
 }
 
 // CountsText is trial counts by outcome as "1 oom, 2 ok" (sorted by outcome name).

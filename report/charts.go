@@ -84,7 +84,8 @@ func knobChart(s *Summary, knob string) (*Chart, error) {
 	for _, t := range ok {
 		groups[t.Knobs[knob]] = append(groups[t.Knobs[knob]], t)
 	}
-	p := newPlot("Throughput vs "+knob, knob, "samples/s (median)")
+	unit := s.Metric.Unit
+	p := newPlot(unit+" vs "+knob, knob, unit)
 	p.NominalX(values...)
 	var pts, bestPts plotter.XYs
 	var errs plotter.YErrors
@@ -98,13 +99,13 @@ func knobChart(s *Summary, knob string) (*Chart, error) {
 				x += 0.5 * (float64(j)/float64(len(g)-1) - 0.5)
 			}
 			lo, hi := whisker(t)
-			pts = append(pts, plotter.XY{X: x, Y: t.Throughput.Center})
-			errs = append(errs, struct{ Low, High float64 }{t.Throughput.Center - lo, hi - t.Throughput.Center})
+			pts = append(pts, plotter.XY{X: x, Y: t.Value.Center})
+			errs = append(errs, struct{ Low, High float64 }{t.Value.Center - lo, hi - t.Value.Center})
 			if t.Best {
-				bestPts = append(bestPts, plotter.XY{X: x, Y: t.Throughput.Center})
+				bestPts = append(bestPts, plotter.XY{X: x, Y: t.Value.Center})
 			}
 			if t.Baseline {
-				base = t.Throughput.Center
+				base = t.Value.Center
 			}
 		}
 	}
@@ -122,7 +123,7 @@ func knobChart(s *Summary, knob string) (*Chart, error) {
 	}
 	sc.GlyphStyle = draw.GlyphStyle{Color: colBlue, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
 	p.Add(eb, sc)
-	p.Legend.Add("trial (whisker: 95% CI)", sc)
+	p.Legend.Add("trial (whisker: "+PercentConf(s.Confidence)+" interval)", sc)
 	if len(bestPts) > 0 {
 		bs, err := plotter.NewScatter(bestPts)
 		if err != nil {
@@ -146,13 +147,13 @@ func knobChart(s *Summary, knob string) (*Chart, error) {
 	p.Y.Tick.Marker = niceTicks{}
 	p.Legend.Top, p.Legend.Left = false, true
 	p.Legend.YOffs = vg.Points(-2)
-	svg, err := renderSVG(p, chartWidth, 3.4*vg.Inch, "Throughput against "+knob)
+	svg, err := renderSVG(p, chartWidth, 3.4*vg.Inch, unit+" against "+knob)
 	if err != nil {
 		return nil, err
 	}
-	return &Chart{ID: "knob-" + knob, Title: "Throughput vs " + knob, SVG: svg,
-		Caption: "Each point is a trial's median throughput (points sharing a value differ in other knobs). Whiskers: 95% CI " +
-			"of the median; none where a trial has too few samples for an interval (fewer than 6). Dashed: the baseline trial; ringed: the best."}, nil
+	return &Chart{ID: "knob-" + knob, Title: unit + " vs " + knob, SVG: svg,
+		Caption: "Each point is a trial's " + unit + ", the geometric mean over its launches (points sharing a value differ in other knobs). " +
+			"Whiskers: the interval over launches; none for a trial with one launch. Dashed: the baseline trial; ringed: the best."}, nil
 }
 
 // whisker is the CI when bounded, else nothing (a zero-length whisker): the
@@ -161,7 +162,7 @@ func whisker(t *Trial) (lo, hi float64) {
 	if t.Throughput.Bounded() {
 		return t.Throughput.Lo, t.Throughput.Hi
 	}
-	return t.Throughput.Center, t.Throughput.Center
+	return t.Value.Center, t.Value.Center
 }
 
 // knobValues are the knob's distinct values, numerically sorted when all are

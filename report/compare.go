@@ -11,39 +11,58 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
-// Comparison is two runs of a study matched trial by trial.
+// Comparison is two runs of a study matched trial by trial: per trial, the
+// new run's launches against the old run's (ratio of geometric means of the
+// objective, Welch interval on log values, verdict against the threshold).
 type Comparison struct {
-	Old, New        Side
-	Threshold       float64 // fraction: a significant slowdown beyond it is a regression
-	ThresholdSource string  // flag | study | default
-	Rows            []CompareRow
-	Regressions     []string // trial IDs
-	Improvements    []string
-	OnlyOld         []string // trial IDs missing from NEW
-	OnlyNew         []string
-	Warnings        []string
+	Old             Side         `json:"old"`
+	New             Side         `json:"new"`
+	Metric          stats.Metric `json:"metric"`
+	Threshold       float64      `json:"threshold"`        // fraction: a slowdown beyond it is a regression
+	ThresholdSource string       `json:"threshold_source"` // flag | study | default
+	Confidence      float64      `json:"confidence"`       // of every row's interval
+	Rows            []CompareRow `json:"rows"`
+	Regressions     []string     `json:"regressions"` // trial IDs
+	Improvements    []string     `json:"improvements"`
+	OnlyOld         []string     `json:"only_old"` // trial IDs missing from NEW
+	OnlyNew         []string     `json:"only_new"`
+	Warnings        []string     `json:"warnings,omitempty"`
+	Verdict         string       `json:"verdict"` // the one-line result
 }
 
 // Side names one input of a comparison.
 type Side struct {
-	Path    string
-	Study   string
-	RunID   string
-	Kind    string // summary (from a run dir or summary.json) or baseline
-	Created string
+	Path    string `json:"path"`
+	Study   string `json:"study"`
+	RunID   string `json:"run_id"`
+	Kind    string `json:"kind"` // summary (from a run dir or summary.json) or baseline
+	Created string `json:"created"`
 }
 
 // CompareRow is one trial in both runs.
 type CompareRow struct {
-	ID         string
-	Knobs      string // the knobs that differ from the baseline, "baseline" for none
-	OldOutcome store.Outcome
-	NewOutcome store.Outcome
-	Throughput *stats.Delta // nil unless both sides measured it
-	StepTime   *stats.Delta
-	Regression bool
-	Improved   bool
-	Note       string
+	ID         string        `json:"id"`
+	Knobs      string        `json:"knobs"` // the knobs that differ from the baseline, "baseline" for none
+	OldOutcome store.Outcome `json:"old_outcome"`
+	NewOutcome store.Outcome `json:"new_outcome"`
+	Old        *stats.Value  `json:"old,omitempty"` // the trial's number in OLD (nil unless it finished)
+	New        *stats.Value  `json:"new,omitempty"`
+	// Change is NEW against OLD, launch by launch; its faster/slower
+	// verdict stands only if it survives Holm's correction over the rows.
+	Change *stats.Comparison `json:"change,omitempty"`
+	// MannWhitney is benchstat's view of the same launches: change of the
+	// medians and the U test (secondary).
+	MannWhitney *stats.Delta `json:"mann_whitney,omitempty"`
+	Regression  bool         `json:"regression"`
+	Improved    bool         `json:"improved"`
+	Note        string       `json:"note,omitempty"`
+}
+
+// NotComparableError says why two runs cannot be compared (exit status 2).
+type NotComparableError struct{ Reasons []string }
+
+func (e *NotComparableError) Error() string {
+	return "the runs are not comparable: " + strings.Join(e.Reasons, "; ")
 }
 
 // LoadSide reads a run directory (summarised now, without checklist) or a
@@ -82,12 +101,23 @@ func ParseThreshold(s string) (float64, error) {
 	return v, nil
 }
 
-// Compare matches the trials of old and new by their stable IDs. A
-// regression is a trial whose throughput dropped significantly (Mann-Whitney
-// U at alpha 0.05) by more than threshold, or that finished in OLD and
-// failed in NEW.
-func Compare(old, new *Summary, oldPath, newPath string, threshold float64) *Comparison {
-	c := &Comparison{Old: side(old, oldPath), New: side(new, newPath), Threshold: threshold}
+// Compare matches the trials of old and new by their stable IDs.
+//
+// A regression is a trial that finished in OLD and fails in NEW, or whose
+// objective got worse beyond the threshold: NEW decided worse than OLD (Welch
+// over launches at 95%, the p-value surviving Holm's correction over every
+// compared trial, so that a gate over many trials keeps its 5% false-alarm
+// rate) with a ratio below 1/(1+threshold). An improvement is the mirror.
+//
+// It refuses (NotComparableError) runs that measured different things
+// (model, device, steps, GPU model, objective) and runs with no trial in
+// common.
+func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Comparison, error) {
+	c := &Comparison{Old: side(old, oldPath), New: side(new, newPath), Metric: new.Metric, Threshold: threshold,
+		Confidence: 1 - stats.Alpha, Regressions: []string{}, Improvements: []string{}, OnlyOld: []string{}, OnlyNew: []string{}}
+	if err := comparable(old, new); err != nil {
+		return nil, err
+	}
 	if old.Study != new.Study {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("comparing different studies: %q and %q", old.Study, new.Study))
 	}
@@ -96,6 +126,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) *Com
 		olds[old.Trials[i].ID] = &old.Trials[i]
 	}
 	seen := map[string]bool{}
+	level := stats.Level{Confidence: c.Confidence, Threshold: threshold}
 	for i := range new.Trials {
 		nt := &new.Trials[i]
 		ot, ok := olds[nt.ID]
@@ -104,14 +135,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) *Com
 			continue
 		}
 		seen[nt.ID] = true
-		row := compareTrial(ot, nt, threshold)
-		if row.Regression {
-			c.Regressions = append(c.Regressions, row.ID)
-		}
-		if row.Improved {
-			c.Improvements = append(c.Improvements, row.ID)
-		}
-		c.Rows = append(c.Rows, row)
+		c.Rows = append(c.Rows, compareTrial(ot, nt, c.Metric, level))
 	}
 	for _, t := range old.Trials {
 		if !seen[t.ID] {
@@ -120,15 +144,51 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) *Com
 	}
 	sort.Strings(c.OnlyOld)
 	sort.Strings(c.OnlyNew)
-	return c
+	if len(c.Rows) == 0 {
+		return nil, &NotComparableError{Reasons: []string{fmt.Sprintf(
+			"no trial in common (%d trials in OLD, %d in NEW, matched by ID): the studies sweep different configurations",
+			len(old.Trials), len(new.Trials))}}
+	}
+	c.decide()
+	c.Verdict = c.verdictText()
+	return c, nil
+}
+
+// comparable checks that old and new measured the same thing.
+func comparable(old, new *Summary) error {
+	var why []string
+	check := func(what, o, n string) {
+		if o != n && o != "" && n != "" {
+			why = append(why, fmt.Sprintf("%s differs (OLD %s, NEW %s)", what, o, n))
+		}
+	}
+	check("the model", old.Comparable.Model, new.Comparable.Model)
+	check("the measurement", old.Comparable.Workload, new.Comparable.Workload)
+	check("the GPU model", old.Comparable.GPU, new.Comparable.GPU)
+	if (old.Comparable.GPU == "") != (new.Comparable.GPU == "") {
+		why = append(why, fmt.Sprintf("one run is on GPUs (%s), the other on the CPU", old.Comparable.GPU+new.Comparable.GPU))
+	}
+	check("the objective", old.Metric.Name, new.Metric.Name)
+	if len(why) == 0 {
+		return nil
+	}
+	return &NotComparableError{Reasons: why}
 }
 
 func side(s *Summary, path string) Side {
 	return Side{Path: path, Study: s.Study, RunID: s.RunID, Kind: s.Kind, Created: s.Created.Format("2006-01-02 15:04 UTC")}
 }
 
-func compareTrial(ot, nt *Trial, threshold float64) CompareRow {
+func compareTrial(ot, nt *Trial, m stats.Metric, level stats.Level) CompareRow {
 	row := CompareRow{ID: nt.ID, Knobs: knobList(changedKnobs(nt)), OldOutcome: ot.Outcome, NewOutcome: nt.Outcome}
+	if ot.OK() {
+		v := ot.Value
+		row.Old = &v
+	}
+	if nt.OK() {
+		v := nt.Value
+		row.New = &v
+	}
 	switch {
 	case ot.OK() && !nt.OK():
 		row.Regression = true
@@ -141,19 +201,44 @@ func compareTrial(ot, nt *Trial, threshold float64) CompareRow {
 		row.Note = fmt.Sprintf("did not finish in either run (%s, %s)", ot.Outcome, nt.Outcome)
 		return row
 	}
-	tp := stats.Compare(ot.Samples.Throughput, nt.Samples.Throughput)
-	row.Throughput = &tp
-	if len(ot.Samples.StepMS) > 0 && len(nt.Samples.StepMS) > 0 {
-		st := stats.Compare(ot.Samples.StepMS, nt.Samples.StepMS)
-		row.StepTime = &st
-	}
-	row.Regression = tp.Significant && tp.Pct < -100*threshold
-	row.Improved = tp.Significant && tp.Pct > 100*threshold
-	if ot.Samples.Source != nt.Samples.Source {
-		row.Note = fmt.Sprintf("samples differ in kind (%s vs %s): the test compares unlike variances", ot.Samples.Source, nt.Samples.Source)
-	}
-	if len(tp.Warnings) > 0 {
-		row.Note = strings.TrimPrefix(row.Note+"; "+strings.Join(tp.Warnings, "; "), "; ")
+	ch := stats.Compare(nt.Launches.Values, ot.Launches.Values, m, level)
+	row.Change = &ch
+	mw := stats.MannWhitney(ot.Launches.Values, nt.Launches.Values)
+	row.MannWhitney = &mw
+	if ch.Note != "" {
+		row.Note = ch.Note
 	}
 	return row
+}
+
+// decide applies Holm's correction over the rows' tests and marks
+// regressions and improvements beyond the threshold.
+func (c *Comparison) decide() {
+	var idx []int
+	var ps []float64
+	for i, r := range c.Rows {
+		if r.Change != nil {
+			idx = append(idx, i)
+			ps = append(ps, r.Change.P)
+		}
+	}
+	rejected := stats.Holm(ps, 1-c.Confidence)
+	for k, i := range idx {
+		r := &c.Rows[i]
+		ch := stats.Corrected(*r.Change, rejected[k])
+		r.Change = &ch
+		if ch.Note != "" {
+			r.Note = ch.Note
+		}
+		r.Regression = ch.Verdict == stats.Worse && ch.Ratio < 1/(1+c.Threshold)
+		r.Improved = ch.Verdict == stats.Better && ch.Ratio > 1+c.Threshold
+	}
+	for _, r := range c.Rows {
+		if r.Regression {
+			c.Regressions = append(c.Regressions, r.ID)
+		}
+		if r.Improved {
+			c.Improvements = append(c.Improvements, r.ID)
+		}
+	}
 }

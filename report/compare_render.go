@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -8,12 +9,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
 )
 
 // CompareFormats are the output formats of casestudy compare.
-var CompareFormats = []string{"text", "md", "html"}
+var CompareFormats = []string{"text", "md", "html", "json"}
 
-// WriteComparison renders c as text, md or html.
+// WriteComparison renders c as text, md, html or json.
 func WriteComparison(w io.Writer, c *Comparison, format string) error {
 	switch format {
 	case "text":
@@ -22,12 +24,18 @@ func WriteComparison(w io.Writer, c *Comparison, format string) error {
 		return compareMarkdown(w, c)
 	case "html":
 		return compareHTML(w, c)
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(c)
 	}
-	return fmt.Errorf("unknown compare format %q: use text, md or html", format)
+	return fmt.Errorf("unknown compare format %q: use text, md, html or json", format)
 }
 
-// Verdict is the one-line result: "no regression beyond 5%" or "2 regressions ...".
-func (c *Comparison) Verdict() string {
+// verdictText is the one-line result: "no regression beyond 5% (...)" or
+// "2 regression(s) beyond 5%: ...".
+func (c *Comparison) verdictText() string {
 	if len(c.Regressions) == 0 {
 		return fmt.Sprintf("no regression beyond %s (%d trials compared, %d improved)",
 			pctText(c.Threshold), len(c.Rows), len(c.Improvements))
@@ -35,16 +43,36 @@ func (c *Comparison) Verdict() string {
 	return fmt.Sprintf("%d regression(s) beyond %s: %s", len(c.Regressions), pctText(c.Threshold), strings.Join(c.Regressions, ", "))
 }
 
+// method says how rows are decided, for the header of every format.
+func (c *Comparison) method() string {
+	return fmt.Sprintf("%s over launches: NEW against OLD as the ratio of geometric means, %s Welch interval on log values; "+
+		"a regression is a slower verdict (Holm-corrected over %d trials) below %s, or a trial that finished before and fails now (threshold %s, %s)",
+		c.Metric.Unit, stats.PercentText(c.Confidence), len(c.Rows), stats.RatioText(1/(1+c.Threshold)), pctText(c.Threshold), c.ThresholdSource)
+}
+
 func pctText(f float64) string {
 	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", 100*f), "0"), ".0") + "%"
 }
 
-// deltaCells are the old, new, change and p-value cells of one metric.
-func deltaCells(d *stats.Delta) (old, new, change, p string) {
-	if d == nil {
-		return "—", "—", "", ""
+// rowCells are the cells of one row: old, new, change with interval,
+// verdict, p and launches, and benchstat's median change with its U test.
+func rowCells(r CompareRow) (old, new, change, verdict, p, n, benchstat string) {
+	val := func(v *stats.Value, o store.Outcome) string {
+		if v == nil {
+			return string(o)
+		}
+		return Num(v.Center)
 	}
-	return Num(d.Old), Num(d.New), d.Text, fmt.Sprintf("p=%.3f n=%d+%d", d.P, d.N1, d.N2)
+	old, new = val(r.Old, r.OldOutcome), val(r.New, r.NewOutcome)
+	if r.Change == nil {
+		return old, new, "", "", "", "", ""
+	}
+	ch := r.Change
+	n = fmt.Sprintf("%d→%d", ch.NBase, ch.NTrial)
+	if r.MannWhitney != nil {
+		benchstat = fmt.Sprintf("%s (p=%.2f)", r.MannWhitney.Text, r.MannWhitney.P)
+	}
+	return old, new, ch.RatioText(), ch.VerdictText(), ch.PText(), n, benchstat
 }
 
 func rowStatus(r CompareRow) string {
@@ -58,24 +86,19 @@ func rowStatus(r CompareRow) string {
 }
 
 func compareText(w io.Writer, c *Comparison) error {
-	fmt.Fprintf(w, "old: %s (%s %s, %s)\nnew: %s (%s %s, %s)\nthreshold: %s (%s); changes marked ~ are not significant (Mann-Whitney U, alpha %.2f)\n\n",
-		c.Old.Path, c.Old.Study, c.Old.RunID, c.Old.Kind, c.New.Path, c.New.Study, c.New.RunID, c.New.Kind,
-		pctText(c.Threshold), c.ThresholdSource, stats.Alpha)
+	fmt.Fprintf(w, "old: %s (%s %s, %s)\nnew: %s (%s %s, %s)\n%s\n\n",
+		c.Old.Path, c.Old.Study, c.Old.RunID, c.Old.Kind, c.New.Path, c.New.Study, c.New.RunID, c.New.Kind, c.method())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\tknobs\tsamples/s old\tnew\tΔ\t\tstep ms old\tnew\tΔ\tstatus\tnote")
+	fmt.Fprintf(tw, "trial\tknobs\t%s old\tnew\tnew/old\tverdict\tp\tlaunches\tbenchstat\tstatus\tnote\n", c.Metric.Unit)
 	for _, r := range c.Rows {
-		o, n, d, p := deltaCells(r.Throughput)
-		so, sn, sd, _ := deltaCells(r.StepTime)
-		if r.Throughput == nil {
-			o, n = string(r.OldOutcome), string(r.NewOutcome)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Knobs, o, n, d, p, so, sn, sd, rowStatus(r), r.Note)
+		o, n, ch, v, p, nl, bs := rowCells(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Knobs, o, n, ch, v, p, nl, bs, rowStatus(r), r.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	writeCompareTail(w, c, "")
-	_, err := fmt.Fprintf(w, "\n%s\n", c.Verdict())
+	_, err := fmt.Fprintf(w, "\n%s\n", c.Verdict)
 	return err
 }
 
@@ -94,22 +117,18 @@ func writeCompareTail(w io.Writer, c *Comparison, bullet string) {
 func compareMarkdown(w io.Writer, c *Comparison) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## casestudy compare: %s\n\n", mdEscape(c.New.Study))
-	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(c.Verdict()))
-	fmt.Fprintf(&b, "Old `%s` (%s) → new `%s` (%s). Regression: a significant throughput drop (Mann-Whitney U, α=%.2f) beyond %s (%s); `~` = not significant.\n\n",
-		c.Old.RunID, c.Old.Kind, c.New.RunID, c.New.Kind, stats.Alpha, pctText(c.Threshold), c.ThresholdSource)
-	mdRow(&b, []string{"trial", "knobs", "samples/s old", "new", "Δ", "p", "step ms old", "new", "Δ", "status"})
+	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(c.Verdict))
+	fmt.Fprintf(&b, "Old `%s` (%s) → new `%s` (%s). %s.\n\n",
+		c.Old.RunID, c.Old.Kind, c.New.RunID, c.New.Kind, mdEscape(c.method()))
+	mdRow(&b, []string{"trial", "knobs", c.Metric.Unit + " old", "new", "new/old", "verdict", "p", "launches", "benchstat", "status"})
 	mdRow(&b, slicesRepeat("---", 10))
 	for _, r := range c.Rows {
-		o, n, d, p := deltaCells(r.Throughput)
-		so, sn, sd, _ := deltaCells(r.StepTime)
+		o, n, ch, v, p, nl, bs := rowCells(r)
 		status := rowStatus(r)
 		if r.Note != "" {
 			status = strings.TrimSpace(status + " " + r.Note)
 		}
-		if r.Throughput == nil {
-			o, n = string(r.OldOutcome), string(r.NewOutcome)
-		}
-		mdRow(&b, []string{r.ID, r.Knobs, o, n, d, p, so, sn, sd, status})
+		mdRow(&b, []string{r.ID, r.Knobs, o, n, ch, v, p, nl, bs, status})
 	}
 	writeCompareTail(&b, c, "- ")
 	_, err := io.WriteString(w, b.String())
@@ -125,9 +144,9 @@ func slicesRepeat(s string, n int) []string {
 }
 
 var compareTemplate = template.Must(template.New("compare").Funcs(template.FuncMap{
-	"cells": func(d *stats.Delta) []string {
-		o, n, ch, p := deltaCells(d)
-		return []string{o, n, ch, p}
+	"cells": func(r CompareRow) []string {
+		o, n, ch, v, p, nl, bs := rowCells(r)
+		return []string{o, n, ch, v, p, nl, bs}
 	},
 	"status": rowStatus,
 	"pct":    pctText,
@@ -139,14 +158,13 @@ var compareTemplate = template.Must(template.New("compare").Funcs(template.FuncM
 <h1>{{.New.Study}}: compare</h1>
 <p class="sub">old <code>{{.Old.RunID}}</code> ({{.Old.Kind}}, {{.Old.Created}}) → new <code>{{.New.RunID}}</code> ({{.New.Kind}}, {{.New.Created}})</p>
 <section class="card headline {{if .Regressions}}no_ok_trials{{end}}" id="headline"><div><p><b>{{.Verdict}}</b></p>
-<p class="muted">A regression is a significant throughput drop (Mann-Whitney U, α=0.05) beyond {{pct .Threshold}} ({{.ThresholdSource}}), or a trial that finished before and fails now. ~ marks changes that are not significant.</p></div></section>
+<p class="muted">{{.Method}}.</p></div></section>
 <h2>Trials</h2>
 <div class="tablewrap"><table>
-<thead><tr><th>trial</th><th>knobs</th><th class="num">samples/s old</th><th class="num">new</th><th class="num">Δ</th><th class="num">p</th><th class="num">step ms old</th><th class="num">new</th><th class="num">Δ</th><th>status</th></tr></thead>
+<thead><tr><th>trial</th><th>knobs</th><th class="num">{{.Metric.Unit}} old</th><th class="num">new</th><th class="num">new/old</th><th>verdict</th><th class="num">p</th><th class="num">launches</th><th class="num">benchstat</th><th>status</th></tr></thead>
 <tbody>{{range .Rows}}<tr>
 <td><code>{{.ID}}</code></td><td>{{.Knobs}}</td>
-{{if .Throughput}}{{range cells .Throughput}}<td class="num">{{.}}</td>{{end}}{{else}}<td class="num"><span class="badge o-{{.OldOutcome}}">{{.OldOutcome}}</span></td><td class="num"><span class="badge o-{{.NewOutcome}}">{{.NewOutcome}}</span></td><td></td><td></td>{{end}}
-{{if .StepTime}}{{$c := cells .StepTime}}<td class="num">{{index $c 0}}</td><td class="num">{{index $c 1}}</td><td class="num">{{index $c 2}}</td>{{else}}<td></td><td></td><td></td>{{end}}
+{{range cells .}}<td class="num">{{.}}</td>{{end}}
 <td class="wrap">{{with status .}}<b class="{{if eq . "REGRESSION"}}sev-error{{else}}sev-info{{end}}">{{.}}</b> {{end}}<span class="muted">{{.Note}}</span></td>
 </tr>{{end}}</tbody></table></div>
 {{if .OnlyOld}}<p>Only in old (not compared): {{range .OnlyOld}}<code>{{.}}</code> {{end}}</p>{{end}}
@@ -163,7 +181,7 @@ func compareHTML(w io.Writer, c *Comparison) error {
 	}
 	return compareTemplate.Execute(w, struct {
 		*Comparison
-		Verdict string
-		CSS     template.CSS
-	}{c, c.Verdict(), template.CSS(css)}) // #nosec: our own embedded stylesheet
+		Method string
+		CSS    template.CSS
+	}{c, c.method(), template.CSS(css)}) // #nosec: our own embedded stylesheet
 }

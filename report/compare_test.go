@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -33,36 +34,68 @@ func TestCompareRuns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
-			c := Compare(base, load(t, tt.new), "old", "new", tt.threshold)
+			c, err := Compare(base, load(t, tt.new), "old", "new", tt.threshold)
+			require.NoError(t, err)
+			if tt.regressions == nil {
+				tt.regressions = []string{}
+			}
 			assert.Equal(t, tt.regressions, c.Regressions)
 			assert.Len(t, c.Rows, 7)
 			for _, r := range c.Rows {
 				if r.ID == slowID && tt.new == "runs/bert-grid-slower" {
-					require.NotNil(t, r.Throughput)
-					assert.True(t, r.Throughput.Significant)
-					assert.InDelta(t, -12, r.Throughput.Pct, 3)
-					require.NotNil(t, r.StepTime)
-					assert.Greater(t, r.StepTime.Pct, 5.0)
+					require.NotNil(t, r.Change)
+					assert.Equal(t, stats.Worse, r.Change.Verdict)
+					assert.InDelta(t, 0.88, r.Change.Ratio, 0.03)
+					require.NotNil(t, r.MannWhitney)
 				}
 			}
 			for _, format := range CompareFormats {
 				var buf bytes.Buffer
 				require.NoError(t, WriteComparison(&buf, c, format))
-				assert.Contains(t, buf.String(), c.Verdict())
+				assert.Contains(t, buf.String(), c.Verdict)
 			}
 		})
 	}
 }
 
-func TestCompareNoiseIsTilde(t *testing.T) {
-	c := Compare(load(t, "runs/bert-grid"), load(t, "runs/bert-grid-rerun"), "a", "b", 0.05)
-	tilde := 0
+func TestCompareSameConfigurationFlagsNothing(t *testing.T) {
+	c, err := Compare(load(t, "runs/bert-grid"), load(t, "runs/bert-grid-rerun"), "a", "b", 0.05)
+	require.NoError(t, err)
 	for _, r := range c.Rows {
-		if r.Throughput != nil && r.Throughput.Text == "~" {
-			tilde++
+		if r.Change != nil {
+			assert.NotEqual(t, stats.Worse, r.Change.Verdict, "%s: %s", r.ID, r.Change.Text())
+			assert.NotEqual(t, stats.Better, r.Change.Verdict, "%s: %s", r.ID, r.Change.Text())
 		}
 	}
-	assert.GreaterOrEqual(t, tilde, 3, "same configuration, same distribution: mostly ~")
+}
+
+// TestCompareRefuses: runs that measured different things, or share no
+// trial, are not compared (exit 2 in the command).
+func TestCompareRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Summary)
+		want string
+	}{
+		{"another model", func(s *Summary) { s.Comparable.Model = "bert/base" }, "the model differs (OLD bert/large, NEW bert/base)"},
+		{"another GPU", func(s *Summary) { s.Comparable.GPU = "NVIDIA A100" }, "the GPU model differs"},
+		{"other steps", func(s *Summary) { s.Comparable.Workload = ", 50 steps after 3 warm-up" }, "the measurement differs"},
+		{"another objective", func(s *Summary) { s.Metric = stats.Metrics["tokens_per_s"] }, "the objective differs"},
+		{"no trial in common", func(s *Summary) {
+			for i := range s.Trials {
+				s.Trials[i].ID += "x"
+			}
+		}, "no trial in common"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := load(t, "runs/bert-grid-rerun")
+			tc.edit(n)
+			_, err := Compare(load(t, "runs/bert-grid"), n, "a", "b", 0.05)
+			var nc *NotComparableError
+			require.ErrorAs(t, err, &nc)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
 
 func TestCompareOutcomeChange(t *testing.T) {
@@ -70,7 +103,8 @@ func TestCompareOutcomeChange(t *testing.T) {
 	new := load(t, "runs/bert-grid")
 	new.Trials[0].Outcome, new.Trials[0].Error = store.OOM, "CUDA out of memory"
 	new.Trials = new.Trials[:len(new.Trials)-1] // one trial gone
-	c := Compare(old, new, "a", "b", 0.05)
+	c, err := Compare(old, new, "a", "b", 0.05)
+	require.NoError(t, err)
 	assert.Equal(t, []string{new.Trials[0].ID}, c.Regressions)
 	assert.Equal(t, []string{old.Trials[len(old.Trials)-1].ID}, c.OnlyOld)
 }
@@ -85,8 +119,9 @@ func TestBaselineRoundTrip(t *testing.T) {
 	b, err := LoadSide(path)
 	require.NoError(t, err)
 	assert.Equal(t, KindBaseline, b.Kind)
-	c := Compare(b, load(t, "runs/bert-grid-slower"), path, "new", 0.05)
-	assert.Equal(t, []string{fixID(knobs("bf16", "32"))}, c.Regressions, "samples survive the baseline file")
+	c, err := Compare(b, load(t, "runs/bert-grid-slower"), path, "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, []string{fixID(knobs("bf16", "32"))}, c.Regressions, "launch values survive the baseline file")
 }
 
 func TestParseThreshold(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"golang.org/x/perf/benchfmt"
+
+	"github.com/casestudy/casestudy/stats"
 )
 
 // Units of the benchfmt export. sec/op is a standard unit; samples/s is a
@@ -20,20 +22,42 @@ const (
 	UnitThroughput = "samples/s"
 )
 
+// benchUnit is the objective's benchfmt unit and the factor from its own
+// unit (step time in ms becomes sec/op; memory in bytes B).
+func benchUnit(m stats.Metric) (unit string, scale float64) {
+	switch m.Name {
+	case "step_time":
+		return UnitStepTime, 1e-3
+	case "memory":
+		return "B", 1
+	}
+	return m.Unit, 1
+}
+
 // WriteBenchfmt writes the Go benchmark format, so benchstat and its tooling
 // read casestudy results unchanged. Each ok trial gives one result line per
-// sample (per repeat, or per measured step for single-repeat trials), named
-// Train/trial=<ID>, with the study, the sample source and every knob as
+// clean launch (the replicate), named Train/trial=<ID>, with the study's
+// objective in its unit and samples/s, and the study and every knob as
 // configuration keys (not the run ID: benchstat tables group by the
-// configuration, so two runs of a study must share it). Trials that did not finish have no lines. It returns
-// the number of trials written.
+// configuration, so two runs of a study must share it). Trials that did not
+// finish have no lines. It returns the number of trials written.
 func WriteBenchfmt(w io.Writer, s *Summary) (int, error) {
 	bw := benchfmt.NewWriter(w)
-	for _, m := range []*benchfmt.UnitMetadata{
+	unit, scale := benchUnit(s.Metric)
+	better := "higher"
+	if !s.Metric.HigherIsBetter {
+		better = "lower"
+	}
+	meta := []*benchfmt.UnitMetadata{
 		{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: UnitThroughput, Key: "better"}, OrigUnit: UnitThroughput, Value: "higher"},
 		{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: UnitThroughput, Key: "assume"}, OrigUnit: UnitThroughput, Value: "nothing"},
-		{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: UnitStepTime, Key: "assume"}, OrigUnit: UnitStepTime, Value: "nothing"},
-	} {
+	}
+	if unit != UnitThroughput {
+		meta = append(meta,
+			&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: unit, Key: "better"}, OrigUnit: unit, Value: better},
+			&benchfmt.UnitMetadata{UnitMetadataKey: benchfmt.UnitMetadataKey{Unit: unit, Key: "assume"}, OrigUnit: unit, Value: "nothing"})
+	}
+	for _, m := range meta {
 		if err := bw.Write(m); err != nil {
 			return 0, err
 		}
@@ -47,21 +71,17 @@ func WriteBenchfmt(w io.Writer, s *Summary) (int, error) {
 		n++
 		res := &benchfmt.Result{Name: benchfmt.Name("Train/trial=" + configValue(t.ID)), Iters: 1}
 		res.SetConfig("study", configValue(s.Study))
-		res.SetConfig("sample", string(t.Samples.Source))
+		res.SetConfig("sample", "launch")
 		for _, k := range slices.Sorted(maps.Keys(t.Knobs)) {
 			res.SetConfig(configKey(k), configValue(t.Knobs[k]))
 		}
 		for j := range res.Config {
 			res.Config[j].File = true
 		}
-		tp, st := t.Samples.Throughput, t.Samples.StepMS
-		for j := 0; j < max(len(tp), len(st)); j++ {
-			res.Values = res.Values[:0]
-			if j < len(st) {
-				res.Values = append(res.Values, benchfmt.Value{Value: st[j] / 1000, Unit: UnitStepTime})
-			}
-			if j < len(tp) {
-				res.Values = append(res.Values, benchfmt.Value{Value: tp[j], Unit: UnitThroughput})
+		for j, v := range t.Launches.Values {
+			res.Values = append(res.Values[:0], benchfmt.Value{Value: v * scale, Unit: unit})
+			if unit != UnitThroughput {
+				res.Values = append(res.Values, benchfmt.Value{Value: t.Launches.SamplesPerS[j], Unit: UnitThroughput})
 			}
 			if err := bw.Write(res); err != nil {
 				return n, err
@@ -96,7 +116,9 @@ func configValue(v string) string {
 }
 
 // WriteCSV writes one row per trial for spreadsheets: outcome, every knob,
-// throughput median and interval, step time, CV, MFU, memory, breakdown.
+// the objective's value with its interval and launches, the comparison with
+// the baseline (ratio, interval, p, verdict), samples/s and tokens/s by the
+// same estimator, step time, CV, MFU, memory, breakdown.
 func WriteCSV(w io.Writer, s *Summary) error {
 	knobSet := map[string]bool{}
 	for _, t := range s.Trials {
@@ -107,7 +129,8 @@ func WriteCSV(w io.Writer, s *Summary) error {
 	knobNames := slices.Sorted(maps.Keys(knobSet))
 	head := []string{"trial", "outcome"}
 	head = append(head, knobNames...)
-	head = append(head, "samples_per_s", "ci_lo", "ci_hi", "ci_confidence", "n", "sample_source", "tokens_per_s",
+	head = append(head, "objective", "unit", "value", "value_lo", "value_hi", "confidence", "launches",
+		"vs_baseline", "vs_baseline_lo", "vs_baseline_hi", "p", "verdict", "samples_per_s", "tokens_per_s",
 		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "tflops", "mem_peak_bytes", "final_loss",
 		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "error", "command")
 	cw := csv.NewWriter(w)
@@ -122,11 +145,20 @@ func WriteCSV(w io.Writer, s *Summary) error {
 		}
 		if t.OK() {
 			lo, hi := "", ""
-			if t.Throughput.Bounded() {
-				lo, hi = f(t.Throughput.Lo), f(t.Throughput.Hi)
+			if t.Value.Bounded() {
+				lo, hi = f(t.Value.Lo), f(t.Value.Hi)
 			}
-			row = append(row, f(t.Throughput.Center), lo, hi, f(t.Throughput.Confidence), strconv.Itoa(t.Throughput.N),
-				string(t.Samples.Source), f(t.TokensPerS), f(t.StepMS.Median), f(t.StepMS.P10), f(t.StepMS.P90),
+			row = append(row, s.Metric.Name, s.Metric.Unit, f(t.Value.Center), lo, hi, f(t.Value.Confidence), strconv.Itoa(t.Value.N))
+			if c := t.VsBaseline; c != nil {
+				clo, chi, p := "", "", ""
+				if c.Bounded() {
+					clo, chi, p = f(c.Lo), f(c.Hi), f(c.P)
+				}
+				row = append(row, f(c.Ratio), clo, chi, p, c.VerdictText())
+			} else {
+				row = append(row, "", "", "", "", "")
+			}
+			row = append(row, f(t.Throughput.Center), f(t.TokensPerS), f(t.StepMS.Median), f(t.StepMS.P10), f(t.StepMS.P90),
 				f(t.CV), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
 			b := t.Breakdown
 			if b == nil {
@@ -134,7 +166,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 			}
 			row = append(row, f(b.ForwardMS), f(b.BackwardMS), f(b.OptimizerMS), f(b.ExposedCommMS), f(b.BubbleMS), f(b.OtherMS))
 		} else {
-			row = append(row, slicesRepeat("", 22)...)
+			row = append(row, slicesRepeat("", 29)...)
 		}
 		row = append(row, t.Error, t.Command)
 		if err := cw.Write(row); err != nil {

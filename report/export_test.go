@@ -11,8 +11,9 @@ import (
 	"golang.org/x/perf/benchmath"
 )
 
-// The benchfmt export must read back with benchfmt.Reader: every sample a
-// result, knobs as configuration, sec/op and samples/s with their metadata.
+// The benchfmt export must read back with benchfmt.Reader: every launch a
+// result, knobs as configuration, the objective and samples/s with their
+// metadata.
 func TestBenchfmtRoundTrip(t *testing.T) {
 	for _, fixture := range []string{"runs/bert-grid", "runs/gpt-pipeline"} {
 		t.Run(fixture, func(t *testing.T) {
@@ -34,9 +35,6 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 					id := string(parts[0][len("/trial="):])
 					tp, ok := rec.Value(UnitThroughput)
 					require.True(t, ok)
-					sec, ok := rec.Value(UnitStepTime)
-					require.True(t, ok)
-					assert.Greater(t, sec, 0.0)
 					perTrial[id] = append(perTrial[id], tp)
 					assert.Equal(t, s.Study, rec.GetConfig("study"))
 					for _, tr := range s.Trials {
@@ -44,7 +42,7 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 							for k, v := range tr.Knobs {
 								assert.Equal(t, v, rec.GetConfig(k), "knob %s of %s", k, id)
 							}
-							assert.Equal(t, string(tr.Samples.Source), rec.GetConfig("sample"))
+							assert.Equal(t, "launch", rec.GetConfig("sample"))
 						}
 					}
 				}
@@ -53,7 +51,7 @@ func TestBenchfmtRoundTrip(t *testing.T) {
 			assert.Equal(t, "higher", r.Units().Get(UnitThroughput, "better").Value)
 			assert.Equal(t, benchmath.AssumeNothing, r.Units().GetAssumption(UnitThroughput))
 			for _, tr := range okTrials(s) {
-				assert.Equal(t, tr.Samples.Throughput, perTrial[tr.ID], "samples of %s", tr.ID)
+				assert.Equal(t, tr.Launches.SamplesPerS, perTrial[tr.ID], "launches of %s", tr.ID)
 			}
 		})
 	}
@@ -77,6 +75,8 @@ func TestCSV(t *testing.T) {
 	assert.Equal(t, "oom", rows[3][col["outcome"]])
 	assert.Equal(t, "", rows[3][col["samples_per_s"]])
 	assert.Equal(t, "bf16", rows[6][col["precision"]])
-	assert.NotEmpty(t, rows[6][col["ci_lo"]])
+	assert.NotEmpty(t, rows[6][col["value_lo"]])
+	assert.Equal(t, "faster", rows[6][col["verdict"]])
+	assert.Equal(t, "samples/s", rows[6][col["unit"]])
 	assert.Contains(t, rows[3][col["error"]], "out of memory")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/casestudy/casestudy/stats"
 )
@@ -35,17 +36,17 @@ func Num(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// Interval is "lo–hi" of an estimate, or "no CI" when unbounded.
-func Interval(e stats.Estimate) string {
+// Interval is "lo–hi" of a trial's value, or "one launch" without an interval.
+func Interval(e stats.Value) string {
 	if !e.Bounded() {
-		return "no CI"
+		return "one launch"
 	}
 	return Num(e.Lo) + "–" + Num(e.Hi)
 }
 
-// PctRange is the half-width of an estimate's interval relative to its
-// median, benchstat style: "±3%", or "±∞".
-func PctRange(e stats.Estimate) string {
+// PctRange is the half-width of a value's interval relative to its center,
+// benchstat style: "±3%", or "±∞".
+func PctRange(e stats.Value) string {
 	if !e.Bounded() || e.Center == 0 {
 		return "±∞"
 	}
@@ -54,25 +55,6 @@ func PctRange(e stats.Estimate) string {
 
 // Ratio is "1.42×".
 func Ratio(r float64) string { return fmt.Sprintf("%.2f×", r) }
-
-// RatioCI is "90% CI 1.35–1.50×" or "CI unbounded: too few samples".
-func RatioCI(s stats.Speedup) string {
-	if math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
-		return "no confidence interval: too few samples"
-	}
-	return fmt.Sprintf("%.0f%% CI %.2f–%.2f×", 100*math.Floor(s.Confidence*100)/100, s.Lo, s.Hi)
-}
-
-// SignificanceText is "p=0.002, significant" or "p=0.40, not significant (~)".
-func SignificanceText(p float64, significant bool) string {
-	if significant {
-		if p < 0.001 {
-			return "p<0.001, significant"
-		}
-		return fmt.Sprintf("p=%.3f, significant", p)
-	}
-	return fmt.Sprintf("p=%.2f, not significant (~)", p)
-}
 
 // Percent is 0.4123 -> "41.2%".
 func Percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
@@ -89,4 +71,53 @@ func SI(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return Num(v)
+}
+
+// vsCells are a trial's comparison with the baseline: "1.24× [1.13, 1.38]",
+// its verdict and p; "baseline" for the baseline itself.
+func vsCells(t *Trial) (vs, verdict, p string) {
+	switch {
+	case t.Baseline:
+		return "baseline", "", ""
+	case t.VsBaseline == nil:
+		return "—", "", ""
+	}
+	c := t.VsBaseline
+	return c.RatioText(), c.VerdictText(), c.PText()
+}
+
+// launchesText is the number of clean launches, with those left out.
+func launchesText(t *Trial) string {
+	n := fmt.Sprint(t.Value.N)
+	if x := len(t.Launches.Excluded); x > 0 {
+		n += fmt.Sprintf(" (+%d left out)", x)
+	}
+	return n
+}
+
+// MethodText says how the trials' numbers and verdicts are computed.
+func MethodText(s *Summary) string {
+	d := s.Design
+	var design string
+	if d.Auto {
+		design = fmt.Sprintf("repeats: auto (%d to %d launches a trial, decided at rounds %s; %s per look so that "+
+			"peeking keeps the overall false-positive rate at %s)", d.MinRepeats, d.MaxRepeats, intsText(d.Looks),
+			stats.PercentText(d.LookAlpha), stats.PercentText(d.Alpha))
+	} else {
+		design = fmt.Sprintf("%d launches a trial", d.Repeats)
+	}
+	return fmt.Sprintf("Each launch (a separate process) gives one value of %s; a trial's number is the geometric mean "+
+		"over its clean launches, with a %s t interval. \"vs baseline\" is the ratio of geometric means (better > 1) "+
+		"with a %s Welch interval on log values; verdicts against δ = %s: faster or slower when the interval excludes 1, "+
+		"\"no difference larger than δ\" when it lies inside [1/(1+δ), 1+δ], else undecided. Design: %s. "+
+		"One launch gives an estimate only: no interval, no p-value.",
+		s.Metric.Unit, PercentConf(s.Confidence), PercentConf(s.Confidence), stats.PercentText(s.Threshold()), design)
+}
+
+func intsText(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
-// History is the throughput of every trial of one study over many runs.
+// History is the objective of every trial of one study over many runs.
 type History struct {
 	Dir      string
 	Study    string
+	Metric   stats.Metric // of the latest run; runs with another objective are left out
 	Runs     []HistoryRun
 	Trials   []HistoryTrial // in first-seen plan order
 	Warnings []string
@@ -32,16 +33,17 @@ type HistoryTrial struct {
 	ID     string
 	Knobs  string
 	Points []HistoryPoint
-	// Drift compares the trial's samples in the last run where it finished
-	// with the first one (nil when it finished in fewer than two runs).
-	Drift *stats.Delta
+	// Drift compares the trial's launches in the last run where it finished
+	// with the first one: last against first, Welch over launches at 95%
+	// (nil when it finished in fewer than two runs).
+	Drift *stats.Comparison
 }
 
-// HistoryPoint is a trial's throughput in one run (N = 0: no measurement).
+// HistoryPoint is a trial's value in one run (Value.N = 0: no measurement).
 type HistoryPoint struct {
-	Outcome    store.Outcome
-	Throughput stats.Estimate
-	samples    []float64
+	Outcome  store.Outcome
+	Value    stats.Value
+	launches []float64
 }
 
 // LoadHistory reads every run directory directly under dir (a
@@ -84,11 +86,15 @@ func LoadHistory(dir string) (*History, error) {
 	}
 	h.Runs, sums = runs, sorted
 	h.Study = sums[len(sums)-1].Study
+	h.Metric = sums[len(sums)-1].Metric
 
 	byID := map[string]int{}
 	for ri, s := range sums {
 		if s.Study != h.Study {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("%s is a run of study %q, not %q", h.Runs[ri].Dir, s.Study, h.Study))
+		}
+		if s.Metric.Name != h.Metric.Name {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("%s measured %s, not %s: its values are left out", h.Runs[ri].Dir, s.Metric.Name, h.Metric.Name))
 		}
 		for _, t := range s.Trials {
 			i, ok := byID[t.ID]
@@ -98,22 +104,22 @@ func LoadHistory(dir string) (*History, error) {
 				h.Trials = append(h.Trials, HistoryTrial{ID: t.ID, Knobs: knobList(changedKnobs(&t)), Points: make([]HistoryPoint, len(sums))})
 			}
 			p := HistoryPoint{Outcome: t.Outcome}
-			if t.OK() {
-				p.Throughput, p.samples = t.Throughput, t.Samples.Throughput
+			if t.OK() && s.Metric.Name == h.Metric.Name {
+				p.Value, p.launches = t.Value, t.Launches.Values
 			}
 			h.Trials[i].Points[ri] = p
 		}
 	}
 	for i := range h.Trials {
-		h.Trials[i].Drift = drift(h.Trials[i].Points)
+		h.Trials[i].Drift = drift(h.Trials[i].Points, h.Metric)
 	}
 	return h, nil
 }
 
-func drift(points []HistoryPoint) *stats.Delta {
+func drift(points []HistoryPoint, m stats.Metric) *stats.Comparison {
 	first, last := -1, -1
 	for i, p := range points {
-		if p.Throughput.N > 0 {
+		if p.Value.N > 0 {
 			if first < 0 {
 				first = i
 			}
@@ -123,6 +129,6 @@ func drift(points []HistoryPoint) *stats.Delta {
 	if first < 0 || first == last {
 		return nil
 	}
-	d := stats.Compare(points[first].samples, points[last].samples)
+	d := stats.Compare(points[last].launches, points[first].launches, m, stats.Level{Confidence: 1 - stats.Alpha, Threshold: DefaultThreshold})
 	return &d
 }

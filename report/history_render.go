@@ -33,23 +33,26 @@ func WriteHistory(w io.Writer, h *History, format string) error {
 }
 
 func (p HistoryPoint) cell() string {
-	if p.Throughput.N == 0 {
+	if p.Value.N == 0 {
 		if p.Outcome == "" {
 			return "—"
 		}
 		return string(p.Outcome)
 	}
-	return Num(p.Throughput.Center)
+	return Num(p.Value.Center)
 }
 
-func driftText(d *stats.Delta) string {
+func driftText(d *stats.Comparison) string {
 	if d == nil {
 		return ""
 	}
-	if d.Significant {
-		return fmt.Sprintf("%s (p=%.3f)", d.Text, d.P)
-	}
-	return fmt.Sprintf("~ (%+.1f%%, p=%.2f)", d.Pct, d.P)
+	return fmt.Sprintf("%s (%s)", d.Text(), d.PText())
+}
+
+// historyMethod says what the numbers are.
+func historyMethod(h *History) string {
+	return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
+		"against the first, ratio with a 95%% Welch interval over launches and its verdict", h.Metric.Unit)
 }
 
 func historyHeader(h *History) []string {
@@ -73,7 +76,7 @@ func historyRows(h *History) [][]string {
 }
 
 func historyText(w io.Writer, h *History) error {
-	fmt.Fprintf(w, "%s: throughput (samples/s, median) of each trial over %d runs in %s\n\n", h.Study, len(h.Runs), h.Dir)
+	fmt.Fprintf(w, "%s: %s of each trial over %d runs in %s\n\n", h.Study, h.Metric.Unit, len(h.Runs), h.Dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(historyHeader(h), "\t"))
 	for _, row := range historyRows(h) {
@@ -82,7 +85,7 @@ func historyText(w io.Writer, h *History) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nlast vs first: Mann-Whitney U of the samples of the last and first run where the trial finished; ~ = not significant")
+	fmt.Fprintf(w, "\n%s\n", historyMethod(h))
 	for _, warn := range h.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -91,8 +94,8 @@ func historyText(w io.Writer, h *History) error {
 
 func historyMarkdown(w io.Writer, h *History) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## %s: throughput history\n\n%d runs from %s to %s. samples/s (median) per trial; *last vs first* is a Mann-Whitney U test, `~` = not significant.\n\n",
-		mdEscape(h.Study), len(h.Runs), h.Runs[0].Created.Format("2006-01-02"), h.Runs[len(h.Runs)-1].Created.Format("2006-01-02"))
+	fmt.Fprintf(&b, "## %s: history\n\n%d runs from %s to %s. %s.\n\n",
+		mdEscape(h.Study), len(h.Runs), h.Runs[0].Created.Format("2006-01-02"), h.Runs[len(h.Runs)-1].Created.Format("2006-01-02"), mdEscape(historyMethod(h)))
 	head := historyHeader(h)
 	mdRow(&b, head)
 	mdRow(&b, slicesRepeat("---", len(head)))
@@ -112,9 +115,9 @@ var palette = []color.Color{colBlue, colOrange, colGreen, colRed, colPurple, col
 // historyChart draws one line per trial over the runs' times; relative
 // divides each trial by its first measurement (percent).
 func historyChart(h *History, relative bool) (template.HTML, error) {
-	title, ylabel := "Throughput over runs", "samples/s (median)"
+	title, ylabel := h.Metric.Unit+" over runs", h.Metric.Unit
 	if relative {
-		title, ylabel = "Throughput relative to each trial's first run", "% of first run"
+		title, ylabel = h.Metric.Unit+" relative to each trial's first run", "% of first run"
 	}
 	p := newPlot(title, "run (UTC)", ylabel)
 	var runTicks []plot.Tick // one labelled tick per run
@@ -129,10 +132,10 @@ func historyChart(h *History, relative bool) (template.HTML, error) {
 		var pts plotter.XYs
 		var first float64
 		for ri, pt := range t.Points {
-			if pt.Throughput.N == 0 {
+			if pt.Value.N == 0 {
 				continue
 			}
-			y := pt.Throughput.Center
+			y := pt.Value.Center
 			if relative {
 				if first == 0 {
 					first = y
@@ -170,7 +173,7 @@ var historyTemplate = template.Must(template.New("history").Parse(`<!DOCTYPE htm
 <title>{{.H.Study}} · casestudy history</title>
 <style>{{.CSS}}</style></head>
 <body><main>
-<h1>{{.H.Study}}: throughput history</h1>
+<h1>{{.H.Study}}: history</h1>
 <p class="sub">{{len .H.Runs}} runs in <code>{{.H.Dir}}</code></p>
 {{if .Charts}}<h2>Charts</h2><div class="figs">{{range .Charts}}<figure><div class="card">{{.}}</div></figure>{{end}}</div>{{end}}
 <h2>Trials</h2>
@@ -178,7 +181,7 @@ var historyTemplate = template.Must(template.New("history").Parse(`<!DOCTYPE htm
 <thead><tr>{{range $i, $c := .Head}}<th{{if ge $i 2}} class="num"{{end}}>{{$c}}</th>{{end}}</tr></thead>
 <tbody>{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td><code>{{$c}}</code></td>{{else if eq $i 1}}<td>{{$c}}</td>{{else}}<td class="num">{{$c}}</td>{{end}}{{end}}</tr>
 {{end}}</tbody></table></div>
-<p class="muted">samples/s: median per run. Last vs first: Mann-Whitney U of the samples of the last and the first run where the trial finished; ~ = not significant at α=0.05.</p>
+<p class="muted">{{.Method}}.</p>
 {{range .H.Warnings}}<p class="sev-warning">warning: {{.}}</p>{{end}}
 <h2>Runs</h2>
 <ul>{{range .H.Runs}}<li><code>{{.RunID}}</code> {{.Created.Format "2006-01-02 15:04 UTC"}} · {{.Dir}}</li>{{end}}</ul>
@@ -205,6 +208,7 @@ func historyHTML(w io.Writer, h *History) error {
 		Charts []template.HTML
 		Head   []string
 		Rows   [][]string
+		Method string
 		CSS    template.CSS
-	}{h, charts, historyHeader(h), historyRows(h), template.CSS(css)}) // #nosec: our own stylesheet
+	}{h, charts, historyHeader(h), historyRows(h), historyMethod(h), template.CSS(css)}) // #nosec: our own stylesheet
 }

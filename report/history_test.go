@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/stats"
 )
 
 func TestHistory(t *testing.T) {
@@ -24,9 +26,9 @@ func TestHistory(t *testing.T) {
 		switch {
 		case tr.ID == slow:
 			require.NotNil(t, tr.Drift)
-			assert.True(t, tr.Drift.Significant, "a 9%% drift over 6 repeats each is significant")
-			assert.InDelta(t, -9, tr.Drift.Pct, 3)
-		case tr.Points[0].Throughput.N == 0:
+			assert.Equal(t, stats.Worse, tr.Drift.Verdict, "a 9%% drift over 6 launches each is decided: %s", tr.Drift.Text())
+			assert.InDelta(t, 0.91, tr.Drift.Ratio, 0.03)
+		case tr.Points[0].Value.N == 0:
 			assert.Nil(t, tr.Drift, "%s never finished", tr.ID)
 		}
 	}

@@ -25,8 +25,6 @@ var funcs = template.FuncMap{
 	"interval": Interval,
 	"pctRange": PctRange,
 	"ratio":    Ratio,
-	"ratioCI":  RatioCI,
-	"sig":      SignificanceText,
 	"percent":  Percent,
 	"mem":      memText,
 	"mfu":      mfuText,
@@ -34,6 +32,8 @@ var funcs = template.FuncMap{
 	"knobs":    func(t *Trial) string { return knobList(changedKnobs(t)) },
 	"knobMap":  knobList,
 	"ciWidth":  ciWidth,
+	"conf":     PercentConf,
+	"launches": launchesText,
 }
 
 type outcomeCount struct {
@@ -52,6 +52,7 @@ type htmlData struct {
 	Setup    string
 	Fixed    []string // "knob=value" shared by every trial
 	Tokens   bool     // some trial counts tokens: show tokens/s
+	Method   string   // how the numbers and verdicts are computed
 	CSS      template.CSS
 	JS       template.JS
 }
@@ -73,7 +74,7 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
-		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance),
+		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance), Method: MethodText(s),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
 	for _, t := range s.Trials {
 		d.Tokens = d.Tokens || t.TokensPerS > 0
@@ -105,7 +106,7 @@ func boolInt(b bool) int {
 
 // ciWidth is the relative half-width of the interval as a sort key; "" when
 // unbounded (sorted last).
-func ciWidth(e stats.Estimate) string {
+func ciWidth(e stats.Value) string {
 	if !e.Bounded() || e.Center == 0 {
 		return ""
 	}

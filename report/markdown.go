@@ -29,7 +29,8 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	if len(ok) > 0 {
 		b.WriteString("## Trials\n\n")
 		cols := append([]string{"trial"}, s.SweptKnobs...)
-		cols = append(cols, "samples/s", "95% CI", "n", "step ms p50 (p10–p90)", "CV", "MFU", "TFLOP/s", "peak mem")
+		cols = append(cols, s.Metric.Unit, PercentConf(s.Confidence)+" interval", "launches", "vs baseline", "verdict", "p",
+			"step ms p50 (p10–p90)", "CV", "MFU", "TFLOP/s", "peak mem")
 		mdRow(&b, cols)
 		mdRow(&b, slices.Repeat([]string{"---"}, len(cols)))
 		for _, t := range ok {
@@ -41,14 +42,15 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 			if t.Noisy {
 				cv += " ⚠ noisy"
 			}
-			row = append(row, Num(t.Throughput.Center), Interval(t.Throughput), fmt.Sprintf("%d %s", t.Throughput.N, t.Samples.Source),
+			vs, verdict, p := vsCells(t)
+			row = append(row, Num(t.Value.Center), Interval(t.Value), launchesText(t), vs, verdict, p,
 				fmt.Sprintf("%s (%s–%s)", Num(t.StepMS.Median), Num(t.StepMS.P10), Num(t.StepMS.P90)),
 				cv, mfuText(t.MFU), Num(t.TFLOPS), memText(t.MemPeakBytes))
 			mdRow(&b, row)
 		}
-		b.WriteString("\nIntervals are distribution-free 95% confidence intervals of the median (benchmath); " +
-			"n counts repeats (separate launches) or, for single-repeat trials, measured steps.\n\n")
+		fmt.Fprintf(&b, "\n%s\n\n", MethodText(s))
 	}
+	writeLaunchNotesMD(&b, s)
 
 	if notOK := notOKTrials(s); len(notOK) > 0 || len(s.Dropped) > 0 {
 		b.WriteString("## Did not run to the end\n\n")
@@ -93,6 +95,26 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLaunchNotesMD lists the launches left out of the statistics and the
+// unsteady ones.
+func writeLaunchNotesMD(b *strings.Builder, s *Summary) {
+	for _, sec := range []struct {
+		title string
+		notes []LaunchNote
+	}{{"Launches left out of the statistics", s.Excluded}, {"Launches that were not steady (kept)", s.Unsteady}} {
+		if len(sec.notes) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "## %s\n\n", sec.title)
+		mdRow(b, []string{"trial", "launch", "why"})
+		mdRow(b, []string{"---", "---", "---"})
+		for _, n := range sec.notes {
+			mdRow(b, []string{n.Trial, fmt.Sprint(n.Repeat), n.Reason})
+		}
+		b.WriteString("\n")
+	}
 }
 
 func writeFindingsMD(b *strings.Builder, findings []checklist.Result) {
@@ -269,11 +291,6 @@ func mfuText(mfu float64) string {
 // trials' grouped by text: "need >= 6 samples ... (trials a, b)".
 func allWarnings(s *Summary) []string {
 	out := append([]string(nil), s.Warnings...)
-	if h := s.Headline.Speedup; h != nil {
-		for _, w := range h.Warnings {
-			out = append(out, "headline: "+w)
-		}
-	}
 	var order []string
 	trials := map[string][]string{}
 	for _, t := range s.Trials {

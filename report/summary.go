@@ -12,8 +12,10 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
-// SchemaVersion is the version of summary.json and baseline files.
-const SchemaVersion = 1
+// SchemaVersion is the version of summary.json and baseline files. 2: launch
+// values (one per launch, the objective's unit) replace the median samples of
+// version 1, whose step-level samples cannot be compared honestly.
+const SchemaVersion = 2
 
 // Kinds of summary files.
 const (
@@ -30,39 +32,56 @@ const DefaultThreshold = 0.05
 const NoisyCV = stats.DefaultNoisyCV
 
 // Summary is summary.json: everything the renderers and `compare` need,
-// including each trial's raw samples so that significance can be computed
-// again from a committed baseline file.
+// including each trial's launch values so that the comparisons can be
+// computed again from a committed baseline file.
 type Summary struct {
-	Schema           int                  `json:"schema"`
-	Kind             string               `json:"kind"`
-	Study            string               `json:"study"`
-	RunID            string               `json:"run_id"`
-	Created          time.Time            `json:"created"`
-	Objective        store.Objective      `json:"objective"`
-	CompareThreshold float64              `json:"compare_threshold,omitempty"` // fraction; 0 = not recorded
+	Schema    int             `json:"schema"`
+	Kind      string          `json:"kind"`
+	Study     string          `json:"study"`
+	RunID     string          `json:"run_id"`
+	Created   time.Time       `json:"created"`
+	Objective store.Objective `json:"objective"`
+	// Metric is the objective as measured: every trial's Value, comparison,
+	// chart and export is in its unit.
+	Metric stats.Metric `json:"metric"`
+	// Design is how launches were scheduled and the level every interval and
+	// verdict is decided at (Design.LookAlpha).
+	Design           stats.Design         `json:"design"`
+	Confidence       float64              `json:"confidence"`                  // of every per-trial interval: 1 - Design.LookAlpha
+	CompareThreshold float64              `json:"compare_threshold,omitempty"` // δ, fraction; 0 = not recorded (verdicts use DefaultThreshold)
+	Comparable       Comparable           `json:"comparable"`                  // what compare checks before matching trials
 	Headline         Headline             `json:"headline"`
 	Counts           map[string]int       `json:"counts"` // trials per outcome
 	SweptKnobs       []string             `json:"swept_knobs"`
 	Trials           []Trial              `json:"trials"`
 	Dropped          []store.DroppedTrial `json:"dropped,omitempty"`
-	Findings         []checklist.Result   `json:"findings"`
-	Provenance       Provenance           `json:"provenance"`
-	Warnings         []string             `json:"warnings,omitempty"`
+	// Excluded lists every launch left out of the statistics (tainted by
+	// throttling, or without a measurement) and Unsteady every launch whose
+	// steps drifted (kept: a launch is never dropped for its value).
+	Excluded   []LaunchNote       `json:"excluded_launches,omitempty"`
+	Unsteady   []LaunchNote       `json:"unsteady_launches,omitempty"`
+	Findings   []checklist.Result `json:"findings"`
+	Provenance Provenance         `json:"provenance"`
+	Warnings   []string           `json:"warnings,omitempty"`
 }
 
-// Headline is the one-line answer: the best trial against the baseline.
+// Headline is the one-line answer: the best trial (stats.Best) against the
+// baseline. Picking the best of K trials inflates its chance of looking
+// faster, so the headline's interval and verdict are corrected for the K
+// comparisons with the baseline (Bonferroni: confidence 1 - LookAlpha/K).
 type Headline struct {
-	Status     string            `json:"status"` // see Headline* constants
-	Text       string            `json:"text"`
-	Best       string            `json:"best,omitempty"`     // trial ID
-	Baseline   string            `json:"baseline,omitempty"` // trial ID
-	Metric     string            `json:"metric"`             // objective metric the best was chosen by
-	Speedup    *stats.Speedup    `json:"speedup,omitempty"`
-	BestKnobs  map[string]string `json:"best_knobs,omitempty"` // the knobs that differ from the baseline
-	BestValue  *stats.Estimate   `json:"best_throughput,omitempty"`
-	BaseValue  *stats.Estimate   `json:"baseline_throughput,omitempty"`
-	Unit       string            `json:"unit"`
-	BestIsBase bool              `json:"best_is_baseline,omitempty"`
+	Status      string            `json:"status"` // see Headline* constants
+	Text        string            `json:"text"`
+	Best        string            `json:"best,omitempty"`     // trial ID
+	Baseline    string            `json:"baseline,omitempty"` // trial ID
+	Metric      string            `json:"metric"`             // the objective the best was chosen by
+	Comparison  *stats.Comparison `json:"comparison,omitempty"`
+	Comparisons int               `json:"comparisons,omitempty"` // K, what the headline is corrected for
+	BestKnobs   map[string]string `json:"best_knobs,omitempty"`  // the knobs that differ from the baseline
+	BestValue   *stats.Value      `json:"best_value,omitempty"`
+	BaseValue   *stats.Value      `json:"baseline_value,omitempty"`
+	Unit        string            `json:"unit"`
+	BestIsBase  bool              `json:"best_is_baseline,omitempty"`
 }
 
 // Headline statuses.
@@ -85,11 +104,24 @@ type Trial struct {
 	Command  string            `json:"command"`
 	Attempts int               `json:"attempts"`
 
-	Samples    stats.Samples  `json:"samples"`    // what the intervals are computed from
-	Throughput stats.Estimate `json:"throughput"` // samples/s
+	// Launches are the clean launches the statistics use (one value each)
+	// and those left out, with why.
+	Launches stats.Launches `json:"launches"`
+	// Value is the trial's one number: the objective (Summary.Metric) as the
+	// geometric mean over clean launches, with its interval (none with one
+	// launch). The terminal, report, compare, history and exports all show it.
+	Value stats.Value `json:"value"`
+	// VsBaseline is the trial against the baseline trial: ratio, Welch
+	// interval, p and verdict against δ. nil for the baseline itself, trials
+	// that did not finish, and runs without a baseline.
+	VsBaseline *stats.Comparison `json:"vs_baseline,omitempty"`
+	// Median is benchstat's view of the launch values: median with its
+	// distribution-free interval (secondary).
+	Median     stats.Estimate `json:"median"`
+	Throughput stats.Value    `json:"throughput"` // samples/s, the same estimator over the same launches
 	TokensPerS float64        `json:"tokens_per_s,omitempty"`
 	StepMS     StepTime       `json:"step_ms"`
-	CV         float64        `json:"cv"`        // of the throughput samples
+	CV         float64        `json:"cv"`        // of the objective across launches (= Value.CV)
 	StepCV     float64        `json:"step_cv"`   // across steps (runner's summary)
 	RepeatCV   float64        `json:"repeat_cv"` // across repeats (runner's summary)
 	Noisy      bool           `json:"noisy"`
@@ -101,6 +133,23 @@ type Trial struct {
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
 	Warnings     []string   `json:"warnings,omitempty"`
+}
+
+// LaunchNote is one launch the report lists: left out of the statistics, or
+// kept but not steady.
+type LaunchNote struct {
+	Trial  string `json:"trial"`
+	Repeat int    `json:"repeat"`
+	Reason string `json:"reason"`
+}
+
+// Comparable are the facts two runs must share for compare to match their
+// trials: the same model, measurement and hardware.
+type Comparable struct {
+	Model    string `json:"model"`    // family/preset (layers, hidden)
+	Workload string `json:"workload"` // device, steps, warm-up steps
+	GPU      string `json:"gpu"`      // GPU model(s), "" on CPU
+	Metric   string `json:"metric"`   // the objective
 }
 
 // StepTime is the descriptive spread of step time in ms.
@@ -145,4 +194,4 @@ type Provenance struct {
 }
 
 // OK reports whether the trial finished with a measurement.
-func (t *Trial) OK() bool { return t.Outcome == store.OK && t.Throughput.N > 0 }
+func (t *Trial) OK() bool { return t.Outcome == store.OK && t.Value.N > 0 }

@@ -1,7 +1,12 @@
-// Package stats turns a run's raw samples into medians with confidence
-// intervals, comparisons with significance and speedups, on top of
-// golang.org/x/perf/benchmath (the engine behind benchstat). It computes;
-// it never writes: warnings travel with the values they qualify.
+// Package stats turns a run's launches into verdicts. The launch (a separate
+// process) is the replicate: one value per launch of the study's objective
+// (Metric.LaunchValue), never one per step. A trial's number is the geometric
+// mean over its clean launches (Value); a trial against the baseline is the
+// ratio of geometric means with Welch's t interval on log values and a
+// verdict against the study's threshold δ (Compare). The sequential design of
+// repeats: auto (Design, Schedule) decides how many launches that takes.
+// benchmath's median and Mann-Whitney U stay as secondary numbers, as
+// benchstat shows them. The package computes; it never writes.
 package stats
 
 import (
@@ -14,14 +19,16 @@ import (
 // Confidence is the level of every interval this package computes.
 const Confidence = 0.95
 
-// Alpha is the significance level of every comparison (Mann-Whitney U).
+// Alpha is the two-sided false-positive rate of a comparison decided at one
+// look (a fixed number of launches), and the overall rate the sequential
+// design keeps (Design).
 const Alpha = 0.05
 
 // Thresholds are the benchmath thresholds used for every sample.
 var Thresholds = benchmath.Thresholds{CompareAlpha: Alpha}
 
 // Estimate is a sample's median with its distribution-free confidence
-// interval (benchmath.AssumeNothing: order statistics of the sample).
+// interval (secondary: benchstat's number) (benchmath.AssumeNothing: order statistics of the sample).
 // Lo and Hi are -Inf/+Inf when the sample is too small for an interval at
 // this level (fewer than 6 values at 95%); Warnings then says so.
 type Estimate struct {
@@ -38,9 +45,9 @@ func (e Estimate) Bounded() bool {
 	return e.N > 0 && !math.IsInf(e.Lo, 0) && !math.IsInf(e.Hi, 0)
 }
 
-// Summarize is the median of values with its confidence interval. values is
+// MedianCI is the median of values with its confidence interval. values is
 // not modified.
-func Summarize(values []float64) Estimate {
+func MedianCI(values []float64) Estimate {
 	if len(values) == 0 {
 		return Estimate{Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: Confidence,
 			Warnings: []string{"no samples"}}

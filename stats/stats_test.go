@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	mstats "github.com/aclements/go-moremath/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,176 +22,275 @@ func normal(r *rand.Rand, n int, mean, sd float64) []float64 {
 	return v
 }
 
+// TestWelchMatchesR: R's t.test(extra ~ group, data = sleep) (Welch):
+// t = -1.8608, df = 17.776, p-value = 0.07939, 95% CI -3.3654832 0.2054832.
+func TestWelchMatchesR(t *testing.T) {
+	g1 := []float64{0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0}
+	g2 := []float64{1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4}
+	d, hw, p, df, err := welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95)
+	require.NoError(t, err)
+	assert.InDelta(t, 17.776, df, 5e-4)
+	assert.InDelta(t, 0.07939, p, 5e-6)
+	assert.InDelta(t, -3.3654832, d-hw, 5e-7)
+	assert.InDelta(t, 0.2054832, d+hw, 5e-7)
+}
+
+// TestCompareOrientation: better > 1 whatever the direction of the metric.
+func TestCompareOrientation(t *testing.T) {
+	fast, slow := []float64{120, 121, 119}, []float64{100, 101, 99}
+	lv := Level{Confidence: 0.95, Threshold: 0.05}
+	c := Compare(fast, slow, Metrics["throughput"], lv)
+	assert.InDelta(t, 1.2, c.Ratio, 0.01)
+	assert.Equal(t, Better, c.Verdict)
+	assert.Equal(t, "faster", c.VerdictText())
+	// step time: the trial with the shorter step is faster
+	c = Compare([]float64{10, 10.1, 9.9}, []float64{12, 12.1, 11.9}, Metrics["step_time"], lv)
+	assert.InDelta(t, 1.2, c.Ratio, 0.01)
+	assert.Equal(t, Better, c.Verdict)
+	assert.Less(t, c.Lo, c.Ratio)
+	assert.Greater(t, c.Hi, c.Ratio)
+	// memory: deterministic values compare exactly
+	c = Compare([]float64{8 << 30, 8 << 30}, []float64{6 << 30, 6 << 30}, Metrics["memory"], lv)
+	assert.Equal(t, Worse, c.Verdict)
+	assert.Equal(t, "more memory", c.VerdictText())
+	assert.InDelta(t, 0.75, c.Lo, 1e-12)
+}
+
+func TestVerdicts(t *testing.T) {
+	lv := Level{Confidence: 0.95, Threshold: 0.05}
+	tests := []struct {
+		name        string
+		trial, base []float64
+		verdict     Verdict
+		text        string
+	}{
+		{"one launch: estimate only", []float64{130}, []float64{100, 101, 99}, Undecided, "undecided (one launch: estimate only)"},
+		{"one baseline launch", []float64{130, 131}, []float64{100}, Undecided, "undecided (one launch: estimate only)"},
+		{"nothing", nil, []float64{100}, Undecided, "undecided (nothing to compare)"},
+		{"slower", []float64{70, 71, 69}, []float64{100, 101, 99}, Worse, "slower"},
+		{"same, tight", []float64{100.5, 100, 99.5, 100.2}, []float64{100, 100.4, 99.6, 99.9}, NoDifference, "no difference larger than 5%"},
+		{"same, noisy", []float64{90, 110, 100}, []float64{95, 105, 100}, Undecided, "undecided (needs ~"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(tt.trial, tt.base, Metrics["throughput"], lv)
+			assert.Equal(t, tt.verdict, c.Verdict, c.Text())
+			assert.Contains(t, c.VerdictText(), tt.text)
+			if len(tt.trial) < 2 || len(tt.base) < 2 {
+				assert.False(t, c.Bounded())
+				assert.True(t, math.IsNaN(c.P))
+				assert.Equal(t, "no p-value", c.PText())
+			}
+		})
+	}
+}
+
+// TestMoreLaunchesEstimate: the estimate is what it says: with the same
+// spreads and effect, that many more launches decide.
+func TestMoreLaunchesEstimate(t *testing.T) {
+	lv := Level{Confidence: 0.95, Threshold: 0.05}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		sd := 0.01 + 0.05*r.Float64()
+		eff := 0.2 * r.Float64()
+		x, y := normal(r, 3, 0, sd), normal(r, 3, 0, sd)
+		trial, base := make([]float64, 3), make([]float64, 3)
+		for i := range x {
+			trial[i], base[i] = 100*math.Exp(eff+x[i]), 100*math.Exp(y[i])
+		}
+		c := Compare(trial, base, Metrics["throughput"], lv)
+		if c.Decided() || c.MoreLaunches == 0 || c.MoreLaunches >= maxMore {
+			continue
+		}
+		// grow both sides with their own mean and spread exactly preserved
+		n := 3 + c.MoreLaunches
+		grow := func(v []float64) []float64 {
+			s := mstats.Sample{Xs: logs(v)}
+			m, sd := s.Mean(), s.StdDev()
+			out := make([]float64, n)
+			for i := range out { // ±1 pattern with the same mean and sample sd
+				z := 1.0
+				if i%2 == 1 {
+					z = -1
+				}
+				if n%2 == 1 && i == n-1 {
+					z = 0
+				}
+				out[i] = z
+			}
+			zs := mstats.Sample{Xs: append([]float64(nil), out...)}
+			zm, zsd := zs.Mean(), zs.StdDev()
+			for i := range out {
+				out[i] = math.Exp(m + sd*(out[i]-zm)/zsd)
+			}
+			return out
+		}
+		c2 := Compare(grow(trial), grow(base), Metrics["throughput"], lv)
+		assert.True(t, c2.Decided(), "%s then %d more: %s", c.Text(), c.MoreLaunches, c2.Text())
+	}
+}
+
+func TestHolm(t *testing.T) {
+	// m = 4: 0.01 <= 0.05/4, 0.015 <= 0.05/3, 0.03 > 0.05/2 stops; NaN is not tested
+	got := Holm([]float64{0.03, 0.01, math.NaN(), 0.015, 0.04}, 0.05)
+	assert.Equal(t, []bool{false, true, false, true, false}, got)
+	assert.Equal(t, []bool{true}, Holm([]float64{0.05}, 0.05))
+	assert.Empty(t, Holm(nil, 0.05))
+}
+
+func TestValueOf(t *testing.T) {
+	v := ValueOf([]float64{100, 121}, 0.95)
+	assert.InDelta(t, 110, v.Center, 1e-9) // geometric mean
+	assert.True(t, v.Bounded())
+	one := ValueOf([]float64{100}, 0.95)
+	assert.InDelta(t, 100.0, one.Center, 1e-9)
+	assert.False(t, one.Bounded())
+	b, err := json.Marshal(one)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"lo":null`)
+	var back Value
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.True(t, math.IsInf(back.Hi, 1))
+}
+
+func TestComparisonJSON(t *testing.T) {
+	c := Compare([]float64{120}, []float64{100, 101}, Metrics["tokens_per_s"], Level{Confidence: 0.99, Threshold: 0.05})
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"p":null`)
+	assert.Contains(t, string(b), `"verdict_text":"undecided (one launch: estimate only)"`)
+	var back Comparison
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.True(t, math.IsNaN(back.P))
+	assert.Equal(t, c.Text(), back.Text())
+}
+
 // The median's interval must hold the true median at least as often as its
 // stated confidence (order-statistic intervals are exact, so 95% nominal).
-func TestSummarizeCoverage(t *testing.T) {
-	for _, n := range []int{8, 20, 60} {
-		const seeds = 2000
+func TestMedianCICoverage(t *testing.T) {
+	for _, n := range []int{8, 20} {
+		const seeds = 1000
 		hit := 0
 		for seed := range seeds {
 			r := rand.New(rand.NewPCG(uint64(seed), uint64(n)))
-			e := Summarize(normal(r, n, 100, 7))
+			e := MedianCI(normal(r, n, 100, 7))
 			require.True(t, e.Bounded(), "n=%d", n)
-			require.GreaterOrEqual(t, e.Confidence, Confidence)
 			if e.Lo <= 100 && 100 <= e.Hi {
 				hit++
 			}
 		}
-		rate := float64(hit) / seeds
-		assert.GreaterOrEqual(t, rate, 0.935, "n=%d coverage %.3f", n, rate)
-		assert.LessOrEqual(t, rate, 0.995, "n=%d coverage %.3f: interval far too wide", n, rate)
+		assert.GreaterOrEqual(t, float64(hit)/seeds, 0.935, "n=%d", n)
 	}
+	assert.False(t, MedianCI([]float64{3, 1, 2}).Bounded(), "benchmath needs 6 values")
 }
 
-func TestSummarize(t *testing.T) {
-	tests := []struct {
-		description string
-		values      []float64
-		center      float64
-		bounded     bool
-		warning     string
-	}{
-		{"empty", nil, 0, false, "no samples"},
-		{"three repeats are too few for a 95% interval", []float64{3, 1, 2}, 2, false, "need >= 6 samples"},
-		{"six values give an interval", []float64{6, 5, 4, 3, 2, 1}, 3.5, true, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.description, func(t *testing.T) {
-			in := append([]float64(nil), tt.values...)
-			e := Summarize(tt.values)
-			assert.Equal(t, in, tt.values, "input must not be reordered")
-			assert.InDelta(t, tt.center, e.Center, 1e-12)
-			assert.Equal(t, tt.bounded, e.Bounded())
-			if tt.warning == "" {
-				assert.Empty(t, e.Warnings)
-			} else {
-				require.NotEmpty(t, e.Warnings)
-				assert.Contains(t, e.Warnings[0], tt.warning)
-			}
-		})
-	}
-}
-
-func TestCompareSignificance(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	base := normal(r, 10, 1000, 10)
-	tests := []struct {
-		description string
-		new         []float64
-		significant bool
-		text        string
-	}{
-		{"5% faster, tight", normal(r, 10, 1050, 10), true, "+"},
-		{"5% slower, tight", normal(r, 10, 950, 10), true, "-"},
-		{"same distribution", normal(r, 10, 1000, 10), false, "~"},
-		{"big shift but three samples each", []float64{2000, 2001, 2002}, false, "~"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.description, func(t *testing.T) {
-			old := base
-			if len(tt.new) == 3 {
-				old = base[:3]
-			}
-			d := Compare(old, tt.new)
-			assert.Equal(t, tt.significant, d.Significant, "p=%v", d.P)
-			assert.Contains(t, d.Text, tt.text)
-			if len(tt.new) == 3 {
-				require.NotEmpty(t, d.Warnings)
-				assert.Contains(t, d.Warnings[0], "need >= 4 samples")
-			}
-		})
-	}
-}
-
-// Under the null hypothesis the test must not cry wolf much more than alpha.
-func TestCompareFalsePositiveRate(t *testing.T) {
-	const seeds = 400
-	fp := 0
-	for seed := range seeds {
-		r := rand.New(rand.NewPCG(uint64(seed), 99))
-		if Compare(normal(r, 10, 50, 3), normal(r, 10, 50, 3)).Significant {
-			fp++
-		}
-	}
-	assert.LessOrEqual(t, float64(fp)/seeds, 0.075)
-}
-
-func TestSpeedupCoverage(t *testing.T) {
-	const seeds = 1000
-	hit := 0
-	for seed := range seeds {
-		r := rand.New(rand.NewPCG(uint64(seed), 7))
-		s := NewSpeedup(normal(r, 12, 150, 6), normal(r, 12, 100, 4), true)
-		require.False(t, math.IsInf(s.Lo, 0))
-		if s.Lo <= 1.5 && 1.5 <= s.Hi {
-			hit++
-		}
-		require.True(t, s.Significant)
-	}
-	assert.GreaterOrEqual(t, float64(hit)/seeds, 0.90)
-}
-
-func TestSpeedupOrientation(t *testing.T) {
-	// Step times: best is 80 ms, baseline 100 ms: 1.25x.
-	best := []float64{80, 80, 80, 80, 80, 80, 80}
-	base := []float64{100, 100, 100, 100, 100, 100, 100}
-	s := NewSpeedup(best, base, false)
-	assert.InDelta(t, 1.25, s.Ratio, 1e-12)
-	assert.InDelta(t, 1.25, s.Lo, 1e-12)
-	assert.GreaterOrEqual(t, s.Confidence, 0.90)
-
-	few := NewSpeedup([]float64{2, 2, 2}, []float64{1, 1, 1}, true)
-	assert.InDelta(t, 2.0, few.Ratio, 1e-12)
-	assert.True(t, math.IsInf(few.Hi, 1))
-	require.NotEmpty(t, few.Warnings)
-	assert.Contains(t, few.Warnings[0], "unbounded")
-}
-
-func TestJSONInfinity(t *testing.T) {
-	e := Summarize([]float64{1, 2})
-	b, err := json.Marshal(e)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), `"lo":null`)
-	var back Estimate
-	require.NoError(t, json.Unmarshal(b, &back))
-	assert.True(t, math.IsInf(back.Lo, -1))
-	assert.True(t, math.IsInf(back.Hi, 1))
-	assert.Equal(t, e.Center, back.Center)
-
-	s := NewSpeedup([]float64{2}, []float64{1}, true)
-	b, err = json.Marshal(s)
-	require.NoError(t, err)
-	var sb Speedup
-	require.NoError(t, json.Unmarshal(b, &sb))
-	assert.True(t, math.IsInf(sb.Hi, 1))
+func TestMannWhitneyFloor(t *testing.T) {
+	// 3 vs 3 with every value apart: the rank test cannot go below p = 0.1
+	d := MannWhitney([]float64{100, 101, 102}, []float64{124, 125, 126})
+	assert.False(t, d.Significant)
+	assert.InDelta(t, 0.1, d.P, 1e-9)
 }
 
 func step(ms float64, samples int) engine.StepMetrics {
-	return engine.StepMetrics{StepMS: ms, Samples: samples}
+	return engine.StepMetrics{StepMS: ms, Samples: samples, Tokens: 4 * samples, MFU: 0.5, MemPeakBytes: int64(ms)}
 }
 
-func TestTrialSamples(t *testing.T) {
-	rep := func(outcome store.Outcome, tp float64, rank0, rank1 []engine.StepMetrics) store.RepeatRecord {
-		return store.RepeatRecord{Outcome: outcome, SamplesPerS: tp, Ranks: []store.RankRecord{
-			{Rank: 0, Steps: rank0}, {Rank: 1, Steps: rank1}}}
+func TestTrialLaunches(t *testing.T) {
+	rep := func(i int, outcome store.Outcome, tainted string, ms ...float64) store.RepeatRecord {
+		var steps []engine.StepMetrics
+		for _, m := range ms {
+			steps = append(steps, step(m, 8))
+		}
+		r := store.RepeatRecord{Repeat: i, Outcome: outcome, Tainted: tainted, Ranks: []store.RankRecord{{Steps: steps}}}
+		r.SamplesPerS, r.TokensPerS = Throughput(r.Ranks)
+		return r
 	}
-	two := []engine.StepMetrics{step(100, 8), step(200, 8)}
-	slow := []engine.StepMetrics{step(125, 8), step(100, 8)}
+	tr := &store.TrialRecord{Outcome: store.OK, Repeats: []store.RepeatRecord{
+		rep(0, store.OK, "", 100, 100), rep(1, store.OK, "thermal throttling 3% of the window", 200, 200),
+		rep(2, store.OK, "", 80, 120)}}
+	l := TrialLaunches(tr, Metrics["throughput"])
+	assert.Equal(t, []float64{80, 80}, l.Values, "16 samples in 0.2 s each")
+	assert.Equal(t, []int{0, 2}, l.Repeats)
+	require.Len(t, l.Excluded, 1)
+	assert.Equal(t, 1, l.Excluded[0].Repeat)
+	assert.Contains(t, l.Excluded[0].Reason, "tainted: thermal")
+	assert.Equal(t, 2, CleanLaunches(tr.Repeats))
 
-	tr := &store.TrialRecord{Repeats: []store.RepeatRecord{
-		rep(store.OK, 90, two, slow), rep(store.Failed, 0, nil, nil), rep(store.OK, 110, two, slow)}}
-	s := TrialSamples(tr)
-	assert.Equal(t, FromRepeats, s.Source)
-	assert.Equal(t, []float64{90, 110}, s.Throughput)
-	assert.Equal(t, []float64{162.5, 162.5}, s.StepMS) // median of max(100,125), max(200,100)
+	st := TrialLaunches(tr, Metrics["step_time"])
+	assert.Equal(t, []float64{100, 100}, st.Values)
+	tok := TrialLaunches(tr, Metrics["tokens_per_s"])
+	assert.Equal(t, []float64{320, 320}, tok.Values)
+	mem := TrialLaunches(tr, Metrics["memory"])
+	assert.Equal(t, []float64{100, 120}, mem.Values)
+	mfu := TrialLaunches(tr, Metrics["mfu"])
+	assert.InDeltaSlice(t, []float64{0.5, 0.5}, mfu.Values, 1e-12)
+}
 
-	tr = &store.TrialRecord{Repeats: []store.RepeatRecord{rep(store.OK, 90, two, slow)}}
-	s = TrialSamples(tr)
-	assert.Equal(t, FromSteps, s.Source)
-	assert.Equal(t, []float64{125, 200}, s.StepMS)
-	assert.InDeltaSlice(t, []float64{16 / 0.125, 16 / 0.2}, s.Throughput, 1e-9)
+func TestBest(t *testing.T) {
+	mk := func(outcome store.Outcome, sps ...float64) *store.TrialRecord {
+		tr := &store.TrialRecord{Outcome: outcome}
+		for i, v := range sps {
+			tr.Repeats = append(tr.Repeats, store.RepeatRecord{Repeat: i, Outcome: store.OK, SamplesPerS: v,
+				Ranks: []store.RankRecord{{Steps: []engine.StepMetrics{step(1000/v, 1)}}}})
+		}
+		return tr
+	}
+	recs := []*store.TrialRecord{mk(store.OK, 100, 100), mk(store.OOM), mk(store.OK, 150, 90), mk(store.OK, 120, 120), nil}
+	assert.Equal(t, 3, Best(recs, Metrics["throughput"]), "geometric mean 120 beats 116.2")
+	assert.Equal(t, 3, Best(recs, Metrics["step_time"]))
+	assert.Equal(t, -1, Best([]*store.TrialRecord{mk(store.Failed)}, Metrics["throughput"]))
+	assert.Equal(t, 0, Best([]*store.TrialRecord{mk(store.OK, 100), mk(store.OK, 100)}, Metrics["throughput"]), "ties keep order")
+}
 
-	s = TrialSamples(&store.TrialRecord{Repeats: []store.RepeatRecord{rep(store.OOM, 0, nil, nil)}})
-	assert.Equal(t, NoSamples, s.Source)
-	assert.Empty(t, s.Throughput)
+func TestDrift(t *testing.T) {
+	rec := func(ms ...float64) *store.RepeatRecord {
+		var steps []engine.StepMetrics
+		for _, m := range ms {
+			steps = append(steps, step(m, 1))
+		}
+		return &store.RepeatRecord{Ranks: []store.RankRecord{{Steps: steps}}}
+	}
+	d, bad := Unsteady(rec(10, 10, 10, 10, 10.05, 10.1, 10.1, 10.1, 10.1))
+	assert.InDelta(t, 0.01, d, 1e-9)
+	assert.False(t, bad, "1% is ordinary warming")
+	d, bad = Unsteady(rec(10, 10, 10, 10, 12, 12, 12, 12, 12))
+	assert.InDelta(t, 0.2, d, 1e-9)
+	assert.True(t, bad, "a host slow regime")
+	_, ok := Drift(rec(10, 20, 30))
+	assert.False(t, ok, "too few steps to judge")
+}
+
+func TestDesign(t *testing.T) {
+	d := AutoDesign(5, 20)
+	assert.Equal(t, []int{5, 8, 12, 20}, d.Looks)
+	assert.InDelta(t, 0.01, d.LookAlpha, 1e-12)
+	assert.True(t, d.IsLook(8))
+	assert.False(t, d.IsLook(9))
+	assert.Equal(t, []int{3, 5, 8, 10}, Looks(3, 10))
+	assert.Equal(t, []int{5}, Looks(5, 5))
+	f := FixedDesign(3, true)
+	assert.InDelta(t, 0.95, f.Level(0.05).Confidence, 1e-12)
+	m := &store.Manifest{Workload: map[string]any{"repeats": float64(4)}}
+	assert.Equal(t, 4, DesignOf(m).Repeats)
+	m.Measurement = AutoDesign(5, 20).Record()
+	assert.True(t, DesignOf(m).Auto)
+}
+
+// TestDecideAgreesWithCompare: the schedule's fast verdict is compare's.
+func TestDecideAgreesWithCompare(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	for range 2000 {
+		nx, ny := 2+r.IntN(10), 2+r.IntN(10)
+		eff, sx, sy := 0.15*r.NormFloat64(), 0.05*r.Float64(), 0.05*r.Float64()
+		x, y := normal(r, nx, 0, sx), normal(r, ny, 0, sy)
+		for i := range x {
+			x[i] = 100 * math.Exp(eff+x[i])
+		}
+		for i := range y {
+			y[i] = 100 * math.Exp(y[i])
+		}
+		lv := Level{Confidence: []float64{0.95, 0.99}[r.IntN(2)], Threshold: []float64{0, 0.05}[r.IntN(2)]}
+		c := Compare(x, y, throughputMetric, lv)
+		assert.Equal(t, c.Verdict, decide(x, y, lv), c.Text())
+	}
 }

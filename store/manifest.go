@@ -23,12 +23,48 @@ type Manifest struct {
 	Objective   Objective         `json:"objective"`
 	// CompareThreshold is the study's compare.threshold (fraction, 0.05 = 5%);
 	// 0 when the study sets none. casestudy compare defaults to it.
-	CompareThreshold float64           `json:"compare_threshold,omitempty"`
-	Workload         map[string]any    `json:"workload"`
-	Model            map[string]any    `json:"model"`
-	Host             Host              `json:"host"`
-	Engine           *engine.BuildInfo `json:"engine,omitempty"`
-	Env              map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+	CompareThreshold float64        `json:"compare_threshold,omitempty"`
+	Workload         map[string]any `json:"workload"`
+	// Measurement is how launches were scheduled and what the verdicts are
+	// decided at; nil in runs made before it was recorded (read as a fixed
+	// number of repeats at 95%).
+	Measurement *Measurement `json:"measurement,omitempty"`
+	// Overrides are the command-line overrides of the study's workload
+	// (--repeats, --max-time, --warmup, --steps, --gpus, --ranks), flag name ->
+	// value as given; --resume applies them again.
+	Overrides map[string]string `json:"overrides,omitempty"`
+	Model     map[string]any    `json:"model"`
+	Host      Host              `json:"host"`
+	Engine    *engine.BuildInfo `json:"engine,omitempty"`
+	Env       map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+}
+
+// Measurement is the launch schedule and the statistical design of a run
+// (docs/reports.md explains the design).
+type Measurement struct {
+	// Repeats is the fixed number of clean launches per trial; 0 with Auto.
+	Repeats int `json:"repeats,omitempty"`
+	// Auto: repeats: auto, a sequential design that launches until each
+	// trial's comparison with the baseline is decided.
+	Auto       bool  `json:"auto,omitempty"`
+	MinRepeats int   `json:"min_repeats,omitempty"` // auto: launches every trial gets
+	MaxRepeats int   `json:"max_repeats,omitempty"` // auto: launches no trial exceeds
+	Looks      []int `json:"looks,omitempty"`       // auto: the rounds after which comparisons are decided
+	// Alpha is the overall two-sided false-positive rate of one comparison;
+	// LookAlpha the rate of each look (Alpha with a fixed number of repeats):
+	// every interval of the run is at confidence 1-LookAlpha.
+	Alpha     float64 `json:"alpha"`
+	LookAlpha float64 `json:"look_alpha"`
+	MaxTimeS  float64 `json:"max_time_s,omitempty"` // time budget for launches (0: none)
+	// Interleave: launches run in rounds, one per trial, in a fresh random
+	// order each round drawn from OrderSeed.
+	Interleave bool   `json:"interleave"`
+	OrderSeed  uint64 `json:"order_seed,omitempty"`
+	// Preheat: one unmeasured launch warmed the GPU before the first measured one.
+	Preheat bool `json:"preheat,omitempty"`
+	// MaxRelaunches is how many extra launches a trial may get to replace
+	// tainted ones.
+	MaxRelaunches int `json:"max_relaunches,omitempty"`
 }
 
 // Tool identifies the casestudy build.

@@ -17,6 +17,7 @@ func init() { register(newCompareCommand) }
 type compareOptions struct {
 	threshold string
 	format    string
+	json      bool
 	output    string
 }
 
@@ -24,27 +25,39 @@ func newCompareCommand() *cobra.Command {
 	var opts compareOptions
 	cmd := &cobra.Command{
 		Use:   "compare OLD NEW",
-		Short: "Compare two runs trial by trial; exit 1 on a significant regression",
+		Short: "Compare two runs trial by trial; exit 1 on a regression",
 		Long: "compare matches the trials of two runs by their stable IDs. OLD and NEW are run directories or " +
-			"baseline files (casestudy baseline). Per trial it shows the change of throughput and step time with " +
-			"a Mann-Whitney U test (golang.org/x/perf/benchmath); ~ marks a change that is not significant at " +
-			"alpha 0.05. A regression is a significant throughput drop beyond the threshold (--threshold; default " +
-			"the study's compare.threshold, else 5%), or a trial that finished in OLD and fails in NEW.\n\n" +
-			"Exit status: 0 no regression, 1 regression, 2 usage or input error, 3 the output cannot be written.",
+			"baseline files (casestudy baseline). Per trial it compares NEW's launches with OLD's on the study's " +
+			"objective: the ratio of geometric means with a 95% Welch interval on log values, and a verdict " +
+			"(faster, slower, no difference larger than the threshold, undecided). A regression is a slower " +
+			"verdict that survives Holm's correction over the compared trials with a ratio below " +
+			"1/(1+threshold) (--threshold; default the study's compare.threshold, else 5%), or a trial that " +
+			"finished in OLD and fails in NEW. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
+			"Runs that measured different things (model, preset, GPU model, device, steps, warm-up, objective) " +
+			"or share no trial are refused.\n\n" +
+			"Exit status: 0 no regression, 1 regression, 2 usage or input error (including runs that cannot be " +
+			"compared), 3 the output cannot be written.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}
 	cmd.Flags().StringVar(&opts.threshold, "threshold", "", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, else 5%)")
-	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, md or html")
+	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, md, html or json")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON (the same as --format json)")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
 	return cmd
 }
 
 func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, thresholdSet bool) error {
+	if opts.json {
+		if opts.format != "text" && opts.format != "json" {
+			return exitcode.Usage(fmt.Errorf("--json and --format %s: give one of them", opts.format))
+		}
+		opts.format = "json"
+	}
 	if !slices.Contains(report.CompareFormats, opts.format) {
-		return exitcode.Usage(fmt.Errorf("--format %q: use text, md or html", opts.format))
+		return exitcode.Usage(fmt.Errorf("--format %q: use text, md, html or json", opts.format))
 	}
 	var threshold float64
 	if thresholdSet {
@@ -72,7 +85,10 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	default:
 		threshold, source = report.DefaultThreshold, "default"
 	}
-	c := report.Compare(old, cur, oldPath, newPath, threshold)
+	c, err := report.Compare(old, cur, oldPath, newPath, threshold)
+	if err != nil {
+		return exitcode.Usage(fmt.Errorf("compare %s %s: %w", oldPath, newPath, err))
+	}
 	c.ThresholdSource = source
 	var buf bytes.Buffer
 	if err := report.WriteComparison(&buf, c, opts.format); err != nil {
@@ -82,7 +98,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 		return outputErr(err)
 	}
 	if len(c.Regressions) > 0 {
-		return exitcode.With(exitcode.Failure, fmt.Errorf("%s", c.Verdict()))
+		return exitcode.With(exitcode.Failure, fmt.Errorf("%s", c.Verdict))
 	}
 	return nil
 }

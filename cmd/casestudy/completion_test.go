@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -58,7 +59,7 @@ func TestCompletion(t *testing.T) {
 	assert.Equal(t, []string{"html,json", "html,md"}, got)
 	assert.NotZero(t, d&cobra.ShellCompDirectiveNoSpace, "a list goes on")
 	got, _ = complete(t, "compare", "a", "b", "--format", "")
-	assert.Equal(t, []string{"text", "md", "html"}, got)
+	assert.Equal(t, report.CompareFormats, got)
 	got, _ = complete(t, "models", "")
 	assert.Equal(t, []string{"resnet50", "bert", "gpt"}, got)
 

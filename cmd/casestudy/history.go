@@ -42,7 +42,7 @@ func newHistoryCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: html, md or text")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
-	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON: every run, and per trial its throughput in each run and its drift")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON: every run, and per trial its value (the objective) in each run and its drift")
 	return cmd
 }
 
@@ -70,7 +70,8 @@ func runHistory(stdout io.Writer, dir string, opts historyOptions) error {
 type historyJSON struct {
 	Dir      string             `json:"dir"`
 	Study    string             `json:"study"`
-	Runs     []historyRunJSON   `json:"runs"` // oldest first
+	Metric   stats.Metric       `json:"metric"` // the objective every value is in (the latest run's)
+	Runs     []historyRunJSON   `json:"runs"`   // oldest first
 	Trials   []historyTrialJSON `json:"trials"`
 	Warnings []string           `json:"warnings,omitempty"`
 }
@@ -85,18 +86,18 @@ type historyTrialJSON struct {
 	ID     string             `json:"id"`
 	Knobs  string             `json:"knobs"`  // the knobs that differ from the baseline
 	Points []historyPointJSON `json:"points"` // one per run, in the order of runs
-	Drift  *stats.Delta       `json:"drift,omitempty"`
+	Drift  *stats.Comparison  `json:"drift,omitempty"` // the last run against the first (Welch over launches)
 }
 
 // historyPointJSON is a trial in one run: no outcome when the run did not
-// have it, a throughput (samples/s) when it finished.
+// have it, its value (in the metric's unit) when it finished.
 type historyPointJSON struct {
-	Outcome    store.Outcome   `json:"outcome,omitempty"`
-	Throughput *stats.Estimate `json:"throughput,omitempty"`
+	Outcome store.Outcome `json:"outcome,omitempty"`
+	Value   *stats.Value  `json:"value,omitempty"`
 }
 
 func historyOf(h *report.History) historyJSON {
-	out := historyJSON{Dir: h.Dir, Study: h.Study, Runs: []historyRunJSON{}, Trials: []historyTrialJSON{}, Warnings: h.Warnings}
+	out := historyJSON{Dir: h.Dir, Study: h.Study, Metric: h.Metric, Runs: []historyRunJSON{}, Trials: []historyTrialJSON{}, Warnings: h.Warnings}
 	for _, r := range h.Runs {
 		out.Runs = append(out.Runs, historyRunJSON{Dir: r.Dir, RunID: r.RunID, Created: r.Created})
 	}
@@ -104,9 +105,9 @@ func historyOf(h *report.History) historyJSON {
 		tj := historyTrialJSON{ID: t.ID, Knobs: t.Knobs, Points: make([]historyPointJSON, len(t.Points)), Drift: t.Drift}
 		for i, p := range t.Points {
 			tj.Points[i].Outcome = p.Outcome
-			if p.Throughput.N > 0 {
-				tp := p.Throughput
-				tj.Points[i].Throughput = &tp
+			if p.Value.N > 0 {
+				v := p.Value
+				tj.Points[i].Value = &v
 			}
 		}
 		out.Trials = append(out.Trials, tj)

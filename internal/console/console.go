@@ -39,13 +39,14 @@ func ChangedKnobs(rec *store.TrialRecord) string {
 
 // ResultText is a finished trial in words: "ok 12.5 samples/s, step 80.0 ms"
 // or "crashed: rank 1 was killed by SIGKILL". The throughput is the one the
-// report and the end-of-run summary show (stats.TrialSamples, summarized).
+// report and the end-of-run summary show (the geometric mean over the clean
+// launches, stats.ValueOf).
 func ResultText(rec *store.TrialRecord) string {
 	switch {
 	case rec.Outcome == store.OK && rec.Summary != nil:
 		tp := rec.Summary.SamplesPerS
-		if samples := stats.TrialSamples(rec).Throughput; len(samples) > 0 {
-			tp = stats.Summarize(samples).Center
+		if l := stats.TrialLaunches(rec, stats.Metrics["throughput"]); l.N() > 0 {
+			tp = stats.ValueOf(l.SamplesPerS, 0.95).Center // the confidence does not move the center
 		}
 		s := fmt.Sprintf("ok %s samples/s, step %s ms", report.Num(tp), report.Num(rec.Summary.StepMSMedian))
 		if rec.Summary.Noisy {

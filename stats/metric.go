@@ -1,0 +1,128 @@
+package stats
+
+import (
+	"math"
+	"strings"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
+)
+
+// Metric is the study's objective as the statistics use it: the value of one
+// launch, its unit and which direction is better.
+type Metric struct {
+	Name           string `json:"name"` // throughput | tokens_per_s | mfu | tflops | step_time | memory
+	Unit           string `json:"unit"` // samples/s, tokens/s, MFU, TFLOP/s, ms, bytes
+	HigherIsBetter bool   `json:"higher_is_better"`
+}
+
+// Metrics are the objectives a study may name (study.Metrics lists the same).
+var Metrics = map[string]Metric{
+	"throughput":    {"throughput", "samples/s", true},
+	"samples_per_s": {"throughput", "samples/s", true},
+	"tokens_per_s":  {"tokens_per_s", "tokens/s", true},
+	"mfu":           {"mfu", "MFU", true},
+	"tflops":        {"tflops", "TFLOP/s", true},
+	"step_time":     {"step_time", "ms", false},
+	"step_ms":       {"step_time", "ms", false},
+	"memory":        {"memory", "bytes", false},
+	"mem_peak":      {"memory", "bytes", false},
+}
+
+// MetricFor maps a run's objective to its metric; an unknown or empty name is
+// throughput, with a warning for an unknown one.
+func MetricFor(o store.Objective) (m Metric, warning string) {
+	name := strings.ToLower(strings.TrimSpace(o.Metric))
+	if name == "" {
+		return Metrics["throughput"], ""
+	}
+	if m, ok := Metrics[name]; ok {
+		return m, ""
+	}
+	return Metrics["throughput"], "objective metric " + o.Metric + " is not one casestudy measures; ranked by throughput (samples/s)"
+}
+
+// Speed reports whether the metric measures speed, so that better is
+// "faster" (memory: "less memory").
+func (m Metric) Speed() bool { return m.Name != "memory" }
+
+// LaunchValue is one launch's value of the metric, computed over its measured
+// window; ok is false when the launch did not finish or measured nothing
+// usable (for example MFU without a known peak).
+//
+//   - throughput, tokens_per_s: total samples (tokens) of every rank over the
+//     slowest rank's measured wall time (RepeatRecord.SamplesPerS/TokensPerS);
+//   - step_time: the slowest rank's measured wall time over its steps (mean
+//     step time, the reciprocal of throughput when samples per step are fixed);
+//   - mfu, tflops: rank 0's per-step values weighted by step time (FLOPs done
+//     over time taken);
+//   - memory: the peak over ranks and steps.
+func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
+	if r.Outcome != store.OK {
+		return 0, false
+	}
+	var v float64
+	switch m.Name {
+	case "tokens_per_s":
+		v = r.TokensPerS
+		if v == 0 {
+			_, v = Throughput(r.Ranks)
+		}
+	case "step_time":
+		v = meanStepMS(r.Ranks)
+	case "mfu":
+		v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.MFU })
+	case "tflops":
+		v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.TFLOPS })
+	case "memory":
+		for _, rk := range r.Ranks {
+			for _, s := range rk.Steps {
+				v = math.Max(v, float64(s.MemPeakBytes))
+			}
+		}
+	default:
+		v = r.SamplesPerS
+		if v == 0 {
+			v, _ = Throughput(r.Ranks)
+		}
+	}
+	return v, v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
+}
+
+// meanStepMS is the slowest rank's measured wall time over its step count.
+func meanStepMS(ranks []store.RankRecord) float64 {
+	var worst float64
+	for _, rk := range ranks {
+		if len(rk.Steps) == 0 {
+			continue
+		}
+		var ms float64
+		for _, s := range rk.Steps {
+			ms += s.StepMS
+		}
+		worst = math.Max(worst, ms/float64(len(rk.Steps)))
+	}
+	return worst
+}
+
+// timeWeighted is rank 0's per-step value weighted by step time.
+func timeWeighted(ranks []store.RankRecord, get func(engine.StepMetrics) float64) float64 {
+	if len(ranks) == 0 {
+		return 0
+	}
+	r0 := ranks[0]
+	for _, rk := range ranks {
+		if rk.Rank == 0 {
+			r0 = rk
+		}
+	}
+	var num, den float64
+	for _, s := range r0.Steps {
+		num += get(s) * s.StepMS
+		den += s.StepMS
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}

@@ -1,0 +1,255 @@
+package stats
+
+import (
+	"encoding/json"
+	"math"
+
+	mstats "github.com/aclements/go-moremath/stats"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Level is what a comparison is decided at.
+type Level struct {
+	// Confidence of the interval; 1-Confidence is the two-sided
+	// false-positive rate of one look (0.95 for a fixed number of launches;
+	// the sequential design's per-look level for repeats: auto).
+	Confidence float64
+	// Threshold is δ, the study's compare.threshold (0.05 = 5%): differences
+	// inside [1/(1+δ), 1+δ] are "no difference larger than δ".
+	Threshold float64
+}
+
+// Comparison is a trial against a reference (the baseline), launch by
+// launch: the ratio of geometric means of the metric, oriented so that > 1 is
+// better (for step time and memory: reference over trial), with Welch's t
+// interval and test on y = ln value (unequal variances, launches as
+// replicates), and the verdict against δ.
+//
+// The median ratio and Mann-Whitney p (golang.org/x/perf/benchmath) are kept
+// as secondary numbers, as benchstat shows them; the verdict does not use
+// them (a rank test cannot reach p < 0.1 with 3 launches a side).
+type Comparison struct {
+	Metric     Metric  `json:"metric"`
+	Ratio      float64 `json:"ratio"`
+	Lo         float64 `json:"lo"` // -Inf (null) when either side has one launch
+	Hi         float64 `json:"hi"` // +Inf (null) likewise
+	Confidence float64 `json:"confidence"`
+	P          float64 `json:"p"`  // Welch two-sided; NaN (null) when not testable
+	DF         float64 `json:"df"` // Welch-Satterthwaite degrees of freedom
+	NTrial     int     `json:"n_trial"`
+	NBase      int     `json:"n_base"`
+	Threshold  float64 `json:"threshold"`
+	Verdict    Verdict `json:"verdict"`
+	// MoreLaunches estimates, for an undecided comparison with two launches
+	// a side or more, how many more launches per side would decide it at the
+	// current spread and effect (0: decided, or no spread to go by).
+	MoreLaunches int    `json:"more_launches,omitempty"`
+	Note         string `json:"note,omitempty"`
+
+	MedianRatio  float64 `json:"median_ratio"`   // ratio of medians, oriented like Ratio
+	MannWhitneyP float64 `json:"mann_whitney_p"` // benchmath's U test (secondary)
+}
+
+// Bounded reports whether the comparison has an interval.
+func (c Comparison) Bounded() bool { return !math.IsInf(c.Lo, 0) && !math.IsInf(c.Hi, 0) }
+
+// Decided reports whether the verdict is faster, slower or no difference.
+func (c Comparison) Decided() bool { return c.Verdict != Undecided && c.Verdict != "" }
+
+// Compare compares a trial's launch values with the reference's.
+func Compare(trial, base []float64, m Metric, lv Level) Comparison {
+	c := compare(trial, base, m, lv)
+	if len(trial) > 0 && len(base) > 0 {
+		c.MedianRatio, c.MannWhitneyP = medianRatio(trial, base, m)
+	}
+	return c
+}
+
+// compare is Compare without benchstat's secondary numbers (the schedule's
+// looks need only the verdict).
+func compare(trial, base []float64, m Metric, lv Level) Comparison {
+	c := Comparison{Metric: m, Lo: math.Inf(-1), Hi: math.Inf(1), P: math.NaN(), Confidence: lv.Confidence,
+		NTrial: len(trial), NBase: len(base), Threshold: lv.Threshold, Verdict: Undecided}
+	if len(trial) == 0 || len(base) == 0 {
+		c.Note = "nothing to compare: a side has no clean launch"
+		return c
+	}
+	x, y := mstats.Sample{Xs: logs(trial)}, mstats.Sample{Xs: logs(base)}
+	sign := 1.0
+	if !m.HigherIsBetter {
+		sign = -1
+	}
+	d := x.Mean() - y.Mean()
+	c.Ratio = math.Exp(sign * d)
+	if len(trial) < 2 || len(base) < 2 {
+		c.Note = "one launch: estimate only, no interval and no p-value"
+		return c
+	}
+	vx, vy := x.Variance(), y.Variance()
+	nx, ny := float64(len(trial)), float64(len(base))
+	if vx == 0 && vy == 0 { // a deterministic metric (memory): the difference is exact
+		c.Lo, c.Hi, c.DF = c.Ratio, c.Ratio, nx+ny-2
+		c.P = 1
+		if d != 0 {
+			c.P = 0
+		}
+		c.Note = "no launch-to-launch variation: the difference is exact"
+	} else {
+		_, hw, p, df, err := welch(x, y, lv.Confidence)
+		if err != nil { // unreachable: sizes and variance checked above
+			c.Note = err.Error()
+			return c
+		}
+		c.P, c.DF = p, df
+		c.Lo, c.Hi = math.Exp(sign*d-hw), math.Exp(sign*d+hw)
+	}
+	c.Verdict = verdictOf(c.Lo, c.Hi, lv.Threshold)
+	if c.Verdict == Undecided {
+		c.MoreLaunches = moreLaunches(vx, vy, d, lv, min(len(trial), len(base)))
+	}
+	return c
+}
+
+// welch is Welch's two-sample t test of mean(x) - mean(y) (go-moremath) with
+// the half-width of its interval at the given confidence (gonum's Student t
+// quantile at the Welch-Satterthwaite degrees of freedom).
+func welch(x, y mstats.Sample, confidence float64) (d, hw, p, df float64, err error) {
+	res, err := mstats.TwoSampleWelchTTest(x, y, mstats.LocationDiffers)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	d = x.Mean() - y.Mean()
+	hw = tQuantile(confidence, res.DoF) * math.Sqrt(x.Variance()/float64(len(x.Xs))+y.Variance()/float64(len(y.Xs)))
+	return d, hw, res.P, res.DoF, nil
+}
+
+// decide is the verdict of compare without the interval: the same rule
+// through Student's t CDF instead of its quantile (the quantile's inverse
+// incomplete beta dominates a simulation's time; the schedule's looks need
+// only the verdict).
+func decide(trial, base []float64, lv Level) Verdict {
+	if len(trial) < 2 || len(base) < 2 {
+		return Undecided
+	}
+	x, y := mstats.Sample{Xs: logs(trial)}, mstats.Sample{Xs: logs(base)}
+	vx, vy := x.Variance(), y.Variance()
+	nx, ny := float64(len(trial)), float64(len(base))
+	d := x.Mean() - y.Mean()
+	if vx == 0 && vy == 0 {
+		return verdictOf(math.Exp(d), math.Exp(d), lv.Threshold)
+	}
+	se2x, se2y := vx/nx, vy/ny
+	se := math.Sqrt(se2x + se2y)
+	df := (se2x + se2y) * (se2x + se2y) / (se2x*se2x/(nx-1) + se2y*se2y/(ny-1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+	upper := 1 - (1-lv.Confidence)/2
+	switch {
+	case t.CDF(math.Abs(d)/se) > upper: // the interval excludes 0
+		if d > 0 {
+			return Better
+		}
+		return Worse
+	case lv.Threshold > 0 && t.CDF((math.Log(1+lv.Threshold)-math.Abs(d))/se) >= upper:
+		return NoDifference
+	}
+	return Undecided
+}
+
+// verdictOf is the verdict rule on an oriented interval [lo, hi].
+func verdictOf(lo, hi, delta float64) Verdict {
+	switch {
+	case lo > 1:
+		return Better
+	case hi < 1:
+		return Worse
+	case delta > 0 && lo >= 1/(1+delta) && hi <= 1+delta:
+		return NoDifference
+	}
+	return Undecided
+}
+
+// maxMore caps the estimate of launches still needed.
+const maxMore = 1000
+
+// moreLaunches is how many more launches per side would make the interval
+// narrow enough to decide, if the spreads and the effect stayed as measured:
+// narrower than |d| (to exclude no change) or than ln(1+δ)-|d| (to fit
+// inside the band), whichever is wider. It searches the smallest n per side
+// whose Welch half-width q(df)·sqrt((vx+vy)/n) is below that target.
+func moreLaunches(vx, vy, d float64, lv Level, have int) int {
+	target := math.Abs(d)
+	if lv.Threshold > 0 {
+		target = math.Max(target, math.Log(1+lv.Threshold)-math.Abs(d))
+	}
+	if target <= 0 || vx+vy == 0 {
+		return 0
+	}
+	dfPer := (vx + vy) * (vx + vy) / (vx*vx + vy*vy) // Welch df per (n-1) with n a side
+	for n := have + 1; n <= have+maxMore; n++ {
+		if tQuantile(lv.Confidence, dfPer*float64(n-1))*math.Sqrt((vx+vy)/float64(n)) < target {
+			return n - have
+		}
+	}
+	return maxMore
+}
+
+// medianRatio is benchstat's view: the ratio of medians (oriented) and the
+// Mann-Whitney U p-value.
+func medianRatio(trial, base []float64, m Metric) (ratio, p float64) {
+	d := MannWhitney(base, trial)
+	if d.Old == 0 || d.New == 0 {
+		return 0, d.P
+	}
+	if m.HigherIsBetter {
+		return d.New / d.Old, d.P
+	}
+	return d.Old / d.New, d.P
+}
+
+type comparisonJSON struct {
+	Metric       Metric   `json:"metric"`
+	Ratio        float64  `json:"ratio"`
+	Lo           *float64 `json:"lo"`
+	Hi           *float64 `json:"hi"`
+	Confidence   float64  `json:"confidence"`
+	P            *float64 `json:"p"`
+	DF           float64  `json:"df"`
+	NTrial       int      `json:"n_trial"`
+	NBase        int      `json:"n_base"`
+	Threshold    float64  `json:"threshold"`
+	Verdict      Verdict  `json:"verdict"`
+	VerdictText  string   `json:"verdict_text"`
+	MoreLaunches int      `json:"more_launches,omitempty"`
+	Note         string   `json:"note,omitempty"`
+	MedianRatio  float64  `json:"median_ratio"`
+	MannWhitneyP float64  `json:"mann_whitney_p"`
+}
+
+// MarshalJSON writes missing bounds and p as null, and the verdict's words.
+func (c Comparison) MarshalJSON() ([]byte, error) {
+	return json.Marshal(comparisonJSON{Metric: c.Metric, Ratio: finite(c.Ratio), Lo: bound(c.Lo), Hi: bound(c.Hi),
+		Confidence: c.Confidence, P: bound(c.P), DF: finite(c.DF), NTrial: c.NTrial, NBase: c.NBase,
+		Threshold: c.Threshold, Verdict: c.Verdict, VerdictText: c.VerdictText(), MoreLaunches: c.MoreLaunches,
+		Note: c.Note, MedianRatio: finite(c.MedianRatio), MannWhitneyP: finite(c.MannWhitneyP)})
+}
+
+// UnmarshalJSON reads null bounds as infinite and a null p as NaN.
+func (c *Comparison) UnmarshalJSON(b []byte) error {
+	var j comparisonJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = Comparison{Metric: j.Metric, Ratio: j.Ratio, Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: j.Confidence,
+		P: math.NaN(), DF: j.DF, NTrial: j.NTrial, NBase: j.NBase, Threshold: j.Threshold, Verdict: j.Verdict,
+		MoreLaunches: j.MoreLaunches, Note: j.Note, MedianRatio: j.MedianRatio, MannWhitneyP: j.MannWhitneyP}
+	if j.Lo != nil {
+		c.Lo = *j.Lo
+	}
+	if j.Hi != nil {
+		c.Hi = *j.Hi
+	}
+	if j.P != nil {
+		c.P = *j.P
+	}
+	return nil
+}
