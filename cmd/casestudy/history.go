@@ -84,8 +84,8 @@ type historyRunJSON struct {
 
 type historyTrialJSON struct {
 	ID     string             `json:"id"`
-	Knobs  string             `json:"knobs"`  // the knobs that differ from the baseline
-	Points []historyPointJSON `json:"points"` // one per run, in the order of runs
+	Knobs  string             `json:"knobs"`           // the knobs that differ from the baseline
+	Points []historyPointJSON `json:"points"`          // one per run, in the order of runs
 	Drift  *stats.Comparison  `json:"drift,omitempty"` // the last run against the first (Welch over launches)
 }
 
