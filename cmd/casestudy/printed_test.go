@@ -88,6 +88,11 @@ func TestPrintedCommandsRunAsPrinted(t *testing.T) {
 	code, resumed := shell(t, elsewhere, m[1])
 	require.Equal(t, 0, code, "%s\n%s", m[1], resumed)
 	assertEveryTrialOnce(t, dir)
+	check := regexp.MustCompile(`(?m)^checklist: (.+)$`).FindStringSubmatch(resumed)
+	require.NotNil(t, check, "the finished run prints its checklist command:\n%s", resumed)
+	code, checked := shell(t, elsewhere, check[1])
+	require.Equal(t, 0, code, "%s\n%s", check[1], checked)
+	assert.Contains(t, checked, "checklist of ")
 
 	run, err = store.ReadRun(dir)
 	require.NoError(t, err)

@@ -49,7 +49,11 @@ func endRun(cmd *cobra.Command, o *runOptions, end *runEnd) error {
 		return fmt.Errorf("reading back %s: %w\nresume with: %s", end.dir, err, end.resume)
 	}
 	if end.status == runComplete {
-		reports, reportErr = writeRunReports(text, run, end.study)
+		studyArgs := []string{"--study", absPath(end.study.Path)}
+		if o.allowOutside {
+			studyArgs = append(studyArgs, "--allow-outside")
+		}
+		reports, reportErr = writeRunReports(text, run, end.study, studyArgs)
 	}
 	sum := summarizeRun(run, end)
 	switch {
@@ -90,7 +94,8 @@ func endRun(cmd *cobra.Command, o *runOptions, end *runEnd) error {
 // writeRunReports applies the checklist with the study's thresholds (the
 // study is already loaded, --allow-outside included), writes the study's
 // report formats into the run directory and says where everything is.
-func writeRunReports(out io.Writer, run *store.Run, s *study.Study) ([]string, error) {
+// studyArgs name the study for the report and check commands it prints.
+func writeRunReports(out io.Writer, run *store.Run, s *study.Study, studyArgs []string) ([]string, error) {
 	fmt.Fprintf(out, "results: %s\n", run.Dir)
 	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(run.Dir, "trials.jsonl"))
 	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(run.Dir, "manifest.json"))
@@ -103,10 +108,10 @@ func writeRunReports(out io.Writer, run *store.Run, s *study.Study) ([]string, e
 	var paths strings.Builder
 	if err := writeReports(&paths, run, configOf(s), s.Path, "", formats); err != nil {
 		return nil, fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with '%s')",
-			run.Dir, err, commandLine("report", absPath(run.Dir)))
+			run.Dir, err, commandLine(append([]string{"report", absPath(run.Dir)}, studyArgs...)...))
 	}
 	fmt.Fprint(out, paths.String())
-	fmt.Fprintf(out, "checklist: %s\n", commandLine("check", absPath(run.Dir)))
+	fmt.Fprintf(out, "checklist: %s\n", commandLine(append([]string{"check", absPath(run.Dir)}, studyArgs...)...))
 	return strings.Fields(paths.String()), nil
 }
 
