@@ -12,6 +12,16 @@ import (
 // one line, "micro_batch=32: 1.24× [1.13, 1.38] faster", with the headline's
 // correction for picking the best.
 func WriteRunSummary(w io.Writer, s *Summary) error {
+	if err := WriteTrialLines(w, s); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s\n", WinnerLine(s))
+	return err
+}
+
+// WriteTrialLines is WriteRunSummary's table without the winner: one line
+// per trial (a run that stopped early has no winner yet).
+func WriteTrialLines(w io.Writer, s *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "trial\tknobs\t%s\tlaunches\tvs baseline\tverdict\n", s.Metric.Unit)
 	for i := range s.Trials {
@@ -27,11 +37,7 @@ func WriteRunSummary(w io.Writer, s *Summary) error {
 		vs, verdict, _ := vsCells(t)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, knobs, Num(t.Value.Center), launchesText(t), vs, verdict)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "%s\n", WinnerLine(s))
-	return err
+	return tw.Flush()
 }
 
 // WinnerLine is the headline in one line: "winner: micro_batch=32: 1.24×

@@ -230,7 +230,7 @@ func (r *Runner) launchCounted(ctx context.Context, p *pending, sched *stats.Sch
 		}
 		rep := len(p.rec.Repeats)
 		r.launches++
-		o.Progress.TrialStart(r.launches, r.launches+sched.Remaining(), p.rec, rep, repeats)
+		o.Progress.TrialStart(r.launches, r.launches-1+sched.Remaining(), p.rec, rep, repeats) // Remaining counts this launch: not added yet
 		begin := time.Now()
 		rr, err := r.launchWithRetries(ctx, p, rep)
 		r.spent += time.Since(begin)

@@ -8,7 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/knobs"
-	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/launch/setting"
 )
 
 // decodeFile reads one file's node tree into a rawStudy, reporting every
@@ -69,7 +69,7 @@ func decodeFile(file string, root *yaml.Node, ps *problems) *rawStudy {
 			d.mapping(v, "launcher", LauncherKeys, func(key string, _, v *yaml.Node) {
 				lv := d.str(v, "launcher."+key)
 				if !lv.Bad {
-					if err := launch.CheckSetting(key, lv.V); err != nil {
+					if err := setting.Check(key, lv.V); err != nil {
 						d.ps.add(lv.Pos, "launcher.%s: %v", key, err)
 						lv.Bad = true
 					}

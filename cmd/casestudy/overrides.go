@@ -46,6 +46,18 @@ func overridesOf(cmd *cobra.Command, prev *store.Run) (map[string]string, error)
 	return maps.Clone(recorded), nil
 }
 
+// overrideFlagArgs are the overrides as flags of a printed command,
+// --name=value in study.OverrideFlags order.
+func overrideFlagArgs(o map[string]string) []string {
+	var out []string
+	for _, name := range study.OverrideFlags {
+		if v, ok := o[name]; ok {
+			out = append(out, "--"+name+"="+v)
+		}
+	}
+	return out
+}
+
 func recordedText(o map[string]string) string {
 	if len(o) == 0 {
 		return "no overrides"

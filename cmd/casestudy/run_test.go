@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,10 +29,7 @@ const asMainEnv = "CASESTUDY_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" { // as main() does
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -276,8 +271,22 @@ sweep:
     - {fault.kind: none}
 `), 0o644))
 	out := filepath.Join(dir, "results")
-	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms")
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms", "--json")
+	require.Equal(t, exitcode.Failure, code, "a trial timed out and one crashed: exit status 1\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "2 trial(s) failed, crashed or timed out", "with --json the words go to standard error")
+	var sum struct {
+		Status   string         `json:"status"`
+		ExitCode int            `json:"exit_code"`
+		Outcomes map[string]int `json:"outcomes"`
+		Failed   []string       `json:"failed"`
+		Reports  []string       `json:"reports"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), "standard output is the JSON summary alone:\n%s", stdout)
+	assert.Equal(t, "complete", sum.Status)
+	assert.Equal(t, exitcode.Failure, sum.ExitCode)
+	assert.Equal(t, map[string]int{"ok": 1, "timeout": 1, "crashed": 1}, sum.Outcomes)
+	assert.Len(t, sum.Failed, 2)
+	assert.NotEmpty(t, sum.Reports)
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	got := map[string]store.TrialRecord{}
@@ -432,7 +441,8 @@ func TestRunInterruptedThenResumed(t *testing.T) {
 	require.ErrorAs(t, err, &exitErr, buf.String())
 	t.Logf("interrupted run (exit %d):\n%s", exitErr.ExitCode(), buf)
 	if exitErr.ExitCode() == exitcode.Interrupted {
-		assert.Contains(t, buf.String(), "resume with: casestudy run --resume "+dir)
+		assert.Contains(t, buf.String(), "resume with: ")
+		assert.Contains(t, buf.String(), " --resume "+dir)
 	} else {
 		// the signal came after the last trial had started: it still ends cleanly
 		require.Equal(t, 0, exitErr.ExitCode(), buf.String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
 )
@@ -85,15 +85,14 @@ the job has started and created the run directory.`,
 func readStatus(ctx context.Context, dir string, env []string) (*runStatus, error) {
 	dir = strings.TrimSuffix(filepath.Clean(dir), ".slurm")
 	st := &runStatus{RunDir: dir, Outcomes: map[string]int{}}
-	var sub submission
-	if b, err := os.ReadFile(filepath.Join(dir+".slurm", "job.json")); err == nil {
-		if err := json.Unmarshal(b, &sub); err != nil {
-			return nil, exitcode.Usage(fmt.Errorf("%s: %w", filepath.Join(dir+".slurm", "job.json"), err))
-		}
+	sub, err := launch.ReadSubmission(dir)
+	if err != nil {
+		return nil, exitcode.Usage(err)
+	}
+	if sub != nil {
 		st.JobID, st.JobOutput = sub.JobID, sub.Output
 	}
-	var facts slurmFacts
-	if b, err := os.ReadFile(filepath.Join(dir, "slurm.json")); err == nil && json.Unmarshal(b, &facts) == nil && facts.JobID != "" {
+	if facts := runner.ReadSlurmFacts(dir); facts != nil {
 		st.JobID = facts.JobID
 	}
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
@@ -107,7 +106,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 		st.Progress = &p
 	} else if st.JobID == "" {
 		return nil, exitcode.Usage(fmt.Errorf("%s is not a run directory (no manifest.json) nor a submitted one (no %s): give a folder under results/<study>/",
-			dir, filepath.Join(dir+".slurm", "job.json")))
+			dir, launch.SubmissionFile(dir)))
 	}
 	if st.JobID != "" {
 		st.JobOutput = strings.ReplaceAll(st.JobOutput, "%j", st.JobID)
@@ -204,8 +203,7 @@ func printStatus(w io.Writer, st *runStatus) {
 		}
 	}
 	if st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)) {
-		q := launch.ShellQuote(st.RunDir)
-		fmt.Fprintf(w, "finished; report with: casestudy report %s\n", q)
+		fmt.Fprintf(w, "finished; report with: %s\n", commandLine("report", absPath(st.RunDir)))
 	}
 }
 
