@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/syncbuf"
 )
 
 // TestUsageExitStatus: every kind of bad usage exits 2 with a message that
@@ -52,14 +51,14 @@ func TestUsageExitStatus(t *testing.T) {
 }
 
 // startMain starts this test binary as casestudy ARGS (TestMain runs runMain).
-func startMain(t *testing.T, dir string, args ...string) (*exec.Cmd, *lockedOutput) {
+func startMain(t *testing.T, dir string, args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), asMainEnv+"=1")
-	out := &lockedOutput{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	return cmd, out
@@ -118,22 +117,4 @@ func TestSignalsStopEveryCommand(t *testing.T) {
 			assert.Contains(t, out.String(), "casestudy: stopped by "+exitcode.SignalName(tc.sig))
 		})
 	}
-}
-
-// lockedOutput collects a child's stdout and stderr.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedOutput) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedOutput) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vbauerster/mpb/v8"
 
+	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -73,7 +74,7 @@ func screen(t *testing.T, raw string) []string {
 // ETA and the trial in flight; the results printed above it are never erased,
 // and the bar is gone after Close.
 func TestLiveKeepsResults(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	l := newLive(&out, 0, mpb.ForceTTY(), mpb.WithWidth(200))
 	var clockMu sync.Mutex
 	clock := time.Unix(1000, 0)
@@ -110,23 +111,6 @@ func TestLiveKeepsResults(t *testing.T) {
 	}, screen(t, out.String()))
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 func TestETA(t *testing.T) {
 	var e eta
 	t0 := time.Unix(0, 0)
@@ -158,7 +142,7 @@ func TestLabels(t *testing.T) {
 // TestLiveCloseFlushes: lines printed just before Close are not lost.
 func TestLiveCloseFlushes(t *testing.T) {
 	for range 20 {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		l := newLive(&out, time.Hour, mpb.ForceTTY(), mpb.WithWidth(200))
 		l.TrialStart(1, 1, start, 0, 1)
 		l.TrialDone(done)

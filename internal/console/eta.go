@@ -1,6 +1,10 @@
 package console
 
-import "time"
+import (
+	"time"
+
+	"github.com/casestudy/casestudy/timeline"
+)
 
 // eta estimates the time a sweep has left from the launches that ended: their
 // mean duration (from the first launch's start to the last one's end, set-up
@@ -35,9 +39,8 @@ func (e *eta) left(now time.Time) (d time.Duration, ok bool) {
 	if e.ended == 0 {
 		return 0, false
 	}
-	mean := e.lastEnd.Sub(e.first) / time.Duration(e.ended)
-	d = mean * time.Duration(max(e.total-e.ended, 0))
-	if e.started > e.ended { // in flight
+	d = timeline.ETA(e.lastEnd.Sub(e.first), e.ended, e.total) // the pace of the ended launches, as casestudy status
+	if e.started > e.ended {                                   // in flight
 		d -= now.Sub(e.lastStart)
 	}
 	return max(d, 0), true

@@ -9,19 +9,12 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 )
 
-// Progress is the display a run drives (runner.Progress).
-type Progress interface {
-	TrialStart(n, total int, rec *store.TrialRecord, repeat, repeats int)
-	TrialDone(rec *store.TrialRecord)
-	Log(msg string)
-	Close()
-}
-
 // NewProgress returns the live display on a terminal, else plain lines.
-func NewProgress(w io.Writer, terminal bool) Progress {
+func NewProgress(w io.Writer, terminal bool) runner.Progress {
 	if terminal {
 		return newLive(w, 200*time.Millisecond)
 	}
