@@ -14,10 +14,11 @@ var trustRules = []*Rule{
 	{
 		ID: "untrusted-launches", Title: "Launches that failed or measured nothing trustworthy", Chapter: 19, Severity: Error,
 		Rationale: "A trial that failed, crashed, timed out or was interrupted has no numbers, and a launch tainted " +
-			"during its measured window (a throttled GPU, ...) is left out of the statistics: the study compares fewer " +
-			"launches than it planned, or misses configurations. Out-of-memory trials and combinations skipped by a " +
-			"constraint are outcomes of the configuration, not faults of the measurement.",
-		Needs: []string{"trial outcomes and errors", "repeats[].tainted"},
+			"during its measured window (a throttled GPU, ...) is left out of the statistics: unless the runner launched " +
+			"it again (at most measurement.max_relaunches times a trial), the study compares fewer launches than it " +
+			"planned, or misses configurations. Out-of-memory trials and combinations skipped by a constraint are " +
+			"outcomes of the configuration, not faults of the measurement.",
+		Needs: []string{"trial outcomes and errors", "repeats[].tainted", "manifest measurement.max_relaunches"},
 		check: checkUntrustedLaunches,
 	},
 }
@@ -43,7 +44,11 @@ func checkUntrustedLaunches(c *evalContext) verdict {
 			recs = append(recs, r)
 		}
 	}
-	lost, tainted := 0, 0
+	relaunches := 0 // tainted launches a trial got launched again (runs before relaunching: none)
+	if m := c.run.run.Manifest.Measurement; m != nil {
+		relaunches = m.MaxRelaunches
+	}
+	lost, tainted, replaced := 0, 0, 0
 	for _, t := range c.run.all {
 		if r, ok := lostOutcomes[t.rec.Outcome]; ok {
 			lost++
@@ -55,17 +60,25 @@ func checkUntrustedLaunches(c *evalContext) verdict {
 			advise(string(t.rec.Outcome) + ": " + r)
 			continue
 		}
+		n := 0
 		for _, rp := range t.rec.Repeats {
 			if rp.Tainted == "" {
 				continue
 			}
+			if n++; n <= relaunches {
+				replaced++ // the runner launched it again: the statistics lack nothing
+				continue
+			}
 			tainted++
-			lines = append(lines, fmt.Sprintf("%s launch %d tainted (left out of the statistics): %s", t.ID, rp.Repeat, firstLine(rp.Tainted)))
+			lines = append(lines, fmt.Sprintf("%s launch %d tainted (left out of the statistics, not launched again): %s", t.ID, rp.Repeat, firstLine(rp.Tainted)))
 			trials = append(trials, t.ID)
 			advise("tainted: remove the cause (cooling, power cap, other jobs on the GPUs) and re-run the trial")
 		}
 	}
 	if len(lines) == 0 {
+		if replaced > 0 {
+			return pass("every trial of the %d finished with its launches; %d tainted launch(es) were launched again", len(c.run.all), replaced)
+		}
 		return pass("every launch of the %d trial(s) finished and measured cleanly", len(c.run.all))
 	}
 	var what []string
