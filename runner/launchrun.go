@@ -126,7 +126,7 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 }
 
 // welcomes are the ranks' configurations for one launch, with the profile
-// each rank writes (knob profile).
+// each rank writes (knob profile; not in the unmeasured pre-heat launch).
 func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) {
 	o := &r.opts
 	ws := make([]rendezvous.Welcome, sp.Ranks)
@@ -137,7 +137,7 @@ func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) 
 		if sp.Devices[i] != "" { // each rank sees only its GPU
 			ws[i].Config.DeviceIndex = 0
 		}
-		if steps := sp.Launch.ProfileSteps; steps > 0 {
+		if steps := sp.Launch.ProfileSteps; steps > 0 && rep != store.PreheatRepeat { // the pre-heat's would be thrown away
 			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))
 			if err != nil {
 				return nil, err
