@@ -28,7 +28,7 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
                                const torch::Tensor& delta_in, const torch::Tensor& weight,
                                const torch::Tensor& bias, double eps, int64_t out_dtype) {
     const auto out = at::ScalarType(out_dtype);
-    const bool has_delta = delta_in.defined();
+    const bool has_delta = delta_in.numel() > 0;  // an empty placeholder: no residual add
     auto x = x_in.contiguous();
     auto delta = has_delta ? delta_in.contiguous() : torch::Tensor();
     const int64_t C = x.size(-1), rows = x.numel() / C;
@@ -113,7 +113,10 @@ AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
                        at::ScalarType out) {
 #ifdef CS_WITH_KERNELS
   if (add_layer_norm_fused(x, delta, out)) {
-    auto o = AddLayerNorm::apply(x, delta, weight, bias, eps, int64_t(out));
+    // torch 2.x's Function::apply records every tensor input's device, so an
+    // absent delta travels as an empty tensor, never an undefined one.
+    auto o = AddLayerNorm::apply(x, delta.defined() ? delta : torch::empty({0}, x.options()), weight,
+                                 bias, eps, int64_t(out));
     if (delta.defined()) return {o[0], o[1]};
     return {x, o[0]};
   }

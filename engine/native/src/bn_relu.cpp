@@ -26,7 +26,8 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
     auto mask = relu ? torch::empty({M * C / 8}, x.options().dtype(torch::kUInt8)) : torch::Tensor();
     auto save_mean = torch::empty({C}, f32), save_invstd = torch::empty({C}, f32);
     auto scratch = torch::empty({cuda::bn_act_fwd_scratch(M, C)}, f32);
-    glue::check(cuda::bn_act_fwd(x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr,
+    const bool has_res = residual.numel() > 0;  // an empty placeholder: no residual add
+    glue::check(cuda::bn_act_fwd(x.data_ptr(), has_res ? residual.data_ptr() : nullptr,
                                  weight.data_ptr<float>(), bias.data_ptr<float>(),
                                  running_mean.data_ptr<float>(), running_var.data_ptr<float>(),
                                  y.data_ptr(), relu ? mask.data_ptr<uint8_t>() : nullptr,
@@ -36,7 +37,7 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
                 "batch norm + ReLU forward kernels");
     ctx->save_for_backward({x, weight, save_mean, save_invstd, mask});
     ctx->saved_data["relu"] = relu;
-    ctx->saved_data["residual"] = residual.defined();
+    ctx->saved_data["residual"] = has_res;
     return y;
   }
 
@@ -104,7 +105,11 @@ torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor&
       torch::NoGradGuard ng;
       m.num_batches_tracked.add_(1);  // as BatchNorm's forward counts
     }
-    return BatchNormAct::apply(x, m.weight, m.bias, residual, m.running_mean, m.running_var,
+    // torch 2.x's Function::apply records every tensor input's device, so an
+    // absent residual travels as an empty tensor, never an undefined one.
+    return BatchNormAct::apply(x, m.weight, m.bias,
+                               residual.defined() ? residual : torch::empty({0}, x.options()),
+                               m.running_mean, m.running_var,
                                m.options.eps(), *m.options.momentum(), relu);
   }
 #endif
