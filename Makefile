@@ -6,12 +6,16 @@ JOBS      ?= $(shell nproc)
 PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests clean
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests install install-check clean
 
 all: cli engine
 
 COMMIT    := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
-LDFLAGS   := -X github.com/casestudy/casestudy/internal/version.commit=$(COMMIT)
+# The commit, and the engine library this binary is built with: it finds the
+# library there from any folder (after --engine-lib, $$CASESTUDY_ENGINE_LIB and
+# ../lib next to the binary; engine/discover.go).
+LDFLAGS   := -X github.com/casestudy/casestudy/internal/version.commit=$(COMMIT) \
+             -X github.com/casestudy/casestudy/engine.builtLibrary=$(abspath $(ENGINE_LIB))
 export CGO_CFLAGS ?= -O2 -Wno-deprecated-declarations
 
 cli:
@@ -23,6 +27,25 @@ engine: $(ENGINE_LIB)
 $(ENGINE_LIB): $(shell find engine/native -type f -not -path '*/third_party/*')
 	cmake -S engine/native -B $(BUILD)/engine -DCMAKE_BUILD_TYPE=Release -DCS_BUILD_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD)/engine -j $(JOBS)
+
+# Binary and library together: PREFIX/bin/casestudy finds PREFIX/lib/$(notdir $(ENGINE_LIB)).
+PREFIX ?= /usr/local
+install: cli engine
+	install -D -m 0755 bin/casestudy $(DESTDIR)$(PREFIX)/bin/casestudy
+	install -D -m 0644 $(ENGINE_LIB) $(DESTDIR)$(PREFIX)/lib/$(notdir $(ENGINE_LIB))
+
+# The installed binary, and bin/casestudy, find their library from another
+# folder with nothing pointing at it (doctor --json names the library found).
+install-check: cli engine
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(MAKE) --no-print-directory install PREFIX="$$tmp" >/dev/null && \
+	cd / && \
+	env -u CASESTUDY_ENGINE_LIB "$$tmp/bin/casestudy" doctor --json --out "$$tmp" > "$$tmp/installed.json" && \
+	grep -q "\"detail\": \"$$tmp/lib/$(notdir $(ENGINE_LIB))\"" "$$tmp/installed.json" && \
+	env -u CASESTUDY_ENGINE_LIB $(abspath bin/casestudy) doctor --json --out "$$tmp" > "$$tmp/built.json" && \
+	grep -q "\"detail\": \"$(abspath $(ENGINE_LIB))\"" "$$tmp/built.json" && \
+	echo "install-check: the installed and the built binary find their engine library from /" || \
+	{ echo "install-check: a binary did not find its engine library:"; cat "$$tmp"/*.json; exit 1; }
 
 # The engine's C++ unit tests (engine/native/tests), in the engine's build folder.
 engine-tests: $(ENGINE_LIB)
@@ -40,15 +63,20 @@ run: deps all
 deps:
 	scripts/install-deps.sh
 
+# The packages that speak C: the engine binding, NVML, and the command that
+# loads them. Everything else builds with cgo off (a pure-Go core).
+CGO_PACKAGES = /engine/binding$$|/provenance/nvmlgpu$$|/cmd/casestudy$$
+
 lint:
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	CGO_ENABLED=0 $(GO) build $$($(GO) list ./... | grep -Ev '$(CGO_PACKAGES)')
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-test: deps lint engine engine-tests cli
+test: deps lint engine engine-tests cli install-check
 	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
 	# The PyTorch reference scripts and cs_bench.py (they run on GPU machines
 	# only): pyflakes finds undefined names and unused imports, and their shared
@@ -63,6 +91,7 @@ test: deps lint engine engine-tests cli
 gpu-tests: cli
 	rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
 	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
+	$(GO) test -c -o $(BUILD)/gpu/nvmlgpu.test ./provenance/nvmlgpu
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
 
 clean:

@@ -23,6 +23,9 @@ func Markdown() []byte {
 		"they come from and a recommendation) or **not applicable** (with why: the run did not measure what " +
 		"the rule needs). Comparisons use clean pairs: trials that differ in exactly one knob. " +
 		"`--fail-on warning|error` makes `check` exit 1 when a finding of that severity or above exists.\n\n")
+	b.WriteString("Severities: **error** means the study's numbers cannot be trusted or are incomplete (launches " +
+		"that failed or were tainted, ...), so `casestudy check RUN_DIR --fail-on error` is the nightly gate; " +
+		"**warning** is a configuration or measurement worth changing; **info** is worth knowing.\n\n")
 	b.WriteString("A study overrides thresholds and disables rules in its `checklist:` section:\n\n" +
 		"```yaml\nchecklist:\n  disable: [mps]\n  thresholds:\n    precision: {min_speedup: 1.2}\n" +
 		"    measurement-hygiene: {min_steps: 5, min_repeats: 1}\n```\n\n")

@@ -1,73 +1,59 @@
 package checklist
 
 import (
-	"bufio"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/store"
 )
 
-// NCCL's tuning line (NCCL_DEBUG=INFO with the TUNING subsystem), printed by
-// rank 0 for every collective it launches:
-//
-//	NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..3}
-//
-// Older releases print numbers: "Algo 1 proto 2".
-var tuningLine = regexp.MustCompile(`NCCL INFO AllReduce: (\d+) Bytes -> Algo (\w+) proto (\w+)`)
-
-var (
-	algoByNumber  = []string{"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"}
-	protoByNumber = []string{"LL", "LL128", "SIMPLE"}
-)
-
 // ncclChoice is how often NCCL chose each algorithm and protocol for the
-// all-reduces of a trial, from rank 0's logs.
+// all-reduces of a trial, from rank 0's tuning lines.
 type ncclChoice struct {
 	Algo  map[string]int // upper case: RING, TREE, NVLS ...
 	Proto map[string]int // LL, LL128, SIMPLE
 	N     int
 }
 
-// ncclChoices reads rank 0's logs of every repeat of t; nil when no tuning
-// line was logged.
-func (v *runView) ncclChoices(t *trial) *ncclChoice {
-	if v.run.Dir == "" {
-		return nil
-	}
-	ch := &ncclChoice{Algo: map[string]int{}, Proto: map[string]int{}}
+// ncclTunings are the NCCL choices of every rank of every repeat of t: as the
+// runner recorded them, else (runs recorded before it did) parsed from the
+// rank's log.
+func (v *runView) ncclTunings(t *trial) []*store.NCCLTuning {
+	var out []*store.NCCLTuning
 	for _, rp := range t.rec.Repeats {
-		f, err := os.Open(filepath.Join(v.run.Dir, store.LogName(t.ID, 0, rp.Repeat)))
-		if err != nil {
-			continue
+		for _, rk := range rp.Ranks {
+			tn := rk.NCCL
+			if tn == nil && v.run.Dir != "" {
+				tn = provenance.ReadNCCLTuning(filepath.Join(v.run.Dir, store.LogName(t.ID, rk.Rank, rp.Repeat)))
+			}
+			if tn != nil {
+				out = append(out, tn)
+			}
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			m := tuningLine.FindStringSubmatch(sc.Text())
-			if m == nil {
+	}
+	return out
+}
+
+// ncclChoices counts the all-reduce choices of t (nil when no tuning line was
+// logged).
+func (v *runView) ncclChoices(t *trial) *ncclChoice {
+	ch := &ncclChoice{Algo: map[string]int{}, Proto: map[string]int{}}
+	for _, tn := range v.ncclTunings(t) {
+		for _, c := range tn.Choices {
+			if c.Op != "" && c.Op != "AllReduce" {
 				continue
 			}
-			ch.Algo[ncclName(m[2], algoByNumber)]++
-			ch.Proto[ncclName(m[3], protoByNumber)]++
-			ch.N++
+			ch.Algo[c.Algo] += c.Count
+			ch.Proto[c.Proto] += c.Count
+			ch.N += c.Count
 		}
-		f.Close()
 	}
 	if ch.N == 0 {
 		return nil
 	}
 	return ch
-}
-
-func ncclName(s string, byNumber []string) string {
-	if i, err := strconv.Atoi(s); err == nil && i >= 0 && i < len(byNumber) {
-		return byNumber[i]
-	}
-	return strings.ToUpper(s)
 }
 
 // only returns the single value NCCL chose every time ("" when it varied).

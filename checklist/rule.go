@@ -54,9 +54,10 @@ var (
 )
 
 // The registry, in the order Evaluate reports: compute, kernel profiles,
-// communication, links, pipeline, resources, then the run as a whole.
+// communication, NCCL evidence, links, pipeline, resources, the run as a
+// whole, then what makes its numbers untrustworthy.
 func init() {
-	for _, group := range [][]*Rule{computeRules, profileRules, commRules, topoRules, pipelineRules, resourceRules, runRules} {
+	for _, group := range [][]*Rule{computeRules, profileRules, commRules, ncclRules, topoRules, pipelineRules, resourceRules, runRules, trustRules} {
 		register(group...)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/casestudy/casestudy/provenance"
+
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -158,12 +160,18 @@ func noisyWhy(t *trial, maxCV float64) string {
 }
 
 // NVML clock-event reasons that mean the GPU slowed down: HW slowdown,
-// SW thermal, HW thermal, HW power brake.
-const throttleMask = 0x8 | 0x40 | 0x80 | 0x100
+// SW thermal, HW thermal, HW power brake (not the power cap).
+const throttleMask = provenance.TaintMask
 
 func throttledSamples(rec *store.TrialRecord) bool {
 	for _, rp := range rec.Repeats {
-		for _, s := range rp.GPUSamples {
+		if rp.Throttle != nil { // measured over the measured window (counters or samples)
+			if provenance.Tainted(rp.Throttle) != "" {
+				return true
+			}
+			continue
+		}
+		for _, s := range rp.GPUSamples { // records from before: any sample of the launch
 			if s.Throttles&throttleMask != 0 {
 				return true
 			}

@@ -13,12 +13,20 @@ const LibraryName = "libcasestudy_engine.so"
 // EnvLibrary names the environment variable that points at the library.
 const EnvLibrary = "CASESTUDY_ENGINE_LIB"
 
+// builtLibrary is the library `make` built alongside this binary, recorded at
+// link time by the Makefile (-ldflags -X
+// github.com/casestudy/casestudy/engine.builtLibrary=PATH); "" for a plain
+// go build.
+var builtLibrary = ""
+
 // Discover finds the engine library. In order: explicit (the --engine-lib
 // flag), $CASESTUDY_ENGINE_LIB, next to the executable (LibraryName or
-// ../lib/LibraryName), then build/engine/LibraryName under the working
-// directory or, inside a source checkout, under the module root. An explicit
-// path or the variable that names a missing file is an error, not a reason to
-// look elsewhere. The error lists where it looked and how to build the library.
+// ../lib/LibraryName, as `make install` lays them out), the library `make`
+// built with this binary (builtLibrary), then build/engine/LibraryName under
+// the working directory or, inside a source checkout, under the module root.
+// An explicit path or the variable that names a missing file is an error, not
+// a reason to look elsewhere. The error lists where it looked and how to build
+// the library.
 func Discover(explicit string) (string, error) {
 	if explicit != "" {
 		return existing(explicit, "--engine-lib")
@@ -65,6 +73,9 @@ func candidates() []string {
 		}
 		dir := filepath.Dir(exe)
 		out = append(out, filepath.Join(dir, LibraryName), filepath.Join(dir, "..", "lib", LibraryName))
+	}
+	if builtLibrary != "" {
+		out = append(out, builtLibrary)
 	}
 	if wd, err := os.Getwd(); err == nil {
 		out = append(out, filepath.Join(wd, "build", "engine", LibraryName))

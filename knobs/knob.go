@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agnivade/levenshtein"
 )
 
 // Type is the kind of value a knob takes.
@@ -149,17 +151,18 @@ func Suggest(name string) string {
 	return Closest(name, Names())
 }
 
-// Closest returns the candidate closest to s by edit distance (case-insensitive,
+// Closest returns the candidate closest to s by edit distance (Levenshtein,
+// github.com/agnivade/levenshtein; case-insensitive,
 // also matching on the last dotted part), or "" when none is close.
 func Closest(s string, candidates []string) string {
 	best, bestD := "", 1<<30
 	ls := strings.ToLower(s)
 	for _, c := range candidates {
 		lc := strings.ToLower(c)
-		d := levenshtein(ls, lc)
+		d := levenshtein.ComputeDistance(ls, lc)
 		// "bucket_mbs" should find "ddp.bucket_mb": compare with the last part too.
 		if i := strings.LastIndexByte(lc, '.'); i >= 0 && !strings.Contains(ls, ".") {
-			if d2 := levenshtein(ls, lc[i+1:]); d2 < d {
+			if d2 := levenshtein.ComputeDistance(ls, lc[i+1:]); d2 < d {
 				d = d2
 			}
 		}
@@ -175,27 +178,6 @@ func Closest(s string, candidates []string) string {
 		return ""
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 var (

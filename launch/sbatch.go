@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
+
+	"github.com/casestudy/casestudy/launch/setting"
 )
 
 // Batch is a Slurm batch job that runs one study inside its allocation.
@@ -112,7 +112,7 @@ func sbatchQuote(v string) (string, error) {
 	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
 		return "", fmt.Errorf("%q: a line break or control character (0x%02x) cannot go into a #SBATCH line", v, v[i])
 	}
-	if strings.IndexFunc(v, func(r rune) bool { return !isNameChar(r) && r != '/' && r != '=' && r != ':' && r != '%' }) < 0 {
+	if strings.IndexFunc(v, func(r rune) bool { return !setting.NameChar(r) && r != '/' && r != '=' && r != ':' && r != '%' }) < 0 {
 		return v, nil
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`, nil
@@ -150,40 +150,4 @@ func Submit(ctx context.Context, script string, env []string) (string, error) {
 		return "", fmt.Errorf("sbatch %s printed %q, not a job ID", script, strings.TrimSpace(string(out)))
 	}
 	return id, nil
-}
-
-var (
-	slurmDHMS = regexp.MustCompile(`^(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?$`) // days-hours[:minutes[:seconds]]
-	slurmHMS  = regexp.MustCompile(`^(\d+)(?::(\d+)(?::(\d+))?)?$`)       // minutes | minutes:seconds | hours:minutes:seconds
-)
-
-// ParseTimeLimit reads a job time limit in minutes (rounded up): a Go duration
-// ("90m", "2h") or one of Slurm's forms ("30", "30:00", "2:00:00", "1-12",
-// "1-12:30", "1-12:30:00").
-func ParseTimeLimit(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	bad := fmt.Errorf("time limit %q: give minutes, hours:minutes:seconds, days-hours[:minutes], or a duration like 90m", s)
-	num := func(x string) int { n, _ := strconv.Atoi(x); return n }
-	var d time.Duration
-	switch m := slurmHMS.FindStringSubmatch(s); {
-	case m != nil && m[3] != "":
-		d = time.Duration(num(m[1]))*time.Hour + time.Duration(num(m[2]))*time.Minute + time.Duration(num(m[3]))*time.Second
-	case m != nil && m[2] != "":
-		d = time.Duration(num(m[1]))*time.Minute + time.Duration(num(m[2]))*time.Second
-	case m != nil:
-		d = time.Duration(num(m[1])) * time.Minute
-	default:
-		if m := slurmDHMS.FindStringSubmatch(s); m != nil {
-			d = time.Duration(num(m[1]))*24*time.Hour + time.Duration(num(m[2]))*time.Hour +
-				time.Duration(num(m[3]))*time.Minute + time.Duration(num(m[4]))*time.Second
-		} else if gd, err := time.ParseDuration(s); err == nil {
-			d = gd
-		} else {
-			return 0, bad
-		}
-	}
-	if d <= 0 {
-		return 0, bad
-	}
-	return timeMinutes(d), nil
 }

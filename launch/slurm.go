@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/casestudy/casestudy/launch/setting"
 )
 
 // Slurm starts each trial's ranks as one job step of the allocation the runner
@@ -57,11 +59,7 @@ func NewSlurm(env []string, srunArgs []string) (*Slurm, error) {
 // --time rounded up to whole minutes, Slurm checks limits about every 30 s
 // and then waits KillWait (30 s by default) before SIGKILL.
 func (s *Slurm) Deadline(timeout time.Duration) time.Duration {
-	return time.Duration(timeMinutes(timeout))*time.Minute + 2*time.Minute
-}
-
-func timeMinutes(d time.Duration) int {
-	return int((d + time.Minute - 1) / time.Minute)
+	return time.Duration(setting.Minutes(timeout))*time.Minute + 2*time.Minute
 }
 
 // StepArgs are srun's arguments for spec (without the program) and the
@@ -101,7 +99,7 @@ func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 		"--verbose", // the step id, each task's node and each task's end
 	}
 	if spec.Timeout > 0 {
-		args = append(args, "--time="+strconv.Itoa(timeMinutes(spec.Timeout)))
+		args = append(args, "--time="+strconv.Itoa(setting.Minutes(spec.Timeout)))
 	}
 	if gpus {
 		if ppg := max(spec.ProcsPerGPU, 1); ppg == 1 {

@@ -17,8 +17,9 @@ import (
 )
 
 // ReadHost describes this machine: hostname, OS and kernel, CPU model, cores,
-// memory, and the GPUs, driver and topology matrix when NVML is present.
-func ReadHost() store.Host {
+// memory, and the GPUs, driver and topology matrix when gpus has them (nil:
+// none).
+func ReadHost(gpus GPUs) store.Host {
 	h := store.Host{OS: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU()}
 	h.Hostname, _ = os.Hostname()
 	var u unix.Utsname
@@ -30,7 +31,7 @@ func ReadHost() store.Host {
 	if unix.Sysinfo(&si) == nil {
 		h.MemBytes = uint64(si.Totalram) * uint64(si.Unit)
 	}
-	if g, err := ReadGPUs(); err == nil {
+	if g, err := orNone(gpus).Info(); err == nil {
 		h.Driver, h.CUDADriver, h.GPUs = g.Driver, g.CUDADriver, g.GPUs
 	}
 	h.TopoMatrix = TopoMatrix()

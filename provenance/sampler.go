@@ -1,89 +1,49 @@
 package provenance
 
 import (
-	"strconv"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/casestudy/casestudy/store"
 )
 
-// ThrottleMask is the set of NVML clock event reasons that mean the GPU was
-// slowed by power or heat (not idle or application clocks).
-const ThrottleMask = nvml.ClocksEventReasonSwPowerCap | nvml.ClocksThrottleReasonHwSlowdown |
-	nvml.ClocksEventReasonSwThermalSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown |
-	nvml.ClocksThrottleReasonHwPowerBrakeSlowdown
-
-// Sampler reads SM clock, power, temperature and clock event reasons of some
-// GPUs about once per interval while a trial runs.
+// Sampler reads the SM clock, power, temperature and clock-event reasons of a
+// launch's GPUs every interval while the launch runs, and NVML's cumulative
+// clock-event counters when the measured window opens and closes.
 type Sampler struct {
-	stop    chan struct{}
-	done    chan struct{}
+	devs  []Device
+	start time.Time
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu      sync.Mutex
 	samples []store.GPUSample
+	begin   map[int]ClockEventCounters // by GPU index, at the window's start
+	end     map[int]ClockEventCounters
 }
 
-// StartSampler samples the GPUs whose NVML index or UUID is in devices
-// (CUDA_VISIBLE_DEVICES entries); an empty list samples none. Without NVML it
-// returns a sampler that records nothing.
-func StartSampler(devices []string, interval time.Duration) *Sampler {
-	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	if len(devices) == 0 {
+// StartSampler samples devs every interval from now on (GPUSample.T counts
+// seconds from now); without devices it records nothing.
+func StartSampler(devs []Device, interval time.Duration) *Sampler {
+	s := &Sampler{devs: devs, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}),
+		begin: map[int]ClockEventCounters{}, end: map[int]ClockEventCounters{}}
+	if len(devs) == 0 {
 		close(s.done)
 		return s
 	}
-	nvmlMu.Lock()
-	ret := nvml.Init()
-	nvmlMu.Unlock()
-	if ret != nvml.SUCCESS {
-		close(s.done)
-		return s
-	}
-	type dev struct {
-		index int
-		d     nvml.Device
-	}
-	want := map[string]bool{}
-	for _, d := range devices {
-		want[d] = true
-	}
-	var devs []dev
-	if n, ret := nvml.DeviceGetCount(); ret == nvml.SUCCESS {
-		for i := 0; i < n; i++ {
-			d, ret := nvml.DeviceGetHandleByIndex(i)
-			if ret != nvml.SUCCESS {
-				continue
-			}
-			uuid, _ := d.GetUUID()
-			if want[strconv.Itoa(i)] || want[uuid] {
-				devs = append(devs, dev{i, d})
-			}
-		}
-	}
-	start := time.Now()
 	go func() {
 		defer close(s.done)
-		defer func() {
-			nvmlMu.Lock()
-			nvml.Shutdown()
-			nvmlMu.Unlock()
-		}()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			for _, d := range devs {
-				sm := store.GPUSample{T: time.Since(start).Seconds(), GPU: d.index}
-				sm.SMClock, _ = d.d.GetClockInfo(nvml.CLOCK_SM)
-				if mw, ret := d.d.GetPowerUsage(); ret == nvml.SUCCESS {
-					sm.PowerW = float64(mw) / 1000
-				}
-				sm.TempC, _ = d.d.GetTemperature(nvml.TEMPERATURE_GPU)
-				if r, ret := d.d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
-					sm.Throttles = r
-				} else if r, ret := d.d.GetCurrentClocksThrottleReasons(); ret == nvml.SUCCESS {
-					sm.Throttles = r
-				}
+				sm := d.Sample()
+				sm.T, sm.GPU = time.Since(s.start).Seconds(), d.Index()
+				s.mu.Lock()
 				s.samples = append(s.samples, sm)
+				s.mu.Unlock()
 			}
 			select {
 			case <-s.stop:
@@ -95,24 +55,146 @@ func StartSampler(devices []string, interval time.Duration) *Sampler {
 	return s
 }
 
-// Stop ends sampling and returns the samples and whether any of them shows
-// power or thermal throttling.
-func (s *Sampler) Stop() ([]store.GPUSample, bool) {
+// Start is when sampling began (GPUSample.T = 0).
+func (s *Sampler) Start() time.Time { return s.start }
+
+// WindowStart reads the clock-event counters as the measured window opens.
+func (s *Sampler) WindowStart() { s.readCounters(s.begin) }
+
+// WindowEnd reads them again as it closes.
+func (s *Sampler) WindowEnd() { s.readCounters(s.end) }
+
+func (s *Sampler) readCounters(into map[int]ClockEventCounters) {
+	for _, d := range s.devs {
+		if c, ok := d.Counters(); ok {
+			s.mu.Lock()
+			into[d.Index()] = c
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Stop ends sampling (twice is fine) and returns the samples.
+func (s *Sampler) Stop() []store.GPUSample {
 	select {
 	case <-s.done:
 	default:
 		close(s.stop)
 		<-s.done
 	}
-	return s.samples, Throttled(s.samples)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
 }
 
-// Throttled reports whether a sample shows power or thermal throttling.
-func Throttled(samples []store.GPUSample) bool {
-	for _, sm := range samples {
-		if sm.Throttles&ThrottleMask != 0 {
-			return true
-		}
+// Throttle measures what slowed each GPU inside the measured window
+// [from, to]: from the counters read at the window's ends where both exist,
+// else from the samples inside the window. Call it after Stop. It returns nil
+// without devices or without a window.
+func (s *Sampler) Throttle(from, to time.Time) *store.Throttle {
+	if len(s.devs) == 0 || from.IsZero() || !to.After(from) {
+		return nil
 	}
-	return false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	th := &store.Throttle{WindowStart: from.UTC(), WindowEnd: to.UTC()}
+	lo, hi := from.Sub(s.start).Seconds(), to.Sub(s.start).Seconds()
+	for _, d := range s.devs {
+		var in []store.GPUSample
+		for _, sm := range s.samples {
+			if sm.GPU == d.Index() && sm.T >= lo && sm.T <= hi {
+				in = append(in, sm)
+			}
+		}
+		b, okB := s.begin[d.Index()]
+		e, okE := s.end[d.Index()]
+		g := throttleOf(in, d.MaxSMClock())
+		if okB && okE && e.At.After(b.At) {
+			applyCounters(&g, b, e)
+		}
+		g.GPU = d.Index()
+		th.GPUs = append(th.GPUs, g)
+	}
+	return th
+}
+
+// throttleOf counts the samples of a window by reason, and their mean SM clock
+// against maxClock.
+func throttleOf(in []store.GPUSample, maxClock uint32) store.GPUThrottle {
+	g := store.GPUThrottle{Source: "samples", Samples: len(in), SMClockMaxMHz: maxClock}
+	if len(in) == 0 {
+		g.Source = "none"
+		return g
+	}
+	frac := func(mask uint64) float64 {
+		n := 0
+		for _, sm := range in {
+			if sm.Throttles&mask != 0 {
+				n++
+			}
+		}
+		return float64(n) / float64(len(in))
+	}
+	g.PowerCap, g.SWThermal, g.HWThermal = frac(ReasonSWPowerCap), frac(ReasonSWThermal), frac(ReasonHWThermal)
+	g.HWPowerBrake, g.HWSlowdown = frac(ReasonHWPowerBrake), frac(ReasonHWSlowdown)
+	g.Slowed = frac(TaintMask)
+	sum := 0.0
+	for _, sm := range in {
+		sum += float64(sm.SMClock)
+	}
+	g.SMClockMHz = sum / float64(len(in))
+	if maxClock > 0 {
+		g.ClockDeficit = max(0, 1-g.SMClockMHz/float64(maxClock))
+	}
+	return g
+}
+
+// applyCounters replaces the sampled fractions with the exact ones from two
+// counter readings (hardware slowdown has no counter and stays sampled).
+func applyCounters(g *store.GPUThrottle, b, e ClockEventCounters) {
+	span := float64(e.At.Sub(b.At).Nanoseconds())
+	frac := func(x, y uint64) float64 {
+		if y < x { // a counter reset (driver reload): no evidence
+			return 0
+		}
+		return min(1, float64(y-x)/span)
+	}
+	g.Source = "counters"
+	g.PowerCap = frac(b.SWPowerCapNS, e.SWPowerCapNS)
+	g.SWThermal = frac(b.SWThermalNS, e.SWThermalNS)
+	g.HWThermal = frac(b.HWThermalNS, e.HWThermalNS)
+	g.HWPowerBrake = frac(b.HWPowerBrakeNS, e.HWPowerBrakeNS)
+	g.Slowed = max(min(1, g.SWThermal+g.HWThermal+g.HWPowerBrake), g.HWSlowdown)
+}
+
+// TaintLimit is the share of a measured window a GPU may spend thermally
+// throttled, in hardware slowdown or power brake before the launch is tainted.
+const TaintLimit = 0.01
+
+// Tainted says why a launch's measurement cannot be trusted ("" when it can):
+// a GPU spent more than TaintLimit of the window thermally throttled (software
+// or hardware), in hardware slowdown or power brake. The power cap never
+// taints: it shows as the clock deficit.
+func Tainted(th *store.Throttle) string {
+	if th == nil {
+		return ""
+	}
+	for _, g := range th.GPUs {
+		if g.Slowed <= TaintLimit {
+			continue
+		}
+		var why []string
+		for _, r := range []struct {
+			name string
+			f    float64
+		}{{"software thermal slowdown", g.SWThermal}, {"hardware thermal slowdown", g.HWThermal},
+			{"hardware power brake", g.HWPowerBrake}, {"hardware slowdown", g.HWSlowdown}} {
+			if r.f > 0 {
+				why = append(why, fmt.Sprintf("%s %.1f%%", r.name, 100*r.f))
+			}
+		}
+		return fmt.Sprintf("GPU %d was slowed for %.1f%% of the measured window (over %.0f%%; %s, from %s)",
+			g.GPU, 100*g.Slowed, 100*TaintLimit, strings.Join(why, ", "), g.Source)
+	}
+	return ""
 }

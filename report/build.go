@@ -87,6 +87,8 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	setLabels(s)
 	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s, byID)
+	s.Timeline = TimelineOf(run)
+	s.NCCL = ncclEvidence(run)
 	return s
 }
 
@@ -147,6 +149,9 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if t.Value.N == 1 {
 		t.Warnings = append(t.Warnings, "one launch: estimate only, no interval and no p-value (run repeats: 3 or more, or repeats: auto)")
 	}
+	if rec.Stopped == stats.StopBudget {
+		t.Warnings = append(t.Warnings, "stopped by the time budget (workload.max_time) before all its launches ran")
+	}
 	if tok := stats.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
 		t.TokensPerS = stats.ValueOf(tok.Values, confidence).Center
 	}
@@ -168,7 +173,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	b.OtherMS = max(0, sum.StepMSMedian-named)
 	t.Breakdown = b
 	if t.Throttled {
-		t.Warnings = append(t.Warnings, "a GPU was power or thermal throttled during this trial")
+		t.Warnings = append(t.Warnings, "a GPU was slowed thermally or by hardware (slowdown, power brake) for over 1% of a measured window: that launch is tainted")
 	}
 	return t
 }
@@ -368,7 +373,10 @@ func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
 		dev, _ = m.Workload["device"].(string)
 	}
 	steps, warm := stats.Number(m.Workload["steps"]), stats.Number(m.Workload["warmup_steps"])
-	c.Workload = fmt.Sprintf("%s, %d steps after %d warm-up", dev, int(steps), int(warm))
+	c.Workload = fmt.Sprintf("%d steps after %d warm-up", int(steps), int(warm))
+	if dev != "" {
+		c.Workload = dev + ", " + c.Workload
+	}
 	var names []string
 	for _, g := range m.Host.GPUs {
 		if !slices.Contains(names, g.Name) {

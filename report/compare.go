@@ -104,17 +104,20 @@ func ParseThreshold(s string) (float64, error) {
 // Compare matches the trials of old and new by their stable IDs.
 //
 // A regression is a trial that finished in OLD and fails in NEW, or whose
-// objective got worse beyond the threshold: NEW decided worse than OLD (Welch
-// over launches at 95%, the p-value surviving Holm's correction over every
-// compared trial, so that a gate over many trials keeps its 5% false-alarm
-// rate) with a ratio below 1/(1+threshold). An improvement is the mirror.
+// objective got worse beyond the threshold: NEW decided worse than OLD with
+// a ratio below 1/(1+threshold). Decided is Student's t over launches with a
+// pooled variance (the same configuration on both sides: stats.Level.Pooled),
+// one-sided at 5% (a 90% interval, whose upper end then lies below 1),
+// Holm-corrected over every compared trial so that a gate over many trials
+// keeps its 5% false-alarm rate. An improvement is the mirror (its own
+// family).
 //
 // It refuses (NotComparableError) runs that measured different things
 // (model, device, steps, GPU model, objective) and runs with no trial in
 // common.
 func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Comparison, error) {
 	c := &Comparison{Old: side(old, oldPath), New: side(new, newPath), Metric: new.Metric, Threshold: threshold,
-		Confidence: 1 - stats.Alpha, Regressions: []string{}, Improvements: []string{}, OnlyOld: []string{}, OnlyNew: []string{}}
+		Confidence: 1 - 2*stats.Alpha, Regressions: []string{}, Improvements: []string{}, OnlyOld: []string{}, OnlyNew: []string{}}
 	if err := comparable(old, new); err != nil {
 		return nil, err
 	}
@@ -126,7 +129,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Co
 		olds[old.Trials[i].ID] = &old.Trials[i]
 	}
 	seen := map[string]bool{}
-	level := stats.Level{Confidence: c.Confidence, Threshold: threshold}
+	level := stats.Level{Confidence: c.Confidence, Threshold: threshold, Pooled: true}
 	for i := range new.Trials {
 		nt := &new.Trials[i]
 		ot, ok := olds[nt.ID]
@@ -211,21 +214,27 @@ func compareTrial(ot, nt *Trial, m stats.Metric, level stats.Level) CompareRow {
 	return row
 }
 
-// decide applies Holm's correction over the rows' tests and marks
-// regressions and improvements beyond the threshold.
+// decide applies Holm's correction over the rows' one-sided tests, per
+// direction, and marks regressions and improvements beyond the threshold.
 func (c *Comparison) decide() {
 	var idx []int
-	var ps []float64
+	var slower, faster []float64
 	for i, r := range c.Rows {
 		if r.Change != nil {
 			idx = append(idx, i)
-			ps = append(ps, r.Change.P)
+			p := r.Change.P / 2 // one-sided, in the direction of the estimate
+			if r.Change.Ratio < 1 {
+				slower, faster = append(slower, p), append(faster, 1-p)
+			} else {
+				slower, faster = append(slower, 1-p), append(faster, p)
+			}
 		}
 	}
-	rejected := stats.Holm(ps, 1-c.Confidence)
+	alpha := (1 - c.Confidence) / 2
+	rejSlower, rejFaster := stats.Holm(slower, alpha), stats.Holm(faster, alpha)
 	for k, i := range idx {
 		r := &c.Rows[i]
-		ch := stats.Corrected(*r.Change, rejected[k])
+		ch := stats.Corrected(*r.Change, rejSlower[k] || rejFaster[k])
 		r.Change = &ch
 		if ch.Note != "" {
 			r.Note = ch.Note

@@ -45,8 +45,8 @@ func (c *Comparison) verdictText() string {
 
 // method says how rows are decided, for the header of every format.
 func (c *Comparison) method() string {
-	return fmt.Sprintf("%s over launches: NEW against OLD as the ratio of geometric means, %s Welch interval on log values; "+
-		"a regression is a slower verdict (Holm-corrected over %d trials) below %s, or a trial that finished before and fails now (threshold %s, %s)",
+	return fmt.Sprintf("%s over launches: NEW against OLD as the ratio of geometric means, %s Student t interval on log values (pooled variance: the same configuration on both sides); "+
+		"a regression is a slower verdict (one-sided 5%%, Holm-corrected over %d trials) below %s, or a trial that finished before and fails now (threshold %s, %s)",
 		c.Metric.Unit, stats.PercentText(c.Confidence), len(c.Rows), stats.RatioText(1/(1+c.Threshold)), pctText(c.Threshold), c.ThresholdSource)
 }
 

@@ -79,7 +79,7 @@ func TestCompareRefuses(t *testing.T) {
 	}{
 		{"another model", func(s *Summary) { s.Comparable.Model = "bert/base" }, "the model differs (OLD bert/large, NEW bert/base)"},
 		{"another GPU", func(s *Summary) { s.Comparable.GPU = "NVIDIA A100" }, "the GPU model differs"},
-		{"other steps", func(s *Summary) { s.Comparable.Workload = ", 50 steps after 3 warm-up" }, "the measurement differs"},
+		{"other steps", func(s *Summary) { s.Comparable.Workload = "50 steps after 3 warm-up" }, "the measurement differs (OLD 5 steps after 3 warm-up, NEW 50 steps"},
 		{"another objective", func(s *Summary) { s.Metric = stats.Metrics["tokens_per_s"] }, "the objective differs"},
 		{"no trial in common", func(s *Summary) {
 			for i := range s.Trials {

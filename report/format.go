@@ -3,38 +3,15 @@ package report
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
+	"github.com/casestudy/casestudy/internal/units"
 	"github.com/casestudy/casestudy/stats"
 )
 
-// Num formats a measurement with 3-4 significant digits and no exponent for
-// everyday magnitudes: 12345 -> "12345", 123.456 -> "123.5", 0.01234 -> "0.01234".
-func Num(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "∞"
-	case math.IsInf(v, -1):
-		return "-∞"
-	case v == 0:
-		return "0"
-	}
-	a := math.Abs(v)
-	switch {
-	case a >= 1000:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 100:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	case a >= 1:
-		return strconv.FormatFloat(v, 'f', 3, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 3, 64)
-}
+// Num formats a measurement with 3-4 significant digits (units.Num): the
+// one formatter of every number a trial shows, in the terminal too.
+func Num(v float64) string { return units.Num(v) }
 
 // Interval is "lo–hi" of a trial's value, or "one launch" without an interval.
 func Interval(e stats.Value) string {

@@ -62,6 +62,8 @@ type htmlData struct {
 	Profiles    *profilesView // the kernel-mix section (profiles_render.go); nil without profiles
 	CSS         template.CSS
 	JS          template.JS
+	Timeline    template.HTML // report/timeline.go
+	NCCL        template.HTML // report/nccl.go
 }
 
 // WriteHTML writes report.html: one self-contained page (inline CSS, SVG
@@ -94,6 +96,10 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		d.Tokens = d.Tokens || (t.TokensPerS > 0 && s.Metric.Unit != "tokens/s")
 	}
 	d.ShowSamples = s.Metric.Unit != "samples/s"
+	if d.Timeline, err = timelineHTML(s); err != nil {
+		return err
+	}
+	d.NCCL = ncclHTML(s.NCCL)
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])

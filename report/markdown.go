@@ -52,6 +52,9 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 
 	writeProfilesMD(&b, s.Profiles)
 
+	writeNCCLMD(&b, s.NCCL)
+	writeTimelineMD(&b, s.Timeline)
+
 	b.WriteString("## Checklist findings\n\n")
 	writeFindingsMD(&b, s.Findings)
 

@@ -29,15 +29,14 @@ func fromValue(v stats.Value, scale float64) value {
 }
 
 // objectiveMeasure is the summary's metric as the charts draw it. Memory is
-// drawn in GiB; MFU in percent, and against the one bf16 peak when it is
-// known (the engine's per-precision MFU times the trial's constant ratio of
-// peaks, so that precisions compare; the interval scales with it).
+// drawn in GiB; MFU in percent of the one bf16 peak (the objective's value is
+// measured against it, so that precisions compare).
 func objectiveMeasure(s *Summary) measure {
 	m := s.Metric
 	if m.Name == "" { // a summary without a metric: throughput
 		m = stats.Metrics["throughput"]
 	}
-	scale := func(*Trial) float64 { return 1 }
+	scale := 1.0
 	unit, name := m.Unit, strings.ReplaceAll(m.Name, "_", " ")
 	switch m.Name {
 	case "throughput", "tokens_per_s":
@@ -46,28 +45,19 @@ func objectiveMeasure(s *Summary) measure {
 		name = "step time"
 	case "memory":
 		unit, name = "GiB", "peak memory"
-		scale = func(*Trial) float64 { return 1.0 / (1 << 30) }
+		scale = 1.0 / (1 << 30)
 	case "tflops":
 		name = "achieved TFLOP/s"
 	case "mfu":
-		name, unit = "MFU", "% of the peak at each trial's precision"
-		scale = func(*Trial) float64 { return 100 }
-		if s.MFUPeak != nil {
-			unit = "% of " + MFUBasis
-			scale = func(t *Trial) float64 {
-				if t.MFU <= 0 {
-					return 0
-				}
-				return 100 * t.MFUBF16 / t.MFU
-			}
-		}
+		// The value is already against the one bf16 peak (stats.Metric.LaunchValue).
+		name, unit = "MFU", "% of "+MFUBasis
+		scale = 100
 	}
 	return measure{name: name, unit: unit, higher: m.HigherIsBetter, conf: PercentConf(s.Confidence), of: func(t *Trial) (value, bool) {
 		if !t.OK() {
 			return value{}, false
 		}
-		k := scale(t)
-		return fromValue(t.Value, k), k > 0 && t.Value.Center > 0
+		return fromValue(t.Value, scale), t.Value.Center > 0
 	}}
 }
 

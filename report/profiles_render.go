@@ -67,6 +67,7 @@ func profileChart(s *Summary, ps *Profiles) (*Chart, error) {
 		func(t *Trial, p barPart, v float64) string {
 			return fmt.Sprintf("%s (%s): %s %s ms per step", labelOf(t), t.ID, p.name, Num(v))
 		})
+	f.label = "Kernel time per category and idle time per trial" // what a screen reader says; the title is short
 	svg, err := f.svg()
 	if err != nil {
 		return nil, err

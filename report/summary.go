@@ -66,6 +66,10 @@ type Summary struct {
 	Profiles   *Profiles          `json:"profiles,omitempty"` // kernel mix per trial (knob profile)
 	Provenance Provenance         `json:"provenance"`
 	Warnings   []string           `json:"warnings,omitempty"`
+	// Timeline is where the launches' time went (report/timeline.go); NCCL
+	// says whether forced NCCL knobs took effect (report/nccl.go).
+	Timeline *TimelineSection `json:"timeline,omitempty"`
+	NCCL     []NCCLEvidence   `json:"nccl_evidence,omitempty"`
 
 	sweepValues map[string][]string // the values the study lists per knob, in its order (not in JSON)
 }

@@ -21,11 +21,12 @@ import (
 // TestTwoResumesAtOnce: while one runner process resumes a run directory, a
 // second resume of it is refused with the first one's pid and host, and
 // nothing is written twice (issue 21, defect 5). The first runner is stuck in
-// a hanging trial, so it certainly holds the run while the second tries.
+// a hanging trial (interleave off: the trials run in list order), so it
+// certainly holds the run while the second tries.
 func TestTwoResumesAtOnce(t *testing.T) {
 	f := newFixture(t, `name: two-resumes
 model: {family: gpt, preset: tiny}
-workload: {device: cpu, ranks: 1, warmup_steps: 0, steps: 2, timeout: 60s}
+workload: {device: cpu, ranks: 1, warmup_steps: 0, steps: 2, timeout: 60s, interleave: false}
 sweep:
   strategy: list
   trials: [{fault.kind: none}, {fault.kind: hang, fault.at_step: 0}]
@@ -73,7 +74,7 @@ func TestResumeRefusesAChangedParent(t *testing.T) {
 	child := writeStudy(t, dir, "name: child\nextends: base.yaml\nsweep: {strategy: grid, knobs: {micro_batch: [1, 2]}}\n")
 	require.NoError(t, os.WriteFile(base, []byte("name: base\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"), 0o644))
 	s, plan := loadPlan(t, child)
-	man := NewManifest("r1", s, plan, &Machine{Device: "cpu"}, nil, nil)
+	man := NewManifest("r1", s, plan, &Machine{Device: "cpu"}, nil, nil, nil)
 	require.Len(t, man.Sources, 2)
 	assert.Equal(t, child, man.Sources[0].Path)
 	assert.Equal(t, base, man.Sources[1].Path)

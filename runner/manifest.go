@@ -13,8 +13,9 @@ import (
 
 // NewManifest is a run's provenance: the tool, the study text and its sha256,
 // the resolved plan, the host with its GPUs and topology, the engine's build
-// and the relevant environment.
-func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, argv []string, env []string) *store.Manifest {
+// and the relevant environment, the launch schedule and statistical design
+// (DesignFor) and the command-line overrides of the workload.
+func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, argv []string, env []string, overrides map[string]string) *store.Manifest {
 	man := &store.Manifest{
 		Schema: store.SchemaVersion, RunID: runID, Study: s.Name, StudyPath: s.Path,
 		StudyText: string(s.Text), StudySHA256: s.SHA256, Created: time.Now().UTC(),
@@ -26,14 +27,18 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Workload: map[string]any{
 			"device": s.Workload.Device, "device_resolved": m.Device, "gpus": s.Workload.GPUs,
 			"nodes": s.Workload.Nodes, "ranks": s.Workload.Ranks, "warmup_steps": s.Workload.WarmupSteps,
-			"steps": s.Workload.Steps, "repeats": s.Workload.Repeats, "timeout": s.Workload.Timeout.String(),
+			"steps": s.Workload.Steps, "repeats": repeatsText(s.Workload.Repeats), "timeout": s.Workload.Timeout.String(),
 			"seed": s.Workload.Seed, "threads": s.Workload.Threads, "interleave": s.Workload.Interleave,
 			"strategy": plan.Strategy,
 		},
 		Model: map[string]any{"family": s.Model.Family, "preset": s.Model.Preset,
 			"layers": s.Model.Layers, "hidden": s.Model.Hidden},
-		Host: provenance.ReadHost(),
-		Env:  provenance.RelevantEnv(env),
+		Host:        provenance.ReadHost(m.NVML),
+		Env:         provenance.RelevantEnv(env),
+		Measurement: DesignFor(s, m.Device).Record(),
+	}
+	if len(overrides) > 0 {
+		man.Overrides = overrides
 	}
 	for _, src := range s.Sources {
 		man.Sources = append(man.Sources, store.StudySource{Path: src.Path, SHA256: src.SHA256, Text: string(src.Text)})
@@ -47,4 +52,13 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		man.Dropped = append(man.Dropped, store.DroppedTrial{Knobs: d.Knobs, Reason: d.Reason})
 	}
 	return man
+}
+
+// repeatsText is workload.repeats as the manifest records it: a number, or
+// "auto".
+func repeatsText(n int) any {
+	if n == 0 {
+		return "auto"
+	}
+	return n
 }

@@ -18,6 +18,7 @@ type Machine struct {
 	EngineLib  string           // the checked engine library
 	Build      engine.BuildInfo // its build facts
 	MPSControl string           // nvidia-cuda-mps-control, "" when absent
+	NVML       provenance.GPUs  // the GPUs' facts and live readers (nil: none)
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),
@@ -26,22 +27,25 @@ type Machine struct {
 type ProbeEngine func(explicit string) (path string, bi engine.BuildInfo, err error)
 
 // Preflight loads the engine library once through probe (ABI check), finds the
-// GPUs and resolves the device; a study this machine cannot run stops here,
-// before the first trial, with an environment error (exit status 3).
-func Preflight(s *study.Study, plan *study.Plan, probe ProbeEngine, engineLib string, env []string) (*Machine, error) {
+// GPUs through gpus (provenance/nvmlgpu; nil: none) and resolves the device;
+// a study this machine cannot run stops here, before the first trial, with an
+// environment error (exit status 3).
+func Preflight(s *study.Study, plan *study.Plan, probe ProbeEngine, gpus provenance.GPUs, engineLib string, env []string) (*Machine, error) {
 	path, bi, err := probe(engineLib)
 	if err != nil {
 		return nil, err
 	}
 	count := bi.DeviceCount
-	if g, err := provenance.ReadGPUs(); err == nil {
-		count = len(g.GPUs)
+	if gpus != nil {
+		if g, err := gpus.Info(); err == nil {
+			count = len(g.GPUs)
+		}
 	}
 	if !bi.CUDAAvailable {
 		count = 0
 	}
 	m := &Machine{EngineLib: path, Build: bi, GPUs: launch.VisibleGPUs(env, count),
-		MPSControl: FindMPSControl(getenv(env, "PATH"))}
+		MPSControl: FindMPSControl(getenv(env, "PATH")), NVML: gpus}
 	if count == 0 {
 		m.GPUs = nil
 	}

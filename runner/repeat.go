@@ -4,17 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"net"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"time"
 
 	"github.com/casestudy/casestudy/engine"
-	"github.com/casestudy/casestudy/launch"
-	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/runner/rendezvous"
 	"github.com/casestudy/casestudy/store"
 )
@@ -25,7 +18,8 @@ type repeatResult struct {
 	FailedRank int // first failing rank, -1 none
 	ExitCode   int
 	Signal     string
-	Throttled  bool
+	Throttled  bool // tainted by thermal or hardware slowdown in the measured window
+	ranks      []*rankState
 }
 
 // infraError is a failure of the machinery (rendezvous, launch), not of the
@@ -35,98 +29,70 @@ type infraError struct{ err error }
 func (e *infraError) Error() string { return "infrastructure: " + e.err.Error() }
 func (e *infraError) Unwrap() error { return e.err }
 
-// runRepeat launches one repeat of a trial and watches it until every rank has
-// ended: the runner owns the deadlines (trial timeout, heartbeat silence) and
-// kills the whole group on the first failure.
+// runRepeat runs one repeat of a trial: the launch prepared for it while
+// the previous one ran, or a fresh one. When the batch named an upcoming
+// launch (overlap), that one is prepared as soon as this one has started. It
+// watches the launch until every rank has ended (the runner owns the
+// deadlines: trial timeout, heartbeat silence; it kills the whole group on
+// the first failure).
 func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeatResult, error) {
-	o := &r.opts
-	n := sp.Ranks
-	welcomes := make([]rendezvous.Welcome, n)
-	for i := range welcomes {
-		welcomes[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
-			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
-			EngineLib: o.Machine.EngineLib, Ranks: n}
-		if steps := sp.Launch.ProfileSteps; steps > 0 {
-			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))
-			if err != nil {
-				return nil, &infraError{err}
-			}
-			welcomes[i].Profile = &rendezvous.ProfilePlan{Steps: steps, TracePath: trace}
+	next := r.upcoming
+	r.upcoming = nil
+	l := r.takePrepared(sp, rep)
+	if l == nil {
+		var err error
+		if l, err = r.startLaunch(ctx, sp, rep, true); err != nil {
+			return nil, err
 		}
 	}
-	for k := range welcomes {
-		if sp.Devices[k] != "" { // each rank sees only its GPU
-			welcomes[k].Config.DeviceIndex = 0
-		}
-	}
-	token := rendezvous.NewToken()
-	srv, err := rendezvous.Listen(o.RendezvousAddr, token, welcomes, r.logf)
-	if err != nil {
-		return nil, &infraError{err}
-	}
-	defer srv.Close()
-
-	addr := srv.Addr()
-	if o.AdvertiseHost != "" {
-		_, port, _ := net.SplitHostPort(addr)
-		addr = net.JoinHostPort(o.AdvertiseHost, port)
-	}
-	srv.ServeStore(addr) // Gloo meshes through the rendezvous: no rank serves a store
-	extra := map[string]string{}
-	if sp.Launch.MPS {
-		d, err := startMPS(ctx, o.Machine.MPSControl, o.Env)
+	defer l.close()
+	if next != nil {
+		nl, err := r.startLaunch(ctx, next.spec, next.rep, false)
 		if err != nil {
-			return nil, &infraError{err}
+			r.logf("trial %s repeat %d: preparing it ahead: %v (it starts after this launch)", next.spec.Trial.ID, next.rep, err)
+		} else {
+			r.prepared = nl
 		}
-		defer func() {
-			log, err := d.Stop(o.Env)
-			if err != nil {
-				r.logf("trial %s: %v", sp.Trial.ID, err)
-			}
-			if len(log) > 0 {
-				_ = o.Writer.WriteFile(mpsLogName(sp.Trial.ID, rep), log)
-			}
-		}()
-		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
 	}
-
-	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs,
-		Nodes: max(o.Study.Workload.Nodes, 1), ProcsPerGPU: sp.Launch.ProcsPerGPU, Timeout: o.Timeout}
-	var logs []io.Closer
-	defer func() {
-		for _, l := range logs {
-			l.Close()
-		}
-	}()
-	for k := 0; k < n; k++ {
-		f, err := o.Writer.CreateLog(sp.Trial.ID, k, rep)
-		if err != nil {
-			return nil, &infraError{err}
-		}
-		logs = append(logs, f)
-		fmt.Fprintf(f, "# casestudy trial %s repeat %d rank %d of %d\n", sp.Trial.ID, rep, k, n)
-		set := maps.Clone(sp.Set)
-		maps.Copy(set, extra)
-		set[rendezvous.EnvAddr], set[rendezvous.EnvToken], set[rendezvous.EnvRank] = addr, token, strconv.Itoa(k)
-		if sp.Devices[k] != "" {
-			set["CUDA_VISIBLE_DEVICES"] = sp.Devices[k]
-		}
-		spec.Ranks = append(spec.Ranks, launch.Rank{Rank: k, Env: launch.BuildEnv(o.Env, set, sp.Unset), Log: f, GPU: sp.Devices[k]})
-	}
-	group, err := o.Launcher.Start(ctx, spec)
-	if err != nil {
-		return nil, &infraError{err}
-	}
-	sampler := provenance.StartSampler(uniqueNonEmpty(sp.Devices), o.SampleEvery)
-	res := r.watch(ctx, sp, rep, srv, group)
-	res.Rec.Repeat = rep
-	res.Rec.GPUSamples, res.Throttled = sampler.Stop()
+	res := r.watch(ctx, l)
+	r.collect(l, res, r.prepared)
 	return res, nil
+}
+
+// nextLaunch is the launch to prepare while the current one runs.
+type nextLaunch struct {
+	spec *trialSpec
+	rep  int
+}
+
+// takePrepared returns the launch prepared ahead for (sp, rep), released,
+// and discards a prepared launch that is not wanted any more (its trial
+// stopped early, or the run is stopping).
+func (r *Runner) takePrepared(sp *trialSpec, rep int) *launchRun {
+	l := r.prepared
+	r.prepared = nil
+	if l == nil {
+		return nil
+	}
+	if l.sp != sp || l.rep != rep {
+		l.close()
+		return nil
+	}
+	l.release(r)
+	return l
+}
+
+// discardPrepared ends a launch prepared for nothing.
+func (r *Runner) discardPrepared() {
+	if r.prepared != nil {
+		r.prepared.close()
+		r.prepared = nil
+	}
 }
 
 // mpsLogName is where a launch's MPS control log is kept.
 func mpsLogName(trialID string, rep int) string {
-	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), fmt.Sprintf("mps-control.r%d.log", rep))
+	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), "mps-control."+store.RepeatTag(rep)+".log")
 }
 
 // checksumsDisagree compares the parameter checksums of the ranks of one

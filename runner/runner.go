@@ -43,9 +43,11 @@ type Options struct {
 	HeartbeatEvery time.Duration                 // default 1 s
 	HeartbeatLimit time.Duration                 // default 60 s of silence
 	KillGrace      time.Duration                 // SIGTERM → SIGKILL, default 5 s
-	SampleEvery    time.Duration                 // GPU sampling, default 1 s
+	SampleEvery    time.Duration                 // GPU sampling, default 100 ms (≥ 10 Hz inside the measured window)
+	Overlap        string                        // OverlapOff (""), OverlapOn or OverlapAA
 	Retries        int                           // extra launches after an infrastructure failure
-	Interleave     bool                          // repeats round-robin across trials (or workload.interleave)
+	Interleave     bool                          // force interleaved rounds (the default; workload.interleave: false turns them off)
+	Design         *stats.Design                 // launch schedule and statistics (nil: DesignFor the study and machine)
 	Only           []string                      // run only these trial IDs (--trial)
 	Previous       map[string]*store.TrialRecord // records committed before (--resume), by ID; greedy reuses them
 	NoisyCV        float64
@@ -53,14 +55,25 @@ type Options struct {
 
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial
+
+	// measured, when set, sees every launch's record before the schedule
+	// does (tests taint launches with it: CPUs have no throttle counters).
+	measured func(*store.RepeatRecord)
 }
 
 // Runner runs one sweep.
 type Runner struct {
-	opts     Options
-	launches int                           // launches started so far (progress)
-	planned  int                           // launches planned so far (greedy adds each round's)
-	records  map[string]*store.TrialRecord // committed (or reused) in this run
+	opts      Options
+	metric    stats.Metric                  // the objective: what the schedule and greedy compare
+	launches  int                           // launches started so far (progress)
+	records   map[string]*store.TrialRecord // committed (or reused) in this run
+	start     time.Time                     // of the sweep: the time budget counts from here
+	spent     time.Duration                 // wall time of the launches so far
+	preheated bool
+	prepared  *launchRun  // the next launch, prepared while the current one runs
+	upcoming  *nextLaunch // the launch to prepare during the next one (overlap), set by the batch
+	lastEnd   time.Time   // when the last launch ended (its timeline's end), or the run began
+	commitMS  float64     // record commits since lastEnd
 }
 
 // Result is what a sweep did.
@@ -92,21 +105,37 @@ func New(o Options) (*Runner, error) {
 	def(&o.HeartbeatEvery, time.Second)
 	def(&o.HeartbeatLimit, 60*time.Second)
 	def(&o.KillGrace, 5*time.Second)
-	def(&o.SampleEvery, time.Second)
+	def(&o.SampleEvery, 100*time.Millisecond)
 	if o.RendezvousAddr == "" {
 		o.RendezvousAddr = "127.0.0.1:0"
 	}
 	if o.Retries < 0 {
 		o.Retries = 0
 	}
-	o.Interleave = o.Interleave || o.Study.Workload.Interleave
+	if o.Design == nil {
+		d := DesignFor(o.Study, o.Machine.Device)
+		o.Design = &d
+	}
+	if o.Interleave && !o.Design.Interleave {
+		d := *o.Design
+		d.Interleave = true
+		o.Design = &d
+	}
+	switch o.Overlap {
+	case "":
+		o.Overlap = OverlapOff
+	case OverlapOff, OverlapOn, OverlapAA:
+	default:
+		return nil, fmt.Errorf("runner: overlap %q: use %s, %s or %s", o.Overlap, OverlapOff, OverlapOn, OverlapAA)
+	}
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
 	}
 	if o.TrialCommand == nil {
 		o.TrialCommand = func(id string) string { return "casestudy run " + o.Study.Path + " --trial " + id }
 	}
-	return &Runner{opts: o, records: map[string]*store.TrialRecord{}}, nil
+	m, _ := stats.MetricFor(store.Objective{Metric: o.Study.Objective.Metric, Goal: o.Study.Objective.Goal})
+	return &Runner{opts: o, metric: m, records: map[string]*store.TrialRecord{}}, nil
 }
 
 func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Sprintf(format, args...)) }
@@ -115,7 +144,10 @@ func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Spri
 // It returns ErrInterrupted after a signal, or the store's error when a record
 // could not be committed (disk full): earlier records stay intact.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	r.lastEnd = time.Now()
+	defer r.discardPrepared()
 	res := &Result{Outcomes: map[store.Outcome]int{}}
+	r.start = time.Now()
 	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
 		return res, err
 	}
@@ -178,7 +210,10 @@ func DroppedID(knobs map[string]string) string {
 }
 
 func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
-	if err := r.opts.Writer.Append(rec); err != nil {
+	start := time.Now()
+	err := r.opts.Writer.Append(rec)
+	r.commitMS += float64(time.Since(start)) / float64(time.Millisecond)
+	if err != nil {
 		return fmt.Errorf("%w; the trials committed before are intact", err)
 	}
 	r.records[rec.ID] = rec
@@ -186,139 +221,6 @@ func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
 	res.Trials++
 	r.opts.Progress.TrialDone(rec)
 	return nil
-}
-
-// pending is a trial in flight inside a batch.
-type pending struct {
-	spec     *trialSpec
-	rec      *store.TrialRecord
-	launched int
-	over     bool
-}
-
-// runBatch runs trials (all repeats each; round-robin with Interleave) and
-// commits each record as soon as it is complete.
-func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result) ([]*store.TrialRecord, error) {
-	o := &r.opts
-	repeats := max(1, o.Study.Workload.Repeats)
-	ps := make([]*pending, len(trials))
-	for i, t := range trials {
-		sp, err := buildSpec(o.Study, t, o.Machine)
-		if err != nil {
-			return nil, err
-		}
-		ps[i] = &pending{spec: sp, rec: &store.TrialRecord{ID: t.ID, Index: t.Index, Knobs: t.Knobs,
-			Changed: t.Changed, FailedRank: -1, Command: o.TrialCommand(t.ID)}}
-	}
-	type job struct{ p, rep int }
-	var jobs []job
-	if o.Interleave {
-		for rep := 0; rep < repeats; rep++ {
-			for i := range ps {
-				jobs = append(jobs, job{i, rep})
-			}
-		}
-	} else {
-		for i := range ps {
-			for rep := 0; rep < repeats; rep++ {
-				jobs = append(jobs, job{i, rep})
-			}
-		}
-	}
-	r.planned += len(jobs)
-	var out []*store.TrialRecord
-	finish := func(p *pending) error {
-		p.over = true
-		r.planned -= repeats - p.launched // repeats that will not launch now
-		p.rec.Finished = time.Now().UTC()
-		p.rec.Summary = stats.SummarizeTrial(p.rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV})
-		out = append(out, p.rec)
-		return r.commit(p.rec, res)
-	}
-	for _, j := range jobs {
-		p := ps[j.p]
-		if p.over {
-			continue
-		}
-		if p.rec.Started.IsZero() {
-			p.rec.Started = time.Now().UTC()
-		}
-		if p.spec.Unsupported != "" {
-			p.rec.Outcome, p.rec.Error = store.Unsupported, p.spec.Unsupported
-			if err := finish(p); err != nil {
-				return out, err
-			}
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		r.launches++
-		p.launched++
-		o.Progress.TrialStart(r.launches, r.planned, p.rec, j.rep, repeats)
-		rr, err := r.launchWithRetries(ctx, p, j.rep)
-		if err != nil && ctx.Err() != nil {
-			break // recorded interrupted below
-		}
-		if err != nil { // infrastructure failure after every retry
-			p.rec.Outcome, p.rec.Error = store.Failed, err.Error()
-			if err := finish(p); err != nil {
-				return out, err
-			}
-			continue
-		}
-		p.rec.Repeats = append(p.rec.Repeats, rr.Rec)
-		p.rec.Throttled = p.rec.Throttled || rr.Throttled
-		if rr.Rec.Outcome != store.OK {
-			p.rec.Outcome, p.rec.Error = rr.Rec.Outcome, rr.Rec.Error
-			p.rec.FailedRank, p.rec.ExitCode, p.rec.Signal = rr.FailedRank, rr.ExitCode, rr.Signal
-			if err := finish(p); err != nil {
-				return out, err
-			}
-			if rr.Rec.Outcome == store.Interrupted {
-				break
-			}
-			continue
-		}
-		if len(p.rec.Repeats) == repeats {
-			p.rec.Outcome = store.OK
-			if err := finish(p); err != nil {
-				return out, err
-			}
-		}
-	}
-	if ctx.Err() != nil {
-		// trials with some repeats done but not all: record them interrupted
-		for _, p := range ps {
-			if !p.over && !p.rec.Started.IsZero() {
-				p.rec.Outcome, p.rec.Error = store.Interrupted, "stopped by a signal before its last repeat; --resume runs it again"
-				if err := finish(p); err != nil {
-					return out, err
-				}
-			}
-		}
-		return out, ErrInterrupted
-	}
-	return out, nil
-}
-
-// launchWithRetries runs one repeat, launching again after an infrastructure
-// failure up to Retries more times.
-func (r *Runner) launchWithRetries(ctx context.Context, p *pending, rep int) (*repeatResult, error) {
-	var last error
-	for attempt := 0; attempt <= r.opts.Retries; attempt++ {
-		p.rec.Attempts++
-		rr, err := r.runRepeat(ctx, p.spec, rep)
-		if err == nil {
-			return rr, nil
-		}
-		last = err
-		r.logf("trial %s repeat %d: %v", p.rec.ID, rep, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, last
 }
 
 // String formats the outcome counts for a final line, most usual outcome first.

@@ -307,12 +307,14 @@ type recorder struct {
 	nopProgress
 	mu     sync.Mutex
 	starts []string
+	counts [][2]int // n of total, per launch
 }
 
 func (r *recorder) TrialStart(n, total int, rec *store.TrialRecord, rep, reps int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.starts = append(r.starts, rec.Knobs["micro_batch"]+"/"+string(rune('0'+rep)))
+	r.counts = append(r.counts, [2]int{n, total})
 }
 
 const repeatStudy = `name: runner-repeats
@@ -330,7 +332,10 @@ func TestInterleavedRepeats(t *testing.T) {
 	o.Progress = rec
 	run, err := f.run(t, context.Background(), o)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"1/0", "2/0", "1/1", "2/1"}, rec.starts, "round-robin across trials")
+	require.Len(t, rec.starts, 4)
+	assert.ElementsMatch(t, []string{"1/0", "2/0"}, rec.starts[:2], "round 1: each trial once, in a random order")
+	assert.ElementsMatch(t, []string{"1/1", "2/1"}, rec.starts[2:], "round 2")
+	assert.Equal(t, [][2]int{{1, 4}, {2, 4}, {3, 4}, {4, 4}}, rec.counts, "launch n of the 4 planned")
 	require.Len(t, run.Trials, 2)
 	for _, tr := range run.Trials {
 		assert.Equal(t, store.OK, tr.Outcome, tr.Error)

@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/knobs"
@@ -21,6 +23,10 @@ type trialSpec struct {
 	Configs     []engine.Config   // per rank
 	Devices     []string          // per rank CUDA_VISIBLE_DEVICES entry ("" on cpu)
 	Unsupported string            // why this trial cannot run on this machine
+	// NCCLEvidence: the trial forces an nccl.* knob or turns nccl.debug on,
+	// so NCCL prints its choices (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS with
+	// TUNING) and the runner reads them back from the ranks' logs.
+	NCCLEvidence bool
 }
 
 // buildSpec resolves a trial against the study and the machine.
@@ -35,6 +41,10 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	place := s.PlacementFor(t.Knobs, m.Device)
 	sp := &trialSpec{Trial: t, Launch: ls, Ranks: place.Ranks}
 	sp.Set, sp.Unset = knobs.Environment(t.Knobs)
+	if sp.NCCLEvidence = wantsNCCLEvidence(t.Knobs); sp.NCCLEvidence && isAuto(t.Knobs["nccl.debug"]) {
+		sp.Set[ncclDebugVar] = "INFO"
+		sp.Unset = slices.DeleteFunc(sp.Unset, func(v string) bool { return v == ncclDebugVar })
+	}
 
 	base := engine.Config{Family: s.Model.Family, Preset: s.Model.Preset, Layers: s.Model.Layers,
 		Hidden: s.Model.Hidden, Device: m.Device, Seed: s.Workload.Seed, Threads: s.Workload.Threads}
@@ -81,3 +91,27 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	}
 	return sp, nil
 }
+
+const (
+	ncclDebugVar       = "NCCL_DEBUG"
+	ncclDebugSubsysVar = "NCCL_DEBUG_SUBSYS"
+)
+
+// wantsNCCLEvidence says whether a trial forces an nccl.* knob or turns
+// nccl.debug on (INFO or TRACE); an explicit VERSION or WARN is the study's
+// choice and stands.
+func wantsNCCLEvidence(values map[string]string) bool {
+	for k, v := range values {
+		switch {
+		case k == "nccl.debug":
+			if v == "INFO" || v == "TRACE" {
+				return true
+			}
+		case strings.HasPrefix(k, "nccl.") && !isAuto(v):
+			return true
+		}
+	}
+	return false
+}
+
+func isAuto(v string) bool { return v == "" || v == knobs.Auto }

@@ -10,6 +10,7 @@ import (
 	"github.com/casestudy/casestudy/runner/rendezvous"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // cause is what ended a launch early. The first one is the launch's cause;
@@ -32,6 +33,8 @@ type cause struct {
 }
 
 type rankState struct {
+	marks     map[string]time.Time // timeline marks the worker sent
+	exit      time.Time            // when the launcher saw it end
 	lastSeen  time.Time
 	lastStep  int
 	done      bool
@@ -45,6 +48,7 @@ type rankState struct {
 // deadlines, and the runner's own signal.
 type watcher struct {
 	o      *Options
+	l      *launchRun
 	sp     *trialSpec
 	rep    int
 	group  launch.Group
@@ -53,13 +57,18 @@ type watcher struct {
 	first  *cause
 	killed time.Time // when the runner stopped the launch (zero: not yet)
 	oom    oomWatch
+	// the measured window for the GPU sampler: open at the first rank's
+	// start of its measured steps, closed when every rank ended them
+	windowOpen   bool
+	windowClosed int
 }
 
 // watch follows a launch until every rank ended and classifies it.
-func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezvous.Server, group launch.Group) *repeatResult {
-	w := &watcher{o: &r.opts, sp: sp, rep: rep, group: group, start: time.Now(), oom: newOOMWatch(r.opts.OOMKills)}
+func (r *Runner) watch(ctx context.Context, l *launchRun) *repeatResult {
+	sp, srv := l.sp, l.srv
+	w := &watcher{o: &r.opts, l: l, sp: sp, rep: l.rep, group: l.group, start: time.Now(), oom: newOOMWatch(r.opts.OOMKills)}
 	for k := 0; k < sp.Ranks; k++ {
-		w.ranks = append(w.ranks, &rankState{lastSeen: w.start, lastStep: -1,
+		w.ranks = append(w.ranks, &rankState{lastSeen: w.start, lastStep: -1, marks: map[string]time.Time{},
 			rec: store.RankRecord{Rank: k, GPU: sp.Devices[k], LastStep: -1}})
 	}
 	drain := func() {
@@ -75,7 +84,7 @@ func (r *Runner) watch(ctx context.Context, sp *trialSpec, rep int, srv *rendezv
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	done := ctx.Done()
-	for exits := group.Exits(); exits != nil; {
+	for exits := l.group.Exits(); exits != nil; {
 		select {
 		case ev := <-srv.Events():
 			w.event(ev)
@@ -124,6 +133,9 @@ func (w *watcher) event(ev rendezvous.Event) {
 	switch m.Type {
 	case rendezvous.TypeHeartbeat:
 		st.lastStep = max(st.lastStep, m.Step)
+	case rendezvous.TypeMark:
+		st.marks[m.Name] = time.Unix(0, m.At)
+		w.window(m.Name)
 	case rendezvous.TypeInfo:
 		st.rec.Info = m.Info
 	case rendezvous.TypeStep:
@@ -133,6 +145,7 @@ func (w *watcher) event(ev rendezvous.Event) {
 		st.lastStep = max(st.lastStep, m.Metrics.Step)
 		if m.Warmup {
 			st.rec.WarmupSteps++
+			st.rec.WarmupStepMS = append(st.rec.WarmupStepMS, m.Metrics.StepMS)
 		} else {
 			st.rec.Steps = append(st.rec.Steps, *m.Metrics)
 		}
@@ -159,11 +172,25 @@ func (w *watcher) event(ev rendezvous.Event) {
 	}
 }
 
+// window tells the GPU sampler where the measured window begins (the first
+// rank's start of its measured steps) and ends (the last rank's end of them).
+func (w *watcher) window(mark string) {
+	switch {
+	case mark == timeline.MarkWarm && !w.windowOpen:
+		w.windowOpen = true
+		w.l.sampler.WindowStart()
+	case mark == timeline.MarkMeasured:
+		if w.windowClosed++; w.windowClosed == len(w.ranks) {
+			w.l.sampler.WindowEnd()
+		}
+	}
+}
+
 // exit handles a rank's end: a cause unless the rank finished, reported
 // its error, or reported the signal it ended by.
 func (w *watcher) exit(ex launch.Exit) {
 	st := w.ranks[ex.Rank]
-	st.exited = true
+	st.exited, st.exit = true, ex.At
 	st.rec.ExitCode, st.rec.Signal = ex.Code, ex.Signal
 	if ex.Node != "" {
 		st.rec.Node = ex.Node
@@ -256,6 +283,7 @@ func (w *watcher) result() *repeatResult {
 		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
 		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
 	}
+	res.ranks = w.ranks
 	return res
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/profile"
 	"github.com/casestudy/casestudy/runner/rendezvous"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // Engine is what a worker needs of a created engine (*engine.Engine).
@@ -41,17 +42,31 @@ type WorkerOptions struct {
 	OnLost func()                            // the runner went away; nil: exit(70)
 }
 
-// RunWorker runs one rank: join the rendezvous, take the configuration, create
-// the engine (exchanging the NCCL id first when needed), run the warm-up and
-// measured steps while a heartbeat goroutine beats, report metrics, checksum
-// and done. An engine error is reported to the runner with its status before
-// RunWorker returns it. A SIGTERM, SIGINT or SIGHUP is reported to the runner
-// too, then the rank ends by that signal (endBySignal).
+// worker is one rank between joining the rendezvous and done.
+type worker struct {
+	o         WorkerOptions
+	c         *rendezvous.Client
+	w         *rendezvous.Welcome
+	rank      int
+	cfg       engine.Config      // the welcome's, less the faults the worker injects (fault.go)
+	fault     engine.FaultConfig // the worker's own fault
+	faulty    bool               // the fault is this rank's
+	step      atomic.Int64       // last completed step, for heartbeats
+	stopBeats func()             // the hang fault stops the heartbeats
+	finished  chan struct{}
+	measured  []engine.StepMetrics // the measured steps, for the profile's comparison
+}
+
+// RunWorker runs one rank: join the rendezvous, load the engine library, wait
+// until the runner lets the launch touch the GPU, create the engine
+// (exchanging the NCCL id first when needed), run the warm-up and measured
+// steps while a heartbeat goroutine beats, report metrics, checksum, the
+// profile (knob profile) and done. It marks the end of each phase for the
+// launch's timeline. An engine error is reported to the runner with its
+// status before RunWorker returns it. A SIGTERM, SIGINT or SIGHUP is reported
+// to the runner too, then the rank ends by that signal (endBySignal).
 func RunWorker(ctx context.Context, o WorkerOptions) error {
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+	started := time.Now()
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -62,6 +77,46 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	stopSignals := endBySignal(o.Log, client.Load)
 	defer stopSignals()
 
+	wk, err := join(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer wk.c.Close()
+	client.Store(wk.c)
+	wk.mark(timeline.MarkStarted, started)
+	wk.mark(timeline.MarkJoined, time.Now())
+	wk.finished = make(chan struct{})
+	defer close(wk.finished)
+	wk.exitWhenLost()
+	wk.stopBeats = heartbeat(wk.c, time.Duration(max(wk.w.HeartbeatMS, 10))*time.Millisecond, &wk.step, wk.finished)
+
+	be, err := wk.o.Open(wk.w.EngineLib)
+	if err != nil {
+		return wk.report(ctx, err)
+	}
+	wk.mark(timeline.MarkLoaded, time.Now())
+	if _, err := wk.c.Get(ctx, rendezvous.KeyGo); err != nil {
+		return err
+	}
+	wk.mark(timeline.MarkReleased, time.Now())
+	e, err := wk.create(ctx, be)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if err := wk.run(ctx, e); err != nil {
+		return err
+	}
+	return wk.finish(ctx, e)
+}
+
+// join reads the rendezvous address, token and rank from the environment and
+// joins.
+func join(ctx context.Context, o WorkerOptions) (*worker, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	addr, token := getenv(rendezvous.EnvAddr), getenv(rendezvous.EnvToken)
 	rankText := getenv(rendezvous.EnvRank)
 	if rankText == "" { // started by srun (launch.Slurm): one environment for every rank
@@ -69,125 +124,153 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	}
 	rank, err := strconv.Atoi(rankText)
 	if addr == "" || err != nil {
-		return fmt.Errorf("casestudy worker is started by casestudy run ($%s and $%s are not set)",
+		return nil, fmt.Errorf("casestudy worker is started by casestudy run ($%s and $%s are not set)",
 			rendezvous.EnvAddr, rendezvous.EnvRank)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, w, err := rendezvous.Dial(dctx, addr, token, rank)
 	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
-	client.Store(c)
 	fmt.Fprintf(o.Log, "worker: rank %d joined %s (%d ranks, %d warm-up + %d steps)\n", rank, addr, w.Ranks, w.WarmupSteps, w.Steps)
+	wk := &worker{o: o, c: c, w: w, rank: rank, cfg: w.Config}
+	wk.fault, wk.faulty = splitFault(&wk.cfg, rank)
+	wk.step.Store(-1)
+	return wk, nil
+}
 
-	lost := o.OnLost
+// mark sends a timeline mark; a lost connection shows elsewhere.
+func (wk *worker) mark(name string, at time.Time) { _ = wk.c.Mark(name, at) }
+
+// exitWhenLost ends the process when the connection to the runner drops (the
+// runner died or gave up on the launch).
+func (wk *worker) exitWhenLost() {
+	lost := wk.o.OnLost
 	if lost == nil {
 		lost = func() {
-			fmt.Fprintln(o.Log, "worker: lost the runner; exiting")
+			fmt.Fprintln(wk.o.Log, "worker: lost the runner; exiting")
 			os.Exit(70)
 		}
 	}
-	finished := make(chan struct{})
-	defer close(finished)
 	go func() {
 		select {
-		case <-c.Lost():
+		case <-wk.c.Lost():
 			lost()
-		case <-finished:
+		case <-wk.finished:
 		}
 	}()
+}
 
-	cfg := w.Config
-	fault, faulty := splitFault(&cfg, rank)
-	var step atomic.Int64
-	step.Store(-1)
-	stopBeats := heartbeat(c, time.Duration(max(w.HeartbeatMS, 10))*time.Millisecond, &step, finished)
-
-	report := func(err error) error {
-		status := workerStatus(err)
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if rerr := c.Error(rctx, status, err.Error()); rerr != nil {
-			fmt.Fprintf(o.Log, "worker: could not report the error: %v\n", rerr)
-		}
-		return err
+// report tells the runner why the rank stops (with the engine error's
+// status) and returns err.
+func (wk *worker) report(ctx context.Context, err error) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if rerr := wk.c.Error(rctx, workerStatus(err), err.Error()); rerr != nil {
+		fmt.Fprintf(wk.o.Log, "worker: could not report the error: %v\n", rerr)
 	}
+	return err
+}
 
-	be, err := o.Open(w.EngineLib)
-	if err != nil {
-		return report(err)
-	}
+// create exchanges the NCCL unique id (rank 0 makes it, the others get it)
+// and creates the engine (wrapped in the worker's own fault, when it has one).
+func (wk *worker) create(ctx context.Context, be Backend) (Engine, error) {
+	cfg := wk.cfg
 	if cfg.Dist.WorldSize > 1 && cfg.Dist.Backend == "nccl" {
-		if rank == 0 {
+		if wk.rank == 0 {
 			id, err := be.NCCLUniqueID()
 			if err != nil {
-				return report(err)
+				return nil, wk.report(ctx, err)
 			}
-			if err := c.Set(ctx, "nccl_id", id); err != nil {
-				return err
+			if err := wk.c.Set(ctx, "nccl_id", id); err != nil {
+				return nil, err
 			}
 			cfg.Dist.NCCLID = id
-		} else if cfg.Dist.NCCLID, err = c.Get(ctx, "nccl_id"); err != nil {
-			return err
+		} else {
+			id, err := wk.c.Get(ctx, "nccl_id")
+			if err != nil {
+				return nil, err
+			}
+			cfg.Dist.NCCLID = id
 		}
+		wk.mark(timeline.MarkNCCLID, time.Now())
 	}
 	e, err := be.Create(cfg)
 	if err != nil {
-		return report(err)
+		return nil, wk.report(ctx, err)
 	}
-	defer e.Close()
-	if faulty {
-		e = &faultyEngine{Engine: e, fault: fault, log: o.Log, stopBeats: stopBeats}
+	wk.mark(timeline.MarkCreated, time.Now())
+	if wk.faulty {
+		e = &faultyEngine{Engine: e, fault: wk.fault, log: wk.o.Log, stopBeats: wk.stopBeats}
 	}
+	return e, nil
+}
+
+// run reports the engine's facts, meets the other ranks at the start barrier
+// and runs the warm-up and measured steps, marking where the measured window
+// opens and closes.
+func (wk *worker) run(ctx context.Context, e Engine) error {
 	info, err := e.Info()
 	if err != nil {
-		return report(err)
+		return wk.report(ctx, err)
 	}
-	if err := c.Info(info); err != nil {
+	if err := wk.c.Info(info); err != nil {
 		return err
 	}
-	if err := c.Barrier(ctx, "start"); err != nil {
+	if err := wk.c.Barrier(ctx, "start"); err != nil {
 		return err
 	}
-	total := w.WarmupSteps + w.Steps
-	var measured []engine.StepMetrics
+	wk.mark(timeline.MarkReady, time.Now())
+	warmup, total := wk.w.WarmupSteps, wk.w.WarmupSteps+wk.w.Steps
+	if warmup == 0 {
+		wk.mark(timeline.MarkWarm, time.Now())
+	}
 	for i := 0; i < total; i++ {
 		m, err := e.Step()
 		if err != nil {
-			return report(err)
+			return wk.report(ctx, err)
 		}
-		step.Store(int64(i))
-		if i >= w.WarmupSteps {
-			measured = append(measured, m)
+		wk.step.Store(int64(i))
+		end := time.Now()
+		if i >= warmup {
+			wk.measured = append(wk.measured, m)
 		}
-		if err := c.Step(m, i < w.WarmupSteps); err != nil {
+		if err := wk.c.Step(m, i < warmup); err != nil {
 			return err
 		}
+		if i == 0 && warmup > 0 {
+			wk.mark(timeline.MarkFirstStep, end)
+		}
+		if i == warmup-1 {
+			wk.mark(timeline.MarkWarm, end)
+		}
 	}
+	wk.mark(timeline.MarkMeasured, time.Now())
+	return nil
+}
+
+// finish reports the parameter checksum, profiles more steps when the
+// welcome asks for it, destroys the engine and says done.
+func (wk *worker) finish(ctx context.Context, e Engine) error {
 	sum, err := e.Checksum()
 	if err != nil {
-		return report(err)
+		return wk.report(ctx, err)
 	}
-	if err := c.Checksum(sum); err != nil {
+	if err := wk.c.Checksum(sum); err != nil {
 		return err
 	}
-	if p := w.Profile; p != nil && p.Steps > 0 {
-		if err := ctx.Err(); err != nil {
+	if p := wk.w.Profile; p != nil && p.Steps > 0 {
+		if err := wk.c.Profile(profileLaunch(e, p, wk.measured, wk.o.Log)); err != nil {
 			return err
 		}
-		if err := c.Profile(profileLaunch(e, p, measured, o.Log)); err != nil {
-			return err
-		}
+		wk.mark(timeline.MarkProfiled, time.Now())
 	}
 	if err := e.Close(); err != nil {
-		return report(err)
+		return wk.report(ctx, err)
 	}
-	if err := c.Done(ctx); err != nil {
-		return err
-	}
-	return nil
+	wk.mark(timeline.MarkFinished, time.Now())
+	return wk.c.Done(ctx)
 }
 
 // heartbeat beats every interval from its own goroutine (so a long step still

@@ -55,6 +55,7 @@ func TestWorkerExchangesTheNCCLID(t *testing.T) {
 	srv, err := rendezvous.Listen("127.0.0.1:0", token, welcomes, nil)
 	require.NoError(t, err)
 	defer srv.Close()
+	srv.Set(rendezvous.KeyGo, "1") // the GPU is free: no launch before this one
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {

@@ -45,7 +45,11 @@
 #             reports' kernel-mix sections and profile findings in table.md
 #             ("Kernel mix"), the run directories (traces included) in kernelmix.tgz
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
-#             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz
+#             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz;
+#             EST_STUDY/CAP_STUDY (90/240 s) size it: for the headline
+#             studies/gpt.yaml (repeats: auto within an 8 min launch budget)
+#             STAGES=study STUDY=studies/gpt.yaml EST_STUDY=540 CAP_STUDY=580
+#             BUDGET_S=590
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -114,7 +118,7 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 # EST_SCALE (percent, default 100) scales every estimate, for other machines.
 EST_BUILD=80 CAP_BUILD=300
 EST_TESTS=80 CAP_TESTS=150
-EST_STUDY=90 CAP_STUDY=240
+EST_STUDY=${EST_STUDY:-90} CAP_STUDY=${CAP_STUDY:-240}
 EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
 EST_LOSSCURVE=60 LOSS_STEPS=${LOSS_STEPS:-200}
 CAP_ENGINE=60
@@ -610,7 +614,7 @@ kernelmix_study() {
     echo
     if [[ -f $dir/report.md ]]; then
       # The kernel-mix section, up to the next section, and the profile rules' findings.
-      sed -n '/^## Where the time went/,/^## Checklist findings/p' "$dir/report.md" | sed '$d'
+      sed -n '/^## Where the time went (kernel profiles)/,/^## Checklist findings/p' "$dir/report.md" | sed '$d'
       grep -E '^- \*\*[a-z]+\*\* `profile-' "$dir/report.md"
     else
       echo "no report: $(tail -3 "$LOG/kernelmix-$name.err" | tr '\n' ' ')"

@@ -54,8 +54,13 @@ func (m Metric) Speed() bool { return m.Name != "memory" }
 //     slowest rank's measured wall time (RepeatRecord.SamplesPerS/TokensPerS);
 //   - step_time: the slowest rank's measured wall time over its steps (mean
 //     step time, the reciprocal of throughput when samples per step are fixed);
-//   - mfu, tflops: rank 0's per-step values weighted by step time (FLOPs done
-//     over time taken);
+//   - tflops: rank 0's per-step values weighted by step time (FLOPs done over
+//     time taken);
+//   - mfu: that TFLOP/s over the GPU's dense bf16 tensor-core peak
+//     (engine.DenseBF16PeakTFLOPS), one peak whatever the trial's precision,
+//     as the report's MFU: the engine's own mfu is against the peak at the
+//     trial's precision, so an fp32 trial six times slower than a bf16 one
+//     would rank higher. No value on devices the peak table does not list;
 //   - memory: the peak over ranks and steps.
 func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 	if r.Outcome != store.OK {
@@ -71,7 +76,9 @@ func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 	case "step_time":
 		v = meanStepMS(r.Ranks)
 	case "mfu":
-		v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.MFU })
+		if peak := engine.DenseBF16PeakTFLOPS(deviceName(r.Ranks)); peak > 0 {
+			v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.TFLOPS }) / peak
+		}
 	case "tflops":
 		v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.TFLOPS })
 	case "memory":
@@ -87,6 +94,17 @@ func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 		}
 	}
 	return v, v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
+}
+
+// deviceName is the GPU the launch ran on, as the engine described it ("" on
+// CPUs and when no rank reported it).
+func deviceName(ranks []store.RankRecord) string {
+	for _, rk := range ranks {
+		if rk.Info != nil && rk.Info.Device != "cpu" && rk.Info.DeviceName != "" {
+			return rk.Info.DeviceName
+		}
+	}
+	return ""
 }
 
 // meanStepMS is the slowest rank's measured wall time over its step count.

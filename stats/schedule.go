@@ -38,6 +38,7 @@ type Schedule struct {
 // Stop reasons.
 const (
 	StopDecided = "decided"
+	StopNeeded  = "every comparison with it decided" // the baseline
 	StopDone    = "all its launches ran"
 	StopFailed  = "failed"
 	StopBudget  = "time budget spent"
@@ -57,11 +58,16 @@ func NewSchedule(d Design, threshold float64, ids []string, baseline string, fro
 }
 
 // Add records one launch of id: its value, or ok false when it measured
-// nothing usable or was tainted (it still counts as launched).
+// nothing usable or was tainted (it still counts as launched; a tainted
+// launch that the runner replaces is not reported). With a fixed number of
+// repeats the trial stops as soon as it has them.
 func (s *Schedule) Add(id string, value float64, ok bool) {
 	s.launched[id]++
 	if ok {
 		s.values[id] = append(s.values[id], value)
+	}
+	if !s.d.Auto && s.launched[id] >= s.d.Repeats {
+		s.Stop(id, StopDone)
 	}
 }
 
@@ -168,7 +174,7 @@ func (s *Schedule) look() {
 		return
 	}
 	if s.baseline != "" && slices.Contains(s.ids, s.baseline) && len(s.others()) == 0 {
-		s.Stop(s.baseline, StopDecided) // every comparison is decided
+		s.Stop(s.baseline, StopNeeded)
 	}
 }
 

@@ -113,7 +113,8 @@ func designs() []struct {
 		{"fixed 3", FixedDesign(3, true)},
 		{"fixed 5", FixedDesign(5, true)},
 		{"fixed 10", FixedDesign(10, true)},
-		{"auto 5-20", AutoDesign(5, 20)},
+		{"auto 5-12", AutoDesign(5, 12)}, // the shipped GPU studies
+		{"auto 5-20", AutoDesign(5, 20)}, // the default
 	}
 }
 
@@ -159,7 +160,7 @@ func TestSimulatedFalsePositiveRate(t *testing.T) {
 // ratio at least 93% of the time.
 func TestSimulatedCoverage(t *testing.T) {
 	n := reps(1200)
-	d := AutoDesign(5, 20)
+	d := AutoDesign(5, 12)
 	for _, sc := range scenarios()[1:] {
 		for _, f := range []float64{1, 1.1, 1.25} {
 			alt := synth.Matched(sc.base, sc.alt, f)
@@ -172,7 +173,7 @@ func TestSimulatedCoverage(t *testing.T) {
 				}
 			}
 			rate := float64(hit) / float64(n)
-			t.Logf("coverage, %-24s effect %.2f auto 5-20: %5.1f%% (nominal %s per look)", sc.name, f, 100*rate, PercentText(1-d.LookAlpha))
+			t.Logf("coverage, %-24s effect %.2f auto 5-12: %5.1f%% (nominal %s per look)", sc.name, f, 100*rate, PercentText(1-d.LookAlpha))
 			assert.GreaterOrEqual(t, rate, 0.93, "%s, effect %g", sc.name, f)
 		}
 	}
@@ -182,7 +183,7 @@ func TestSimulatedCoverage(t *testing.T) {
 // 8 launches of the trial (and says "faster").
 func TestSimulatedPower(t *testing.T) {
 	n := reps(600)
-	d := AutoDesign(5, 20)
+	d := AutoDesign(5, 12)
 	for _, sc := range scenarios() {
 		if sc.name == "quiet" && !*simFull {
 			continue

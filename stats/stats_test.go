@@ -27,12 +27,20 @@ func normal(r *rand.Rand, n int, mean, sd float64) []float64 {
 func TestWelchMatchesR(t *testing.T) {
 	g1 := []float64{0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0}
 	g2 := []float64{1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4}
-	d, hw, p, df, err := welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95)
+	d, hw, p, df, err := welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95, false)
 	require.NoError(t, err)
 	assert.InDelta(t, 17.776, df, 5e-4)
 	assert.InDelta(t, 0.07939, p, 5e-6)
 	assert.InDelta(t, -3.3654832, d-hw, 5e-7)
 	assert.InDelta(t, 0.2054832, d+hw, 5e-7)
+	// t.test(extra ~ group, data = sleep, var.equal = TRUE): t = -1.8608,
+	// df = 18, p-value = 0.07919, 95% CI -3.363874 0.203874
+	d, hw, p, df, err = welch(mstats.Sample{Xs: g1}, mstats.Sample{Xs: g2}, 0.95, true)
+	require.NoError(t, err)
+	assert.Equal(t, 18.0, df)
+	assert.InDelta(t, 0.07919, p, 5e-6)
+	assert.InDelta(t, -3.363874, d-hw, 5e-7)
+	assert.InDelta(t, 0.203874, d+hw, 5e-7)
 }
 
 // TestCompareOrientation: better > 1 whatever the direction of the metric.
@@ -222,8 +230,28 @@ func TestTrialLaunches(t *testing.T) {
 	assert.Equal(t, []float64{320, 320}, tok.Values)
 	mem := TrialLaunches(tr, Metrics["memory"])
 	assert.Equal(t, []float64{100, 120}, mem.Values)
-	mfu := TrialLaunches(tr, Metrics["mfu"])
-	assert.InDeltaSlice(t, []float64{0.5, 0.5}, mfu.Values, 1e-12)
+	assert.Empty(t, TrialLaunches(tr, Metrics["mfu"]).Values, "no GPU named: no peak, no MFU")
+}
+
+// TestMFUAgainstOnePeak: the mfu objective measures every trial against the
+// GPU's dense bf16 peak, so an fp32 trial whose engine MFU (against fp32's
+// own, lower peak) is higher but whose TFLOP/s are lower ranks below the
+// bf16 one, as achieved TFLOP/s and the report's MFU rank them.
+func TestMFUAgainstOnePeak(t *testing.T) {
+	trial := func(tflops, ownMFU float64) *store.TrialRecord {
+		var reps []store.RepeatRecord
+		for i := range 2 {
+			steps := []engine.StepMetrics{{StepMS: 10, Samples: 8, TFLOPS: tflops, MFU: ownMFU}, {StepMS: 30, Samples: 8, TFLOPS: tflops, MFU: ownMFU}}
+			reps = append(reps, store.RepeatRecord{Repeat: i, Outcome: store.OK, Ranks: []store.RankRecord{
+				{Info: &engine.Info{Device: "cuda", DeviceName: "NVIDIA H200"}, Steps: steps}}})
+		}
+		return &store.TrialRecord{Outcome: store.OK, Repeats: reps}
+	}
+	bf16, fp32 := trial(400, 400/989.4), trial(60, 60/67.0)
+	v := TrialLaunches(bf16, Metrics["mfu"]).Values
+	assert.InDeltaSlice(t, []float64{400 / 989.4, 400 / 989.4}, v, 1e-12)
+	assert.InDeltaSlice(t, []float64{60 / 989.4, 60 / 989.4}, TrialLaunches(fp32, Metrics["mfu"]).Values, 1e-12)
+	assert.Equal(t, 1, Best([]*store.TrialRecord{fp32, bf16}, Metrics["mfu"]), "bf16 does more of the one peak")
 }
 
 func TestBest(t *testing.T) {

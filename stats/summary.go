@@ -16,6 +16,7 @@ const DefaultNoisyCV = 0.05
 // SummaryOptions tunes the per-trial summaries.
 type SummaryOptions struct {
 	NoisyCV float64 // 0: DefaultNoisyCV
+	Metric  Metric  // the objective of the summary's Value; zero: throughput
 }
 
 // Describe is the descriptive statistics of a sample: median, p10, p90 and the
@@ -73,13 +74,14 @@ func SummarizeRepeat(rep *store.RepeatRecord) *store.RepeatSummary {
 	return sum
 }
 
-// SummarizeTrial condenses the ok repeats of a trial: throughput is the median
-// over repeats of each repeat's samples/s (total samples over the slowest
-// rank's measured time); step-time statistics pool rank 0's steps of every
-// repeat; RepeatCV is the CV of throughput across repeats. The trial is noisy
-// when either CV exceeds the threshold. Phase times, TFLOP/s, MFU and memory
-// come from rank 0's steps (medians; peak memory is the maximum over ranks).
-// It returns nil when no repeat measured a step.
+// SummarizeTrial condenses the clean launches of a trial (ok, not tainted):
+// the objective's Value, samples/s and tokens/s are geometric means over
+// launches (each launch's total samples over the slowest rank's measured
+// time), the report's estimator; step-time statistics pool rank 0's steps of
+// every clean launch; RepeatCV is the CV of samples/s across launches. The
+// trial is noisy when either CV exceeds the threshold. Phase times, TFLOP/s,
+// MFU and memory come from rank 0's steps (medians; peak memory is the
+// maximum over ranks). It returns nil when no clean launch measured a step.
 func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialSummary {
 	th := opt.NoisyCV
 	if th <= 0 {
@@ -92,7 +94,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 	finalLoss := math.NaN()
 	for i := range reps {
 		r := &reps[i]
-		if r.Outcome != store.OK || len(r.Ranks) == 0 || len(r.Ranks[0].Steps) == 0 {
+		if r.Outcome != store.OK || r.Tainted != "" || len(r.Ranks) == 0 || len(r.Ranks[0].Steps) == 0 {
 			continue
 		}
 		sps = append(sps, r.SamplesPerS)
@@ -120,9 +122,18 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 	}
 	st := DescribeOf(stepMSOf(steps))
 	rep := DescribeOf(sps)
+	m := opt.Metric
+	if m.Name == "" {
+		m = Metrics["throughput"]
+	}
+	rec := &store.TrialRecord{Outcome: store.OK, Repeats: reps}
 	sum := &store.TrialSummary{
-		SamplesPerS:   rep.Median,
-		TokensPerS:    DescribeOf(tps).Median,
+		Metric:        m.Name,
+		Unit:          m.Unit,
+		Value:         geoMean(TrialLaunches(rec, m).Values),
+		Launches:      len(sps),
+		SamplesPerS:   geoMean(sps),
+		TokensPerS:    geoMean(tps),
 		StepMSMedian:  st.Median,
 		StepMSP10:     st.P10,
 		StepMSP90:     st.P90,
@@ -165,4 +176,18 @@ func Throughput(ranks []store.RankRecord) (samplesPerS, tokensPerS float64) {
 	}
 	sec := slowestMS / 1000
 	return float64(samples) / sec, float64(tokens) / sec
+}
+
+// geoMean is the geometric mean of positive values (Value.Center), 0 for none.
+func geoMean(xs []float64) float64 {
+	var ok []float64
+	for _, x := range xs {
+		if x > 0 {
+			ok = append(ok, x)
+		}
+	}
+	if len(ok) == 0 {
+		return 0
+	}
+	return ValueOf(ok, 0.95).Center
 }

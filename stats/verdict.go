@@ -43,6 +43,8 @@ func (c Comparison) VerdictText() string {
 		return "undecided (one launch: estimate only)"
 	case c.MoreLaunches >= maxMore:
 		return fmt.Sprintf("undecided (needs > %d more launches)", maxMore)
+	case c.MoreLaunches == 1:
+		return "undecided (needs ~1 more launch)"
 	case c.MoreLaunches > 0:
 		return fmt.Sprintf("undecided (needs ~%d more launches)", c.MoreLaunches)
 	}

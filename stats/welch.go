@@ -17,6 +17,12 @@ type Level struct {
 	// Threshold is δ, the study's compare.threshold (0.05 = 5%): differences
 	// inside [1/(1+δ), 1+δ] are "no difference larger than δ".
 	Threshold float64
+	// Pooled: both sides are the same configuration (compare's old and new
+	// runs), so Student's t with a pooled variance (go-moremath) replaces
+	// Welch's: under "nothing changed" the spreads are equal too, and its
+	// n1+n2-2 degrees of freedom give a nightly gate its power at 3 launches
+	// a side.
+	Pooled bool
 }
 
 // Comparison is a trial against a reference (the baseline), launch by
@@ -95,7 +101,7 @@ func compare(trial, base []float64, m Metric, lv Level) Comparison {
 		}
 		c.Note = "no launch-to-launch variation: the difference is exact"
 	} else {
-		_, hw, p, df, err := welch(x, y, lv.Confidence)
+		_, hw, p, df, err := welch(x, y, lv.Confidence, lv.Pooled)
 		if err != nil { // unreachable: sizes and variance checked above
 			c.Note = err.Error()
 			return c
@@ -112,15 +118,25 @@ func compare(trial, base []float64, m Metric, lv Level) Comparison {
 
 // welch is Welch's two-sample t test of mean(x) - mean(y) (go-moremath) with
 // the half-width of its interval at the given confidence (gonum's Student t
-// quantile at the Welch-Satterthwaite degrees of freedom).
-func welch(x, y mstats.Sample, confidence float64) (d, hw, p, df float64, err error) {
-	res, err := mstats.TwoSampleWelchTTest(x, y, mstats.LocationDiffers)
+// quantile at the Welch-Satterthwaite degrees of freedom); pooled, Student's
+// test with a pooled variance.
+func welch(x, y mstats.Sample, confidence float64, pooled bool) (d, hw, p, df float64, err error) {
+	nx, ny := float64(len(x.Xs)), float64(len(y.Xs))
+	var res *mstats.TTestResult
+	var se float64
+	if pooled {
+		res, err = mstats.TwoSampleTTest(x, y, mstats.LocationDiffers)
+		sp2 := ((nx-1)*x.Variance() + (ny-1)*y.Variance()) / (nx + ny - 2)
+		se = math.Sqrt(sp2 * (1/nx + 1/ny))
+	} else {
+		res, err = mstats.TwoSampleWelchTTest(x, y, mstats.LocationDiffers)
+		se = math.Sqrt(x.Variance()/nx + y.Variance()/ny)
+	}
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
 	d = x.Mean() - y.Mean()
-	hw = tQuantile(confidence, res.DoF) * math.Sqrt(x.Variance()/float64(len(x.Xs))+y.Variance()/float64(len(y.Xs)))
-	return d, hw, res.P, res.DoF, nil
+	return d, tQuantile(confidence, res.DoF) * se, res.P, res.DoF, nil
 }
 
 // decide is the verdict of compare without the interval: the same rule

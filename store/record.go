@@ -41,10 +41,19 @@ type TrialRecord struct {
 	Attempts   int               `json:"attempts"`
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
-	Throttled  bool              `json:"throttled,omitempty"` // a GPU was power/thermal throttled
-	Command    string            `json:"command"`             // re-runs this trial alone
-	Repeats    []RepeatRecord    `json:"repeats"`
-	Summary    *TrialSummary     `json:"summary,omitempty"` // over all ok repeats
+	Throttled  bool              `json:"throttled,omitempty"` // a launch was tainted by thermal/HW throttling
+	// Stopped says why the schedule stopped launching an ok trial: its
+	// comparison with the baseline was decided (the baseline: every
+	// comparison with it was), all its launches ran, or the run's time
+	// budget was spent.
+	Stopped string         `json:"stopped,omitempty"`
+	Command string         `json:"command"` // re-runs this trial alone
+	Repeats []RepeatRecord `json:"repeats"`
+	// Preheat is the timeline of the unmeasured pre-heat launch that warmed
+	// the GPU before the run's first measured launch (GPU runs: the trial
+	// that launched first). It is no repeat and no statistic uses it.
+	Preheat *Timeline     `json:"preheat,omitempty"`
+	Summary *TrialSummary `json:"summary,omitempty"` // over all ok repeats
 }
 
 // RepeatRecord is one launch of a trial.
@@ -63,6 +72,16 @@ type RepeatRecord struct {
 	// was thermally throttled during the measured window); "" when clean. A
 	// tainted launch is kept in the record but left out of every statistic.
 	Tainted string `json:"tainted,omitempty"`
+	// Timeline is where the launch's wall-clock time went, each phase ending
+	// when the last rank ended it (store/launch.go, docs/results-format.md).
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// Throttle is what slowed the GPUs inside the measured window.
+	Throttle *Throttle `json:"throttle,omitempty"`
+	// SettleStep is the step (warm-up steps count from 0) from which every
+	// rank's step times stayed settled (timeline.SettleStep); a value above
+	// the warm-up steps means the warm-up was too short.
+	SettleStep *int     `json:"settle_step,omitempty"`
+	Overlap    *Overlap `json:"overlap,omitempty"`
 }
 
 // RankRecord is what one rank measured in one repeat.
@@ -80,6 +99,12 @@ type RankRecord struct {
 	// Profile is where the profiled steps after the measured ones spent their
 	// time (knob profile; nil when off). Its Error says why a launch has none.
 	Profile *profile.Summary `json:"profile,omitempty"`
+	// WarmupStepMS are the warm-up steps' step_ms, in order.
+	WarmupStepMS []float64 `json:"warmup_step_ms,omitempty"`
+	// Timeline is this rank's own phases, from the launcher's start.
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// NCCL is what NCCL chose, when the rank's log has TUNING lines.
+	NCCL *NCCLTuning `json:"nccl,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.
@@ -103,13 +128,21 @@ type RepeatSummary struct {
 
 // TrialSummary condenses a trial across repeats.
 type TrialSummary struct {
-	SamplesPerS   float64 `json:"samples_per_s"` // median over repeats
+	// Value is the trial's one number: the study's objective (Metric, in
+	// Unit) as the geometric mean over its clean launches (ok, not tainted),
+	// the estimator of the report, compare, history and exports.
+	Metric   string  `json:"metric,omitempty"`
+	Value    float64 `json:"value,omitempty"`
+	Unit     string  `json:"unit,omitempty"`
+	Launches int     `json:"launches"` // clean launches
+	// SamplesPerS and TokensPerS: geometric means over clean launches.
+	SamplesPerS   float64 `json:"samples_per_s"`
 	TokensPerS    float64 `json:"tokens_per_s"`
 	StepMSMedian  float64 `json:"step_ms_median"`
 	StepMSP10     float64 `json:"step_ms_p10"`
 	StepMSP90     float64 `json:"step_ms_p90"`
 	StepCV        float64 `json:"step_cv"`   // across steps (pooled)
-	RepeatCV      float64 `json:"repeat_cv"` // of throughput across repeats
+	RepeatCV      float64 `json:"repeat_cv"` // of throughput across clean launches
 	Noisy         bool    `json:"noisy"`
 	TFLOPS        float64 `json:"tflops"`
 	MFU           float64 `json:"mfu"`

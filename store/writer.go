@@ -403,15 +403,29 @@ func (w *Writer) appendLine(f syncWriter, line []byte) error {
 }
 
 // LogName is the log file of one rank in one repeat, relative to the run
-// directory: logs/<trial>/rank<k>.r<rep>.log.
+// directory: logs/<trial>/rank<k>.r<rep>.log (rank<k>.preheat.log for the
+// pre-heat launch).
 func LogName(trialID string, rank, repeat int) string {
-	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.r%d.log", rank, repeat))
+	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.%s.log", rank, RepeatTag(repeat)))
 }
 
 // TraceName is the profiler's Chrome/Perfetto trace of one rank in one
 // repeat, next to its log: logs/<trial>/rank<k>.r<rep>.trace.json.
 func TraceName(trialID string, rank, repeat int) string {
-	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.r%d.trace.json", rank, repeat))
+	return filepath.Join("logs", SafeName(trialID), fmt.Sprintf("rank%d.%s.trace.json", rank, RepeatTag(repeat)))
+}
+
+// PreheatRepeat is the repeat number of the unmeasured pre-heat launch that
+// warms a GPU before a run's first measured launch; its logs are
+// logs/<trial>/rank<k>.preheat.log and it has no record.
+const PreheatRepeat = -1
+
+// RepeatTag names a repeat in file names: r<rep>, or preheat.
+func RepeatTag(repeat int) string {
+	if repeat == PreheatRepeat {
+		return "preheat"
+	}
+	return fmt.Sprintf("r%d", repeat)
 }
 
 // CreateLog creates (truncating) the log file of one rank in one repeat.

@@ -75,8 +75,13 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	w.WarmupSteps = intOr(r.Warmup, DefaultWarmup)
 	w.Steps = intOr(r.Steps, DefaultSteps)
 	w.Repeats = intOr(r.Repeats, DefaultRepeats)
+	w.MinRepeats, w.MaxRepeats = intOr(r.MinRepeats, DefaultMinRepeats), intOr(r.MaxRepeats, DefaultMaxRepeats)
+	if r.MaxTime.Set && !r.MaxTime.Bad {
+		w.MaxTime = r.MaxTime.V
+	}
 	w.Threads = r.Threads.V
-	w.Interleave = r.Interleave.V
+	w.Interleave = !r.Interleave.Set || r.Interleave.Bad || r.Interleave.V
+	checkRepeats(r, w, ps)
 	w.Timeout = 10 * time.Minute
 	if r.Timeout.Set && !r.Timeout.Bad {
 		w.Timeout = r.Timeout.V
@@ -288,4 +293,35 @@ func (s Sweep) String() string {
 		parts[i] = fmt.Sprintf("%s(%d)", k, len(s.Knobs[k]))
 	}
 	return s.Strategy + " " + strings.Join(parts, " ")
+}
+
+// checkRepeats refuses min_repeats/max_repeats that cannot apply: with a
+// fixed number of repeats written in the same file, or min above max; and
+// repeats: auto with interleave: false in the same file (auto decides
+// between rounds).
+func checkRepeats(r *rawStudy, w *Workload, ps *problems) {
+	sameFile := func(a, b Pos) bool { return a.File == b.File }
+	auto := r.Repeats.Set && !r.Repeats.Bad && r.Repeats.V == 0
+	for _, v := range []struct {
+		name string
+		val  val[int]
+	}{{"min_repeats", r.MinRepeats}, {"max_repeats", r.MaxRepeats}} {
+		if v.val.Set && r.Repeats.Set && !r.Repeats.Bad && !auto && sameFile(v.val.Pos, r.Repeats.Pos) {
+			ps.add(v.val.Pos, "workload.%s applies to repeats: auto; with repeats: %d every trial gets %d launches (remove %s or write repeats: auto)",
+				v.name, r.Repeats.V, r.Repeats.V, v.name)
+		}
+	}
+	if w.MinRepeats > w.MaxRepeats && !r.MinRepeats.Bad && !r.MaxRepeats.Bad {
+		pos := r.MaxRepeats.Pos
+		if !r.MaxRepeats.Set {
+			pos = r.MinRepeats.Pos
+		}
+		ps.add(pos, "workload.max_repeats: %d is below min_repeats %d", w.MaxRepeats, w.MinRepeats)
+	}
+	if auto && r.Interleave.Set && !r.Interleave.Bad && !r.Interleave.V && sameFile(r.Interleave.Pos, r.Repeats.Pos) {
+		ps.add(r.Interleave.Pos, "workload.interleave: false contradicts repeats: auto, which launches in interleaved rounds and decides between them")
+	}
+	if auto {
+		w.Interleave = true
+	}
 }

@@ -55,7 +55,9 @@ type rawStudy struct {
 	Layers, Hidden         val[int]
 	ModelKnobs             *point // micro_batch, seq_len, image_size
 	GPUs, Nodes, Ranks     val[int]
-	Warmup, Steps, Repeats val[int]
+	Warmup, Steps, Repeats val[int] // Repeats.V 0: auto
+	MinRepeats, MaxRepeats val[int]
+	MaxTime                val[time.Duration]
 	Threads                val[int]
 	Device                 val[string]
 	Timeout                val[time.Duration]
@@ -104,7 +106,7 @@ type rawConstraint struct {
 var (
 	topKeys       = []string{"name", "description", "extends", "model", "workload", "baseline", "sweep", "objective", "checklist", "report", "compare", "launcher"}
 	modelKeys     = []string{"family", "preset", "layers", "hidden", "micro_batch", "seq_len", "image_size"}
-	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "repeats", "timeout", "seed", "threads", "interleave"}
+	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave"}
 	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls"}
 	objectiveKeys = []string{"metric", "goal"}
 	checklistKeys = []string{"disable", "thresholds"}

@@ -3,11 +3,12 @@ package study
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/casestudy/casestudy/knobs"
-	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/launch/setting"
 )
 
 // decodeFile reads one file's node tree into a rawStudy, reporting every
@@ -68,7 +69,7 @@ func decodeFile(file string, root *yaml.Node, ps *problems) *rawStudy {
 			d.mapping(v, "launcher", LauncherKeys, func(key string, _, v *yaml.Node) {
 				lv := d.str(v, "launcher."+key)
 				if !lv.Bad {
-					if err := launch.CheckSetting(key, lv.V); err != nil {
+					if err := setting.Check(key, lv.V); err != nil {
 						d.ps.add(lv.Pos, "launcher.%s: %v", key, err)
 						lv.Bad = true
 					}
@@ -123,7 +124,20 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 		case "steps":
 			r.Steps = d.integer(v, f, 1, 1000000)
 		case "repeats":
-			r.Repeats = d.integer(v, f, 1, 100)
+			if n := deref(v); n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.EqualFold(n.Value, "auto") {
+				r.Repeats = val[int]{V: 0, Pos: d.pos(v), Set: true}
+			} else if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+				d.ps.add(d.pos(v), "%s: expected a number of launches (1..100) or auto, got %q", f, n.Value)
+				r.Repeats = val[int]{Pos: d.pos(v), Set: true, Bad: true}
+			} else {
+				r.Repeats = d.integer(v, f, 1, 100)
+			}
+		case "min_repeats":
+			r.MinRepeats = d.integer(v, f, 2, 1000)
+		case "max_repeats":
+			r.MaxRepeats = d.integer(v, f, 2, 1000)
+		case "max_time":
+			r.MaxTime = d.duration(v, f)
 		case "timeout":
 			r.Timeout = d.duration(v, f)
 		case "seed":

@@ -215,6 +215,11 @@ func merge(p, c *rawStudy) *rawStudy {
 	pickInt(&p.Warmup, &m.Warmup)
 	pickInt(&p.Steps, &m.Steps)
 	pickInt(&p.Repeats, &m.Repeats)
+	pickInt(&p.MinRepeats, &m.MinRepeats)
+	pickInt(&p.MaxRepeats, &m.MaxRepeats)
+	if !m.MaxTime.Set {
+		m.MaxTime = p.MaxTime
+	}
 	pickInt(&p.Threads, &m.Threads)
 	pick(&p.Device, &m.Device)
 	pick(&p.ProcsPerGPU, &m.ProcsPerGPU)

@@ -49,7 +49,8 @@ func TestLoadIssueExample(t *testing.T) {
 	assert.Equal(t, "bert-large-tuning", s.Name)
 	assert.Equal(t, Model{Family: "bert", Preset: "large"}, s.Model)
 	assert.Equal(t, Workload{GPUs: 8, Nodes: 1, Ranks: 1, Device: "auto", WarmupSteps: 10, Steps: 50, Repeats: 3,
-		Timeout: 10 * time.Minute, Seed: DefaultSeed}, s.Workload)
+		MinRepeats: DefaultMinRepeats, MaxRepeats: DefaultMaxRepeats, Timeout: 10 * time.Minute, Seed: DefaultSeed,
+		Interleave: true}, s.Workload)
 	assert.Equal(t, map[string]string{"precision": "bf16", "graphs": "false", "ddp.bucket_mb": "25", "nccl.algo": "auto",
 		"nccl.proto": "auto", "seq_len": "128", "micro_batch": "32", "procs_per_gpu": "1"}, s.Baseline)
 	assert.Equal(t, []string{"precision", "ddp.bucket_mb", "nccl.algo", "nccl.proto", "graphs"}, s.Sweep.Order)
@@ -124,6 +125,13 @@ func TestLoadErrors(t *testing.T) {
 		{"workload key in baseline", head + "baseline: {steps: 5}\n", []string{`unknown key "steps" in baseline (steps is a workload setting: put it under workload)`}},
 		{"workload key in model", "name: x\nmodel: {family: bert, preset: tiny, repeats: 3}\n", []string{`unknown key "repeats" in model (repeats belongs under workload)`}},
 		{"launcher key", head + "launcher: {partiton: gpu}\n", []string{`unknown key "partiton" in launcher (did you mean "partition"?)`}},
+		{"repeats neither a number nor auto", head + "workload: {repeats: some}\n", []string{`3:21: workload.repeats: expected a number of launches (1..100) or auto, got "some"`}},
+		{"repeats zero", head + "workload: {repeats: 0}\n", []string{`workload.repeats: 0 is outside 1..100`}},
+		{"min_repeats with fixed repeats", head + "workload: {repeats: 3, min_repeats: 4}\n", []string{`3:37: workload.min_repeats applies to repeats: auto; with repeats: 3 every trial gets 3 launches`}},
+		{"min above max", head + "workload: {repeats: auto, min_repeats: 8, max_repeats: 6}\n", []string{`3:56: workload.max_repeats: 6 is below min_repeats 8`}},
+		{"min_repeats of one", head + "workload: {repeats: auto, min_repeats: 1}\n", []string{`workload.min_repeats: 1 is outside 2..1000`}},
+		{"auto without interleaving", head + "workload: {repeats: auto, interleave: false}\n", []string{`workload.interleave: false contradicts repeats: auto`}},
+		{"bad max_time", head + "workload: {max_time: soon}\n", []string{`workload.max_time: "soon" is not a duration`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +141,30 @@ func TestLoadErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLoadRepeatsAuto(t *testing.T) {
+	head := "name: x\nmodel: {family: gpt, preset: tiny}\n"
+	dir := writeStudies(t, map[string]string{
+		"auto.yaml":   head + "workload: {repeats: auto, max_repeats: 12, max_time: 9m}\n",
+		"child.yaml":  "name: y\nextends: auto.yaml\nworkload: {repeats: 3}\n",
+		"serial.yaml": head + "workload: {repeats: 2, interleave: false}\n",
+	})
+	s, err := Load(filepath.Join(dir, "auto.yaml"), LoadOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 0, s.Workload.Repeats, "0 is auto")
+	assert.Equal(t, DefaultMinRepeats, s.Workload.MinRepeats)
+	assert.Equal(t, 12, s.Workload.MaxRepeats)
+	assert.Equal(t, 9*time.Minute, s.Workload.MaxTime)
+	assert.True(t, s.Workload.Interleave)
+	// a child that fixes the repeats keeps the parent's budget; its min/max no longer apply
+	c, err := Load(filepath.Join(dir, "child.yaml"), LoadOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Workload.Repeats)
+	assert.Equal(t, 9*time.Minute, c.Workload.MaxTime)
+	sr, err := Load(filepath.Join(dir, "serial.yaml"), LoadOptions{})
+	require.NoError(t, err)
+	assert.False(t, sr.Workload.Interleave)
 }
 
 func TestLoadReportsAllProblemsAtOnce(t *testing.T) {
@@ -150,7 +182,7 @@ sweep:
 	assert.Equal(t, []string{
 		`a.yaml:2:31: model.preset: "huge" is not a bert preset (tiny | base | large)`,
 		`a.yaml:3:12: unknown key "stepz" in workload (did you mean "steps"?)`,
-		`a.yaml:3:31: workload.repeats: expected an integer, got "zero"`,
+		`a.yaml:3:31: workload.repeats: expected a number of launches (1..100) or auto, got "zero"`,
 		`a.yaml:4:12: unknown key "precison" in baseline (did you mean "precision"?)`,
 		`a.yaml:4:36: graphs: "perhaps" is not a boolean (true | false)`,
 		`a.yaml:8:23: nccl.algo: "Rung" is not one of Ring | Tree | CollnetDirect | CollnetChain | NVLS | NVLSTree | PAT | auto (did you mean "Ring"?)`,

@@ -36,5 +36,8 @@ const (
 	DefaultWarmup  = 10
 	DefaultSteps   = 50
 	DefaultRepeats = 1
-	DefaultSeed    = 1
+	// DefaultMinRepeats and DefaultMaxRepeats bound repeats: auto.
+	DefaultMinRepeats = 5
+	DefaultMaxRepeats = 20
+	DefaultSeed       = 1
 )

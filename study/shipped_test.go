@@ -60,6 +60,8 @@ func TestShippedStudiesValidate(t *testing.T) {
 			} else if !strings.Contains(f, "/gpt/") && !strings.Contains(f, "/bert/") && !strings.Contains(f, "/resnet50/") {
 				assert.Equal(t, "cuda", s.Workload.Device, "headline studies run on the GPU")
 				assert.Equal(t, 1, s.Workload.GPUs, "headline studies fit the one-GPU machine")
+				assert.Equal(t, 0, s.Workload.Repeats, "headline studies launch until decided (repeats: auto)")
+				assert.Positive(t, s.Workload.MaxTime, "headline studies have a time budget")
 			}
 		})
 	}

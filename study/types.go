@@ -2,7 +2,10 @@
 // registry and expands their sweeps into plans of trials with stable IDs.
 package study
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Study is a validated study file with its parents (extends) merged in.
 type Study struct {
@@ -42,11 +45,16 @@ type Workload struct {
 	Device      string // auto | cuda | cpu
 	WarmupSteps int
 	Steps       int
-	Repeats     int
-	Timeout     time.Duration
-	Seed        int64
-	Threads     int  // CPU intra-op threads per rank; 0 = cores / ranks
-	Interleave  bool // run repeats round-robin across trials
+	Repeats     int // launches per trial; 0: auto (launch until decided, MinRepeats..MaxRepeats)
+	MinRepeats  int // auto: launches every trial gets first
+	MaxRepeats  int // auto: launches no trial exceeds
+	// MaxTime is the time budget of a run's launches (0: none): no round
+	// starts that would end past it.
+	MaxTime    time.Duration
+	Timeout    time.Duration
+	Seed       int64
+	Threads    int  // CPU intra-op threads per rank; 0 = cores / ranks
+	Interleave bool // repeats in rounds across trials, a random order each round (default true)
 }
 
 // Sweep is the study's search space.
@@ -131,4 +139,25 @@ type Plan struct {
 	Limit      int       `json:"limit"`                 // the trial limit the sweep was checked against
 	Size       int       `json:"size"`                  // combinations before drops (greedy: all rounds)
 	Rounds     []string  `json:"rounds,omitempty"`      // greedy: the knob of each round; Trials is round 1
+}
+
+// RepeatsText is the workload's launches per trial for people: "3 repeats",
+// "1 repeat" or "repeats auto (5-20 launches a trial)".
+func (w Workload) RepeatsText() string {
+	switch {
+	case w.Repeats == 0:
+		return fmt.Sprintf("repeats auto (%d-%d launches a trial)", w.MinRepeats, w.MaxRepeats)
+	case w.Repeats == 1:
+		return "1 repeat"
+	}
+	return fmt.Sprintf("%d repeats", w.Repeats)
+}
+
+// MaxLaunches is the most clean launches a trial gets: the fixed repeats, or
+// repeats: auto's maximum.
+func (w Workload) MaxLaunches() int {
+	if w.Repeats == 0 {
+		return max(w.MaxRepeats, 1)
+	}
+	return w.Repeats
 }

@@ -9,70 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/bench"
 	"github.com/casestudy/casestudy/internal/exitcode"
 )
-
-func TestParseSizes(t *testing.T) {
-	tests := []struct {
-		description string
-		in          string
-		want        []int64
-		wantErr     bool
-	}{
-		{"binary suffixes", "1M,4m,512K,1G", []int64{1 << 20, 4 << 20, 512 << 10, 1 << 30}, false},
-		{"plain bytes with spaces", "1024, 8", []int64{1024, 8}, false},
-		{"not a number", "1X", nil, true},
-		{"zero", "0", nil, true},
-		{"empty entry", "1M,,4M", nil, true},
-		{"not whole fp32 values", "6", nil, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.description, func(t *testing.T) {
-			got, err := parseSizes(tt.in)
-			if tt.wantErr {
-				assert.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-}
-
-func TestCombineRanks(t *testing.T) {
-	var ranks []benchRank
-	require.NoError(t, json.Unmarshal([]byte(`[
-	 {"backend":"nccl","version":"2.21.5","world_size":4,"rank":0,"device":"cuda:0",
-	  "results":[{"bytes":4000000,"count":1000000,"ms":[1.0,2.0,3.0]}]},
-	 {"rank":1,"results":[{"bytes":4000000,"count":1000000,"ms":[1.5,1.0,1.0]}]},
-	 {"rank":2,"results":[{"bytes":4000000,"count":1000000,"ms":[1.0,1.0,1.0]}]},
-	 {"rank":3,"results":[{"bytes":4000000,"count":1000000,"ms":[1.0,1.0,4.0]}]}]`), &ranks))
-	res, err := combineRanks(ranks, benchAllReduceOptions{iters: 3, warmup: 1})
-	require.NoError(t, err)
-	require.Len(t, res.Rows, 1)
-	row := res.Rows[0]
-	// slowest rank per iteration: 1.5, 2, 4 -> median 2 ms
-	assert.Equal(t, 2.0, row.MS)
-	assert.Equal(t, 1.5, row.MinMS)
-	assert.Equal(t, 4.0, row.MaxMS)
-	assert.InDelta(t, 2.0, row.AlgBWGBs, 1e-12)       // 4e6 B / 2 ms
-	assert.InDelta(t, 2.0*2*3/4, row.BusBWGBs, 1e-12) // 2(n-1)/n with n = 4
-
-	ranks[2].Results[0].MS = ranks[2].Results[0].MS[:2]
-	_, err = combineRanks(ranks, benchAllReduceOptions{iters: 3})
-	assert.Error(t, err)
-}
-
-// TestCombineRanksEvenIterations: with an even number of iterations the median
-// is the mean of the middle two.
-func TestCombineRanksEvenIterations(t *testing.T) {
-	var ranks []benchRank
-	require.NoError(t, json.Unmarshal([]byte(`[{"results":[{"bytes":4,"count":1,"ms":[4,1,3,2]}]}]`), &ranks))
-	res, err := combineRanks(ranks, benchAllReduceOptions{iters: 4})
-	require.NoError(t, err)
-	require.Len(t, res.Rows, 1)
-	assert.Equal(t, 2.5, res.Rows[0].MS)
-}
 
 func TestBenchAllReduceFlags(t *testing.T) {
 	tests := []struct{ description, flag string }{
@@ -100,7 +39,7 @@ func TestBenchAllReduceCPU(t *testing.T) {
 	code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
 		"--ranks", "2", "--sizes", "64K,1M", "--iters", "5", "--warmup", "1", "--json"}, &out, &errb)
 	require.Equal(t, 0, code, errb.String())
-	var res BenchResult
+	var res bench.Result
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	assert.Equal(t, "gloo", res.Backend)
 	assert.Equal(t, 2, res.Ranks)

@@ -17,9 +17,10 @@ import (
 func init() { register(newCheckCommand) }
 
 type checkOptions struct {
-	json   bool
-	failOn string
-	study  string
+	json         bool
+	failOn       string
+	study        string
+	allowOutside bool
 }
 
 func newCheckCommand() *cobra.Command {
@@ -40,6 +41,7 @@ func newCheckCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the results as JSON")
 	cmd.Flags().StringVar(&opts.failOn, "fail-on", "", "exit 1 when a finding at or above this severity exists: info, warning or error")
 	cmd.Flags().StringVar(&opts.study, "study", "", "read the checklist overrides from this study file instead of the run's")
+	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let the study's extends reach files outside the studies tree")
 	return cmd
 }
 
@@ -66,7 +68,7 @@ func runCheck(stdout, stderr io.Writer, dir string, opts checkOptions) error {
 	if err != nil {
 		return exitcode.Usage(err)
 	}
-	cfg, from, err := studyChecklist(run, opts.study)
+	cfg, from, err := studyChecklist(run, opts.study, opts.allowOutside)
 	if err != nil {
 		return exitcode.Usage(err)
 	}
@@ -99,9 +101,9 @@ func runCheck(stdout, stderr io.Writer, dir string, opts checkOptions) error {
 // where they came from: --study when given; else the study file the run
 // recorded, when it is still there unchanged (its extends resolve); else the
 // study text kept in the manifest; else the defaults.
-func studyChecklist(run *store.Run, studyFlag string) (checklist.Config, string, error) {
+func studyChecklist(run *store.Run, studyFlag string, allowOutside bool) (checklist.Config, string, error) {
 	if studyFlag != "" {
-		s, err := study.Load(studyFlag, study.LoadOptions{})
+		s, err := study.Load(studyFlag, study.LoadOptions{AllowOutside: allowOutside})
 		if err != nil {
 			return checklist.Config{}, "", fmt.Errorf("--study: %w", err)
 		}
@@ -119,7 +121,7 @@ func studyChecklist(run *store.Run, studyFlag string) (checklist.Config, string,
 			if _, err := os.Stat(p); err != nil {
 				continue
 			}
-			if s, err := study.Load(p, study.LoadOptions{}); err == nil && s.SHA256 == m.StudySHA256 {
+			if s, err := study.Load(p, study.LoadOptions{AllowOutside: allowOutside}); err == nil && s.SHA256 == m.StudySHA256 {
 				return configOf(s), p, nil
 			}
 		}

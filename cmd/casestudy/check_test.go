@@ -244,3 +244,36 @@ func TestStudiesChecklistSections(t *testing.T) {
 		assert.NoError(t, configOf(s).Validate(), f)
 	}
 }
+
+// TestCheckFailOnErrorTrips: the error gate passes on a clean run and trips
+// on a trial that crashed and on a tainted launch (untrusted-launches).
+func TestCheckFailOnErrorTrips(t *testing.T) {
+	edit := func(t *testing.T, dir string, f func(recs []store.TrialRecord)) {
+		t.Helper()
+		recs, err := store.ReadTrials(filepath.Join(dir, "trials.jsonl"))
+		require.NoError(t, err)
+		f(recs)
+		var lines []byte
+		for _, r := range recs {
+			b, err := json.Marshal(r)
+			require.NoError(t, err)
+			lines = append(append(lines, b...), '\n')
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "trials.jsonl"), lines, 0o644))
+	}
+	clean := writeCheckRun(t, checkStudy)
+	crashed := writeCheckRun(t, checkStudy)
+	edit(t, crashed, func(recs []store.TrialRecord) {
+		recs[1].Outcome, recs[1].Error, recs[1].Repeats, recs[1].Summary = store.Crashed, "rank 0 was killed by SIGSEGV", nil, nil
+	})
+	tainted := writeCheckRun(t, checkStudy)
+	edit(t, tainted, func(recs []store.TrialRecord) { recs[0].Repeats[1].Tainted = "GPU 0 throttled" })
+
+	code, _, stderr := runCLI(t, "check", clean, "--fail-on", "error")
+	assert.Equal(t, 0, code, stderr)
+	for name, dir := range map[string]string{"crashed": crashed, "tainted": tainted} {
+		code, out, stderr := runCLI(t, "check", dir, "--fail-on", "error")
+		assert.Equal(t, exitcode.Failure, code, "%s: %s", name, out)
+		assert.Contains(t, stderr, "at or above error: [untrusted-launches]", name)
+	}
+}

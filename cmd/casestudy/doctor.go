@@ -13,13 +13,16 @@ import (
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/store"
 )
 
 func init() { register(newDoctorCommand) }
 
 func newDoctorCommand() *cobra.Command {
 	var out string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Say what this machine offers for studies and what is missing",
@@ -29,10 +32,23 @@ binary and the free disk for results. Each missing piece comes with its fix.
 It exits 0 when CPU studies can run (studies/*/smoke.yaml), 3 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDoctor(cmd.OutOrStdout(), engineLibFlag(cmd), out)
+			nvml := nvmlgpu.Open()
+			defer nvml.Close()
+			rep := diagnose(thisMachine(nvml), engineLibFlag(cmd), out)
+			var err error
+			if asJSON {
+				err = writeJSON(cmd.OutOrStdout(), rep)
+			} else {
+				printDoctor(cmd.OutOrStdout(), rep)
+			}
+			if err == nil && !rep.EngineOK {
+				err = exitcode.Silent{Code: exitcode.Environment}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "results", "results folder whose free disk space to check")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	return cmd
 }
 
@@ -40,54 +56,87 @@ It exits 0 when CPU studies can run (studies/*/smoke.yaml), 3 otherwise.`,
 // samples of a large sweep take a few hundred MB).
 const minFreeBytes = 1 << 30
 
-func runDoctor(w io.Writer, engineLib, out string) error {
+// machine is what doctor asks of this machine; tests give a made-up one.
+type machine struct {
+	host   func() store.Host
+	gpus   func() (provenance.GPUInfo, error)
+	smi    func() string // the nvidia-smi path, "" when missing
+	topo   func() string // nvidia-smi topo -m, "" when it failed
+	engine func(explicit string) (string, engine.BuildInfo, error)
+	mps    func() string // nvidia-cuda-mps-control's path, "" when missing
+	free   func(path string) (uint64, error)
+}
+
+// thisMachine asks the machine itself, its GPUs through nvml.
+func thisMachine(nvml provenance.GPUs) machine {
+	return machine{host: func() store.Host { return provenance.ReadHost(nvml) }, gpus: nvml.Info, smi: provenance.NvidiaSMI,
+		topo: provenance.TopoMatrix, engine: binding.Probe, free: provenance.FreeBytes,
+		mps: func() string { return runner.FindMPSControl(os.Getenv("PATH")) }}
+}
+
+// doctorReport is what doctor found (`casestudy doctor --json`).
+type doctorReport struct {
+	Checks   []doctorCheck `json:"checks"`
+	EngineOK bool          `json:"engine_ok"` // CPU studies can run
+	GPUNeeds []string      `json:"gpu_studies_need,omitempty"`
+	Verdict  string        `json:"verdict"`
+}
+
+// doctorCheck is one line of the report: ok, or missing with its fix.
+type doctorCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+func diagnose(m machine, engineLib, out string) *doctorReport {
+	r := &doctorReport{Checks: []doctorCheck{}}
 	ok := func(name, format string, a ...any) {
-		fmt.Fprintf(w, "  ok    %-9s %s\n", name, fmt.Sprintf(format, a...))
+		r.Checks = append(r.Checks, doctorCheck{Name: name, OK: true, Detail: fmt.Sprintf(format, a...)})
 	}
-	miss := func(name, what, fix string) { fmt.Fprintf(w, "  MISS  %-9s %s\n        fix: %s\n", name, what, fix) }
-	var gpuMissing []string
+	miss := func(name, what, fix string) {
+		r.Checks = append(r.Checks, doctorCheck{Name: name, Detail: what, Fix: fix})
+	}
 
-	h := provenance.ReadHost()
-	fmt.Fprintln(w, "casestudy doctor")
+	h := m.host()
 	ok("host", "%s, %s, %d cores, %.1f GiB", h.Hostname, h.CPU, h.CPUs, float64(h.MemBytes)/(1<<30))
-
-	gpus, nvmlErr := provenance.ReadGPUs()
+	gpus, nvmlErr := m.gpus()
 	switch {
 	case nvmlErr != nil:
 		miss("gpus", "no NVIDIA driver ("+nvmlErr.Error()+")", "install the NVIDIA driver to run GPU studies; CPU studies need none")
-		gpuMissing = append(gpuMissing, "the NVIDIA driver")
+		r.GPUNeeds = append(r.GPUNeeds, "the NVIDIA driver")
 	case len(gpus.GPUs) == 0:
 		miss("gpus", "the driver sees no GPU", "check the container's GPU access (--gpus all) and CUDA_VISIBLE_DEVICES")
-		gpuMissing = append(gpuMissing, "a visible GPU")
+		r.GPUNeeds = append(r.GPUNeeds, "a visible GPU")
 	default:
 		ok("driver", "%s (CUDA %s)", gpus.Driver, gpus.CUDADriver)
 		for _, g := range gpus.GPUs {
 			ok("gpu", "%d %s %.0f GiB, %d NVLinks, %s, %s", g.Index, g.Name, float64(g.MemBytes)/(1<<30), g.NVLinks, g.PCIBus, g.UUID)
 		}
 	}
-	if smi := provenance.NvidiaSMI(); smi == "" {
+	if smi := m.smi(); smi == "" {
 		miss("topology", "nvidia-smi not found (no `nvidia-smi topo -m` matrix in the manifests)",
 			"install the NVIDIA driver utilities (nvidia-smi) or add /usr/local/nvidia/bin to PATH")
-	} else if topo := provenance.TopoMatrix(); topo == "" {
+	} else if topo := m.topo(); topo == "" {
 		miss("topology", smi+" topo -m failed", "run it by hand to see why")
 	} else {
-		ok("topology", "%s topo -m:\n%s", smi, indent(topo, "        "))
+		ok("topology", "%s topo -m:\n%s", smi, strings.TrimRight(topo, "\n"))
 	}
 
-	path, bi, err := binding.Probe(engineLib)
-	engineOK := err == nil
-	if engineOK {
+	path, bi, err := m.engine(engineLib)
+	r.EngineOK = err == nil
+	if r.EngineOK {
 		ok("engine", "%s", path)
 		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, binding.ABIVersion)
 		ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
 		if !bi.CUDAAvailable {
 			miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")
-			gpuMissing = append(gpuMissing, "a CUDA engine build")
+			r.GPUNeeds = append(r.GPUNeeds, "a CUDA engine build")
 		} else {
 			ok("cuda", "%d devices visible to the engine", bi.DeviceCount)
 		}
-	}
-	if !engineOK {
+	} else {
 		what, hint := err.Error(), "make engine (or point --engine-lib / $CASESTUDY_ENGINE_LIB at libcasestudy_engine.so)"
 		var le *engine.LoadError
 		if errors.As(err, &le) {
@@ -102,14 +151,14 @@ func runDoctor(w io.Writer, engineLib, out string) error {
 		miss("engine", firstLineOf(what), hint)
 	}
 
-	if mps := runner.FindMPSControl(os.Getenv("PATH")); mps != "" {
+	if mps := m.mps(); mps != "" {
 		ok("mps", "%s", mps)
 	} else {
 		miss("mps", runner.MPSControlName+" not found (trials with mps: true are recorded unsupported)",
 			"install the NVIDIA driver utilities that ship nvidia-cuda-mps-control, or add /usr/local/nvidia/bin to PATH")
 	}
 
-	if free, err := provenance.FreeBytes(out); err != nil {
+	if free, err := m.free(out); err != nil {
 		miss("disk", fmt.Sprintf("cannot stat %s: %v", out, err), "create the folder or pass --out")
 	} else if free < minFreeBytes {
 		miss("disk", fmt.Sprintf("%.2f GiB free under %s", float64(free)/(1<<30), out), "free space or write results elsewhere with --out")
@@ -117,17 +166,31 @@ func runDoctor(w io.Writer, engineLib, out string) error {
 		ok("disk", "%.1f GiB free under %s", float64(free)/(1<<30), out)
 	}
 
-	fmt.Fprintln(w)
-	if !engineOK {
-		fmt.Fprintln(w, "not usable yet: the engine library is missing; build it with `make engine`")
-		return exitcode.Silent{Code: exitcode.Environment}
+	switch {
+	case !r.EngineOK:
+		r.Verdict = "not usable yet: the engine library is missing; build it with `make engine`"
+	case len(r.GPUNeeds) > 0:
+		r.Verdict = fmt.Sprintf("usable for CPU studies (studies/*/smoke.yaml); GPU studies also need %s", strings.Join(r.GPUNeeds, ", "))
+	default:
+		r.Verdict = "usable for CPU and GPU studies"
 	}
-	if len(gpuMissing) > 0 {
-		fmt.Fprintf(w, "usable for CPU studies (studies/*/smoke.yaml); GPU studies also need %s\n", strings.Join(gpuMissing, ", "))
-		return nil
+	return r
+}
+
+func printDoctor(w io.Writer, r *doctorReport) {
+	fmt.Fprintln(w, "casestudy doctor")
+	for _, c := range r.Checks {
+		if c.OK {
+			lines := strings.Split(c.Detail, "\n")
+			fmt.Fprintf(w, "  ok    %-9s %s\n", c.Name, lines[0])
+			for _, l := range lines[1:] {
+				fmt.Fprintf(w, "        %s\n", l)
+			}
+			continue
+		}
+		fmt.Fprintf(w, "  MISS  %-9s %s\n        fix: %s\n", c.Name, c.Detail, c.Fix)
 	}
-	fmt.Fprintln(w, "usable for CPU and GPU studies")
-	return nil
+	fmt.Fprintf(w, "\n%s\n", r.Verdict)
 }
 
 func orNone(s string) string {
@@ -135,11 +198,6 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-func indent(s, prefix string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return prefix + strings.Join(lines, "\n"+prefix)
 }
 
 func firstLineOf(s string) string {

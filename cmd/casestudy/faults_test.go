@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -63,7 +64,7 @@ func TestSignalledRankIsBlamed(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "results")
 	code, stdout, stderr := runCLI(t, "run", glooStudy(t, "2m", trials...), "--out", out, "--kill-grace", "10s")
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Equal(t, exitcode.Failure, code, "every trial crashed: exit status 1\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	require.Len(t, run.Trials, len(trials))
@@ -228,7 +229,7 @@ func TestRefusedHellosKeepNoRankAlive(t *testing.T) {
 	res := <-done
 	close(stop)
 	refused := <-spammed
-	require.Equal(t, 0, res[0], "stdout:\n%s\nstderr:\n%s", res[1], res[2])
+	require.Equal(t, exitcode.Failure, res[0], "the trial timed out: exit status 1\nstdout:\n%s\nstderr:\n%s", res[1], res[2])
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	require.Len(t, run.Trials, 1)

@@ -130,7 +130,7 @@ func TestResumeChecksBeforeWriting(t *testing.T) {
 	plan, err := study.Expand(s, study.ExpandOptions{})
 	require.NoError(t, err)
 	w, err := store.Create(filepath.Join(t.TempDir(), "results"), s.Name, "run1",
-		runner.NewManifest("run1", s, plan, &runner.Machine{Device: "cpu"}, nil, nil))
+		runner.NewManifest("run1", s, plan, &runner.Machine{Device: "cpu"}, nil, nil, nil))
 	require.NoError(t, err)
 	require.NoError(t, w.Append(&store.TrialRecord{ID: plan.Trials[0].ID, Outcome: store.OK, FailedRank: -1}))
 	require.NoError(t, w.Append(&store.TrialRecord{ID: plan.Trials[1].ID, Outcome: store.Interrupted, FailedRank: -1}))

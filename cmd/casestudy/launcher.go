@@ -2,18 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"sort"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
@@ -51,51 +46,10 @@ func addLauncherFlags(f *pflag.FlagSet, o *launcherOptions) {
 	_ = f.MarkHidden("run-id")
 }
 
-// launcherKind resolves --launcher: the flag, slurm inside an allocation, the
-// study's launcher.kind, local.
-func launcherKind(o *launcherOptions, s *study.Study, env []string) (string, error) {
-	kind, from := o.kind, "--launcher"
-	if kind == "" && launch.InAllocation(env) != "" {
-		kind = "slurm"
-	}
-	if kind == "" {
-		kind, from = s.Launcher["kind"], s.Path+": launcher.kind"
-	}
-	switch kind {
-	case "", "local":
-		if o.submit {
-			return "", exitcode.Usage(errors.New("--submit submits a Slurm batch job: add --launcher slurm (or launcher.kind: slurm in the study)"))
-		}
-		if s.Workload.Nodes > 1 {
-			return "", exitcode.Usage(fmt.Errorf("%s: workload.nodes is %d, and the local launcher runs on this machine only: "+
-				"run it through Slurm (--launcher slurm inside an allocation, or --launcher slurm --submit; docs/clusters.md)", s.Path, s.Workload.Nodes))
-		}
-		return "local", nil
-	case "slurm":
-		if !o.submit && launch.InAllocation(env) == "" {
-			return "", exitcode.Usage(fmt.Errorf("%s: the slurm launcher runs trials as job steps inside an allocation, and $SLURM_JOB_ID is not set: "+
-				"add --submit to submit the study as a batch job, run it under salloc or sbatch, or use --launcher local", from))
-		}
-		return "slurm", nil
-	}
-	return "", exitcode.Usage(fmt.Errorf("%s: unknown launcher %q (want local or slurm)", from, kind))
-}
-
-// slurmFacts is slurm.json in a run directory made inside an allocation: the
-// job, its nodes and where the rendezvous listened.
-type slurmFacts struct {
-	JobID      string   `json:"job_id"`
-	Nodes      string   `json:"nodes,omitempty"` // SLURM_JOB_NODELIST
-	Rendezvous string   `json:"rendezvous"`
-	Started    string   `json:"started"`
-	Hosts      []string `json:"hosts,omitempty"` // the hosts that reported their provenance (manifest host.nodes)
-}
-
-// setupLauncher puts the launcher and the rendezvous address into the runner's
-// options; for slurm it also records slurm.json in the run directory and the
-// other nodes in man (rewritten through w).
+// setupLauncher puts the rendezvous address and, inside a Slurm allocation,
+// the slurm launcher into the runner's options (runner.UseSlurm).
 func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, man *store.Manifest, out io.Writer) error {
-	host, port, err := rendezvousHost(o, kind, s)
+	host, port, err := launch.RendezvousHost(o.rdzvAddr, o.rdzvIface, kind, s)
 	if err != nil {
 		return err
 	}
@@ -106,134 +60,36 @@ func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string
 	if kind != "slurm" {
 		return nil
 	}
-	l, err := launch.NewSlurm(env, strings.Fields(s.Launcher["srun_args"]))
-	if err != nil {
-		return exitcode.With(exitcode.Environment, err)
-	}
-	ropts.Launcher = l
-	facts := slurmFacts{JobID: l.JobID, Nodes: getenvList(env, "SLURM_JOB_NODELIST"), Rendezvous: host,
-		Started: time.Now().UTC().Format(time.RFC3339)}
-	if facts.Hosts, err = recordNodes(l, env, ropts.Machine.EngineLib, w, man); err != nil {
-		fmt.Fprintf(out, "slurm: the other nodes' provenance is not recorded: %v\n", err)
-	}
-	b, _ := json.MarshalIndent(facts, "", "  ")
-	if err := w.WriteFile("slurm.json", append(b, '\n')); err != nil {
-		return exitcode.With(exitcode.Environment, err)
-	}
-	fmt.Fprintf(out, "slurm: job %s (nodes %s); each trial is one srun step; rendezvous on %s\n", l.JobID, facts.Nodes, host)
-	return nil
+	return runner.UseSlurm(ropts, host, env, strings.Fields(s.Launcher["srun_args"]), w, man, out)
 }
 
-// recordNodes runs `casestudy node-info` once on every node of the allocation
-// (one srun step) and records the nodes other than this one in the manifest
-// (host.nodes): their GPUs, driver, topology and engine build.
-func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Writer, man *store.Manifest) ([]string, error) {
+// submitOwnFlags are run's flags that --submit does not pass to the job's own
+// `casestudy run` (it sets them itself, or they are the submission's).
+var submitOwnFlags = []string{"submit", "launcher", "out", "run-id", "partition", "account", "time", "gpus-per-node", "json"}
+
+// runSubmit submits the study as a Slurm batch job (launch.SubmitStudy) and
+// says where its results and output will be.
+func runSubmit(ctx context.Context, cmd *cobra.Command, o *runOptions, s *study.Study, plan *study.Plan) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the job: %w", err))
 	}
-	n := getenvList(env, "SLURM_JOB_NUM_NODES")
-	if n == "" {
-		n = "1"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, l.Srun, "--job-name=casestudy-node-info", "--nodes="+n, "--ntasks="+n,
-		"--ntasks-per-node=1", "--kill-on-bad-exit=1", "--mpi=none", "--time=2", "--label",
-		exe, "node-info", "--engine-lib", engineLib)
-	cmd.Env = env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
+	sub, b, err := launch.SubmitStudy(ctx, s, plan, launch.SubmitOptions{Exe: exe, Out: o.out,
+		RunArgs: setFlags(cmd, submitOwnFlags...), Env: os.Environ(), Partition: o.launcher.partition,
+		Account: o.launcher.account, TimeLimit: o.launcher.timeLimit, GPUsPerNode: o.launcher.gpusPerNode})
 	if err != nil {
-		return nil, fmt.Errorf("srun casestudy node-info: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return err
 	}
-	self, _ := os.Hostname()
-	var hosts []string
-	var others []store.Host
-	for _, line := range strings.Split(string(stdout), "\n") {
-		i := strings.Index(line, "{") // "0: {...}"
-		if i < 0 {
-			continue
+	out := cmd.OutOrStdout()
+	if o.json {
+		if err := writeJSON(out, sub); err != nil {
+			return err
 		}
-		var h store.Host
-		if err := json.Unmarshal([]byte(line[i:]), &h); err != nil {
-			return nil, fmt.Errorf("node-info printed %q: %w", line, err)
-		}
-		hosts = append(hosts, h.Hostname)
-		if h.Hostname != self {
-			others = append(others, h)
-		}
+		out = cmd.ErrOrStderr()
 	}
-	sort.Strings(hosts)
-	if len(others) == 0 {
-		return hosts, nil
-	}
-	sort.Slice(others, func(i, j int) bool { return others[i].Hostname < others[j].Hostname })
-	man.Host.Nodes = others // a resumed run may land on other nodes: the latest set
-	return hosts, w.WriteManifest(man)
-}
-
-// rendezvousHost is where the rendezvous listens: --rdzv-addr; for slurm the
-// interface's address (--rdzv-interface, launcher.rdzv_interface, else the
-// first non-loopback one; loopback when there is none and the trial stays on
-// one node). "" keeps the runner's default (loopback).
-func rendezvousHost(o *launcherOptions, kind string, s *study.Study) (host, port string, err error) {
-	port = "0"
-	if o.rdzvAddr != "" {
-		host = o.rdzvAddr
-		if h, p, err := net.SplitHostPort(o.rdzvAddr); err == nil {
-			host, port = h, p
-		}
-		if net.ParseIP(host) == nil {
-			if _, err := net.LookupHost(host); err != nil {
-				return "", "", exitcode.Usage(fmt.Errorf("--rdzv-addr %s: %v (give HOST or HOST:PORT this machine can listen on)", o.rdzvAddr, err))
-			}
-		}
-		return host, port, nil
-	}
-	iface := o.rdzvIface
-	if iface == "" {
-		iface = s.Launcher["rdzv_interface"]
-	}
-	if kind != "slurm" && iface == "" {
-		return "", port, nil
-	}
-	ip, err := launch.ReachableIP(iface)
-	switch {
-	case err == nil:
-		return ip, port, nil
-	case iface == "" && s.Workload.Nodes <= 1:
-		return "127.0.0.1", port, nil // one node: loopback reaches every rank
-	case o.rdzvIface != "":
-		return "", "", exitcode.Usage(fmt.Errorf("--rdzv-interface: %w", err))
-	}
-	return "", "", exitcode.With(exitcode.Environment, err)
-}
-
-func getenvList(env []string, key string) string {
-	v, _ := launch.LookupEnv(env, key)
-	return v
-}
-
-// unsetInt is a flag for a count that may be left unset (-1): its help shows no
-// default, and it takes whole numbers from 0 up.
-type unsetInt struct{ v *int }
-
-func (u unsetInt) String() string {
-	if u.v == nil || *u.v < 0 {
-		return ""
-	}
-	return strconv.Itoa(*u.v)
-}
-
-func (u unsetInt) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want a whole number, 0 or more")
-	}
-	*u.v = n
+	fmt.Fprintf(out, "submitted Slurm job %s: %s (%d trials planned) on %d node(s), %d tasks per node, time limit %d min\n",
+		sub.JobID, s.Name, len(plan.Trials), b.Nodes, b.TasksPerNode, b.TimeMinutes)
+	fmt.Fprintf(out, "results: %s\n  script: %s\n  output: %s\nfollow with: %s\n",
+		sub.RunDir, sub.Script, strings.ReplaceAll(sub.Output, "%j", sub.JobID), commandLine("status", sub.RunDir))
 	return nil
 }
-
-func (u unsetInt) Type() string { return "int" }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 )
 
 func init() { register(newNodeInfoCommand) }
@@ -22,7 +23,9 @@ func newNodeInfoCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h := provenance.ReadHost()
+			gpus := nvmlgpu.Open()
+			defer gpus.Close()
+			h := provenance.ReadHost(gpus)
 			if _, bi, err := binding.Probe(engineLibFlag(cmd)); err == nil {
 				h.Engine = &bi
 			}

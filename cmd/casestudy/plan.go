@@ -5,16 +5,20 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/study"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 func init() { register(newPlanCommand) }
 
 type planOptions struct {
+	out          string // results root searched for earlier runs (the estimate)
 	json         bool
 	maxTrials    int
 	allowOutside bool
@@ -27,13 +31,16 @@ func newPlanCommand() *cobra.Command {
 		Short: "Print the trials a study expands to, and the combinations it drops with reasons",
 		Long: "plan loads a study, expands its sweep and prints one row per trial (its stable ID and the knobs " +
 			"that differ from the baseline), the dropped combinations with their reasons, and the count. " +
-			"Nothing runs. A greedy sweep shows its first round; later rounds depend on results.",
+			"Nothing runs. A greedy sweep shows its first round; later rounds depend on results. " +
+			"Where the study ran before on this kind of machine (run directories under --out with the same study, " +
+			"model, preset, device and GPU model), it also estimates how long the run takes from their launch timelines.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPlan(cmd.OutOrStdout(), args[0], opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON instead of a table")
+	cmd.Flags().StringVar(&opts.out, "out", "results", "root folder of earlier run directories, for the time estimate")
 	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep the study may expand to")
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	return cmd
@@ -48,6 +55,7 @@ type planJSON struct {
 	Device   string            `json:"device"`
 	Baseline map[string]string `json:"baseline"` // what the study sets; trials hold every knob
 	*study.Plan
+	Estimate *timeline.Estimate `json:"estimate,omitempty"` // from earlier runs; absent without them
 }
 
 func runPlan(w io.Writer, path string, opts planOptions) error {
@@ -62,18 +70,70 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 	if err != nil {
 		return err
 	}
+	est := estimate(s, plan, opts.out)
 	if opts.json {
 		return writeJSON(w, planJSON{Study: s.Name, Path: path, Family: s.Model.Family, Preset: s.Model.Preset,
-			Device: s.Workload.Device, Baseline: s.Baseline, Plan: plan})
+			Device: s.Workload.Device, Baseline: s.Baseline, Plan: plan, Estimate: est})
 	}
-	return writePlanTable(w, s, plan)
+	if err := writePlanTable(w, s, plan); err != nil {
+		return err
+	}
+	writeEstimate(w, s, plan, est, opts.out)
+	return nil
+}
+
+// estimate is the plan's time from earlier runs of the study on this kind of
+// machine under root (nil without any).
+func estimate(s *study.Study, plan *study.Plan, root string) *timeline.Estimate {
+	m := timeline.Machine{Study: s.Name, Family: s.Model.Family, Preset: s.Model.Preset, Device: s.Workload.Device}
+	if s.Workload.Device != "cpu" {
+		gpus := nvmlgpu.Open()
+		if info, err := gpus.Info(); err == nil && len(info.GPUs) > 0 {
+			m.GPU = info.GPUs[0].Name
+		}
+		gpus.Close()
+	}
+	ids := make([]string, len(plan.Trials))
+	for i, t := range plan.Trials {
+		ids[i] = t.ID
+	}
+	return timeline.EstimatePlan(timeline.FindRuns(root, m), timeline.Plan{Trials: ids, Repeats: s.Workload.MaxLaunches(),
+		WarmupSteps: s.Workload.WarmupSteps, Steps: s.Workload.Steps})
+}
+
+func writeEstimate(w io.Writer, s *study.Study, plan *study.Plan, e *timeline.Estimate, root string) {
+	if e == nil {
+		fmt.Fprintf(w, "estimate: none yet (no earlier run of %s on this kind of machine under %s; every run records the launch timelines later plans estimate from)\n",
+			s.Name, root)
+		return
+	}
+	round := ""
+	if len(plan.Rounds) > 1 {
+		round = " (round 1 only: later rounds depend on results)"
+	}
+	launches := fmt.Sprintf("%d launches", e.Launches)
+	if e.Launches == 1 {
+		launches = "1 launch"
+	}
+	total, bound := e.Total.Round(time.Second), ""
+	if s.Workload.Repeats == 0 { // repeats: auto stops each trial once it is decided
+		bound = "at most "
+		launches = fmt.Sprintf("at most %s (%s)", launches, s.Workload.RepeatsText())
+	}
+	if budget := s.Workload.MaxTime; budget > 0 && total > budget {
+		total, bound = budget, "at most "
+		launches += fmt.Sprintf(", cut by workload.max_time %s", budget)
+	}
+	fmt.Fprintf(w, "estimate: %s%s for %s%s, %.0f%% of it measured steps\n", bound, total, launches, round, e.Measured)
+	fmt.Fprintf(w, "  %s\n", e.Method)
+	fmt.Fprintf(w, "  earlier runs: %s\n", strings.Join(e.Dirs, ", "))
 }
 
 func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
 	wl := s.Workload
 	fmt.Fprintf(w, "study %s (%s): %s %s, device %s, %s, %d warm-up + %d measured steps, %s\n",
 		s.Name, s.Path, s.Model.Family, s.Model.Preset, wl.Device, plural(s.RanksFor(s.Baseline), "rank"),
-		wl.WarmupSteps, wl.Steps, plural(wl.Repeats, "repeat"))
+		wl.WarmupSteps, wl.Steps, wl.RepeatsText())
 	if len(s.Baseline) > 0 {
 		fmt.Fprintf(w, "baseline: %s\n", study.FormatKnobs(s.Baseline, nil))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // TestRunProfileSmoke runs studies/gpt/profile-smoke.yaml (profile: 2) through
@@ -34,6 +35,8 @@ func TestRunProfileSmoke(t *testing.T) {
 		require.Equal(t, store.OK, tr.Outcome, tr.Error)
 		assert.Equal(t, "3", tr.Knobs["profile"], "--profile overrides the study's profile: 2")
 		for _, rp := range tr.Repeats {
+			require.NotNil(t, rp.Timeline)
+			assert.Positive(t, rp.Timeline.PhaseMS(timeline.PhaseProfile), "the timeline has the profiled steps apart from teardown")
 			for _, rk := range rp.Ranks {
 				assert.Len(t, rk.Steps, 5, "the profiled steps are not measured steps")
 				p := rk.Profile

@@ -15,9 +15,10 @@ import (
 func init() { register(newReportCommand) }
 
 type reportOptions struct {
-	out     string
-	formats string
-	study   string
+	out          string
+	formats      string
+	study        string
+	allowOutside bool
 }
 
 func newReportCommand() *cobra.Command {
@@ -37,6 +38,7 @@ func newReportCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.out, "out", "", "folder to write the reports to (default: the run directory)")
 	cmd.Flags().StringVar(&opts.formats, "format", "html,md,json", "formats to write, comma-separated: html, md, json")
 	cmd.Flags().StringVar(&opts.study, "study", "", "read the checklist overrides from this study file instead of the run's")
+	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let the study's extends reach files outside the studies tree")
 	return cmd
 }
 
@@ -49,7 +51,7 @@ func runReport(stdout, stderr io.Writer, dir string, opts reportOptions) error {
 	if err != nil {
 		return exitcode.Usage(err)
 	}
-	cfg, from, err := studyChecklist(run, opts.study)
+	cfg, from, err := studyChecklist(run, opts.study, opts.allowOutside)
 	if err != nil {
 		if opts.study != "" {
 			return exitcode.Usage(err)

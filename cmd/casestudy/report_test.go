@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/store"
 )
 
 // fixtures are the crafted run directories of package report.
@@ -104,6 +107,8 @@ func TestCompareExitStatus(t *testing.T) {
 		{"slower under a 20% threshold", []string{base, fixture("runs/bert-grid-slower"), "--threshold", "20%"}, 0, "no regression beyond 20%"},
 		{"markdown", []string{base, fixture("runs/bert-grid-slower"), "--format", "md"}, 1, "| REGRESSION |"},
 		{"html", []string{base, fixture("runs/bert-grid-slower"), "--format", "html"}, 1, "<!DOCTYPE html>"},
+		{"json", []string{base, fixture("runs/bert-grid-slower"), "--json"}, 1, `"regressions": [`},
+		{"another measurement: not comparable", []string{base, fixture("runs/gpt-pipeline")}, 2, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
@@ -113,8 +118,58 @@ func TestCompareExitStatus(t *testing.T) {
 			if tt.code == 1 {
 				assert.Contains(t, stderr, "regression")
 			}
+			if tt.code == 2 {
+				assert.Contains(t, stderr, "not comparable")
+				assert.Contains(t, stderr, "the measurement differs (OLD 5 steps after 3 warm-up, NEW 24 steps after 3 warm-up)")
+			}
 		})
 	}
+}
+
+// TestCompareGateOnRealRun: a real H200 run (report/testdata/replay)
+// against itself exits 0; the same run with its best trial's launches 30%
+// slower exits 1 naming that trial; a run that shares no trial exits 2.
+func TestCompareGateOnRealRun(t *testing.T) {
+	orig := fixture("replay/h200-gpt-graphs")
+	slow := t.TempDir()
+	man, err := os.ReadFile(filepath.Join(orig, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(slow, "manifest.json"), man, 0o644))
+	recs, err := store.ReadTrials(filepath.Join(orig, "trials.jsonl"))
+	require.NoError(t, err)
+	var b bytes.Buffer
+	for _, r := range recs {
+		if r.ID == "b714f9b7" { // CUDA Graphs, the best trial
+			for i := range r.Repeats {
+				r.Repeats[i].SamplesPerS *= 0.7
+				r.Repeats[i].TokensPerS *= 0.7
+			}
+		}
+		line, err := json.Marshal(r)
+		require.NoError(t, err)
+		b.Write(append(line, '\n'))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(slow, "trials.jsonl"), b.Bytes(), 0o644))
+
+	code, stdout, stderr := runCLI(t, "compare", orig, orig)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "no regression beyond 5% (4 trials compared, 0 improved)")
+
+	code, stdout, stderr = runCLI(t, "compare", orig, slow, "--json")
+	assert.Equal(t, 1, code, stderr)
+	var c report.Comparison
+	require.NoError(t, json.Unmarshal([]byte(stdout), &c))
+	assert.Equal(t, []string{"b714f9b7"}, c.Regressions)
+
+	other := t.TempDir() // the same study with other trials (other IDs)
+	renamed := strings.NewReplacer("278d8b33", "11111111", "74bfa12f", "22222222", "d69fcfe4", "33333333", "b714f9b7", "44444444")
+	require.NoError(t, os.WriteFile(filepath.Join(other, "manifest.json"), []byte(renamed.Replace(string(man))), 0o644))
+	trials, err := os.ReadFile(filepath.Join(orig, "trials.jsonl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(other, "trials.jsonl"), []byte(renamed.Replace(string(trials))), 0o644))
+	code, _, stderr = runCLI(t, "compare", orig, other)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no trial in common")
 }
 
 func TestBaselineThenCompare(t *testing.T) {

@@ -25,13 +25,43 @@ func newRootCommand() *cobra.Command {
 		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// "did you mean" for commands up to two edits away
+		SuggestionsMinimumDistance: 2,
+		// every command: tell runMain whether it stops on its own at a signal
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { markGraceful(cmd) },
 	}
 	root.PersistentFlags().String("engine-lib", "",
-		"path of libcasestudy_engine.so (default: $CASESTUDY_ENGINE_LIB, next to the binary, ./build/engine)")
+		"path of libcasestudy_engine.so (default: $CASESTUDY_ENGINE_LIB, next to the binary or in ../lib, where make built it)")
+	_ = root.MarkPersistentFlagFilename("engine-lib", "so")
+	markPath(root.PersistentFlags(), "engine-lib")
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	groups(root)
+	addCompletions(root)
 	return root
+}
+
+// groups makes each command that only holds subcommands (the root, bench)
+// print its help when called alone and refuse an unknown subcommand as a
+// usage error (exit status 2), with cobra's suggestions.
+func groups(c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			hint := fmt.Sprintf("see '%s --help'", cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = fmt.Sprintf("did you mean %q?", s[0])
+			}
+			return fmt.Errorf("unknown command %q for %q (%s)", args[0], cmd.CommandPath(), hint)
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	for _, sub := range c.Commands() {
+		groups(sub)
+	}
 }
 
 // engineLibFlag is the --engine-lib value ("" when unset) for engine.Discover.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,10 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/engine/binding"
+	"github.com/casestudy/casestudy/internal/console"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
-	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -36,7 +36,9 @@ type runOptions struct {
 	killGrace        time.Duration
 	noisyCV          float64
 	allowOutside     bool
-	profile          string          // --profile: the profile knob for every trial ("" = the study's)
+	profile          string // --profile: the profile knob for every trial ("" = the study's)
+	overlap          string
+	json             bool
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -48,7 +50,17 @@ func newRunCommand() *cobra.Command {
 		Long: `Run expands the study's sweep and runs each trial in fresh worker processes
 (repeats are separate launches), recording one line per trial in
 results/<study>/<UTC time>-<id>/trials.jsonl with the provenance in
-manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
+manifest.json. On a terminal a progress bar shows the launch, elapsed time
+and ETA, with each trial's result printed above it; elsewhere one line per
+event. The run ends with a summary of every trial and the best one.
+
+Ctrl-C, SIGTERM or SIGHUP stops the trial in flight, records it as
+interrupted and prints the command that finishes the run (--resume).
+
+Exit status: 0 when every trial ran (trials that ran out of memory or were
+skipped by a constraint included), 1 when a trial failed, crashed or timed
+out, 2 bad usage or input, 3 the environment, 128 + the signal's number when
+stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 		Example: `  casestudy run studies/gpt/smoke.yaml
   casestudy run studies/bert.yaml --trial 3f2a9c1e
   casestudy run --resume results/gpt-smoke/20260102T030405Z-ab12cd`,
@@ -57,34 +69,47 @@ manifest.json. Ctrl-C stops the trial in flight; --resume finishes the run.`,
 			return runRun(cmd.Context(), cmd, &o, args)
 		},
 	}
+	graceful(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.out, "out", "results", "root folder of run directories")
 	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
+	markPath(f, "out")
 	f.StringArrayVar(&o.trials, "trial", nil, "run only the trial with this `ID` (repeatable; IDs from 'casestudy plan')")
 	f.IntVar(&o.retries, "retries", 1, "launch again after an infrastructure failure (rendezvous, process start) this many times")
-	f.BoolVar(&o.interleave, "interleave", false, "run repeats round-robin across trials (also workload.interleave)")
+	f.BoolVar(&o.interleave, "interleave", false, "launch in interleaved rounds (the default; workload.interleave: false turns it off)")
 	f.IntVar(&o.maxTrials, "max-trials", 0, fmt.Sprintf("refuse sweeps larger than this (default %d)", study.DefaultMaxTrials))
-	f.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, "kill a trial whose rank is silent this long")
-	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a trial is stopped")
+	durationVar(f, &o.heartbeatTimeout, "heartbeat-timeout", 60*time.Second, 3*time.Second, 24*time.Hour,
+		"kill a trial whose rank is silent this long (ranks send a heartbeat every second)")
+	durationVar(f, &o.killGrace, "kill-grace", 5*time.Second, 100*time.Millisecond, 10*time.Minute,
+		"time between SIGTERM and SIGKILL when a trial is stopped")
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
+	f.StringVar(&o.overlap, "overlap", runner.OverlapOff, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch runs: "+
+		"off, on, or aa (an A/A test of it; see docs/launch-cost.md)")
+	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
+	addOverrideFlags(f)
 	return cmd
 }
 
 func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []string) error {
-	stdout := cmd.OutOrStdout()
+	text := cmd.OutOrStdout() // progress and the summary in words
+	if o.json {
+		text = cmd.ErrOrStderr()
+	}
 	if o.resume == "" && len(args) == 0 {
 		return exitcode.Usage(errors.New("run needs a study file or --resume RUN_DIR (see 'casestudy run --help')"))
 	}
 	switch {
 	case o.retries < 0:
 		return exitcode.Usage(fmt.Errorf("--retries %d: give 0 or more", o.retries))
-	case o.heartbeatTimeout <= 0:
-		return exitcode.Usage(fmt.Errorf("--heartbeat-timeout %s: give a positive duration, like 60s", o.heartbeatTimeout))
 	case o.noisyCV <= 0:
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
+	case o.overlap != runner.OverlapOff && o.overlap != runner.OverlapOn && o.overlap != runner.OverlapAA:
+		return exitcode.Usage(fmt.Errorf("--overlap %q: give off, on or aa", o.overlap))
+	case o.maxTrials < 0:
+		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}
 
 	var w *store.Writer
@@ -115,6 +140,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	overrides, err := overridesOf(cmd, prev)
+	if err != nil {
+		return err
+	}
+	if err := study.ApplyOverrides(s, overrides); err != nil {
+		return err
+	}
 	if cmd.Flags().Changed("profile") {
 		v, err := knobs.Canonical("profile", o.profile)
 		if err != nil {
@@ -134,7 +166,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := checkTrialIDs(plan, o.trials); err != nil {
 		return err
 	}
-	kind, err := launcherKind(&o.launcher, s, os.Environ())
+	kind, err := launch.Kind(o.launcher.kind, o.launcher.submit, s, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -142,9 +174,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		if o.resume != "" {
 			return exitcode.Usage(errors.New("--submit starts a new run; to finish one, submit a job that runs 'casestudy run --resume RUN_DIR'"))
 		}
-		return runSubmit(ctx, cmd, o, s, plan, studyPath, os.Environ())
+		return runSubmit(ctx, cmd, o, s, plan)
 	}
-	machine, err := runner.Preflight(s, plan, binding.Probe, engineLibFlag(cmd), os.Environ())
+	gpus := nvmlgpu.Open()
+	defer gpus.Close()
+	machine, err := runner.Preflight(s, plan, binding.Probe, gpus, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -157,7 +191,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		if o.launcher.runID != "" {
 			runID = o.launcher.runID
 		}
-		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ())
+		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ(), overrides)
 		if w, err = store.Create(o.out, s.Name, runID, man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
@@ -168,64 +202,50 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the workers: %w", err))
 	}
 
-	progress := runner.NewProgress(stdout, runner.IsTerminal(stdout))
+	// The commands this run prints, runnable as printed from any folder.
+	studyAbs := absPath(studyPath)
+	// A trial runs again with the run's workload overrides (recorded in the
+	// manifest, so a resumed run's commands have them too); --resume applies
+	// them itself.
+	trialCommand := func(id string) string {
+		args := append([]string{"run", studyAbs, "--trial", id}, setFlags(cmd, slices.Concat(study.OverrideFlags, []string{"trial", "resume", "run-id", "json"})...)...)
+		return commandLine(append(args, overrideFlagArgs(overrides)...)...)
+	}
+	resumeCommand := commandLine(append([]string{"run", studyAbs, "--resume", absPath(w.Dir)},
+		setFlags(cmd, slices.Concat(study.OverrideFlags, []string{"resume", "out", "run-id"})...)...)...)
+
+	progress := console.NewProgress(text, console.IsTerminal(text))
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
-		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV,
-		Progress: progress,
-		TrialCommand: func(id string) string {
-			return fmt.Sprintf("casestudy run %s --trial %s", launch.ShellQuote(studyPath), id)
-		}}
+		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
+		Progress: progress, TrialCommand: trialCommand}
+	if man.Measurement != nil {
+		d := stats.Design(*man.Measurement)
+		ropts.Design = &d
+	}
 	if prev != nil {
 		ropts.Previous = runner.Committed(prev)
 	}
-	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, man, stdout); err != nil {
+	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, man, text); err != nil {
 		return err
 	}
 	r, err := runner.New(ropts)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "running %s on %s (%d trials planned, %d dropped); results in %s\n",
-		s.Name, deviceText(machine), len(plan.Trials), len(plan.Dropped), w.Dir)
+	fmt.Fprintf(text, "running %s on %s (%d trials planned, %d dropped); results in %s\n",
+		s.Name, deviceText(machine), len(plan.Trials), len(plan.Dropped), absPath(w.Dir))
 	res, runErr := r.Run(ctx)
 	progress.Close()
-	fmt.Fprintf(stdout, "trials: %s\n", res)
+	fmt.Fprintf(text, "trials: %s\n", res)
+	end := &runEnd{dir: w.Dir, study: s, resume: resumeCommand}
 	switch {
 	case errors.Is(runErr, runner.ErrInterrupted):
-		fmt.Fprintf(stdout, "interrupted; what finished is in %s\nresume with: casestudy run --resume %s\n",
-			w.Dir, launch.ShellQuote(w.Dir))
-		return exitcode.Silent{Code: exitcode.Interrupted}
+		end.status, end.code = runInterrupted, exitcode.OfStopped(ctx)
 	case runErr != nil:
-		return fmt.Errorf("%w\nresume with: casestudy run --resume %s", runErr, launch.ShellQuote(w.Dir))
+		end.status, end.err = runStopped, runErr
 	}
-	return finishRun(ctx, cmd, w.Dir, s)
-}
-
-// finishRun ends a completed run: it applies the checklist with the study's
-// thresholds (the study is already loaded, --allow-outside included), writes the
-// study's report formats into the run directory and says where everything is.
-func finishRun(_ context.Context, cmd *cobra.Command, runDir string, s *study.Study) error {
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "results: %s\n", runDir)
-	fmt.Fprintf(out, "  trials:   %s\n", filepath.Join(runDir, "trials.jsonl"))
-	fmt.Fprintf(out, "  manifest: %s\n", filepath.Join(runDir, "manifest.json"))
-	fmt.Fprintf(out, "  logs:     %s\n", filepath.Join(runDir, "logs"))
-	formats := s.Report.Formats
-	if len(formats) == 0 {
-		formats = report.DefaultFormats
-	}
-	fmt.Fprintln(out, "reports:")
-	run, err := store.ReadRun(runDir)
-	if err == nil {
-		err = writeReports(out, run, configOf(s), s.Path, "", formats)
-	}
-	if err != nil {
-		return fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with 'casestudy report %s')",
-			runDir, err, launch.ShellQuote(runDir))
-	}
-	fmt.Fprintf(out, "checklist: casestudy check %s\n", launch.ShellQuote(runDir))
-	return nil
+	return endRun(cmd, o, end)
 }
 
 func checkTrialIDs(plan *study.Plan, ids []string) error {
@@ -243,7 +263,7 @@ func checkTrialIDs(plan *study.Plan, ids []string) error {
 		}
 	}
 	if len(unknown) > 0 {
-		hint := fmt.Sprintf("see 'casestudy plan %s'", plan.Study.Path)
+		hint := fmt.Sprintf("see '%s'", commandLine("plan", absPath(plan.Study.Path)))
 		if plan.Strategy == "greedy" {
 			hint = "a greedy sweep plans its later rounds from earlier results, so only round 1 trials can run alone; " + hint
 		}

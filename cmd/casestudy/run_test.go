@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // asMainEnv makes this test binary behave as the casestudy binary: `casestudy
@@ -27,10 +29,7 @@ const asMainEnv = "CASESTUDY_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" { // as main() does
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -105,6 +104,143 @@ func TestRunSmokeEndToEnd(t *testing.T) {
 		assert.NoError(t, err)
 	}
 	assert.GreaterOrEqual(t, ok, 2, "at least two trials ran through the engine: %+v", outcomes(run))
+	sameNumberEverywhere(t, dir, stdout)
+	checkTimelines(t, run)
+
+	// The run is history now: plan estimates from it, status and timeline read it.
+	code, stdout, stderr = runCLI(t, "plan", study, "--out", out)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `estimate: \S+ for 3 launches, \d+% of it measured steps`, stdout)
+	assert.Contains(t, stdout, "earlier runs: "+dir)
+	code, stdout, stderr = runCLI(t, "status", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "launches: 3 of 3 started, elapsed ")
+	code, stdout, stderr = runCLI(t, "timeline", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `3 launches took \S+( m?s)? of wall time; their measured steps \S+( m?s)?: \d+% of it`, stdout)
+	assert.Contains(t, stdout, "engine_load")
+}
+
+// sameNumberEverywhere: one number per trial, one estimator: the terminal's
+// progress line and end-of-run summary, the report and compare print the
+// same value for the same trial.
+func sameNumberEverywhere(t *testing.T, dir, stdout string) {
+	t.Helper()
+	run, err := store.ReadRun(dir)
+	require.NoError(t, err)
+	sum := report.Build(run, nil)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	code, cmpOut, cmpErr := runCLI(t, "compare", dir, dir, "--json")
+	require.Equal(t, 0, code, cmpErr)
+	var cmp struct {
+		Rows []struct {
+			ID  string
+			New *struct{ Center float64 }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(cmpOut), &cmp))
+	compared := map[string]float64{}
+	for _, r := range cmp.Rows {
+		if r.New != nil {
+			compared[r.ID] = r.New.Center
+		}
+	}
+	lines := strings.Split(stdout, "\n")
+	checked := 0
+	for _, tr := range sum.Trials {
+		if !tr.OK() {
+			continue
+		}
+		want := report.Num(tr.Value.Center)
+		onLine := func(text string, parts ...string) int {
+			n := 0
+			for _, l := range strings.Split(text, "\n") {
+				all := true
+				for _, p := range parts {
+					all = all && strings.Contains(l, p)
+				}
+				if all {
+					n++
+				}
+			}
+			return n
+		}
+		assert.GreaterOrEqual(t, onLine(strings.Join(lines, "\n"), tr.ID, want+" "+sum.Metric.Unit), 1,
+			"the progress line of %s says %s %s:\n%s", tr.ID, want, sum.Metric.Unit, stdout)
+		assert.GreaterOrEqual(t, onLine(stdout, tr.ID, " "+want+" "), 2, "progress and end-of-run summary of %s", tr.ID)
+		assert.Equal(t, 1, onLine(string(md), "| "+tr.ID, "| "+want+" |"), "report.md row of %s", tr.ID)
+		assert.Equal(t, want, report.Num(compared[tr.ID]), "compare's value of %s", tr.ID)
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 2)
+}
+
+// checkTimelines: in a real smoke run every launch has a timeline whose
+// phases are in launch order, none negative, adding up to the launch's wall
+// time; one launch starts where the previous one ended; the rank's measured
+// phase holds its measured steps' own time.
+func checkTimelines(t *testing.T, run *store.Run) {
+	t.Helper()
+	order := map[string]int{}
+	for i, p := range timeline.Order {
+		order[p] = i
+	}
+	var launches []*store.Timeline
+	for _, tr := range run.Trials {
+		if tr.Outcome != store.OK {
+			continue
+		}
+		for _, rp := range tr.Repeats {
+			tl := rp.Timeline
+			require.NotNil(t, tl, "trial %s repeat %d has a timeline", tr.ID, rp.Repeat)
+			launches = append(launches, tl)
+			sum, last := 0.0, -1
+			for _, p := range tl.Phases {
+				assert.GreaterOrEqual(t, p.MS, 0.0, p.Name)
+				sum += p.MS
+				i, known := order[p.Name]
+				require.True(t, known || timeline.IsCreate(p.Name), "known phase %q", p.Name)
+				if known {
+					assert.Greater(t, i, last, "phases in launch order: %s", p.Name)
+					last = i
+				}
+			}
+			assert.InDelta(t, tl.WallMS(), sum, 0.01, "phases add up to the launch's wall time")
+			assert.Positive(t, tl.PhaseMS(timeline.PhaseEngineLoad), "loading libtorch takes time")
+			// the engine reports where cs_create spent its time: they replace engine_create
+			require.NotNil(t, rp.Ranks[0].Info)
+			require.NotEmpty(t, rp.Ranks[0].Info.InitPhases, "the engine's init_phases")
+			assert.Zero(t, tl.PhaseMS(timeline.PhaseEngineCreate), "split into the engine's phases")
+			for _, ph := range rp.Ranks[0].Info.InitPhases {
+				assert.Contains(t, phaseNames(tl), timeline.CreatePrefix+ph.Name)
+			}
+			assert.Positive(t, tl.PhaseMS(timeline.CreatePrefix+"model_build"), "building the model takes time")
+			r0 := rp.Ranks[0]
+			stepMS := 0.0
+			for _, s := range r0.Steps {
+				stepMS += s.StepMS
+			}
+			require.NotNil(t, r0.Timeline)
+			assert.GreaterOrEqual(t, r0.Timeline.PhaseMS(timeline.PhaseMeasured)+0.5, stepMS)
+			assert.Len(t, r0.WarmupStepMS, r0.WarmupSteps)
+			assert.NotNil(t, rp.SettleStep)
+		}
+	}
+	require.NotEmpty(t, launches)
+	// in the order they ran (interleaved rounds commit trials out of it)
+	slices.SortFunc(launches, func(a, b *store.Timeline) int { return a.Start.Compare(b.Start) })
+	for i := 1; i < len(launches); i++ {
+		assert.Equal(t, launches[i-1].End, launches[i].Start, "launch %d starts where launch %d ended", i, i-1)
+	}
+}
+
+func phaseNames(tl *store.Timeline) []string {
+	var out []string
+	for _, p := range tl.Phases {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 func outcomes(run *store.Run) map[string]string {
@@ -135,8 +271,22 @@ sweep:
     - {fault.kind: none}
 `), 0o644))
 	out := filepath.Join(dir, "results")
-	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms")
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	code, stdout, stderr := runCLI(t, "run", path, "--out", out, "--heartbeat-timeout", "3s", "--kill-grace", "500ms", "--json")
+	require.Equal(t, exitcode.Failure, code, "a trial timed out and one crashed: exit status 1\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "2 trial(s) failed, crashed or timed out", "with --json the words go to standard error")
+	var sum struct {
+		Status   string         `json:"status"`
+		ExitCode int            `json:"exit_code"`
+		Outcomes map[string]int `json:"outcomes"`
+		Failed   []string       `json:"failed"`
+		Reports  []string       `json:"reports"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), "standard output is the JSON summary alone:\n%s", stdout)
+	assert.Equal(t, "complete", sum.Status)
+	assert.Equal(t, exitcode.Failure, sum.ExitCode)
+	assert.Equal(t, map[string]int{"ok": 1, "timeout": 1, "crashed": 1}, sum.Outcomes)
+	assert.Len(t, sum.Failed, 2)
+	assert.NotEmpty(t, sum.Reports)
 	run, err := store.ReadRun(onlyRunDir(t, out))
 	require.NoError(t, err)
 	got := map[string]store.TrialRecord{}
@@ -291,7 +441,8 @@ func TestRunInterruptedThenResumed(t *testing.T) {
 	require.ErrorAs(t, err, &exitErr, buf.String())
 	t.Logf("interrupted run (exit %d):\n%s", exitErr.ExitCode(), buf)
 	if exitErr.ExitCode() == exitcode.Interrupted {
-		assert.Contains(t, buf.String(), "resume with: casestudy run --resume "+dir)
+		assert.Contains(t, buf.String(), "resume with: ")
+		assert.Contains(t, buf.String(), " --resume "+dir)
 	} else {
 		// the signal came after the last trial had started: it still ends cleanly
 		require.Equal(t, 0, exitErr.ExitCode(), buf.String())

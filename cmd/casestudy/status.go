@@ -2,20 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 func init() { register(newStatusCommand) }
@@ -31,6 +33,9 @@ type runStatus struct {
 	Outcomes map[string]int `json:"outcomes"`            // committed records by outcome
 	InFlight string         `json:"in_flight,omitempty"` // a trial with logs but no record yet
 	Last     *lastTrial     `json:"last,omitempty"`
+	// Progress counts launches (one log per launch): started of planned,
+	// elapsed time and the ETA at the pace of the finished ones.
+	Progress *timeline.Progress `json:"progress,omitempty"`
 
 	JobID     string `json:"job_id,omitempty"`
 	JobState  string `json:"job_state,omitempty"`  // PENDING, RUNNING, COMPLETED, FAILED, TIMEOUT, ...
@@ -49,10 +54,11 @@ func newStatusCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status RUN_DIR",
-		Short: "Tell how far a run got: trials done of planned, outcomes, its Slurm job's state",
+		Short: "Tell how far a run got: trials done of planned, outcomes, launches, elapsed time and ETA, its Slurm job's state",
 		Long: `status reads a run directory (trials.jsonl, manifest.json) and says how many
 trials have finished of those planned, with their outcomes and the trial in
-flight. For a run submitted with 'casestudy run --submit' it also asks Slurm
+flight, and how many launches have started (one log each), the time elapsed
+and the time left at the pace of the finished launches. For a run submitted with 'casestudy run --submit' it also asks Slurm
 for the job's state (squeue, scontrol, sacct, whichever knows), also before
 the job has started and created the run directory.`,
 		Example: `  casestudy status results/gpt-smoke/20260102T030405Z-ab12cd
@@ -79,15 +85,14 @@ the job has started and created the run directory.`,
 func readStatus(ctx context.Context, dir string, env []string) (*runStatus, error) {
 	dir = strings.TrimSuffix(filepath.Clean(dir), ".slurm")
 	st := &runStatus{RunDir: dir, Outcomes: map[string]int{}}
-	var sub submission
-	if b, err := os.ReadFile(filepath.Join(dir+".slurm", "job.json")); err == nil {
-		if err := json.Unmarshal(b, &sub); err != nil {
-			return nil, exitcode.Usage(fmt.Errorf("%s: %w", filepath.Join(dir+".slurm", "job.json"), err))
-		}
+	sub, err := launch.ReadSubmission(dir)
+	if err != nil {
+		return nil, exitcode.Usage(err)
+	}
+	if sub != nil {
 		st.JobID, st.JobOutput = sub.JobID, sub.Output
 	}
-	var facts slurmFacts
-	if b, err := os.ReadFile(filepath.Join(dir, "slurm.json")); err == nil && json.Unmarshal(b, &facts) == nil && facts.JobID != "" {
+	if facts := runner.ReadSlurmFacts(dir); facts != nil {
 		st.JobID = facts.JobID
 	}
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
@@ -97,9 +102,11 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 		}
 		st.Started = true
 		fillRunStatus(st, run)
+		p := timeline.RunProgress(run, time.Now())
+		st.Progress = &p
 	} else if st.JobID == "" {
 		return nil, exitcode.Usage(fmt.Errorf("%s is not a run directory (no manifest.json) nor a submitted one (no %s): give a folder under results/<study>/",
-			dir, filepath.Join(dir+".slurm", "job.json")))
+			dir, launch.SubmissionFile(dir)))
 	}
 	if st.JobID != "" {
 		st.JobOutput = strings.ReplaceAll(st.JobOutput, "%j", st.JobID)
@@ -170,6 +177,17 @@ func printStatus(w io.Writer, st *runStatus) {
 		if st.InFlight != "" && (st.JobID == "" || !jobOver(st.JobState)) {
 			fmt.Fprintf(w, "in flight: trial %s\n", st.InFlight)
 		}
+		if p := st.Progress; p != nil {
+			fmt.Fprintf(w, "launches: %d of %d started, elapsed %s", p.Started, p.Planned, p.Elapsed)
+			if p.ETA > 0 && (st.JobID == "" || !jobOver(st.JobState)) {
+				eta := "ETA"
+				if p.AtMost {
+					eta = "ETA at most" // repeats: auto stops trials early; a time budget ends the run
+				}
+				fmt.Fprintf(w, ", %s %s (at the pace of the %d finished)", eta, p.ETA, p.Finished)
+			}
+			fmt.Fprintln(w)
+		}
 	} else {
 		fmt.Fprintln(w, "not started: the job has not created the run directory yet")
 	}
@@ -185,8 +203,7 @@ func printStatus(w io.Writer, st *runStatus) {
 		}
 	}
 	if st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)) {
-		q := launch.ShellQuote(st.RunDir)
-		fmt.Fprintf(w, "finished; report with: casestudy report %s\n", q)
+		fmt.Fprintf(w, "finished; report with: %s\n", commandLine("report", absPath(st.RunDir)))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -42,7 +43,7 @@ func TestStatus(t *testing.T) {
 	// submitted, not started: only the submission folder exists
 	pending := filepath.Join(out, "demo", "20260102T040000Z-123456")
 	require.NoError(t, os.MkdirAll(pending+".slurm", 0o755))
-	sub, _ := json.Marshal(submission{JobID: "77", RunDir: pending, Output: pending + ".slurm/job.out"})
+	sub, _ := json.Marshal(launch.Submission{JobID: "77", RunDir: pending, Output: pending + ".slurm/job.out"})
 	require.NoError(t, os.WriteFile(filepath.Join(pending+".slurm", "job.json"), sub, 0o644))
 	code, stdout, stderr = runCLI(t, "status", pending+".slurm", "--json")
 	require.Equal(t, 0, code, stderr)

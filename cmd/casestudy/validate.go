@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,6 +22,41 @@ func init() { register(newValidateCommand) }
 type validateOptions struct {
 	allowOutside bool
 	maxTrials    int
+	json         bool
+}
+
+// validateReport is `casestudy validate --json`.
+type validateReport struct {
+	Files []validatedFile `json:"files"`
+	Bad   int             `json:"bad"` // files with problems (exit status 2 when any)
+}
+
+type validatedFile struct {
+	Path     string        `json:"path"`
+	OK       bool          `json:"ok"`
+	Trials   int           `json:"trials"`
+	Dropped  int           `json:"dropped"`
+	Problems []problemJSON `json:"problems,omitempty"`
+}
+
+// problemJSON is one problem of a study file (line and col 0 when unknown).
+type problemJSON struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	Message string `json:"message"`
+}
+
+func problemsOf(path string, err error) []problemJSON {
+	var se *study.Error
+	if !errors.As(err, &se) {
+		return []problemJSON{{File: path, Message: err.Error()}}
+	}
+	out := make([]problemJSON, len(se.Problems))
+	for i, p := range se.Problems {
+		out[i] = problemJSON{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col, Message: p.Msg}
+	}
+	return out
 }
 
 func newValidateCommand() *cobra.Command {
@@ -39,6 +75,7 @@ func newValidateCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep a study may expand to")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print one JSON report on standard output (problems with file, line and column)")
 	return cmd
 }
 
@@ -50,7 +87,7 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 	if err != nil {
 		return exitcode.Usage(err)
 	}
-	bad := 0
+	rep := validateReport{Files: []validatedFile{}}
 	for _, f := range files {
 		s, err := loadStudy(f, opts.allowOutside)
 		var plan *study.Plan
@@ -58,14 +95,27 @@ func runValidate(stdout, stderr io.Writer, args []string, opts validateOptions) 
 			plan, err = study.Expand(s, study.ExpandOptions{MaxTrials: opts.maxTrials})
 		}
 		if err != nil {
-			bad++
-			fmt.Fprintln(stderr, err)
+			rep.Bad++
+			rep.Files = append(rep.Files, validatedFile{Path: f, Problems: problemsOf(f, err)})
+			if !opts.json {
+				fmt.Fprintln(stderr, err)
+			}
 			continue
 		}
-		fmt.Fprintf(stdout, "ok  %s  (%s, %s)\n", f, plural(len(plan.Trials), "trial"), fmt.Sprintf("%d dropped", len(plan.Dropped)))
+		rep.Files = append(rep.Files, validatedFile{Path: f, OK: true, Trials: len(plan.Trials), Dropped: len(plan.Dropped)})
+		if !opts.json {
+			fmt.Fprintf(stdout, "ok  %s  (%s, %d dropped)\n", f, plural(len(plan.Trials), "trial"), len(plan.Dropped))
+		}
 	}
-	if bad > 0 {
-		fmt.Fprintf(stderr, "%d of %d study files have problems\n", bad, len(files))
+	if opts.json {
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
+		}
+	}
+	if rep.Bad > 0 {
+		if !opts.json {
+			fmt.Fprintf(stderr, "%d of %d study files have problems\n", rep.Bad, len(files))
+		}
 		return exitcode.Silent{Code: exitcode.Input}
 	}
 	return nil

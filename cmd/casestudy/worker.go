@@ -14,7 +14,7 @@ func init() { register(newWorkerCommand) }
 // started by `casestudy run` with the rendezvous address, token and rank in
 // its environment (docs/architecture.md, "Worker protocol").
 func newWorkerCommand() *cobra.Command {
-	return &cobra.Command{
+	return graceful(&cobra.Command{
 		Use:    "worker",
 		Short:  "Run one rank of a trial (started by casestudy run)",
 		Hidden: true,
@@ -25,7 +25,7 @@ func newWorkerCommand() *cobra.Command {
 				Open: openEngine,
 			})
 		},
-	}
+	})
 }
 
 // libraryBackend adapts the loaded engine library to runner.Backend.

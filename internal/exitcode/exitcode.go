@@ -1,21 +1,28 @@
 // Package exitcode is the documented set of exit statuses. Packages wrap their
 // errors with a code; only cmd/casestudy turns a code into a process exit.
 //
-//	0  success
-//	1  failure: a run failed, a regression was found, a gate tripped
-//	2  usage or input error: bad flag, bad study file, missing run directory
-//	3  environment error: engine library missing or of another ABI, too few GPUs
-//	130 interrupted (Ctrl-C); the run directory can be resumed
+//	0   success
+//	1   failure: a trial failed, crashed or timed out, a regression was found, a gate tripped
+//	2   usage or input error: unknown command or flag, a flag value out of range, bad study file, missing run directory
+//	3   environment error: engine library missing or of another ABI, too few GPUs, an output that cannot be written
+//	129 stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal's number, as shells report it);
+//	    a stopped run can be resumed
 package exitcode
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
 
 const (
 	OK          = 0
 	Failure     = 1
 	Input       = 2
 	Environment = 3
-	Interrupted = 130
+	Interrupted = 130 // SIGINT; see ForSignal for the others
 )
 
 // Error carries an exit status with the error it wraps.
@@ -61,4 +68,47 @@ func Of(err error) int {
 		return coded.ExitCode()
 	}
 	return Failure
+}
+
+// Interrupt is the cause of a command's context cancelled by a signal.
+type Interrupt struct{ Signal os.Signal }
+
+func (i Interrupt) Error() string { return "stopped by " + SignalName(i.Signal) }
+
+// ExitCode is 128 + the signal's number.
+func (i Interrupt) ExitCode() int { return ForSignal(i.Signal) }
+
+// ForSignal is the exit status after sig: 128 + its number (130 for SIGINT,
+// 143 for SIGTERM, 129 for SIGHUP), Interrupted when the number is unknown.
+func ForSignal(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return Interrupted
+}
+
+// SignalName is "SIGTERM", "SIGINT", ...
+func SignalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		return fmt.Sprintf("signal %d (%s)", int(s), s)
+	}
+	return sig.String()
+}
+
+// OfStopped is the exit status of a command whose context a signal cancelled:
+// ForSignal of the Interrupt cause, Interrupted when the cause is another.
+func OfStopped(ctx context.Context) int {
+	var i Interrupt
+	if errors.As(context.Cause(ctx), &i) {
+		return i.ExitCode()
+	}
+	return Interrupted
 }

@@ -6,13 +6,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/launch"
 )
 
@@ -33,32 +33,14 @@ func allocate(t *testing.T, args ...string) []string {
 	return append(os.Environ(), "SLURM_JOB_ID="+job)
 }
 
-// syncBuffer is a rank log the test reads after the step ended.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // step runs script as a 2-rank step through launch.Slurm and returns the
 // exits in the order they came and each rank's log.
-func step(t *testing.T, env []string, gpus []string, script string) ([]launch.Exit, []*syncBuffer) {
+func step(t *testing.T, env []string, gpus []string, script string) ([]launch.Exit, []*syncbuf.Buffer) {
 	t.Helper()
 	l, err := launch.NewSlurm(env, nil)
 	require.NoError(t, err)
 	spec := launch.Spec{Trial: "t", Path: "/bin/sh", Args: []string{"-c", script}, Timeout: time.Minute}
-	var logs []*syncBuffer
+	var logs []*syncbuf.Buffer
 	for k := 0; k < 2; k++ {
 		set := map[string]string{"CASESTUDY_RANK": strconv.Itoa(k), "TRIAL_KNOB": "x"}
 		gpu := ""
@@ -66,7 +48,7 @@ func step(t *testing.T, env []string, gpus []string, script string) ([]launch.Ex
 			gpu = gpus[k]
 			set["CUDA_VISIBLE_DEVICES"] = gpu
 		}
-		logs = append(logs, &syncBuffer{})
+		logs = append(logs, &syncbuf.Buffer{})
 		spec.Ranks = append(spec.Ranks, launch.Rank{Rank: k, GPU: gpu, Log: logs[k], Env: launch.BuildEnv(env, set, nil)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

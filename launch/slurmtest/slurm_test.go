@@ -148,7 +148,7 @@ func TestStepsAndFaults(t *testing.T) {
 	p := study(t, "slurm-steps", "2m", "{grad_accum: 1}", "{fault.kind: exit, fault.rank: 1}", "{grad_accum: 2}")
 	out := t.TempDir()
 	code, text := casestudy(t, ctx, []string{"salloc", "-n2", "-t", "5"}, "run", p, "--out", out)
-	require.Equal(t, 0, code, text)
+	require.Equal(t, 1, code, "a trial failed: exit status 1\n%s", text)
 	assert.Contains(t, text, "each trial is one srun step", "SLURM_JOB_ID picks the slurm launcher")
 
 	run := onlyRun(t, out)
@@ -200,7 +200,7 @@ func TestTimeLimit(t *testing.T) {
 	out := t.TempDir()
 	// the heartbeat limit is long so that Slurm's time limit ends the step
 	code, text := casestudy(t, ctx, []string{"salloc", "-n2", "-t", "6"}, "run", p, "--out", out, "--heartbeat-timeout", "10m")
-	require.Equal(t, 0, code, text)
+	require.Equal(t, 1, code, "a trial timed out: exit status 1\n%s", text)
 	trials := byIndex(onlyRun(t, out))
 	require.Len(t, trials, 2, text)
 	hung := trials[0]
@@ -221,7 +221,7 @@ func TestRunnerKillsStep(t *testing.T) {
 	out := t.TempDir()
 	code, text := casestudy(t, ctx, []string{"salloc", "-n2", "-t", "5"}, "run", p, "--out", out,
 		"--heartbeat-timeout", "3s", "--kill-grace", "2s")
-	require.Equal(t, 0, code, text)
+	require.Equal(t, 1, code, "a trial timed out: exit status 1\n%s", text)
 	trials := byIndex(onlyRun(t, out))
 	require.Len(t, trials, 2, text)
 	hung := trials[0]

@@ -145,6 +145,11 @@ func (c *Client) Heartbeat(step int) error {
 	return c.write(Message{Type: TypeHeartbeat, Step: step})
 }
 
+// Mark reports a timeline mark: the phase that ends at it ended at at.
+func (c *Client) Mark(name string, at time.Time) error {
+	return c.write(Message{Type: TypeMark, Name: name, At: at.UnixNano()})
+}
+
 // Info reports the created engine's facts.
 func (c *Client) Info(info engine.Info) error { return c.write(Message{Type: TypeInfo, Info: &info}) }
 

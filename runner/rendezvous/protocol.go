@@ -22,6 +22,7 @@ const (
 	TypeBarrier   = "barrier"   // rank → runner: name (reply: ok, once every rank arrived)
 	TypeOK        = "ok"        // runner → rank: a request is done
 	TypeHeartbeat = "heartbeat" // rank → runner: the last completed step (every ~1 s)
+	TypeMark      = "mark"      // rank → runner: name, at (a timeline mark: the end of a phase)
 	TypeInfo      = "info"      // rank → runner: engine.Info of the created engine
 	TypeStep      = "step"      // rank → runner: one step's metrics, warm-up or measured
 	TypeChecksum  = "checksum"  // rank → runner: parameter checksum after the last step
@@ -46,6 +47,7 @@ type Message struct {
 	Value    string              `json:"value,omitempty"`
 	Name     string              `json:"name,omitempty"`
 	Step     int                 `json:"step,omitempty"`
+	At       int64               `json:"at,omitempty"` // mark: wall clock, ns since the Unix epoch
 	Warmup   bool                `json:"warmup,omitempty"`
 	Welcome  *Welcome            `json:"welcome,omitempty"`
 	Info     *engine.Info        `json:"info,omitempty"`
@@ -93,3 +95,8 @@ const (
 	maxHelloLine       = 4 << 10
 	maxUnauthenticated = 64
 )
+
+// KeyGo is the key the runner sets when a launch may touch the GPU: ranks get
+// it after loading the engine library and before creating the engine. A
+// launch prepared while the previous one runs waits there.
+const KeyGo = "go"

@@ -41,6 +41,7 @@ type Server struct {
 	store     map[string][]byte // Gloo's store (store.go)
 	storeAddr string
 	waiting   map[string][]func(string)
+	since     map[string]time.Time // when the last rank began waiting for a key
 	barriers  map[string][]func()
 	closed    bool
 }
@@ -68,7 +69,7 @@ func Listen(addr, token string, welcomes []Welcome, logf func(string, ...any)) (
 	s := &Server{ln: ln, token: token, welcomes: welcomes, logf: logf,
 		events: make(chan Event, 1024), quit: make(chan struct{}),
 		joined: map[int]net.Conn{}, kv: map[string]string{}, store: map[string][]byte{},
-		waiting: map[string][]func(string){}, barriers: map[string][]func(){}}
+		waiting: map[string][]func(string){}, since: map[string]time.Time{}, barriers: map[string][]func(){}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -285,7 +286,12 @@ func (s *Server) serve(nc net.Conn) {
 		case TypeSignal: // emitted before the reply: the rank ends only after the runner has it
 			s.emit(m)
 			c.send(Message{Type: TypeOK, ID: m.ID})
-		case TypeHeartbeat, TypeInfo, TypeStep, TypeChecksum, TypeProfile:
+		case TypeHeartbeat: // dropped when nobody reads (a launch prepared ahead waits): the next one comes
+			select {
+			case s.events <- Event{At: time.Now(), Msg: m}:
+			default:
+			}
+		case TypeInfo, TypeStep, TypeChecksum, TypeProfile, TypeMark:
 			s.emit(m)
 		default:
 			s.logf("rendezvous: rank %d sent an unknown message %q", rank, m.Type)
@@ -317,6 +323,18 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
+// Set stores key=value as a rank's set would, releasing the ranks waiting for
+// it (the runner opens a launch's KeyGo gate this way).
+func (s *Server) Set(key, value string) { s.set(key, value) }
+
+// Waiting is how many ranks wait for key (not yet set) and when the last of
+// them began to.
+func (s *Server) Waiting(key string) (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting[key]), s.since[key]
+}
+
 func (s *Server) set(key, value string) {
 	s.mu.Lock()
 	s.kv[key] = value
@@ -333,6 +351,7 @@ func (s *Server) get(key string, reply func(string)) {
 	v, ok := s.kv[key]
 	if !ok {
 		s.waiting[key] = append(s.waiting[key], reply)
+		s.since[key] = time.Now()
 	}
 	s.mu.Unlock()
 	if ok {

@@ -1,0 +1,287 @@
+// Package bench holds the microbenchmarks on the engine's own building blocks
+// (`casestudy bench ...`): each rank is a process of the casestudy binary that
+// loads the engine, and the parent combines their timings.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/stats"
+)
+
+// Library is what the benchmark needs of the loaded engine library
+// (*binding.Library; the command passes binding.Load as Open, so this
+// package builds without cgo).
+type Library interface {
+	BenchAllReduce(config []byte) (json.RawMessage, error)
+	NCCLUniqueID() (string, error)
+	Close() error
+}
+
+// AllReduce configures the all-reduce benchmark.
+type AllReduce struct {
+	Lib     string                             // the engine library
+	Open    func(path string) (Library, error) // loads it
+	Sizes   []int64                            // message sizes in bytes (whole fp32 values)
+	Ranks   int
+	Device  string // cpu (Gloo) or cuda (NCCL, rank r on GPU r)
+	Iters   int
+	Warmup  int
+	Timeout time.Duration // for the whole benchmark
+
+	// One rank (RankArgs): which, and how it meets the others.
+	Rank   int
+	Port   int    // Gloo's TCP store on loopback
+	NCCLID string // the NCCL unique id
+}
+
+// Validate checks the options a user gives.
+func (o AllReduce) Validate() error {
+	switch {
+	case o.Ranks < 1:
+		return fmt.Errorf("--ranks must be at least 1, got %d", o.Ranks)
+	case o.Device != "cpu" && o.Device != "cuda":
+		return fmt.Errorf("--device must be cpu or cuda, got %q", o.Device)
+	case o.Iters < 1:
+		return fmt.Errorf("--iters must be at least 1, got %d", o.Iters)
+	case o.Warmup < 0:
+		return fmt.Errorf("--warmup must not be negative, got %d", o.Warmup)
+	}
+	return nil
+}
+
+// RankArgs are the arguments of `casestudy bench allreduce` that run rank r
+// (its hidden --child flags).
+func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
+	sizes := make([]string, len(o.Sizes))
+	for i, s := range o.Sizes {
+		sizes[i] = strconv.FormatInt(s, 10)
+	}
+	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
+		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
+		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup)}, rendezvous...)
+}
+
+// ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
+func ParseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, field := range strings.Split(s, ",") {
+		f := strings.TrimSpace(field)
+		mult := int64(1)
+		if n := len(f); n > 0 {
+			switch f[n-1] {
+			case 'K', 'k':
+				mult = 1 << 10
+			case 'M', 'm':
+				mult = 1 << 20
+			case 'G', 'g':
+				mult = 1 << 30
+			}
+			if mult > 1 {
+				f = f[:n-1]
+			}
+		}
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive size (use e.g. 1M,4M,512K)", field)
+		}
+		if v*mult < 4 || v*mult%4 != 0 {
+			return nil, fmt.Errorf("%q is not a whole number of fp32 values (a multiple of 4 bytes)", field)
+		}
+		out = append(out, v*mult)
+	}
+	return out, nil
+}
+
+// rankAnswer is one rank's answer (cs_bench_allreduce).
+type rankAnswer struct {
+	Backend   string `json:"backend"`
+	Version   string `json:"version"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`
+	Device    string `json:"device"`
+	Results   []struct {
+		Bytes int64     `json:"bytes"`
+		Count int64     `json:"count"`
+		MS    []float64 `json:"ms"`
+	} `json:"results"`
+}
+
+// Row is one message size of the report.
+type Row struct {
+	Bytes    int64   `json:"bytes"`
+	Count    int64   `json:"count"`
+	MS       float64 `json:"ms"` // median over iterations of the slowest rank's time
+	MinMS    float64 `json:"min_ms"`
+	MaxMS    float64 `json:"max_ms"`
+	AlgBWGBs float64 `json:"algbw_gbs"`
+	BusBWGBs float64 `json:"busbw_gbs"`
+}
+
+// Result is the report of `casestudy bench allreduce`.
+type Result struct {
+	Op      string `json:"op"`
+	Backend string `json:"backend"`
+	Version string `json:"version"`
+	Device  string `json:"device"`
+	Ranks   int    `json:"ranks"`
+	DType   string `json:"dtype"`
+	Iters   int    `json:"iters"`
+	Warmup  int    `json:"warmup"`
+	Rows    []Row  `json:"rows"`
+}
+
+// RunRank runs one rank in this process and writes its answer (one JSON line).
+func (o AllReduce) RunRank(w io.Writer) error {
+	lib, err := o.Open(o.Lib)
+	if err != nil {
+		return err
+	}
+	defer lib.Close()
+	dist := engine.DistConfig{Rank: o.Rank, WorldSize: o.Ranks, StoreAddr: "127.0.0.1", StorePort: o.Port, NCCLID: o.NCCLID}
+	cfg := map[string]any{"device": o.Device, "sizes": o.Sizes, "iters": o.Iters, "warmup": o.Warmup, "dist": dist}
+	if o.Device == "cuda" {
+		cfg["device_index"] = o.Rank
+	} else {
+		cfg["threads"] = 1
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	out, err := lib.BenchAllReduce(raw)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", out)
+	return err
+}
+
+// Run starts the ranks as processes of exe (the casestudy binary, RankArgs)
+// and combines their answers. The first rank to fail is the cause; the others
+// are stopped.
+func (o AllReduce) Run(ctx context.Context, exe string) (Result, error) {
+	var rendezvous []string
+	if o.Device == "cuda" {
+		lib, err := o.Open(o.Lib)
+		if err != nil {
+			return Result{}, err
+		}
+		id, err := lib.NCCLUniqueID()
+		lib.Close()
+		if err != nil {
+			return Result{}, err
+		}
+		rendezvous = []string{"--nccl-id", id}
+	} else {
+		port, err := freeLoopbackPort()
+		if err != nil {
+			return Result{}, err
+		}
+		rendezvous = []string{"--port", strconv.Itoa(port)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	answers := make([]rankAnswer, o.Ranks)
+	var (
+		mu       sync.Mutex
+		firstErr error // the first rank to fail; the others are killed, not causes
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+			cancel() // the other ranks would wait for this one until their timeout
+		}
+	}
+	for r := 0; r < o.Ranks; r++ {
+		cmd := exec.CommandContext(ctx, exe, o.RankArgs(r, rendezvous)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			return Result{}, err
+		}
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				fail(fmt.Errorf("rank %d: %w: %s", r, err, strings.TrimSpace(lastLines(stderr.String(), 20))))
+				return
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &answers[r]); err != nil {
+				fail(fmt.Errorf("rank %d: unreadable answer: %w: %.300q", r, err, stdout.String()))
+			}
+		}(r)
+	}
+	wg.Wait()
+	if ctx.Err() == context.DeadlineExceeded {
+		return Result{}, fmt.Errorf("bench allreduce: not done within --timeout %v", o.Timeout)
+	}
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	return combineRanks(answers, o)
+}
+
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// combineRanks takes, per size and iteration, the slowest rank's time (the
+// collective is done when every rank is), then the median over iterations.
+func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
+	r0 := ranks[0]
+	res := Result{Op: "all_reduce_sum", Backend: r0.Backend, Version: r0.Version, Device: r0.Device,
+		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup}
+	n := float64(len(ranks))
+	for i, size := range r0.Results {
+		slowest := make([]float64, len(size.MS))
+		for _, rk := range ranks {
+			if i >= len(rk.Results) || len(rk.Results[i].MS) != len(size.MS) {
+				return Result{}, fmt.Errorf("rank %d answered a different set of sizes or iterations than rank 0", rk.Rank)
+			}
+			for j, ms := range rk.Results[i].MS {
+				slowest[j] = max(slowest[j], ms)
+			}
+		}
+		if len(slowest) == 0 {
+			return Result{}, fmt.Errorf("no timed iterations for %d bytes", size.Bytes)
+		}
+		slices.Sort(slowest)
+		row := Row{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(slowest).Median,
+			MinMS: slowest[0], MaxMS: slowest[len(slowest)-1]}
+		if row.MS > 0 {
+			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
+			row.BusBWGBs = row.AlgBWGBs * 2 * (n - 1) / n
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	return res, nil
+}

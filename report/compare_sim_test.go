@@ -1,0 +1,65 @@
+package report
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/stats/synth"
+	"github.com/casestudy/casestudy/store"
+)
+
+// synthRun is a summary of trials drawn from models, n launches each.
+func synthRun(r *rand.Rand, models []synth.Model, n int) *Summary {
+	s := &Summary{Metric: stats.Metrics["throughput"], Comparable: Comparable{Model: "gpt/124m", Workload: "cuda, 50 steps after 5 warm-up",
+		GPU: "NVIDIA H200", Metric: "throughput"}}
+	for i, m := range models {
+		v := m.Launches(r, n)
+		s.Trials = append(s.Trials, Trial{ID: strconv.Itoa(i), Outcome: store.OK, Launches: stats.Launches{Values: v},
+			Value: stats.ValueOf(v, 0.95)})
+	}
+	return s
+}
+
+// TestSimulatedGate: compare as a nightly gate over a 10-trial study with 3
+// launches a trial, on launches calibrated on the H200 run: two runs of the
+// same configurations raise an alarm at most 6% of the time (Holm over the
+// trials keeps the whole gate at the nominal 5%), and a trial 30% slower is
+// caught every time.
+func TestSimulatedGate(t *testing.T) {
+	for _, m := range []struct {
+		name  string
+		model synth.Model
+	}{{"typical", synth.Typical}, {"host slow regimes", synth.Host}} {
+		models := make([]synth.Model, 10)
+		for i := range models {
+			models[i] = m.model.Scaled(1 + 0.1*float64(i))
+		}
+		slower := append([]synth.Model(nil), models...)
+		slower[7] = models[7].Scaled(0.7)
+		r := rand.New(rand.NewPCG(7, uint64(len(m.name))))
+		const n = 600
+		alarms, caught := 0, 0
+		for range n {
+			c, err := Compare(synthRun(r, models, 3), synthRun(r, models, 3), "a", "b", 0.05)
+			require.NoError(t, err)
+			if len(c.Regressions) > 0 {
+				alarms++
+			}
+			c, err = Compare(synthRun(r, models, 3), synthRun(r, slower, 3), "a", "b", 0.05)
+			require.NoError(t, err)
+			if slices.Contains(c.Regressions, "7") {
+				caught++
+			}
+		}
+		t.Logf("gate, %s, 10 trials x 3 launches: false alarms %.1f%%, 30%% drop caught %.1f%%", m.name,
+			100*float64(alarms)/n, 100*float64(caught)/n)
+		assert.LessOrEqual(t, float64(alarms)/n, 0.06, m.name)
+		assert.GreaterOrEqual(t, float64(caught)/n, 0.99, m.name)
+	}
+}
