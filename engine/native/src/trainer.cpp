@@ -9,6 +9,7 @@
 #include <cmath>
 #include <thread>
 
+#include "checksum.h"
 #include "compat.h"
 #include "kernels.h"
 #include "pipeline.h"
@@ -485,23 +486,11 @@ json Trainer::metrics_json(bool replayed) {
 
 json Trainer::checksum() {
   Guards guards(*this);
-  synchronize(device_);
-  double sum = 0;
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the parameters' bytes
-  for (const auto& p : params_) {
-    if (pipe_ && !pipe_->owns(p)) continue;  // a tied copy: counted on its owner stage
-    auto c = p.detach().to(torch::kCPU).contiguous();
-    sum += c.to(torch::kFloat64).sum().item<double>();
-    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = size_t(c.numel()) * c.element_size();
-    for (size_t i = 0; i < n; i++) {
-      h ^= bytes[i];
-      h *= 1099511628211ULL;
-    }
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return {{"sum", sum}, {"hash", std::string(hex)}};
+  std::vector<torch::Tensor> owned;
+  for (const auto& p : params_)
+    if (!pipe_ || pipe_->owns(p)) owned.push_back(p);  // a tied copy: counted on its owner stage
+  const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h
+  return {{"sum", c.sum}, {"hash", c.hex()}};
 }
 
 }  // namespace cs

@@ -24,10 +24,12 @@ A profiling failure writes {"error": ...} to FILE; the benchmark line stands.
 --launch measures one launch instead (no --warmup/--steps): loading the
 library, cs_create with the phases the engine reports (info "init_phases":
 device_init, model_build, optimizer, data_setup, comm_init), the first step
-(cuDNN autotuning, lazy kernel loading) and cs_destroy, as one JSON line
-{"name", "config", "device_name", "kernels", "launch": {"load_ms", "create_ms", "init_phases",
-"first_step_ms", "first_step_engine_ms", "destroy_ms"}} (wall clock of this
-process; first_step_engine_ms is the engine's own step time).
+(cuDNN autotuning, lazy kernel loading), a second step, the parameter
+checksum (cs_param_checksum, what a casestudy worker reads at its teardown)
+and cs_destroy, as one JSON line {"name", "config", "device_name", "kernels",
+"cudnn", "launch": {"load_ms", "create_ms", "init_phases", "first_step_ms",
+"first_step_engine_ms", "second_step_ms", "checksum_ms", "destroy_ms"}} (wall
+clock of this process; first_step_engine_ms is the engine's own step time).
 
 Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
 status and the engine's message); 2 bad arguments.
@@ -68,7 +70,7 @@ class Engine:
         if self.lib.cs_abi_version() != self.ABI:
             raise OSError("ABI version %d, cs_bench.py speaks %d" % (self.lib.cs_abi_version(), self.ABI))
         self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), S]
-        for f in (self.lib.cs_info, self.lib.cs_step):
+        for f in (self.lib.cs_info, self.lib.cs_step, self.lib.cs_param_checksum):
             f.argtypes = [P, S, S]
         self.lib.cs_destroy.argtypes = [P, S]
         self.lib.cs_free.argtypes = [P]
@@ -237,11 +239,16 @@ def launch(a, cfg):
     t = time.perf_counter()
     step = eng.call(eng.lib.cs_step, "cs_step 0")
     first_ms, t = ms(t), time.perf_counter()
+    eng.call(eng.lib.cs_step, "cs_step 1")
+    second_ms, t = ms(t), time.perf_counter()
+    eng.call(eng.lib.cs_param_checksum, "cs_param_checksum")
+    checksum_ms, t = ms(t), time.perf_counter()
     eng.destroy()
     print(json.dumps({"name": a.name, "config": cfg, "device_name": info.get("device_name"),
-                      "kernels": info.get("kernels"), "launch": {
+                      "kernels": info.get("kernels"), "cudnn": info.get("cudnn"), "launch": {
         "load_ms": load_ms, "create_ms": create_ms, "init_phases": info.get("init_phases"),
-        "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"), "destroy_ms": ms(t)}}),
+        "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"),
+        "second_step_ms": second_ms, "checksum_ms": checksum_ms, "destroy_ms": ms(t)}}),
         flush=True)
 
 
