@@ -11,6 +11,7 @@
 
 #include "checksum.h"
 #include "compat.h"
+#include "cudnn_tuning.h"
 #include "kernels.h"
 #include "pipeline.h"
 
@@ -124,6 +125,7 @@ void Trainer::init_device() {
   check_precision(cfg_.precision, device_);
   try {
     kernels::in_use();  // reads CASESTUDY_KERNELS: a bad value fails here, not mid-step
+    cudnn_ = cudnn_tuning_from_env();
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
@@ -156,6 +158,7 @@ void Trainer::build_model() {
   // Built from the seed alone, so every rank (and every pipeline stage) starts
   // from the same parameters.
   torch::manual_seed(uint64_t(cfg_.model.seed));
+  if (family_->convolutions) apply_cudnn_tuning(cudnn_);
   model_ = family_->build(cfg_.model, device_);
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
   for (const auto& p : model_->parameters()) numel += p.numel();
@@ -248,6 +251,7 @@ json Trainer::info() const {
   j["optimizer"] = optim_->implementation();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
   j["kernels"] = kernels::in_use();
+  if (family_->convolutions) j["cudnn"] = describe(cudnn_);
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
