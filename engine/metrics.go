@@ -78,6 +78,11 @@ type Info struct {
 	// Kernels lists the engine's own CUDA kernels in use ("ce,ln", "none";
 	// engine/native/src/kernels.h, CASESTUDY_KERNELS).
 	Kernels string `json:"kernels,omitempty"`
+	// CuDNN is how cuDNN picks convolution algorithms, for families with
+	// convolutions (resnet50): "benchmark, limit 10" (autotuning over at most
+	// 10 candidates, the default), "benchmark, every algorithm" or "heuristics"
+	// (CASESTUDY_CUDNN_BENCHMARK_LIMIT; engine/native/src/cudnn_tuning.h).
+	CuDNN string `json:"cudnn,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,

@@ -80,7 +80,8 @@ func knobList() []*Knob {
 				"(autocast, fp32 master weights); fp16 (autocast with dynamic loss scaling: steps with inf/nan " +
 				"gradients are skipped and counted). Gradients are all-reduced in the parameter dtype."},
 		{Name: "graphs", Type: Bool, Apply: Engine, Chapter: 27, Default: "false",
-			Constraint: "needs device cuda (on cpu the engine refuses it and the trial is unsupported)",
+			Constraint: "needs device cuda (on cpu the engine refuses it and the trial is unsupported) and one rank " +
+				"in the communicator (with data parallel or pipeline stages the planner drops the trial)",
 			Doc: "Captures the whole training step (forward, backward, gradient all-reduce, optimizer) in a CUDA " +
 				"Graph after warm-up and replays it, removing per-kernel launch overhead. Helps small, " +
 				"launch-bound steps most."},

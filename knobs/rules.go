@@ -20,9 +20,10 @@ type Setting struct {
 // stages than ranks, NVLS without allow_nvls, ...) are judged on the resolved
 // values; settings that would have no effect (DDP knobs with one data-parallel
 // rank, NCCL knobs on cpu, ...) only for the knobs the trial changes from the
-// study's baseline, so a baseline value never empties a plan. Graphs on cpu
-// are kept on purpose: the engine refuses them and the trial is recorded as
-// unsupported.
+// study's baseline, so a baseline value never empties a plan. Graphs with
+// more than one rank in the communicator are invalid (the engine captures one
+// rank's step only). Graphs on cpu are kept on purpose: the engine refuses
+// them and the trial is recorded as unsupported.
 func Check(values map[string]string, changed map[string]bool, s Setting) string {
 	get := func(name string) string {
 		if v, ok := values[name]; ok {
@@ -64,6 +65,9 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 	}
 	if b := Balance(get("pipeline.balance")); b != nil && len(b) != stages {
 		return fmt.Sprintf("pipeline.balance=%s has %d entries for %d pipeline stages", get("pipeline.balance"), len(b), stages)
+	}
+	if get("graphs") == "true" && world > 1 {
+		return fmt.Sprintf("graphs=true with %d ranks in the communicator: the engine captures the step of a single rank only (no data parallel or pipeline stages yet); set graphs: false", world)
 	}
 
 	// No-effect rules: only for what the trial changes.

@@ -39,6 +39,17 @@
 #             fresh process (cs_bench.py --launch): library load, cs_create by
 #             phase (init_phases), first step, cs_destroy; launch.jsonl in
 #             $OUT and one line per launch in table.md (about 50 s)
+#   cudnn     (not by default) cuDNN autotuning for ResNet-50 (CUDNN_MB x 224x224
+#             channels_last, default 256; CUDNN_PRECISIONS, default bf16 fp16):
+#             per precision the engine with CASESTUDY_CUDNN_BENCHMARK_LIMIT
+#             (engine/native/src/cudnn_tuning.h) at each of CUDNN_LIMITS
+#             (default "10 off 1 2 3 10"; 10 is the default, off no autotuning),
+#             a fresh process each, CUDNN_WARMUP (2) + CUDNN_STEPS (10) steps:
+#             the first step's time (autotuning, and in the first run of a
+#             precision the compilation of cuDNN's kernels, cached on the
+#             machine from then on: the leading 10 is a cold start, the last a
+#             warm one) and the steady step; cudnn.jsonl in $OUT and a table in
+#             table.md ("cuDNN autotuning"); about 50 s
 #   kernelmix (not by default) casestudy's own kernel profiles (knob profile):
 #             bin/casestudy run studies/resnet50/profile.yaml (bf16 vs fp16) and
 #             studies/bert/profile.yaml (BERT-large 32x128, graphs off/on); their
@@ -72,10 +83,12 @@
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
 # WARMUP (5), STEPS (20), PROFILE_WARMUP (3), PROFILE_STEPS (5: the profile
 # stage's runs), STAGES (default "tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16";
-# RUN_STUDY=1 appends study; profile, launch, kernelmix and losscurve run only when named), STUDY, TEST_RUN
+# RUN_STUDY=1 appends study; profile, launch, cudnn, kernelmix and losscurve run only when named), STUDY, TEST_RUN
 # (^TestGPU), SKIP_BUILD=1 (use ENGINE_BUILD's library as it is), DRY_RUN=1
 # (print the plan with its time budget from the estimates below and run nothing),
-# LAUNCH_REPEATS (3: the launch stage's launches per model).
+# LAUNCH_REPEATS (3: the launch stage's launches per model), CUDNN_MB (256),
+# CUDNN_PRECISIONS (bf16 fp16), CUDNN_LIMITS (10 off 1 2 3 10), CUDNN_WARMUP (2),
+# CUDNN_STEPS (10): the cudnn stage's runs.
 # Exit status: 0 when the build, every test (and the study) passed; 1 otherwise;
 # 2 bad environment. Benchmark failures, timeouts and skips are in the table.
 set -uo pipefail
@@ -91,6 +104,11 @@ STEPS=${STEPS:-20}
 PROFILE_WARMUP=${PROFILE_WARMUP:-3}
 PROFILE_STEPS=${PROFILE_STEPS:-5}
 LAUNCH_REPEATS=${LAUNCH_REPEATS:-3}
+CUDNN_MB=${CUDNN_MB:-256}
+CUDNN_PRECISIONS=${CUDNN_PRECISIONS:-bf16 fp16}
+CUDNN_LIMITS=${CUDNN_LIMITS:-10 off 1 2 3 10}
+CUDNN_WARMUP=${CUDNN_WARMUP:-2}
+CUDNN_STEPS=${CUDNN_STEPS:-10}
 STAGES=${STAGES:-tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16}
 KERNELS=${KERNELS:-all} # CASESTUDY_KERNELS of the engine runs (tests may narrow it)
 CUDA_ARCHS=${CUDA_ARCHS:-90} # compute capabilities of the engine's kernels (H100, H200)
@@ -124,12 +142,19 @@ EST_LOSSCURVE=60 LOSS_STEPS=${LOSS_STEPS:-200}
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
-for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE; do
+for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
+((CUDNN_STEPS >= 1)) || { echo "gpu-check.sh: CUDNN_STEPS=0: want at least 1" >&2; exit 2; }
+for v in $CUDNN_LIMITS; do
+  [[ $v =~ ^([0-9]+|off)$ ]] || { echo "gpu-check.sh: CUDNN_LIMITS: '$v': want whole numbers or off" >&2; exit 2; }
+done
+for v in $CUDNN_PRECISIONS; do
+  [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
+done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | bert512 | profile | launch | kernelmix | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 bert512 profile launch kernelmix study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | bert512 | profile | launch | cudnn | kernelmix | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 bert512 profile launch cudnn kernelmix study)" >&2; exit 2 ;;
   esac
 done
 
@@ -137,7 +162,7 @@ JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
   rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" \
-    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz"
+    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
@@ -178,6 +203,10 @@ publish() {
     if ((${#prof_pairs[@]})); then
       echo
       "$PY" bench/reference/kernels.py "${prof_pairs[@]}" 2>&1
+    fi
+    if [[ -f $OUT/cudnn.jsonl ]]; then
+      echo
+      "$PY" engine/native/tools/cudnn_table.py "$OUT/cudnn.jsonl" 2>&1
     fi
     if [[ -f $WORK/kernelmix.md ]]; then
       echo
@@ -525,6 +554,51 @@ print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), dest
   done
 }
 
+# cudnn: ResNet-50 (CUDNN_MB x 224x224 channels_last) per precision and
+# CASESTUDY_CUDNN_BENCHMARK_LIMIT value, a fresh process each: the first
+# step (autotuning) and the steady step, into $OUT/cudnn.jsonl (with the run's
+# order and whether it was its precision's first) and table.md's table
+# (engine/native/tools/cudnn_table.py).
+EST_CUDNN_COLD=14 # s: the first run of a precision, compiling cuDNN's kernels
+EST_CUDNN=5       # s: a later one (start, up to ~4 s of autotuning, 12 steps)
+stage_cudnn() {
+  local p lim i=0 rc est cfg name first was_first
+  for p in $CUDNN_PRECISIONS; do
+    first=1
+    cfg='{"family":"resnet50","preset":"50","micro_batch":'"$CUDNN_MB"',"image_size":224,"channels_last":true,"device":"cuda","precision":"'"$p"'","seed":1}'
+    for lim in $CUDNN_LIMITS; do
+      i=$((i + 1))
+      est=$(scaled $EST_CUDNN)
+      ((first)) && est=$(scaled $EST_CUDNN_COLD)
+      name="$p-limit-$lim"
+      [[ $lim == off ]] && name="$p-heuristics"
+      fits "$est" "cudnn: resnet50 ${CUDNN_MB}x224 $name" ||
+        { [[ $DRY == 1 ]] || log_status "cudnn: $name skipped, $(left0) s left"; continue; }
+      rc=0
+      timed "$CAP_ENGINE" "cudnn-$i-$name" env CASESTUDY_KERNELS="$KERNELS" CASESTUDY_CUDNN_BENCHMARK_LIMIT="$lim" \
+        "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$name" --config "$cfg" \
+        --warmup "$CUDNN_WARMUP" --steps "$CUDNN_STEPS" || rc=$?
+      advance "$est"
+      was_first=$first
+      first=0
+      [[ $DRY == 1 ]] && continue
+      if ((rc != 0)); then
+        log_status "cudnn: $name FAIL (exit $rc, logs/cudnn-$i-$name.*): $(tail -2 "$LOG/cudnn-$i-$name.err" "$LOG/cudnn-$i-$name.out" | tr '\n' ' ')"
+        continue
+      fi
+      grep '^{' "$LOG/cudnn-$i-$name.out" | "$PY" -c '
+import json, sys
+d = json.loads(sys.stdin.readline())
+d["order"], d["first_of_precision"] = int(sys.argv[1]), sys.argv[2] == "1"
+print(json.dumps(d))
+print("cudnn: %s (%s): first step %.0f ms, steady %.2f ms" % (d["name"], d.get("cudnn"), d["first_step_ms"],
+      d["step_ms"]["median"]), file=sys.stderr)' "$i" "$was_first" >>"$OUT/cudnn.jsonl" 2>"$WORK/cudnn-line.txt"
+      log_status "$(cat "$WORK/cudnn-line.txt")"
+      publish
+    done
+  done
+}
+
 stage_tests() {
   shopt -s nullglob
   local tests=(build/gpu/*.test) t n dir rc tl start=$SECONDS
@@ -737,6 +811,7 @@ for s in $STAGES; do
     bert512) stage_bert 512 15 30 70 ;;
     profile) stage_profile ;;
     launch) stage_launch ;;
+    cudnn) stage_cudnn ;;
     kernelmix) stage_kernelmix ;;
     study) stage_study ;;
   esac

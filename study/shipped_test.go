@@ -46,6 +46,9 @@ func TestShippedStudiesValidate(t *testing.T) {
 			names[s.Name] = f
 			assert.False(t, s.Sweep.AllowNVLS, "no shipped study enables NVLS")
 			for _, tr := range p.Trials {
+				if s.Workload.Device == "cpu" {
+					assert.NotEqual(t, "true", tr.Knobs["graphs"], "trial %s: CUDA graphs on the CPU (the engine refuses them)", tr.ID)
+				}
 				assert.False(t, knobs.IsNVLS(tr.Knobs["nccl.algo"]))
 				set, _ := knobs.Environment(tr.Knobs)
 				assert.Equal(t, "0", set[knobs.NVLSEnableVar])
@@ -62,6 +65,8 @@ func TestShippedStudiesValidate(t *testing.T) {
 				assert.Equal(t, 1, s.Workload.GPUs, "headline studies fit the one-GPU machine")
 				assert.Equal(t, 0, s.Workload.Repeats, "headline studies launch until decided (repeats: auto)")
 				assert.Positive(t, s.Workload.MaxTime, "headline studies have a time budget")
+				assert.Equal(t, "true", s.Baseline["graphs"], "headline studies start from the fastest one-GPU settings (CUDA graphs)")
+				assert.Contains(t, s.Sweep.Knobs["graphs"], "false", "headline studies try eager steps as a trial")
 			}
 		})
 	}

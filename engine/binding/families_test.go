@@ -158,6 +158,47 @@ func TestResNetChannelsLast(t *testing.T) {
 	assert.Less(t, mean(losses[steps-5:]), 0.6*mean(losses[:5]), "losses: %v", losses)
 }
 
+// TestCudnnTuningSwitch: CASESTUDY_CUDNN_BENCHMARK_LIMIT (read at every
+// cs_create) reaches cs_info for ResNet, which has convolutions, and not for
+// GPT; a bad value is a config error naming the variable. On the CPU the
+// setting changes nothing else (cuDNN is CUDA's); the H200 times it
+// (gpu-check.sh stage cudnn).
+func TestCudnnTuningSwitch(t *testing.T) {
+	lib := realLibrary(t)
+	for _, v := range []struct{ env, want string }{
+		{"", "benchmark, limit 10"}, {"3", "benchmark, limit 3"}, {" 1 ", "benchmark, limit 1"},
+		{"0", "benchmark, every algorithm"}, {"off", "heuristics"},
+	} {
+		t.Run("value "+v.env, func(t *testing.T) {
+			t.Setenv("CASESTUDY_CUDNN_BENCHMARK_LIMIT", v.env)
+			e, err := lib.Create(tinyResNet())
+			require.NoError(t, err)
+			defer e.Close()
+			info, err := e.Info()
+			require.NoError(t, err)
+			assert.Equal(t, v.want, info.CuDNN)
+			_, err = e.Step()
+			require.NoError(t, err)
+		})
+	}
+	t.Run("not for gpt", func(t *testing.T) {
+		t.Setenv("CASESTUDY_CUDNN_BENCHMARK_LIMIT", "2")
+		e, err := lib.Create(tinyGPT("fp32"))
+		require.NoError(t, err)
+		defer e.Close()
+		info, err := e.Info()
+		require.NoError(t, err)
+		assert.Empty(t, info.CuDNN)
+	})
+	for _, bad := range []string{"ten", "-1", "1001", "2.5", "on"} {
+		t.Run("bad "+bad, func(t *testing.T) {
+			t.Setenv("CASESTUDY_CUDNN_BENCHMARK_LIMIT", bad)
+			_, err := lib.Create(tinyResNet())
+			assertConfigError(t, err, "cs_create", "CASESTUDY_CUDNN_BENCHMARK_LIMIT")
+		})
+	}
+}
+
 func TestFamilyBadConfig(t *testing.T) {
 	lib := realLibrary(t)
 	with := func(c engine.Config, f func(*engine.Config)) engine.Config { f(&c); return c }

@@ -150,6 +150,41 @@ func TestGPUGraphsMatchEager(t *testing.T) {
 	}
 }
 
+// TestGPUGraphsStudyCombos: the headline studies (studies/gpt.yaml, bert.yaml,
+// resnet50.yaml) start from graphs: true, so every knob they sweep runs
+// replayed as a CUDA graph: each such combination on the tiny presets, eager
+// and as a graph from the same seed, every loss of 6 steps within 1%
+// relative (TestGPUFamilyGraphsMatchEager's tolerance). fp16 replays the loss
+// scaler's skip decisions, activation checkpointing recomputes inside the
+// captured backward, grad_accum captures several micro-batches.
+func TestGPUGraphsStudyCombos(t *testing.T) {
+	lib := gpuLibrary(t)
+	const steps, tol = 6, 0.01
+	with := func(c engine.Config, f func(*engine.Config)) engine.Config { f(&c); return c }
+	gpt := gpuGPT("tiny", "bf16", false)
+	bert := gpuFamily("bert", "tiny", "bf16", false)
+	resnet := gpuFamily("resnet50", "tiny", "bf16", false)
+	for _, v := range []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"gpt/fp32", with(gpt, func(c *engine.Config) { c.Precision = "fp32" })},
+		{"gpt/tf32", with(gpt, func(c *engine.Config) { c.Precision = "tf32" })},
+		{"gpt/fp16", with(gpt, func(c *engine.Config) { c.Precision = "fp16" })},
+		{"gpt/activation_checkpointing", with(gpt, func(c *engine.Config) { c.ActivationCheckpointing = true })},
+		{"gpt/grad_accum=2", with(gpt, func(c *engine.Config) { c.GradAccum = 2 })},
+		{"gpt/micro_batch=32", with(gpt, func(c *engine.Config) { c.MicroBatch = 32 })},
+		{"bert/fp16", with(bert, func(c *engine.Config) { c.Precision = "fp16" })},
+		{"bert/grad_accum=2", with(bert, func(c *engine.Config) { c.GradAccum = 2 })},
+		{"resnet50/fp16/channels_last", with(resnet, func(c *engine.Config) { c.Precision = "fp16"; c.ChannelsLast = true })},
+		{"resnet50/bf16/channels_last", with(resnet, func(c *engine.Config) { c.ChannelsLast = true })},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			graphsMatchEager(t, lib, v.cfg, steps, tol)
+		})
+	}
+}
+
 // TestGPUBF16TracksFP32 trains the tiny GPT, BERT and ResNet from the same
 // seed in fp32 and in bf16 and compares the losses. GPT and BERT: every loss
 // of 8 steps within 1% relative, and bf16 learns; bf16 there runs the

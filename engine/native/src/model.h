@@ -106,6 +106,7 @@ struct Family {
       data;
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double default_lr = 3e-4;
+  bool convolutions = false;  // cuDNN autotuning applies (cudnn_tuning.h)
   std::vector<std::string> presets;  // for listings (cs_models), in display order
 };
 

@@ -352,9 +352,6 @@ Family resnet50_family() {
   f.describe = describe;
   f.build = [](const ModelConfig& cfg, torch::Device device) -> std::shared_ptr<Model> {
     ResNetSpec s = resolve(cfg);
-    // Let cuDNN time its convolution algorithms for each shape on first use, as
-    // the torchvision reference does (cudnn.benchmark); the shapes never change.
-    at::globalContext().setBenchmarkCuDNN(true);
     return std::make_shared<ResNet>(s, cfg, device);
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
@@ -363,6 +360,10 @@ Family resnet50_family() {
   };
   f.presets = {"tiny", "50"};
   f.optimizer = OptimizerKind::SGDMomentum;
+  // cuDNN times its convolution algorithms for each shape on first use, as the
+  // torchvision reference does (cudnn.benchmark; the trainer sets it,
+  // cudnn_tuning.h); the shapes never change.
+  f.convolutions = true;
   f.default_lr = 0.1;  // torchvision recipe (per 256 images); the trainer clips the gradient norm
   return f;
 }

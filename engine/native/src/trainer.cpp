@@ -9,7 +9,9 @@
 #include <cmath>
 #include <thread>
 
+#include "checksum.h"
 #include "compat.h"
+#include "cudnn_tuning.h"
 #include "kernels.h"
 #include "pipeline.h"
 
@@ -123,6 +125,7 @@ void Trainer::init_device() {
   check_precision(cfg_.precision, device_);
   try {
     kernels::in_use();  // reads CASESTUDY_KERNELS: a bad value fails here, not mid-step
+    cudnn_ = cudnn_tuning_from_env();
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
@@ -155,6 +158,7 @@ void Trainer::build_model() {
   // Built from the seed alone, so every rank (and every pipeline stage) starts
   // from the same parameters.
   torch::manual_seed(uint64_t(cfg_.model.seed));
+  if (family_->convolutions) apply_cudnn_tuning(cudnn_);
   model_ = family_->build(cfg_.model, device_);
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
   for (const auto& p : model_->parameters()) numel += p.numel();
@@ -247,6 +251,7 @@ json Trainer::info() const {
   j["optimizer"] = optim_->implementation();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
   j["kernels"] = kernels::in_use();
+  if (family_->convolutions) j["cudnn"] = describe(cudnn_);
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
@@ -485,23 +490,11 @@ json Trainer::metrics_json(bool replayed) {
 
 json Trainer::checksum() {
   Guards guards(*this);
-  synchronize(device_);
-  double sum = 0;
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the parameters' bytes
-  for (const auto& p : params_) {
-    if (pipe_ && !pipe_->owns(p)) continue;  // a tied copy: counted on its owner stage
-    auto c = p.detach().to(torch::kCPU).contiguous();
-    sum += c.to(torch::kFloat64).sum().item<double>();
-    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = size_t(c.numel()) * c.element_size();
-    for (size_t i = 0; i < n; i++) {
-      h ^= bytes[i];
-      h *= 1099511628211ULL;
-    }
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return {{"sum", sum}, {"hash", std::string(hex)}};
+  std::vector<torch::Tensor> owned;
+  for (const auto& p : params_)
+    if (!pipe_ || pipe_->owns(p)) owned.push_back(p);  // a tied copy: counted on its owner stage
+  const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h
+  return {{"sum", c.sum}, {"hash", c.hex()}};
 }
 
 }  // namespace cs

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config.h"
+#include "cudnn_tuning.h"
 #include "device.h"
 #include "dist.h"
 #include "model.h"
@@ -86,6 +87,7 @@ class Trainer {
   torch::Device device_;
   const Family* family_;
   Facts facts_;
+  CudnnTuning cudnn_;  // CASESTUDY_CUDNN_BENCHMARK_LIMIT, for families with convolutions
   std::shared_ptr<Model> model_;
   std::unique_ptr<DataSource> data_;
   std::vector<torch::Tensor> params_;

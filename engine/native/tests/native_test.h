@@ -21,3 +21,4 @@ int add_layer_norm_tests();
 int bn_relu_tests();
 int max_pool_tests();
 int linear_act_tests();
+int checksum_tests();

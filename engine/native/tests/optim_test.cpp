@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include "native_test.h"
 #include "optim.h"
 #include "precision.h"
@@ -19,57 +20,99 @@ namespace {
 // clip_grads returns is the one it applies); on CUDA the fused AdamW and SGD
 // divide by grad_scale = 1 / coef as they read each gradient, a different
 // rounding of the same product: updates agree within 1e-5 relative (float32
-// rounding of g * c against g / (1 / c) is ~1e-7 of each gradient).
-int clip_fold_case(torch::Device dev, OptimizerKind kind, double grad_mult, bool scaled,
-                   bool skip) {
+// rounding of g * c against g / (1 / c) is ~1e-7 of each gradient), so from
+// the first clipped step on the two arms hold slightly different parameters
+// and each is compared with its own copy from before the step.
+//
+// bad (fp16's loss-scaled steps only): step 2 gets an inf (1) or a nan (2) in
+// one gradient. That step must change nothing, neither the parameters nor the
+// optimizer's state (moments, momentum buffers, AdamW's step counter): each
+// arm has a twin that never sees step 2, and after step 3 arm and twin must
+// hold the same bits.
+int clip_fold_case(torch::Device dev, OptimizerKind kind, double grad_mult, bool scaled, int bad) {
+  constexpr int kSteps = 4, kBadStep = 2;
   auto gen = at::detail::createCPUGenerator(29);
-  std::vector<torch::Tensor> a, b, grads;
+  std::vector<torch::Tensor> init, grads;
   for (int64_t n : {4096, 37, 768, 3}) {
-    auto p = torch::randn({n}, gen).to(dev);
+    init.push_back(torch::randn({n}, gen).to(dev));
     grads.push_back((torch::randn({n}, gen) * grad_mult).to(dev));
-    a.push_back(p.clone().requires_grad_(true));
-    b.push_back(p.clone().requires_grad_(true));
   }
   const double lr = kind == OptimizerKind::AdamW ? 1e-2 : 0.1;
-  Optimizer oa({a[0], a[1]}, {a[2], a[3]}, default_optim(kind, lr));
-  Optimizer ob({b[0], b[1]}, {b[2], b[3]}, default_optim(kind, lr));
-  CS_CHECK(!oa.folds_grad_coef() || dev.is_cuda());  // the CPU path is unchanged
+  // One arm: parameters and their optimizer; fold: the coefficient goes to
+  // Optimizer::step instead of being multiplied into the gradients.
+  struct Arm {
+    std::vector<torch::Tensor> p;
+    std::unique_ptr<Optimizer> opt;
+    bool fold;
+  };
+  auto arm = [&](bool fold) {
+    Arm a;
+    for (const auto& t : init) a.p.push_back(t.clone().requires_grad_(true));
+    a.opt = std::make_unique<Optimizer>(std::vector<torch::Tensor>{a.p[0], a.p[1]},
+                                        std::vector<torch::Tensor>{a.p[2], a.p[3]},
+                                        default_optim(kind, lr));
+    a.fold = fold;
+    return a;
+  };
+  Arm a = arm(false), b = arm(true), ta = arm(false), tb = arm(true);  // ta, tb: the twins
+  CS_CHECK(!b.opt->folds_grad_coef() || dev.is_cuda());  // the CPU path is unchanged
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
   // fp16's loss scale 1024: the gradients arrive scaled by it.
   auto inv = scaled ? torch::full({}, 1.0 / 1024, f32) : torch::Tensor();
-  std::vector<torch::Tensor> before;
-  for (int step = 0; step < 3; step++) {
-    before.clear();
-    for (size_t i = 0; i < a.size(); i++) {
-      auto g = grads[i] * (scaled ? 1024.0 : 1.0) * double(step + 1);
-      if (skip && step == 2 && i == 1) g[0] = std::numeric_limits<float>::infinity();
-      a[i].mutable_grad() = g.clone();
-      b[i].mutable_grad() = g.clone();
-      before.push_back(a[i].detach().clone());
+  // One step of an arm on gradients g; returns found_inf.
+  auto step = [&](Arm& x, const std::vector<torch::Tensor>& g) {
+    for (size_t i = 0; i < x.p.size(); i++) x.p[i].mutable_grad() = g[i].clone();
+    auto c = unscale_and_clip(x.p, inv, 1.0, /*apply=*/!x.fold);
+    x.opt->step(scaled ? c.found_inf : torch::Tensor(), x.fold ? c.coef : torch::Tensor());
+    return c;
+  };
+  auto snapshot = [](const Arm& x) {
+    std::vector<torch::Tensor> s;
+    for (const auto& t : x.p) s.push_back(t.detach().clone());
+    return s;
+  };
+  for (int k = 0; k < kSteps; k++) {
+    std::vector<torch::Tensor> g;
+    for (size_t i = 0; i < grads.size(); i++) {
+      g.push_back(grads[i] * (scaled ? 1024.0 : 1.0) * double(k + 1));
+      if (bad && k == kBadStep && i == 1)
+        g[i][0] = bad == 1 ? std::numeric_limits<float>::infinity()
+                           : std::numeric_limits<float>::quiet_NaN();
     }
-    auto ca = unscale_and_clip(a, inv, 1.0, /*apply=*/true);
-    oa.step(scaled ? ca.found_inf : torch::Tensor());
-    auto cb = unscale_and_clip(b, inv, 1.0, /*apply=*/false);
-    ob.step(scaled ? cb.found_inf : torch::Tensor(), cb.coef);
-    CS_CHECK(torch::equal(ca.norm, cb.norm) && torch::equal(ca.found_inf, cb.found_inf));
+    const auto before_a = snapshot(a), before_b = snapshot(b);
+    auto ca = step(a, g);
+    auto cb = step(b, g);
+    if (!(bad && k == kBadStep)) {
+      step(ta, g);
+      step(tb, g);
+    }
+    CS_CHECK(torch::equal(ca.found_inf, cb.found_inf));
+    CS_CHECK(torch::equal(ca.norm, cb.norm) || (bad && k == kBadStep));  // nan != nan
     const bool skipped = ca.found_inf.item<float>() != 0;
-    CS_CHECK(skipped == (skip && step == 2));
-    for (size_t i = 0; i < a.size(); i++) {
-      auto ua = (a[i].detach() - before[i]).to(torch::kFloat64).cpu();
-      auto ub = (b[i].detach() - before[i]).to(torch::kFloat64).cpu();
+    CS_CHECK(skipped == (bad && k == kBadStep));
+    for (size_t i = 0; i < a.p.size(); i++) {
       if (skipped) {
-        CS_CHECK(torch::equal(a[i].detach(), before[i]) && torch::equal(b[i].detach(), before[i]));
+        CS_CHECK(torch::equal(a.p[i].detach(), before_a[i]));
+        CS_CHECK(torch::equal(b.p[i].detach(), before_b[i]));
         continue;
       }
+      auto ua = (a.p[i].detach() - before_a[i]).to(torch::kFloat64).cpu();
+      auto ub = (b.p[i].detach() - before_b[i]).to(torch::kFloat64).cpu();
+      CS_CHECK(ua.abs().sum().item<double>() > 0);  // a step that changes nothing would pass below
       const double rel = ((ua - ub).norm() / ua.norm().clamp_min(1e-30)).item<double>();
       if (!dev.is_cuda()) {
         CS_CHECK(rel == 0);
-        CS_CHECK(torch::equal(a[i].grad(), b[i].grad()));
+        CS_CHECK(torch::equal(a.p[i].grad(), b.p[i].grad()));
       } else {
         CS_CHECK(rel < 1e-5);
-        CS_CHECK(torch::allclose(a[i].grad(), b[i].grad(), 1e-6, 1e-12));
+        CS_CHECK(torch::allclose(a.p[i].grad(), b.p[i].grad(), 1e-6, 1e-12));
       }
     }
+  }
+  // The skipped step left no trace: each arm equals its twin bit for bit.
+  for (size_t i = 0; i < a.p.size(); i++) {
+    CS_CHECK(torch::equal(a.p[i].detach(), ta.p[i].detach()));
+    CS_CHECK(torch::equal(b.p[i].detach(), tb.p[i].detach()));
   }
   return 0;
 }
@@ -78,12 +121,12 @@ int clip_fold_tests(torch::Device dev) {
   for (auto kind : {OptimizerKind::AdamW, OptimizerKind::SGDMomentum})
     for (double mult : {0.001, 3.0})  // the norm below and above max_norm 1
       for (bool scaled : {false, true})
-        for (bool skip : {false, true}) {
-          if (skip && !scaled) continue;  // only fp16's found_inf skips a step
-          if (clip_fold_case(dev, kind, mult, scaled, skip)) {
+        for (int bad : {0, 1, 2}) {
+          if (bad && !scaled) continue;  // only fp16's found_inf skips a step
+          if (clip_fold_case(dev, kind, mult, scaled, bad)) {
             std::cerr << "  clip fold case: " << dev << (kind == OptimizerKind::AdamW ? " adamw" : " sgd")
-                      << " grads x" << mult << (scaled ? " loss-scaled" : "") << (skip ? " inf" : "")
-                      << "\n";
+                      << " grads x" << mult << (scaled ? " loss-scaled" : "")
+                      << (bad == 1 ? " inf" : bad == 2 ? " nan" : "") << "\n";
             return 1;
           }
         }

@@ -8,7 +8,9 @@ references (bench/reference/README.md): median / p10 / p90 of the engine's own
 step times (CUDA events on a GPU, the host clock on the CPU), samples/s and
 tokens/s from the median step, TFLOP/s and MFU from the engine's FLOPs per
 sample and peak, peak memory, the first and last loss; plus the per-phase
-split of eager steps and what the engine chose (optimizer, attention).
+split of eager steps and what the engine chose (optimizer, attention, kernels,
+cudnn); and what came before the measured steps: create_ms, first_step_ms
+(host clock) and first_step_engine_ms.
 
   python3 engine/native/tools/cs_bench.py --lib build/engine/libcasestudy_engine.so \\
       --name engine-bf16 --config '{"family":"gpt","preset":"124m","micro_batch":16,
@@ -24,10 +26,12 @@ A profiling failure writes {"error": ...} to FILE; the benchmark line stands.
 --launch measures one launch instead (no --warmup/--steps): loading the
 library, cs_create with the phases the engine reports (info "init_phases":
 device_init, model_build, optimizer, data_setup, comm_init), the first step
-(cuDNN autotuning, lazy kernel loading) and cs_destroy, as one JSON line
-{"name", "config", "device_name", "kernels", "launch": {"load_ms", "create_ms", "init_phases",
-"first_step_ms", "first_step_engine_ms", "destroy_ms"}} (wall clock of this
-process; first_step_engine_ms is the engine's own step time).
+(cuDNN autotuning, lazy kernel loading), a second step, the parameter
+checksum (cs_param_checksum, what a casestudy worker reads at its teardown)
+and cs_destroy, as one JSON line {"name", "config", "device_name", "kernels",
+"cudnn", "launch": {"load_ms", "create_ms", "init_phases", "first_step_ms",
+"first_step_engine_ms", "second_step_ms", "checksum_ms", "destroy_ms"}} (wall
+clock of this process; first_step_engine_ms is the engine's own step time).
 
 Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
 status and the engine's message); 2 bad arguments.
@@ -68,7 +72,7 @@ class Engine:
         if self.lib.cs_abi_version() != self.ABI:
             raise OSError("ABI version %d, cs_bench.py speaks %d" % (self.lib.cs_abi_version(), self.ABI))
         self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), S]
-        for f in (self.lib.cs_info, self.lib.cs_step):
+        for f in (self.lib.cs_info, self.lib.cs_step, self.lib.cs_param_checksum):
             f.argtypes = [P, S, S]
         self.lib.cs_destroy.argtypes = [P, S]
         self.lib.cs_free.argtypes = [P]
@@ -140,7 +144,7 @@ def summarize(name, cfg, info, steps, warmup):
     res.update({
         "config": cfg, "graphs": bool(info.get("graphs")), "graphed": graphed,
         "optimizer": info.get("optimizer"), "attention": info.get("attention"),
-        "kernels": info.get("kernels"),
+        "kernels": info.get("kernels"), "cudnn": info.get("cudnn"),
         "params": info.get("params"), "flops_per_sample": fps,
         "warmup": warmup, "steps": len(m),
         "step_ms": {"median": med, "p10": pct(ms, 0.1), "p90": pct(ms, 0.9)},
@@ -201,10 +205,20 @@ def main(argv=None):
     except OSError as e:
         ap.error(f"--lib {a.lib}: {e} (build it with make engine)")
 
+    t = time.perf_counter()
     eng.create(json.dumps(cfg))
+    create_ms = (time.perf_counter() - t) * 1e3
     info = eng.call(eng.lib.cs_info, "cs_info")
-    steps = [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(a.warmup + a.steps)]
+    t = time.perf_counter()
+    steps = [eng.call(eng.lib.cs_step, "cs_step 0")]
+    first_ms = (time.perf_counter() - t) * 1e3
+    steps += [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(1, a.warmup + a.steps)]
     line = summarize(a.name, cfg, info, steps, a.warmup)
+    # What starting cost (not part of the measured steps): cs_create and the
+    # first step by the host clock (autotuning, lazy loading), and the
+    # engine's own time of that step.
+    line.update({"create_ms": create_ms, "first_step_ms": first_ms,
+                 "first_step_engine_ms": steps[0]["step_ms"]})
     print(json.dumps(line), flush=True)
     if a.losses:
         with open(a.losses + ".tmp", "w") as f:
@@ -237,11 +251,16 @@ def launch(a, cfg):
     t = time.perf_counter()
     step = eng.call(eng.lib.cs_step, "cs_step 0")
     first_ms, t = ms(t), time.perf_counter()
+    eng.call(eng.lib.cs_step, "cs_step 1")
+    second_ms, t = ms(t), time.perf_counter()
+    eng.call(eng.lib.cs_param_checksum, "cs_param_checksum")
+    checksum_ms, t = ms(t), time.perf_counter()
     eng.destroy()
     print(json.dumps({"name": a.name, "config": cfg, "device_name": info.get("device_name"),
-                      "kernels": info.get("kernels"), "launch": {
+                      "kernels": info.get("kernels"), "cudnn": info.get("cudnn"), "launch": {
         "load_ms": load_ms, "create_ms": create_ms, "init_phases": info.get("init_phases"),
-        "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"), "destroy_ms": ms(t)}}),
+        "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"),
+        "second_step_ms": second_ms, "checksum_ms": checksum_ms, "destroy_ms": ms(t)}}),
         flush=True)
 
 
