@@ -51,10 +51,10 @@ sweep:
   strategy: one-at-a-time
   knobs:
     precision: [fp32, bf16]
-    graphs: [false, true]
+    activation_checkpointing: [false, true]
     nccl.algo: [Ring, NVLS]
 `, ExpandOptions{})
-	assert.Equal(t, []string{"", "precision=fp32", "graphs=true", "nccl.algo=Ring"}, changedSets(p))
+	assert.Equal(t, []string{"", "precision=fp32", "activation_checkpointing=true", "nccl.algo=Ring"}, changedSets(p))
 	assert.Equal(t, p.Trials[0].ID, p.BaselineID)
 	assert.Equal(t, []string{"nccl.algo=NVLS: nccl.algo=NVLS needs NVLink multicast, which casestudy keeps off (NCCL_NVLS_ENABLE=0); set sweep.allow_nvls: true to plan it"}, reasons(p))
 	for i, tr := range p.Trials {
@@ -81,35 +81,35 @@ sweep:
   knobs:
     pipeline.stages: [1, 2, 4]
     precision: [fp32, fp16]
-    graphs: [false, true]
+    activation_checkpointing: [false, true]
   exclude:
     - {precision: fp16, pipeline.stages: 2}
   constraints:
-    - precision != fp16 || graphs == false
+    - precision != fp16 || activation_checkpointing == false
 `, ExpandOptions{})
 	assert.Equal(t, 12, p.Size)
 	assert.Equal(t, []string{
-		"graphs=false pipeline.stages=1 precision=fp32",
-		"graphs=true pipeline.stages=1 precision=fp32",
-		"graphs=false pipeline.stages=1 precision=fp16",
-		"graphs=false pipeline.stages=2 precision=fp32",
-		"graphs=true pipeline.stages=2 precision=fp32",
+		"activation_checkpointing=false pipeline.stages=1 precision=fp32",
+		"activation_checkpointing=true pipeline.stages=1 precision=fp32",
+		"activation_checkpointing=false pipeline.stages=1 precision=fp16",
+		"activation_checkpointing=false pipeline.stages=2 precision=fp32",
+		"activation_checkpointing=true pipeline.stages=2 precision=fp32",
 	}, changedSetsAll(p))
 	assert.Equal(t, []string{
-		`graphs=true pipeline.stages=1 precision=fp16: constraint "precision != fp16 || graphs == false" does not hold`,
-		"graphs=false pipeline.stages=2 precision=fp16: excluded by sweep.exclude[0] (pipeline.stages=2 precision=fp16)",
-		"graphs=true pipeline.stages=2 precision=fp16: excluded by sweep.exclude[0] (pipeline.stages=2 precision=fp16)",
-		"graphs=false pipeline.stages=4 precision=fp32: pipeline.stages=4 exceeds the trial's 2 ranks",
-		"graphs=true pipeline.stages=4 precision=fp32: pipeline.stages=4 exceeds the trial's 2 ranks",
-		"graphs=false pipeline.stages=4 precision=fp16: pipeline.stages=4 exceeds the trial's 2 ranks",
-		"graphs=true pipeline.stages=4 precision=fp16: pipeline.stages=4 exceeds the trial's 2 ranks",
+		`activation_checkpointing=true pipeline.stages=1 precision=fp16: constraint "precision != fp16 || activation_checkpointing == false" does not hold`,
+		"activation_checkpointing=false pipeline.stages=2 precision=fp16: excluded by sweep.exclude[0] (pipeline.stages=2 precision=fp16)",
+		"activation_checkpointing=true pipeline.stages=2 precision=fp16: excluded by sweep.exclude[0] (pipeline.stages=2 precision=fp16)",
+		"activation_checkpointing=false pipeline.stages=4 precision=fp32: pipeline.stages=4 exceeds the trial's 2 ranks",
+		"activation_checkpointing=true pipeline.stages=4 precision=fp32: pipeline.stages=4 exceeds the trial's 2 ranks",
+		"activation_checkpointing=false pipeline.stages=4 precision=fp16: pipeline.stages=4 exceeds the trial's 2 ranks",
+		"activation_checkpointing=true pipeline.stages=4 precision=fp16: pipeline.stages=4 exceeds the trial's 2 ranks",
 	}, reasons(p))
 }
 
 func changedSetsAll(p *Plan) []string {
 	var out []string
 	for _, t := range p.Trials {
-		out = append(out, FormatKnobs(t.Knobs, []string{"graphs", "pipeline.stages", "precision"}))
+		out = append(out, FormatKnobs(t.Knobs, []string{"activation_checkpointing", "pipeline.stages", "precision"}))
 	}
 	return out
 }
@@ -144,8 +144,8 @@ func TestListAndDuplicates(t *testing.T) {
 	p := expandText(t, gpu8+`sweep:
   strategy: list
   trials:
-    - {precision: bf16, graphs: true}
-    - {precision: BF16, graphs: "true"}
+    - {precision: bf16, activation_checkpointing: true}
+    - {precision: BF16, activation_checkpointing: "true"}
     - {precision: fp32}
 `, ExpandOptions{})
 	assert.Len(t, p.Trials, 2)
@@ -200,12 +200,12 @@ func TestAllDroppedIsAnError(t *testing.T) {
 }
 
 func TestTrialIDsAreStable(t *testing.T) {
-	a := expandText(t, gpu8+"baseline: {precision: bf16}\nsweep: {strategy: grid, knobs: {graphs: [false, true], ddp.bucket_mb: [5, 25]}}\n", ExpandOptions{})
-	b := expandText(t, gpu8+"baseline: {precision: BF16}\nsweep: {strategy: grid, knobs: {ddp.bucket_mb: [25.0, 5], graphs: [true, false]}}\n", ExpandOptions{})
+	a := expandText(t, gpu8+"baseline: {precision: bf16}\nsweep: {strategy: grid, knobs: {activation_checkpointing: [false, true], ddp.bucket_mb: [5, 25]}}\n", ExpandOptions{})
+	b := expandText(t, gpu8+"baseline: {precision: BF16}\nsweep: {strategy: grid, knobs: {ddp.bucket_mb: [25.0, 5], activation_checkpointing: [true, false]}}\n", ExpandOptions{})
 	ids := func(p *Plan) map[string]string {
 		m := map[string]string{}
 		for _, t := range p.Trials {
-			m[FormatKnobs(t.Knobs, []string{"graphs", "ddp.bucket_mb"})] = t.ID
+			m[FormatKnobs(t.Knobs, []string{"activation_checkpointing", "ddp.bucket_mb"})] = t.ID
 		}
 		return m
 	}

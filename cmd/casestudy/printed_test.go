@@ -71,7 +71,9 @@ func TestPrintedCommandsRunAsPrinted(t *testing.T) {
 		}
 		recs, _ := store.ReadTrials(found[0])
 		dir = filepath.Dir(found[0])
-		return len(recs) >= 1
+		// Signal only once the second launch has started: between trials
+		// nothing is in flight and nothing is recorded as interrupted.
+		return len(recs) >= 1 && strings.Contains(out.String(), "launch 2/5")
 	}, 2*time.Minute, 10*time.Millisecond, "no trial committed: %s", out)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	require.Equal(t, 129, exitStatus(t, cmd), out.String())
