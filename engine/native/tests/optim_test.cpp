@@ -104,7 +104,17 @@ int clip_fold_case(torch::Device dev, OptimizerKind kind, double grad_mult, bool
         CS_CHECK(rel == 0);
         CS_CHECK(torch::equal(a.p[i].grad(), b.p[i].grad()));
       } else {
-        CS_CHECK(rel < 1e-5);
+        // On CUDA the arms round the update differently; a new parameter is
+        // p - update rounded to p's precision, so where the update is a few
+        // ulps of p (grads x0.001) its relative error is large though the
+        // parameters agree. Each element: within 2 ulps of the parameter or
+        // 1e-5 of its own update (a missed or doubled clip coefficient is
+        // far outside both).
+        const double eps = a.p[i].scalar_type() == torch::kDouble ? 2.3e-16 : 1.2e-7;
+        auto pa = a.p[i].detach().to(torch::kFloat64).cpu(), pb = b.p[i].detach().to(torch::kFloat64).cpu();
+        auto bound = 2 * eps * torch::maximum(pa.abs(), pb.abs()) + 1e-5 * ua.abs();
+        CS_CHECK(((pa - pb).abs() <= bound).all().item<bool>());
+        CS_CHECK(rel < 1e-5 || ua.abs().max().item<double>() < 1e3 * eps * pa.abs().max().item<double>());
         CS_CHECK(torch::allclose(a.p[i].grad(), b.p[i].grad(), 1e-6, 1e-12));
       }
     }
