@@ -125,7 +125,7 @@ PROF=$WORK/profiles # the profile stage's JSON files
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
-# Estimates (s) on one H200, from the 2026-12-02 runs (docs/records/perf.md; the
+# Estimates (s) on one H200, from the 2026-12-02 runs (docs/perf.md; the
 # build, the tests, the GPT, ResNet and launch runs from run 1 of the third
 # session, results/reference/gpu-check-2026-12-02b: build 66 s with the
 # kernels, tests 70 s, a GPT engine run 3 s, a ResNet one 6-16 s, nano 44 s and

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hugging Face BertForPreTraining training-step benchmark: the reference the
-engine's bert family is compared against (docs/records/perf.md, bench/reference/README.md).
+engine's bert family is compared against (docs/perf.md, bench/reference/README.md).
 
 bf16 autocast, SDPA attention, fused AdamW (no decay for biases and LayerNorm
 weights), gradient clipping at 1.0, dropout 0: the step the engine runs.

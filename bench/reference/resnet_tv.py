@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torchvision resnet50 training-step benchmark: the reference the engine's
-resnet50 family is compared against (docs/records/perf.md, bench/reference/README.md).
+resnet50 family is compared against (docs/perf.md, bench/reference/README.md).
 
 AMP bf16 autocast (--precision fp16: fp16 autocast with torch.amp.GradScaler,
 the gradients unscaled before clipping), channels_last model and input, SGD with momentum 0.9 and

@@ -259,7 +259,7 @@ func TestFamilyKnobs(t *testing.T) {
 	}
 }
 
-// gpuFamily is a CUDA configuration of the benchmark shapes (docs/records/perf.md):
+// gpuFamily is a CUDA configuration of the benchmark shapes (docs/perf.md):
 // BERT micro-batch 32 at 128 tokens, ResNet-50 micro-batch 256 at 224 pixels
 // channels_last; the tiny presets at their CPU shapes.
 func gpuFamily(family, preset, precision string, graphs bool) engine.Config {
