@@ -74,11 +74,11 @@ func knobList() []*Knob {
 				"kernel launches in issue order, which Megatron-style overlap relies on; more queues let streams " +
 				"run concurrently."},
 
-		{Name: "cudnn.benchmark_limit", Type: Enum, Values: auto("off", "0", "1", "2", "3", "10"), Apply: Env, EnvVar: "CASESTUDY_CUDNN_BENCHMARK_LIMIT", Chapter: 2, Default: Auto, Families: []string{"resnet50"},
+		{Name: "cudnn.benchmark_limit", Type: Enum, Values: auto("off", "0", "1", "2", "3", "10"), Apply: Env, EnvVar: "CASESTUDY_CUDNN_BENCHMARK_LIMIT", Chapter: 29, Default: Auto, Families: []string{"resnet50"},
 			Doc: "cuDNN convolution autotuning in the first step of every launch (CASESTUDY_CUDNN_BENCHMARK_LIMIT): " +
 				"auto is PyTorch's default (benchmark the 10 best candidates), N benchmarks N, 0 every one, off takes " +
-				"cuDNN's heuristic choice. On the H200 (ResNet-50 256 x 224², 2026-12-02) off cut the first step from " +
-				"3.6 s to 0.7 s at a steady step 0.3% slower; docs/perf.md."},
+				"cuDNN's heuristic choice. On the H200 (ResNet-50 256 x 224², 2026-12-03, scripts/gpu-check.sh stage cudnn) off " +
+				"cut the first step from 3.6 s to 0.7 s at a steady step 0.3% slower; docs/perf.md."},
 
 		// ---- engine ----
 		{Name: "precision", Type: Enum, Values: []string{"fp32", "tf32", "bf16", "fp16"}, Apply: Engine, Chapter: 23, Default: "fp32",

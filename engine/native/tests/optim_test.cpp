@@ -110,7 +110,8 @@ int clip_fold_case(torch::Device dev, OptimizerKind kind, double grad_mult, bool
         // parameters agree. Each element: within 2 ulps of the parameter or
         // 1e-5 of its own update (a missed or doubled clip coefficient is
         // far outside both).
-        const double eps = a.p[i].scalar_type() == torch::kDouble ? 2.3e-16 : 1.2e-7;
+        const double eps = a.p[i].scalar_type() == torch::kDouble ? std::numeric_limits<double>::epsilon()
+                                                                   : std::numeric_limits<float>::epsilon();
         auto pa = a.p[i].detach().to(torch::kFloat64).cpu(), pb = b.p[i].detach().to(torch::kFloat64).cpu();
         auto bound = 2 * eps * torch::maximum(pa.abs(), pb.abs()) + 1e-5 * ua.abs();
         CS_CHECK(((pa - pb).abs() <= bound).all().item<bool>());
