@@ -158,11 +158,18 @@ func (r *Runner) overBudget(n int) bool {
 	return time.Since(r.start)+per*time.Duration(n) > budget
 }
 
+// preheatSteps caps the steps after the warm-up of the pre-heat launch: it
+// warms the GPU's clocks and the machine's caches (kernels compiled, cuDNN's
+// plans), which its start-up and warm-up do; steps past those would be
+// measured and thrown away.
+const preheatSteps = 5
+
 // preheat runs one unmeasured launch of p's trial before the run's first
-// measured launch, when the design asks for it (GPUs); its measurement is
-// thrown away (no repeat, no statistics), its logs are kept as preheat logs
-// and its timeline as the trial record's preheat, so that the run's
-// timelines still add up to its wall time.
+// measured launch, when the design asks for it (GPUs), its warm-up and at
+// most preheatSteps steps; its measurement is thrown away (no repeat, no
+// statistics), its logs are kept as preheat logs and its timeline as the
+// trial record's preheat, so that the run's timelines still add up to its
+// wall time.
 func (r *Runner) preheat(ctx context.Context, p *pending) error {
 	if r.preheated || !r.opts.Design.Preheat || p == nil {
 		return nil

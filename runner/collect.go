@@ -34,7 +34,7 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 	res.Rec.SettleStep = settleStep(res.Rec.Ranks)
 	now := time.Now()
 	if r.opts.Overlap != OverlapOff && r.opts.Overlap != "" {
-		ov := &store.Overlap{PreparedAhead: l.ahead}
+		ov := &store.Overlap{Mode: r.opts.Overlap, PreparedAhead: l.ahead}
 		if next != nil && next != l {
 			ov.NextPrepared = true
 			ov.InWindowMS = overlapMS(next.tl.Prepare, next.preparedUntil(now), from, to)

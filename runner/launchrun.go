@@ -22,13 +22,26 @@ import (
 // current launch runs. They touch no GPU until the current launch has ended.
 const (
 	OverlapOff = "off"
-	OverlapOn  = "on"
-	// OverlapAA is the A/A test of overlap: launches host the next launch's
+	// OverlapTail prepares the next launch once the current one's steps are
+	// done (its measured window closed, its profiled steps too): the
+	// preparation hides behind the teardown and exit, and nothing of the next
+	// launch exists while a launch measures. The default.
+	OverlapTail = "tail"
+	// OverlapOn prepares the next launch as soon as the current one starts,
+	// inside its start-up (in_window_ms records any part that reached the
+	// measured window).
+	OverlapOn = "on"
+	// OverlapAA is the A/A test of overlap on: launches host the next launch's
 	// preparation in the pattern 1,1,0,0,... so that being prepared ahead and
 	// hosting a preparation each come in all four combinations, interleaved in
-	// one run (casestudy timeline compares them).
-	OverlapAA = "aa"
+	// one run (casestudy timeline compares them). OverlapAATail is the same
+	// test of tail.
+	OverlapAA     = "aa"
+	OverlapAATail = "aa-tail"
 )
+
+// OverlapModes are the values of casestudy run --overlap.
+var OverlapModes = []string{OverlapOff, OverlapTail, OverlapOn, OverlapAA, OverlapAATail}
 
 // launchRun is one launch in flight: its rendezvous, log files, processes
 // and, once released, its GPU sampler.
@@ -42,6 +55,9 @@ type launchRun struct {
 	sampler *provenance.Sampler
 	tl      timeline.Launch // Start, CommitMS, Prepare, Spawn; the ranks and End at the end
 	ahead   bool            // started while the previous launch ran
+	// stepsDone, when set, runs once every rank's steps are done (overlap
+	// tail: it prepares the next launch)
+	stepsDone func()
 }
 
 // startLaunch prepares a launch (rendezvous, logs, environment, MPS daemon)
@@ -126,13 +142,18 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 }
 
 // welcomes are the ranks' configurations for one launch, with the profile
-// each rank writes (knob profile; not in the unmeasured pre-heat launch).
+// each rank writes (knob profile; not in the unmeasured pre-heat launch,
+// which also stops after preheatSteps steps past its warm-up).
 func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) {
 	o := &r.opts
 	ws := make([]rendezvous.Welcome, sp.Ranks)
+	steps := o.Study.Workload.Steps
+	if rep == store.PreheatRepeat {
+		steps = min(steps, preheatSteps)
+	}
 	for i := range ws {
 		ws[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
-			Steps: o.Study.Workload.Steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
+			Steps: steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
 			EngineLib: o.Machine.EngineLib, Ranks: sp.Ranks}
 		if sp.Devices[i] != "" { // each rank sees only its GPU
 			ws[i].Config.DeviceIndex = 0
@@ -222,10 +243,16 @@ func (r *Runner) canOverlap(sp *trialSpec) bool {
 // one while it runs.
 func (r *Runner) hostsNext(n int) bool {
 	switch r.opts.Overlap {
-	case OverlapOn:
+	case OverlapOn, OverlapTail:
 		return true
-	case OverlapAA:
+	case OverlapAA, OverlapAATail:
 		return (n-1)%4 < 2 // 1,1,0,0: prepared-ahead and hosting in every combination
 	}
 	return false
+}
+
+// prepareAtStepsDone says whether the next launch is prepared once the
+// current one's steps are done rather than as soon as it starts.
+func (r *Runner) prepareAtStepsDone() bool {
+	return r.opts.Overlap == OverlapTail || r.opts.Overlap == OverlapAATail
 }

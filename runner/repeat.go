@@ -31,7 +31,8 @@ func (e *infraError) Unwrap() error { return e.err }
 
 // runRepeat runs one repeat of a trial: the launch prepared for it while
 // the previous one ran, or a fresh one. When the batch named an upcoming
-// launch (overlap), that one is prepared as soon as this one has started. It
+// launch (overlap), that one is prepared as soon as this one has started, or
+// with overlap tail once this one's steps are done. It
 // watches the launch until every rank has ended (the runner owns the
 // deadlines: trial timeout, heartbeat silence; it kills the whole group on
 // the first failure).
@@ -47,11 +48,18 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 	}
 	defer l.close()
 	if next != nil {
-		nl, err := r.startLaunch(ctx, next.spec, next.rep, false)
-		if err != nil {
-			r.logf("trial %s repeat %d: preparing it ahead: %v (it starts after this launch)", next.spec.Trial.ID, next.rep, err)
+		prepare := func() {
+			nl, err := r.startLaunch(ctx, next.spec, next.rep, false)
+			if err != nil {
+				r.logf("trial %s repeat %d: preparing it ahead: %v (it starts after this launch)", next.spec.Trial.ID, next.rep, err)
+			} else {
+				r.prepared = nl
+			}
+		}
+		if r.prepareAtStepsDone() {
+			l.stepsDone = prepare // by the watcher, when every rank's steps are done
 		} else {
-			r.prepared = nl
+			prepare()
 		}
 	}
 	res := r.watch(ctx, l)

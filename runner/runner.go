@@ -44,7 +44,7 @@ type Options struct {
 	HeartbeatLimit time.Duration                 // default 60 s of silence
 	KillGrace      time.Duration                 // SIGTERM → SIGKILL, default 5 s
 	SampleEvery    time.Duration                 // GPU sampling, default 100 ms (≥ 10 Hz inside the measured window)
-	Overlap        string                        // OverlapOff (""), OverlapOn or OverlapAA
+	Overlap        string                        // one of OverlapModes; "" is OverlapOff
 	Retries        int                           // extra launches after an infrastructure failure
 	Interleave     bool                          // force interleaved rounds (the default; workload.interleave: false turns them off)
 	Design         *stats.Design                 // launch schedule and statistics (nil: DesignFor the study and machine)
@@ -124,9 +124,9 @@ func New(o Options) (*Runner, error) {
 	switch o.Overlap {
 	case "":
 		o.Overlap = OverlapOff
-	case OverlapOff, OverlapOn, OverlapAA:
+	case OverlapOff, OverlapTail, OverlapOn, OverlapAA, OverlapAATail:
 	default:
-		return nil, fmt.Errorf("runner: overlap %q: use %s, %s or %s", o.Overlap, OverlapOff, OverlapOn, OverlapAA)
+		return nil, fmt.Errorf("runner: overlap %q: use one of %s", o.Overlap, strings.Join(OverlapModes, ", "))
 	}
 	if o.Progress == nil {
 		o.Progress = nopProgress{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,7 +115,7 @@ sweep:
 // with the trial it pre-heated, and the first measured launch starts where
 // it ended, so the run's timelines still add up to its wall time.
 func TestPreheat(t *testing.T) {
-	f := newFixture(t, repeatStudy)
+	f := newFixture(t, strings.Replace(repeatStudy, "steps: 2,", "steps: 8,", 1))
 	o := f.options()
 	d := DesignFor(f.study, "cuda") // as on a GPU
 	o.Design = &d
@@ -129,7 +130,13 @@ func TestPreheat(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, total, "2 trials x 2 repeats: the pre-heat launch is not a repeat")
-	assert.Len(t, preheat, 1, "one pre-heat launch")
+	require.Len(t, preheat, 1, "one pre-heat launch")
+	log, err := os.ReadFile(filepath.Join(f.w.Dir, store.LogName(preheat[0], 0, store.PreheatRepeat)))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "0 warm-up + 5 steps)", "the pre-heat stops after preheatSteps steps")
+	log, err = os.ReadFile(filepath.Join(f.w.Dir, store.LogName(preheat[0], 0, 0)))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "0 warm-up + 8 steps)", "a measured launch runs the study's steps")
 
 	var pre *store.Timeline
 	first := time.Time{}

@@ -167,6 +167,65 @@ workload: {device: cpu, ranks: 1, warmup_steps: 3, steps: 4, repeats: 4, timeout
 	}
 }
 
+// TestOverlapTailPreparesAfterTheSteps: with overlap tail, the next launch
+// is prepared only once the current one's steps are done: it starts after
+// its predecessor's measured window closed (never inside it), and waits for
+// its end; with a profile knob, after the profiled steps too.
+func TestOverlapTailPreparesAfterTheSteps(t *testing.T) {
+	for _, tc := range []struct{ name, study string }{
+		{"measured steps", `name: runner-overlap-tail
+model: {family: gpt, preset: tiny, seq_len: 16}
+workload: {device: cpu, ranks: 1, warmup_steps: 2, steps: 4, repeats: 4, timeout: 30s}
+`},
+		{"profiled steps", `name: runner-overlap-tail-profile
+model: {family: gpt, preset: tiny, seq_len: 16}
+workload: {device: cpu, ranks: 1, warmup_steps: 1, steps: 2, repeats: 3, timeout: 30s}
+baseline: {profile: 2}
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.study)
+			o := f.options()
+			o.Overlap = OverlapTail
+			run, err := f.run(t, context.Background(), o)
+			require.NoError(t, err)
+			require.Len(t, run.Trials, 1)
+			tr := run.Trials[0]
+			require.Equal(t, store.OK, tr.Outcome, tr.Error)
+			rps := tr.Repeats
+			for i, rp := range rps {
+				require.NotNil(t, rp.Overlap)
+				assert.Equal(t, i > 0, rp.Overlap.PreparedAhead, "launch %d prepared ahead", i)
+				assert.Equal(t, i < len(rps)-1, rp.Overlap.NextPrepared, "launch %d hosted the next", i)
+				assert.Zero(t, rp.Overlap.InWindowMS, "launch %d: no preparation inside its measured window", i)
+				if i == 0 {
+					continue
+				}
+				prev := rps[i-1].Timeline
+				stepsEnd := prev.Start.Add(time.Duration((phaseEndMS(prev, timeline.PhaseMeasured) + phaseMS(prev.Phases, timeline.PhaseProfile)) * float64(time.Millisecond)))
+				assert.False(t, rp.Timeline.Start.Before(stepsEnd.Add(-5*time.Millisecond)),
+					"launch %d prepared at %s, before its predecessor's steps ended at %s", i, rp.Timeline.Start, stepsEnd)
+				assert.True(t, rp.Timeline.Start.Before(prev.End), "launch %d prepared while its predecessor ended", i)
+				assert.Contains(t, phaseNames(rp.Timeline), timeline.PhaseWaitPrevious)
+			}
+			s := timeline.Summarize(run)
+			assert.Positive(t, s.HiddenMS, "the prepared launches ran alongside their predecessors' ends")
+		})
+	}
+}
+
+// phaseEndMS is when tl's phase name ends, in ms since tl.Start.
+func phaseEndMS(tl *store.Timeline, name string) float64 {
+	at := 0.0
+	for _, p := range tl.Phases {
+		at += p.MS
+		if p.Name == name {
+			return at
+		}
+	}
+	return at
+}
+
 // TestOverlapDiscardsWhatWillNotRun: a trial that fails stops; the launch
 // prepared for its next repeat is killed and the sweep goes on.
 func TestOverlapDiscardsWhatWillNotRun(t *testing.T) {

@@ -61,6 +61,7 @@ type watcher struct {
 	// start of its measured steps, closed when every rank ended them
 	windowOpen   bool
 	windowClosed int
+	stepsDone    int // ranks whose steps (measured, then profiled) are done
 }
 
 // watch follows a launch until every rank ended and classifies it.
@@ -173,7 +174,8 @@ func (w *watcher) event(ev rendezvous.Event) {
 }
 
 // window tells the GPU sampler where the measured window begins (the first
-// rank's start of its measured steps) and ends (the last rank's end of them).
+// rank's start of its measured steps) and ends (the last rank's end of them),
+// and runs the launch's stepsDone once every rank's steps are done.
 func (w *watcher) window(mark string) {
 	switch {
 	case mark == timeline.MarkWarm && !w.windowOpen:
@@ -182,6 +184,17 @@ func (w *watcher) window(mark string) {
 	case mark == timeline.MarkMeasured:
 		if w.windowClosed++; w.windowClosed == len(w.ranks) {
 			w.l.sampler.WindowEnd()
+		}
+	}
+	last := timeline.MarkMeasured
+	if w.sp.Launch.ProfileSteps > 0 && w.rep != store.PreheatRepeat {
+		last = timeline.MarkProfiled
+	}
+	if mark == last {
+		if w.stepsDone++; w.stepsDone == len(w.ranks) && w.l.stepsDone != nil {
+			f := w.l.stepsDone
+			w.l.stepsDone = nil
+			f()
 		}
 	}
 }

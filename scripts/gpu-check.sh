@@ -15,9 +15,11 @@
 #             kernel, bf16 without any (CASESTUDY_KERNELS=native); the
 #             nanoGPT-style reference (the strongest), eager and torch.compile
 #   gpt-more  the same group: Hugging Face's GPT-2 eager and compiled, engine fp32
-#   losscurve GPT-2 124M, 4 x 1024 tokens, 200 steps from the same seed: the
-#             engine's kernels against the portable path, with the fp32 run's
-#             distance as the bf16 noise floor (engine/native/tools/losscurve.py)
+#   losscurve GPT-2 124M, 4 x 1024 tokens, LOSS_STEPS (200) steps from each of
+#             LOSS_SEEDS (1 2 3 4 5): the engine's kernels (bf16), the portable
+#             path (bf16) and fp32; the kernels pass when the seeds do not show
+#             their curves further from fp32 than the portable bf16 curves
+#             (engine/native/tools/losscurve.py)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs, bf16
 #             without the kernels; the fastest public-practice BERT
 #             (bert_fast.py) and HF's, eager and compiled
@@ -138,7 +140,8 @@ EST_BUILD=80 CAP_BUILD=300
 EST_TESTS=80 CAP_TESTS=150
 EST_STUDY=${EST_STUDY:-90} CAP_STUDY=${CAP_STUDY:-240}
 EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
-EST_LOSSCURVE=60 LOSS_STEPS=${LOSS_STEPS:-200}
+LOSS_STEPS=${LOSS_STEPS:-200} LOSS_SEEDS=${LOSS_SEEDS:-1 2 3 4 5}
+EST_LOSSCURVE=$((15 * 3 * $(wc -w <<<"$LOSS_SEEDS")))
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
@@ -161,7 +164,7 @@ done
 JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
-  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" \
+  rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" "$OUT/losscurve.tgz" \
     "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
@@ -427,29 +430,33 @@ stage_resnet50_fp16() { # torchvision in fp16, in the same group as stage_resnet
     --image-size 224 --precision fp16
 }
 
-# losscurve: GPT-2 124M at 4 x 1024 tokens for LOSS_STEPS steps from one seed
-# with the engine's kernels, without them, and in fp32 without them (the
-# floor: how far bf16 alone moves the curve); losscurve.py says whether the
-# kernels stay within it, in the status lines and logs/losscurve.txt.
+# losscurve: GPT-2 124M at 4 x 1024 tokens for LOSS_STEPS steps from each of
+# LOSS_SEEDS with the engine's kernels (bf16), without them (bf16) and in fp32
+# without them; losscurve.py says whether the kernels' curves stay as near the
+# fp32 ones as the portable bf16 curves do, in the status lines and
+# logs/losscurve.txt (the losses of every run in $OUT/losscurve.tgz).
 stage_losscurve() {
-  local c='{"family":"gpt","preset":"124m","micro_batch":4,"seq_len":1024,"device":"cuda","seed":1' n k p rc
+  local c='{"family":"gpt","preset":"124m","micro_batch":4,"seq_len":1024,"device":"cuda"' n k p rc seed
   local files=()
-  fits "$EST_LOSSCURVE" "losscurve: GPT-2 124M 4x1024, $LOSS_STEPS steps, kernels / native / fp32" ||
+  fits "$EST_LOSSCURVE" "losscurve: GPT-2 124M 4x1024, $LOSS_STEPS steps, kernels / native / fp32, seeds $LOSS_SEEDS" ||
     { [[ $DRY == 1 ]] || log_status "losscurve: skipped, needs ~$EST_LOSSCURVE s, $(left0) s left"; return; }
-  for n in kernels native fp32; do
-    k=$KERNELS p=bf16
-    [[ $n != kernels ]] && k=native
-    [[ $n == fp32 ]] && p=fp32
-    files+=("$WORK/losscurve-$n.json")
-    rc=0
-    timed 120 "losscurve-$n" env CASESTUDY_KERNELS="$k" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" \
-      --name "losscurve-$n" --config "$c,\"precision\":\"$p\"}" --warmup 0 --steps "$LOSS_STEPS" \
-      --losses "$WORK/losscurve-$n.json" || rc=$?
-    [[ $DRY == 1 ]] && continue
-    ((rc == 0)) || { log_status "losscurve: FAIL, the $n run (exit $rc, logs/losscurve-$n.err)"; status=1; return; }
+  for seed in $LOSS_SEEDS; do
+    for n in kernels native fp32; do
+      k=$KERNELS p=bf16
+      [[ $n != kernels ]] && k=native
+      [[ $n == fp32 ]] && p=fp32
+      files+=("$WORK/losscurve-$n-s$seed.json")
+      rc=0
+      timed 120 "losscurve-$n-s$seed" env CASESTUDY_KERNELS="$k" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" \
+        --name "losscurve-$n-s$seed" --config "$c,\"seed\":$seed,\"precision\":\"$p\"}" --warmup 0 --steps "$LOSS_STEPS" \
+        --losses "$WORK/losscurve-$n-s$seed.json" || rc=$?
+      [[ $DRY == 1 ]] && continue
+      ((rc == 0)) || { log_status "losscurve: FAIL, the $n run of seed $seed (exit $rc, logs/losscurve-$n-s$seed.err)"; status=1; return; }
+    done
   done
   advance "$EST_LOSSCURVE"
   [[ $DRY == 1 ]] && return
+  (cd "$WORK" && tar czf "$OUT/losscurve.tgz" losscurve-*.json)
   if "$PY" engine/native/tools/losscurve.py "${files[@]}" >"$LOG/losscurve.txt" 2>&1; then
     log_status "losscurve: ok, $(tail -1 "$LOG/losscurve.txt")"
   else

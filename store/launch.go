@@ -68,6 +68,9 @@ type GPUThrottle struct {
 // Overlap says how a launch shared the machine with its neighbours when
 // launches are prepared ahead (casestudy run --overlap).
 type Overlap struct {
+	// Mode is the run's --overlap mode (tail, on, aa or aa-tail; absent in
+	// records written before it was recorded).
+	Mode string `json:"mode,omitempty"`
 	// PreparedAhead: this launch's processes were started, joined the
 	// rendezvous and loaded the engine library while the previous launch ran.
 	PreparedAhead bool `json:"prepared_ahead,omitempty"`

@@ -39,6 +39,10 @@ type AAComparison struct {
 	Verdict string  `json:"verdict"`
 }
 
+// aaModes are the overlap modes of an A/A run (casestudy run --overlap aa or
+// aa-tail); "" is a record from before the mode was recorded.
+var aaModes = map[string]bool{"": true, "aa": true, "aa-tail": true}
+
 // A/A verdicts.
 const (
 	AANoDisturbance = "no disturbance"
@@ -46,8 +50,9 @@ const (
 	AAUndecided     = "undecided: more launches"
 )
 
-// CompareOverlap runs the A/A comparison of a run; nil when its launches do
-// not come in both kinds (not an --overlap aa run).
+// CompareOverlap runs the A/A comparison of a run; nil when it is not an
+// A/A run: a launch records another overlap mode than aa or aa-tail, or its
+// launches do not come in both kinds.
 func CompareOverlap(run *store.Run, threshold float64) *AA {
 	type launch struct {
 		y             float64
@@ -59,6 +64,9 @@ func CompareOverlap(run *store.Run, threshold float64) *AA {
 		var ys []float64
 		var trial []launch
 		for _, rp := range rec.Repeats {
+			if rp.Overlap != nil && !aaModes[rp.Overlap.Mode] {
+				return nil
+			}
 			if rp.Overlap == nil || rp.Outcome != store.OK || rp.Tainted != "" || rp.SamplesPerS <= 0 {
 				continue
 			}
@@ -93,7 +101,7 @@ func CompareOverlap(run *store.Run, threshold float64) *AA {
 	a.Comparisons = []AAComparison{
 		a.compare("hosting the next launch's preparation vs not", hosted, notHosted),
 		a.compare("prepared ahead vs started after the previous launch", ahead, notAhead),
-		a.compare("both (overlap on) vs neither (overlap off)",
+		a.compare("both (overlap) vs neither (no overlap)",
 			pick(func(l launch) bool { return l.ahead && l.hosted }), pick(func(l launch) bool { return !l.ahead && !l.hosted })),
 	}
 	a.Verdict = AANoDisturbance

@@ -205,6 +205,16 @@ func TestCompareOverlap(t *testing.T) {
 	assert.Less(t, a.Comparisons[0].Hi, 1.0)
 
 	assert.Nil(t, CompareOverlap(run("x", map[string][2]float64{"a": {1, 1}}, 1, 3, 3), 0.05), "not an A/A run")
+
+	// the mode recorded decides: an aa-tail run is compared, a tail or on
+	// run (every launch but the first prepared ahead) is not an A/A run
+	for mode, want := range map[string]bool{"aa": true, "aa-tail": true, "tail": false, "on": false} {
+		r := aaRun(24, 0)
+		for i := range r.Trials[0].Repeats {
+			r.Trials[0].Repeats[i].Overlap.Mode = mode
+		}
+		assert.Equal(t, want, CompareOverlap(r, 0.05) != nil, "mode %s", mode)
+	}
 }
 
 // RunProgress counts launches by their rank-0 logs: one finished trial of

@@ -85,8 +85,8 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 	f.Float64Var(&o.noisyCV, "noisy-cv", stats.DefaultNoisyCV, "flag a trial noisy when the CV of its step times or repeat throughputs exceeds this")
 	f.BoolVar(&o.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
-	f.StringVar(&o.overlap, "overlap", runner.OverlapOff, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch runs: "+
-		"off, on, or aa (an A/A test of it; see docs/launch-cost.md)")
+	f.StringVar(&o.overlap, "overlap", runner.OverlapTail, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch ends: "+
+		"tail (once its steps are done), on (as soon as it starts), off, or aa / aa-tail (A/A tests of on and tail; see docs/launch-cost.md)")
 	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
 	addOverrideFlags(f)
@@ -106,8 +106,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--retries %d: give 0 or more", o.retries))
 	case o.noisyCV <= 0:
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
-	case o.overlap != runner.OverlapOff && o.overlap != runner.OverlapOn && o.overlap != runner.OverlapAA:
-		return exitcode.Usage(fmt.Errorf("--overlap %q: give off, on or aa", o.overlap))
+	case !slices.Contains(runner.OverlapModes, o.overlap):
+		return exitcode.Usage(fmt.Errorf("--overlap %q: give one of %s", o.overlap, strings.Join(runner.OverlapModes, ", ")))
 	case o.maxTrials < 0:
 		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
 )
@@ -178,8 +179,9 @@ func sameNumberEverywhere(t *testing.T, dir, stdout string) {
 
 // checkTimelines: in a real smoke run every launch has a timeline whose
 // phases are in launch order, none negative, adding up to the launch's wall
-// time; one launch starts where the previous one ended; the rank's measured
-// phase holds its measured steps' own time.
+// time; one launch starts where the previous one ended, or (prepared ahead
+// by the default --overlap tail) after the previous one's steps and before
+// its end; the rank's measured phase holds its measured steps' own time.
 func checkTimelines(t *testing.T, run *store.Run) {
 	t.Helper()
 	order := map[string]int{}
@@ -187,6 +189,7 @@ func checkTimelines(t *testing.T, run *store.Run) {
 		order[p] = i
 	}
 	var launches []*store.Timeline
+	ahead := map[*store.Timeline]bool{}
 	for _, tr := range run.Trials {
 		if tr.Outcome != store.OK {
 			continue
@@ -195,6 +198,10 @@ func checkTimelines(t *testing.T, run *store.Run) {
 			tl := rp.Timeline
 			require.NotNil(t, tl, "trial %s repeat %d has a timeline", tr.ID, rp.Repeat)
 			launches = append(launches, tl)
+			require.NotNil(t, rp.Overlap, "the default --overlap tail records how launches overlapped")
+			assert.Equal(t, runner.OverlapTail, rp.Overlap.Mode)
+			assert.Zero(t, rp.Overlap.InWindowMS, "no preparation inside a measured window")
+			ahead[tl] = rp.Overlap.PreparedAhead
 			sum, last := 0.0, -1
 			for _, p := range tl.Phases {
 				assert.GreaterOrEqual(t, p.MS, 0.0, p.Name)
@@ -230,9 +237,26 @@ func checkTimelines(t *testing.T, run *store.Run) {
 	require.NotEmpty(t, launches)
 	// in the order they ran (interleaved rounds commit trials out of it)
 	slices.SortFunc(launches, func(a, b *store.Timeline) int { return a.Start.Compare(b.Start) })
+	prepared := 0
 	for i := 1; i < len(launches); i++ {
-		assert.Equal(t, launches[i-1].End, launches[i].Start, "launch %d starts where launch %d ended", i, i-1)
+		prev, l := launches[i-1], launches[i]
+		if !ahead[l] {
+			assert.Equal(t, prev.End, l.Start, "launch %d starts where launch %d ended", i, i-1)
+			continue
+		}
+		// prepared ahead (--overlap tail): after its predecessor's steps, before its end
+		stepsEnd := prev.Start
+		for _, p := range prev.Phases {
+			stepsEnd = stepsEnd.Add(time.Duration(p.MS * float64(time.Millisecond)))
+			if p.Name == timeline.PhaseMeasured {
+				break
+			}
+		}
+		assert.False(t, l.Start.Before(stepsEnd.Add(-5*time.Millisecond)), "launch %d prepared before launch %d's steps ended", i, i-1)
+		assert.True(t, l.Start.Before(prev.End), "launch %d prepared while launch %d ended", i, i-1)
+		prepared++
 	}
+	assert.Positive(t, prepared, "the default --overlap tail prepared launches ahead")
 }
 
 func phaseNames(tl *store.Timeline) []string {
