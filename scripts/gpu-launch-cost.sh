@@ -6,7 +6,7 @@
 # missing (scripts/gpu-check.sh's build stage).
 #
 #   scripts/gpu-launch-cost.sh                         # the three headline studies
-#   STUDIES=studies/bert/overlap-aa.yaml RUN_FLAGS="--overlap aa" scripts/gpu-launch-cost.sh
+#   STUDIES=studies/bert/overlap-aa.yaml RUN_FLAGS="--overlap aa-tail" scripts/gpu-launch-cost.sh
 #
 # For each study, in order: `casestudy plan` (with its time estimate when an
 # earlier run is under $WORK/results), `casestudy run` if its estimate fits in
@@ -14,9 +14,10 @@
 # records what finished, as after Ctrl-C), then `casestudy timeline`. $OUT gets
 # per study timeline-<name>.txt, report-<name>.md and run-<name>.tgz (the run
 # directory without logs; logs in logs-<name>.tgz), and summary.txt with every
-# timeline. Estimates (s, one H200, 3 repeats, from issue 16's measurements
-# before its changes): gpt 170, bert 310, resnet50 330, bert-overlap-aa 190;
-# EST_<name> overrides one, EST_SCALE (percent) all.
+# timeline. Estimates (s, one H200, the studies as shipped: repeats auto,
+# from the runs of 2026-12-02/03): gpt 240, bert 240, resnet50 280,
+# bert-overlap-aa 60; EST_<name> overrides one (dashes as underscores),
+# EST_SCALE (percent) all.
 #
 # Environment: STUDIES (default the three headline studies), RUN_FLAGS (extra
 # `casestudy run` flags), OUT (build/gpu-out), WORK (build/gpu-launch-cost),
@@ -33,7 +34,7 @@ EST_SCALE=${EST_SCALE:-100}
 LIB=${ENGINE_LIB:-$PWD/build/engine/libcasestudy_engine.so}
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-declare -A EST=([gpt]=170 [bert]=310 [resnet50]=330 [bert-overlap-aa]=190)
+declare -A EST=([gpt]=240 [bert]=240 [resnet50]=280 [bert-overlap-aa]=60)
 
 mkdir -p "$OUT" "$WORK/results"
 summary=$OUT/summary.txt
