@@ -124,7 +124,7 @@ func TestLocalKillReachesTheWholeGroup(t *testing.T) {
 	for _, p := range strings.Fields(string(b)) {
 		var pid int
 		_, _ = fmt.Sscan(p, &pid)
-		assert.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 2*time.Second, 10*time.Millisecond,
+		assert.Eventually(t, func() bool { return gone(pid) }, 2*time.Second, 10*time.Millisecond,
 			"grandchild %d survived", pid)
 	}
 }
@@ -133,4 +133,21 @@ func TestLocalStartFailureIsAnError(t *testing.T) {
 	_, err := Local{}.Start(context.Background(), Spec{Trial: "t", Path: "/nonexistent/casestudy", Ranks: []Rank{{Rank: 0, Log: &bytes.Buffer{}}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "starting rank 0")
+}
+
+// gone says whether process pid has ended: no such process, or a zombie (an
+// orphan waits for whatever reaps orphans on this machine, which need not be
+// quick inside a container).
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// the state follows the command name in parentheses, which may hold spaces
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
