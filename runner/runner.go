@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -121,11 +122,10 @@ func New(o Options) (*Runner, error) {
 		d.Interleave = true
 		o.Design = &d
 	}
-	switch o.Overlap {
-	case "":
+	if o.Overlap == "" {
 		o.Overlap = OverlapOff
-	case OverlapOff, OverlapTail, OverlapOn, OverlapAA, OverlapAATail:
-	default:
+	}
+	if !slices.Contains(OverlapModes, o.Overlap) {
 		return nil, fmt.Errorf("runner: overlap %q: use one of %s", o.Overlap, strings.Join(OverlapModes, ", "))
 	}
 	if o.Progress == nil {

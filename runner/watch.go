@@ -137,6 +137,7 @@ func (w *watcher) event(ev rendezvous.Event) {
 	case rendezvous.TypeMark:
 		st.marks[m.Name] = time.Unix(0, m.At)
 		w.window(m.Name)
+		w.steps(m.Name)
 	case rendezvous.TypeInfo:
 		st.rec.Info = m.Info
 	case rendezvous.TypeStep:
@@ -174,8 +175,7 @@ func (w *watcher) event(ev rendezvous.Event) {
 }
 
 // window tells the GPU sampler where the measured window begins (the first
-// rank's start of its measured steps) and ends (the last rank's end of them),
-// and runs the launch's stepsDone once every rank's steps are done.
+// rank's start of its measured steps) and ends (the last rank's end of them).
 func (w *watcher) window(mark string) {
 	switch {
 	case mark == timeline.MarkWarm && !w.windowOpen:
@@ -186,16 +186,22 @@ func (w *watcher) window(mark string) {
 			w.l.sampler.WindowEnd()
 		}
 	}
+}
+
+// steps runs the launch's stepsDone once every rank's steps are done: its
+// measured steps, and its profiled ones when it profiles (never the pre-heat).
+func (w *watcher) steps(mark string) {
 	last := timeline.MarkMeasured
 	if w.sp.Launch.ProfileSteps > 0 && w.rep != store.PreheatRepeat {
 		last = timeline.MarkProfiled
 	}
-	if mark == last {
-		if w.stepsDone++; w.stepsDone == len(w.ranks) && w.l.stepsDone != nil {
-			f := w.l.stepsDone
-			w.l.stepsDone = nil
-			f()
-		}
+	if mark != last {
+		return
+	}
+	if w.stepsDone++; w.stepsDone == len(w.ranks) && w.l.stepsDone != nil {
+		f := w.l.stepsDone
+		w.l.stepsDone = nil
+		f()
 	}
 }
 

@@ -456,7 +456,7 @@ stage_losscurve() {
   done
   advance "$EST_LOSSCURVE"
   [[ $DRY == 1 ]] && return
-  (cd "$WORK" && tar czf "$OUT/losscurve.tgz" losscurve-*.json)
+  tar czf "$OUT/losscurve.tgz" -C "$WORK" "${files[@]#"$WORK"/}"
   if "$PY" engine/native/tools/losscurve.py "${files[@]}" >"$LOG/losscurve.txt" 2>&1; then
     log_status "losscurve: ok, $(tail -1 "$LOG/losscurve.txt")"
   else

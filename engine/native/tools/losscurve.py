@@ -92,7 +92,7 @@ def main(argv):
     files = [losses(p) for p in argv]
     seeds = [(files[i][1], files[i + 1][1], files[i + 2][1]) for i in range(0, len(files), 3)]
     n = min(min(len(k), len(na), len(f)) for k, na, f in seeds)
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    mean = statistics.mean
     print("steps    kernels  native   fp32     (means over %d seeds)" % len(seeds))
     for s in range(0, n, 20):
         e = min(s + 20, n)
