@@ -8,7 +8,7 @@
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
-#             bn, max_pool: pool, linear_act: lin) is switched off for every
+#             bn, max_pool: pool, linear_act: lin, stem_conv: stem) is switched off for every
 #             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
 #             CUDA graphs (the engine's kernels on), bf16 without the lin
@@ -24,10 +24,15 @@
 #             without the kernels; the fastest public-practice BERT
 #             (bert_fast.py) and HF's, eager and compiled
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 +
-#             graphs, fp16, fp16 + graphs, bf16 without the kernels;
-#             torchvision eager and compiled (bf16)
+#             graphs, fp16, fp16 + graphs, bf16 without the padded stem
+#             (stem_conv.h), bf16 without the kernels; torchvision eager and
+#             compiled (bf16)
 #   resnet50-fp16  the same group: torchvision eager and compiled in fp16
 #             (GradScaler)
+#   resnet50-padstem  (not by default) the same group: torchvision compiled
+#             with its stem convolution over input and weight padded to 8
+#             channels (resnet_tv.py --pad-stem, as the engine's stem), bf16
+#             and fp16
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
@@ -41,6 +46,12 @@
 #             fresh process (cs_bench.py --launch): library load, cs_create by
 #             phase (init_phases), first step, cs_destroy; launch.jsonl in
 #             $OUT and one line per launch in table.md (about 50 s)
+#   firststep (not by default) where a first step's host time goes: the
+#             ResNet-50 and GPT-2 baselines of the launch stage (ResNet-50 with
+#             cuDNN's heuristics, as studies/resnet50.yaml's baseline), one
+#             launch each with cs_bench.py --launch --first-step-ops: the
+#             operators of the first step by self CPU time in
+#             $OUT/firststep-*.txt and their top rows in table.md
 #   cudnn     (not by default) cuDNN autotuning for ResNet-50 (CUDNN_MB x 224x224
 #             channels_last, default 256; CUDNN_PRECISIONS, default bf16 fp16):
 #             per precision the engine with CASESTUDY_CUDNN_BENCHMARK_LIMIT
@@ -156,8 +167,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | bert512 | profile | launch | cudnn | kernelmix | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 bert512 profile launch cudnn kernelmix study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
   esac
 done
 
@@ -165,7 +176,7 @@ JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
   rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" "$OUT/losscurve.tgz" \
-    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl"
+    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl" "$OUT"/firststep-*.txt
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
@@ -342,7 +353,7 @@ ref_prefix() {
 
 # reference GROUP SCRIPT EST_EAGER EST_COMPILE ARGS...: the reference eager and
 # compiled in one process, or eager only when both do not fit or EST_COMPILE is
-# 0 (no compiled run wanted); steps as engine's.
+# 0 (no compiled run wanted), compiled only when EST_EAGER is 0; steps as engine's.
 reference() {
   local group=$1 script=$2 ee ec log rc=0 pre mode names
   ee=$(scaled "$3") ec=$(scaled "$4")
@@ -351,7 +362,13 @@ reference() {
   log="$stage-$pre"
   local why=""
   ((ec > 0)) && why=" (no time for $pre-compile: needs ~$((ee + ec)) s with it)"
-  if ((ec > 0 && $(left) >= ee + ec)); then
+  if ((ee == 0)); then # compiled only
+    if ! fits "$ec" "$group: $pre-compile"; then
+      [[ $DRY != 1 ]] && note "$group" "$pre-compile" skipped "needs ~$ec s, $(left0) s left"
+      return
+    fi
+    mode=compile names=("$pre-compile")
+  elif ((ec > 0 && $(left) >= ee + ec)); then
     fits $((ee + ec)) "$group: $pre-eager + $pre-compile"
     mode=both names=("$pre-eager" "$pre-compile")
   elif fits "$ee" "$group: $pre-eager$why"; then
@@ -367,6 +384,7 @@ reference() {
   inflight=("$group" "$log" "${names[@]}")
   local est=$ee
   [[ $mode == both ]] && est=$((ee + ec))
+  [[ $mode == compile ]] && est=$ec
   timed $((2 * est)) "$log" "$PY" "bench/reference/$script" "$@" --mode "$mode" \
     --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" || rc=$?
   inflight=()
@@ -422,12 +440,19 @@ stage_resnet50() {
   engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
   engine "$g" engine-fp16 15 "$f}"
   engine "$g" engine-fp16-graphs 15 "$f,\"graphs\":true}"
+  run_env=CASESTUDY_KERNELS=$(kernels_without stem) engine "$g" engine-bf16-nostem 15 "$c}"
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 15 "$c}"
   reference "$g" resnet_tv.py 25 50 --micro-batch 256 --image-size 224
 }
 stage_resnet50_fp16() { # torchvision in fp16, in the same group as stage_resnet50
   ref_pre=tv-fp16 reference "resnet50 256x224 channels_last" resnet_tv.py 25 50 --micro-batch 256 \
     --image-size 224 --precision fp16
+}
+stage_resnet50_padstem() { # torchvision compiled with the stem over 8 channels (--pad-stem), bf16 and fp16
+  ref_pre=tv-padstem reference "resnet50 256x224 channels_last" resnet_tv.py 0 50 --micro-batch 256 \
+    --image-size 224 --pad-stem
+  ref_pre=tv-fp16-padstem reference "resnet50 256x224 channels_last" resnet_tv.py 0 50 --micro-batch 256 \
+    --image-size 224 --pad-stem --precision fp16
 }
 
 # losscurve: GPT-2 124M at 4 x 1024 tokens for LOSS_STEPS steps from each of
@@ -486,7 +511,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin stem_conv:stem"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -557,6 +582,41 @@ print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), dest
     r["load_ms"], r["create_ms"], phases, r["first_step_ms"], r["first_step_engine_ms"], r["destroy_ms"],
     line.get("kernels")))')"
     done
+    publish
+  done
+}
+
+# firststep: one launch each of the ResNet-50 baseline (cuDNN heuristics) and
+# the GPT-2 one with the first step under torch.profiler (cs_bench.py
+# --first-step-ops): $OUT/firststep-KEY.txt, its first rows in table.md.
+EST_FIRSTSTEP=12 # s per launch: python and torch imports, load, create, a profiled step, exit
+stage_firststep() {
+  local key cfg rc est
+  est=$(scaled $EST_FIRSTSTEP)
+  local -A cfgs=(
+    [resnet50-128x224]='{"family":"resnet50","preset":"50","micro_batch":128,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1}'
+    [gpt-124m-8x1024]='{"family":"gpt","preset":"124m","micro_batch":8,"seq_len":1024,"device":"cuda","precision":"bf16","seed":1}'
+  )
+  for key in resnet50-128x224 gpt-124m-8x1024; do
+    cfg=${cfgs[$key]}
+    fits "$est" "firststep: $key" || { [[ $DRY == 1 ]] || log_status "firststep: $key skipped, $(left0) s left"; continue; }
+    rc=0
+    timed "$CAP_ENGINE" "firststep-$key" env CASESTUDY_KERNELS="$KERNELS" CASESTUDY_CUDNN_BENCHMARK_LIMIT=off \
+      "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$key" --config "$cfg" --launch \
+      --first-step-ops "$OUT/firststep-$key.txt" || rc=$?
+    advance "$est"
+    [[ $DRY == 1 ]] && continue
+    if ((rc != 0)); then
+      log_status "firststep: $key FAIL (exit $rc, logs/firststep-$key.*): $(tail -2 "$LOG/firststep-$key.err" | tr '\n' ' ')"
+      continue
+    fi
+    {
+      echo "- firststep: $key (firststep-$key.txt)"
+      echo
+      echo '```'
+      head -14 "$OUT/firststep-$key.txt"
+      echo '```'
+    } >>"$STATUS"
     publish
   done
 }
@@ -813,11 +873,13 @@ for s in $STAGES; do
     gpt-more) stage_gpt_more ;;
     losscurve) stage_losscurve ;;
     resnet50-fp16) stage_resnet50_fp16 ;;
+    resnet50-padstem) stage_resnet50_padstem ;;
     bert128) stage_bert 128 12 25 60 ;;
     resnet50) stage_resnet50 ;;
     bert512) stage_bert 512 15 30 70 ;;
     profile) stage_profile ;;
     launch) stage_launch ;;
+    firststep) stage_firststep ;;
     cudnn) stage_cudnn ;;
     kernelmix) stage_kernelmix ;;
     study) stage_study ;;

@@ -13,6 +13,12 @@ eager, then a fresh compiled model (Inductor's default mode), in one process.
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224
     python3 bench/reference/resnet_tv.py --micro-batch 256 --image-size 224 --compile
     python3 bench/reference/resnet_tv.py --mode both --warmup 5 --steps 20
+
+--pad-stem runs the first convolution over its 3 input channels padded with
+zeros to 8 (the images made so, the weight padded in the forward pass), so
+that cuDNN has 16-byte-aligned channels_last kernels for it as for every other
+layer: the engine's stem (engine/native/src/stem_conv.h), as a recipe
+(tv-padstem-*, tv-fp16-padstem-*).
 """
 import argparse
 import gc
@@ -48,6 +54,26 @@ def forward_macs(torch, model, image_size, device):
     return total[0]
 
 
+def pad_stem(torch, model, channels):
+    """Replaces model.conv1 by the same convolution over `channels` input
+    channels: the weight (still 3 channels, the parameter) padded with zeros in
+    the forward pass; the input must come padded."""
+    conv = model.conv1
+    extra = channels - conv.in_channels
+    F = torch.nn.functional
+
+    class PaddedStem(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x):
+            w = F.pad(conv.weight, (0, 0, 0, 0, 0, extra))
+            return F.conv2d(x, w, None, conv.stride, conv.padding)
+
+    model.conv1 = PaddedStem()
+
+
 def bench(torch, torchvision, a, compiled):
     """Builds a fresh model and optimizer, trains a.warmup + a.steps steps and
     returns the output line's fields and a function of a path that profiles
@@ -58,12 +84,15 @@ def bench(torch, torchvision, a, compiled):
     model = torchvision.models.resnet50().to(dev, memory_format=fmt).train()
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
-    macs = forward_macs(torch, model, a.image_size, dev)
+    macs = forward_macs(torch, model, a.image_size, dev)  # over the 3 channels
+    in_ch = 8 if a.pad_stem else 3
+    if a.pad_stem:
+        pad_stem(torch, model, in_ch)
     opt = torch.optim.SGD(params, lr=a.lr, momentum=0.9, weight_decay=1e-4)
     fwd = torch.compile(model) if compiled else model
     g = torch.Generator(device=dev).manual_seed(a.seed)
-    batches = [(torch.randn(a.micro_batch, 3, a.image_size, a.image_size, generator=g,
-                            device=dev).contiguous(memory_format=fmt),
+    batches = [(torch.nn.functional.pad(torch.randn(a.micro_batch, 3, a.image_size, a.image_size, generator=g,
+                                                    device=dev), (0, 0, 0, 0, 0, in_ch - 3)).contiguous(memory_format=fmt),
                 torch.randint(0, 1000, (a.micro_batch,), generator=g, device=dev))
                for _ in range(2)]
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -87,11 +116,11 @@ def bench(torch, torchvision, a, compiled):
     fps = 3.0 * 2.0 * macs  # training = 3 x forward; 2 FLOPs per multiply-accumulate
     name = torch.cuda.get_device_name(dev)
     res = {
-        "name": ("tv-fp16-" if fp16 else "tv-") + ("compile" if compiled else "eager"),
+        "name": ("tv-fp16-" if fp16 else "tv-") + ("padstem-" if a.pad_stem else "") + ("compile" if compiled else "eager"),
         "model": "resnet50", "reference": "torchvision.models.resnet50",
         "device_name": name, "torch": torch.__version__, "torchvision": torchvision.__version__,
         "precision": a.precision, "micro_batch": a.micro_batch, "image_size": a.image_size,
-        "channels_last": a.channels_last, "params": n_params, "flops_per_sample": fps,
+        "channels_last": a.channels_last, "pad_stem": a.pad_stem, "params": n_params, "flops_per_sample": fps,
         "warmup": a.warmup, "steps": a.steps,
         **measured_fields(torch, dev, times, losses, a.micro_batch, fps, 0,
                           peak_tflops(name, a.peak_tflops, "bf16")),  # fp16's dense peak is bf16's
@@ -112,6 +141,8 @@ def main(argv=None):
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false")
     p.add_argument("--precision", choices=["bf16", "fp16"], default="bf16",
                    help="autocast dtype; fp16 with a GradScaler (tv-fp16-eager, tv-fp16-compile)")
+    p.add_argument("--pad-stem", action="store_true",
+                   help="the first convolution over input and weight padded with zeros to 8 channels")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--peak-tflops", type=float, default=0.0, help="for MFU; 0: by device name")
     p.add_argument("--seed", type=int, default=0)

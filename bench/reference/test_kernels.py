@@ -299,6 +299,28 @@ class RealProfilerTest(unittest.TestCase):
         self.assertGreater(p["kernel_ms"], 0)
         self.assertLessEqual(p["kernel_ms"], p["profiled_step_ms"] * 1.05, "operators inside the step")
 
+    def test_first_step_ops_of_a_launch(self):
+        """cs_bench.py --launch --first-step-ops: the engine's operators of its
+        first step by self CPU time, and the launch line marked profiled."""
+        cfg = {"family": "gpt", "preset": "tiny", "micro_batch": 2, "seq_len": 32, "device": "cpu", "threads": 1}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "first.txt")
+            r = subprocess.run([self.py, os.path.join(ROOT, "engine/native/tools/cs_bench.py"), "--lib", self.lib,
+                                "--name", "engine-cpu", "--config", json.dumps(cfg), "--launch",
+                                "--first-step-ops", path], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            line = json.loads(r.stdout.strip().splitlines()[-1])
+            with open(path) as f:
+                text = f.read()
+        self.assertTrue(line["launch"]["profiled"])
+        self.assertGreater(line["launch"]["first_step_ms"], 0)
+        head, cols, *rows = text.splitlines()
+        self.assertTrue(head.startswith("engine-cpu: first step"), head)
+        self.assertIn("operator", cols)
+        self.assertTrue(rows and any(op in text for op in ("aten::mm", "aten::addmm", "aten::bmm")), text)
+        selfs = [float(r.split()[0]) for r in rows]
+        self.assertEqual(selfs, sorted(selfs, reverse=True), "by self CPU time")
+
     def test_reference_style_step_under_the_real_profiler(self):
         """profile_steps as the references call it (prepare, the step timed
         here), with the real torch.profiler on a small torch model."""

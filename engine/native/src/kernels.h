@@ -12,6 +12,10 @@
 //        (max_pool.h; ResNet's stem)
 //   lin  the transformer blocks' linear layers: the bias gradient summed in
 //        one pass, the MLP's GELU backward fused in before it (linear_act.h)
+//   stem ResNet's first convolution over its 3 input channels padded with
+//        zeros to a 16-byte row, so cuDNN runs aligned kernels (stem_conv.h;
+//        no kernel of its own, but like the others a CUDA-only change of the
+//        portable path, switched with them)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -35,7 +39,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem"), "none" when none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not

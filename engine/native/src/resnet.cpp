@@ -15,6 +15,7 @@
 #include "bn_relu.h"
 #include "device.h"
 #include "max_pool.h"
+#include "stem_conv.h"
 
 namespace cs {
 namespace {
@@ -151,7 +152,9 @@ struct Stem : Layer {
   }
   torch::Tensor forward(torch::Tensor x) override {
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    x = batch_norm_act(*bn1, conv1->forward(x), torch::Tensor(), /*relu=*/true);
+    // Over 3 input channels padded to a 16-byte row where the "stem" switch is on (stem_conv.h).
+    x = stem_conv(x, conv1->weight, conv1->stride, conv1->pad);
+    x = batch_norm_act(*bn1, x, torch::Tensor(), /*relu=*/true);
     return max_pool(x, 3, 2, 1);
   }
 };

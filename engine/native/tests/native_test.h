@@ -22,3 +22,4 @@ int bn_relu_tests();
 int max_pool_tests();
 int linear_act_tests();
 int checksum_tests();
+int stem_conv_tests();

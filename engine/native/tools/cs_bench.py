@@ -32,6 +32,12 @@ and cs_destroy, as one JSON line {"name", "config", "device_name", "kernels",
 "cudnn", "launch": {"load_ms", "create_ms", "init_phases", "first_step_ms",
 "first_step_engine_ms", "second_step_ms", "checksum_ms", "destroy_ms"}} (wall
 clock of this process; first_step_engine_ms is the engine's own step time).
+--launch --first-step-ops FILE also runs the first step under torch.profiler
+and writes its operators by self CPU time to FILE (a text table): where a
+first step's host time goes (cuDNN plans, lazy loading, allocations). It
+imports torch before loading the library, as --profile does, so its load_ms
+and the profiled first step are not comparable with other launches ("profiled"
+in the line).
 
 Exit status: 0 ok; 1 an engine call failed (one JSON line with "error", the
 status and the engine's message); 2 bad arguments.
@@ -176,6 +182,8 @@ def main(argv=None):
                     % PROFILE_STEPS)
     ap.add_argument("--launch", action="store_true",
                     help="time one launch (load, cs_create by phase, first step, cs_destroy) instead")
+    ap.add_argument("--first-step-ops", metavar="FILE",
+                    help="with --launch: profile the first step, its operators by self CPU time to FILE")
     ap.add_argument("--losses", metavar="FILE",
                     help="write every step's loss (warm-up included) as JSON to FILE "
                     "(name, config, kernels, losses; engine/native/tools/losscurve.py)")
@@ -193,6 +201,8 @@ def main(argv=None):
             ap.error("--launch and --profile do not mix")
         launch(a, cfg)
         return
+    if a.first_step_ops:
+        ap.error("--first-step-ops needs --launch")
     torch = no_torch = None
     if a.profile:
         try:  # before the library: one libtorch for both, so the profiler sees the engine
@@ -238,6 +248,10 @@ def launch(a, cfg):
     def ms(t0):
         return (time.perf_counter() - t0) * 1e3
 
+    torch = None
+    if a.first_step_ops:  # before the library, as for --profile: one libtorch for both
+        import torch
+        import torch.profiler
     t = time.perf_counter()
     try:
         eng = Engine(a.lib, a.name)
@@ -248,9 +262,20 @@ def launch(a, cfg):
     eng.create(json.dumps(cfg))
     create_ms = ms(t)
     info = eng.call(eng.lib.cs_info, "cs_info")
+    prof = None
+    if torch is not None:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts)
+        prof.__enter__()
     t = time.perf_counter()
     step = eng.call(eng.lib.cs_step, "cs_step 0")
     first_ms, t = ms(t), time.perf_counter()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        write_first_step_ops(prof, a.first_step_ops, a.name, first_ms)
+        t = time.perf_counter()
     eng.call(eng.lib.cs_step, "cs_step 1")
     second_ms, t = ms(t), time.perf_counter()
     eng.call(eng.lib.cs_param_checksum, "cs_param_checksum")
@@ -260,8 +285,25 @@ def launch(a, cfg):
                       "kernels": info.get("kernels"), "cudnn": info.get("cudnn"), "launch": {
         "load_ms": load_ms, "create_ms": create_ms, "init_phases": info.get("init_phases"),
         "first_step_ms": first_ms, "first_step_engine_ms": step.get("step_ms"),
-        "second_step_ms": second_ms, "checksum_ms": checksum_ms, "destroy_ms": ms(t)}}),
-        flush=True)
+        "second_step_ms": second_ms, "checksum_ms": checksum_ms, "destroy_ms": ms(t),
+        "profiled": prof is not None}}), flush=True)
+
+
+FIRST_STEP_OPS = 30  # rows of the --first-step-ops table
+
+
+def write_first_step_ops(prof, path, name, first_ms):
+    """The profiled first step's operators by self CPU time (--first-step-ops)."""
+    avgs = prof.key_averages()
+    total_us = sum(e.self_cpu_time_total for e in avgs)
+    rows = sorted(avgs, key=lambda e: e.self_cpu_time_total, reverse=True)[:FIRST_STEP_OPS]
+    with open(path, "w") as f:
+        f.write("%s: first step %.0f ms (profiled), operators' self CPU time %.0f ms\n"
+                % (name, first_ms, total_us / 1e3))
+        f.write("%10s %7s %6s  %s\n" % ("self ms", "share", "calls", "operator"))
+        for e in rows:
+            f.write("%10.1f %6.1f%% %6d  %s\n" % (e.self_cpu_time_total / 1e3,
+                    100.0 * e.self_cpu_time_total / max(total_us, 1), e.count, e.key[:110]))
 
 
 def profile(eng, torch, no_torch, path, line):
