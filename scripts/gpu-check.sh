@@ -36,7 +36,8 @@
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
-#             and the reference eager, PROFILE_WARMUP + PROFILE_STEPS steps,
+#             and the reference eager (PROFILE_REF=compile: compiled; PROFILE_MODELS
+#             picks the models), PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
 #             shape the kernel categories side by side, the top kernels and the
 #             idle gap in table.md ("Kernel profiles"), the JSON in profiles.tgz
@@ -116,6 +117,8 @@ WARMUP=${WARMUP:-5}
 STEPS=${STEPS:-20}
 PROFILE_WARMUP=${PROFILE_WARMUP:-3}
 PROFILE_STEPS=${PROFILE_STEPS:-5}
+PROFILE_REF=${PROFILE_REF:-eager} # the profile stage's reference: eager or compile
+PROFILE_MODELS=${PROFILE_MODELS:-bert512 resnet50 gpt}
 LAUNCH_REPEATS=${LAUNCH_REPEATS:-3}
 CUDNN_MB=${CUDNN_MB:-256}
 CUDNN_PRECISIONS=${CUDNN_PRECISIONS:-bf16 fp16}
@@ -162,6 +165,10 @@ done
 ((CUDNN_STEPS >= 1)) || { echo "gpu-check.sh: CUDNN_STEPS=0: want at least 1" >&2; exit 2; }
 for v in $CUDNN_LIMITS; do
   [[ $v =~ ^([0-9]+|off)$ ]] || { echo "gpu-check.sh: CUDNN_LIMITS: '$v': want whole numbers or off" >&2; exit 2; }
+done
+[[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
+for v in $PROFILE_MODELS; do
+  [[ $v =~ ^(bert512|resnet50|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, resnet50 or gpt" >&2; exit 2; }
 done
 for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
@@ -497,17 +504,26 @@ profile_pair() {
   local key=$1 shape=$2 ee=$3 er=$4 script=$5 cfg=$6 pre
   shift 6
   pre=$(ref_prefix "$script")
-  local stage="profile-$key" e="$PROF/$key-engine-bf16.json" r="$PROF/$key-$pre-eager.json"
+  local stage="profile-$key" e="$PROF/$key-engine-bf16.json" r="$PROF/$key-$pre-$PROFILE_REF.json"
   prof_pairs+=("$shape" "$e" "$r")
   engine "profile $shape" engine-bf16 "$ee" "$cfg}" --profile "$e"
-  reference "profile $shape" "$script" "$er" 0 "$@" --profile "$r"
+  if [[ $PROFILE_REF == compile ]]; then # compiled only: its estimate is the eager one + 30 s of compiling
+    reference "profile $shape" "$script" 0 $((er + 30)) "$@" --profile "$r"
+  else
+    reference "profile $shape" "$script" "$er" 0 "$@" --profile "$r"
+  fi
 }
 stage_profile() {
   local run_warmup=$PROFILE_WARMUP run_steps=$PROFILE_STEPS # for engine and reference
   [[ $DRY == 1 ]] || mkdir -p "$PROF"
-  profile_pair bert512 "bert-large 32x512" 20 30 bert_hf.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512
-  profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224
-  profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024
+  local m
+  for m in $PROFILE_MODELS; do
+    case $m in
+      bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_hf.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
+      resnet50) profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224 ;;
+      gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
+    esac
+  done
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
