@@ -22,11 +22,6 @@ using namespace cs;
 
 namespace {
 
-double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
-  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
-}
-
 struct Out {
   torch::Tensor y, dx, dw, db, dres, rmean, rvar, batches;
 };

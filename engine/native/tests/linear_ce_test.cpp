@@ -44,11 +44,6 @@ Result run(bool fused, const torch::Tensor& h0, const torch::Tensor& w0, const t
   return {loss.detach(), h.grad(), w.grad()};
 }
 
-double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
-  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
-}
-
 struct Shape {
   int64_t N, V, d;
 };

@@ -1,6 +1,8 @@
 // native_test.h: the check macro of the engine's C++ unit tests (tests/main.cpp).
 #pragma once
 
+#include <torch/torch.h>
+
 #include <iostream>
 
 // CS_CHECK(cond): on failure prints the condition and line and returns 1 from the
@@ -12,6 +14,12 @@
       return 1;                                                     \
     }                                                               \
   } while (0)
+
+// ||a - b|| / ||b|| in float64: the relative error the kernel tests compare.
+inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
+  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
 
 int optim_tests();
 int linear_ce_tests();

@@ -19,11 +19,6 @@ using namespace cs;
 
 namespace {
 
-double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
-  return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
-}
-
 struct Case {
   int64_t N, cout, H, k, stride, pad;
   at::ScalarType t;  // the autocast dtype, fp32 for none
