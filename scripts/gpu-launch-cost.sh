@@ -16,7 +16,7 @@
 # directory without logs; logs in logs-<name>.tgz), and summary.txt with every
 # timeline. Estimates (s, one H200, the studies as shipped: repeats auto,
 # from the runs of 2026-12-02/03): gpt 240, bert 240, resnet50 280,
-# bert-overlap-aa 60; EST_<name> overrides one (dashes as underscores),
+# bert-overlap-aa 60, gpt-overlap-aa 90; EST_<name> overrides one (dashes as underscores),
 # EST_SCALE (percent) all.
 #
 # Environment: STUDIES (default the three headline studies), RUN_FLAGS (extra
@@ -34,7 +34,7 @@ EST_SCALE=${EST_SCALE:-100}
 LIB=${ENGINE_LIB:-$PWD/build/engine/libcasestudy_engine.so}
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-declare -A EST=([gpt]=240 [bert]=240 [resnet50]=280 [bert-overlap-aa]=60)
+declare -A EST=([gpt]=240 [bert]=240 [resnet50]=280 [bert-overlap-aa]=60 [gpt-overlap-aa]=90)
 
 mkdir -p "$OUT" "$WORK/results"
 summary=$OUT/summary.txt
