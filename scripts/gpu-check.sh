@@ -52,7 +52,8 @@
 #             cuDNN's heuristics, as studies/resnet50.yaml's baseline), one
 #             launch each with cs_bench.py --launch --first-step-ops: the
 #             operators of the first step by self CPU time in
-#             $OUT/firststep-*.txt and their top rows in table.md
+#             $OUT/firststep-*.txt and their top rows in table.md; listed twice,
+#             a second round (the first compiles kernels cold on a fresh machine)
 #   cudnn     (not by default) cuDNN autotuning for ResNet-50 (CUDNN_MB x 224x224
 #             channels_last, default 256; CUDNN_PRECISIONS, default bf16 fp16):
 #             per precision the engine with CASESTUDY_CUDNN_BENCHMARK_LIMIT
@@ -606,31 +607,34 @@ print("load %.0f ms, create %.0f ms (%s), first step %.0f ms (engine %.0f), dest
 # the GPT-2 one with the first step under torch.profiler (cs_bench.py
 # --first-step-ops): $OUT/firststep-KEY.txt, its first rows in table.md.
 EST_FIRSTSTEP=12 # s per launch: python and torch imports, load, create, a profiled step, exit
-stage_firststep() {
-  local key cfg rc est
+firststep_round=0
+stage_firststep() { # listed twice in STAGES: a second round, the kernels warm (files firststep-KEY-2.txt)
+  local key cfg rc est f
   est=$(scaled $EST_FIRSTSTEP)
+  firststep_round=$((firststep_round + 1))
   local -A cfgs=(
     [resnet50-128x224]='{"family":"resnet50","preset":"50","micro_batch":128,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1}'
     [gpt-124m-8x1024]='{"family":"gpt","preset":"124m","micro_batch":8,"seq_len":1024,"device":"cuda","precision":"bf16","seed":1}'
   )
   for key in resnet50-128x224 gpt-124m-8x1024; do
-    cfg=${cfgs[$key]}
+    cfg=${cfgs[$key]} f=firststep-$key
+    ((firststep_round > 1)) && f=$f-$firststep_round
     fits "$est" "firststep: $key" || { [[ $DRY == 1 ]] || log_status "firststep: $key skipped, $(left0) s left"; continue; }
     rc=0
-    timed "$CAP_ENGINE" "firststep-$key" env CASESTUDY_KERNELS="$KERNELS" CASESTUDY_CUDNN_BENCHMARK_LIMIT=off \
+    timed "$CAP_ENGINE" "$f" env CASESTUDY_KERNELS="$KERNELS" CASESTUDY_CUDNN_BENCHMARK_LIMIT=off \
       "$PY" engine/native/tools/cs_bench.py --lib "$LIB" --name "$key" --config "$cfg" --launch \
-      --first-step-ops "$OUT/firststep-$key.txt" || rc=$?
+      --first-step-ops "$OUT/$f.txt" || rc=$?
     advance "$est"
     [[ $DRY == 1 ]] && continue
     if ((rc != 0)); then
-      log_status "firststep: $key FAIL (exit $rc, logs/firststep-$key.*): $(tail -2 "$LOG/firststep-$key.err" | tr '\n' ' ')"
+      log_status "firststep: $key FAIL (exit $rc, logs/$f.*): $(tail -2 "$LOG/$f.err" | tr '\n' ' ')"
       continue
     fi
     {
-      echo "- firststep: $key (firststep-$key.txt)"
+      echo "- firststep: $key, round $firststep_round ($f.txt)"
       echo
       echo '```'
-      head -14 "$OUT/firststep-$key.txt"
+      head -14 "$OUT/$f.txt"
       echo '```'
     } >>"$STATUS"
     publish

@@ -106,8 +106,11 @@ def events_of(torch, prof, cuda):
     """(name, us, calls) of every CUDA kernel, copy and memset in prof; without
     CUDA, of every CPU operator's self time. record_function ranges (the
     optimizer's step, say) are mirrored on the GPU's timeline as CUDA events
-    too: annotations, not kernels, left out (is_user_annotation in torch 2.x;
-    a CUDA event named as a CPU event is one in any version)."""
+    too: annotations, not kernels, left out: by their is_user_annotation flag
+    where an event has one (torch 2.x), else when a CPU event has the same
+    name. The flag decides where it exists: Inductor names the CPU range
+    around each Triton kernel's launch after the kernel, so the name rule
+    alone would drop every compiled model's fused kernels."""
     DeviceType = torch.autograd.DeviceType
     if not cuda:
         return [(r.key, r.self_cpu_time_total, r.count) for r in prof.key_averages()
@@ -116,12 +119,18 @@ def events_of(torch, prof, cuda):
         evs = list(prof.events())
         cpu_names = {e.name for e in evs if e.device_type == DeviceType.CPU}
         return [(e.name, _cuda_us(e), 1) for e in evs if e.device_type == DeviceType.CUDA
-                and not getattr(e, "is_user_annotation", False) and e.name not in cpu_names]
+                and not _annotation(e, e.name, cpu_names)]
     except (AttributeError, TypeError):  # older or newer event objects: the averaged rows
         rows = list(prof.key_averages())
         cpu_names = {r.key for r in rows if getattr(r, "device_type", None) == DeviceType.CPU}
         return [(r.key, _cuda_us(r), r.count) for r in rows if getattr(r, "device_type", None) == DeviceType.CUDA
-                and not getattr(r, "is_user_annotation", False) and r.key not in cpu_names]
+                and not _annotation(r, r.key, cpu_names)]
+
+
+def _annotation(e, name, cpu_names):
+    """Whether a CUDA event is a record_function range mirrored on the GPU (events_of)."""
+    flag = getattr(e, "is_user_annotation", None)
+    return bool(flag) if flag is not None else name in cpu_names
 
 
 def profile_steps(torch, step, path, steps=3, step_ms=None, prepare=None, timed_by_step=False, meta=None):

@@ -161,9 +161,13 @@ class EventsTest(unittest.TestCase):
             ev("## forward ##", DeviceType.CPU, 10),
             ev("## forward ##", DeviceType.CUDA, 700),  # an annotation of a torch without the flag
             ev("Memset (Device)", DeviceType.CUDA, 2, annotation=False),
+            # Inductor: a CPU range named after the Triton kernel it launches
+            ev("triton_per_fused_native_layer_norm_0", DeviceType.CPU, 4),
+            ev("triton_per_fused_native_layer_norm_0", DeviceType.CUDA, 40, annotation=False),
         ])
         got = kernels.events_of(fake_torch(prof), prof, cuda=True)
-        self.assertEqual(got, [("nvjet_tst", 300, 1), ("Memset (Device)", 2, 1)])
+        self.assertEqual(got, [("nvjet_tst", 300, 1), ("Memset (Device)", 2, 1),
+                               ("triton_per_fused_native_layer_norm_0", 40, 1)])
 
     def test_averaged_rows_when_events_have_no_interval(self):
         rows = [types.SimpleNamespace(key="aten::mm", device_type=DeviceType.CPU, count=3),
