@@ -12,9 +12,9 @@
 //        (max_pool.h; ResNet's stem)
 //   lin  the transformer blocks' linear layers: the bias gradient summed in
 //        one pass, the MLP's GELU backward fused in before it (linear_act.h)
-//   stem ResNet's first convolution over its 3 input channels padded with
-//        zeros to a 16-byte row, so cuDNN runs aligned kernels (stem_conv.h;
-//        no kernel of its own, but like the others a CUDA-only change of the
+//   stem ResNet's first convolution (over 3 channels) as one matrix product
+//        of the gathered input windows and the weight (stem_conv.h; no
+//        kernel of its own, but like the others a CUDA-only change of the
 //        portable path, switched with them)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of

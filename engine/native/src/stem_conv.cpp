@@ -14,32 +14,49 @@ at::ScalarType conv_dtype(const torch::Tensor& x) {
   return compat::autocast_enabled(dev) ? compat::autocast_dtype(dev) : x.scalar_type();
 }
 
-int64_t row_channels(at::ScalarType t) { return 16 / int64_t(c10::elementSize(t)); }
+// kw' of stem_conv_k.
+int64_t widened_kw(int64_t k, int64_t C, int64_t elem_bytes) {
+  int64_t kw = k;
+  while ((k * kw * C * elem_bytes) % 16 != 0) kw++;
+  return kw;
+}
 
 }  // namespace
 
-bool stem_conv_padded(const torch::Tensor& x) {
-  if (!kernels::enabled("stem") || !glue::runs_here(x) || x.dim() != 4) return false;
-  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast)) return false;
-  const auto t = conv_dtype(x);
-  if (t != torch::kBFloat16 && t != torch::kHalf && t != torch::kFloat32) return false;
-  return x.size(1) < row_channels(t);
+int64_t stem_conv_k(int64_t k, int64_t C, int64_t elem_bytes) {
+  return k * widened_kw(k, C, elem_bytes) * C;
 }
 
-int64_t stem_conv_channels(const torch::Tensor& x) {
-  return stem_conv_padded(x) ? row_channels(conv_dtype(x)) : x.size(1);
+bool stem_conv_as_gemm(const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!kernels::enabled("stem") || !glue::runs_here(x) || x.dim() != 4 || weight.dim() != 4) return false;
+  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.requires_grad()) return false;
+  if (weight.size(1) != x.size(1) || weight.size(2) != weight.size(3)) return false;
+  const auto t = conv_dtype(x);
+  return t == torch::kBFloat16 || t == torch::kHalf || t == torch::kFloat32;
 }
 
 torch::Tensor stem_conv(const torch::Tensor& x, const torch::Tensor& weight, int64_t stride,
                         int64_t pad) {
-  if (!stem_conv_padded(x)) return torch::conv2d(x, weight, {}, {stride, stride}, {pad, pad});
+  if (!stem_conv_as_gemm(x, weight)) return torch::conv2d(x, weight, {}, {stride, stride}, {pad, pad});
   const auto t = conv_dtype(x);
-  const int64_t extra = row_channels(t) - x.size(1);
-  const auto cl = at::MemoryFormat::ChannelsLast;
-  // The input cast first (as autocast would) so that the pad writes 2-byte values.
-  auto xp = at::constant_pad_nd(x.to(t), {0, 0, 0, 0, 0, extra}).contiguous(cl);
-  auto wp = at::constant_pad_nd(weight, {0, 0, 0, 0, 0, extra}).contiguous(cl);
-  return torch::conv2d(xp, wp, {}, {stride, stride}, {pad, pad});
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t cout = weight.size(0), k = weight.size(2);
+  const int64_t kw = widened_kw(k, C, int64_t(c10::elementSize(t)));
+  const int64_t Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
+  // Zero borders (and the widened windows' extra columns on the right), in
+  // the product's dtype; NHWC memory.
+  const int64_t right = std::max<int64_t>(pad, (Wo - 1) * stride + kw - W - pad);
+  auto xp = at::constant_pad_nd(x.to(t), {pad, right, pad, pad}).contiguous(at::MemoryFormat::ChannelsLast);
+  const int64_t Hp = xp.size(2), Wp = xp.size(3);
+  // [N, Ho, Wo, k, kw, C] windows over xp's NHWC memory, gathered into rows.
+  auto rows = xp.as_strided({N, Ho, Wo, k, kw, C},
+                            {Hp * Wp * C, stride * Wp * C, stride * C, Wp * C, C, 1})
+                  .reshape({N * Ho * Wo, k * kw * C});
+  // The weight as [K, cout] in the rows' (kh, kw, c) order, zero in the widened columns.
+  auto w = at::constant_pad_nd(weight.permute({2, 3, 1, 0}), {0, 0, 0, 0, 0, kw - k})
+               .reshape({k * kw * C, cout});
+  auto y = at::mm(rows, w);  // [N Ho Wo, cout]: the output in NHWC memory
+  return y.view({N, Ho, Wo, cout}).permute({0, 3, 1, 2});
 }
 
 }  // namespace cs

@@ -1,12 +1,17 @@
-// stem_conv.h: ResNet's first convolution over input channels padded with zero
-// channels to a 16-byte row (kernels.h "stem"): 8 channels where the
-// convolution runs in bf16 or fp16, 4 in fp32. Over 3 channels in
-// channels_last, cuDNN has no 16-byte-aligned tensor-core kernel; in a kernel
-// profile of ResNet-50 at 256 x 224 in bf16 on the H200 (b6edacd) two
-// convolution kernels that run once a step took 1.5 ms (forward) and 0.9 ms
-// (weight gradient) of a 39.7 ms step, and fp16's step spent 1.9 ms less on
-// convolutions. The zero channels add exactly nothing to the output and their
-// weights get no gradient; the parameter stays [cout, 3, k, k].
+// stem_conv.h: ResNet's first convolution (7x7, stride 2, over the 3 image
+// channels) as one matrix product (kernels.h "stem"): the input's windows
+// gathered into rows (im2col, each window's kh x kw' x C values with kw'
+// widened past kw by zero-weight columns until a row is a multiple of 16
+// bytes) times the weight as a [K, cout] matrix. The output rows are the
+// output pixels, so the product is the channels_last output itself.
+//
+// Why: over 3 input channels cuDNN has no efficient kernel. In a kernel
+// profile of ResNet-50 at 256 x 224 in bf16 on the H200 (c4c23e2) its stem
+// forward ran at ~13 TFLOP/s (1.56 ms; 1.72 ms with the channels padded to 8)
+// and its weight gradient took 0.9 ms, 7% of a 37.7 ms step; the product
+// here is 66 GFLOP on tensor cores plus ~1.1 GB of gathered rows written and
+// read. The rows are kept for the backward (the weight gradient is one more
+// product); the input gets no gradient (images).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,12 +22,14 @@ namespace cs {
 torch::Tensor stem_conv(const torch::Tensor& x, const torch::Tensor& weight, int64_t stride,
                         int64_t pad);
 
-// Whether stem_conv pads: the "stem" kernel switched on, x a CUDA tensor (or a
-// CPU one under kernels::set_host_for_tests) in channels_last with fewer
-// channels than a 16-byte row of the dtype the convolution runs in.
-bool stem_conv_padded(const torch::Tensor& x);
+// Whether stem_conv runs as a matrix product: the "stem" kernel switched on,
+// x a CUDA tensor (or a CPU one under kernels::set_host_for_tests) in
+// channels_last that needs no gradient, a square kernel.
+bool stem_conv_as_gemm(const torch::Tensor& x, const torch::Tensor& weight);
 
-// The channel count stem_conv pads x to (x's own when it does not pad).
-int64_t stem_conv_channels(const torch::Tensor& x);
+// The product's K for a k x k kernel over C channels in a dtype of elem_bytes
+// bytes: k * kw' * C with the smallest kw' >= k that makes it a multiple of
+// 16 bytes (168 for ResNet's 7 x 7 x 3 in bf16 or fp32).
+int64_t stem_conv_k(int64_t k, int64_t C, int64_t elem_bytes);
 
 }  // namespace cs
