@@ -180,6 +180,13 @@ func TestGPUGraphsStudyCombos(t *testing.T) {
 		{"resnet50/bf16/channels_last", with(resnet, func(c *engine.Config) { c.ChannelsLast = true })},
 	} {
 		t.Run(v.name, func(t *testing.T) {
+			if v.cfg.Family == "resnet50" {
+				// cuDNN's heuristics, as studies/resnet50.yaml's baseline: autotuning
+				// may pick other algorithms in the eager and the graphed engine, and
+				// their rounding alone moved the tiny ResNet's fp16 loss 4% by step 5
+				// (H200, c4c23e2: step 0 already 1e-5 apart, before any graph).
+				t.Setenv("CASESTUDY_CUDNN_BENCHMARK_LIMIT", "off")
+			}
 			graphsMatchEager(t, lib, v.cfg, steps, tol)
 		})
 	}
