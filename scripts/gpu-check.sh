@@ -24,15 +24,14 @@
 #             without the kernels; the fastest public-practice BERT
 #             (bert_fast.py) and HF's, eager and compiled
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 +
-#             graphs, fp16, fp16 + graphs, bf16 without the padded stem
-#             (stem_conv.h), bf16 without the kernels; torchvision eager and
-#             compiled (bf16)
+#             graphs, fp16, fp16 + graphs, bf16 without the stem as a matrix
+#             product (stem_conv.h), bf16 without the kernels; torchvision
+#             eager and compiled (bf16)
 #   resnet50-fp16  the same group: torchvision eager and compiled in fp16
 #             (GradScaler)
-#   resnet50-padstem  (not by default) the same group: torchvision compiled
+#   resnet50-padstem  the same group: torchvision compiled
 #             with its stem convolution over input and weight padded to 8
-#             channels (resnet_tv.py --pad-stem, as the engine's stem), bf16
-#             and fp16
+#             channels (resnet_tv.py --pad-stem), bf16 and fp16
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
@@ -126,7 +125,7 @@ CUDNN_PRECISIONS=${CUDNN_PRECISIONS:-bf16 fp16}
 CUDNN_LIMITS=${CUDNN_LIMITS:-10 off 1 2 3 10}
 CUDNN_WARMUP=${CUDNN_WARMUP:-2}
 CUDNN_STEPS=${CUDNN_STEPS:-10}
-STAGES=${STAGES:-tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16}
+STAGES=${STAGES:-tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16 resnet50-padstem}
 KERNELS=${KERNELS:-all} # CASESTUDY_KERNELS of the engine runs (tests may narrow it)
 CUDA_ARCHS=${CUDA_ARCHS:-90} # compute capabilities of the engine's kernels (H100, H200)
 [[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"

@@ -152,7 +152,7 @@ struct Stem : Layer {
   }
   torch::Tensor forward(torch::Tensor x) override {
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    // Over 3 input channels padded to a 16-byte row where the "stem" switch is on (stem_conv.h).
+    // One matrix product where the "stem" switch is on (stem_conv.h), else conv2d.
     x = stem_conv(x, conv1->weight, conv1->stride, conv1->pad);
     x = batch_norm_act(*bn1, x, torch::Tensor(), /*relu=*/true);
     return max_pool(x, 3, 2, 1);
