@@ -183,14 +183,7 @@ int add_layer_norm_tests() {
   };
   bool cuda = torch::cuda::is_available();
   auto check = [](const Case& c, torch::Device dev, bool kernel) {
-    int rc = 1;
-    try {
-      rc = check_case(c, dev, kernel);
-    } catch (const std::exception& e) {
-      std::cerr << "FAIL add_layer_norm: " << e.what() << "\n";
-    }
-    if (rc) std::cerr << "  case " << name(c) << " (" << dev << ")\n";
-    return rc;
+    return run_case("add_layer_norm", name(c) + " (" + dev.str() + ")", [&] { return check_case(c, dev, kernel); });
   };
   for (const auto& c : cases) {
     if (c.out == torch::kHalf) continue;  // no fp16 LayerNorm on libtorch 1.13's CPU

@@ -164,14 +164,7 @@ int bn_relu_tests() {
       {4, 64, 8, 8, H, true, true},     {2, 256, 6, 6, H, false, true},
   };
   auto check = [](const Case& c, torch::Device dev, bool kernel) {
-    int rc = 1;
-    try {
-      rc = check_case(c, dev, kernel);
-    } catch (const std::exception& e) {
-      std::cerr << "FAIL batch_norm_act: " << e.what() << "\n";
-    }
-    if (rc) std::cerr << "  case " << name(c) << " (" << dev << ")\n";
-    return rc;
+    return run_case("batch_norm_act", name(c) + " (" + dev.str() + ")", [&] { return check_case(c, dev, kernel); });
   };
   for (const auto& c : cases) {
     if (c.t == H) continue;  // no fp16 batch norm on libtorch 1.13's CPU

@@ -141,14 +141,7 @@ int linear_act_tests() {
       {{64, 32}, 48, Act::GeluErf, H, true},
   };
   auto check = [](const Case& c, torch::Device dev, bool kernel) {
-    int rc = 1;
-    try {
-      rc = check_case(c, dev, kernel);
-    } catch (const std::exception& e) {
-      std::cerr << "FAIL linear_act: " << e.what() << "\n";
-    }
-    if (rc) std::cerr << "  case " << name(c) << " (" << dev << ")\n";
-    return rc;
+    return run_case("linear_act", name(c) + " (" + dev.str() + ")", [&] { return check_case(c, dev, kernel); });
   };
   // The portable path on the CPU, then the kernel's host version under the same
   // autograd function the GPU runs (no fp16 autocast on libtorch 1.13's CPU).

@@ -83,14 +83,7 @@ int max_pool_tests() {
   kernels::set_host_for_tests(true);
   for (const auto& c : cases) {
     if (c.t == H) continue;
-    int rc = 1;
-    try {
-      rc = check_case(c, torch::kCPU);
-    } catch (const std::exception& e) {
-      std::cerr << "FAIL max_pool: " << e.what() << "\n";
-    }
-    if (rc) {
-      std::cerr << "  case " << name(c) << " (cpu, host version)\n";
+    if (int rc = run_case("max_pool", name(c) + " (cpu, host version)", [&] { return check_case(c, torch::kCPU); })) {
       kernels::set_host_for_tests(false);
       return rc;
     }
@@ -105,16 +98,7 @@ int max_pool_tests() {
   cases.push_back({256, 64, 112, 112, 3, 2, 1, H, true});
   const torch::Device dev(torch::kCUDA, 0);
   for (const auto& c : cases) {
-    int rc = 1;
-    try {
-      rc = check_case(c, dev);
-    } catch (const std::exception& e) {
-      std::cerr << "FAIL max_pool: " << e.what() << "\n";
-    }
-    if (rc) {
-      std::cerr << "  case " << name(c) << "\n";
-      return rc;
-    }
+    if (int rc = run_case("max_pool", name(c), [&] { return check_case(c, dev); })) return rc;
   }
   std::cout << "  max_pool pool kernels cuda ok (" << cases.size() << " cases)\n";
   return 0;

@@ -3,7 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <exception>
 #include <iostream>
+#include <string>
 
 // CS_CHECK(cond): on failure prints the condition and line and returns 1 from the
 // enclosing test function.
@@ -19,6 +21,20 @@
 inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   auto af = a.to(torch::kFloat64), bf = b.to(torch::kFloat64);
   return ((af - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
+
+// Runs one case's check (a callable returning 0 when it passes), an exception
+// counting as a failure printed with the suite's name; a failed case is named.
+template <typename Check>
+int run_case(const char* suite, const std::string& what, Check&& check) {
+  int rc = 1;
+  try {
+    rc = check();
+  } catch (const std::exception& e) {
+    std::cerr << "FAIL " << suite << ": " << e.what() << "\n";
+  }
+  if (rc) std::cerr << "  case " << what << "\n";
+  return rc;
 }
 
 int optim_tests();

@@ -79,14 +79,7 @@ int check_case(const Case& c, torch::Device dev) {
 }
 
 int check(const Case& c, torch::Device dev) {
-  int rc = 1;
-  try {
-    rc = check_case(c, dev);
-  } catch (const std::exception& e) {
-    std::cerr << "FAIL stem_conv: " << e.what() << "\n";
-  }
-  if (rc) std::cerr << "  case " << name(c) << " (" << dev << ")\n";
-  return rc;
+  return run_case("stem_conv", name(c) + " (" + dev.str() + ")", [&] { return check_case(c, dev); });
 }
 
 // When stem_conv runs as a matrix product: channels_last inputs without a
@@ -115,7 +108,7 @@ int check_when() {
 
 int stem_conv_tests() {
   if (int rc = check_when()) return rc;
-  // The padded path on the CPU (host mode): fp32, and bf16 under CPU autocast.
+  // The matrix-product path on the CPU (host mode): fp32, and bf16 under CPU autocast.
   kernels::set_host_for_tests(true);
   for (const Case& c : {Case{2, 8, 20, 20, 7, 2, 3, torch::kFloat32}, Case{3, 16, 15, 13, 3, 1, 1, torch::kFloat32},
                         Case{2, 8, 21, 18, 7, 2, 3, torch::kBFloat16}, Case{2, 8, 9, 11, 5, 3, 0, torch::kFloat32},
