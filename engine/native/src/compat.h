@@ -105,6 +105,28 @@ inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
 #endif
 }
 
+// a @ b with the result in dtype out. Where torch has mm's out_dtype overload
+// (aten::mm.dtype: CUDA, bf16 or fp16 inputs, an fp32 result straight from the
+// matmul's accumulator) it is used for CUDA tensors: no rounding to the
+// inputs' dtype and no cast kernel after. Else the matmul in the inputs' dtype,
+// then a cast. Looked up by name, so that any torch builds this.
+inline torch::Tensor mm_to(const torch::Tensor& a, const torch::Tensor& b, at::ScalarType out) {
+  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, at::ScalarType);
+  static const auto op = []() -> c10::optional<c10::TypedOperatorHandle<Sig>> {
+    auto h = c10::Dispatcher::singleton().findSchema({"aten::mm", "dtype"});
+    if (!h) return c10::nullopt;
+    try {
+      return h->typed<Sig>();  // throws where the schema has another signature
+    } catch (const std::exception&) {
+      return c10::nullopt;
+    }
+  }();
+  if (op && a.is_cuda() && out == at::kFloat &&
+      (a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kHalf))
+    return op->call(a, b, out);
+  return torch::mm(a, b).to(out);
+}
+
 // grads *= coef (a 0-d tensor on the same device), without a host sync.
 inline void foreach_mul(const std::vector<torch::Tensor>& ts, const torch::Tensor& coef) {
 #if CS_HAS_FOREACH_MUL_TENSOR

@@ -66,7 +66,12 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
       shape.back() = wc.size(1);
       dx = torch::mm(dz, wc).view(shape).to(at::ScalarType(ctx->saved_data["x_dtype"].toInt()));
     }
-    auto dw = torch::mm(dz.t(), x2).to(at::ScalarType(ctx->saved_data["w_dtype"].toInt()));
+    // bf16: the weight gradient in the weight's dtype from the matmul itself
+    // (compat::mm_to); fp16 keeps autocast's fp16 result, so that an overflow
+    // there still shows as inf to the loss scaler.
+    const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
+    auto dw = dt == torch::kBFloat16 ? compat::mm_to(dz.t(), x2, w_dtype)
+                                     : torch::mm(dz.t(), x2).to(w_dtype);
     return {dx, dw, db.to(at::ScalarType(ctx->saved_data["b_dtype"].toInt())), torch::Tensor()};
   }
 };

@@ -108,7 +108,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype);
     } else {
       gh = torch::mm(z, wc).to(h_dtype).mul_(g);
-      gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype).mul_(g);
+      gw = compat::mm_to(z.t(), hc, w_dtype).narrow(0, 0, V).mul_(g);
     }
     return {gh, gw, torch::Tensor(), torch::Tensor()};
   }

@@ -175,6 +175,7 @@ int add_layer_norm_tests() {
       {5, 100, F, B, B, true, false},      // C not a multiple of 8: unvectorised
       {33, 768, F, B, B, true, true},      // misaligned: unvectorised
       {3, 1600, F, B, B, true, false},     // GPT-2 1.5B's width
+      {9, 512, F, B, B, true, false},      // the row-in-registers backward's widths: 512, 768, 1024
       // BERT: bf16 / fp16 residual stream; embeddings fp32 + fp32.
       {64, 1024, B, B, B, false, false},
       {64, 1024, H, H, H, false, false},

@@ -3,8 +3,8 @@
 // of dz over the rows, in one pass over dy (and z). Each thread owns N
 // consecutive columns (one 16-byte access) of every 8th row of its block's
 // slice of rows; a block's 8 row lanes are summed in shared memory in a fixed
-// order into one partial per block and column, which a second kernel sums
-// over the blocks in order (deterministic, no atomics).
+// order into one partial per block and column, which column_sum adds up over
+// the blocks (deterministic, no atomics).
 #include "common.cuh"
 #include "gelu.h"
 
@@ -20,7 +20,7 @@ struct Split {
 };
 
 // Column tiles of kCols * N columns; row blocks so that about 4 blocks per
-// multiprocessor run in all.
+// multiprocessor run in all (one wave: the most its registers let reside).
 Split split(int64_t rows, int64_t C, int N) {
   const int64_t tiles = (C + int64_t(kCols) * N - 1) / (int64_t(kCols) * N);
   int64_t want = (int64_t(sm_count()) * 4 + tiles - 1) / tiles;
@@ -79,16 +79,6 @@ __global__ void __launch_bounds__(kCols * kRows)
   }
 }
 
-// db[c] = the sum over row blocks of part[block][c], in block order.
-__global__ void bias_act_sum_kernel(const float* __restrict__ part, int64_t blocks, int64_t C,
-                                    float* __restrict__ db) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.f;
-  for (int64_t b = 0; b < blocks; b++) s += part[b * C + c];
-  db[c] = s;
-}
-
 template <typename T, int N>
 cudaError_t launch(const void* dy, const void* z, void* dz, float* db, float* scratch, Act act,
                    int64_t rows, int64_t C, cudaStream_t stream) {
@@ -105,8 +95,7 @@ cudaError_t launch(const void* dy, const void* z, void* dz, float* db, float* sc
                                                                 s.rows_per_block, scratch);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  bias_act_sum_kernel<<<unsigned((C + 255) / 256), 256, 0, stream>>>(scratch, s.row_blocks, C, db);
-  return cudaGetLastError();
+  return column_sum(scratch, s.row_blocks, C, db, C, nullptr, stream);
 }
 
 template <typename T>

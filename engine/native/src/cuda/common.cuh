@@ -83,6 +83,16 @@ inline bool aligned(const void* p, int64_t n) {
 // The multiprocessor count of the current device (cached per device).
 int sm_count();
 
+// The most shared memory a block of the current device may opt in to, in
+// bytes (cached per device).
+int smem_per_block_optin();
+
+// out[c] = the sum over the rows of part [rows][cols] of column c, for c <
+// split, and out2[c - split] for the columns after (column_sum.cu; the second
+// pass of a two-pass reduction over rows, deterministic).
+cudaError_t column_sum(const float* part, int64_t rows, int64_t cols, float* out, int64_t split,
+                       float* out2, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace cs
 

@@ -2,7 +2,10 @@
 // it fused in, forward and backward; one warp per row, fp32 statistics and
 // accumulation. The backward pass writes the input gradient and each block's
 // partial weight and bias gradients (in shared memory per warp, in a fixed
-// order: deterministic), which a second kernel sums over blocks.
+// order: deterministic), which column_sum adds up over the blocks. Rows of
+// 512, 768 or 1024 (GPT-2's and BERT's widths) take a backward that
+// holds the row in registers: every load of a row issued at once, each read
+// once (the generic one reads a row twice, a pack at a time: latency-bound).
 #include "common.cuh"
 
 namespace cs {
@@ -81,6 +84,23 @@ __device__ __forceinline__ int slot(int c, int C) {
   return (c % N) * (C / N) + c / N;
 }
 
+// The backward's end: the block's warps' dw, db sums (sm [warps][2][C], each
+// column at its slot) added in warp order into part [block][2][C].
+template <int N>
+__device__ void write_partials(const float* sm, int warps, int C, float* part) {
+  __syncthreads();
+  float* out = part + int64_t(blockIdx.x) * 2 * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float a = 0.f, bb = 0.f;
+    for (int i = 0; i < warps; i++) {
+      a += sm[i * 2 * C + slot<N>(c, C)];
+      bb += sm[i * 2 * C + C + slot<N>(c, C)];
+    }
+    out[c] = a;
+    out[C + c] = bb;
+  }
+}
+
 template <typename TR, typename TD, typename TO, int N>
 __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
                               const float* rstd, const float* w, TR* dx, TD* ddelta,
@@ -134,40 +154,70 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, c
       if (ddelta) store_f<TD, N>(ddelta + off + c, d);
     }
   }
-  __syncthreads();
-  float* out = part + int64_t(blockIdx.x) * 2 * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    float a = 0.f, bb = 0.f;
-    for (int i = 0; i < warps; i++) {
-      a += sm[i * 2 * C + slot<N>(c, C)];
-      bb += sm[i * 2 * C + C + slot<N>(c, C)];
-    }
-    out[c] = a;
-    out[C + c] = bb;
-  }
+  write_partials<N>(sm, warps, C, part);
 }
 
-// dw[c] = sum over blocks of part[block][0][c], db[c] of part[block][1][c]:
-// 32 columns per block, kSumRows threads down the blocks' partials, each in
-// block order, then their sums in thread order (deterministic).
-constexpr int kSumRows = 16;
-__global__ void __launch_bounds__(32 * kSumRows)
-    layer_norm_bwd_sum_kernel(const float* __restrict__ part, int64_t blocks, int C,
-                      float* __restrict__ dw, float* __restrict__ db) {
-  __shared__ float sm[kSumRows][33];
-  const int i = blockIdx.x * 32 + threadIdx.x;  // 0..2C
-  float s = 0.f;
-  if (i < 2 * C)
-    for (int64_t k = threadIdx.y; k < blocks; k += kSumRows) s += part[k * 2 * C + i];
-  sm[threadIdx.y][threadIdx.x] = s;
+// The backward of rows of C = ITERS x 256 values: lane l holds columns
+// 8 (32 j + l) .. + 7 of the row for j < ITERS in registers. The same sums in
+// the same order as layer_norm_bwd_kernel<..., 8>, so the same bits.
+template <typename TR, typename TD, typename TO, int ITERS>
+__global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
+                                          const float* rstd, const float* w, TR* dx, TD* ddelta,
+                                          float* part, int64_t rows) {
+  constexpr int N = 8, C = ITERS * 32 * N;
+  extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
+  const int warps = blockDim.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < warps * 2 * C; i += blockDim.x) sm[i] = 0.f;
   __syncthreads();
-  if (threadIdx.y != 0 || i >= 2 * C) return;
-  s = 0.f;
-  for (int k = 0; k < kSumRows; k++) s += sm[k][threadIdx.x];
-  if (i < C)
-    dw[i] = s;
-  else
-    db[i - C] = s;
+  float* sdw = sm + warp * 2 * C;
+  float* sdb = sdw + C;
+  for (int64_t row = int64_t(blockIdx.x) * warps + warp; row < rows;
+       row += int64_t(gridDim.x) * warps) {
+    const int64_t off = row * C;
+    float g[ITERS][N], v[ITERS][N], d[ITERS][N];
+#pragma unroll
+    for (int j = 0; j < ITERS; j++) {
+      const int c = (j * 32 + lane) * N;
+      load_f<TO, N>(dy + off + c, g[j]);
+      load_f<TR, N>(r + off + c, v[j]);
+      if (dr)
+        load_f<TR, N>(dr + off + c, d[j]);
+      else
+#pragma unroll
+        for (int k = 0; k < N; k++) d[j][k] = 0.f;
+    }
+    const float mu = mean[row], rs = rstd[row];
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int j = 0; j < ITERS; j++) {
+      const int c = (j * 32 + lane) * N;
+      float wv[N];
+      load_f<float, N>(w + c, wv);
+#pragma unroll
+      for (int k = 0; k < N; k++) {
+        const float xh = (v[j][k] - mu) * rs;
+        const int s = slot<N>(c + k, C);
+        sdw[s] += g[j][k] * xh;
+        sdb[s] += g[j][k];
+        const float gw = g[j][k] * wv[k];
+        sg += gw;
+        sgx += gw * xh;
+        v[j][k] = xh;
+        g[j][k] = gw;
+      }
+    }
+    const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
+#pragma unroll
+    for (int j = 0; j < ITERS; j++) {
+      const int c = (j * 32 + lane) * N;
+#pragma unroll
+      for (int k = 0; k < N; k++) d[j][k] += rs * (g[j][k] - mg - v[j][k] * mgx);
+      store_f<TR, N>(dx + off + c, d[j]);
+      if (ddelta) store_f<TD, N>(ddelta + off + c, d[j]);
+    }
+  }
+  write_partials<N>(sm, warps, C, part);
 }
 
 template <typename TR, typename TD, typename TO>
@@ -208,15 +258,24 @@ cudaError_t bwd(const void* dy, const void* dr, const void* r, const float* mean
         static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
         rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows, int(C));
   };
-  if (vec_ok<TR, TD, TO>(C, {dy, dr, r, w, dx, ddelta}))
-    args(layer_norm_bwd_kernel<TR, TD, TO, 8>);
-  else
+  auto reg_args = [&](auto kernel) {
+    kernel<<<unsigned(blocks), warps * 32, smem, stream>>>(
+        static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
+        rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows);
+  };
+  if (!vec_ok<TR, TD, TO>(C, {dy, dr, r, w, dx, ddelta}))
     args(layer_norm_bwd_kernel<TR, TD, TO, 1>);
+  else if (C == 512)
+    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 2>);
+  else if (C == 768)
+    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 3>);
+  else if (C == 1024)
+    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 4>);
+  else
+    args(layer_norm_bwd_kernel<TR, TD, TO, 8>);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  layer_norm_bwd_sum_kernel<<<unsigned((2 * C + 31) / 32), dim3(32, kSumRows), 0, stream>>>(
-      scratch, blocks, int(C), dw, db);
-  return cudaGetLastError();
+  return column_sum(scratch, blocks, 2 * C, dw, C, db, stream);
 }
 
 }  // namespace
