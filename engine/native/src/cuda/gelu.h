@@ -37,7 +37,12 @@ CS_HOST_DEVICE float act_grad(float z, Act act) {
   if (act == Act::GeluErf) {
     const float kAlpha = 0.7071067811865476f;  // 1 / sqrt(2)
     const float kBeta = 0.3989422804014327f;   // 1 / sqrt(2 pi)
-    return 0.5f * (1.f + erff(z * kAlpha)) + z * kBeta * expf(-0.5f * z * z);
+#if defined(__CUDA_ARCH__)
+    const float e = __expf(-0.5f * z * z);  // the fast exponential, as for tanh above
+#else
+    const float e = expf(-0.5f * z * z);
+#endif
+    return 0.5f * (1.f + erff(z * kAlpha)) + z * kBeta * e;
   }
   return 1.f;
 }
