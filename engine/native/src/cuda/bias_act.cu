@@ -38,11 +38,18 @@ int vec_width(const void* dy, const void* z, const void* dz, int64_t C) {
   return N;
 }
 
-template <typename T, int N, bool ACT>
-__global__ void __launch_bounds__(kCols * kRows)
+// The activation A is a template argument and each thread loads kUnroll rows
+// before it computes any (the loads of a runtime switch's branches were not
+// hoisted: one row in flight per thread, latency-bound); at most 64 registers,
+// so that the 4 blocks per multiprocessor of split() fit. The rows are summed
+// in row order either way.
+constexpr int kUnroll = 2;
+
+template <typename T, int N, Act A>
+__global__ void __launch_bounds__(kCols * kRows, 4)
     bias_act_bwd_kernel(const T* __restrict__ dy, const T* __restrict__ z, T* __restrict__ dz,
-                        Act act, int64_t rows, int C, int64_t rows_per_block,
-                        float* __restrict__ part) {
+                        int64_t rows, int C, int64_t rows_per_block, float* __restrict__ part) {
+  constexpr bool kAct = A != Act::None;
   __shared__ float sm[kRows][kCols * N];
   const int64_t col = (int64_t(blockIdx.x) * kCols + threadIdx.x) * N;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per_block;
@@ -51,20 +58,27 @@ __global__ void __launch_bounds__(kCols * kRows)
 #pragma unroll
   for (int k = 0; k < N; k++) acc[k] = 0.f;
   if (col < C) {
-#pragma unroll 4
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRows) {
-      const int64_t off = r * C + col;
-      float g[N];
-      load_f<T, N>(dy + off, g);
-      if (ACT) {
-        float v[N];
-        load_f<T, N>(z + off, v);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kUnroll * kRows) {
+      float g[kUnroll][N], v[kUnroll][N];
 #pragma unroll
-        for (int k = 0; k < N; k++) g[k] = to_f<T>(from_f<T>(g[k] * kern::act_grad(v[k], act)));
-        store_f<T, N>(dz + off, g);  // exact: g holds values of T
+      for (int u = 0; u < kUnroll; u++) {
+        const int64_t off = (r + u * kRows) * C + col;
+        if (r + u * kRows < r1) {
+          load_f<T, N>(dy + off, g[u]);
+          if (kAct) load_f<T, N>(z + off, v[u]);
+        }
       }
 #pragma unroll
-      for (int k = 0; k < N; k++) acc[k] += g[k];
+      for (int u = 0; u < kUnroll; u++) {
+        if (r + u * kRows >= r1) break;
+        if (kAct) {
+#pragma unroll
+          for (int k = 0; k < N; k++) g[u][k] = to_f<T>(from_f<T>(g[u][k] * kern::act_grad(v[u][k], A)));
+          store_f<T, N>(dz + (r + u * kRows) * C + col, g[u]);  // exact: g holds values of T
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) acc[k] += g[u][k];
+      }
     }
   }
 #pragma unroll
@@ -87,12 +101,15 @@ cudaError_t launch(const void* dy, const void* z, void* dz, float* db, float* sc
   const T* dyt = static_cast<const T*>(dy);
   const T* zt = static_cast<const T*>(z);
   T* dzt = static_cast<T*>(dz);
-  if (act == Act::None)
-    bias_act_bwd_kernel<T, N, false><<<grid, block, 0, stream>>>(dyt, zt, dzt, act, rows, int(C),
-                                                                 s.rows_per_block, scratch);
+  auto args = [&](auto kernel) {
+    kernel<<<grid, block, 0, stream>>>(dyt, zt, dzt, rows, int(C), s.rows_per_block, scratch);
+  };
+  if (act == Act::GeluTanh)
+    args(bias_act_bwd_kernel<T, N, Act::GeluTanh>);
+  else if (act == Act::GeluErf)
+    args(bias_act_bwd_kernel<T, N, Act::GeluErf>);
   else
-    bias_act_bwd_kernel<T, N, true><<<grid, block, 0, stream>>>(dyt, zt, dzt, act, rows, int(C),
-                                                                s.rows_per_block, scratch);
+    args(bias_act_bwd_kernel<T, N, Act::None>);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   return column_sum(scratch, s.row_blocks, C, db, C, nullptr, stream);

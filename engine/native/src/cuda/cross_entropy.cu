@@ -1,11 +1,14 @@
 // cross_entropy.cu: GPT's cross-entropy in one kernel over the logits (llm.c's
-// fused classifier): one block per row; the first pass reads the row once for
-// an online max and sum of exponentials in fp32, the second writes softmax -
-// one-hot over the logits in their own dtype. Where the row fits in shared
-// memory (GPT-2's 50,304 bf16 logits: 98 KB, two rows per multiprocessor) the
-// first pass keeps it there for the second, so the logits are read from
-// memory once; else the second pass reads the row again (from L2, where
-// enough of it is still there: with ~500 rows of 98 KB in flight, not all).
+// fused classifier): per row, the first pass reads the row for an online max
+// and sum of exponentials in fp32, the second writes softmax - one-hot over the
+// logits in their own dtype. Where two rows fit in shared memory (GPT-2's
+// 50,304 bf16 logits: 2 x 98 KB) one block per multiprocessor goes through
+// the rows with both passes on a row in shared memory while the next row is
+// copied in (cp.async): the logits are read from memory once and the reads
+// never wait for a row's reduction. Else one block per row, the second pass
+// reading the row again (from L2 where it is still there).
+#include <cuda_pipeline.h>
+
 #include <cfloat>
 
 #include "common.cuh"
@@ -14,7 +17,8 @@ namespace cs {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;       // one block per row
+constexpr int kPipeThreads = 1024;  // one block per multiprocessor, rows in turn
 
 // (m, s): a running max and the sum of exp(x - m). Combines two such pairs.
 __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
@@ -54,9 +58,9 @@ __device__ __forceinline__ void fold(const float (&x)[N], int64_t c0, int64_t V,
 
 // The block's (m, s) combined into the row's logsumexp, returned to every
 // thread; the first writes loss = lse - z[t] (before the row is overwritten).
-template <typename T>
+template <int THREADS, typename T>
 __device__ float row_lse(float m, float s, const T* z, int64_t t, float* loss) {
-  __shared__ float sm_m[kThreads / 32], sm_s[kThreads / 32];
+  __shared__ float sm_m[THREADS / 32], sm_s[THREADS / 32];
   __shared__ float sm_lse;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -71,8 +75,8 @@ __device__ float row_lse(float m, float s, const T* z, int64_t t, float* loss) {
   }
   __syncthreads();
   if (warp == 0) {
-    m = lane < kThreads / 32 ? sm_m[lane] : -INFINITY;
-    s = lane < kThreads / 32 ? sm_s[lane] : 0.f;
+    m = lane < THREADS / 32 ? sm_m[lane] : -INFINITY;
+    s = lane < THREADS / 32 ? sm_s[lane] : 0.f;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
     load_f<T, N>(z + i * N, x);
     fold(x, i * N, V, m, s);
   }
-  const float lse = row_lse(m, s, z, t, loss + row);
+  const float lse = row_lse<kThreads>(m, s, z, t, loss + row);
   for (int64_t i = threadIdx.x; i < ld / N; i += kThreads) {
     float x[N];
     load_f<T, N>(z + i * N, x);
@@ -123,34 +127,57 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The same with the row staged in shared memory (ld / N packs) by the first pass.
+// Issues the copy of row `row` of z into buf (ld / N packs of 16 bytes), each
+// thread its packs, as one cp.async batch (committed even when empty, so
+// that every thread's batches count alike).
 template <typename T, int N>
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_smem_kernel(T* logits, int64_t ld, int64_t V, const int64_t* __restrict__ target,
-                              float* __restrict__ loss) {
-  extern __shared__ __align__(16) unsigned char sm_raw[];
-  Pack<T, N>* row_sm = reinterpret_cast<Pack<T, N>*>(sm_raw);
-  const int64_t row = blockIdx.x, t = target[row];
-  T* z = logits + row * ld;
-  const int64_t packs = ld / N;
-  float m = -INFINITY, s = 0.f;
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < packs; i += kThreads) {
-    const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N>*>(z + i * N);
-    row_sm[i] = pk;
-    float x[N];
-#pragma unroll
-    for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
-    fold(x, i * N, V, m, s);
+__device__ __forceinline__ void copy_row(Pack<T, N>* buf, const T* logits, int64_t row,
+                                         int64_t rows, int64_t ld) {
+  if (row < rows) {
+    const T* z = logits + row * ld;
+    for (int64_t i = threadIdx.x; i < ld / N; i += kPipeThreads)
+      __pipeline_memcpy_async(buf + i, z + i * N, sizeof(Pack<T, N>));
   }
-  const float lse = row_lse(m, s, z, t, loss + row);  // its barrier publishes row_sm too
-  for (int64_t i = threadIdx.x; i < packs; i += kThreads) {
-    const Pack<T, N> pk = row_sm[i];
-    float x[N];
+  __pipeline_commit();
+}
+
+// The rows blockIdx.x, + gridDim.x, ... in turn, each in one of two shared
+// buffers of ld / N packs while the next row is copied into the other.
+template <typename T, int N>
+__global__ void __launch_bounds__(kPipeThreads, 1)
+    cross_entropy_pipe_kernel(T* logits, int64_t rows, int64_t ld, int64_t V,
+                              const int64_t* __restrict__ target, float* __restrict__ loss) {
+  extern __shared__ __align__(16) unsigned char sm_raw[];
+  Pack<T, N>* bufs[2] = {reinterpret_cast<Pack<T, N>*>(sm_raw),
+                         reinterpret_cast<Pack<T, N>*>(sm_raw) + ld / N};
+  const int64_t packs = ld / N;
+  copy_row(bufs[0], logits, blockIdx.x, rows, ld);
+  int b = 0;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x, b ^= 1) {
+    copy_row(bufs[b ^ 1], logits, row + gridDim.x, rows, ld);  // the buffer freed last turn
+    __pipeline_wait_prior(1);  // this thread's copies of this row are done
+    __syncthreads();           // and every thread's
+    const Pack<T, N>* buf = bufs[b];
+    T* z = logits + row * ld;
+    const int64_t t = target[row];
+    float m = -INFINITY, s = 0.f;
+    for (int64_t i = threadIdx.x; i < packs; i += kPipeThreads) {
+      const Pack<T, N> pk = buf[i];
+      float x[N];
 #pragma unroll
-    for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
-    grad(x, i * N, V, t, lse);
-    store_f<T, N>(z + i * N, x);
+      for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
+      fold(x, i * N, V, m, s);
+    }
+    const float lse = row_lse<kPipeThreads>(m, s, z, t, loss + row);
+    for (int64_t i = threadIdx.x; i < packs; i += kPipeThreads) {
+      const Pack<T, N> pk = buf[i];
+      float x[N];
+#pragma unroll
+      for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
+      grad(x, i * N, V, t, lse);
+      store_f<T, N>(z + i * N, x);
+    }
+    __syncthreads();  // buf is read by all before the next turn copies into it
   }
 }
 
@@ -163,12 +190,13 @@ cudaError_t launch(void* logits, int64_t rows, int64_t ld, int64_t V, const int6
     cross_entropy_kernel<T, 1><<<unsigned(rows), kThreads, 0, stream>>>(z, ld, V, target, loss);
     return cudaGetLastError();
   }
-  const int64_t bytes = ld * int64_t(sizeof(T));
+  const int64_t bytes = 2 * ld * int64_t(sizeof(T));  // two rows
   if (bytes <= smem_per_block_optin()) {
-    auto kernel = cross_entropy_smem_kernel<T, N>;
+    auto kernel = cross_entropy_pipe_kernel<T, N>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     if (e != cudaSuccess) return e;
-    kernel<<<unsigned(rows), kThreads, size_t(bytes), stream>>>(z, ld, V, target, loss);
+    const int64_t grid = rows < sm_count() ? rows : sm_count();
+    kernel<<<unsigned(grid), kPipeThreads, size_t(bytes), stream>>>(z, rows, ld, V, target, loss);
   } else {
     cross_entropy_kernel<T, N><<<unsigned(rows), kThreads, 0, stream>>>(z, ld, V, target, loss);
   }
