@@ -21,6 +21,7 @@
 #include "compat.h"
 #include "device.h"
 #include "linear_act.h"
+#include "linear_casts.h"
 #include "precision.h"
 
 namespace cs {
@@ -192,6 +193,12 @@ struct EncoderLayer : torch::nn::Module {
     output = register_module("output", std::make_shared<Dense>(s.intermediate, s.hidden, o));
     out_norm = register_module("output_LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
   }
+  // The weights and biases its linear layers cast under autocast (LinearCasts).
+  std::vector<torch::Tensor> linear_params() const {
+    return {qkv->weight,          qkv->bias,          attn_out->weight, attn_out->bias,
+            intermediate->weight, intermediate->bias, output->weight,   output->bias};
+  }
+
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
     // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
@@ -246,6 +253,12 @@ class Bert : public Model {
   torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x,
                                const Batch& b) override {
     torch::Tensor h = x;
+    std::vector<torch::Tensor> lin;  // the range's linear layers, cast at once
+    for (int64_t i = std::max<int64_t>(first, 1); i < last; ++i) {
+      auto p = layers_[i - 1]->linear_params();
+      lin.insert(lin.end(), p.begin(), p.end());
+    }
+    LinearCasts casts(lin);
     for (int64_t i = first; i < last; ++i) {
       if (i == 0) {
         h = embeddings_->forward(b.input, b.aux);

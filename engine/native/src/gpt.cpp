@@ -11,6 +11,7 @@
 #include "compat.h"
 #include "device.h"
 #include "linear_act.h"
+#include "linear_casts.h"
 #include "linear_ce.h"
 #include "model.h"
 #include "precision.h"
@@ -169,6 +170,11 @@ struct BlockImpl : torch::nn::Module {
     return {n2.r, linear_act(h, mlp_proj_w, mlp_proj_b, Act::None)};
   }
 
+  // The weights and biases its linear layers cast under autocast (LinearCasts).
+  std::vector<torch::Tensor> linear_params() const {
+    return {c_attn_w, c_attn_b, attn_proj_w, attn_proj_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b};
+  }
+
   int64_t heads;
   torch::Tensor ln_1_w, ln_1_b, c_attn_w, c_attn_b, attn_proj_w, attn_proj_b;
   torch::Tensor ln_2_w, ln_2_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b;
@@ -222,6 +228,12 @@ class GPT : public Model {
   // the range ends before the final LayerNorm.
   torch::Tensor forward_fused(int64_t first, int64_t last, const torch::Tensor& x_in,
                               const Batch& b) {
+    std::vector<torch::Tensor> lin;  // the range's linear layers, cast at once
+    for (int64_t i = std::max<int64_t>(first, 1); i < last && i <= s_.layers; i++) {
+      auto p = blocks_[size_t(i - 1)]->linear_params();
+      lin.insert(lin.end(), p.begin(), p.end());
+    }
+    LinearCasts casts(lin);
     torch::Tensor x = x_in, delta;
     for (int64_t i = first; i < last; i++) {
       if (i == 0) {

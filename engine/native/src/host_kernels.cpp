@@ -329,6 +329,20 @@ void max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t
                                      C, Ho, Wo, k, s, p));
 }
 
+// ---- casts of many tensors ----------------------------------------------------------
+
+void cast_f32_many(const kern::CastJob* jobs, int count, DType to_dt) {
+  if (count < 0 || (to_dt != DType::BF16 && to_dt != DType::F16)) bad("cast_f32_many: arguments");
+  for (int j = 0; j < count; j++) {
+    const kern::CastJob& job = jobs[j];
+    if (job.n < 0 || (job.n > 0 && (!job.src || !job.dst))) bad("cast_f32_many: job");
+    if (to_dt == DType::BF16)
+      for (int64_t i = 0; i < job.n; i++) static_cast<c10::BFloat16*>(job.dst)[i] = to<c10::BFloat16>(job.src[i]);
+    else
+      for (int64_t i = 0; i < job.n; i++) static_cast<c10::Half*>(job.dst)[i] = to<c10::Half>(job.src[i]);
+  }
+}
+
 // ---- bias gradient with the activation's backward ---------------------------------
 
 int64_t bias_act_bwd_scratch(int64_t, int64_t) { return 1; }

@@ -11,7 +11,7 @@ namespace kernels {
 namespace {
 
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool", "lin", "stem"};
+  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool", "lin", "stem", "cast"};
   return n;
 }
 
@@ -76,7 +76,7 @@ std::string parse(const std::string& value) {
     const std::string n = minus ? it.substr(1) : it;
     if (!known(n))
       throw std::invalid_argument("CASESTUDY_KERNELS: unknown kernel \"" + n +
-                                  "\"; use all, native, or names among ce, ln, bn, pool, lin, stem (each "
+                                  "\"; use all, native, or names among ce, ln, bn, pool, lin, stem, cast (each "
                                   "optionally with a leading '-')");
     (minus ? any_minus : any_plus) = true;
   }

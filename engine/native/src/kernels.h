@@ -16,6 +16,8 @@
 //        of the gathered input windows and the weight (stem_conv.h; no
 //        kernel of its own, but like the others a CUDA-only change of the
 //        portable path, switched with them)
+//   cast the linear layers' fp32 weights and biases cast to the autocast
+//        dtype in one launch per 64 tensors (linear_casts.h; GPT and BERT)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -39,7 +41,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast"), "none" when none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not

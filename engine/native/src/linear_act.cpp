@@ -4,6 +4,7 @@
 #include "compat.h"
 #include "kernels.h"
 #include "kernels_glue.h"
+#include "linear_casts.h"
 
 namespace cs {
 namespace {
@@ -29,8 +30,8 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
     const auto act = Act(act_code);
     const int64_t in = x.size(-1), out = weight.size(0);
     auto x2 = x.reshape({-1, in}).to(dt);
-    auto wc = weight.to(dt);
-    auto z = torch::linear(x2, wc, bias.to(dt));  // [rows, out], the bias in the matmul's epilogue
+    auto wc = LinearCasts::cast(weight, dt);  // cast ahead with the model's others, if it was
+    auto z = torch::linear(x2, wc, LinearCasts::cast(bias, dt));  // [rows, out], the bias in the matmul's epilogue
     auto y = activation(z, act);
     ctx->save_for_backward({x2, wc, act == Act::None ? torch::Tensor() : z});
     ctx->saved_data["act"] = act_code;

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
                           {"linear_ce", linear_ce_tests}, {"add_layer_norm", add_layer_norm_tests},
                           {"bn_relu", bn_relu_tests}, {"max_pool", max_pool_tests},
                           {"linear_act", linear_act_tests}, {"profile_spans", profile_spans_tests},
-                          {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests}}) {
+                          {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
+                          {"linear_casts", linear_casts_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;

@@ -47,3 +47,4 @@ int max_pool_tests();
 int linear_act_tests();
 int checksum_tests();
 int stem_conv_tests();
+int linear_casts_tests();

@@ -10,6 +10,8 @@
 #include <cuda_pipeline.h>
 
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 
 #include "common.cuh"
 
@@ -33,9 +35,41 @@ __device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) 
   if (m2 != -INFINITY || s2 != s2) s += s2 * __expf(m2 - m);  // NaN stays NaN
 }
 
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x (the multifunction unit's approximation, as __expf uses; subnormal
+// results flush to 0).
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Folds the pack x of columns c0 .. c0 + N - 1 (those below V) into (m, s).
+// A pack of real columns only (all but a row's last) takes a few instructions
+// a column: the kernel would otherwise be bound by them, not by memory.
 template <int N>
 __device__ __forceinline__ void fold(const float (&x)[N], int64_t c0, int64_t V, float& m, float& s) {
+  if (c0 + N <= V) {
+    float pm = x[0];
+#pragma unroll
+    for (int k = 1; k < N; k++) pm = fmaxf(pm, x[k]);  // skips NaN
+    if (pm > m) {
+      s *= exp2_fast((m - pm) * kLog2e);  // 0 while m is -inf (s is 0 then too)
+      m = pm;
+    }
+    if (m != -INFINITY) {
+      const float mb = m * kLog2e;
+#pragma unroll
+      for (int k = 0; k < N; k++) s += exp2_fast(fmaf(x[k], kLog2e, -mb));  // a NaN x: s NaN
+      return;
+    }
+    // Every column so far -inf or NaN: a NaN still has to show.
+#pragma unroll
+    for (int k = 0; k < N; k++)
+      if (x[k] != x[k]) s = NAN;
+    return;
+  }
   float pm = -INFINITY;
   bool nan = false;
 #pragma unroll
@@ -45,7 +79,7 @@ __device__ __forceinline__ void fold(const float (&x)[N], int64_t c0, int64_t V,
       nan |= x[k] != x[k];
     }
   if (pm > m) {
-    s *= __expf(m - pm);  // 0 while m is -inf (s is 0 then too)
+    s *= __expf(m - pm);
     m = pm;
   }
   if (m != -INFINITY) {
@@ -96,6 +130,17 @@ __device__ float row_lse(float m, float s, const T* z, int64_t t, float* loss) {
 // The pack x of columns c0 .. becomes softmax - one-hot (0 from V on).
 template <int N>
 __device__ __forceinline__ void grad(float (&x)[N], int64_t c0, int64_t V, int64_t t, float lse) {
+  if (c0 + N <= V) {
+    const float lb = lse * kLog2e;
+    const int64_t d64 = t - c0;  // the target's place in this pack, if it is here
+    const int d = d64 >= 0 && d64 < N ? int(d64) : -1;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+      x[k] = exp2_fast(fmaf(x[k], kLog2e, -lb));
+      if (d == k) x[k] -= 1.f;
+    }
+    return;
+  }
 #pragma unroll
   for (int k = 0; k < N; k++) {
     const int64_t c = c0 + k;
@@ -150,7 +195,7 @@ __global__ void __launch_bounds__(kPipeThreads, 1)
   extern __shared__ __align__(16) unsigned char sm_raw[];
   Pack<T, N>* bufs[2] = {reinterpret_cast<Pack<T, N>*>(sm_raw),
                          reinterpret_cast<Pack<T, N>*>(sm_raw) + ld / N};
-  const int64_t packs = ld / N;
+  const int64_t packs = ld / N, real = (V + N - 1) / N;  // all packs; those with real columns
   copy_row(bufs[0], logits, blockIdx.x, rows, ld);
   int b = 0;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x, b ^= 1) {
@@ -161,7 +206,7 @@ __global__ void __launch_bounds__(kPipeThreads, 1)
     T* z = logits + row * ld;
     const int64_t t = target[row];
     float m = -INFINITY, s = 0.f;
-    for (int64_t i = threadIdx.x; i < packs; i += kPipeThreads) {
+    for (int64_t i = threadIdx.x; i < real; i += kPipeThreads) {
       const Pack<T, N> pk = buf[i];
       float x[N];
 #pragma unroll
@@ -191,7 +236,11 @@ cudaError_t launch(void* logits, int64_t rows, int64_t ld, int64_t V, const int6
     return cudaGetLastError();
   }
   const int64_t bytes = 2 * ld * int64_t(sizeof(T));  // two rows
-  if (bytes <= smem_per_block_optin()) {
+  static const bool block_per_row = [] {  // EXPERIMENT (removed after): CS_CE_KERNEL=block
+    const char* v = std::getenv("CS_CE_KERNEL");
+    return v && std::string(v) == "block";
+  }();
+  if (!block_per_row && bytes <= smem_per_block_optin()) {
     auto kernel = cross_entropy_pipe_kernel<T, N>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     if (e != cudaSuccess) return e;

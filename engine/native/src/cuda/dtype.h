@@ -3,6 +3,8 @@
 // no CUDA headers here.
 #pragma once
 
+#include <cstdint>
+
 namespace cs {
 namespace kern {
 
@@ -11,6 +13,14 @@ enum class DType { F32 = 0, BF16 = 1, F16 = 2 };
 // The activation after a linear layer whose backward the "lin" kernel fuses:
 // none, GELU with the tanh approximation (GPT-2), exact GELU with erf (BERT).
 enum class Act { None = 0, GeluTanh = 1, GeluErf = 2 };
+
+// One tensor of the "cast" kernel: n fp32 values at src to write at dst in
+// the kernel's target dtype.
+struct CastJob {
+  const float* src;
+  void* dst;
+  int64_t n;
+};
 
 }  // namespace kern
 }  // namespace cs

@@ -100,5 +100,11 @@ int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);
 cudaError_t bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float* scratch,
                          DType t, Act act, int64_t rows, int64_t C, cudaStream_t stream);
 
+// ---- cast.cu ---------------------------------------------------------------------
+// dst[i] = src[i] rounded to dtype to (bf16 or fp16) for i < n, for every job,
+// in one launch per 64 jobs.
+using kern::CastJob;
+cudaError_t cast_f32_many(const CastJob* jobs, int count, DType to, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace cs
