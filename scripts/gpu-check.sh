@@ -32,6 +32,11 @@
 #   resnet50-padstem  the same group: torchvision compiled
 #             with its stem convolution over input and weight padded to 8
 #             channels (resnet_tv.py --pad-stem), bf16 and fp16
+#   resnet50-best  (not by default) the ResNet-50 target's comparison alone,
+#             in its own group: engine bf16 and fp16 with graphs against
+#             torchvision compiled in bf16, plain and with the padded stem
+#             (the strongest references of earlier runs; fp16 compiled was
+#             slower in every run)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
@@ -174,8 +179,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
   esac
 done
 
@@ -460,6 +465,14 @@ stage_resnet50_padstem() { # torchvision compiled with the stem over 8 channels 
     --image-size 224 --pad-stem
   ref_pre=tv-fp16-padstem reference "resnet50 256x224 channels_last" resnet_tv.py 0 50 --micro-batch 256 \
     --image-size 224 --pad-stem --precision fp16
+}
+stage_resnet50_best() {
+  local g="resnet50 256x224 channels_last (best)" c=$RESNET_CFG f
+  f=${RESNET_CFG/\"bf16\"/\"fp16\"}
+  engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
+  engine "$g" engine-fp16-graphs 15 "$f,\"graphs\":true}"
+  ref_pre=tv-padstem reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224 --pad-stem
+  reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224
 }
 
 # losscurve: GPT-2 124M at 4 x 1024 tokens for LOSS_STEPS steps from each of
@@ -893,6 +906,7 @@ for s in $STAGES; do
     losscurve) stage_losscurve ;;
     resnet50-fp16) stage_resnet50_fp16 ;;
     resnet50-padstem) stage_resnet50_padstem ;;
+    resnet50-best) stage_resnet50_best ;;
     bert128) stage_bert 128 12 25 60 ;;
     resnet50) stage_resnet50 ;;
     bert512) stage_bert 512 15 30 70 ;;

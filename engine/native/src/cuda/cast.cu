@@ -1,15 +1,15 @@
 // cast.cu: many fp32 tensors cast to bf16 or fp16 in one launch (the linear
-// layers' weights and biases, kernels.h "cast"): a block converts 2,048
+// layers' weights and biases, kernels.h "cast"): a block converts 8,192
 // consecutive elements of one tensor, its tensor found by a binary search over
-// the tensors' first blocks; 8 elements a thread with 32- and 16-byte accesses
-// where a tensor's pointers allow, one at a time where they do not.
+// the tensors' first blocks; 8 elements at a time a thread, with 32- and
+// 16-byte accesses where a tensor's pointers allow, one by one where they do not.
 #include "common.cuh"
 
 namespace cs {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256, kPer = 8, kChunk = kThreads * kPer;
+constexpr int kThreads = 256, kPer = 8, kIters = 4, kChunk = kThreads * kPer * kIters;
 constexpr int kMaxJobs = 64;  // per launch: the batch travels as a kernel argument (< 4 KB)
 
 struct Batch {
@@ -35,14 +35,18 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const __grid_constant__ 
   const float* src = b.src[lo];
   T* dst = static_cast<T*>(b.dst[lo]);
   const int64_t n = b.n[lo];
-  const int64_t i = (block - b.first[lo]) * kChunk + int64_t(threadIdx.x) * kPer;
-  if (b.vec[lo] && i + kPer <= n) {
-    float v[kPer];
-    load_f<float, kPer>(src + i, v);
-    store_f<T, kPer>(dst + i, v);
-    return;
+  const int64_t base = (block - b.first[lo]) * kChunk + int64_t(threadIdx.x) * kPer;
+#pragma unroll
+  for (int it = 0; it < kIters; it++) {
+    const int64_t i = base + int64_t(it) * kThreads * kPer;
+    if (b.vec[lo] && i + kPer <= n) {
+      float v[kPer];
+      load_f<float, kPer>(src + i, v);
+      store_f<T, kPer>(dst + i, v);
+    } else {
+      for (int64_t k = i; k < i + kPer && k < n; k++) dst[k] = from_f<T>(src[k]);
+    }
   }
-  for (int64_t k = i; k < i + kPer && k < n; k++) dst[k] = from_f<T>(src[k]);
 }
 
 }  // namespace

@@ -10,8 +10,6 @@
 #include <cuda_pipeline.h>
 
 #include <cfloat>
-#include <cstdlib>
-#include <string>
 
 #include "common.cuh"
 
@@ -236,11 +234,7 @@ cudaError_t launch(void* logits, int64_t rows, int64_t ld, int64_t V, const int6
     return cudaGetLastError();
   }
   const int64_t bytes = 2 * ld * int64_t(sizeof(T));  // two rows
-  static const bool block_per_row = [] {  // EXPERIMENT (removed after): CS_CE_KERNEL=block
-    const char* v = std::getenv("CS_CE_KERNEL");
-    return v && std::string(v) == "block";
-  }();
-  if (!block_per_row && bytes <= smem_per_block_optin()) {
+  if (bytes <= smem_per_block_optin()) {
     auto kernel = cross_entropy_pipe_kernel<T, N>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     if (e != cudaSuccess) return e;
