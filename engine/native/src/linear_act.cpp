@@ -30,8 +30,10 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
     const auto act = Act(act_code);
     const int64_t in = x.size(-1), out = weight.size(0);
     auto x2 = x.reshape({-1, in}).to(dt);
-    auto wc = LinearCasts::cast(weight, dt);  // cast ahead with the model's others, if it was
-    auto z = torch::linear(x2, wc, LinearCasts::cast(bias, dt));  // [rows, out], the bias in the matmul's epilogue
+    // The casts made ahead with the model's others (LinearCasts), where they were.
+    auto wc = LinearCasts::cast(weight, dt);
+    // [rows, out], the bias in the matmul's epilogue.
+    auto z = torch::linear(x2, wc, LinearCasts::cast(bias, dt));
     auto y = activation(z, act);
     ctx->save_for_backward({x2, wc, act == Act::None ? torch::Tensor() : z});
     ctx->saved_data["act"] = act_code;

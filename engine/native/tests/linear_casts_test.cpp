@@ -67,7 +67,8 @@ int check_device(torch::Device dev, at::ScalarType dt) {
 int linear_casts_tests() {
   kernels::set_for_tests("lin,cast");
   kernels::set_host_for_tests(true);
-  int rc = run_case("linear_casts", "cpu (host version)", [] { return check_device(torch::kCPU, torch::kBFloat16); });
+  int rc = run_case("linear_casts", "cpu (host version)",
+                    [] { return check_device(torch::kCPU, torch::kBFloat16); });
   kernels::set_host_for_tests(false);
   if (rc == 0) {
     // Switched off: nothing held.
