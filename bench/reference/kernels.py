@@ -6,7 +6,7 @@ CUDA activities, no shapes, no stacks) and writes one JSON file: per kernel its
 time and calls per step, the top kernels, the time per category of kernel
 (gemm, attention, convolution, ...), the total kernel time per step and the gap
 to the step time measured with CUDA events before (idle GPU: launch-bound or
-host-bound). Without a CUDA device it records the CPU operators' self times
+host-bound), and which kernel each memset follows. Without a CUDA device it records the CPU operators' self times
 instead. cs_bench.py (the engine) and the three references call it for
 --profile FILE; a failure writes {"error": ...} to FILE and never stops the
 benchmark.
@@ -127,6 +127,31 @@ def events_of(torch, prof, cuda):
                 and not _annotation(r, r.key, cpu_names)]
 
 
+def memsets_after(torch, prof, steps, top=10):
+    """Which kernel each memset follows on the GPU's timeline, per step: a list
+    of {"after": kernel name, "per_step": memsets}, most first. Memsets are
+    cheap but each is a node of a CUDA graph and a gap between kernels; the
+    kernel before one says which op asked for it. [] where the events carry
+    no start times."""
+    DeviceType = torch.autograd.DeviceType
+    try:
+        evs = list(prof.events())
+        cpu_names = {e.name for e in evs if e.device_type == DeviceType.CPU}
+        cuda = sorted((e for e in evs if e.device_type == DeviceType.CUDA and not _annotation(e, e.name, cpu_names)),
+                      key=lambda e: e.time_range.start)
+    except (AttributeError, TypeError):
+        return []
+    counts, prev = {}, None
+    for e in cuda:
+        if e.name.startswith("Memset"):
+            key = (prev or "(none)")[:NAME_MAX]
+            counts[key] = counts.get(key, 0) + 1
+        else:
+            prev = e.name
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [{"after": k, "per_step": n / max(steps, 1)} for k, n in rows]
+
+
 def _annotation(e, name, cpu_names):
     """Whether a CUDA event is a record_function range mirrored on the GPU (events_of)."""
     flag = getattr(e, "is_user_annotation", None)
@@ -174,6 +199,8 @@ def profile_steps(torch, step, path, steps=3, step_ms=None, prepare=None, timed_
                 "CUDA kernels (is CUPTI missing? the engine built against another libtorch?)" if cuda
                 else "CPU operators"))
         out.update(summarize(events, steps, step_ms, sum(times) / len(times), "cuda" if cuda else "cpu"))
+        if cuda:
+            out["memsets_after"] = memsets_after(torch, prof, steps)
         out["torch"] = torch.__version__
         out["profile_s"], out["analysis_s"] = t1 - t0, time.perf_counter() - t1
         ok = True
@@ -274,6 +301,9 @@ def compare(group, eng, ref, top=15):
         lines += ["| %.2f | %s | %g | %s | %s |" % (k["ms"], _pct(k["share"]), round(k["calls"], 2),
                                                    k["category"], _code(k["name"])) for k in p["top"][:top]]
         lines.append("")
+        if p.get("memsets_after"):
+            lines += ["Memsets of %s per step, by the kernel before them: %s" % (label, "; ".join(
+                "%g after %s" % (round(m["per_step"], 2), _code(m["after"], 80)) for m in p["memsets_after"][:5])), ""]
     return lines
 
 

@@ -100,15 +100,15 @@ class DeviceType(enum.Enum):
 
 
 class Interval:
-    def __init__(self, us):
-        self.us = us
+    def __init__(self, us, start=0):
+        self.us, self.start = us, start
 
     def elapsed_us(self):
         return self.us
 
 
-def ev(name, device, us, annotation=None):
-    e = types.SimpleNamespace(name=name, device_type=device, time_range=Interval(us))
+def ev(name, device, us, annotation=None, start=0):
+    e = types.SimpleNamespace(name=name, device_type=device, time_range=Interval(us, start))
     if annotation is not None:
         e.is_user_annotation = annotation
     return e
@@ -169,6 +169,29 @@ class EventsTest(unittest.TestCase):
         self.assertEqual(got, [("nvjet_tst", 300, 1), ("Memset (Device)", 2, 1),
                                ("triton_per_fused_native_layer_norm_0", 40, 1)])
 
+    def test_memsets_after_their_kernel(self):
+        # Two steps, out of time order in the list: per step, one memset after
+        # the attention kernel, two after the gemm; annotations and CPU events
+        # between them do not count as the kernel before.
+        prof = FakeProfile([
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=21),
+            ev("flash_bwd", DeviceType.CUDA, 9, annotation=False, start=20),
+            ev("nvjet_tst", DeviceType.CUDA, 9, annotation=False, start=10),
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=11),
+            ev("Optimizer.step#AdamW.step", DeviceType.CUDA, 800, annotation=True, start=12),
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=13),
+            ev("aten::zero_", DeviceType.CPU, 1, start=12),
+            ev("nvjet_tst", DeviceType.CUDA, 9, annotation=False, start=30),
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=31),
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=32),
+            ev("flash_bwd", DeviceType.CUDA, 9, annotation=False, start=40),
+            ev("Memset (Device)", DeviceType.CUDA, 1, annotation=False, start=41),
+        ])
+        got = kernels.memsets_after(fake_torch(prof), prof, steps=2)
+        self.assertEqual(got, [{"after": "nvjet_tst", "per_step": 2.0}, {"after": "flash_bwd", "per_step": 1.0}])
+        bare = FakeProfile([types.SimpleNamespace(name="Memset (Device)", device_type=DeviceType.CUDA)])
+        self.assertEqual(kernels.memsets_after(fake_torch(bare), bare, steps=1), [], "no start times: nothing")
+
     def test_averaged_rows_when_events_have_no_interval(self):
         rows = [types.SimpleNamespace(key="aten::mm", device_type=DeviceType.CPU, count=3),
                 types.SimpleNamespace(key="gemm_k", device_type=DeviceType.CUDA, count=3, self_device_time_total=90.0),
@@ -227,7 +250,8 @@ class ProfileStepsTest(unittest.TestCase):
 
 class MarkdownTest(unittest.TestCase):
     def test_side_by_side(self):
-        eng = dict(kernels.summarize(EVENTS, 2, step_ms=11.0), name="engine-bf16")
+        eng = dict(kernels.summarize(EVENTS, 2, step_ms=11.0), name="engine-bf16",
+                   memsets_after=[{"after": "flash_bwd", "per_step": 12.0}, {"after": "nvjet", "per_step": 1.5}])
         ref = dict(kernels.summarize(EVENTS[:3] + [("cunn_SoftMaxForward|x", 8000.0, 2)], 2, step_ms=20.0),
                    name="hf-eager")
         with tempfile.TemporaryDirectory() as d:
@@ -246,6 +270,9 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("| 4.00 | 40.0% | 1 | softmax/cross-entropy | `cunn_SoftMaxForward\\|x` |", lines,
                       "a pipe in a name does not break the table")
         self.assertIn("Top 5 of engine-bf16 (of 5 distinct):", lines)
+        self.assertIn("Memsets of engine-bf16 per step, by the kernel before them: 12 after `flash_bwd`; "
+                      "1.5 after `nvjet`", lines)
+        self.assertFalse(any(ln.startswith("Memsets of hf-eager") for ln in lines), "none recorded: no line")
         self.assertIn("### gpt-124m 16x1024: engine-bf16 vs reference", lines)
         self.assertTrue(any(ln.startswith("- reference: no profile") for ln in lines))
 
