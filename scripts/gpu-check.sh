@@ -8,7 +8,8 @@
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
-#             bn, max_pool: pool, linear_act: lin, stem_conv: stem) is switched off for every
+#             bn, max_pool: pool, linear_act: lin, stem_conv: stem, linear_casts:
+#             cast) is switched off for every
 #             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
 #             CUDA graphs (the engine's kernels on), bf16 without the lin
@@ -409,6 +410,7 @@ reference() {
 GPT_CFG='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device":"cuda","seed":1'
 bert_cfg() { echo '{"family":"bert","preset":"large","micro_batch":32,"seq_len":'"$1"',"device":"cuda","precision":"bf16","seed":1'; }
 RESNET_CFG='{"family":"resnet50","preset":"50","micro_batch":256,"image_size":224,"channels_last":true,"device":"cuda","precision":"bf16","seed":1'
+RESNET_FP16_CFG=${RESNET_CFG/\"bf16\"/\"fp16\"}
 
 # kernels_without NAME: $KERNELS with kernel NAME left out too (a CASESTUDY_KERNELS value).
 kernels_without() {
@@ -446,8 +448,7 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
 }
 stage_resnet50() {
-  local g="resnet50 256x224 channels_last" c=$RESNET_CFG f
-  f=${RESNET_CFG/\"bf16\"/\"fp16\"}
+  local g="resnet50 256x224 channels_last" c=$RESNET_CFG f=$RESNET_FP16_CFG
   engine "$g" engine-bf16 15 "$c}"
   engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
   engine "$g" engine-fp16 15 "$f}"
@@ -467,8 +468,7 @@ stage_resnet50_padstem() { # torchvision compiled with the stem over 8 channels 
     --image-size 224 --pad-stem --precision fp16
 }
 stage_resnet50_best() {
-  local g="resnet50 256x224 channels_last (best)" c=$RESNET_CFG f
-  f=${RESNET_CFG/\"bf16\"/\"fp16\"}
+  local g="resnet50 256x224 channels_last (best)" c=$RESNET_CFG f=$RESNET_FP16_CFG
   engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
   engine "$g" engine-fp16-graphs 15 "$f,\"graphs\":true}"
   ref_pre=tv-padstem reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224 --pad-stem

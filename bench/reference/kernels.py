@@ -6,8 +6,8 @@ CUDA activities, no shapes, no stacks) and writes one JSON file: per kernel its
 time and calls per step, the top kernels, the time per category of kernel
 (gemm, attention, convolution, ...), the total kernel time per step and the gap
 to the step time measured with CUDA events before (idle GPU: launch-bound or
-host-bound), and which kernel each memset follows. Without a CUDA device it records the CPU operators' self times
-instead. cs_bench.py (the engine) and the three references call it for
+host-bound), and which kernel each memset follows. Without a CUDA device it
+records the CPU operators' self times instead. cs_bench.py (the engine) and the three references call it for
 --profile FILE; a failure writes {"error": ...} to FILE and never stops the
 benchmark.
 
@@ -116,10 +116,7 @@ def events_of(torch, prof, cuda):
         return [(r.key, r.self_cpu_time_total, r.count) for r in prof.key_averages()
                 if getattr(r, "device_type", DeviceType.CPU) == DeviceType.CPU]
     try:
-        evs = list(prof.events())
-        cpu_names = {e.name for e in evs if e.device_type == DeviceType.CPU}
-        return [(e.name, _cuda_us(e), 1) for e in evs if e.device_type == DeviceType.CUDA
-                and not _annotation(e, e.name, cpu_names)]
+        return [(e.name, _cuda_us(e), 1) for e in _gpu_events(torch, prof)]
     except (AttributeError, TypeError):  # older or newer event objects: the averaged rows
         rows = list(prof.key_averages())
         cpu_names = {r.key for r in rows if getattr(r, "device_type", None) == DeviceType.CPU}
@@ -133,12 +130,8 @@ def memsets_after(torch, prof, steps, top=10):
     cheap but each is a node of a CUDA graph and a gap between kernels; the
     kernel before one says which op asked for it. [] where the events carry
     no start times."""
-    DeviceType = torch.autograd.DeviceType
     try:
-        evs = list(prof.events())
-        cpu_names = {e.name for e in evs if e.device_type == DeviceType.CPU}
-        cuda = sorted((e for e in evs if e.device_type == DeviceType.CUDA and not _annotation(e, e.name, cpu_names)),
-                      key=lambda e: e.time_range.start)
+        cuda = sorted(_gpu_events(torch, prof), key=lambda e: e.time_range.start)
     except (AttributeError, TypeError):
         return []
     counts, prev = {}, None
@@ -150,6 +143,15 @@ def memsets_after(torch, prof, steps, top=10):
             prev = e.name
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     return [{"after": k, "per_step": n / max(steps, 1)} for k, n in rows]
+
+
+def _gpu_events(torch, prof):
+    """prof's CUDA events that are kernels, copies or memsets: not the
+    record_function ranges mirrored on the GPU (_annotation)."""
+    DeviceType = torch.autograd.DeviceType
+    evs = list(prof.events())
+    cpu_names = {e.name for e in evs if e.device_type == DeviceType.CPU}
+    return [e for e in evs if e.device_type == DeviceType.CUDA and not _annotation(e, e.name, cpu_names)]
 
 
 def _annotation(e, name, cpu_names):

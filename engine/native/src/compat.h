@@ -75,6 +75,13 @@ inline at::ScalarType autocast_dtype(c10::DeviceType dev) {
 #endif
 }
 
+// The dtype an op on x computes in: autocast's on x's device when it is on,
+// else x's own.
+inline at::ScalarType compute_dtype(const torch::Tensor& x) {
+  const auto dev = x.device().type();
+  return autocast_enabled(dev) ? autocast_dtype(dev) : x.scalar_type();
+}
+
 // Causal self-attention over q, k, v [B, H, T, D]. 2.x: SDPA (flash or
 // memory-efficient kernels on CUDA); 1.13: matmul, causal mask, softmax, matmul.
 inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,

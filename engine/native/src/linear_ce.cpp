@@ -19,11 +19,6 @@ constexpr int64_t kChunkLogits = 8 << 20;    // fp32 logits per chunk: 32 MB
 
 int64_t padded(int64_t v) { return (v + kPadTo - 1) / kPadTo * kPadTo; }
 
-at::ScalarType compute_dtype(const torch::Tensor& h) {
-  const auto dev = h.device().type();
-  return compat::autocast_enabled(dev) ? compat::autocast_dtype(dev) : h.scalar_type();
-}
-
 // Log-softmax over dim 1 in fp32 from logits of any float dtype. Only CUDA's
 // fp16 kernel reads half and writes float in one pass (half_to_float); bf16
 // and the CPU convert the chunk first.
@@ -40,7 +35,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
     c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
     const int64_t N = h.size(0), V = weight.size(0), Vp = padded(V);
-    const auto dt = compute_dtype(h);
+    const auto dt = compat::compute_dtype(h);
     auto hc = h.to(dt);
     // [Vp, d]: the weight cast straight into the padded copy (one pass over it,
     // not a cast and then a pad), zero rows after V.

@@ -8,12 +8,6 @@
 namespace cs {
 namespace {
 
-// The dtype the convolution of x runs in: autocast's on x's device, else x's.
-at::ScalarType conv_dtype(const torch::Tensor& x) {
-  const auto dev = x.device().type();
-  return compat::autocast_enabled(dev) ? compat::autocast_dtype(dev) : x.scalar_type();
-}
-
 // kw' of stem_conv_k.
 int64_t widened_kw(int64_t k, int64_t C, int64_t elem_bytes) {
   int64_t kw = k;
@@ -31,14 +25,14 @@ bool stem_conv_as_gemm(const torch::Tensor& x, const torch::Tensor& weight) {
   if (!kernels::enabled("stem") || !glue::runs_here(x) || x.dim() != 4 || weight.dim() != 4) return false;
   if (!x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.requires_grad()) return false;
   if (weight.size(1) != x.size(1) || weight.size(2) != weight.size(3)) return false;
-  const auto t = conv_dtype(x);
+  const auto t = compat::compute_dtype(x);
   return t == torch::kBFloat16 || t == torch::kHalf || t == torch::kFloat32;
 }
 
 torch::Tensor stem_conv(const torch::Tensor& x, const torch::Tensor& weight, int64_t stride,
                         int64_t pad) {
   if (!stem_conv_as_gemm(x, weight)) return torch::conv2d(x, weight, {}, {stride, stride}, {pad, pad});
-  const auto t = conv_dtype(x);
+  const auto t = compat::compute_dtype(x);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t cout = weight.size(0), k = weight.size(2);
   const int64_t kw = widened_kw(k, C, int64_t(c10::elementSize(t)));

@@ -193,15 +193,13 @@ int add_layer_norm_tests() {
   std::cout << "  add_layer_norm portable cpu ok\n";
   // The ln kernel's host version through the same autograd function as on the
   // GPU (its arguments, saved tensors and gradients), with and without a delta.
-  kernels::set_host_for_tests(true);
-  for (const auto& c : cases) {
-    if (c.out == torch::kHalf) continue;
-    if (int rc = check(c, torch::kCPU, true)) {
-      kernels::set_host_for_tests(false);
-      return rc;
+  {
+    HostKernels host;
+    for (const auto& c : cases) {
+      if (c.out == torch::kHalf) continue;
+      if (int rc = check(c, torch::kCPU, true)) return rc;
     }
   }
-  kernels::set_host_for_tests(false);
   std::cout << "  add_layer_norm ln kernel's host version cpu ok\n";
   if (!cuda) return 0;
   torch::Device dev(torch::kCUDA, 0);

@@ -173,15 +173,13 @@ int bn_relu_tests() {
   std::cout << "  batch_norm_act portable cpu ok\n";
   // The bn kernels' host version through the same autograd function as on the
   // GPU (its arguments, saved tensors and gradients), with and without a residual.
-  kernels::set_host_for_tests(true);
-  for (const auto& c : cases) {
-    if (c.t == H) continue;
-    if (int rc = check(c, torch::kCPU, true)) {
-      kernels::set_host_for_tests(false);
-      return rc;
+  {
+    HostKernels host;
+    for (const auto& c : cases) {
+      if (c.t == H) continue;
+      if (int rc = check(c, torch::kCPU, true)) return rc;
     }
   }
-  kernels::set_host_for_tests(false);
   std::cout << "  batch_norm_act bn kernels' host version cpu ok\n";
   kernels::set_for_tests("");
   if (!torch::cuda::is_available()) return 0;

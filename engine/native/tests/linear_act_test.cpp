@@ -146,16 +146,12 @@ int linear_act_tests() {
   // The portable path on the CPU, then the kernel's host version under the same
   // autograd function the GPU runs (no fp16 autocast on libtorch 1.13's CPU).
   for (bool host : {false, true}) {
-    kernels::set_host_for_tests(host);
+    HostKernels mode(host);
     for (const auto& c : cases) {
       if (c.dt == H && !CS_HAS_CPU_FP16_AUTOCAST) continue;
-      if (int rc = check(c, torch::kCPU, host)) {
-        kernels::set_host_for_tests(false);
-        return rc;
-      }
+      if (int rc = check(c, torch::kCPU, host)) return rc;
     }
   }
-  kernels::set_host_for_tests(false);
   std::cout << "  linear_act cpu ok (portable, and the lin kernel's host version)\n";
   if (!torch::cuda::is_available()) return 0;
   if (!kernels::compiled()) {

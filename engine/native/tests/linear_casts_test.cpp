@@ -66,10 +66,11 @@ int check_device(torch::Device dev, at::ScalarType dt) {
 
 int linear_casts_tests() {
   kernels::set_for_tests("lin,cast");
-  kernels::set_host_for_tests(true);
-  int rc = run_case("linear_casts", "cpu (host version)",
-                    [] { return check_device(torch::kCPU, torch::kBFloat16); });
-  kernels::set_host_for_tests(false);
+  int rc = 0;
+  {
+    HostKernels host;
+    rc = run_case("linear_casts", "cpu (host version)", [] { return check_device(torch::kCPU, torch::kBFloat16); });
+  }
   if (rc == 0) {
     // Switched off: nothing held.
     kernels::set_for_tests("lin");

@@ -95,11 +95,13 @@ int linear_ce_tests() {
   if (int rc = check_device(torch::kCPU, small)) return rc;
   std::cout << "  linear_ce cpu ok\n";
   // The ce kernel's host version inside the same autograd function as on the GPU.
-  kernels::set_host_for_tests(true);
-  kernels::set_for_tests("ce");
-  const int host_rc = check_device(torch::kCPU, small);
-  kernels::set_for_tests("");
-  kernels::set_host_for_tests(false);
+  int host_rc = 0;
+  {
+    HostKernels host;
+    kernels::set_for_tests("ce");
+    host_rc = check_device(torch::kCPU, small);
+    kernels::set_for_tests("");
+  }
   if (host_rc) return host_rc;
   std::cout << "  linear_ce ce kernel's host version cpu ok\n";
   if (torch::cuda::is_available()) {

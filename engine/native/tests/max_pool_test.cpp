@@ -80,15 +80,14 @@ int max_pool_tests() {
   // The pool kernels' host version through the same autograd function as on
   // the GPU, against torch::max_pool2d on the CPU (bf16: libtorch 1.13's CPU
   // has no fp16 max pooling).
-  kernels::set_host_for_tests(true);
-  for (const auto& c : cases) {
-    if (c.t == H) continue;
-    if (int rc = run_case("max_pool", name(c) + " (cpu, host version)", [&] { return check_case(c, torch::kCPU); })) {
-      kernels::set_host_for_tests(false);
-      return rc;
+  {
+    HostKernels host;
+    for (const auto& c : cases) {
+      if (c.t == H) continue;
+      if (int rc = run_case("max_pool", name(c) + " (cpu, host version)", [&] { return check_case(c, torch::kCPU); }))
+        return rc;
     }
   }
-  kernels::set_host_for_tests(false);
   std::cout << "  max_pool pool kernels' host version cpu ok\n";
   if (!torch::cuda::is_available() || !kernels::compiled()) {
     std::cout << "  max_pool: no CUDA kernels here (the portable path is torch::max_pool2d)\n";

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <string>
 
+#include "kernels.h"
+
 // CS_CHECK(cond): on failure prints the condition and line and returns 1 from the
 // enclosing test function.
 #define CS_CHECK(c)                                                    \
@@ -36,6 +38,16 @@ int run_case(const char* suite, const std::string& what, Check&& check) {
   if (rc) std::cerr << "  case " << what << "\n";
   return rc;
 }
+
+// While it lives, the kernels' host versions run on CPU tensors
+// (kernels::set_host_for_tests(on)); they are off again when it ends, however
+// the test returns.
+struct HostKernels {
+  explicit HostKernels(bool on = true) { cs::kernels::set_host_for_tests(on); }
+  ~HostKernels() { cs::kernels::set_host_for_tests(false); }
+  HostKernels(const HostKernels&) = delete;
+  HostKernels& operator=(const HostKernels&) = delete;
+};
 
 int optim_tests();
 int linear_ce_tests();

@@ -92,14 +92,13 @@ int check_when() {
   CS_CHECK(stem_conv_k(3, 3, 2) == 72 && stem_conv_k(1, 8, 2) == 8);
   kernels::set_for_tests("stem");
   CS_CHECK(!stem_conv_as_gemm(x, w));  // CPU tensors only under set_host_for_tests
-  kernels::set_host_for_tests(true);
+  HostKernels host;
   CS_CHECK(stem_conv_as_gemm(x, w));
   CS_CHECK(!stem_conv_as_gemm(torch::randn({2, 3, 8, 8}), w));                     // NCHW
   CS_CHECK(!stem_conv_as_gemm(x.clone().requires_grad_(true), w));                 // needs dx
   CS_CHECK(!stem_conv_as_gemm(x, torch::randn({4, 3, 7, 5})));                     // not square
   kernels::set_for_tests("-stem");
   CS_CHECK(!stem_conv_as_gemm(x, w));
-  kernels::set_host_for_tests(false);
   kernels::set_for_tests("");
   return 0;
 }
@@ -109,16 +108,13 @@ int check_when() {
 int stem_conv_tests() {
   if (int rc = check_when()) return rc;
   // The matrix-product path on the CPU (host mode): fp32, and bf16 under CPU autocast.
-  kernels::set_host_for_tests(true);
-  for (const Case& c : {Case{2, 8, 20, 20, 7, 2, 3, torch::kFloat32}, Case{3, 16, 15, 13, 3, 1, 1, torch::kFloat32},
-                        Case{2, 8, 21, 18, 7, 2, 3, torch::kBFloat16}, Case{2, 8, 9, 11, 5, 3, 0, torch::kFloat32},
-                        Case{1, 4, 7, 7, 7, 2, 3, torch::kFloat32}}) {
-    if (int rc = check(c, torch::kCPU)) {
-      kernels::set_host_for_tests(false);
-      return rc;
-    }
+  {
+    HostKernels host;
+    for (const Case& c : {Case{2, 8, 20, 20, 7, 2, 3, torch::kFloat32}, Case{3, 16, 15, 13, 3, 1, 1, torch::kFloat32},
+                          Case{2, 8, 21, 18, 7, 2, 3, torch::kBFloat16}, Case{2, 8, 9, 11, 5, 3, 0, torch::kFloat32},
+                          Case{1, 4, 7, 7, 7, 2, 3, torch::kFloat32}})
+      if (int rc = check(c, torch::kCPU)) return rc;
   }
-  kernels::set_host_for_tests(false);
   std::cout << "  stem_conv as a matrix product cpu ok\n";
   if (!torch::cuda::is_available() || !kernels::compiled()) {
     std::cout << "  stem_conv: no CUDA kernels here (the portable path is torch::conv2d)\n";

@@ -205,18 +205,14 @@ __global__ void __launch_bounds__(kPipeThreads, 1)
     const int64_t t = target[row];
     float m = -INFINITY, s = 0.f;
     for (int64_t i = threadIdx.x; i < real; i += kPipeThreads) {
-      const Pack<T, N> pk = buf[i];
       float x[N];
-#pragma unroll
-      for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
+      load_f<T, N>(buf[i].v, x);
       fold(x, i * N, V, m, s);
     }
     const float lse = row_lse<kPipeThreads>(m, s, z, t, loss + row);
     for (int64_t i = threadIdx.x; i < packs; i += kPipeThreads) {
-      const Pack<T, N> pk = buf[i];
       float x[N];
-#pragma unroll
-      for (int k = 0; k < N; k++) x[k] = to_f<T>(pk.v[k]);
+      load_f<T, N>(buf[i].v, x);
       grad(x, i * N, V, t, lse);
       store_f<T, N>(z + i * N, x);
     }

@@ -3,32 +3,31 @@
 
 namespace cs {
 namespace cuda {
+namespace {
+
+// Attribute attr of the current device, read once per device (fallback where
+// the device or the attribute cannot be read).
+int cached_attribute(int (&cache)[64], cudaDeviceAttr attr, int fallback) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return fallback;
+  if (cache[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0) n = fallback;
+    cache[dev] = n;
+  }
+  return cache[dev];
+}
+
+}  // namespace
 
 int sm_count() {
   static int counts[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (counts[dev] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 132;
-    counts[dev] = n;
-  }
-  return counts[dev];
+  return cached_attribute(counts, cudaDevAttrMultiProcessorCount, 132);
 }
 
 int smem_per_block_optin() {
   static int bytes[64] = {0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 48 * 1024;
-  if (bytes[dev] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        n <= 0)
-      n = 48 * 1024;
-    bytes[dev] = n;
-  }
-  return bytes[dev];
+  return cached_attribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024);
 }
 
 }  // namespace cuda

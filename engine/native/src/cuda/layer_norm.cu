@@ -159,7 +159,8 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, c
 
 // The backward of rows of C = ITERS x 256 values: lane l holds columns
 // 8 (32 j + l) .. + 7 of the row for j < ITERS in registers. The same sums in
-// the same order as layer_norm_bwd_kernel<..., 8>, so the same bits.
+// the same order as layer_norm_bwd_kernel<..., 8> (not necessarily the same
+// bits: the compiler may fuse the multiply-adds differently).
 template <typename TR, typename TD, typename TO, int ITERS>
 __global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
                                           const float* rstd, const float* w, TR* dx, TD* ddelta,
