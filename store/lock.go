@@ -36,24 +36,42 @@ func LockRun(dir string) (*RunLock, error) {
 	return lockDir(dir)
 }
 
+// holderGrace is how long a lock whose named holder has ended may take to
+// fall: a child the holder was forking when it died keeps the lock's open
+// file until it executes its program (which closes it) or dies too.
+var holderGrace = 3 * time.Second
+
 func lockDir(dir string) (*RunLock, error) {
 	path := filepath.Join(dir, LockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			who := strings.TrimSpace(string(holder))
-			if who == "" {
-				who = "another process"
-			}
-			return nil, exitcode.Usage(fmt.Errorf("%s: %w by %s: wait until it ends (or stop it) before resuming",
-				dir, ErrLocked, who))
+	deadline := time.Now().Add(holderGrace)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		holder, _ := os.ReadFile(path)
+		who := strings.TrimSpace(string(holder))
+		if holderEnded(who) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		f.Close()
+		switch {
+		case who == "":
+			who = "another process"
+		case holderEnded(who):
+			who += " (which has ended; a process it started still holds the lock: stop it)"
+		}
+		return nil, exitcode.Usage(fmt.Errorf("%s: %w by %s: wait until it ends (or stop it) before resuming",
+			dir, ErrLocked, who))
 	}
 	host, _ := os.Hostname()
 	info := fmt.Sprintf("casestudy pid %d on %s since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
@@ -61,6 +79,30 @@ func lockDir(dir string) (*RunLock, error) {
 		_, _ = f.WriteAt([]byte(info), 0) // the holder's name is informational; the lock is what counts
 	}
 	return &RunLock{f: f}, nil
+}
+
+// holderEnded reports whether the lock file's holder line names a process
+// of this host that no longer runs (gone or a zombie). A holder on another
+// host, or a line it cannot read, counts as running.
+func holderEnded(who string) bool {
+	var pid int
+	var host string
+	if _, err := fmt.Sscanf(who, "casestudy pid %d on %s", &pid, &host); err != nil || pid <= 0 {
+		return false
+	}
+	if me, _ := os.Hostname(); host != me {
+		return false
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis: "pid (comm) S ...".
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+	return strings.HasPrefix(strings.TrimSpace(rest), "Z")
 }
 
 // Close releases the lock.
