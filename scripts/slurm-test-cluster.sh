@@ -6,8 +6,9 @@
 #   scripts/slurm-test-cluster.sh start DIR   # writes DIR/slurm.conf, starts the daemons
 #   scripts/slurm-test-cluster.sh stop DIR    # stops what start started
 #
-# Clients find the cluster through SLURM_CONF=DIR/slurm.conf. SLURMCTLD_PORT and
-# SLURMD_PORT move the daemons off 6817/6818; SLURM_TEST_CPUS gives the node
+# Clients find the cluster (and its munged's socket) through
+# SLURM_CONF=DIR/slurm.conf. SLURMCTLD_PORT and SLURMD_PORT move the daemons
+# off 6817/6818 (the Go tests pick free ones); SLURM_TEST_CPUS gives the node
 # more CPUs than the machine has (config_overrides), so several small test
 # jobs run side by side; SLURM_TEST_GPUS=N gives it N fake GPUs (gres.conf).
 set -euo pipefail
@@ -41,20 +42,24 @@ start() {
     command -v "$b" >/dev/null || { echo "$b not found: install slurm-wlm and munge (scripts/install-deps.sh)" >&2; exit 1; }
   done
   stop
-  # munge: a key, its run directory, the daemon as the munge user.
-  mkdir -p /run/munge /etc/munge /var/log/munge /var/lib/munge
-  chown munge:munge /run/munge /etc/munge /var/log/munge /var/lib/munge
-  chmod 0755 /run/munge
+  # munge: the machine's key (made once), and a munged of this cluster's own
+  # on a socket in DIR, so that clusters started side by side (two test runs
+  # on one machine) neither share nor stop each other's daemon.
+  mkdir -p /etc/munge
+  chown munge:munge /etc/munge
   if [ ! -s /etc/munge/munge.key ]; then
     mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
   fi
   chown munge:munge /etc/munge/munge.key
   chmod 0400 /etc/munge/munge.key
-  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    rm -f /run/munge/munged.pid
-    su -s /bin/sh munge -c "munged --force --pid-file=/run/munge/munged.pid"
-    cp /run/munge/munged.pid "$dir/munged.pid" # ours to stop
-  fi
+  chmod 0755 "$dir" # munged runs as munge and reaches its directory through DIR
+  mdir="$dir/munge"
+  mkdir -p "$mdir"
+  chown munge:munge "$mdir"
+  chmod 0700 "$mdir"
+  su -s /bin/sh munge -c "munged --force --socket=$mdir/munge.socket --pid-file=$mdir/munged.pid \
+    --log-file=$mdir/munged.log --seed-file=$mdir/munged.seed --key-file=/etc/munge/munge.key"
+  cp "$mdir/munged.pid" "$dir/munged.pid" # ours to stop
 
   mkdir -p "$dir/state" "$dir/spool" "$dir/log"
   # Fake GPUs (SLURM_TEST_GPUS=N): character devices with /dev/null's numbers,
@@ -79,6 +84,7 @@ SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$mdir/munge.socket
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +64,12 @@ func testMain(m *testing.M) int {
 	}
 	script, _ := filepath.Abs("../../scripts/slurm-test-cluster.sh")
 	start := exec.Command(script, "start", dir)
-	start.Env = append(os.Environ(), "SLURMCTLD_PORT=16817", "SLURMD_PORT=16818", "SLURM_TEST_CPUS=8", "SLURM_TEST_GPUS=2")
+	ports, err := freePorts(2)
+	if err != nil {
+		return fail("finding two free ports for slurmctld and slurmd: " + err.Error())
+	}
+	start.Env = append(os.Environ(), fmt.Sprintf("SLURMCTLD_PORT=%d", ports[0]), fmt.Sprintf("SLURMD_PORT=%d", ports[1]),
+		"SLURM_TEST_CPUS=8", "SLURM_TEST_GPUS=2")
 	if out, err := start.CombinedOutput(); err != nil {
 		return fail("starting the test cluster: " + err.Error() + "\n" + string(out))
 	}
@@ -79,6 +85,21 @@ func testMain(m *testing.M) int {
 	os.Setenv(engine.EnvLibrary, lib)
 	os.Unsetenv("SLURM_JOB_ID")
 	return m.Run()
+}
+
+// freePorts returns n TCP ports free on this machine now, so that two test
+// runs on one machine start clusters that do not collide.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close() // held until all are chosen: n different ports
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 func needCluster(t *testing.T) {
