@@ -21,14 +21,18 @@ AddNorm portable(const torch::Tensor& x, const torch::Tensor& delta, const torch
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The "ln" kernels (CUDA, or their host versions in the tests). Outputs {r, y}
-// with a delta, {y} without (r is x then). An absent delta comes as an empty
-// tensor: torch 2.x's Function::apply records every tensor input's device,
-// which an undefined tensor does not have.
+// The "ln" kernels (CUDA, or their host versions in the tests). Outputs {r, y};
+// without a delta r is x itself, returned through this function so that r's
+// gradient is added to x's inside the backward kernel (not by autograd, in a
+// kernel of its own, where x also feeds the next block). Gradients of unused
+// outputs stay undefined (no zero tensor made and read: BERT never uses r).
+// An absent delta comes as an empty tensor: torch 2.x's Function::apply
+// records every tensor input's device, which an undefined tensor does not have.
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& delta_in, const torch::Tensor& weight,
                                const torch::Tensor& bias, double eps, int64_t out_dtype) {
+    ctx->set_materialize_grads(false);
     const auto out = at::ScalarType(out_dtype);
     const bool has_delta = delta_in.numel() > 0;  // an empty placeholder: no residual add
     auto x = x_in.contiguous();
@@ -51,8 +55,7 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
     ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
     ctx->saved_data["out"] = out_dtype;
-    if (has_delta) return {r, y};
-    return {y};
+    return {r, y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -61,8 +64,7 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     const bool has_delta = ctx->saved_data["has_delta"].toBool();
     const auto delta_dtype = at::ScalarType(ctx->saved_data["delta_dtype"].toInt());
     const auto out = at::ScalarType(ctx->saved_data["out"].toInt());
-    torch::Tensor dr = has_delta ? grads[0] : torch::Tensor();
-    torch::Tensor dy = has_delta ? grads[1] : grads[0];
+    torch::Tensor dr = grads[0], dy = grads[1];  // either undefined where unused
     const int64_t C = r.size(-1), rows = r.numel() / C;
     if (!dy.defined()) dy = torch::zeros(r.sizes(), r.options().dtype(out));
     dy = dy.to(out).contiguous();
@@ -108,8 +110,7 @@ AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
   if (add_layer_norm_fused(x, delta, out)) {
     auto o = AddLayerNorm::apply(x, delta.defined() ? delta : torch::empty({0}, x.options()), weight,
                                  bias, eps, int64_t(out));
-    if (delta.defined()) return {o[0], o[1]};
-    return {x, o[0]};
+    return {o[0], o[1]};
   }
   return portable(x, delta, weight, bias, eps, out);
 }

@@ -8,7 +8,7 @@
 namespace cs {
 
 struct AddNorm {
-  torch::Tensor r;  // x + delta, in x's dtype (x itself when delta is undefined)
+  torch::Tensor r;  // x + delta, in x's dtype (x's values, a view of x, when delta is undefined)
   torch::Tensor y;  // LayerNorm(r) over the last dimension, in the output dtype
 };
 

@@ -102,8 +102,11 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       gh = torch::mm(z, wc).to(h_dtype);
       gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype);
     } else {
+      // g scales h (N x d) before the weight's matmul rather than its fp32
+      // result (V x d: six times h's bytes in GPT-2's head); exact when g is
+      // a power of two (a mean over 2^k tokens).
       gh = torch::mm(z, wc).to(h_dtype).mul_(g);
-      gw = compat::mm_to(z.t(), hc, w_dtype).narrow(0, 0, V).mul_(g);
+      gw = compat::mm_to(z.t(), hc * g, w_dtype).narrow(0, 0, V);
     }
     return {gh, gw, torch::Tensor(), torch::Tensor()};
   }

@@ -61,6 +61,10 @@ Out run(bool ref, const torch::Tensor& x0, const torch::Tensor& d0, const torch:
     auto a = add_layer_norm(x, d, w, b, eps, out);
     TORCH_CHECK(a.y.scalar_type() == out && a.r.scalar_type() == x.scalar_type(),
                 "add_layer_norm: output dtypes");
+    // The kernel's r, with or without a delta, is an output of the same node
+    // as y: its gradient is added inside the backward kernel, not by autograd.
+    TORCH_CHECK(!add_layer_norm_fused(x, d, out) || a.r.grad_fn() == a.y.grad_fn(),
+                "add_layer_norm: r and y from one node");
     std::vector<torch::Tensor> outs{a.y}, grads{gy};
     if (gr.defined()) {
       outs.push_back(a.r);
