@@ -59,7 +59,8 @@ func lockDir(dir string) (*RunLock, error) {
 		}
 		holder, _ := os.ReadFile(path)
 		who := strings.TrimSpace(string(holder))
-		if holderEnded(who) && time.Now().Before(deadline) {
+		ended := holderEnded(who)
+		if ended && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
@@ -67,7 +68,7 @@ func lockDir(dir string) (*RunLock, error) {
 		switch {
 		case who == "":
 			who = "another process"
-		case holderEnded(who):
+		case ended:
 			who += " (which has ended; a process it started still holds the lock: stop it)"
 		}
 		return nil, exitcode.Usage(fmt.Errorf("%s: %w by %s: wait until it ends (or stop it) before resuming",

@@ -336,12 +336,9 @@ void cast_f32_many(const kern::CastJob* jobs, int count, DType to_dt) {
   for (int j = 0; j < count; j++) {
     const kern::CastJob& job = jobs[j];
     if (job.n < 0 || (job.n > 0 && (!job.src || !job.dst))) bad("cast_f32_many: job");
-    for (int64_t i = 0; i < job.n; i++) {
-      if (to_dt == DType::BF16)
-        static_cast<c10::BFloat16*>(job.dst)[i] = to<c10::BFloat16>(job.src[i]);
-      else
-        static_cast<c10::Half*>(job.dst)[i] = to<c10::Half>(job.src[i]);
-    }
+    CS_HOST_DISPATCH(to_dt, T, {
+      for (int64_t i = 0; i < job.n; i++) static_cast<T*>(job.dst)[i] = to<T>(job.src[i]);
+    });
   }
 }
 

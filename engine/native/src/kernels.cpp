@@ -74,10 +74,13 @@ std::string parse(const std::string& value) {
     }
     const bool minus = it[0] == '-';
     const std::string n = minus ? it.substr(1) : it;
-    if (!known(n))
+    if (!known(n)) {
+      std::string all;
+      for (const auto& k : names()) all += (all.empty() ? "" : ", ") + k;
       throw std::invalid_argument("CASESTUDY_KERNELS: unknown kernel \"" + n +
-                                  "\"; use all, native, or names among ce, ln, bn, pool, lin, stem, cast (each "
-                                  "optionally with a leading '-')");
+                                  "\"; use all, native, or names among " + all +
+                                  " (each optionally with a leading '-')");
+    }
     (minus ? any_minus : any_plus) = true;
   }
   if (any_plus && any_minus)
