@@ -16,12 +16,16 @@ bool aligned(const torch::Tensor& t, int64_t n) {
 
 // The "bn" kernels (CUDA, or their host versions in the tests). An absent
 // residual comes as an empty tensor: torch 2.x's Function::apply records every
-// tensor input's device, which an undefined tensor does not have.
+// tensor input's device, which an undefined tensor does not have. With twin
+// the output comes twice, {y, an alias of y}: the two gradients arrive apart
+// and the backward kernel adds them as it reads them (batch_norm_act_twin).
 struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias,
                                const torch::Tensor& residual, torch::Tensor running_mean,
-                               torch::Tensor running_var, double eps, double momentum, bool relu) {
+                               torch::Tensor running_var, double eps, double momentum, bool relu,
+                               bool twin) {
+    ctx->set_materialize_grads(false);  // an unused twin's gradient stays undefined
     const int64_t C = x.size(1), M = x.numel() / C;
     auto f32 = x.options().dtype(torch::kFloat32);
     auto y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
@@ -39,7 +43,8 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
     ctx->save_for_backward({x, weight, save_mean, save_invstd, mask});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = has_res;
-    return y;
+    if (twin) return {y, at::alias(y)};
+    return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -49,20 +54,31 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
     const bool relu = ctx->saved_data["relu"].toBool();
     const bool has_res = ctx->saved_data["residual"].toBool();
     const int64_t C = x.size(1), M = x.numel() / C;
-    auto dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
-    if (!aligned(dy, 16)) dy = dy.clone(at::MemoryFormat::ChannelsLast);
+    // The output's gradients: one, or the twins' two (either may be unused).
+    torch::Tensor dy = grads[0], dy2 = grads.size() > 1 ? grads[1] : torch::Tensor();
+    if (!dy.defined()) std::swap(dy, dy2);
+    auto prepare = [&](torch::Tensor g) {
+      g = g.to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+      return aligned(g, 16) ? g : g.clone(at::MemoryFormat::ChannelsLast);
+    };
+    dy = prepare(dy);
+    if (dy2.defined()) dy2 = prepare(dy2);
     auto f32 = x.options().dtype(torch::kFloat32);
     auto dx = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
-    auto dres = has_res ? torch::empty_like(x, at::MemoryFormat::ChannelsLast) : torch::Tensor();
+    // The kernels keep the masked sum of two gradients where the residual's
+    // gradient goes: without a residual, in a tensor of its own.
+    auto dres = has_res || dy2.defined() ? torch::empty_like(x, at::MemoryFormat::ChannelsLast)
+                                         : torch::Tensor();
     auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
     auto scratch = torch::empty({CS_KERNEL_FACT(x, bn_act_bwd_scratch, M, C)}, f32);
     CS_KERNEL(x, "batch norm + ReLU backward kernels", bn_act_bwd, dy.data_ptr(),
-              relu ? mask.data_ptr<uint8_t>() : nullptr, x.data_ptr(), weight.data_ptr<float>(),
-              save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(), dx.data_ptr(),
-              has_res ? dres.data_ptr() : nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
-              scratch.data_ptr<float>(), glue::dtype(x.scalar_type()), M, C, relu);
-    return {dx,  dw,  db, dres, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+              dy2.defined() ? dy2.data_ptr() : nullptr, relu ? mask.data_ptr<uint8_t>() : nullptr,
+              x.data_ptr(), weight.data_ptr<float>(), save_mean.data_ptr<float>(),
+              save_invstd.data_ptr<float>(), dx.data_ptr(), dres.defined() ? dres.data_ptr() : nullptr,
+              dw.data_ptr<float>(), db.data_ptr<float>(), scratch.data_ptr<float>(),
+              glue::dtype(x.scalar_type()), M, C, relu);
+    return {dx, dw, db, has_res ? dres : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -91,22 +107,42 @@ bool batch_norm_act_fused(const torch::nn::BatchNorm2dImpl& m, const torch::Tens
   return true;
 }
 
-torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
-                             const torch::Tensor& residual, bool relu) {
+namespace {
+
+// batch_norm_act, its output once (twin false) or twice.
+std::pair<torch::Tensor, torch::Tensor> bn_act(torch::nn::BatchNorm2dImpl& m,
+                                               const torch::Tensor& x,
+                                               const torch::Tensor& residual, bool relu,
+                                               bool twin) {
   if (batch_norm_act_fused(m, x, residual)) {
     {
       torch::NoGradGuard ng;
       m.num_batches_tracked.add_(1);  // as BatchNorm's forward counts
     }
-    return BatchNormAct::apply(x, m.weight, m.bias,
-                               residual.defined() ? residual : torch::empty({0}, x.options()),
-                               m.running_mean, m.running_var, m.options.eps(),
-                               *m.options.momentum(), relu);
+    auto o = BatchNormAct::apply(x, m.weight, m.bias,
+                                 residual.defined() ? residual : torch::empty({0}, x.options()),
+                                 m.running_mean, m.running_var, m.options.eps(),
+                                 *m.options.momentum(), relu, twin);
+    return {o[0], twin ? o[1] : o[0]};
   }
   auto y = m.forward(x);
   if (residual.defined()) y = y.add_(residual);
   if (relu) y = y.relu_();
-  return y;
+  return {y, y};
+}
+
+}  // namespace
+
+torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
+                             const torch::Tensor& residual, bool relu) {
+  return bn_act(m, x, residual, relu, false).first;
+}
+
+std::pair<torch::Tensor, torch::Tensor> batch_norm_act_twin(torch::nn::BatchNorm2dImpl& m,
+                                                            const torch::Tensor& x,
+                                                            const torch::Tensor& residual,
+                                                            bool relu) {
+  return bn_act(m, x, residual, relu, true);
 }
 
 }  // namespace cs

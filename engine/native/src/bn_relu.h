@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+#include <utility>
+
 namespace cs {
 
 // relu?(m(x) + residual) (residual undefined: none). With the kernel
@@ -16,6 +18,16 @@ namespace cs {
 // m(x), add_(residual), relu_() as libtorch runs them.
 torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
                              const torch::Tensor& residual, bool relu);
+
+// batch_norm_act's output as two tensors of the same values, for an output
+// used twice (a ResNet block's: the next block's first convolution and its
+// residual). With the kernel their gradients reach the backward apart and
+// are added there as they are read, instead of by autograd in an add kernel
+// of its own; otherwise both are the one output.
+std::pair<torch::Tensor, torch::Tensor> batch_norm_act_twin(torch::nn::BatchNorm2dImpl& m,
+                                                            const torch::Tensor& x,
+                                                            const torch::Tensor& residual,
+                                                            bool relu);
 
 // Whether batch_norm_act runs the kernels: the "bn" kernel switched on, m in
 // training mode with running statistics and a momentum, x a CUDA bf16 or

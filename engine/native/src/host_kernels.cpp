@@ -220,10 +220,12 @@ void bn_fwd(const T* x, const T* res, const float* w, const float* b, float* rm,
 }
 
 template <typename T>
-void bn_bwd(const T* dy, const uint8_t* mask, const T* x, const float* w, const float* save_mean,
-            const float* save_invstd, T* dx, T* dres, float* dw, float* db, int64_t M, int64_t C,
-            bool relu) {
-  auto g = [&](int64_t i) { return relu && !((mask[i / 8] >> (i % 8)) & 1u) ? 0.f : f(dy[i]); };
+void bn_bwd(const T* dy, const T* dy2, const uint8_t* mask, const T* x, const float* w,
+            const float* save_mean, const float* save_invstd, T* dx, T* dres, float* dw, float* db,
+            int64_t M, int64_t C, bool relu) {
+  // dy, plus dy2 rounded as a separate add would round it.
+  auto d = [&](int64_t i) { return dy2 ? f(to<T>(f(dy[i]) + f(dy2[i]))) : f(dy[i]); };
+  auto g = [&](int64_t i) { return relu && !((mask[i / 8] >> (i % 8)) & 1u) ? 0.f : d(i); };
   std::vector<double> a(static_cast<size_t>(C), 0.0), bb(static_cast<size_t>(C), 0.0);
   for (int64_t i = 0; i < M * C; i++) {
     const int64_t c = i % C;
@@ -256,11 +258,13 @@ void bn_act_fwd(const void* x, const void* residual, const float* w, const float
                                    save_invstd, M, C, eps, momentum, relu));
 }
 
-void bn_act_bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+void bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                 const float* save_mean, const float* save_invstd, void* dx, void* dresidual,
                 float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu) {
-  if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32) bad("bn_act_bwd: arguments");
-  CS_HOST_DISPATCH(t, T, bn_bwd<T>(static_cast<const T*>(dy), mask, static_cast<const T*>(x), w,
+  if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32 || (dy2 && !dresidual))
+    bad("bn_act_bwd: arguments");
+  CS_HOST_DISPATCH(t, T, bn_bwd<T>(static_cast<const T*>(dy), static_cast<const T*>(dy2), mask,
+                                   static_cast<const T*>(x), w,
                                    save_mean, save_invstd, static_cast<T*>(dx),
                                    static_cast<T*>(dresidual), dw, db, M, C, relu));
 }

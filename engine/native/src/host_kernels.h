@@ -41,7 +41,7 @@ void bn_act_fwd(const void* x, const void* residual, const float* w, const float
                 float* running_mean, float* running_var, void* y, uint8_t* mask, float* save_mean,
                 float* save_invstd, float* scratch, DType t, int64_t M, int64_t C, float eps,
                 float momentum, bool relu);
-void bn_act_bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+void bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                 const float* save_mean, const float* save_invstd, void* dx, void* dresidual,
                 float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu);
 

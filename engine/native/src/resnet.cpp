@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bn_relu.h"
@@ -111,6 +113,15 @@ Count count(const ResNetSpec& s) {
 // One pipeline layer: a tensor-to-tensor module.
 struct Layer : torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // The same with the input given twice (x_res: the copy a residual block
+  // adds back) and the output returned twice, so that where a block's output
+  // feeds the next block twice its two gradients stay apart
+  // (batch_norm_act_twin). Here: the input and output once.
+  virtual std::pair<torch::Tensor, torch::Tensor> forward_twin(const torch::Tensor& x,
+                                                               const torch::Tensor&) {
+    auto y = forward(x);
+    return {y, y};
+  }
 };
 
 // A convolution without bias that holds only its weight, created on the
@@ -178,12 +189,23 @@ struct Bottleneck : Layer {
   }
   // batch_norm_act: BatchNorm, the add and the ReLU in the engine's kernels
   // where they apply (bn_relu.h), else m(x).add_(identity).relu_().
-  torch::Tensor forward(torch::Tensor x) override {
+  torch::Tensor forward(torch::Tensor x) override { return run(x, x, false).first; }
+  std::pair<torch::Tensor, torch::Tensor> forward_twin(const torch::Tensor& x,
+                                                       const torch::Tensor& x_res) override {
+    return run(x, x_res, true);
+  }
+
+ private:
+  // x into conv1, x_res (the same values) into the residual or downsample.
+  std::pair<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& x_res,
+                                              bool twin) {
     torch::Tensor identity =
-        down ? batch_norm_act(*down_bn, down->forward(x), {}, /*relu=*/false) : x;
+        down ? batch_norm_act(*down_bn, down->forward(x_res), {}, /*relu=*/false) : x_res;
     torch::Tensor y = batch_norm_act(*bn1, conv1->forward(x), {}, true);
     y = batch_norm_act(*bn2, conv2->forward(y), {}, true);
-    return batch_norm_act(*bn3, conv3->forward(y), identity, true);
+    if (twin) return batch_norm_act_twin(*bn3, conv3->forward(y), identity, true);
+    y = batch_norm_act(*bn3, conv3->forward(y), identity, true);
+    return {y, y};
   }
 };
 
@@ -231,13 +253,17 @@ class ResNet : public Model {
 
   torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x,
                                const Batch& b) override {
-    torch::Tensor h = first == 0 ? b.input : x;
+    // h_res: h again, as the previous block returned it for the next one's
+    // residual (Layer::forward_twin); dropped where the range ends.
+    torch::Tensor h = first == 0 ? b.input : x, h_res = h;
     for (int64_t i = first; i < last; ++i) {
       Layer* l = layers_[i].get();
-      if (checkpointing_ && is_block_[i] && h.requires_grad())
+      if (checkpointing_ && is_block_[i] && h.requires_grad()) {
         h = checkpoint([l](const torch::Tensor& t) { return l->forward(t); }, h);
-      else
-        h = l->forward(h);
+        h_res = h;
+      } else {
+        std::tie(h, h_res) = l->forward_twin(h, h_res);
+      }
     }
     return h;
   }

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <iostream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "bn_relu.h"
 #include "kernels.h"
@@ -153,6 +155,55 @@ int check_case(const Case& c, torch::Device dev, bool kernel) {
   return 0;
 }
 
+// batch_norm_act_twin with the kernels: the output twice from one node, its
+// two gradients (g2 undefined: the twin unused) added by the backward kernel,
+// bit for bit as batch_norm_act's output used twice (autograd adding them
+// first, rounded to the activations' dtype).
+int check_twin(const Case& c, torch::Device dev, bool use_twin) {
+  torch::manual_seed(uint64_t(c.N * 7 + c.C));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  auto x0 = torch::randn({c.N, c.C, c.H, c.W}, f32).to(c.t).contiguous(cl);
+  auto r0 = c.residual ? torch::randn({c.N, c.C, c.H, c.W}, f32).to(c.t).contiguous(cl)
+                       : torch::Tensor();
+  auto g1 = torch::randn({c.N, c.C, c.H, c.W}, f32).to(c.t).contiguous(cl);
+  auto g2 = torch::randn({c.N, c.C, c.H, c.W}, f32).to(c.t).contiguous(cl);
+  struct Grads {
+    torch::Tensor y, dx, dres, dw, db;
+  };
+  auto step = [&](bool twin) {
+    torch::nn::BatchNorm2d bn(c.C);
+    bn->to(dev);
+    bn->train();
+    auto x = x0.clone(cl).requires_grad_(true);
+    auto r = c.residual ? r0.clone(cl).requires_grad_(true) : torch::Tensor();
+    torch::Tensor y, y2;
+    if (twin) {
+      std::tie(y, y2) = batch_norm_act_twin(*bn, x, r, c.relu);
+      TORCH_CHECK(y.grad_fn() && y2.grad_fn() == y.grad_fn(), "twin: one node");
+      TORCH_CHECK(torch::equal(y, y2), "twin: the same values");
+    } else {
+      y = batch_norm_act(*bn, x, r, c.relu);
+      y2 = y;
+    }
+    std::vector<torch::Tensor> outs{y}, grads{g1};
+    if (use_twin) {
+      outs.push_back(y2);
+      grads.push_back(g2);
+    }
+    torch::autograd::backward(outs, grads);
+    return Grads{y.detach(), x.grad(), c.residual ? r.grad() : torch::Tensor(), bn->weight.grad(),
+                 bn->bias.grad()};
+  };
+  kernels::set_for_tests("bn");
+  auto once = step(false), twice = step(true);
+  kernels::set_for_tests("");
+  CS_CHECK(torch::equal(once.y, twice.y) && torch::equal(once.dx, twice.dx));
+  CS_CHECK(torch::equal(once.dw, twice.dw) && torch::equal(once.db, twice.db));
+  CS_CHECK(!c.residual || torch::equal(once.dres, twice.dres));
+  return 0;
+}
+
 }  // namespace
 
 int bn_relu_tests() {
@@ -181,6 +232,23 @@ int bn_relu_tests() {
     }
   }
   std::cout << "  batch_norm_act bn kernels' host version cpu ok\n";
+  // The output twice (a ResNet block's): both gradients used, or only the first.
+  auto twins = [](const std::vector<Case>& cs, torch::Device dev) {
+    for (const auto& c : cs)
+      for (bool use : {true, false})
+        if (int rc = run_case("batch_norm_act twin", name(c) + (use ? "" : " (twin unused)"),
+                              [&] { return check_twin(c, dev, use); }))
+          return rc;
+    return 0;
+  };
+  {
+    HostKernels host;
+    std::vector<Case> cpu;
+    for (const auto& c : cases)
+      if (c.t != H) cpu.push_back(c);
+    if (int rc = twins(cpu, torch::kCPU)) return rc;
+  }
+  std::cout << "  batch_norm_act twin outputs (host version) cpu ok\n";
   kernels::set_for_tests("");
   if (!torch::cuda::is_available()) return 0;
   if (!kernels::compiled()) {
@@ -197,5 +265,7 @@ int bn_relu_tests() {
   for (const auto& c : cases)
     if (int rc = check(c, dev, true)) return rc;
   std::cout << "  batch_norm_act bn kernels cuda ok (" << cases.size() << " cases)\n";
+  if (int rc = twins(cases, dev)) return rc;
+  std::cout << "  batch_norm_act twin outputs cuda ok\n";
   return 0;
 }

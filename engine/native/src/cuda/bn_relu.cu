@@ -180,12 +180,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Per block: sums over its rows of g and g xhat per channel (g = dy masked by
-// the ReLU), -> part [block][2][C]; with DRES also writes g as the residual's
-// gradient.
+// Per block: sums over its rows of g and g xhat per channel (g = dy, plus dy2
+// where given, masked by the ReLU), -> part [block][2][C]; with DRES also
+// writes g as the residual's gradient.
 template <typename T, bool RELU, bool DRES>
 __global__ void __launch_bounds__(kThreads)
-    bn_bwd_reduce_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ mask,
+    bn_bwd_reduce_kernel(const T* __restrict__ dy, const T* __restrict__ dy2,
+                      const uint8_t* __restrict__ mask,
                       const T* __restrict__ x, const float* __restrict__ save_mean,
                       const float* __restrict__ save_invstd, T* __restrict__ dres, int64_t M, int C,
                       int64_t rows_per_block, float* __restrict__ part) {
@@ -207,6 +208,12 @@ __global__ void __launch_bounds__(kThreads)
       float g[kV], v[kV];
       load_f<T, kV>(dy + off, g);
       load_f<T, kV>(x + off, v);
+      if (dy2) {  // the sum rounded to T, as a separate add rounds it
+        float g2[kV];
+        load_f<T, kV>(dy2 + off, g2);
+#pragma unroll
+        for (int k = 0; k < kV; k++) g[k] = to_f<T>(from_f<T>(g[k] + g2[k]));
+      }
       if (RELU) {
         const unsigned bits = mask[off / kV];
 #pragma unroll
@@ -341,30 +348,35 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
 }
 
 template <typename T>
-cudaError_t bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                 const float* save_mean, const float* save_invstd, void* dx, void* dres, float* dw,
                 float* db, float* scratch, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
   const Split s = split(M);
   float* part = scratch;                      // [blocks][2][C]
   float* coef = scratch + s.blocks * 2 * C;   // [3][C]
   const T* dyt = static_cast<const T*>(dy);
+  const T* dy2t = static_cast<const T*>(dy2);
   const T* xt = static_cast<const T*>(x);
   T* dr = static_cast<T*>(dres);
   const unsigned blocks = unsigned(s.blocks);
   const int c = int(C);
   if (relu && dres)
-    bn_bwd_reduce_kernel<T, true, true><<<blocks, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    bn_bwd_reduce_kernel<T, true, true><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
   else if (relu)
-    bn_bwd_reduce_kernel<T, true, false><<<blocks, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    bn_bwd_reduce_kernel<T, true, false><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
   else if (dres)
-    bn_bwd_reduce_kernel<T, false, true><<<blocks, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    bn_bwd_reduce_kernel<T, false, true><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
   else
-    bn_bwd_reduce_kernel<T, false, false><<<blocks, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    bn_bwd_reduce_kernel<T, false, false><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
   const unsigned grid = elementwise_grid(vecs);
-  if (relu)
+  // With a second gradient the second pass reads the masked sum the first
+  // wrote as the residual's gradient: one tensor, no mask.
+  if (dy2)
+    bn_bwd_apply_kernel<T, false><<<grid, kThreads, 0, stream>>>(dr, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
+  else if (relu)
     bn_bwd_apply_kernel<T, true><<<grid, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
   else
     bn_bwd_apply_kernel<T, false><<<grid, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
@@ -400,18 +412,19 @@ cudaError_t bn_act_fwd(const void* x, const void* residual, const float* w, cons
                      scratch, M, C, eps, momentum, relu, stream);
 }
 
-cudaError_t bn_act_bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                        const float* save_mean, const float* save_invstd, void* dx, void* dresidual,
                        float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu,
                        cudaStream_t stream) {
-  if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32) return cudaErrorInvalidValue;
-  if (!ok_ptrs({dy, x, dx, dresidual}, {w, save_mean, save_invstd, scratch}))
+  if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32 || (dy2 && !dresidual))
+    return cudaErrorInvalidValue;
+  if (!ok_ptrs({dy, dy2, x, dx, dresidual}, {w, save_mean, save_invstd, scratch}))
     return cudaErrorMisalignedAddress;
   if (t == DType::BF16)
-    return bwd<__nv_bfloat16>(dy, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db,
+    return bwd<__nv_bfloat16>(dy, dy2, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db,
                               scratch, M, C, relu, stream);
-  return bwd<__half>(dy, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db, scratch, M, C,
-                     relu, stream);
+  return bwd<__half>(dy, dy2, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db, scratch, M,
+                     C, relu, stream);
 }
 
 }  // namespace cuda

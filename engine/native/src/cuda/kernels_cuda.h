@@ -70,8 +70,11 @@ cudaError_t bn_act_fwd(const void* x, const void* residual, const float* w, cons
                        float* save_mean, float* save_invstd, float* scratch, DType t, int64_t M,
                        int64_t C, float eps, float momentum, bool relu, cudaStream_t stream);
 // Backward from dy (dtype t): dx, the residual's gradient dresidual (null: not
-// written; the ReLU's masked dy), dw and db (fp32, overwritten).
-cudaError_t bn_act_bwd(const void* dy, const uint8_t* mask, const void* x, const float* w,
+// written; the ReLU's masked dy), dw and db (fp32, overwritten). dy2 (null:
+// none) is a second gradient of the output, added to dy (the sum rounded to t,
+// as a separate add would) as it is read; it needs dresidual, where the masked
+// sum is kept for the second pass.
+cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                        const float* save_mean, const float* save_invstd, void* dx, void* dresidual,
                        float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu,
                        cudaStream_t stream);
