@@ -34,7 +34,8 @@
 #             with its stem convolution over input and weight padded to 8
 #             channels (resnet_tv.py --pad-stem), bf16 and fp16
 #   resnet50-best  (not by default) the ResNet-50 target's comparison alone,
-#             in its own group: engine bf16 and fp16 with graphs against
+#             in its own group: engine bf16 and fp16 with graphs (and bf16
+#             without the res kernel switch) against
 #             torchvision compiled in bf16, plain and with the padded stem
 #             (the strongest references of earlier runs; fp16 compiled was
 #             slower in every run)
@@ -471,6 +472,7 @@ stage_resnet50_best() {
   local g="resnet50 256x224 channels_last (best)" c=$RESNET_CFG f=$RESNET_FP16_CFG
   engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
   engine "$g" engine-fp16-graphs 15 "$f,\"graphs\":true}"
+  run_env=CASESTUDY_KERNELS=$(kernels_without res) engine "$g" engine-bf16-graphs-nores 15 "$c,\"graphs\":true}"
   ref_pre=tv-padstem reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224 --pad-stem
   reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224
 }

@@ -115,6 +115,7 @@ std::pair<torch::Tensor, torch::Tensor> bn_act(torch::nn::BatchNorm2dImpl& m,
                                                const torch::Tensor& residual, bool relu,
                                                bool twin) {
   if (batch_norm_act_fused(m, x, residual)) {
+    twin = twin && kernels::enabled("res");
     {
       torch::NoGradGuard ng;
       m.num_batches_tracked.add_(1);  // as BatchNorm's forward counts

@@ -18,6 +18,9 @@
 //        portable path, switched with them)
 //   cast the linear layers' fp32 weights and biases cast to the autocast
 //        dtype in one launch per 64 tensors (linear_casts.h; GPT and BERT)
+//   res  with bn: a residual block's output returned twice, so that the
+//        next block's two gradients are added in bn's backward kernel, not
+//        by an add of their own (batch_norm_act_twin, bn_relu.h; ResNet)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -41,7 +44,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res"), "none" when none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not
