@@ -21,9 +21,9 @@ torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor&
 
 // batch_norm_act's output as two tensors of the same values, for an output
 // used twice (a ResNet block's: the next block's first convolution and its
-// residual). With the kernel ("bn" and "res" switched on) their gradients reach the backward apart and
-// are added there as they are read, instead of by autograd in an add kernel
-// of its own; otherwise both are the one output.
+// residual). With the kernel ("bn" and "res" switched on) their gradients
+// reach the backward apart and are added there as they are read, instead of
+// by autograd in an add kernel of its own; otherwise both are the one output.
 std::pair<torch::Tensor, torch::Tensor> batch_norm_act_twin(torch::nn::BatchNorm2dImpl& m,
                                                             const torch::Tensor& x,
                                                             const torch::Tensor& residual,

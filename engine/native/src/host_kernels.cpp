@@ -264,9 +264,9 @@ void bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
   if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32 || (dy2 && !dresidual))
     bad("bn_act_bwd: arguments");
   CS_HOST_DISPATCH(t, T, bn_bwd<T>(static_cast<const T*>(dy), static_cast<const T*>(dy2), mask,
-                                   static_cast<const T*>(x), w,
-                                   save_mean, save_invstd, static_cast<T*>(dx),
-                                   static_cast<T*>(dresidual), dw, db, M, C, relu));
+                                   static_cast<const T*>(x), w, save_mean, save_invstd,
+                                   static_cast<T*>(dx), static_cast<T*>(dresidual), dw, db, M, C,
+                                   relu));
 }
 
 // ---- max pooling ----------------------------------------------------------------

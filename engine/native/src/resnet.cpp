@@ -189,23 +189,16 @@ struct Bottleneck : Layer {
   }
   // batch_norm_act: BatchNorm, the add and the ReLU in the engine's kernels
   // where they apply (bn_relu.h), else m(x).add_(identity).relu_().
-  torch::Tensor forward(torch::Tensor x) override { return run(x, x, false).first; }
+  torch::Tensor forward(torch::Tensor x) override { return forward_twin(x, x).first; }
+  // x into conv1, x_res (the same values) into the residual or downsample;
+  // the output twice (an unused twin costs nothing).
   std::pair<torch::Tensor, torch::Tensor> forward_twin(const torch::Tensor& x,
                                                        const torch::Tensor& x_res) override {
-    return run(x, x_res, true);
-  }
-
- private:
-  // x into conv1, x_res (the same values) into the residual or downsample.
-  std::pair<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& x_res,
-                                              bool twin) {
     torch::Tensor identity =
         down ? batch_norm_act(*down_bn, down->forward(x_res), {}, /*relu=*/false) : x_res;
     torch::Tensor y = batch_norm_act(*bn1, conv1->forward(x), {}, true);
     y = batch_norm_act(*bn2, conv2->forward(y), {}, true);
-    if (twin) return batch_norm_act_twin(*bn3, conv3->forward(y), identity, true);
-    y = batch_norm_act(*bn3, conv3->forward(y), identity, true);
-    return {y, y};
+    return batch_norm_act_twin(*bn3, conv3->forward(y), identity, true);
   }
 };
 
