@@ -23,7 +23,9 @@
 #             (engine/native/tools/losscurve.py)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs, bf16
 #             without the kernels; the fastest public-practice BERT
-#             (bert_fast.py) and HF's, eager and compiled
+#             (bert_fast.py) and HF's, eager and compiled; first the host's
+#             speed at eager launches (engine/native/tools/host_probe.py), a
+#             line in table.md: the eager steps at this shape are host-bound
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 +
 #             graphs, fp16, fp16 + graphs, bf16 without the stem as a matrix
 #             product (stem_conv.h), bf16 without the kernels; torchvision
@@ -439,9 +441,23 @@ stage_gpt_more() { # the weaker references and fp32, in the same group as stage_
   reference "$g" gpt2_hf.py 25 45 --micro-batch 16 --seq-len 1024
   engine "$g" engine-fp32 15 "$c,\"precision\":\"fp32\"}"
 }
+# host_probe GROUP: the host's speed at issuing eager work (host_probe.py), as
+# a line in table.md under the stage's name: eager steps that are host-bound
+# (BERT-large at 128 tokens) compare across machines only with it.
+host_probe() {
+  local rc=0
+  timed 30 "host-probe" "$PY" engine/native/tools/host_probe.py || rc=$?
+  [[ $DRY == 1 ]] && return 0
+  if ((rc == 0)); then
+    log_status "$1: $(tail -1 "$LOG/host-probe.err")"
+  else
+    log_status "$1: host probe failed, exit $rc (logs/host-probe.err)"
+  fi
+}
 stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   local g="bert-large 32x$1" c
   c=$(bert_cfg "$1")
+  host_probe "bert$1"
   engine "$g" engine-bf16 "$2" "$c}"
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"
