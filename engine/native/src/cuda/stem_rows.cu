@@ -52,12 +52,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned grid_for(int64_t n) {
-  const int64_t cap = int64_t(sm_count()) * 8;
-  const int64_t g = (n + kThreads - 1) / kThreads;
-  return unsigned(g < cap ? (g > 0 ? g : 1) : cap);
-}
-
 }  // namespace
 
 bool stem_rows_supports(int64_t K) { return K > 0 && K % kV == 0; }
@@ -71,7 +65,7 @@ cudaError_t stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, i
   for (int64_t d : {N, H, W, C, Ho, Wo, K})
     if (d > INT32_MAX) return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(kw), int(s), int(p)};
-  const unsigned grid = grid_for(N * Ho * Wo * (K / kV));
+  const unsigned grid = grid_stride_blocks(N * Ho * Wo * (K / kV), kThreads);
   CS_DISPATCH(tx, TX, CS_DISPATCH(t, T, stem_rows_kernel<TX, T><<<grid, kThreads, 0, stream>>>(
                                             static_cast<const TX*>(x), static_cast<T*>(rows), g)));
   return cudaGetLastError();
