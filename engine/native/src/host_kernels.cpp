@@ -335,7 +335,7 @@ void max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t
 
 // ---- the stem's rows -------------------------------------------------------------
 
-bool stem_rows_supports(int64_t K) { return K > 0 && K % 8 == 0; }
+bool stem_rows_supports(int64_t K) { return K > 0 && K % 8 == 0 && K / 8 <= 256; }
 
 namespace {
 template <typename TX, typename T>

@@ -97,7 +97,7 @@ cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, 
 // row-major) from the image x [N, H, W, C] (channels_last, dtype tx): row
 // (n, ho, wo), column (kh kw + dw) C + c holds x[n, ho s - p + kh, wo s - p +
 // dw, c] rounded to t, 0 outside the image (kw >= k: the widened window's
-// columns are read as well). Needs K a multiple of 8.
+// columns are read as well). Needs K a multiple of 8, at most 2048.
 bool stem_rows_supports(int64_t K);
 cudaError_t stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, int64_t H, int64_t W,
                       int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t kw, int64_t s,
