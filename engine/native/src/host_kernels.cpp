@@ -333,6 +333,38 @@ void max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t
                                      C, Ho, Wo, k, s, p));
 }
 
+// ---- the stem's rows -------------------------------------------------------------
+
+bool stem_rows_supports(int64_t K) { return K > 0 && K % 8 == 0 && K / 8 <= 256; }
+
+namespace {
+template <typename TX, typename T>
+void gather_rows(const TX* x, T* rows, int64_t N, int64_t H, int64_t W, int64_t C, int64_t Ho,
+                 int64_t Wo, int64_t k, int64_t kw, int64_t s, int64_t p) {
+  const int64_t K = k * kw * C;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ho = 0; ho < Ho; ho++)
+      for (int64_t wo = 0; wo < Wo; wo++) {
+        T* row = rows + ((n * Ho + ho) * Wo + wo) * K;
+        for (int64_t kh = 0; kh < k; kh++)
+          for (int64_t dw = 0; dw < kw; dw++)
+            for (int64_t c = 0; c < C; c++) {
+              const int64_t h = ho * s - p + kh, w = wo * s - p + dw;
+              const bool in = h >= 0 && h < H && w >= 0 && w < W;
+              row[(kh * kw + dw) * C + c] = to<T>(in ? f(x[((n * H + h) * W + w) * C + c]) : 0.f);
+            }
+      }
+}
+}  // namespace
+
+void stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, int64_t H, int64_t W,
+               int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t kw, int64_t s, int64_t p) {
+  if (!stem_rows_supports(k * kw * C) || kw < k || s < 1 || p < 0) bad("stem_rows: arguments");
+  CS_HOST_DISPATCH(tx, TX, CS_HOST_DISPATCH(t, T, gather_rows<TX, T>(static_cast<const TX*>(x),
+                                                                      static_cast<T*>(rows), N, H,
+                                                                      W, C, Ho, Wo, k, kw, s, p)));
+}
+
 // ---- casts of many tensors ----------------------------------------------------------
 
 void cast_f32_many(const kern::CastJob* jobs, int count, DType to_dt) {

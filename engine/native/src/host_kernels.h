@@ -51,6 +51,10 @@ void max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t N, int6
 void max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t N, int64_t H,
                   int64_t W, int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t s, int64_t p);
 
+bool stem_rows_supports(int64_t K);
+void stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, int64_t H, int64_t W,
+               int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t kw, int64_t s, int64_t p);
+
 void cast_f32_many(const kern::CastJob* jobs, int count, DType to);
 
 int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);

@@ -13,9 +13,8 @@
 //   lin  the transformer blocks' linear layers: the bias gradient summed in
 //        one pass, the MLP's GELU backward fused in before it (linear_act.h)
 //   stem ResNet's first convolution (over 3 channels) as one matrix product
-//        of the gathered input windows and the weight (stem_conv.h; no
-//        kernel of its own, but like the others a CUDA-only change of the
-//        portable path, switched with them)
+//        of the input windows, gathered into rows by a kernel, and the
+//        weight (stem_conv.h; ResNet's stem)
 //   cast the linear layers' fp32 weights and biases cast to the autocast
 //        dtype in one launch per 64 tensors (linear_casts.h; GPT and BERT)
 //   res  with bn: a residual block's output returned twice, so that the

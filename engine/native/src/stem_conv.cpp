@@ -29,6 +29,30 @@ bool stem_conv_as_gemm(const torch::Tensor& x, const torch::Tensor& weight) {
   return t == torch::kBFloat16 || t == torch::kHalf || t == torch::kFloat32;
 }
 
+torch::Tensor stem_conv_rows(const torch::Tensor& x, int64_t k, int64_t stride, int64_t pad,
+                             at::ScalarType t, bool gather_kernel) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t kw = widened_kw(k, C, int64_t(c10::elementSize(t)));
+  const int64_t Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
+  if (gather_kernel) {
+    TORCH_CHECK(glue::runs_here(x) && glue::has_dtype(x.scalar_type()) && glue::has_dtype(t) &&
+                    x.is_contiguous(at::MemoryFormat::ChannelsLast),
+                "stem_conv_rows: the gather kernel takes a channels_last fp32, bf16 or fp16 tensor where it runs");
+    auto rows = torch::empty({N * Ho * Wo, k * kw * C}, x.options().dtype(t));
+    CS_KERNEL(x, "stem rows gather kernel", stem_rows, x.data_ptr(), rows.data_ptr(),
+              glue::dtype(x.scalar_type()), glue::dtype(t), N, H, W, C, Ho, Wo, k, kw, stride, pad);
+    return rows;
+  }
+  // Zero borders (and the widened windows' extra columns on the right), in
+  // the product's dtype; NHWC memory.
+  const int64_t right = std::max<int64_t>(pad, (Wo - 1) * stride + kw - W - pad);
+  auto xp = at::constant_pad_nd(x.to(t), {pad, right, pad, pad}).contiguous(at::MemoryFormat::ChannelsLast);
+  const int64_t Hp = xp.size(2), Wp = xp.size(3);
+  // [N, Ho, Wo, k, kw, C] windows over xp's NHWC memory, gathered into rows.
+  return xp.as_strided({N, Ho, Wo, k, kw, C}, {Hp * Wp * C, stride * Wp * C, stride * C, Wp * C, C, 1})
+      .reshape({N * Ho * Wo, k * kw * C});
+}
+
 torch::Tensor stem_conv(const torch::Tensor& x, const torch::Tensor& weight, int64_t stride,
                         int64_t pad) {
   if (!stem_conv_as_gemm(x, weight)) return torch::conv2d(x, weight, {}, {stride, stride}, {pad, pad});
@@ -37,15 +61,10 @@ torch::Tensor stem_conv(const torch::Tensor& x, const torch::Tensor& weight, int
   const int64_t cout = weight.size(0), k = weight.size(2);
   const int64_t kw = widened_kw(k, C, int64_t(c10::elementSize(t)));
   const int64_t Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
-  // Zero borders (and the widened windows' extra columns on the right), in
-  // the product's dtype; NHWC memory.
-  const int64_t right = std::max<int64_t>(pad, (Wo - 1) * stride + kw - W - pad);
-  auto xp = at::constant_pad_nd(x.to(t), {pad, right, pad, pad}).contiguous(at::MemoryFormat::ChannelsLast);
-  const int64_t Hp = xp.size(2), Wp = xp.size(3);
-  // [N, Ho, Wo, k, kw, C] windows over xp's NHWC memory, gathered into rows.
-  auto rows = xp.as_strided({N, Ho, Wo, k, kw, C},
-                            {Hp * Wp * C, stride * Wp * C, stride * C, Wp * C, C, 1})
-                  .reshape({N * Ho * Wo, k * kw * C});
+  // The input's windows as rows: the engine's gather kernel where it takes
+  // the input, else libtorch's padding and strided copy (the same values).
+  const bool gather = glue::has_dtype(x.scalar_type()) && CS_KERNEL_FACT(x, stem_rows_supports, k * kw * C);
+  auto rows = stem_conv_rows(x, k, stride, pad, t, gather);
   // The weight as [K, cout] in the rows' (kh, kw, c) order, zero in the widened columns.
   auto w = at::constant_pad_nd(weight.permute({2, 3, 1, 0}), {0, 0, 0, 0, 0, kw - k})
                .reshape({k * kw * C, cout});

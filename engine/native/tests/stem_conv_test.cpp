@@ -4,11 +4,13 @@
 // weight gradient within twice the error of PyTorch's own convolution against
 // a float64 reference: fp32 and bf16 (CPU autocast) on the CPU through the
 // host path, odd sizes and strides, bf16 and fp16 under CUDA autocast at
-// ResNet-50's stem shape on a GPU.
+// ResNet-50's stem shape on a GPU; and the rows gather kernel (or its host
+// version) against libtorch's gather, bit for bit.
 #include <torch/torch.h>
 
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "compat.h"
 #include "kernels.h"
@@ -103,6 +105,32 @@ int check_when() {
   return 0;
 }
 
+// The gather kernel's rows (CUDA, or its host version) equal libtorch's
+// padding and strided copy bit for bit: fp32 and bf16 images into each
+// product dtype, borders, widened windows, strides 1 to 3.
+int check_rows(torch::Device dev) {
+  struct R {
+    int64_t N, H, W, k, s, p;
+  };
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  std::vector<R> shapes = {R{2, 20, 20, 7, 2, 3}, R{3, 15, 13, 3, 1, 1}, R{2, 9, 11, 5, 3, 0},
+                           R{1, 7, 7, 7, 2, 3}, R{2, 33, 31, 7, 2, 3}};
+  if (dev.is_cuda()) shapes.push_back(R{256, 224, 224, 7, 2, 3});  // ResNet-50's stem
+  for (const R& r : shapes)
+    for (auto tx : {torch::kFloat32, torch::kBFloat16})
+      for (auto t : {torch::kFloat32, torch::kBFloat16, torch::kHalf}) {
+        auto x = (torch::randn({r.N, 3, r.H, r.W}, torch::TensorOptions().device(dev)) * 3).to(tx).contiguous(cl);
+        const int64_t K = stem_conv_k(r.k, 3, int64_t(c10::elementSize(t)));
+        if (K % 8 != 0) continue;  // the kernel's condition (stem_conv falls back)
+        auto got = stem_conv_rows(x, r.k, r.s, r.p, t, true);
+        auto want = stem_conv_rows(x, r.k, r.s, r.p, t, false);
+        const int64_t Ho = (r.H + 2 * r.p - r.k) / r.s + 1, Wo = (r.W + 2 * r.p - r.k) / r.s + 1;
+        CS_CHECK(got.sizes() == want.sizes() && got.size(0) == r.N * Ho * Wo && got.size(1) == K);
+        CS_CHECK(got.scalar_type() == t && torch::equal(got, want));
+      }
+  return 0;
+}
+
 }  // namespace
 
 int stem_conv_tests() {
@@ -115,7 +143,11 @@ int stem_conv_tests() {
                           Case{1, 4, 7, 7, 7, 2, 3, torch::kFloat32}})
       if (int rc = check(c, torch::kCPU)) return rc;
   }
-  std::cout << "  stem_conv as a matrix product cpu ok\n";
+  {
+    HostKernels host;
+    if (int rc = run_case("stem_conv", "rows (cpu)", [] { return check_rows(torch::kCPU); })) return rc;
+  }
+  std::cout << "  stem_conv as a matrix product cpu ok (the rows kernel's host version too)\n";
   if (!torch::cuda::is_available() || !kernels::compiled()) {
     std::cout << "  stem_conv: no CUDA kernels here (the portable path is torch::conv2d)\n";
     return 0;
@@ -125,6 +157,7 @@ int stem_conv_tests() {
   for (const Case& c : {Case{256, 64, 224, 224, 7, 2, 3, torch::kBFloat16}, Case{256, 64, 224, 224, 7, 2, 3, torch::kHalf},
                         Case{4, 8, 32, 30, 7, 2, 3, torch::kBFloat16}, Case{4, 8, 32, 32, 7, 2, 3, torch::kFloat32}})
     if (int rc = check(c, dev)) return rc;
-  std::cout << "  stem_conv as a matrix product cuda ok\n";
+  if (int rc = run_case("stem_conv", "rows (cuda)", [&] { return check_rows(dev); })) return rc;
+  std::cout << "  stem_conv as a matrix product cuda ok (the rows kernel too)\n";
   return 0;
 }

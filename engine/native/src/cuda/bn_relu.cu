@@ -313,12 +313,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned elementwise_grid(int64_t vecs) {
-  const int64_t cap = int64_t(sm_count()) * 8;
-  int64_t g = (vecs + kThreads - 1) / kThreads;
-  return unsigned(g < cap ? g : cap);
-}
-
 template <typename T>
 cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, float* rm,
                 float* rv, void* y, uint8_t* mask, float* save_mean, float* save_invstd,
@@ -333,7 +327,7 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, scale, shift);
   const int64_t vecs = M * C / kV;
-  const unsigned grid = elementwise_grid(vecs);
+  const unsigned grid = grid_stride_blocks(vecs, kThreads);
   const T* rt = static_cast<const T*>(res);
   T* yt = static_cast<T*>(y);
   if (res && relu)
@@ -371,7 +365,7 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
-  const unsigned grid = elementwise_grid(vecs);
+  const unsigned grid = grid_stride_blocks(vecs, kThreads);
   // With a second gradient the second pass reads the masked sum the first
   // wrote as the residual's gradient: one tensor, no mask.
   if (dy2)

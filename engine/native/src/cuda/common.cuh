@@ -83,6 +83,14 @@ inline bool aligned(const void* p, int64_t n) {
 // The multiprocessor count of the current device (cached per device).
 int sm_count();
 
+// Blocks of `threads` for a grid-stride loop over n items: one item a
+// thread, at most 8 blocks per multiprocessor, at least one block.
+inline unsigned grid_stride_blocks(int64_t n, int threads) {
+  const int64_t cap = int64_t(sm_count()) * 8;
+  const int64_t g = (n + threads - 1) / threads;
+  return unsigned(g < cap ? (g > 0 ? g : 1) : cap);
+}
+
 // The most shared memory a block of the current device may opt in to, in
 // bytes (cached per device).
 int smem_per_block_optin();

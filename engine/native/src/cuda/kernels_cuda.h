@@ -1,7 +1,7 @@
 // kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
 // device pointers, so that the .cu files need no torch headers. The C++ glue
 // (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp, max_pool.cpp,
-// linear_act.cpp) checks shapes, dtypes, contiguity and alignment and passes
+// stem_conv.cpp, linear_act.cpp) checks shapes, dtypes, contiguity and alignment and passes
 // the current stream. Every launcher returns the launch's cudaError_t
 // (cudaSuccess when all went well). host_kernels.h has the same computations
 // as host loops, for the tests.
@@ -91,6 +91,17 @@ cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t 
 cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, int64_t N,
                          int64_t H, int64_t W, int64_t C, int64_t Ho, int64_t Wo, int64_t k,
                          int64_t s, int64_t p, cudaStream_t stream);
+
+// ---- stem_rows.cu ----------------------------------------------------------------
+// The rows of stem_conv's matrix product: rows [N Ho Wo, K = k kw C] (dtype t,
+// row-major) from the image x [N, H, W, C] (channels_last, dtype tx): row
+// (n, ho, wo), column (kh kw + dw) C + c holds x[n, ho s - p + kh, wo s - p +
+// dw, c] rounded to t, 0 outside the image (kw >= k: the widened window's
+// columns are read as well). Needs K a multiple of 8, at most 2048.
+bool stem_rows_supports(int64_t K);
+cudaError_t stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, int64_t H, int64_t W,
+                      int64_t C, int64_t Ho, int64_t Wo, int64_t k, int64_t kw, int64_t s,
+                      int64_t p, cudaStream_t stream);
 
 // ---- bias_act.cu ------------------------------------------------------------------
 // The backward of y = act(z), z = x W^T + b, over rows of C (dtype t): dz =

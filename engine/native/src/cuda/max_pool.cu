@@ -89,12 +89,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-unsigned grid_for(int64_t n) {
-  const int64_t cap = int64_t(sm_count()) * 8;
-  const int64_t g = (n + kThreads - 1) / kThreads;
-  return unsigned(g < cap ? (g > 0 ? g : 1) : cap);
-}
-
 }  // namespace
 
 bool max_pool_supports(int64_t C, int64_t k, int64_t s, int64_t p) {
@@ -108,7 +102,7 @@ cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t 
       !aligned(arg, 8))
     return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(s), int(p)};
-  const unsigned grid = grid_for(N * Ho * Wo * (C / kV));
+  const unsigned grid = grid_stride_blocks(N * Ho * Wo * (C / kV), kThreads);
   if (t == DType::BF16)
     max_pool_fwd_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), arg, g);
@@ -125,7 +119,7 @@ cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, 
       !aligned(arg, 8))
     return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(s), int(p)};
-  const unsigned grid = grid_for(N * H * W * (C / kV));
+  const unsigned grid = grid_stride_blocks(N * H * W * (C / kV), kThreads);
   if (t == DType::BF16)
     max_pool_bwd_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16*>(dy), arg, static_cast<__nv_bfloat16*>(dx), g);
