@@ -36,7 +36,8 @@ using torch::autograd::variable_list;
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& delta_in, const torch::Tensor& weight,
-                               const torch::Tensor& bias, double eps, int64_t out_dtype, bool twin) {
+                               const torch::Tensor& bias, double eps, int64_t out_dtype,
+                               bool twin) {
     ctx->set_materialize_grads(false);
     const auto out = at::ScalarType(out_dtype);
     const bool has_delta = delta_in.numel() > 0;  // an empty placeholder: no residual add
@@ -71,7 +72,8 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     const auto delta_dtype = at::ScalarType(ctx->saved_data["delta_dtype"].toInt());
     const auto out = at::ScalarType(ctx->saved_data["out"].toInt());
     // Any of them undefined where unused.
-    torch::Tensor dr = grads[0], dy = grads[1], dy2 = grads.size() > 2 ? grads[2] : torch::Tensor();
+    torch::Tensor dr = grads[0], dy = grads[1];
+    torch::Tensor dy2 = grads.size() > 2 ? grads[2] : torch::Tensor();
     if (!dy.defined()) std::swap(dy, dy2);
     const int64_t C = r.size(-1), rows = r.numel() / C;
     if (!dy.defined()) dy = torch::zeros(r.sizes(), r.options().dtype(out));
@@ -86,8 +88,9 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     auto scratch = torch::empty(
         {std::max<int64_t>(1, CS_KERNEL_FACT(r, layer_norm_bwd_scratch, rows, C))}, f32);
     CS_KERNEL(r, "add_layer_norm backward kernel", layer_norm_bwd, dy.data_ptr(),
-              dy2.defined() ? dy2.data_ptr() : nullptr, dr.defined() ? dr.data_ptr() : nullptr, r.data_ptr(), mean.data_ptr<float>(),
-              rstd.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr(),
+              dy2.defined() ? dy2.data_ptr() : nullptr, dr.defined() ? dr.data_ptr() : nullptr,
+              r.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(), w.data_ptr<float>(),
+              dx.data_ptr(),
               separate ? ddelta.data_ptr() : nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
               scratch.data_ptr<float>(), glue::dtype(r.scalar_type()), glue::dtype(delta_dtype),
               glue::dtype(out), rows, C);

@@ -171,9 +171,10 @@ void layer_norm_fwd(const void* x, const void* delta, const float* w, const floa
       static_cast<TO*>(y), mean, rstd, rows, C, eps))));
 }
 
-void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
-                    const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
-                    float* scratch, DType tr, DType td, DType to, int64_t rows, int64_t C) {
+void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r,
+                    const float* mean, const float* rstd, const float* w, void* dx, void* ddelta,
+                    float* dw, float* db, float* scratch, DType tr, DType td, DType to,
+                    int64_t rows, int64_t C) {
   if (rows < 0 || !layer_norm_supports(C)) bad("layer_norm_bwd: arguments");
   if (!ddelta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_bwd: dtypes");

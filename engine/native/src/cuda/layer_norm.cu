@@ -115,9 +115,9 @@ __device__ __forceinline__ void load_dy(const TO* dy, const TO* dy2, int64_t i, 
 }
 
 template <typename TR, typename TD, typename TO, int N>
-__global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float* mean,
-                              const float* rstd, const float* w, TR* dx, TD* ddelta,
-                              float* part, int64_t rows, int C) {
+__global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
+                                      const float* mean, const float* rstd, const float* w, TR* dx,
+                                      TD* ddelta, float* part, int64_t rows, int C) {
   extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
   const int warps = blockDim.x / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -175,9 +175,9 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr,
 // the same order as layer_norm_bwd_kernel<..., 8> (not necessarily the same
 // bits: the compiler may fuse the multiply-adds differently).
 template <typename TR, typename TD, typename TO, int ITERS>
-__global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float* mean,
-                                          const float* rstd, const float* w, TR* dx, TD* ddelta,
-                                          float* part, int64_t rows) {
+__global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
+                                          const float* mean, const float* rstd, const float* w,
+                                          TR* dx, TD* ddelta, float* part, int64_t rows) {
   constexpr int N = 8, C = ITERS * 32 * N;
   extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
   const int warps = blockDim.x / 32;
@@ -334,10 +334,10 @@ cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, con
   CS_DISPATCH_LN(tr, td, to, fwd, x, delta, w, b, r_out, y, mean, rstd, rows, C, eps, stream);
 }
 
-cudaError_t layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
-                           const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
-                           float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
-                           int64_t C, cudaStream_t stream) {
+cudaError_t layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r,
+                           const float* mean, const float* rstd, const float* w, void* dx,
+                           void* ddelta, float* dw, float* db, float* scratch, DType tr, DType td,
+                           DType to, int64_t rows, int64_t C, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || !layer_norm_supports(C)) return cudaErrorInvalidValue;
   if (!ddelta) td = tr;  // unused
