@@ -21,8 +21,8 @@
 #             path (bf16) and fp32; the kernels pass when the seeds do not show
 #             their curves further from fp32 than the portable bf16 curves
 #             (engine/native/tools/losscurve.py)
-#   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs, bf16
-#             without the kernels; the fastest public-practice BERT
+#   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs (and
+#             without the res kernel switch), bf16 without the kernels; the fastest public-practice BERT
 #             (bert_fast.py) and HF's, eager and compiled; first the host's
 #             speed at eager launches (engine/native/tools/host_probe.py), a
 #             line in table.md: the eager steps at this shape are host-bound
@@ -460,6 +460,7 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   host_probe "bert$1"
   engine "$g" engine-bf16 "$2" "$c}"
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
+  run_env=CASESTUDY_KERNELS=$(kernels_without res) engine "$g" engine-bf16-graphs-nores "$2" "$c,\"graphs\":true}"
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"
   reference "$g" bert_fast.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
   reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"

@@ -1,6 +1,9 @@
 // add_layer_norm.cpp: see add_layer_norm.h.
 #include "add_layer_norm.h"
 
+#include <utility>
+#include <vector>
+
 #include "kernels.h"
 #include "kernels_glue.h"
 
@@ -21,7 +24,9 @@ AddNorm portable(const torch::Tensor& x, const torch::Tensor& delta, const torch
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The "ln" kernels (CUDA, or their host versions in the tests). Outputs {r, y};
+// The "ln" kernels (CUDA, or their host versions in the tests). Outputs {r, y},
+// and with twin y once more ({r, y, y2}: y2 an alias of y whose gradient the
+// backward kernel adds to y's as it reads them);
 // without a delta r is x itself, returned through this function so that r's
 // gradient is added to x's inside the backward kernel (not by autograd, in a
 // kernel of its own, where x also feeds the next block). Gradients of unused
@@ -31,7 +36,8 @@ using torch::autograd::variable_list;
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_in,
                                const torch::Tensor& delta_in, const torch::Tensor& weight,
-                               const torch::Tensor& bias, double eps, int64_t out_dtype) {
+                               const torch::Tensor& bias, double eps, int64_t out_dtype,
+                               bool twin) {
     ctx->set_materialize_grads(false);
     const auto out = at::ScalarType(out_dtype);
     const bool has_delta = delta_in.numel() > 0;  // an empty placeholder: no residual add
@@ -55,6 +61,7 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
     ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
     ctx->saved_data["out"] = out_dtype;
+    if (twin) return {r, y, at::alias(y)};
     return {r, y};
   }
 
@@ -64,10 +71,14 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     const bool has_delta = ctx->saved_data["has_delta"].toBool();
     const auto delta_dtype = at::ScalarType(ctx->saved_data["delta_dtype"].toInt());
     const auto out = at::ScalarType(ctx->saved_data["out"].toInt());
-    torch::Tensor dr = grads[0], dy = grads[1];  // either undefined where unused
+    // Any of them undefined where unused.
+    torch::Tensor dr = grads[0], dy = grads[1];
+    torch::Tensor dy2 = grads.size() > 2 ? grads[2] : torch::Tensor();
+    if (!dy.defined()) std::swap(dy, dy2);
     const int64_t C = r.size(-1), rows = r.numel() / C;
     if (!dy.defined()) dy = torch::zeros(r.sizes(), r.options().dtype(out));
     dy = dy.to(out).contiguous();
+    if (dy2.defined()) dy2 = dy2.to(out).contiguous();
     if (dr.defined()) dr = dr.to(r.scalar_type()).contiguous();
     auto dx = torch::empty_like(r);
     const bool separate = has_delta && delta_dtype != r.scalar_type();
@@ -77,8 +88,9 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     auto scratch = torch::empty(
         {std::max<int64_t>(1, CS_KERNEL_FACT(r, layer_norm_bwd_scratch, rows, C))}, f32);
     CS_KERNEL(r, "add_layer_norm backward kernel", layer_norm_bwd, dy.data_ptr(),
-              dr.defined() ? dr.data_ptr() : nullptr, r.data_ptr(), mean.data_ptr<float>(),
-              rstd.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr(),
+              dy2.defined() ? dy2.data_ptr() : nullptr, dr.defined() ? dr.data_ptr() : nullptr,
+              r.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(), w.data_ptr<float>(),
+              dx.data_ptr(),
               separate ? ddelta.data_ptr() : nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
               scratch.data_ptr<float>(), glue::dtype(r.scalar_type()), glue::dtype(delta_dtype),
               glue::dtype(out), rows, C);
@@ -86,7 +98,8 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     const auto b_dtype = at::ScalarType(ctx->saved_data["b_dtype"].toInt());
     torch::Tensor gdelta;
     if (has_delta) gdelta = separate ? ddelta : dx;
-    return {dx, gdelta, dw.to(w_dtype), db.to(b_dtype), torch::Tensor(), torch::Tensor()};
+    return {dx, gdelta, dw.to(w_dtype), db.to(b_dtype), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -104,15 +117,35 @@ bool add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& delta, at
                         glue::dtype(out));
 }
 
+namespace {
+
+// add_layer_norm, y once or twice ({r, y} or {r, y, y2}).
+std::vector<torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& delta,
+                               const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                               at::ScalarType out, bool twin) {
+  if (add_layer_norm_fused(x, delta, out))
+    return AddLayerNorm::apply(x, delta.defined() ? delta : torch::empty({0}, x.options()), weight,
+                               bias, eps, int64_t(out), twin && kernels::enabled("res"));
+  auto o = portable(x, delta, weight, bias, eps, out);
+  return {o.r, o.y};
+}
+
+}  // namespace
+
 AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
                        const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        at::ScalarType out) {
-  if (add_layer_norm_fused(x, delta, out)) {
-    auto o = AddLayerNorm::apply(x, delta.defined() ? delta : torch::empty({0}, x.options()), weight,
-                                 bias, eps, int64_t(out));
-    return {o[0], o[1]};
-  }
-  return portable(x, delta, weight, bias, eps, out);
+  auto o = run(x, delta, weight, bias, eps, out, false);
+  return {o[0], o[1]};
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_layer_norm_twin(const torch::Tensor& x,
+                                                            const torch::Tensor& delta,
+                                                            const torch::Tensor& weight,
+                                                            const torch::Tensor& bias, double eps,
+                                                            at::ScalarType out) {
+  auto o = run(x, delta, weight, bias, eps, out, true);
+  return {o[1], o.size() > 2 ? o[2] : o[1]};
 }
 
 }  // namespace cs

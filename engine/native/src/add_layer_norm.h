@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <utility>
+
 namespace cs {
 
 struct AddNorm {
@@ -20,6 +22,17 @@ struct AddNorm {
 AddNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& delta,
                        const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                        at::ScalarType out);
+
+// add_layer_norm's y as two tensors of the same values, for an output used
+// twice (BERT's: the next matrix product and the next residual add). With the
+// kernel ("ln" and "res" switched on) their gradients reach the backward
+// apart and are added there as they are read, instead of by autograd in an
+// add kernel of its own; otherwise both are the one y.
+std::pair<torch::Tensor, torch::Tensor> add_layer_norm_twin(const torch::Tensor& x,
+                                                            const torch::Tensor& delta,
+                                                            const torch::Tensor& weight,
+                                                            const torch::Tensor& bias, double eps,
+                                                            at::ScalarType out);
 
 // Whether add_layer_norm runs the CUDA kernel for these arguments: the "ln"
 // kernel switched on, CUDA tensors, out bf16 or fp16, x fp32 or out's dtype,

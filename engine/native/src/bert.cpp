@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "add_layer_norm.h"
@@ -169,13 +171,16 @@ struct Embeddings : torch::nn::Module {
         register_module("token_type_embeddings", std::make_shared<Embedding>(s.types, s.hidden, o));
     norm = register_module("LayerNorm", std::make_shared<LayerNorm>(s.hidden, o));
   }
-  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& types) {
+  // The output twice (add_layer_norm_twin): into the first layer's matrix
+  // product and its residual.
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& ids, const torch::Tensor& types) {
     auto pos = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
     auto x = word->forward(ids) + position->forward(pos).unsqueeze(0);
     auto t = token_type->forward(types);
     if (fused_norms(x, t))
-      return add_layer_norm(x, t, norm->weight, norm->bias, kLayerNormEps, norm_dtype()).y;
-    return block_layer_norm(x + t, norm->weight, norm->bias, kLayerNormEps);
+      return add_layer_norm_twin(x, t, norm->weight, norm->bias, kLayerNormEps, norm_dtype());
+    auto y = block_layer_norm(x + t, norm->weight, norm->bias, kLayerNormEps);
+    return {y, y};
   }
 };
 
@@ -199,7 +204,15 @@ struct EncoderLayer : torch::nn::Module {
             intermediate->weight, intermediate->bias, output->weight,   output->bias};
   }
 
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x) { return forward_twin(x, x).first; }
+
+  // x into the attention, x_res (the same values) into the residual add; the
+  // output twice, for the next layer's attention and residual. Each LayerNorm
+  // output feeds a matrix product and the next residual add: as twins
+  // (add_layer_norm_twin) their two gradients are added in the LayerNorm's
+  // backward kernel, not by autograd.
+  std::pair<torch::Tensor, torch::Tensor> forward_twin(const torch::Tensor& x,
+                                                       const torch::Tensor& x_res) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
     // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
     auto qkv_ = qkv->forward_act(x, Act::None).view({B, T, 3, heads, H / heads}).unbind(2);
@@ -208,15 +221,17 @@ struct EncoderLayer : torch::nn::Module {
                    .transpose(1, 2)
                    .reshape({B, T, H});
     auto a = attn_out->forward_act(ctx, Act::None);
-    if (fused_norms(x, a)) {  // the residual adds inside the LayerNorm kernels
-      auto h = add_layer_norm(x, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,
-                              norm_dtype()).y;
-      auto y = output->forward_act(intermediate->forward_act(h, Act::GeluErf), Act::None);
-      return add_layer_norm(h, y, out_norm->weight, out_norm->bias, kLayerNormEps, norm_dtype()).y;
+    if (fused_norms(x_res, a)) {  // the residual adds inside the LayerNorm kernels
+      auto h = add_layer_norm_twin(x_res, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,
+                                   norm_dtype());
+      auto y = output->forward_act(intermediate->forward_act(h.first, Act::GeluErf), Act::None);
+      return add_layer_norm_twin(h.second, y, out_norm->weight, out_norm->bias, kLayerNormEps,
+                                 norm_dtype());
     }
-    auto h = block_layer_norm(x + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
+    auto h = block_layer_norm(x_res + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
     auto y = output->forward_act(intermediate->forward_act(h, Act::GeluErf), Act::None);
-    return block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
+    auto out = block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
+    return {out, out};
   }
 };
 
@@ -259,16 +274,21 @@ class Bert : public Model {
       lin.insert(lin.end(), p.begin(), p.end());
     }
     LinearCasts casts(lin);
+    // h_res: h again, as the previous layer returned it for the next one's
+    // residual (EncoderLayer::forward_twin); dropped where the range ends.
+    torch::Tensor h_res = h;
     for (int64_t i = first; i < last; ++i) {
       if (i == 0) {
-        h = embeddings_->forward(b.input, b.aux);
+        std::tie(h, h_res) = embeddings_->forward(b.input, b.aux);
         continue;
       }
       EncoderLayer* l = layers_[i - 1].get();
-      if (checkpointing_ && h.requires_grad())
+      if (checkpointing_ && h.requires_grad()) {
         h = checkpoint([l](const torch::Tensor& t) { return l->forward(t); }, h);
-      else
-        h = l->forward(h);
+        h_res = h;
+      } else {
+        std::tie(h, h_res) = l->forward_twin(h, h_res);
+      }
     }
     return h;
   }

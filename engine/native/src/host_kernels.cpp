@@ -128,15 +128,18 @@ void ln_fwd(const TR* x, const TD* delta, const float* w, const float* b, TR* r_
 }
 
 template <typename TR, typename TD, typename TO>
-void ln_bwd(const TO* dy, const TR* dr, const TR* r, const float* mean, const float* rstd,
-            const float* w, TR* dx, TD* ddelta, float* dw, float* db, int64_t rows, int64_t C) {
+void ln_bwd(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float* mean,
+            const float* rstd, const float* w, TR* dx, TD* ddelta, float* dw, float* db, int64_t rows,
+            int64_t C) {
+  // dy, plus dy2 where given, rounded to TO as a separate add rounds it.
+  auto grad = [&](int64_t i) { return dy2 ? f(to<TO>(f(dy[i]) + f(dy2[i]))) : f(dy[i]); };
   std::vector<double> sdw(static_cast<size_t>(C), 0.0), sdb(static_cast<size_t>(C), 0.0);
   for (int64_t row = 0; row < rows; row++) {
     const int64_t off = row * C;
     const float mu = mean[row], rs = rstd[row];
     double sg = 0, sgx = 0;
     for (int64_t c = 0; c < C; c++) {
-      const float xh = (f(r[off + c]) - mu) * rs, g = f(dy[off + c]);
+      const float xh = (f(r[off + c]) - mu) * rs, g = grad(off + c);
       sdw[size_t(c)] += double(g) * xh;
       sdb[size_t(c)] += g;
       sg += double(g) * w[c];
@@ -145,7 +148,7 @@ void ln_bwd(const TO* dy, const TR* dr, const TR* r, const float* mean, const fl
     const float mg = float(sg / double(C)), mgx = float(sgx / double(C));
     for (int64_t c = 0; c < C; c++) {
       const float xh = (f(r[off + c]) - mu) * rs;
-      const float d = (dr ? f(dr[off + c]) : 0.f) + rs * (f(dy[off + c]) * w[c] - mg - xh * mgx);
+      const float d = (dr ? f(dr[off + c]) : 0.f) + rs * (grad(off + c) * w[c] - mg - xh * mgx);
       dx[off + c] = to<TR>(d);
       if (ddelta) ddelta[off + c] = to<TD>(d);
     }
@@ -168,15 +171,17 @@ void layer_norm_fwd(const void* x, const void* delta, const float* w, const floa
       static_cast<TO*>(y), mean, rstd, rows, C, eps))));
 }
 
-void layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
-                    const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
-                    float* scratch, DType tr, DType td, DType to, int64_t rows, int64_t C) {
+void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r,
+                    const float* mean, const float* rstd, const float* w, void* dx, void* ddelta,
+                    float* dw, float* db, float* scratch, DType tr, DType td, DType to,
+                    int64_t rows, int64_t C) {
   if (rows < 0 || !layer_norm_supports(C)) bad("layer_norm_bwd: arguments");
   if (!ddelta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_bwd: dtypes");
   CS_HOST_DISPATCH(tr, TR, CS_HOST_DISPATCH(td, TD, CS_HOST_DISPATCH(to, TO, ln_bwd<TR, TD, TO>(
-      static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
-      rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), dw, db, rows, C))));
+      static_cast<const TO*>(dy), static_cast<const TO*>(dy2), static_cast<const TR*>(dr),
+      static_cast<const TR*>(r), mean, rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), dw,
+      db, rows, C))));
 }
 
 // ---- batch norm + add + ReLU -----------------------------------------------------

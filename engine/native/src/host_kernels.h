@@ -30,7 +30,7 @@ int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 void layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
                     void* y, float* mean, float* rstd, DType tr, DType td, DType to, int64_t rows,
                     int64_t C, float eps);
-void layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
+void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
                     const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
                     float* scratch, DType tr, DType td, DType to, int64_t rows, int64_t C);
 

@@ -17,9 +17,11 @@
 //        weight (stem_conv.h; ResNet's stem)
 //   cast the linear layers' fp32 weights and biases cast to the autocast
 //        dtype in one launch per 64 tensors (linear_casts.h; GPT and BERT)
-//   res  with bn: a residual block's output returned twice, so that the
-//        next block's two gradients are added in bn's backward kernel, not
-//        by an add of their own (batch_norm_act_twin, bn_relu.h; ResNet)
+//   res  with bn or ln: a normalized output that feeds two places returned
+//        twice, so that its two gradients are added in the norm's backward
+//        kernel, not by an add of their own (batch_norm_act_twin, bn_relu.h:
+//        ResNet's blocks; add_layer_norm_twin, add_layer_norm.h: BERT's
+//        LayerNorms)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <iostream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "add_layer_norm.h"
 #include "kernels.h"
@@ -166,6 +168,63 @@ int check_case(const Case& c, torch::Device dev, bool kernel) {
   return 0;
 }
 
+// add_layer_norm_twin with the kernel: y twice from one node, the two
+// gradients (either one absent: that twin unused) added by the backward
+// kernel, bit for bit as add_layer_norm's y used twice (autograd adding them
+// first, rounded to y's dtype); with "res" off both twins are the one y.
+int check_twin(const Case& c, torch::Device dev) {
+  torch::manual_seed(uint64_t(c.rows * 7 + c.C));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  auto x0 = (torch::randn({c.rows, c.C}, f32) * 3).to(c.tx);
+  const bool has_delta = c.td != at::ScalarType::Undefined;
+  auto d0 = has_delta ? torch::randn({c.rows, c.C}, f32).to(c.td) : torch::Tensor();
+  auto w0 = 1 + 0.1 * torch::randn({c.C}, f32), b0 = 0.1 * torch::randn({c.C}, f32);
+  auto g1 = torch::randn({c.rows, c.C}, f32).to(c.out), g2 = torch::randn({c.rows, c.C}, f32).to(c.out);
+  struct Grads {
+    torch::Tensor y, dx, dd, dw, db;
+  };
+  // use: 1 the first y only, 2 the second only, 3 both.
+  auto step = [&](bool twin, int use) {
+    auto x = x0.clone().requires_grad_(true);
+    auto d = has_delta ? d0.clone().requires_grad_(true) : torch::Tensor();
+    auto w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    torch::Tensor y, y2;
+    if (twin) {
+      std::tie(y, y2) = add_layer_norm_twin(x, d, w, b, 1e-5, c.out);
+      TORCH_CHECK(y.grad_fn() && y2.grad_fn() == y.grad_fn() && !y.is_same(y2), "twin: one node, two tensors");
+    } else {
+      y = add_layer_norm(x, d, w, b, 1e-5, c.out).y;
+      y2 = y;
+    }
+    std::vector<torch::Tensor> outs, grads;
+    if (use & 1) {
+      outs.push_back(y);
+      grads.push_back(g1);
+    }
+    if (use & 2) {
+      outs.push_back(y2);
+      grads.push_back(g2);
+    }
+    torch::autograd::backward(outs, grads);
+    return Grads{y.detach(), x.grad(), has_delta ? d.grad() : torch::Tensor(), w.grad(), b.grad()};
+  };
+  for (int use : {3, 1, 2}) {
+    kernels::set_for_tests("ln,res");
+    auto twice = step(true, use);
+    kernels::set_for_tests("ln");
+    auto once = step(false, use);
+    kernels::set_for_tests("");
+    CS_CHECK(torch::equal(once.y, twice.y) && torch::equal(once.dx, twice.dx));
+    CS_CHECK(torch::equal(once.dw, twice.dw) && torch::equal(once.db, twice.db));
+    CS_CHECK(!has_delta || torch::equal(once.dd, twice.dd));
+  }
+  kernels::set_for_tests("ln");
+  auto one = add_layer_norm_twin(x0, d0, w0, b0, 1e-5, c.out);
+  kernels::set_for_tests("");
+  CS_CHECK(one.first.is_same(one.second));
+  return 0;
+}
+
 }  // namespace
 
 int add_layer_norm_tests() {
@@ -204,7 +263,22 @@ int add_layer_norm_tests() {
       if (int rc = check(c, torch::kCPU, true)) return rc;
     }
   }
-  std::cout << "  add_layer_norm ln kernel's host version cpu ok\n";
+  // y twice (BERT's LayerNorm outputs): both gradients, or either alone.
+  auto twins = [&](torch::Device dev) {
+    for (const auto& c : cases) {
+      if (dev.is_cpu() && c.out == torch::kHalf) continue;
+      if (c.misaligned || c.residual_grad) continue;
+      if (int rc = run_case("add_layer_norm twin", name(c) + " (" + dev.str() + ")",
+                            [&] { return check_twin(c, dev); }))
+        return rc;
+    }
+    return 0;
+  };
+  {
+    HostKernels host;
+    if (int rc = twins(torch::kCPU)) return rc;
+  }
+  std::cout << "  add_layer_norm ln kernel's host version cpu ok (y twice too)\n";
   if (!cuda) return 0;
   torch::Device dev(torch::kCUDA, 0);
   if (!kernels::compiled()) {
@@ -218,6 +292,7 @@ int add_layer_norm_tests() {
   cases.push_back({32 * 512, 1024, F, F, B, false, false});
   for (const auto& c : cases)
     if (int rc = check(c, dev, true)) return rc;
-  std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases)\n";
+  if (int rc = twins(dev)) return rc;
+  std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases, y twice too)\n";
   return 0;
 }

@@ -40,9 +40,11 @@ int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 
 // Backward: dx = dr + d LayerNorm(r)/dr . dy (dr null: 0) in dtype tr;
 // ddelta (null: not written) the same values in dtype td; dw, db (fp32, C) the
-// weight and bias gradients (overwritten, not accumulated). scratch: at least
+// weight and bias gradients (overwritten, not accumulated). dy2 (null: none) is
+// a second gradient of y (dtype to), added to dy as it is read, the sum
+// rounded to to as a separate add would. scratch: at least
 // layer_norm_bwd_scratch(rows, C) floats. Deterministic (no atomics).
-cudaError_t layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
+cudaError_t layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
                            const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
                            float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
                            int64_t C, cudaStream_t stream);

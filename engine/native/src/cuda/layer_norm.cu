@@ -101,10 +101,23 @@ __device__ void write_partials(const float* sm, int warps, int C, float* part) {
   }
 }
 
+// N values of dy at i, plus dy2's where given: the sum rounded to TO, as
+// autograd's add of the two gradients rounds it.
+template <typename TO, int N>
+__device__ __forceinline__ void load_dy(const TO* dy, const TO* dy2, int64_t i, float (&g)[N]) {
+  load_f<TO, N>(dy + i, g);
+  if (dy2) {
+    float g2[N];
+    load_f<TO, N>(dy2 + i, g2);
+#pragma unroll
+    for (int k = 0; k < N; k++) g[k] = to_f<TO>(from_f<TO>(g[k] + g2[k]));
+  }
+}
+
 template <typename TR, typename TD, typename TO, int N>
-__global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
-                              const float* rstd, const float* w, TR* dx, TD* ddelta,
-                              float* part, int64_t rows, int C) {
+__global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
+                                      const float* mean, const float* rstd, const float* w, TR* dx,
+                                      TD* ddelta, float* part, int64_t rows, int C) {
   extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
   const int warps = blockDim.x / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -119,7 +132,7 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, c
     float sg = 0.f, sgx = 0.f;
     for (int c = lane * N; c < C; c += 32 * N) {
       float g[N], v[N], wv[N];
-      load_f<TO, N>(dy + off + c, g);
+      load_dy<TO, N>(dy, dy2, off + c, g);
       load_f<TR, N>(r + off + c, v);
       load_f<float, N>(w + c, wv);
 #pragma unroll
@@ -136,7 +149,7 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, c
     const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
     for (int c = lane * N; c < C; c += 32 * N) {
       float g[N], v[N], wv[N];
-      load_f<TO, N>(dy + off + c, g);
+      load_dy<TO, N>(dy, dy2, off + c, g);
       load_f<TR, N>(r + off + c, v);
       load_f<float, N>(w + c, wv);
       float d[N];
@@ -162,9 +175,9 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TR* dr, const TR* r, c
 // the same order as layer_norm_bwd_kernel<..., 8> (not necessarily the same
 // bits: the compiler may fuse the multiply-adds differently).
 template <typename TR, typename TD, typename TO, int ITERS>
-__global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TR* dr, const TR* r, const float* mean,
-                                          const float* rstd, const float* w, TR* dx, TD* ddelta,
-                                          float* part, int64_t rows) {
+__global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
+                                          const float* mean, const float* rstd, const float* w,
+                                          TR* dx, TD* ddelta, float* part, int64_t rows) {
   constexpr int N = 8, C = ITERS * 32 * N;
   extern __shared__ float sm[];  // [warps][2][C]: dw, db sums of each warp
   const int warps = blockDim.x / 32;
@@ -180,7 +193,7 @@ __global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TR* dr, const TR* 
 #pragma unroll
     for (int j = 0; j < ITERS; j++) {
       const int c = (j * 32 + lane) * N;
-      load_f<TO, N>(dy + off + c, g[j]);
+      load_dy<TO, N>(dy, dy2, off + c, g[j]);
       load_f<TR, N>(r + off + c, v[j]);
       if (dr)
         load_f<TR, N>(dr + off + c, d[j]);
@@ -248,7 +261,7 @@ cudaError_t fwd(const void* x, const void* delta, const float* w, const float* b
 }
 
 template <typename TR, typename TD, typename TO>
-cudaError_t bwd(const void* dy, const void* dr, const void* r, const float* mean,
+cudaError_t bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
                 const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
                 float* scratch, int64_t rows, int64_t C, cudaStream_t stream) {
   const int warps = bwd_warps(C);
@@ -256,15 +269,17 @@ cudaError_t bwd(const void* dy, const void* dr, const void* r, const float* mean
   const size_t smem = size_t(warps) * 2 * size_t(C) * sizeof(float);
   auto args = [&](auto kernel) {
     kernel<<<unsigned(blocks), warps * 32, smem, stream>>>(
-        static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
+        static_cast<const TO*>(dy), static_cast<const TO*>(dy2), static_cast<const TR*>(dr),
+        static_cast<const TR*>(r), mean,
         rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows, int(C));
   };
   auto reg_args = [&](auto kernel) {
     kernel<<<unsigned(blocks), warps * 32, smem, stream>>>(
-        static_cast<const TO*>(dy), static_cast<const TR*>(dr), static_cast<const TR*>(r), mean,
+        static_cast<const TO*>(dy), static_cast<const TO*>(dy2), static_cast<const TR*>(dr),
+        static_cast<const TR*>(r), mean,
         rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows);
   };
-  if (!vec_ok<TR, TD, TO>(C, {dy, dr, r, w, dx, ddelta}))
+  if (!vec_ok<TR, TD, TO>(C, {dy, dy2, dr, r, w, dx, ddelta}))
     args(layer_norm_bwd_kernel<TR, TD, TO, 1>);
   else if (C == 512)
     reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 2>);
@@ -319,15 +334,15 @@ cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, con
   CS_DISPATCH_LN(tr, td, to, fwd, x, delta, w, b, r_out, y, mean, rstd, rows, C, eps, stream);
 }
 
-cudaError_t layer_norm_bwd(const void* dy, const void* dr, const void* r, const float* mean,
-                           const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
-                           float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
-                           int64_t C, cudaStream_t stream) {
+cudaError_t layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r,
+                           const float* mean, const float* rstd, const float* w, void* dx,
+                           void* ddelta, float* dw, float* db, float* scratch, DType tr, DType td,
+                           DType to, int64_t rows, int64_t C, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || !layer_norm_supports(C)) return cudaErrorInvalidValue;
   if (!ddelta) td = tr;  // unused
-  CS_DISPATCH_LN(tr, td, to, bwd, dy, dr, r, mean, rstd, w, dx, ddelta, dw, db, scratch, rows, C,
-                 stream);
+  CS_DISPATCH_LN(tr, td, to, bwd, dy, dy2, dr, r, mean, rstd, w, dx, ddelta, dw, db, scratch, rows,
+                 C, stream);
 }
 
 }  // namespace cuda
