@@ -20,16 +20,32 @@ constexpr int kV = 8;          // channels per thread
 // one after another: 45 us a call, 2.4 ms of ResNet-50's step at 256 x 224).
 constexpr int kSumLanes = 32;
 
-// Rows per block and blocks of the reductions over M rows.
+// Rows per block and blocks of the reductions over M rows: one wave of
+// per_sm blocks a multiprocessor. The scratch is laid out for kMaxPerSm.
+constexpr int kMaxPerSm = 4;
 struct Split {
   int64_t rows_per_block, blocks;
 };
-Split split(int64_t M) {
-  const int64_t cap = int64_t(sm_count()) * 4;  // 4 blocks of 256 threads resident per SM
+Split split(int64_t M, int per_sm = kMaxPerSm) {
+  const int64_t cap = int64_t(sm_count()) * per_sm;
   int64_t blocks = M < cap ? M : cap;
   if (blocks < 1) blocks = 1;
   const int64_t rpb = (M + blocks - 1) / blocks;
   return {rpb, (M + rpb - 1) / rpb};
+}
+
+// Blocks of kThreads running Kernel that one multiprocessor holds at once
+// (its registers decide: the backward's reduction at 77 registers holds 3,
+// so a grid of 4 a multiprocessor ran in two waves, the second a quarter
+// full), at most kMaxPerSm; computed once per kernel.
+template <auto Kernel>
+int resident_blocks() {
+  static const int n = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kThreads, 0) != cudaSuccess) b = 1;
+    return b < 1 ? 1 : (b > kMaxPerSm ? kMaxPerSm : b);
+  }();
+  return n;
 }
 
 // Chan et al.'s combination of (n, mean, m2) with (nb, mb, m2b).
@@ -318,12 +334,13 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
                 float* rv, void* y, uint8_t* mask, float* save_mean, float* save_invstd,
                 float* scratch, int64_t M, int64_t C, float eps, float momentum, bool relu,
                 cudaStream_t stream) {
-  const Split s = split(M);
-  float* part = scratch;                        // [blocks][3][C]
-  float* scale = scratch + s.blocks * 3 * C;    // [C]
-  float* shift = scale + C;                     // [C]
+  constexpr auto stats = bn_fwd_stats_kernel<T>;
+  const Split s = split(M, resident_blocks<stats>());
+  float* part = scratch;                                // [blocks][3][C]
+  float* scale = scratch + split(M).blocks * 3 * C;     // [C]
+  float* shift = scale + C;                             // [C]
   const T* xt = static_cast<const T*>(x);
-  bn_fwd_stats_kernel<T><<<unsigned(s.blocks), kThreads, 0, stream>>>(xt, M, int(C), s.rows_per_block, part);
+  stats<<<unsigned(s.blocks), kThreads, 0, stream>>>(xt, M, int(C), s.rows_per_block, part);
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, scale, shift);
   const int64_t vecs = M * C / kV;
@@ -345,23 +362,27 @@ template <typename T>
 cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
                 const float* save_mean, const float* save_invstd, void* dx, void* dres, float* dw,
                 float* db, float* scratch, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
-  const Split s = split(M);
-  float* part = scratch;                      // [blocks][2][C]
-  float* coef = scratch + s.blocks * 2 * C;   // [3][C]
+  float* part = scratch;                             // [blocks][2][C]
+  float* coef = scratch + split(M).blocks * 2 * C;   // [3][C]
   const T* dyt = static_cast<const T*>(dy);
   const T* dy2t = static_cast<const T*>(dy2);
   const T* xt = static_cast<const T*>(x);
   T* dr = static_cast<T*>(dres);
-  const unsigned blocks = unsigned(s.blocks);
   const int c = int(C);
+  Split s;
+  auto reduce = [&](auto kernel, int per_sm) {
+    s = split(M, per_sm);
+    kernel<<<unsigned(s.blocks), kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd,
+                                                         dr, M, c, s.rows_per_block, part);
+  };
   if (relu && dres)
-    bn_bwd_reduce_kernel<T, true, true><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    reduce(bn_bwd_reduce_kernel<T, true, true>, resident_blocks<bn_bwd_reduce_kernel<T, true, true>>());
   else if (relu)
-    bn_bwd_reduce_kernel<T, true, false><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    reduce(bn_bwd_reduce_kernel<T, true, false>, resident_blocks<bn_bwd_reduce_kernel<T, true, false>>());
   else if (dres)
-    bn_bwd_reduce_kernel<T, false, true><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    reduce(bn_bwd_reduce_kernel<T, false, true>, resident_blocks<bn_bwd_reduce_kernel<T, false, true>>());
   else
-    bn_bwd_reduce_kernel<T, false, false><<<blocks, kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c, s.rows_per_block, part);
+    reduce(bn_bwd_reduce_kernel<T, false, false>, resident_blocks<bn_bwd_reduce_kernel<T, false, false>>());
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
