@@ -43,12 +43,14 @@
 #             slower in every run)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
-#             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024, engine bf16
+#             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
+#             PROFILE_MODELS, BERT-large 32x128 against bert_fast.py), engine bf16
 #             and the reference eager (PROFILE_REF=compile: compiled; PROFILE_MODELS
 #             picks the models), PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
-#             shape the kernel categories side by side, the top kernels and the
-#             idle gap in table.md ("Kernel profiles"), the JSON in profiles.tgz
+#             shape the kernel categories side by side, the top kernels, the
+#             idle gap and the host's launches, operators and their CPU time in
+#             table.md ("Kernel profiles"), the JSON in profiles.tgz
 #   launch    (not by default) what a launch costs before it measures: each
 #             headline study's baseline (GPT-2 124M 8x1024, BERT-large 32x128,
 #             ResNet-50 128x224 channels_last; bf16) LAUNCH_REPEATS times in a
@@ -177,7 +179,7 @@ for v in $CUDNN_LIMITS; do
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
-  [[ $v =~ ^(bert512|resnet50|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, resnet50 or gpt" >&2; exit 2; }
+  [[ $v =~ ^(bert512|bert128|resnet50|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50 or gpt" >&2; exit 2; }
 done
 for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
@@ -552,6 +554,7 @@ stage_profile() {
   for m in $PROFILE_MODELS; do
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_hf.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
+      bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
       resnet50) profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224 ;;
       gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
     esac

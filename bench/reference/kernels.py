@@ -6,8 +6,11 @@ CUDA activities, no shapes, no stacks) and writes one JSON file: per kernel its
 time and calls per step, the top kernels, the time per category of kernel
 (gemm, attention, convolution, ...), the total kernel time per step and the gap
 to the step time measured with CUDA events before (idle GPU: launch-bound or
-host-bound), and which kernel each memset follows. Without a CUDA device it
-records the CPU operators' self times instead. cs_bench.py (the engine) and the three references call it for
+host-bound), which kernel each memset follows and, on CUDA, the host's side:
+launches and operators per step, their self CPU time and the operators that
+take most of it (an eager step that is host-bound goes as fast as the host
+issues it). Without a CUDA device it records the CPU operators' self times
+instead. cs_bench.py (the engine) and the three references call it for
 --profile FILE; a failure writes {"error": ...} to FILE and never stops the
 benchmark.
 
@@ -24,6 +27,10 @@ import traceback
 
 PROFILE_STEPS = 3  # steps profiled after the measured ones (cs_bench.py's too)
 TOP = 40           # kernels kept in a profile file
+HOST_TOP = 15      # host operators kept in a profile file
+# The runtime calls that put work on a stream: each is one launch the host pays for.
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
 NAME_MAX = 120     # characters of a kernel name kept
 
 # Categories by kernel (or CPU operator) name, first match wins: one table with
@@ -124,6 +131,25 @@ def events_of(torch, prof, cuda):
                 and not _annotation(r, r.key, cpu_names)]
 
 
+def host_ops(torch, prof, steps, top=HOST_TOP):
+    """The host's side of the profiled steps, per step: stream launches (the
+    runtime calls of LAUNCH_CALLS), aten/custom operators (rows whose name has
+    "::"; nested ones count too), the self CPU time of every CPU row (the
+    profiler's own cost per event included) and the top rows by it."""
+    CPU = torch.autograd.DeviceType.CPU
+    rows = [r for r in prof.key_averages() if getattr(r, "device_type", CPU) == CPU]
+    per = float(max(steps, 1))
+    self_ms = sum(r.self_cpu_time_total for r in rows) / 1e3 / per
+    top_rows = sorted(rows, key=lambda r: (-r.self_cpu_time_total, r.key))[:top]
+    return {
+        "launches_per_step": sum(r.count for r in rows if r.key in LAUNCH_CALLS) / per,
+        "operators_per_step": sum(r.count for r in rows if "::" in r.key) / per,
+        "self_ms": self_ms,
+        "top": [{"name": r.key[:NAME_MAX], "calls": r.count / per, "ms": r.self_cpu_time_total / 1e3 / per}
+                for r in top_rows],
+    }
+
+
 def memsets_after(torch, prof, steps, top=10):
     """Which kernel each memset follows on the GPU's timeline, per step: a list
     of {"after": kernel name, "per_step": memsets}, most first. Memsets are
@@ -203,6 +229,7 @@ def profile_steps(torch, step, path, steps=3, step_ms=None, prepare=None, timed_
         out.update(summarize(events, steps, step_ms, sum(times) / len(times), "cuda" if cuda else "cpu"))
         if cuda:
             out["memsets_after"] = memsets_after(torch, prof, steps)
+            out["host"] = host_ops(torch, prof, steps)
         out["torch"] = torch.__version__
         out["profile_s"], out["analysis_s"] = t1 - t0, time.perf_counter() - t1
         ok = True
@@ -250,6 +277,10 @@ def _pct(x):
     return "–" if x is None else "%.1f%%" % (100 * x)
 
 
+def _count(x):
+    return "–" if x is None else "%.0f" % x
+
+
 def _code(name, n=100):
     name = name if len(name) <= n else name[:n - 1] + "…"
     return "`%s`" % name.replace("`", "'").replace("|", "\\|")
@@ -283,8 +314,13 @@ def compare(group, eng, ref, top=15):
               "| kernels per step | %s | %s |" % tuple(
                   "%.0f" % p["kernels_per_step"] if p else "–" for p in sides),
               "| profiled steps' ms | %s | %s |" % (_ms(sides[0].get("profiled_step_ms")),
-                                                    _ms(sides[1].get("profiled_step_ms"))),
-              ""]
+                                                    _ms(sides[1].get("profiled_step_ms")))]
+    hosts = [p.get("host") or {} for p in sides]
+    if any(hosts):
+        lines += ["| host: launches per step | %s | %s |" % tuple(_count(h.get("launches_per_step")) for h in hosts),
+                  "| host: operators per step | %s | %s |" % tuple(_count(h.get("operators_per_step")) for h in hosts),
+                  "| host: self CPU ms (profiled) | %s | %s |" % tuple(_ms(h.get("self_ms")) for h in hosts)]
+    lines.append("")
     cats = {}
     for i, p in enumerate(sides):
         for c in p.get("categories", []):
@@ -303,6 +339,10 @@ def compare(group, eng, ref, top=15):
         lines += ["| %.2f | %s | %g | %s | %s |" % (k["ms"], _pct(k["share"]), round(k["calls"], 2),
                                                    k["category"], _code(k["name"])) for k in p["top"][:top]]
         lines.append("")
+        if p.get("host", {}).get("top"):
+            lines += ["Host operators of %s by self CPU time per step: %s" % (label, "; ".join(
+                "%s %.2f ms in %g" % (_code(h["name"], 60), h["ms"], round(h["calls"], 1))
+                for h in p["host"]["top"][:8])), ""]
         if p.get("memsets_after"):
             lines += ["Memsets of %s per step, by the kernel before them: %s" % (label, "; ".join(
                 "%g after %s" % (round(m["per_step"], 2), _code(m["after"], 80)) for m in p["memsets_after"][:5])), ""]

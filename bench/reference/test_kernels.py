@@ -207,6 +207,23 @@ class EventsTest(unittest.TestCase):
         self.assertEqual(kernels.events_of(fake_torch(prof, cuda=False), prof, cuda=False), [("aten::mm", 600.0, 6)])
 
 
+class HostOpsTest(unittest.TestCase):
+    def test_launches_operators_and_self_time_per_step(self):
+        def row(key, count, us, device=DeviceType.CPU):
+            return types.SimpleNamespace(key=key, device_type=device, count=count, self_cpu_time_total=us)
+        prof = FakeProfile([], [row("aten::addmm", 20, 400.0), row("aten::linear", 20, 100.0),
+                                row("cudaLaunchKernel", 30, 300.0), row("cuLaunchKernel", 6, 60.0),
+                                row("cudaMemsetAsync", 4, 40.0), row("LinearAct", 10, 200.0),
+                                row("nvjet", 20, 0.0, DeviceType.CUDA)])
+        h = kernels.host_ops(fake_torch(prof), prof, 2, top=3)
+        self.assertEqual(h["launches_per_step"], 20.0, "kernel launches and the memset, not the CUDA rows")
+        self.assertEqual(h["operators_per_step"], 20.0, "the aten rows, nested ones too")
+        self.assertAlmostEqual(h["self_ms"], 0.55, msg="every CPU row's self time, per step")
+        self.assertEqual([(t["name"], t["calls"]) for t in h["top"]],
+                         [("aten::addmm", 10.0), ("cudaLaunchKernel", 15.0), ("LinearAct", 5.0)])
+        self.assertAlmostEqual(h["top"][0]["ms"], 0.2)
+
+
 class ProfileStepsTest(unittest.TestCase):
     def run_profile(self, prof, **kw):
         with tempfile.TemporaryDirectory() as d:
@@ -226,6 +243,7 @@ class ProfileStepsTest(unittest.TestCase):
         self.assertAlmostEqual(p["kernel_ms"], 3.0)
         self.assertAlmostEqual(p["profiled_step_ms"], 9.0, msg="mean of the CUDA-event times")
         self.assertAlmostEqual(p["idle_ms"], 1.0)
+        self.assertEqual(p["host"]["launches_per_step"], 0.0, "the host's side is recorded on CUDA")
 
     def test_step_time_from_the_step(self):
         prof = FakeProfile([ev("nvjet", DeviceType.CUDA, 3000)])
@@ -251,7 +269,9 @@ class ProfileStepsTest(unittest.TestCase):
 class MarkdownTest(unittest.TestCase):
     def test_side_by_side(self):
         eng = dict(kernels.summarize(EVENTS, 2, step_ms=11.0), name="engine-bf16",
-                   memsets_after=[{"after": "flash_bwd", "per_step": 12.0}, {"after": "nvjet", "per_step": 1.5}])
+                   memsets_after=[{"after": "flash_bwd", "per_step": 12.0}, {"after": "nvjet", "per_step": 1.5}],
+                   host={"launches_per_step": 1312.0, "operators_per_step": 2600.4, "self_ms": 25.5,
+                         "top": [{"name": "aten::empty", "calls": 400.0, "ms": 2.25}]})
         ref = dict(kernels.summarize(EVENTS[:3] + [("cunn_SoftMaxForward|x", 8000.0, 2)], 2, step_ms=20.0),
                    name="hf-eager")
         with tempfile.TemporaryDirectory() as d:
@@ -273,6 +293,10 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("Memsets of engine-bf16 per step, by the kernel before them: 12 after `flash_bwd`; "
                       "1.5 after `nvjet`", lines)
         self.assertFalse(any(ln.startswith("Memsets of hf-eager") for ln in lines), "none recorded: no line")
+        self.assertIn("| host: launches per step | 1312 | – |", lines)
+        self.assertIn("| host: operators per step | 2600 | – |", lines)
+        self.assertIn("| host: self CPU ms (profiled) | 25.50 | – |", lines)
+        self.assertIn("Host operators of engine-bf16 by self CPU time per step: `aten::empty` 2.25 ms in 400", lines)
         self.assertIn("### gpt-124m 16x1024: engine-bf16 vs reference", lines)
         self.assertTrue(any(ln.startswith("- reference: no profile") for ln in lines))
 
