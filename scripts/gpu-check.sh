@@ -22,8 +22,9 @@
 #             their curves further from fp32 than the portable bf16 curves
 #             (engine/native/tools/losscurve.py)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs (and
-#             without the res kernel switch), bf16 without the kernels; the fastest public-practice BERT
-#             (bert_fast.py) and HF's, eager and compiled; first the host's
+#             without the res kernel switch), bf16 without the kernels; the
+#             fastest public-practice BERT (bert_fast.py) and HF's, eager and
+#             compiled; first the host's
 #             speed at eager launches (engine/native/tools/host_probe.py), a
 #             line in table.md: the eager steps at this shape are host-bound
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 +

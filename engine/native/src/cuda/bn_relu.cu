@@ -5,6 +5,8 @@
 // fp32 per thread, combined with Chan's formula across the threads of a block
 // and then across blocks, all in a fixed order (deterministic). The ReLU's
 // backward reads a bit mask (1 bit per element) written by the forward pass.
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace cs {
@@ -46,6 +48,15 @@ int resident_blocks() {
     return b < 1 ? 1 : (b > kMaxPerSm ? kMaxPerSm : b);
   }();
   return n;
+}
+
+// Kernel over M rows as one wave of its resident blocks: launched with
+// args..., then the rows per block and part; returns the split it ran with.
+template <auto Kernel, typename... A>
+Split over_rows(int64_t M, float* part, cudaStream_t stream, A... args) {
+  const Split s = split(M, resident_blocks<Kernel>());
+  Kernel<<<unsigned(s.blocks), kThreads, 0, stream>>>(args..., s.rows_per_block, part);
+  return s;
 }
 
 // Chan et al.'s combination of (n, mean, m2) with (nb, mb, m2b).
@@ -334,13 +345,11 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
                 float* rv, void* y, uint8_t* mask, float* save_mean, float* save_invstd,
                 float* scratch, int64_t M, int64_t C, float eps, float momentum, bool relu,
                 cudaStream_t stream) {
-  constexpr auto stats = bn_fwd_stats_kernel<T>;
-  const Split s = split(M, resident_blocks<stats>());
   float* part = scratch;                                // [blocks][3][C]
   float* scale = scratch + split(M).blocks * 3 * C;     // [C]
   float* shift = scale + C;                             // [C]
   const T* xt = static_cast<const T*>(x);
-  stats<<<unsigned(s.blocks), kThreads, 0, stream>>>(xt, M, int(C), s.rows_per_block, part);
+  const Split s = over_rows<bn_fwd_stats_kernel<T>>(M, part, stream, xt, M, int(C));
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, scale, shift);
   const int64_t vecs = M * C / kV;
@@ -369,20 +378,15 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
   const T* xt = static_cast<const T*>(x);
   T* dr = static_cast<T*>(dres);
   const int c = int(C);
-  Split s;
-  auto reduce = [&](auto kernel, int per_sm) {
-    s = split(M, per_sm);
-    kernel<<<unsigned(s.blocks), kThreads, 0, stream>>>(dyt, dy2t, mask, xt, save_mean, save_invstd,
-                                                         dr, M, c, s.rows_per_block, part);
+  // The reduction for relu (RELU) and dres (DRES), as compile-time flags.
+  auto reduce = [&](auto relu_flag, auto dres_flag) {
+    constexpr auto kernel = bn_bwd_reduce_kernel<T, decltype(relu_flag)::value, decltype(dres_flag)::value>;
+    return over_rows<kernel>(M, part, stream, dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c);
   };
-  if (relu && dres)
-    reduce(bn_bwd_reduce_kernel<T, true, true>, resident_blocks<bn_bwd_reduce_kernel<T, true, true>>());
-  else if (relu)
-    reduce(bn_bwd_reduce_kernel<T, true, false>, resident_blocks<bn_bwd_reduce_kernel<T, true, false>>());
-  else if (dres)
-    reduce(bn_bwd_reduce_kernel<T, false, true>, resident_blocks<bn_bwd_reduce_kernel<T, false, true>>());
-  else
-    reduce(bn_bwd_reduce_kernel<T, false, false>, resident_blocks<bn_bwd_reduce_kernel<T, false, false>>());
+  const std::true_type yes;
+  const std::false_type no;
+  const Split s = relu ? (dres ? reduce(yes, yes) : reduce(yes, no))
+                       : (dres ? reduce(no, yes) : reduce(no, no));
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;

@@ -6,6 +6,8 @@
 // 512, 768 or 1024 (GPT-2's and BERT's widths) take a backward that
 // holds the row in registers: every load of a row issued at once, each read
 // once (the generic one reads a row twice, a pack at a time: latency-bound).
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace cs {
@@ -101,12 +103,15 @@ __device__ void write_partials(const float* sm, int warps, int C, float* part) {
   }
 }
 
-// N values of dy at i, plus dy2's where given: the sum rounded to TO, as
-// autograd's add of the two gradients rounds it.
-template <typename TO, int N>
+// N values of dy at i, plus dy2's with DY2: the sum rounded to TO, as
+// autograd's add of the two gradients rounds it. A template argument, not a
+// test of dy2: with a branch in the loads the register-held backward for
+// rows of 768 compiled to 96 registers instead of 123, fewer loads in
+// flight (GPT-2's step 0.5 ms slower with graphs, docs/perf.md ninth session).
+template <typename TO, int N, bool DY2>
 __device__ __forceinline__ void load_dy(const TO* dy, const TO* dy2, int64_t i, float (&g)[N]) {
   load_f<TO, N>(dy + i, g);
-  if (dy2) {
+  if (DY2) {
     float g2[N];
     load_f<TO, N>(dy2 + i, g2);
 #pragma unroll
@@ -114,7 +119,7 @@ __device__ __forceinline__ void load_dy(const TO* dy, const TO* dy2, int64_t i, 
   }
 }
 
-template <typename TR, typename TD, typename TO, int N>
+template <typename TR, typename TD, typename TO, int N, bool DY2>
 __global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
                                       const float* mean, const float* rstd, const float* w, TR* dx,
                                       TD* ddelta, float* part, int64_t rows, int C) {
@@ -132,7 +137,7 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr,
     float sg = 0.f, sgx = 0.f;
     for (int c = lane * N; c < C; c += 32 * N) {
       float g[N], v[N], wv[N];
-      load_dy<TO, N>(dy, dy2, off + c, g);
+      load_dy<TO, N, DY2>(dy, dy2, off + c, g);
       load_f<TR, N>(r + off + c, v);
       load_f<float, N>(w + c, wv);
 #pragma unroll
@@ -149,7 +154,7 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr,
     const float mg = warp_sum(sg) / float(C), mgx = warp_sum(sgx) / float(C);
     for (int c = lane * N; c < C; c += 32 * N) {
       float g[N], v[N], wv[N];
-      load_dy<TO, N>(dy, dy2, off + c, g);
+      load_dy<TO, N, DY2>(dy, dy2, off + c, g);
       load_f<TR, N>(r + off + c, v);
       load_f<float, N>(w + c, wv);
       float d[N];
@@ -174,7 +179,7 @@ __global__ void layer_norm_bwd_kernel(const TO* dy, const TO* dy2, const TR* dr,
 // 8 (32 j + l) .. + 7 of the row for j < ITERS in registers. The same sums in
 // the same order as layer_norm_bwd_kernel<..., 8> (not necessarily the same
 // bits: the compiler may fuse the multiply-adds differently).
-template <typename TR, typename TD, typename TO, int ITERS>
+template <typename TR, typename TD, typename TO, int ITERS, bool DY2>
 __global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TO* dy2, const TR* dr, const TR* r,
                                           const float* mean, const float* rstd, const float* w,
                                           TR* dx, TD* ddelta, float* part, int64_t rows) {
@@ -193,7 +198,7 @@ __global__ void layer_norm_bwd_reg_kernel(const TO* dy, const TO* dy2, const TR*
 #pragma unroll
     for (int j = 0; j < ITERS; j++) {
       const int c = (j * 32 + lane) * N;
-      load_dy<TO, N>(dy, dy2, off + c, g[j]);
+      load_dy<TO, N, DY2>(dy, dy2, off + c, g[j]);
       load_f<TR, N>(r + off + c, v[j]);
       if (dr)
         load_f<TR, N>(dr + off + c, d[j]);
@@ -279,16 +284,23 @@ cudaError_t bwd(const void* dy, const void* dy2, const void* dr, const void* r, 
         static_cast<const TR*>(r), mean,
         rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), scratch, rows);
   };
-  if (!vec_ok<TR, TD, TO>(C, {dy, dy2, dr, r, w, dx, ddelta}))
-    args(layer_norm_bwd_kernel<TR, TD, TO, 1>);
-  else if (C == 512)
-    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 2>);
-  else if (C == 768)
-    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 3>);
-  else if (C == 1024)
-    reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 4>);
+  auto pick = [&](auto dy2_given) {
+    constexpr bool DY2 = decltype(dy2_given)::value;
+    if (!vec_ok<TR, TD, TO>(C, {dy, dy2, dr, r, w, dx, ddelta}))
+      args(layer_norm_bwd_kernel<TR, TD, TO, 1, DY2>);
+    else if (C == 512)
+      reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 2, DY2>);
+    else if (C == 768)
+      reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 3, DY2>);
+    else if (C == 1024)
+      reg_args(layer_norm_bwd_reg_kernel<TR, TD, TO, 4, DY2>);
+    else
+      args(layer_norm_bwd_kernel<TR, TD, TO, 8, DY2>);
+  };
+  if (dy2)
+    pick(std::true_type{});
   else
-    args(layer_norm_bwd_kernel<TR, TD, TO, 8>);
+    pick(std::false_type{});
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   return column_sum(scratch, blocks, 2 * C, dw, C, db, stream);
