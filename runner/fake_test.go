@@ -72,7 +72,19 @@ func (e *fakeEngine) Info() (engine.Info, error) {
 	return engine.Info{Device: "cpu", Rank: e.cfg.Dist.Rank, WorldSize: e.cfg.Dist.WorldSize}, nil
 }
 
-func (e *fakeEngine) Step() (engine.StepMetrics, error) {
+func (e *fakeEngine) Steps(n int) ([]engine.StepMetrics, error) {
+	var ms []engine.StepMetrics
+	for range n {
+		m, err := e.step1()
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+func (e *fakeEngine) step1() (engine.StepMetrics, error) {
 	f := e.cfg.Fault
 	faulty := f.Kind != "" && f.Rank == e.cfg.Dist.Rank && f.AtStep <= e.step
 	ms := 5.0
@@ -107,7 +119,7 @@ func (e *fakeEngine) Profile(req engine.ProfileRequest) (engine.Profile, error) 
 	}
 	p := engine.Profile{Steps: req.Steps, Device: "cpu"}
 	for i := 0; i < req.Steps; i++ {
-		m, err := e.Step()
+		m, err := e.step1()
 		if err != nil {
 			return p, err
 		}

@@ -53,8 +53,10 @@ type faultyEngine struct {
 	stopBeats func() // hang: the heartbeats stop
 }
 
-func (e *faultyEngine) Step() (engine.StepMetrics, error) {
-	if e.step == e.fault.AtStep {
+// Steps injects the fault when it is due within the call (the worker starts a
+// call at the fault's step, so it is the call's first).
+func (e *faultyEngine) Steps(n int) ([]engine.StepMetrics, error) {
+	if e.step <= e.fault.AtStep && e.fault.AtStep < e.step+n {
 		fmt.Fprintf(e.log, "worker: injecting fault %q at step %d\n", e.fault.Kind, e.step)
 		switch e.fault.Kind {
 		case faultCrash:
@@ -72,8 +74,8 @@ func (e *faultyEngine) Step() (engine.StepMetrics, error) {
 		}
 		select {} // the signal is on its way, or (hang) the runner's deadline comes
 	}
-	e.step++
-	return e.Engine.Step()
+	e.step += n
+	return e.Engine.Steps(n)
 }
 
 // leak holds ever more touched memory until the kernel's OOM killer ends the

@@ -22,7 +22,7 @@ import (
 // Engine is what a worker needs of a created engine (*engine.Engine).
 type Engine interface {
 	Info() (engine.Info, error)
-	Step() (engine.StepMetrics, error)
+	Steps(n int) ([]engine.StepMetrics, error) // n steps, one wait for the device
 	Checksum() (engine.Checksum, error)
 	Profile(req engine.ProfileRequest) (engine.Profile, error)
 	Close() error
@@ -226,28 +226,47 @@ func (wk *worker) run(ctx context.Context, e Engine) error {
 	if warmup == 0 {
 		wk.mark(timeline.MarkWarm, time.Now())
 	}
-	for i := 0; i < total; i++ {
-		m, err := e.Step()
+	first := 0 // the call's first step
+	for _, n := range stepCalls(warmup, total, wk.faultSteps()) {
+		ms, err := e.Steps(n)
 		if err != nil {
 			return wk.report(ctx, err)
 		}
-		wk.step.Store(int64(i))
 		end := time.Now()
-		if i >= warmup {
-			wk.measured = append(wk.measured, m)
+		for k, m := range ms {
+			if first+k >= warmup {
+				wk.measured = append(wk.measured, m)
+			}
+			if err := wk.c.Step(m, first+k < warmup); err != nil {
+				return err
+			}
 		}
-		if err := wk.c.Step(m, i < warmup); err != nil {
-			return err
-		}
-		if i == 0 && warmup > 0 {
+		last := first + n - 1
+		wk.step.Store(int64(last))
+		if last == 0 && warmup > 0 {
 			wk.mark(timeline.MarkFirstStep, end)
 		}
-		if i == warmup-1 {
+		if last == warmup-1 {
 			wk.mark(timeline.MarkWarm, end)
 		}
+		first += n
 	}
 	wk.mark(timeline.MarkMeasured, time.Now())
 	return nil
+}
+
+// faultSteps are the steps at which a fault of this rank is due (the engine's
+// or the worker's own): each starts an engine call, so that the steps before
+// it are reported first.
+func (wk *worker) faultSteps() []int {
+	var at []int
+	if f := wk.cfg.Fault; f.Kind != "" && f.Rank == wk.rank {
+		at = append(at, f.AtStep)
+	}
+	if wk.faulty {
+		at = append(at, wk.fault.AtStep)
+	}
+	return at
 }
 
 // finish reports the parameter checksum, profiles more steps when the

@@ -21,7 +21,8 @@
 #             path (bf16) and fp32; the kernels pass when the seeds do not show
 #             their curves further from fp32 than the portable bf16 curves
 #             (engine/native/tools/losscurve.py)
-#   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 + graphs (and
+#   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
+#             the device after every step (--steps-per-call 1), bf16 + graphs (and
 #             without the res kernel switch), bf16 without the kernels; the
 #             fastest public-practice BERT (bert_fast.py) and HF's, eager and
 #             compiled; first the host's
@@ -462,6 +463,7 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   c=$(bert_cfg "$1")
   host_probe "bert$1"
   engine "$g" engine-bf16 "$2" "$c}"
+  engine "$g" engine-bf16-sync "$2" "$c}" --steps-per-call 1
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
   run_env=CASESTUDY_KERNELS=$(kernels_without res) engine "$g" engine-bf16-graphs-nores "$2" "$c,\"graphs\":true}"
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"

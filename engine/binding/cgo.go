@@ -56,7 +56,7 @@ import (
 // abiSymbols are the functions every library of ABIVersion exports.
 var abiSymbols = []string{
 	"cs_abi_version", "cs_free", "cs_build_info", "cs_models", "cs_describe", "cs_create",
-	"cs_info", "cs_step", "cs_profile", "cs_param_checksum", "cs_nccl_unique_id",
+	"cs_info", "cs_step", "cs_steps", "cs_profile", "cs_param_checksum", "cs_nccl_unique_id",
 	"cs_bench_allreduce", "cs_destroy",
 }
 
@@ -196,7 +196,7 @@ func (s *symbols) engineText(name string, e unsafe.Pointer) (string, error) {
 	return s.take(name, st, out, errs)
 }
 
-// engineRequest calls cs_profile: an engine and request JSON in, text out.
+// engineRequest calls cs_steps or cs_profile: an engine and request JSON in, text out.
 func (s *symbols) engineRequest(name string, e unsafe.Pointer, request string) (string, error) {
 	req := C.CString(request)
 	defer C.free(unsafe.Pointer(req))

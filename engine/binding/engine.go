@@ -3,6 +3,7 @@ package binding
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -110,6 +111,31 @@ func (e *Engine) Step() (engine.StepMetrics, error) {
 	var m engine.StepMetrics
 	err := e.call("cs_step", &m)
 	return m, err
+}
+
+// Steps runs n training steps back to back with one wait for the device, after
+// the last (cs_steps), and returns their metrics in order.
+func (e *Engine) Steps(n int) ([]engine.StepMetrics, error) {
+	raw, err := json.Marshal(map[string]int{"steps": n})
+	if err != nil {
+		return nil, err
+	}
+	var out string
+	if derr := e.do(func() { out, err = e.lib.syms.engineRequest("cs_steps", e.handle, string(raw)) }); derr != nil {
+		return nil, derr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ms []engine.StepMetrics
+	if err := decode("cs_steps", out, &ms); err != nil {
+		return nil, err
+	}
+	if len(ms) != n {
+		return nil, &engine.Error{Status: engine.StatusRuntime, Op: "cs_steps",
+			Msg: fmt.Sprintf("answered %d steps' metrics for %d steps", len(ms), n)}
+	}
+	return ms, nil
 }
 
 // Profile runs req.Steps more steps under libtorch's profiler and returns

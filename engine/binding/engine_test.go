@@ -152,6 +152,40 @@ func TestSameSeedSameLoss(t *testing.T) {
 	assert.NotEqual(t, ca.Hash, cc.Hash)
 }
 
+// TestStepsMatchStep: steps issued several a call (cs_steps) train exactly as
+// one a call, in order, and a request out of range is a config error.
+func TestStepsMatchStep(t *testing.T) {
+	lib := realLibrary(t)
+	cfg := tinyGPT("fp32")
+	one, ea := train(t, lib, cfg, 5)
+	eb, err := lib.Create(cfg)
+	require.NoError(t, err)
+	defer eb.Close()
+	var several []float64
+	for _, n := range []int{2, 3} {
+		ms, err := eb.Steps(n)
+		require.NoError(t, err)
+		require.Len(t, ms, n)
+		for _, m := range ms {
+			assert.Equal(t, len(several), m.Step, "steps in order")
+			assert.Positive(t, m.StepMS)
+			several = append(several, m.Loss)
+		}
+	}
+	assert.Equal(t, one, several, "the CPU losses must be bitwise equal")
+	ca, err := ea.Checksum()
+	require.NoError(t, err)
+	cb, err := eb.Checksum()
+	require.NoError(t, err)
+	assert.Equal(t, ca, cb, "parameters after training")
+
+	for _, n := range []int{0, 1001} {
+		_, err := eb.Steps(n)
+		require.ErrorIs(t, err, engine.ErrConfig, "steps %d", n)
+		assert.Contains(t, err.Error(), "out of range 1..1000")
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	lib := realLibrary(t)
 	tests := []struct {

@@ -12,7 +12,7 @@ import (
 )
 
 // ABIVersion is the CS_ABI_VERSION this binding speaks.
-const ABIVersion = 2
+const ABIVersion = 3
 
 // Library is an opened engine library. Its methods are safe for concurrent
 // use. Each Load opens its own reference (dlopen counts them); Close drops it

@@ -44,7 +44,7 @@ func TestLoadRejects(t *testing.T) {
 			description: "wrong ABI version names both versions and says to rebuild",
 			path:        func(t *testing.T) string { return buildFake(t, "abi999.so", "-DFAKE_ABI=999") },
 			is:          engine.ErrABIMismatch,
-			contains:    []string{"ABI version 999", "needs 2", "make engine"},
+			contains:    []string{"ABI version 999", "needs 3", "make engine"},
 		},
 		{
 			description: "missing file says where and how to build",
@@ -110,6 +110,17 @@ func TestFakeBinding(t *testing.T) {
 		m, err := e.Step() // metrics of 3 MiB: beyond any fixed buffer
 		require.NoError(t, err)
 		assert.Equal(t, 1, m.Step)
+		require.NoError(t, e.Close())
+	})
+	t.Run("several steps a call", func(t *testing.T) {
+		e, err := lib.Create(engine.Config{Family: "gpt", Preset: "fake", Device: "cpu"})
+		require.NoError(t, err)
+		ms, err := e.Steps(3)
+		require.NoError(t, err)
+		require.Len(t, ms, 3)
+		assert.Equal(t, []int{1, 2, 3}, []int{ms[0].Step, ms[1].Step, ms[2].Step})
+		_, err = e.Steps(0)
+		assert.ErrorIs(t, err, engine.ErrConfig)
 		require.NoError(t, e.Close())
 	})
 	t.Run("a failure without a message", func(t *testing.T) {

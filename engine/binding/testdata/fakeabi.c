@@ -112,6 +112,27 @@ cs_status cs_step(cs_engine *e, char **out, char **err) {
 }
 #endif
 
+/* {"steps":n}: n steps' metrics as an array. */
+cs_status cs_steps(cs_engine *e, const char *request_json, char **out, char **err) {
+  *out = NULL;
+  if (!same_thread(e)) return fail(CS_ERR_RUNTIME, "called on another thread than cs_create", err);
+  int n = 0;
+  if (sscanf(request_json, "{\"steps\":%d}", &n) != 1 || n < 1 || n > 1000)
+    return fail(CS_ERR_CONFIG, "steps request: expected {\"steps\": n}", err);
+  char *text = malloc((size_t)n * 64 + 3);
+  if (text == NULL) return fail(CS_ERR_OOM, "out of memory", err);
+  size_t len = 0;
+  text[len++] = '[';
+  for (int i = 0; i < n; i++) {
+    e->steps++;
+    len += (size_t)sprintf(text + len, "%s{\"step\":%d,\"loss\":%g}", i ? "," : "", e->steps,
+                           10.0 / e->steps);
+  }
+  text[len++] = ']';
+  text[len] = 0;
+  return answer(text, out, err);
+}
+
 cs_status cs_profile(cs_engine *e, const char *request_json, char **out, char **err) {
   (void)e;
   (void)request_json;

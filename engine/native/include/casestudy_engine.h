@@ -38,7 +38,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define CS_ABI_VERSION 2
+#define CS_ABI_VERSION 3
 
 /* No exception leaves these functions (C++: noexcept is part of their type). */
 #ifdef __cplusplus
@@ -64,7 +64,7 @@ int cs_abi_version(void) CS_NOEXCEPT;
 /* Releases a string the engine handed out (*out, *err); safe on NULL. */
 void cs_free(char *s) CS_NOEXCEPT;
 
-/* Build facts: {"abi":2,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
+/* Build facts: {"abi":3,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
  * "cudnn":"91900","gloo":true,"cuda_available":true,"device_count":1,...}. */
 cs_status cs_build_info(char **out, char **err) CS_NOEXCEPT;
 
@@ -89,6 +89,16 @@ cs_status cs_info(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
 /* Runs one training step (grad_accum micro-batches + optimizer); its metrics
  * as one JSON object (see docs/engine.md for the fields). */
 cs_status cs_step(cs_engine *e, char **out, char **err) CS_NOEXCEPT;
+
+/* Runs n training steps back to back, request_json {"steps": n} (1..1000), and
+ * answers their metrics as a JSON array, one object per step as cs_step's. The
+ * host issues each step while the device finishes the one before and waits for
+ * the device once, after the last (a training loop that reads its metrics every
+ * n steps), so a step's step_ms runs from the previous step's end on the device
+ * to its own; the peak memory fields are the whole call's. Data-parallel and
+ * pipelined engines wait after each step (their communication times are read
+ * as each step ends). */
+cs_status cs_steps(cs_engine *e, const char *request_json, char **out, char **err) CS_NOEXCEPT;
 
 /* Runs more training steps under libtorch's profiler (after the measured ones;
  * never during them) and writes what they spent their time on, as JSON:

@@ -1,5 +1,5 @@
 // trainer.cpp: the training step. On CUDA nothing in a step waits for the host;
-// the one device→host read per step is the metrics vector after the step is done.
+// the device→host reads are the metrics vectors after a call's steps are done.
 #include "trainer.h"
 
 #include <ATen/Parallel.h>
@@ -148,7 +148,6 @@ void Trainer::init_device() {
   }
 #endif
   apply_math_mode(cfg_.precision);
-  timeline_ = make_timeline(device_, int(2 * cfg_.grad_accum + 3));
   name_ = device_name(device_);
   peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
   if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
@@ -284,10 +283,10 @@ void Trainer::zero_grads() {
   }
 }
 
-void Trainer::run_step(const std::vector<Batch>& batches, bool timed) {
+void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   const int64_t ga = cfg_.grad_accum;
   auto mark = [&](int i) {
-    if (timed) timeline_->mark(i);
+    if (timed) timed->mark(i);
   };
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   torch::Tensor loss_sum = torch::zeros({}, f32);
@@ -347,7 +346,7 @@ void Trainer::capture(const std::vector<Batch>& batches) {
   g.graph = std::make_unique<at::cuda::CUDAGraph>();
   g.graph->capture_begin();
   try {
-    run_step(g.inputs, /*timed=*/false);
+    run_step(g.inputs, /*timed=*/nullptr);
   } catch (...) {
     try {
       g.graph->capture_end();
@@ -378,9 +377,34 @@ std::vector<double> Trainer::measure_layers_everywhere() {
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
-json Trainer::step() {
+json Trainer::step() { return steps(1).at(0); }
+
+json Trainer::steps(int n) {
+  if (n < 1) throw ConfigError("steps: n must be at least 1 (got " + std::to_string(n) + ")");
   set_threads();
   Guards guards(*this);
+  const int last = int(2 * cfg_.grad_accum + 2);
+  // The reducer's and the pipeline's communication times are the last step's:
+  // those steps are read as each ends.
+  const size_t window = reducer_ || pipe_ ? 1 : size_t(n);
+  while (timelines_.size() < window) timelines_.push_back(make_timeline(device_, last + 1));
+  json out = json::array();
+  std::vector<Issued> issued;
+  reset_peak_memory(device_);
+  for (int i = 0; i < n; i++) {
+    issued.push_back(issue(*timelines_[issued.size()]));
+    if (issued.size() < window && i + 1 < n) continue;
+    timelines_[issued.size() - 1]->finish(last);  // the device's one wait
+    const MemoryStats mem = memory_stats(device_);
+    for (size_t k = 0; k < issued.size(); k++)
+      out.push_back(metrics_json(issued[k], *timelines_[k], mem));
+    issued.clear();
+    reset_peak_memory(device_);
+  }
+  return out;
+}
+
+Trainer::Issued Trainer::issue(Timeline& tl) {
   inject_fault_before_step();
   const bool slow = cfg_.fault.kind == "slow" && cfg_.fault.rank == cfg_.dist.rank &&
                     step_ >= cfg_.fault.at_step;
@@ -389,7 +413,6 @@ json Trainer::step() {
 
   std::vector<Batch> batches;
   for (int64_t i = 0; i < ga; i++) batches.push_back(data_ ? data_->next() : Batch());
-  reset_peak_memory(device_);
 
   bool replayed = false;
 #ifdef CS_WITH_CUDA
@@ -405,45 +428,46 @@ json Trainer::step() {
         if (s.aux_target.defined()) s.aux_target.copy_(batches[i].aux_target, true);
       }
     }
-    timeline_->mark(0);
+    tl.mark(0);
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
     graph_->graph->replay();
-    timeline_->mark(last);
+    tl.mark(last);
     replayed = true;
   }
 #endif
   if (!replayed) {
-    timeline_->mark(0);
+    tl.mark(0);
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
     zero_grads();
-    run_step(batches, /*timed=*/true);
-    timeline_->mark(last);
+    run_step(batches, &tl);
+    tl.mark(last);
   }
-  timeline_->finish(last);
-  json m = metrics_json(replayed);
+  // A replay writes the graph's one metrics vector: the next would overwrite it.
+  Issued s{step_, replayed, replayed ? metrics_.clone() : metrics_};
   step_++;
-  return m;
+  return s;
 }
 
-json Trainer::metrics_json(bool replayed) {
+json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem) {
   const int64_t ga = cfg_.grad_accum;
   const int last = int(2 * ga + 2);
-  auto host = metrics_.detach().to(torch::kCPU).to(torch::kFloat64);
+  const bool replayed = s.replayed;
+  auto host = s.metrics.detach().to(torch::kCPU).to(torch::kFloat64);
   auto v = host.accessor<double, 1>();
   json m;
-  m["step"] = step_;
+  m["step"] = s.step;
   m["loss"] = v[0];
   m["grad_norm"] = v[1];
   m["skipped"] = v[2] != 0;
   m["loss_scale"] = v[3];
-  const double step_ms = timeline_->ms(0, last);
+  const double step_ms = tl.ms(0, last);
   double fwd = 0, bwd = 0, opt = 0;
   if (!replayed) {
     for (int64_t i = 0; i < ga && !pipe_; i++) {
-      fwd += timeline_->ms(int(2 * i), int(2 * i + 1));
-      bwd += timeline_->ms(int(2 * i + 1), int(2 * i + 2));
+      fwd += tl.ms(int(2 * i), int(2 * i + 1));
+      bwd += tl.ms(int(2 * i + 1), int(2 * i + 2));
     }
-    opt = timeline_->ms(int(2 * ga + 1), last);
+    opt = tl.ms(int(2 * ga + 1), last);
   }
   m["step_ms"] = step_ms;
   m["forward_ms"] = fwd;
@@ -460,7 +484,6 @@ json Trainer::metrics_json(bool replayed) {
   const double tflops = sec > 0 ? facts_.flops_per_sample * double(samples) / sec / 1e12 : 0.0;
   m["tflops"] = tflops;
   m["mfu"] = peak_tflops_ > 0 ? tflops / peak_tflops_ : 0.0;
-  const MemoryStats mem = memory_stats(device_);
   m["mem_peak_bytes"] = mem.peak;
   m["mem_reserved_bytes"] = mem.reserved;
   m["bubble_ms"] = 0.0;

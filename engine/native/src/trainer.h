@@ -52,6 +52,11 @@ class Trainer {
   ~Trainer();
   nlohmann::json info() const;
   nlohmann::json step();  // one optimizer step over grad_accum micro-batches
+  // n steps issued back to back with one wait for the device at the end: the
+  // host issues a step while the device finishes the one before (a training
+  // loop that reads its metrics every n steps). Each step keeps its own events;
+  // data parallel and pipelined steps are read one at a time. [metrics, ...]
+  nlohmann::json steps(int n);
   nlohmann::json checksum();
   // Orderly teardown (cs_destroy): waits for the device's queued work (an
   // asynchronous device error surfaces here) and closes the communicators;
@@ -79,9 +84,18 @@ class Trainer {
   // forward + backward for every micro-batch, reducer, clip, optimizer; leaves
   // [loss, grad_norm, found_inf, loss_scale] in metrics_. Marks the timeline when
   // timed (not during graph capture).
-  void run_step(const std::vector<Batch>& batches, bool timed);
+  void run_step(const std::vector<Batch>& batches, Timeline* timed);
   void capture(const std::vector<Batch>& batches);
-  nlohmann::json metrics_json(bool replayed);
+  // A step issued to the device, not yet read back: its index, whether it was a
+  // graph replay, and its metrics vector (its own: a replay's is copied out).
+  struct Issued {
+    int64_t step;
+    bool replayed;
+    torch::Tensor metrics;
+  };
+  Issued issue(Timeline& tl);  // one step, timed on tl; nothing waits for the device
+  // The metrics of an issued step whose last event is done (mem: the window's peaks).
+  nlohmann::json metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem);
 
   EngineConfig cfg_;
   torch::Device device_;
@@ -95,7 +109,7 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<Timeline> timeline_;
+  std::vector<std::unique_ptr<Timeline>> timelines_;  // one for each step of a steps() call
   torch::Tensor metrics_;  // device, float32 [4]
   int64_t step_ = 0;
   int threads_ = 1;

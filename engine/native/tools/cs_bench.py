@@ -10,7 +10,10 @@ tokens/s from the median step, TFLOP/s and MFU from the engine's FLOPs per
 sample and peak, peak memory, the first and last loss; plus the per-phase
 split of eager steps and what the engine chose (optimizer, attention, kernels,
 cudnn); and what came before the measured steps: create_ms, first_step_ms
-(host clock) and first_step_engine_ms.
+(host clock) and first_step_engine_ms. The steps run as a casestudy worker
+runs them: the first alone, the rest of the warm-up in one cs_steps call, the
+measured ones in calls of --steps-per-call (one wait for the device a call);
+wall_ms_per_step is the host clock over the measured calls a step.
 
   python3 engine/native/tools/cs_bench.py --lib build/engine/libcasestudy_engine.so \\
       --name engine-bf16 --config '{"family":"gpt","preset":"124m","micro_batch":16,
@@ -68,7 +71,7 @@ class Engine:
     """The few C ABI calls a benchmark needs (engine/native/include/casestudy_engine.h):
     the engine allocates every answer and message, cs_free releases them."""
 
-    ABI = 2  # CS_ABI_VERSION
+    ABI = 3  # CS_ABI_VERSION
 
     def __init__(self, path, name):
         self.name = name
@@ -80,6 +83,7 @@ class Engine:
         self.lib.cs_create.argtypes = [C, ctypes.POINTER(P), S]
         for f in (self.lib.cs_info, self.lib.cs_step, self.lib.cs_param_checksum):
             f.argtypes = [P, S, S]
+        self.lib.cs_steps.argtypes = [P, C, S, S]
         self.lib.cs_destroy.argtypes = [P, S]
         self.lib.cs_free.argtypes = [P]
         self.lib.cs_free.restype = None
@@ -112,6 +116,11 @@ class Engine:
                 self.fail(what, st, msg)
             raise RuntimeError("%s: status %d: %s" % (what, st, msg))
         return json.loads(text)
+
+    def steps(self, n, what):
+        """n steps in one cs_steps call (one wait for the device, after the last)."""
+        req = json.dumps({"steps": n}).encode()
+        return self.call(lambda h, out, err: self.lib.cs_steps(h, req, out, err), what)
 
     def destroy(self):
         err = ctypes.c_void_p()
@@ -177,6 +186,9 @@ def main(argv=None):
     ap.add_argument("--name", default="engine", help="the run's name in the output line")
     ap.add_argument("--warmup", type=int, default=5, help="discarded steps")
     ap.add_argument("--steps", type=int, default=20, help="measured steps")
+    ap.add_argument("--steps-per-call", type=int, default=20,
+                    help="measured steps issued in one cs_steps call, one wait for the device a call "
+                    "(20: as a casestudy worker; 1: a wait after every step)")
     ap.add_argument("--profile", metavar="FILE",
                     help="after the measured steps, profile %d more and write the kernel summary JSON to FILE"
                     % PROFILE_STEPS)
@@ -194,8 +206,8 @@ def main(argv=None):
         ap.error(f"--config is not JSON: {e}")
     if not isinstance(cfg, dict):
         ap.error("--config must be a JSON object")
-    if a.steps < 1 or a.warmup < 0:
-        ap.error("--steps must be at least 1, --warmup at least 0")
+    if a.steps < 1 or a.warmup < 0 or not 1 <= a.steps_per_call <= 1000:
+        ap.error("--steps must be at least 1, --warmup at least 0, --steps-per-call 1..1000")
     if a.launch:
         if a.profile:
             ap.error("--launch and --profile do not mix")
@@ -222,8 +234,22 @@ def main(argv=None):
     t = time.perf_counter()
     steps = [eng.call(eng.lib.cs_step, "cs_step 0")]
     first_ms = (time.perf_counter() - t) * 1e3
-    steps += [eng.call(eng.lib.cs_step, "cs_step %d" % i) for i in range(1, a.warmup + a.steps)]
+    # As a casestudy worker (runner/stepcalls.go): the rest of the warm-up in
+    # one call, then the measured steps in calls of --steps-per-call.
+    if a.warmup > 1:
+        steps += eng.steps(a.warmup - 1, "cs_steps (warm-up)")
+    total = a.warmup + a.steps
+    t = time.perf_counter()
+    while len(steps) < total:
+        n = min(a.steps_per_call, total - len(steps))
+        steps += eng.steps(n, "cs_steps %d..%d" % (len(steps), len(steps) + n - 1))
+    wall_ms = (time.perf_counter() - t) * 1e3
+    timed_calls = total - max(a.warmup, 1)  # steps in the calls after the warm-up
     line = summarize(a.name, cfg, info, steps, a.warmup)
+    # The host clock over the measured calls: what the events' steps add up to,
+    # plus each call's start on an idle device and its answer.
+    line.update({"steps_per_call": a.steps_per_call,
+                 "wall_ms_per_step": wall_ms / timed_calls if timed_calls else None})
     # What starting cost (not part of the measured steps): cs_create and the
     # first step by the host clock (autotuning, lazy loading), and the
     # engine's own time of that step.
