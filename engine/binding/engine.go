@@ -116,19 +116,8 @@ func (e *Engine) Step() (engine.StepMetrics, error) {
 // Steps runs n training steps back to back with one wait for the device, after
 // the last (cs_steps), and returns their metrics in order.
 func (e *Engine) Steps(n int) ([]engine.StepMetrics, error) {
-	raw, err := json.Marshal(map[string]int{"steps": n})
-	if err != nil {
-		return nil, err
-	}
-	var out string
-	if derr := e.do(func() { out, err = e.lib.syms.engineRequest("cs_steps", e.handle, string(raw)) }); derr != nil {
-		return nil, derr
-	}
-	if err != nil {
-		return nil, err
-	}
 	var ms []engine.StepMetrics
-	if err := decode("cs_steps", out, &ms); err != nil {
+	if err := e.request("cs_steps", map[string]int{"steps": n}, &ms); err != nil {
 		return nil, err
 	}
 	if len(ms) != n {
@@ -144,18 +133,25 @@ func (e *Engine) Steps(n int) ([]engine.StepMetrics, error) {
 // it with the same steps.
 func (e *Engine) Profile(req engine.ProfileRequest) (engine.Profile, error) {
 	var p engine.Profile
+	err := e.request("cs_profile", req, &p)
+	return p, err
+}
+
+// request runs an engine function that takes request JSON (req, marshalled)
+// and answers JSON, decoded into v.
+func (e *Engine) request(name string, req, v any) error {
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return p, err
+		return err
 	}
 	var out string
-	if derr := e.do(func() { out, err = e.lib.syms.engineRequest("cs_profile", e.handle, string(raw)) }); derr != nil {
-		return p, derr
+	if derr := e.do(func() { out, err = e.lib.syms.engineRequest(name, e.handle, string(raw)) }); derr != nil {
+		return derr
 	}
 	if err != nil {
-		return p, err
+		return err
 	}
-	return p, decode("cs_profile", out, &p)
+	return decode(name, out, v)
 }
 
 // Checksum sums and hashes all parameters (ranks of a data parallel trial

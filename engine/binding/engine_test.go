@@ -130,6 +130,18 @@ func TestBF16TracksFP32(t *testing.T) {
 	assert.Less(t, b, bf16[0], "bf16 did not learn: %v", bf16)
 }
 
+// equalParams checks that two engines hold the same parameters and returns
+// their checksum.
+func equalParams(t *testing.T, a, b *Engine) engine.Checksum {
+	t.Helper()
+	ca, err := a.Checksum()
+	require.NoError(t, err)
+	cb, err := b.Checksum()
+	require.NoError(t, err)
+	assert.Equal(t, ca, cb, "parameters after training")
+	return ca
+}
+
 func TestSameSeedSameLoss(t *testing.T) {
 	lib := realLibrary(t)
 	const steps = 5
@@ -137,11 +149,7 @@ func TestSameSeedSameLoss(t *testing.T) {
 	a, ea := train(t, lib, cfg, steps)
 	b, eb := train(t, lib, cfg, steps)
 	assert.Equal(t, a, b, "same seed, same config: the CPU losses must be bitwise equal")
-	ca, err := ea.Checksum()
-	require.NoError(t, err)
-	cb, err := eb.Checksum()
-	require.NoError(t, err)
-	assert.Equal(t, ca, cb, "parameters after training")
+	ca := equalParams(t, ea, eb)
 	assert.NotEmpty(t, ca.Hash)
 
 	cfg.Seed++
@@ -173,11 +181,7 @@ func TestStepsMatchStep(t *testing.T) {
 		}
 	}
 	assert.Equal(t, one, several, "the CPU losses must be bitwise equal")
-	ca, err := ea.Checksum()
-	require.NoError(t, err)
-	cb, err := eb.Checksum()
-	require.NoError(t, err)
-	assert.Equal(t, ca, cb, "parameters after training")
+	equalParams(t, ea, eb)
 
 	for _, n := range []int{0, 1001} {
 		_, err := eb.Steps(n)
