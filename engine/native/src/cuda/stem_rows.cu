@@ -68,10 +68,9 @@ cudaError_t stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, i
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(kw), int(s), int(p)};
   const int L = int(K / kV), R = kThreads / L;
   const dim3 block(L, R);
-  const unsigned grid = grid_stride_blocks(total, R);  // R rows a block
-  CS_DISPATCH(tx, TX, CS_DISPATCH(t, T, stem_rows_kernel<TX, T><<<grid, block, 0, stream>>>(
-                                            static_cast<const TX*>(x), static_cast<T*>(rows), g,
-                                            int(total))));
+  CS_DISPATCH(tx, TX, CS_DISPATCH(t, T, constexpr auto kernel = stem_rows_kernel<TX, T>;
+                                  kernel<<<grid_stride_blocks<kernel>(total * L, L * R), block, 0, stream>>>(
+                                      static_cast<const TX*>(x), static_cast<T*>(rows), g, int(total))));
   return cudaGetLastError();
 }
 
