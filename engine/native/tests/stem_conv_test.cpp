@@ -107,14 +107,16 @@ int check_when() {
 
 // The gather kernel's rows (CUDA, or its host version) equal libtorch's
 // padding and strided copy bit for bit: fp32 and bf16 images into each
-// product dtype, borders, widened windows, strides 1 to 3.
+// product dtype, borders, widened windows, strides 1 to 3; on CUDA the
+// tiled kernel, and the direct one where the tile exceeds 48 KB (k 1, stride
+// 49: 85 pixels a tile, 4124 image columns).
 int check_rows(torch::Device dev) {
   struct R {
     int64_t N, H, W, k, s, p;
   };
   const auto cl = at::MemoryFormat::ChannelsLast;
   std::vector<R> shapes = {R{2, 20, 20, 7, 2, 3}, R{3, 15, 13, 3, 1, 1}, R{2, 9, 11, 5, 3, 0},
-                           R{1, 7, 7, 7, 2, 3}, R{2, 33, 31, 7, 2, 3}};
+                           R{1, 7, 7, 7, 2, 3},   R{2, 33, 31, 7, 2, 3}, R{1, 100, 100, 1, 49, 0}};
   if (dev.is_cuda()) shapes.push_back(R{256, 224, 224, 7, 2, 3});  // ResNet-50's stem
   for (const R& r : shapes)
     for (auto tx : {torch::kFloat32, torch::kBFloat16})

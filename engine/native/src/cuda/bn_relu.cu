@@ -1,10 +1,12 @@
 // bn_relu.cu: training-mode batch norm over channels_last activations ([M =
 // N H W rows, C channels]) with the residual add and the ReLU after it fused
 // in, forward and backward. Each thread owns 8 consecutive channels (one
-// 16-byte access of bf16/fp16) of some rows; statistics are Welford sums in
-// fp32 per thread, combined with Chan's formula across the threads of a block
-// and then across blocks, all in a fixed order (deterministic). The ReLU's
-// backward reads a bit mask (1 bit per element) written by the forward pass.
+// 16-byte access of bf16/fp16) of some rows; statistics are fp32 sums of x - K
+// and (x - K)^2 per thread, K a shift per channel and block (its first row),
+// added over the block's threads and turned into (count, mean, m2) per block,
+// then combined exactly over the blocks, all in a fixed order
+// (deterministic). The ReLU's backward reads a bit mask (1 bit per element)
+// written by the forward pass.
 #include <type_traits>
 
 #include "common.cuh"
@@ -22,139 +24,148 @@ constexpr int kV = 8;          // channels per thread
 // one after another: 45 us a call, 2.4 ms of ResNet-50's step at 256 x 224).
 constexpr int kSumLanes = 32;
 
-// Rows per block and blocks of the reductions over M rows: one wave of
-// per_sm blocks a multiprocessor. The scratch is laid out for kMaxPerSm.
+// Rows per block and blocks of the reductions over M rows: at most cap
+// blocks. The scratch is laid out for kMaxPerSm blocks a multiprocessor.
 constexpr int kMaxPerSm = 4;
 struct Split {
   int64_t rows_per_block, blocks;
 };
-Split split(int64_t M, int per_sm = kMaxPerSm) {
-  const int64_t cap = int64_t(sm_count()) * per_sm;
+Split split(int64_t M, int64_t cap = int64_t(sm_count()) * kMaxPerSm) {
   int64_t blocks = M < cap ? M : cap;
   if (blocks < 1) blocks = 1;
   const int64_t rpb = (M + blocks - 1) / blocks;
   return {rpb, (M + rpb - 1) / rpb};
 }
 
-// Blocks of kThreads running Kernel that one multiprocessor holds at once
-// (its registers decide: the backward's reduction at 77 registers holds 3,
-// so a grid of 4 a multiprocessor ran in two waves, the second a quarter
-// full), at most kMaxPerSm; computed once per kernel.
-template <auto Kernel>
-int resident_blocks() {
-  static const int n = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kThreads, 0) != cudaSuccess) b = 1;
-    return b < 1 ? 1 : (b > kMaxPerSm ? kMaxPerSm : b);
-  }();
-  return n;
-}
-
-// Kernel over M rows as one wave of its resident blocks: launched with
-// args..., then the rows per block and part; returns the split it ran with.
+// Kernel over M rows as one wave of its resident blocks (at most kMaxPerSm a
+// multiprocessor: the backward's reduction at 72-80 registers holds 3, so a grid
+// of 4 ran in two waves, the second a quarter full): launched with args...,
+// then the rows per block and part; returns the split it ran with.
 template <auto Kernel, typename... A>
 Split over_rows(int64_t M, float* part, cudaStream_t stream, A... args) {
-  const Split s = split(M, resident_blocks<Kernel>());
+  const int64_t most = int64_t(sm_count()) * kMaxPerSm, resident = resident_blocks<Kernel>(kThreads);
+  const Split s = split(M, resident < most ? resident : most);
   Kernel<<<unsigned(s.blocks), kThreads, 0, stream>>>(args..., s.rows_per_block, part);
   return s;
 }
 
-// Chan et al.'s combination of (n, mean, m2) with (nb, mb, m2b).
-__device__ __forceinline__ void chan(float& n, float& mean, float& m2, float nb, float mb, float m2b) {
-  if (nb == 0.f) return;
-  const float t = n + nb, d = mb - mean;
-  mean += d * (nb / t);
-  m2 += m2b + d * d * (n * nb / t);
-  n = t;
+// f(std::bool_constant<a>, std::bool_constant<b>): two runtime flags as
+// compile-time ones.
+template <typename F>
+auto with_flags(bool a, bool b, F f) {
+  const std::true_type yes;
+  const std::false_type no;
+  return a ? (b ? f(yes, yes) : f(yes, no)) : (b ? f(no, yes) : f(no, no));
 }
 
-// Per block: the Welford sums of its rows per channel -> part [block][3][C]
-// (count, mean, m2).
+// The end of a block's reduction: its threads have stored their sums in a
+// [R][C] and b [R][C]; per channel c (one thread each) the sums over the R
+// rows of threads, in order, go to emit(c, sum of a, sum of b).
+template <typename Emit>
+__device__ __forceinline__ void block_sums(const float* a, const float* b, int R, int C, Emit emit) {
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += kThreads) {
+    float sa = 0.f, sb = 0.f;
+    for (int i = 0; i < R; i++) {
+      sa += a[i * C + c];
+      sb += b[i * C + c];
+    }
+    emit(c, sa, sb);
+  }
+}
+
+// Sums s[0..kSumLanes)[x] into s[0][x] pairwise in a fixed tree, for each s
+// (every thread of the block calls it; s[0][x] is read after it returns).
+template <typename... S>
+__device__ __forceinline__ void lanes_sum(int lane, int x, S&... s) {
+  __syncthreads();
+  for (int half = kSumLanes / 2; half > 0; half /= 2) {  // lane l takes in lane l + half
+    if (lane < half) ((s[lane][x] += s[lane + half][x]), ...);
+    __syncthreads();
+  }
+}
+
+// Per block: per channel the sums of x - K and (x - K)^2 over its rows, K
+// the block's first row (no division per row, the threads' sums add up
+// plainly) -> part [block][3][C] as (count, mean, m2).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     bn_fwd_stats_kernel(const T* __restrict__ x, int64_t M, int C, int64_t rows_per_block,
                  float* __restrict__ part) {
-  __shared__ float s_mean[kThreads * kV], s_m2[kThreads * kV], s_n[kThreads];
+  __shared__ float s_s1[kThreads * kV], s_s2[kThreads * kV];
   const int L = C / kV, R = kThreads / L;
   const int cg = threadIdx.x % L, rl = threadIdx.x / L;
   const int64_t r0 = int64_t(blockIdx.x) * rows_per_block;
   const int64_t r1 = r0 + rows_per_block < M ? r0 + rows_per_block : M;
-  float n = 0.f, mean[kV], m2[kV];
-#pragma unroll
-  for (int k = 0; k < kV; k++) mean[k] = m2[k] = 0.f;
   if (rl < R) {
+    float K[kV], s1[kV], s2[kV];
+    load_f<T, kV>(x + r0 * C + cg * kV, K);
+#pragma unroll
+    for (int k = 0; k < kV; k++) s1[k] = s2[k] = 0.f;
 #pragma unroll 4
     for (int64_t r = r0 + rl; r < r1; r += R) {  // unrolled: loads of several rows in flight
       float v[kV];
       load_f<T, kV>(x + r * C + cg * kV, v);
-      n += 1.f;
-      const float inv = 1.f / n;
 #pragma unroll
       for (int k = 0; k < kV; k++) {
-        const float d = v[k] - mean[k];
-        mean[k] += d * inv;
-        m2[k] += d * (v[k] - mean[k]);
+        const float d = v[k] - K[k];
+        s1[k] += d;
+        s2[k] += d * d;
       }
     }
 #pragma unroll
     for (int k = 0; k < kV; k++) {
-      s_mean[rl * C + cg * kV + k] = mean[k];
-      s_m2[rl * C + cg * kV + k] = m2[k];
+      s_s1[rl * C + cg * kV + k] = s1[k];
+      s_s2[rl * C + cg * kV + k] = s2[k];
     }
-    if (cg == 0) s_n[rl] = n;
   }
-  __syncthreads();
-  if (rl != 0) return;
-  for (int k = 0; k < kV; k++) {
-    const int c = cg * kV + k;
-    float tn = s_n[0], tm = s_mean[c], t2 = s_m2[c];
-    for (int i = 1; i < R; i++) chan(tn, tm, t2, s_n[i], s_mean[i * C + c], s_m2[i * C + c]);
-    float* out = part + int64_t(blockIdx.x) * 3 * C;
-    out[c] = tn;
-    out[C + c] = tm;
-    out[2 * C + c] = t2;
-  }
+  const float n = float(r1 - r0);
+  float* out = part + int64_t(blockIdx.x) * 3 * C;
+  block_sums(s_s1, s_s2, R, C, [&](int c, float s1, float s2) {
+    const float d = s1 / n;  // the mean's offset from K
+    out[c] = n;
+    out[C + c] = to_f<T>(x[r0 * C + c]) + d;
+    out[2 * C + c] = fmaxf(s2 - s1 * d, 0.f);
+  });
 }
 
-// Per channel: the blocks' partials combined (kSumLanes lanes, each over every
-// kSumLanes-th block in order, then the lanes in a fixed tree); mean, invstd,
-// the running statistics (momentum, unbiased variance), and the affine
-// transform as scale = w invstd, shift = b - mean scale.
+// Per channel: the blocks' partials (count n_i, mean_i, m2_i) combined
+// exactly in two passes, mean = sum n_i mean_i / M, then m2 = sum m2_i +
+// n_i (mean_i - mean)^2 (kSumLanes lanes, each over every kSumLanes-th block
+// in order, then the lanes in a fixed tree); mean, invstd, the running
+// statistics (momentum, unbiased variance), and the affine transform as
+// scale = w invstd, shift = b - mean scale.
 __global__ void __launch_bounds__(32 * kSumLanes)
     bn_fwd_finalize_kernel(const float* __restrict__ part, int64_t blocks, int C, int64_t M,
                           const float* __restrict__ w, const float* __restrict__ b, float eps,
                           float momentum, float* running_mean, float* running_var,
                           float* __restrict__ save_mean, float* __restrict__ save_invstd,
                           float* __restrict__ scale, float* __restrict__ shift) {
-  __shared__ float sn[kSumLanes][32], sm[kSumLanes][32], s2[kSumLanes][32];
+  __shared__ float s_sum[kSumLanes][32], s_m2[kSumLanes][32];
   const int x = threadIdx.x, lane = threadIdx.y;
   const int c = blockIdx.x * 32 + x;
-  float n = 0.f, mean = 0.f, m2 = 0.f;
-  if (c < C) {
+  const bool in = c < C;
+  float acc = 0.f;
+  if (in) {
+#pragma unroll 4
+    for (int64_t i = lane; i < blocks; i += kSumLanes) acc += part[i * 3 * C + c] * part[i * 3 * C + C + c];
+  }
+  s_sum[lane][x] = acc;
+  lanes_sum(lane, x, s_sum);
+  const float mean = s_sum[0][x] / float(M);
+  acc = 0.f;
+  if (in) {
 #pragma unroll 4
     for (int64_t i = lane; i < blocks; i += kSumLanes) {
       const float* p = part + i * 3 * C;
-      chan(n, mean, m2, p[c], p[C + c], p[2 * C + c]);
+      const float d = p[C + c] - mean;
+      acc += p[2 * C + c] + p[c] * d * d;
     }
   }
-  sn[lane][x] = n;
-  sm[lane][x] = mean;
-  s2[lane][x] = m2;
-  __syncthreads();
-  for (int half = kSumLanes / 2; half > 0; half /= 2) {  // lane l takes in lane l + half
-    if (lane < half) {
-      float tn = sn[lane][x], tm = sm[lane][x], t2 = s2[lane][x];
-      chan(tn, tm, t2, sn[lane + half][x], sm[lane + half][x], s2[lane + half][x]);
-      sn[lane][x] = tn;
-      sm[lane][x] = tm;
-      s2[lane][x] = t2;
-    }
-    __syncthreads();
-  }
-  if (lane != 0 || c >= C) return;
-  n = sn[0][x];
-  mean = sm[0][x];
-  m2 = s2[0][x];
+  s_m2[lane][x] = acc;
+  lanes_sum(lane, x, s_m2);
+  if (lane != 0 || !in) return;
+  const float m2 = s_m2[0][x];
   const float var = m2 / float(M);
   const float invstd = rsqrtf(var + eps);
   save_mean[c] = mean;
@@ -169,23 +180,31 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   shift[c] = b[c] - mean * s;
 }
 
-// y = relu?(x scale + shift (+ residual)); mask bit k of byte (row, group) is
-// y > 0 for channel 8 group + k.
-template <typename T, bool RES, bool RELU>
-__global__ void __launch_bounds__(kThreads)
-    bn_fwd_apply_kernel(const T* __restrict__ x, const T* __restrict__ res, const float* __restrict__ scale,
-                 const float* __restrict__ shift, T* __restrict__ y, uint8_t* __restrict__ mask,
-                 int64_t vecs, int C) {
-  const int L = C / kV;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vecs;
-       i += int64_t(gridDim.x) * kThreads) {
-    const int cg = int(i % L);
-    float v[kV], sc[kV], sh[kV];
-    load_f<T, kV>(x + i * kV, v);
-    load_f<float, kV>(scale + cg * kV, sc);
-    load_f<float, kV>(shift + cg * kV, sh);
+// The coefficients of channels c0 .. c0 + kV - 1 from coef [NC][C].
+template <int NC>
+__device__ __forceinline__ void load_coefs(const float* coef, int C, int c0, float (&k)[NC][kV]) {
 #pragma unroll
-    for (int k = 0; k < kV; k++) v[k] = v[k] * sc[k] + sh[k];
+  for (int j = 0; j < NC; j++) load_f<float, kV>(coef + j * C + c0, k[j]);
+}
+
+// y = relu?(x scale + shift (+ residual)), scale and shift in coef [2][C];
+// mask bit k of byte (row, group) is y > 0 for channel 8 group + k. FIXED:
+// a thread's channels stay the same over its loop (its coefficients loaded
+// once).
+template <typename T, bool RES, bool RELU, bool FIXED>
+__global__ void __launch_bounds__(kThreads)
+    bn_fwd_apply_kernel(const T* __restrict__ x, const T* __restrict__ res, const float* __restrict__ coef,
+                 T* __restrict__ y, uint8_t* __restrict__ mask, int64_t vecs, int C) {
+  const int L = C / kV;
+  int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  float sc[2][kV];
+  if (FIXED) load_coefs<2>(coef, C, int(i % L) * kV, sc);
+  for (; i < vecs; i += int64_t(gridDim.x) * kThreads) {
+    if (!FIXED) load_coefs<2>(coef, C, int(i % L) * kV, sc);
+    float v[kV];
+    load_f<T, kV>(x + i * kV, v);
+#pragma unroll
+    for (int k = 0; k < kV; k++) v[k] = v[k] * sc[0][k] + sc[1][k];
     if (RES) {
       float r[kV];
       load_f<T, kV>(res + i * kV, r);
@@ -259,29 +278,23 @@ __global__ void __launch_bounds__(kThreads)
       s_gx[rl * C + cg * kV + k] = sgx[k];
     }
   }
-  __syncthreads();
-  if (rl != 0) return;
-  for (int k = 0; k < kV; k++) {
-    const int c = cg * kV + k;
-    float a = 0.f, bb = 0.f;
-    for (int i = 0; i < R; i++) {
-      a += s_g[i * C + c];
-      bb += s_gx[i * C + c];
-    }
-    float* out = part + int64_t(blockIdx.x) * 2 * C;
+  float* out = part + int64_t(blockIdx.x) * 2 * C;
+  block_sums(s_g, s_gx, R, C, [&](int c, float a, float bb) {
     out[c] = a;
     out[C + c] = bb;
-  }
+  });
 }
 
 // Per channel: dbias = sum g, dweight = sum g xhat (over the blocks'
 // partials: kSumLanes lanes in order, then the lanes in a fixed tree) and the
-// coefficients of dx = k1 g - kb - (x - mean) kx: k1 = w invstd,
-// kb = k1 dbias / M, kx = k1 invstd dweight / M.
+// coefficients of dx = k1 g - kb - (x - mean) kx = k1 g - kx x + k0 as coef
+// [3][C] = (k1, kx, k0): k1 = w invstd, kb = k1 dbias / M, kx = k1 invstd
+// dweight / M, k0 = kx mean - kb.
 __global__ void __launch_bounds__(32 * kSumLanes)
     bn_bwd_finalize_kernel(const float* __restrict__ part, int64_t blocks, int C, int64_t M,
-                        const float* __restrict__ w, const float* __restrict__ save_invstd,
-                        float* __restrict__ dw, float* __restrict__ db, float* __restrict__ coef) {
+                        const float* __restrict__ w, const float* __restrict__ save_mean,
+                        const float* __restrict__ save_invstd, float* __restrict__ dw,
+                        float* __restrict__ db, float* __restrict__ coef) {
   __shared__ float sa[kSumLanes][32], sb[kSumLanes][32];
   const int x = threadIdx.x, lane = threadIdx.y;
   const int c = blockIdx.x * 32 + x;
@@ -295,49 +308,57 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   }
   sa[lane][x] = a;
   sb[lane][x] = bb;
-  __syncthreads();
-  for (int half = kSumLanes / 2; half > 0; half /= 2) {
-    if (lane < half) {
-      sa[lane][x] += sa[lane + half][x];
-      sb[lane][x] += sb[lane + half][x];
-    }
-    __syncthreads();
-  }
+  lanes_sum(lane, x, sa, sb);
   if (lane != 0 || c >= C) return;
   a = sa[0][x];
   bb = sb[0][x];
   db[c] = a;
   dw[c] = bb;
   const float is = save_invstd[c], k1 = w[c] * is;
+  const float kb = k1 * a / float(M), kx = k1 * is * bb / float(M);
   coef[c] = k1;
-  coef[C + c] = k1 * a / float(M);
-  coef[2 * C + c] = k1 * is * bb / float(M);
+  coef[C + c] = kx;
+  coef[2 * C + c] = kx * save_mean[c] - kb;
 }
 
-template <typename T, bool RELU>
+// dx = k1 g - kx x + k0 (g masked by the ReLU where RELU), coef [3][C] =
+// (k1, kx, k0); FIXED as for the forward's apply.
+template <typename T, bool RELU, bool FIXED>
 __global__ void __launch_bounds__(kThreads)
     bn_bwd_apply_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ mask,
-                     const T* __restrict__ x, const float* __restrict__ save_mean,
-                     const float* __restrict__ coef, T* __restrict__ dx, int64_t vecs, int C) {
+                     const T* __restrict__ x, const float* __restrict__ coef, T* __restrict__ dx,
+                     int64_t vecs, int C) {
   const int L = C / kV;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vecs;
-       i += int64_t(gridDim.x) * kThreads) {
-    const int c0 = int(i % L) * kV;
-    float g[kV], v[kV], mu[kV], k1[kV], kb[kV], kx[kV];
+  int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  float k[3][kV];
+  if (FIXED) load_coefs<3>(coef, C, int(i % L) * kV, k);
+  for (; i < vecs; i += int64_t(gridDim.x) * kThreads) {
+    if (!FIXED) load_coefs<3>(coef, C, int(i % L) * kV, k);
+    float g[kV], v[kV];
     load_f<T, kV>(dy + i * kV, g);
     load_f<T, kV>(x + i * kV, v);
-    load_f<float, kV>(save_mean + c0, mu);
-    load_f<float, kV>(coef + c0, k1);
-    load_f<float, kV>(coef + C + c0, kb);
-    load_f<float, kV>(coef + 2 * C + c0, kx);
     const unsigned bits = RELU ? mask[i] : 0xffu;
 #pragma unroll
-    for (int k = 0; k < kV; k++) {
-      const float gk = (bits >> k) & 1u ? g[k] : 0.f;
-      v[k] = k1[k] * gk - kb[k] - (v[k] - mu[k]) * kx[k];
+    for (int e = 0; e < kV; e++) {
+      const float ge = (bits >> e) & 1u ? g[e] : 0.f;
+      v[e] = k[0][e] * ge - k[1][e] * v[e] + k[2][e];
     }
     store_f<T, kV>(dx + i * kV, v);
   }
+}
+
+// Fixed or Moving (the same kernel, FIXED or not) over vecs items of kV
+// channels as one wave of resident blocks, launched with args..., vecs, C:
+// Fixed where each thread's channels stay the same over its loop (one item a
+// thread, or a stride a multiple of the C / kV channel groups).
+template <auto Fixed, auto Moving, typename... A>
+void over_items(int64_t vecs, int C, cudaStream_t stream, A... args) {
+  const unsigned grid = grid_stride_blocks<Fixed>(vecs, kThreads);
+  const int64_t stride = int64_t(grid) * kThreads;
+  if (stride >= vecs || stride % (C / kV) == 0)
+    Fixed<<<grid, kThreads, 0, stream>>>(args..., vecs, C);
+  else
+    Moving<<<grid_stride_blocks<Moving>(vecs, kThreads), kThreads, 0, stream>>>(args..., vecs, C);
 }
 
 template <typename T>
@@ -346,24 +367,18 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
                 float* scratch, int64_t M, int64_t C, float eps, float momentum, bool relu,
                 cudaStream_t stream) {
   float* part = scratch;                                // [blocks][3][C]
-  float* scale = scratch + split(M).blocks * 3 * C;     // [C]
-  float* shift = scale + C;                             // [C]
+  float* coef = scratch + split(M).blocks * 3 * C;      // [2][C]: scale, shift
   const T* xt = static_cast<const T*>(x);
   const Split s = over_rows<bn_fwd_stats_kernel<T>>(M, part, stream, xt, M, int(C));
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
-      part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, scale, shift);
-  const int64_t vecs = M * C / kV;
-  const unsigned grid = grid_stride_blocks(vecs, kThreads);
+      part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, coef, coef + C);
   const T* rt = static_cast<const T*>(res);
   T* yt = static_cast<T*>(y);
-  if (res && relu)
-    bn_fwd_apply_kernel<T, true, true><<<grid, kThreads, 0, stream>>>(xt, rt, scale, shift, yt, mask, vecs, int(C));
-  else if (res)
-    bn_fwd_apply_kernel<T, true, false><<<grid, kThreads, 0, stream>>>(xt, rt, scale, shift, yt, mask, vecs, int(C));
-  else if (relu)
-    bn_fwd_apply_kernel<T, false, true><<<grid, kThreads, 0, stream>>>(xt, rt, scale, shift, yt, mask, vecs, int(C));
-  else
-    bn_fwd_apply_kernel<T, false, false><<<grid, kThreads, 0, stream>>>(xt, rt, scale, shift, yt, mask, vecs, int(C));
+  with_flags(res != nullptr, relu, [&](auto res_flag, auto relu_flag) {
+    constexpr bool kRes = decltype(res_flag)::value, kRelu = decltype(relu_flag)::value;
+    over_items<bn_fwd_apply_kernel<T, kRes, kRelu, true>, bn_fwd_apply_kernel<T, kRes, kRelu, false>>(
+        M * C / kV, int(C), stream, xt, rt, coef, yt, mask);
+  });
   return cudaGetLastError();
 }
 
@@ -372,7 +387,7 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
                 const float* save_mean, const float* save_invstd, void* dx, void* dres, float* dw,
                 float* db, float* scratch, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
   float* part = scratch;                             // [blocks][2][C]
-  float* coef = scratch + split(M).blocks * 2 * C;   // [3][C]
+  float* coef = scratch + split(M).blocks * 2 * C;   // [3][C]: k1, kx, k0
   const T* dyt = static_cast<const T*>(dy);
   const T* dy2t = static_cast<const T*>(dy2);
   const T* xt = static_cast<const T*>(x);
@@ -383,22 +398,17 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
     constexpr auto kernel = bn_bwd_reduce_kernel<T, decltype(relu_flag)::value, decltype(dres_flag)::value>;
     return over_rows<kernel>(M, part, stream, dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c);
   };
-  const std::true_type yes;
-  const std::false_type no;
-  const Split s = relu ? (dres ? reduce(yes, yes) : reduce(yes, no))
-                       : (dres ? reduce(no, yes) : reduce(no, no));
+  const Split s = with_flags(relu, dres != nullptr, reduce);
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
-      part, s.blocks, c, M, w, save_invstd, dw, db, coef);
+      part, s.blocks, c, M, w, save_mean, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
-  const unsigned grid = grid_stride_blocks(vecs, kThreads);
+  T* dxt = static_cast<T*>(dx);
   // With a second gradient the second pass reads the masked sum the first
   // wrote as the residual's gradient: one tensor, no mask.
-  if (dy2)
-    bn_bwd_apply_kernel<T, false><<<grid, kThreads, 0, stream>>>(dr, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
-  else if (relu)
-    bn_bwd_apply_kernel<T, true><<<grid, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
+  if (relu && !dy2)
+    over_items<bn_bwd_apply_kernel<T, true, true>, bn_bwd_apply_kernel<T, true, false>>(vecs, c, stream, dyt, mask, xt, coef, dxt);
   else
-    bn_bwd_apply_kernel<T, false><<<grid, kThreads, 0, stream>>>(dyt, mask, xt, save_mean, coef, static_cast<T*>(dx), vecs, c);
+    over_items<bn_bwd_apply_kernel<T, false, true>, bn_bwd_apply_kernel<T, false, false>>(vecs, c, stream, dy2 ? dr : dyt, mask, xt, coef, dxt);
   return cudaGetLastError();
 }
 

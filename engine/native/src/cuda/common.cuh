@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 
@@ -83,10 +84,25 @@ inline bool aligned(const void* p, int64_t n) {
 // The multiprocessor count of the current device (cached per device).
 int sm_count();
 
-// Blocks of `threads` for a grid-stride loop over n items: one item a
-// thread, at most 8 blocks per multiprocessor, at least one block.
-inline unsigned grid_stride_blocks(int64_t n, int threads) {
-  const int64_t cap = int64_t(sm_count()) * 8;
+// Blocks of kernel (threads a block, smem bytes of dynamic shared memory)
+// that one multiprocessor of the current device holds at once, at least 1
+// (its registers and shared memory decide); cache holds one (threads, smem)
+// answer per device.
+int resident_per_sm(const void* kernel, int threads, size_t smem, std::atomic<uint64_t> (&cache)[64]);
+
+// One wave of Kernel: the blocks of `threads` (with smem bytes of dynamic
+// shared memory) that the whole device holds at once.
+template <auto Kernel>
+int resident_blocks(int threads, size_t smem = 0) {
+  static std::atomic<uint64_t> cache[64];
+  return resident_per_sm(reinterpret_cast<const void*>(Kernel), threads, smem, cache) * sm_count();
+}
+
+// Blocks of `threads` for Kernel's grid-stride loop over n items, one item a
+// thread: as many as the items need, at most one wave, at least one block.
+template <auto Kernel>
+unsigned grid_stride_blocks(int64_t n, int threads, size_t smem = 0) {
+  const int64_t cap = resident_blocks<Kernel>(threads, smem);
   const int64_t g = (n + threads - 1) / threads;
   return unsigned(g < cap ? (g > 0 ? g : 1) : cap);
 }

@@ -30,5 +30,19 @@ int smem_per_block_optin() {
   return cached_attribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024);
 }
 
+int resident_per_sm(const void* kernel, int threads, size_t smem, std::atomic<uint64_t> (&cache)[64]) {
+  // An entry packs threads (16 bits), smem (32) and the answer (16); 0 is none.
+  const uint64_t key = uint64_t(threads) << 48 | uint64_t(smem) << 16;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
+  const uint64_t e = cache[dev].load(std::memory_order_relaxed);
+  if (e != 0 && (e & ~uint64_t(0xffff)) == key) return int(e & 0xffff);
+  int b = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, smem) != cudaSuccess || b < 1) b = 1;
+  if (b > 0xffff) b = 0xffff;
+  cache[dev].store(key | uint64_t(b), std::memory_order_relaxed);
+  return b;
+}
+
 }  // namespace cuda
 }  // namespace cs

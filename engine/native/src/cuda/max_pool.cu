@@ -89,6 +89,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Kernel over n items (8 channels of a pixel each) as one wave of its
+// resident blocks.
+template <auto Kernel, typename... A>
+void launch(int64_t n, cudaStream_t stream, A... args) {
+  Kernel<<<grid_stride_blocks<Kernel>(n, kThreads), kThreads, 0, stream>>>(args...);
+}
+
 }  // namespace
 
 bool max_pool_supports(int64_t C, int64_t k, int64_t s, int64_t p) {
@@ -102,13 +109,12 @@ cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t 
       !aligned(arg, 8))
     return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(s), int(p)};
-  const unsigned grid = grid_stride_blocks(N * Ho * Wo * (C / kV), kThreads);
+  const int64_t n = N * Ho * Wo * (C / kV);
   if (t == DType::BF16)
-    max_pool_fwd_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), arg, g);
+    launch<max_pool_fwd_kernel<__nv_bfloat16>>(n, stream, static_cast<const __nv_bfloat16*>(x),
+                                               static_cast<__nv_bfloat16*>(y), arg, g);
   else
-    max_pool_fwd_kernel<__half><<<grid, kThreads, 0, stream>>>(static_cast<const __half*>(x),
-                                                           static_cast<__half*>(y), arg, g);
+    launch<max_pool_fwd_kernel<__half>>(n, stream, static_cast<const __half*>(x), static_cast<__half*>(y), arg, g);
   return cudaGetLastError();
 }
 
@@ -119,13 +125,12 @@ cudaError_t max_pool_bwd(const void* dy, const uint8_t* arg, void* dx, DType t, 
       !aligned(arg, 8))
     return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(s), int(p)};
-  const unsigned grid = grid_stride_blocks(N * H * W * (C / kV), kThreads);
+  const int64_t n = N * H * W * (C / kV);
   if (t == DType::BF16)
-    max_pool_bwd_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(dy), arg, static_cast<__nv_bfloat16*>(dx), g);
+    launch<max_pool_bwd_kernel<__nv_bfloat16>>(n, stream, static_cast<const __nv_bfloat16*>(dy), arg,
+                                               static_cast<__nv_bfloat16*>(dx), g);
   else
-    max_pool_bwd_kernel<__half><<<grid, kThreads, 0, stream>>>(static_cast<const __half*>(dy), arg,
-                                                           static_cast<__half*>(dx), g);
+    launch<max_pool_bwd_kernel<__half>>(n, stream, static_cast<const __half*>(dy), arg, static_cast<__half*>(dx), g);
   return cudaGetLastError();
 }
 
