@@ -183,7 +183,7 @@ func TestStepsMatchStep(t *testing.T) {
 	assert.Equal(t, one, several, "the CPU losses must be bitwise equal")
 	equalParams(t, ea, eb)
 
-	for _, n := range []int{0, 1001} {
+	for _, n := range []int{0, 1001, 1 << 33} { // 1 << 33: past int32, not wrapped into range
 		_, err := eb.Steps(n)
 		require.ErrorIs(t, err, engine.ErrConfig, "steps %d", n)
 		assert.Contains(t, err.Error(), "out of range 1..1000")

@@ -34,9 +34,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// cs_steps' most steps a call (the answer holds every step's metrics).
-constexpr int64_t kMaxStepsPerCall = 1000;
-
 // A malloc'd copy of s for the caller (cs_free releases it); NULL when even
 // that allocation fails.
 char* copy_out(const std::string& s) noexcept {
@@ -197,19 +194,9 @@ cs_status cs_steps(cs_engine* e, const char* request_json, char** out, char** er
   return guarded(err, [&] {
     cs::Trainer& t = trainer(e, out, "cs_steps");
     if (!request_json) throw cs::ConfigError("cs_steps: request is NULL");
-    json j;
-    try {
-      j = json::parse(request_json);
-    } catch (const json::exception& x) {
-      throw cs::ConfigError(std::string("steps request: ") + x.what());
-    }
-    if (!j.is_object() || j.size() != 1 || !j.contains("steps") || !j["steps"].is_number_integer())
-      throw cs::ConfigError("steps request: expected {\"steps\": n}, got " + j.dump());
-    const int64_t n = j["steps"].get<int64_t>();
-    if (n < 1 || n > kMaxStepsPerCall)
-      throw cs::ConfigError("steps request: steps " + std::to_string(n) + " is out of range 1.." +
-                            std::to_string(kMaxStepsPerCall));
-    return put_json(t.steps(int(n)), out);
+    const json j = cs::parse_request("steps request", request_json, {"steps"});
+    if (!j.contains("steps")) throw cs::ConfigError("steps request: expected {\"steps\": n}");
+    return put_json(t.steps(j["steps"].get<int>()), out);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -267,6 +268,32 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   if (c.fault.kind == "slow" && c.fault.slow_ms == 0)
     throw ConfigError("fault.slow_ms must be ≥ 1 when fault.kind is slow");
   return c;
+}
+
+json parse_request(const std::string& what, const std::string& text,
+                   const std::vector<std::string>& fields) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ConfigError(what + ": " + e.what());
+  }
+  if (!j.is_object()) throw ConfigError(what + ": expected a JSON object");
+  for (const auto& kv : j.items()) {
+    const std::string& k = kv.key();
+    if (std::find(fields.begin(), fields.end(), k) == fields.end())
+      throw ConfigError(what + ": unknown field \"" + k + "\"");
+    if (k != "steps") {
+      if (!kv.value().is_string()) throw ConfigError(what + ": " + k + " must be a string");
+      continue;
+    }
+    if (!kv.value().is_number_integer()) throw ConfigError(what + ": steps must be an integer");
+    const int64_t n = kv.value().get<int64_t>();
+    if (n < 1 || n > kMaxRequestSteps)
+      throw ConfigError(what + ": steps " + std::to_string(n) + " is out of range 1.." +
+                        std::to_string(kMaxRequestSteps));
+  }
+  return j;
 }
 
 }  // namespace cs

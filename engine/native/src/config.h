@@ -1,6 +1,8 @@
 // config.h: the engine configuration (engine/config.go is the JSON contract).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -56,5 +58,15 @@ struct EngineConfig {
 // Parses and validates a config JSON document. Throws ConfigError naming the
 // field. With model_only, fields outside the model are not validated (cs_describe).
 EngineConfig parse_config(const std::string& json, bool model_only = false);
+
+// The most steps one cs_steps or cs_profile call runs.
+constexpr int kMaxRequestSteps = 1000;
+
+// An ABI call's request document (cs_steps, cs_profile): a JSON object with no
+// key outside fields, its "steps" (where present) an integer in
+// 1..kMaxRequestSteps and its other fields strings. Throws ConfigError
+// "<what>: ...".
+nlohmann::json parse_request(const std::string& what, const std::string& text,
+                             const std::vector<std::string>& fields);
 
 }  // namespace cs

@@ -39,7 +39,6 @@ namespace kprof = torch::autograd::profiler;
 namespace pimpl = torch::profiler::impl;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kMaxSteps = 1000;
 constexpr size_t kNameMax = 1000;          // characters of a kernel name returned
 const char kStepPrefix[] = "ProfilerStep#";  // torch.profiler's step annotation
 
@@ -121,28 +120,10 @@ int64_t write_trace(const std::string& path, kprof::ProfilerResult& r, const jso
 }  // namespace
 
 ProfileRequest parse_profile_request(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ConfigError(std::string("profile request: ") + e.what());
-  }
-  if (!j.is_object()) throw ConfigError("profile request: expected a JSON object");
+  const json j = parse_request("profile request", text, {"steps", "trace_path"});
   ProfileRequest r;
-  for (const auto& kv : j.items()) {
-    if (kv.key() == "steps") {
-      if (!kv.value().is_number_integer()) throw ConfigError("profile request: steps must be an integer");
-      r.steps = kv.value().get<int>();
-    } else if (kv.key() == "trace_path") {
-      if (!kv.value().is_string()) throw ConfigError("profile request: trace_path must be a string");
-      r.trace_path = kv.value().get<std::string>();
-    } else {
-      throw ConfigError("profile request: unknown field \"" + kv.key() + "\"");
-    }
-  }
-  if (r.steps < 1 || r.steps > kMaxSteps)
-    throw ConfigError("profile request: steps " + std::to_string(r.steps) + " is out of range 1.." +
-                      std::to_string(kMaxSteps));
+  r.steps = j.value("steps", r.steps);
+  r.trace_path = j.value("trace_path", r.trace_path);
   return r;
 }
 

@@ -106,8 +106,9 @@ __device__ void write_partials(const float* sm, int warps, int C, float* part) {
 // N values of dy at i, plus dy2's with DY2: the sum rounded to TO, as
 // autograd's add of the two gradients rounds it. A template argument, not a
 // test of dy2: with a branch in the loads the register-held backward for
-// rows of 768 compiled to 96 registers instead of 123, fewer loads in
-// flight (GPT-2's step 0.5 ms slower with graphs, docs/perf.md ninth session).
+// rows of 768 compiled to 96 registers instead of 123, fewer loads in flight
+// (suspected of GPT-2's 0.5 ms slower step in the ninth session; the tenth's
+// calls did not resolve a difference, docs/perf.md).
 template <typename TO, int N, bool DY2>
 __device__ __forceinline__ void load_dy(const TO* dy, const TO* dy2, int64_t i, float (&g)[N]) {
   load_f<TO, N>(dy + i, g);
