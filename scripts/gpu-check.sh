@@ -8,14 +8,19 @@
 #             CASESTUDY_GPU_TESTS=1 and -test.run $TEST_RUN
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
-#             bn, max_pool: pool, linear_act: lin, stem_conv: stem, linear_casts:
-#             cast) is switched off for every
+#             bn, max_pool: pool, linear_act: lin, linear_qkv: qkv, stem_conv:
+#             stem, linear_casts: cast) is switched off for every
 #             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
 #             CUDA graphs (the engine's kernels on), bf16 without the lin
 #             kernel, bf16 without any (CASESTUDY_KERNELS=native); the
 #             nanoGPT-style reference (the strongest), eager and torch.compile
 #   gpt-more  the same group: Hugging Face's GPT-2 eager and compiled, engine fp32
+#   gpt-ab    (not by default) GPT-2's verdicts on launches, not steps: AB_ROUNDS
+#             (3) rounds, each a fresh launch of the engine bf16 + graphs, of
+#             the same with the kernels named in AB_OFF (default qkv) left out,
+#             one launch each, and of the nanoGPT-style reference compiled;
+#             names end in -rN (about 50 s a round)
 #   losscurve GPT-2 124M, 4 x 1024 tokens, LOSS_STEPS (200) steps from each of
 #             LOSS_SEEDS (1 2 3 4 5): the engine's kernels (bf16), the portable
 #             path (bf16) and fp32; the kernels pass when the seeds do not show
@@ -187,8 +192,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
   esac
 done
 
@@ -440,6 +445,17 @@ stage_gpt() {
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native 6 "$c,\"precision\":\"bf16\"}"
   reference "$g" gpt2_nano.py 20 35 --micro-batch 16 --seq-len 1024
 }
+stage_gpt_ab() {
+  local g="gpt-124m 16x1024 (launches)" c=$GPT_CFG i k
+  for ((i = 1; i <= ${AB_ROUNDS:-3}; i++)); do
+    engine "$g" "engine-bf16-graphs-r$i" 6 "$c,\"precision\":\"bf16\",\"graphs\":true}"
+    for k in ${AB_OFF:-qkv}; do
+      run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-no$k-r$i" 6 \
+        "$c,\"precision\":\"bf16\",\"graphs\":true}"
+    done
+    ref_pre=nano-r$i reference "$g" gpt2_nano.py 0 35 --micro-batch 16 --seq-len 1024
+  done
+}
 stage_gpt_more() { # the weaker references and fp32, in the same group as stage_gpt
   local g="gpt-124m 16x1024" c=$GPT_CFG
   reference "$g" gpt2_hf.py 25 45 --micro-batch 16 --seq-len 1024
@@ -569,7 +585,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin stem_conv:stem linear_casts:cast"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -931,6 +947,7 @@ for s in $STAGES; do
   case $s in
     tests) stage_tests ;;
     gpt) stage_gpt ;;
+    gpt-ab) stage_gpt_ab ;;
     gpt-more) stage_gpt_more ;;
     losscurve) stage_losscurve ;;
     resnet50-fp16) stage_resnet50_fp16 ;;

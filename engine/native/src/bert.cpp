@@ -214,10 +214,8 @@ struct EncoderLayer : torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> forward_twin(const torch::Tensor& x,
                                                        const torch::Tensor& x_res) {
     const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
-    // unbind: one stack in the backward (see gpt.cpp), not three full-size zero fills.
-    auto qkv_ = qkv->forward_act(x, Act::None).view({B, T, 3, heads, H / heads}).unbind(2);
-    auto ctx = compat::attention(qkv_[0].transpose(1, 2), qkv_[1].transpose(1, 2),
-                                 qkv_[2].transpose(1, 2))
+    auto qkv_ = linear_qkv(x, qkv->weight, qkv->bias, heads);
+    auto ctx = compat::attention(qkv_[0], qkv_[1], qkv_[2])
                    .transpose(1, 2)
                    .reshape({B, T, H});
     auto a = attn_out->forward_act(ctx, Act::None);

@@ -131,12 +131,8 @@ struct BlockImpl : torch::nn::Module {
     }
     const auto B = x.size(0), T = x.size(1), d = x.size(2);
     auto h = block_layer_norm(x, ln_1_w, ln_1_b, 1e-5);
-    // unbind, not qkv[i]: its backward stacks the three gradients into one
-    // [B, T, 3, H, hd] tensor, where three selects would each fill a zero
-    // tensor of the full size and add them up.
-    auto qkv = linear_act(h, c_attn_w, c_attn_b, Act::None).view({B, T, 3, heads, d / heads}).unbind(2);
-    auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
-                                      qkv[2].transpose(1, 2));  // [B, H, T, hd]
+    auto qkv = linear_qkv(h, c_attn_w, c_attn_b, heads);
+    auto y = compat::causal_attention(qkv[0], qkv[1], qkv[2]);  // [B, H, T, hd]
     y = y.transpose(1, 2).contiguous().view({B, T, d});
     auto r = x + linear_act(y, attn_proj_w, attn_proj_b, Act::None);
     h = block_layer_norm(r, ln_2_w, ln_2_b, 1e-5);
@@ -159,10 +155,8 @@ struct BlockImpl : torch::nn::Module {
     const auto dt = compat::autocast_dtype(c10::DeviceType::CUDA);
     const auto B = x.size(0), T = x.size(1), d = x.size(2);
     auto n1 = add_layer_norm(x, delta, ln_1_w, ln_1_b, 1e-5, dt);
-    auto qkv =
-        linear_act(n1.y, c_attn_w, c_attn_b, Act::None).view({B, T, 3, heads, d / heads}).unbind(2);
-    auto y = compat::causal_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
-                                      qkv[2].transpose(1, 2));
+    auto qkv = linear_qkv(n1.y, c_attn_w, c_attn_b, heads);
+    auto y = compat::causal_attention(qkv[0], qkv[1], qkv[2]);
     y = y.transpose(1, 2).contiguous().view({B, T, d});
     auto n2 = add_layer_norm(n1.r, linear_act(y, attn_proj_w, attn_proj_b, Act::None), ln_2_w,
                              ln_2_b, 1e-5, dt);

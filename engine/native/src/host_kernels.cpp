@@ -412,5 +412,23 @@ void bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float*
                                      static_cast<T*>(dz_out), db, act, rows, C));
 }
 
+void qkv_bwd(const kern::HeadsGrad& g, void* dz, float* db, float* scratch, DType t) {
+  if (!kern::heads_grad_valid(g) || !dz) bad("qkv_bwd: arguments");
+  const int64_t d = g.H * g.D, C = 3 * d, rows = g.B * g.T;
+  CS_HOST_DISPATCH(t, T, {
+    T* out = static_cast<T*>(dz);
+    for (int64_t b = 0; b < g.B; b++)
+      for (int64_t i = 0; i < g.T; i++)
+        for (int s = 0; s < 3; s++)
+          for (int64_t h = 0; h < g.H; h++)
+            for (int64_t j = 0; j < g.D; j++)
+              out[(b * g.T + i) * C + s * d + h * g.D + j] =
+                  static_cast<const T*>(g.src[s])[b * g.stride[s][0] + h * g.stride[s][1] +
+                                                  i * g.stride[s][2] + j];
+    bias_bwd<T>(out, nullptr, nullptr, db, Act::None, rows, C);
+  });
+  (void)scratch;
+}
+
 }  // namespace host
 }  // namespace cs

@@ -60,6 +60,7 @@ void cast_f32_many(const kern::CastJob* jobs, int count, DType to);
 int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);
 void bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float* scratch, DType t,
                   Act act, int64_t rows, int64_t C);
+void qkv_bwd(const kern::HeadsGrad& g, void* dz, float* db, float* scratch, DType t);
 
 }  // namespace host
 }  // namespace cs

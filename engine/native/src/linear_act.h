@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include <array>
+
 #include "cuda/dtype.h"
 
 namespace cs {
@@ -27,5 +29,19 @@ torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& weight,
 // Whether linear_act runs the "lin" kernel for x and weight: the kernel
 // switched on, autocast on for x's device in bf16 or fp16, weight on x's device.
 bool linear_act_fused(const torch::Tensor& x, const torch::Tensor& weight);
+
+// A transformer's qkv projection: x [B, T, in] times weight [3 d, in] plus
+// bias [3 d], returned as q, k and v [B, heads, T, d / heads] (views of the
+// projection as [B, T, 3, heads, d / heads]). With the "qkv" kernel
+// (linear_qkv_fused) the backward writes the projection's output gradient
+// from the three gradients and sums its bias gradient in the same pass; else
+// linear_act and unbind, whose backward stacks the three and sums in a
+// second pass.
+std::array<torch::Tensor, 3> linear_qkv(const torch::Tensor& x, const torch::Tensor& weight,
+                                        const torch::Tensor& bias, int64_t heads);
+
+// Whether linear_qkv runs the "qkv" kernel: it and "lin" switched on
+// (linear_act_fused), x 3-D, weight's rows a multiple of 3 heads.
+bool linear_qkv_fused(const torch::Tensor& x, const torch::Tensor& weight, int64_t heads);
 
 }  // namespace cs

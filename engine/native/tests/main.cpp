@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"kernels", kernels_tests},
                           {"linear_ce", linear_ce_tests}, {"add_layer_norm", add_layer_norm_tests},
                           {"bn_relu", bn_relu_tests}, {"max_pool", max_pool_tests},
-                          {"linear_act", linear_act_tests}, {"profile_spans", profile_spans_tests},
+                          {"linear_act", linear_act_tests}, {"linear_qkv", linear_qkv_tests},
+                          {"profile_spans", profile_spans_tests},
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
                           {"linear_casts", linear_casts_tests}}) {
     bool wanted = argc < 2;

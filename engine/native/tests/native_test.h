@@ -57,6 +57,7 @@ int add_layer_norm_tests();
 int bn_relu_tests();
 int max_pool_tests();
 int linear_act_tests();
+int linear_qkv_tests();
 int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();

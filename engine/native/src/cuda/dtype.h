@@ -22,5 +22,23 @@ struct CastJob {
   int64_t n;
 };
 
+// The q, k and v gradients of a transformer's qkv projection for the "qkv"
+// kernel: each [B, H, T, D], element (b, h, t, j) at src[s] + b stride[s][0] +
+// h stride[s][1] + t stride[s][2] + j, gathered into the projection's output
+// gradient [B T, 3 H D] (row b T + t, column s H D + h D + j).
+struct HeadsGrad {
+  const void* src[3];
+  int64_t stride[3][3];
+  int64_t B, H, T, D;
+};
+
+// Whether g is one the kernels take: sources given, sizes positive (B T may be
+// 0), rows and columns within 32 bits.
+inline bool heads_grad_valid(const HeadsGrad& g) {
+  if (!g.src[0] || !g.src[1] || !g.src[2] || g.B < 0 || g.T < 0 || g.H < 1 || g.D < 1) return false;
+  const int64_t lim = int64_t(1) << 31;
+  return g.T < lim && g.B <= lim / (g.T > 0 ? g.T : 1) && g.H < lim && g.D <= lim / (3 * g.H);
+}
+
 }  // namespace kern
 }  // namespace cs

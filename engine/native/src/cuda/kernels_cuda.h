@@ -115,6 +115,12 @@ using kern::Act;
 int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);
 cudaError_t bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float* scratch,
                          DType t, Act act, int64_t rows, int64_t C, cudaStream_t stream);
+// The qkv projection's backward: its output gradient dz [B T, 3 H D] (dtype t)
+// gathered from the q, k and v gradients (HeadsGrad), and db = dz's column
+// sums in fp32, in one pass; scratch as for bias_act_bwd(B T, 3 H D).
+using kern::HeadsGrad;
+cudaError_t qkv_bwd(const HeadsGrad& g, void* dz, float* db, float* scratch, DType t,
+                    cudaStream_t stream);
 
 // ---- cast.cu ---------------------------------------------------------------------
 // dst[i] = src[i] rounded to dtype to (bf16 or fp16) for i < n, for every job,
