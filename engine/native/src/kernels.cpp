@@ -11,7 +11,7 @@ namespace kernels {
 namespace {
 
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool", "lin", "stem", "cast", "res"};
+  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool", "lin", "stem", "cast", "res", "adam"};
   return n;
 }
 

@@ -22,6 +22,9 @@
 //        kernel, not by an add of their own (batch_norm_act_twin, bn_relu.h:
 //        ResNet's blocks; add_layer_norm_twin, add_layer_norm.h: BERT's
 //        LayerNorms)
+//   adam the AdamW step of every parameter (fp32) in one launch per 64
+//        tensors, both groups together, the gradients only read
+//        (Optimizer, optim.h; GPT and BERT)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -45,7 +48,8 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,adam"), "none" when
+// none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not

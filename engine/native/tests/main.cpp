@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
                           {"bn_relu", bn_relu_tests}, {"max_pool", max_pool_tests},
                           {"linear_act", linear_act_tests}, {"profile_spans", profile_spans_tests},
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
-                          {"linear_casts", linear_casts_tests}}) {
+                          {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;

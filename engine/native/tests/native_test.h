@@ -60,3 +60,4 @@ int linear_act_tests();
 int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();
+int adamw_tests();

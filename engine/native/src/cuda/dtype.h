@@ -22,5 +22,21 @@ struct CastJob {
   int64_t n;
 };
 
+// One tensor of the "adam" kernel: n fp32 values of a parameter, its gradient
+// and its two AdamW moments, all laid out alike; weight_decay is its group's.
+struct AdamwJob {
+  float* param;
+  const float* grad;
+  float* exp_avg;
+  float* exp_avg_sq;
+  int64_t n;
+  double weight_decay;
+};
+
+// The AdamW hyper-parameters every tensor of an "adam" launch shares.
+struct AdamwHyper {
+  double lr, beta1, beta2, eps;
+};
+
 }  // namespace kern
 }  // namespace cs
