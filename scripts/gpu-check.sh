@@ -9,7 +9,7 @@
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
 #             bn, max_pool: pool, linear_act: lin, linear_qkv: qkv, stem_conv:
-#             stem, linear_casts: cast) is switched off for every
+#             stem, linear_casts: cast, adamw: adam) is switched off for every
 #             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
 #             CUDA graphs (the engine's kernels on), bf16 without the lin
@@ -585,7 +585,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then

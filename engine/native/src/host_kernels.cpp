@@ -383,6 +383,42 @@ void cast_f32_many(const kern::CastJob* jobs, int count, DType to_dt) {
   }
 }
 
+// ---- AdamW over many tensors --------------------------------------------------------
+
+// adamw.cu's arithmetic, the same float operations in the same order (the
+// host's powf may round the bias corrections differently by an ulp).
+void adamw_many(const kern::AdamwJob* jobs, int count, const kern::AdamwHyper& h, const float* step,
+                const float* grad_scale, const float* found_inf) {
+  if (count < 0 || !step) bad("adamw_many: arguments");
+  for (int j = 0; j < count; j++) {
+    const kern::AdamwJob& job = jobs[j];
+    if (job.n < 0 || (job.n > 0 && (!job.param || !job.grad || !job.exp_avg || !job.exp_avg_sq)))
+      bad("adamw_many: job");
+  }
+  if (found_inf && *found_inf != 0) return;
+  const float lr = float(h.lr), beta1 = float(h.beta1), beta2 = float(h.beta2), eps = float(h.eps);
+  const float bc1 = 1.f - std::pow(beta1, *step);
+  const float bc2_sqrt = std::sqrt(1.f - std::pow(beta2, *step));
+  const float step_size = lr / bc1;
+  for (int j = 0; j < count; j++) {
+    const kern::AdamwJob& job = jobs[j];
+    const float wd = float(job.weight_decay), lr_wd = wd == 0 ? 0.f : lr * wd;
+    for (int64_t i = 0; i < job.n; i++) {
+      float g = job.grad[i], p = job.param[i], m = job.exp_avg[i], v = job.exp_avg_sq[i];
+      if (grad_scale) g = g / *grad_scale;
+      if (lr_wd != 0) p = std::fma(-lr_wd, p, p);
+      m = std::fma(beta1, m, std::fma(-beta1, g, g));
+      const float gg = g * g;
+      v = std::fma(beta2, v, std::fma(-beta2, gg, gg));
+      const float denom = std::sqrt(v) / bc2_sqrt + eps;
+      const float update = step_size * m / denom;
+      job.param[i] = p - update;
+      job.exp_avg[i] = m;
+      job.exp_avg_sq[i] = v;
+    }
+  }
+}
+
 // ---- bias gradient with the activation's backward ---------------------------------
 
 int64_t bias_act_bwd_scratch(int64_t, int64_t) { return 1; }

@@ -57,6 +57,10 @@ void stem_rows(const void* x, void* rows, DType tx, DType t, int64_t N, int64_t 
 
 void cast_f32_many(const kern::CastJob* jobs, int count, DType to);
 
+// step, grad_scale and found_inf point at CPU floats here.
+void adamw_many(const kern::AdamwJob* jobs, int count, const kern::AdamwHyper& h, const float* step,
+                const float* grad_scale, const float* found_inf);
+
 int64_t bias_act_bwd_scratch(int64_t rows, int64_t C);
 void bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float* scratch, DType t,
                   Act act, int64_t rows, int64_t C);

@@ -11,7 +11,8 @@ namespace kernels {
 namespace {
 
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"ce", "ln", "bn", "pool", "lin", "stem", "cast", "res", "qkv"};
+  static const std::vector<std::string> n = {"ce",  "ln",   "bn",  "pool", "lin", "stem",
+                                             "cast", "res", "qkv", "adam"};
   return n;
 }
 

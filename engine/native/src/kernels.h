@@ -25,6 +25,9 @@
 //   qkv  with lin: the attention's qkv projection returns q, k and v, and its
 //        backward gathers their gradients into its own and sums the bias
 //        gradient in the same pass (linear_qkv, linear_act.h; GPT and BERT)
+//   adam the AdamW step of every parameter (fp32) in one launch per 64
+//        tensors, both groups together, the gradients only read
+//        (Optimizer, optim.h; GPT and BERT)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -48,7 +51,8 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv"), "none" when none: for cs_info.
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam"), "none"
+// when none: for cs_info.
 std::string in_use();
 
 // Replaces the switch as if CASESTUDY_KERNELS were value (tests only; not

@@ -1,11 +1,30 @@
-// optim.cpp: AdamW (fused CUDA kernel or foreach), SGD with momentum, clipping.
+// optim.cpp: AdamW (the engine's kernel, PyTorch's fused CUDA kernel or
+// foreach), SGD with momentum, clipping.
 #include "optim.h"
 
 #include <cmath>
 
 #include "compat.h"
+#include "kernels.h"
+#include "kernels_glue.h"
 
 namespace cs {
+namespace {
+
+// Whether PyTorch has a fused kernel of this optimizer kind for tensors on dev.
+bool torch_fused(OptimizerKind kind, const torch::Device& dev) {
+  if (!dev.is_cuda()) return false;
+  return kind == OptimizerKind::AdamW ? CS_HAS_FUSED_ADAMW : CS_HAS_FUSED_SGD;
+}
+
+// Whether the engine's AdamW kernel can update p (and its moments, laid out
+// as p): fp32 on dev, one dense run of memory, where the kernels run.
+bool engine_takes(const torch::Tensor& p, const torch::Device& dev) {
+  return p.scalar_type() == torch::kFloat32 && p.device() == dev && glue::runs_here(p) &&
+         p.is_non_overlapping_and_dense();
+}
+
+}  // namespace
 
 OptimOptions default_optim(OptimizerKind kind, double lr) {
   OptimOptions o;
@@ -32,28 +51,37 @@ Optimizer::Optimizer(std::vector<torch::Tensor> decay, std::vector<torch::Tensor
   }
   if (groups_.empty()) throw ConfigError("the model has no parameters to train");
   const auto dev = groups_[0].params[0].device();
-#if CS_HAS_FUSED_ADAMW
-  fused_ = o.kind == OptimizerKind::AdamW && dev.is_cuda();
-#endif
-#if CS_HAS_FUSED_SGD
-  fused_ = fused_ || (o.kind == OptimizerKind::SGDMomentum && dev.is_cuda());
-#endif
+  fused_ = torch_fused(o.kind, dev);
+  engine_ = o.kind == OptimizerKind::AdamW && kernels::enabled("adam");
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) engine_ = engine_ && engine_takes(p, dev);
+  fused_ = fused_ || engine_;
   step_t_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
 }
 
 std::string Optimizer::implementation() const {
   if (o_.kind == OptimizerKind::SGDMomentum) return fused_ ? "fused-sgd-momentum" : "sgd-momentum";
+  if (engine_) return "engine-adamw";
   return fused_ ? "fused-adamw" : "foreach-adamw";
 }
 
 void Optimizer::decide() {
   if (decided_) return;
+  bool laid_out = true, fp32 = true;
   for (const auto& g : groups_)
     for (const auto& p : g.params) {
-      if (!p.grad().defined()) continue;
+      const auto& grad = p.grad();
+      if (!grad.defined()) continue;
       decided_ = true;  // once the gradients exist
-      if (p.grad().strides() != p.strides()) fused_ = false;
+      laid_out = laid_out && grad.strides() == p.strides();
+      fp32 = fp32 && grad.scalar_type() == torch::kFloat32 && grad.device() == p.device();
     }
+  if (!decided_) return;
+  if (engine_ && !fp32) {
+    engine_ = false;
+    fused_ = torch_fused(o_.kind, step_t_.device());
+  }
+  if (!laid_out) fused_ = engine_ = false;
 }
 
 void Optimizer::step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef) {
@@ -72,7 +100,10 @@ void Optimizer::step(const torch::Tensor& found_inf, const torch::Tensor& grad_c
       step_t_.add_(1.0 - found_inf);
     else
       step_t_.add_(1.0);
-    for (auto& g : groups_) adamw_fused(g, found_inf, scale);
+    if (engine_)
+      adamw_engine(found_inf, scale);
+    else
+      for (auto& g : groups_) adamw_fused(g, found_inf, scale);
     return;
   }
   if (grad_coef.defined()) {
@@ -110,6 +141,42 @@ void Optimizer::adamw_fused(Group& g, const torch::Tensor& found_inf,
   (void)g, (void)found_inf, (void)grad_scale;
   throw UnsupportedError("fused AdamW is not available in this libtorch");
 #endif
+}
+
+// The engine's kernel reads each gradient and writes nothing back to it (the
+// step's gradients are not read again); the scalars stay on the device.
+void Optimizer::adamw_engine(const torch::Tensor& found_inf, const torch::Tensor& grad_scale) {
+  const auto dev = step_t_.device();
+  std::vector<kern::AdamwJob> jobs;
+  for (auto& g : groups_)
+    for (size_t i = 0; i < g.params.size(); i++) {
+      const auto& p = g.params[i];
+      const auto& grad = p.grad();
+      if (!grad.defined()) continue;  // no gradient, no update (as torch.optim)
+      TORCH_CHECK(grad.scalar_type() == torch::kFloat32 && grad.device() == dev &&
+                      grad.strides() == p.strides(),
+                  "engine AdamW: a gradient not laid out as its ", p.sizes(), " parameter");
+      jobs.push_back({p.data_ptr<float>(), grad.data_ptr<float>(), g.m[i].data_ptr<float>(),
+                      g.v[i].data_ptr<float>(), p.numel(), g.wd});
+    }
+  auto scalar = [&](const torch::Tensor& t, const char* what) -> const float* {
+    if (!t.defined()) return nullptr;
+    TORCH_CHECK(t.scalar_type() == torch::kFloat32 && t.numel() == 1 && t.device() == dev,
+                "engine AdamW: ", what, " must be one float32 on the parameters' device");
+    return t.data_ptr<float>();
+  };
+  const float* inf = scalar(found_inf, "found_inf");
+  const float* scale = scalar(grad_scale, "grad_scale");
+  const kern::AdamwHyper h{o_.lr, o_.beta1, o_.beta2, o_.eps};
+  CS_KERNEL(step_t_, "engine AdamW kernel", adamw_many, jobs.data(), int(jobs.size()), h,
+            step_t_.data_ptr<float>(), scale, inf);
+  // Written through raw pointers: what reads versions (autograd's saved
+  // tensors, LinearCasts) must see the change, as after PyTorch's in-place ops.
+  for (auto& g : groups_)
+    for (size_t i = 0; i < g.params.size(); i++) {
+      if (!g.params[i].grad().defined()) continue;
+      for (auto* t : {&g.params[i], &g.m[i], &g.v[i]}) torch::autograd::impl::bump_version(*t);
+    }
 }
 
 // buf = momentum * buf + (grad + wd * p); p -= lr * buf, in one kernel over

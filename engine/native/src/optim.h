@@ -34,14 +34,17 @@ class Optimizer {
   void step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef = {});
   // Whether step applies grad_coef inside its update kernel (the fused CUDA
   // AdamW and SGD take it as their grad_scale, 1 / grad_coef, and write the
-  // scaled gradients back), so that a caller saves the separate pass over the
-  // gradients; otherwise step multiplies the gradients first, as clip_grads would.
+  // scaled gradients back; the engine's AdamW kernel takes it the same way
+  // and leaves the gradients as they were), so that a caller saves the
+  // separate pass over the gradients; otherwise step multiplies the gradients
+  // first, as clip_grads would.
   bool folds_grad_coef() {
     decide();
     return fused_;
   }
-  // "fused-adamw", "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum"
-  // (recorded in cs_info; before the first step, the one intended).
+  // "engine-adamw" (the engine's kernel, kernels.h "adam"), "fused-adamw",
+  // "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum" (recorded in
+  // cs_info; before the first step, the one intended).
   std::string implementation() const;
 
  private:
@@ -51,18 +54,23 @@ class Optimizer {
   };
   // At the first step, with the gradients there: the fused kernels need each
   // gradient laid out as its parameter (their fast path's check); otherwise
-  // the foreach path runs, from then on.
+  // the foreach path runs, from then on. The engine's kernel also needs fp32
+  // gradients, dense as their parameters; where one is not, PyTorch's fused
+  // AdamW runs instead (where there is one).
   void decide();
   void adamw_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
+  // Both groups in one call of the engine's kernel (kernels.h "adam").
+  void adamw_engine(const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
   void adamw_foreach(Group& g);
   void sgd_fused(Group& g, const torch::Tensor& found_inf, const torch::Tensor& grad_scale);
   void sgd(Group& g, const torch::Tensor& found_inf);
 
   OptimOptions o_;
   std::vector<Group> groups_;
-  bool fused_ = false;  // the fused CUDA kernel of this optimizer kind
+  bool fused_ = false;   // a fused kernel of this optimizer kind: PyTorch's CUDA one, or engine_
+  bool engine_ = false;  // the engine's AdamW kernel (kernels.h "adam")
   bool decided_ = false;
-  torch::Tensor step_t_;  // device step counter (fused AdamW)
+  torch::Tensor step_t_;  // device step counter (fused and engine AdamW)
   int64_t step_ = 0;      // host step counter (foreach AdamW)
 };
 

@@ -61,3 +61,4 @@ int linear_qkv_tests();
 int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();
+int adamw_tests();

@@ -40,5 +40,21 @@ inline bool heads_grad_valid(const HeadsGrad& g) {
   return g.T < lim && g.B <= lim / (g.T > 0 ? g.T : 1) && g.H < lim && g.D <= lim / (3 * g.H);
 }
 
+// One tensor of the "adam" kernel: n fp32 values of a parameter, its gradient
+// and its two AdamW moments, all laid out alike; weight_decay is its group's.
+struct AdamwJob {
+  float* param;
+  const float* grad;
+  float* exp_avg;
+  float* exp_avg_sq;
+  int64_t n;
+  double weight_decay;
+};
+
+// The AdamW hyper-parameters every tensor of an "adam" launch shares.
+struct AdamwHyper {
+  double lr, beta1, beta2, eps;
+};
+
 }  // namespace kern
 }  // namespace cs

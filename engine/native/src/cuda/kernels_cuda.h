@@ -1,8 +1,8 @@
 // kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
 // device pointers, so that the .cu files need no torch headers. The C++ glue
 // (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp, max_pool.cpp,
-// stem_conv.cpp, linear_act.cpp) checks shapes, dtypes, contiguity and alignment and passes
-// the current stream. Every launcher returns the launch's cudaError_t
+// stem_conv.cpp, linear_act.cpp, linear_casts.cpp, optim.cpp) checks shapes,
+// dtypes, contiguity and alignment and passes the current stream. Every launcher returns the launch's cudaError_t
 // (cudaSuccess when all went well). host_kernels.h has the same computations
 // as host loops, for the tests.
 #pragma once
@@ -127,6 +127,18 @@ cudaError_t qkv_bwd(const HeadsGrad& g, void* dz, float* db, float* scratch, DTy
 // in one launch per 64 jobs.
 using kern::CastJob;
 cudaError_t cast_f32_many(const CastJob* jobs, int count, DType to, cudaStream_t stream);
+
+// ---- adamw.cu --------------------------------------------------------------------
+// One AdamW step (PyTorch 2.11's ADAMW arithmetic: at::_fused_adamw_'s bits) of every
+// job, in one launch per 64 jobs: the gradient divided by *grad_scale (null:
+// not), then the decoupled decay, the moments and the parameter update with
+// the bias corrections of the step count *step (this step included). Nothing
+// changes where found_inf (null: never) holds a nonzero value. The gradients
+// are only read. Every scalar stays on the device (graph-capturable).
+using kern::AdamwHyper;
+using kern::AdamwJob;
+cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, const float* step,
+                       const float* grad_scale, const float* found_inf, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace cs
