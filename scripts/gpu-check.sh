@@ -414,7 +414,22 @@ reference() {
     --warmup "${run_warmup:-$WARMUP}" --steps "${run_steps:-$STEPS}" || rc=$?
   inflight=()
   advance "$est"
+  [[ $DRY != 1 ]] && rename_lines "$LOG/$log.out" "$(ref_pre='' ref_prefix "$script")" "$pre" "${names[@]}"
   collect "$group" "$log" "$rc" "${names[@]}"
+}
+
+# rename_lines FILE OWN PRE NAMES...: a reference script names its lines with
+# its own prefix (nano-compile); where a stage asked for another (ref_pre=nano-r2)
+# and the script did not already print NAME, its OWN-MODE line becomes NAME.
+rename_lines() {
+  local file=$1 own=$2 pre=$3 n base
+  shift 3
+  [[ $own == "$pre" ]] && return
+  for n in "$@"; do
+    base="$own-${n#"$pre"-}"
+    grep -q "\"name\": \"$n\"" "$file" && continue
+    sed -i "s/\"name\": \"$base\"/\"name\": \"$n\"/" "$file"
+  done
 }
 
 # ---- stages ------------------------------------------------------------------
