@@ -28,7 +28,8 @@
 #             (engine/native/tools/losscurve.py)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
-#             without the res kernel switch), bf16 without the kernels; the
+#             without each kernel switch in BERT_OFF, default res), bf16 without
+#             the kernels; the
 #             fastest public-practice BERT (bert_fast.py) and HF's, eager and
 #             compiled; first the host's
 #             speed at eager launches (engine/native/tools/host_probe.py), a
@@ -500,7 +501,10 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
     engine "$g" engine-bf16-sync "$2" "$c}" --steps-per-call 1
   fi
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
-  run_env=CASESTUDY_KERNELS=$(kernels_without res) engine "$g" engine-bf16-graphs-nores "$2" "$c,\"graphs\":true}"
+  local k
+  for k in ${BERT_OFF:-res}; do
+    run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-no$k" "$2" "$c,\"graphs\":true}"
+  done
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"
   reference "$g" bert_fast.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
   reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
