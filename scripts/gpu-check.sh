@@ -52,8 +52,8 @@
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
-#             PROFILE_MODELS, BERT-large 32x128 against bert_fast.py), engine bf16
-#             and the reference eager (PROFILE_REF=compile: compiled; PROFILE_MODELS
+#             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
+#             the strongest BERT reference), engine bf16 and the reference eager (PROFILE_REF=compile: compiled; PROFILE_MODELS
 #             picks the models), PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
 #             shape the kernel categories side by side, the top kernels, the
@@ -595,7 +595,7 @@ stage_profile() {
   local m
   for m in $PROFILE_MODELS; do
     case $m in
-      bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_hf.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
+      bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
       resnet50) profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224 ;;
       gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
