@@ -24,6 +24,7 @@
 #include "device.h"
 #include "linear_act.h"
 #include "linear_casts.h"
+#include "linear_ce.h"
 #include "precision.h"
 
 namespace cs {
@@ -303,9 +304,12 @@ class Bert : public Model {
     // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
     auto t = heads_->transform_norm->forward(
         torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
-    auto logits = torch::linear(t, embeddings_->word->weight, heads_->decoder_bias);
-    auto mlm = F::cross_entropy(logits.reshape({B * k, -1}).to(torch::kFloat), labels.reshape(-1),
-                                F::CrossEntropyFuncOptions().ignore_index(-100));
+    // The decoder and its loss in one (linear_ce.h): the vocabulary padded to a
+    // multiple of 64 for the products (30,522 columns of logits are not 16-byte
+    // rows: cuBLAS falls back to slower kernels), the loss and its gradient
+    // in one pass over the logits. Every label is a token: exactly k per sequence.
+    auto mlm = linear_cross_entropy(t.reshape({B * k, H}), embeddings_->word->weight,
+                                    labels.reshape(-1), 0, heads_->decoder_bias);
     auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
     auto nsp = F::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat), b.aux_target);
     return mlm + nsp;

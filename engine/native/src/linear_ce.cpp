@@ -29,8 +29,8 @@ torch::Tensor log_softmax_f32(const torch::Tensor& z) {
 
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h,
-                               const torch::Tensor& weight, const torch::Tensor& target,
-                               int64_t chunk_rows) {
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               const torch::Tensor& target, int64_t chunk_rows) {
     // Every dtype below is chosen here, not by autocast's per-op rules.
     c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
     c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
@@ -42,7 +42,16 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     auto wc = torch::empty({Vp, weight.size(1)}, weight.options().dtype(dt));
     wc.narrow(0, 0, V).copy_(weight);
     if (Vp > V) wc.narrow(0, V, Vp - V).zero_();
-    auto z = torch::mm(hc, wc.t());                                       // [N, Vp]
+    torch::Tensor z;  // [N, Vp]
+    const bool has_bias = bias.numel() > 0;  // V > 0: empty is none
+    if (has_bias) {
+      // The bias padded with zeros, added in the product's epilogue.
+      auto bc = torch::zeros({Vp}, bias.options().dtype(dt));
+      bc.narrow(0, 0, V).copy_(bias);
+      z = torch::addmm(bc, hc, wc.t());
+    } else {
+      z = torch::mm(hc, wc.t());
+    }
     auto losses = torch::empty({N}, h.options().dtype(torch::kFloat32));
     if (fused_kernel(z)) {
       // One pass per row over the logits (kernels.h "ce"); padding columns become 0.
@@ -50,7 +59,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       CS_KERNEL(z, "cross-entropy kernel", cross_entropy_fwd_grad, z.data_ptr(),
                 glue::dtype(z.scalar_type()), N, Vp, V, t.data_ptr<int64_t>(),
                 losses.data_ptr<float>());
-      save(ctx, h, weight, hc, wc, z, V);
+      save(ctx, h, weight, bias, hc, wc, z, V);
       return losses.mean();
     }
     if (Vp > V) z.narrow(1, V, Vp - V).fill_(-std::numeric_limits<double>::infinity());
@@ -66,7 +75,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       lp.exp_().scatter_add_(1, idx, torch::full({n, 1}, -1.0, lp.options()));
       zc.copy_(lp);
     }
-    save(ctx, h, weight, hc, wc, z, V);
+    save(ctx, h, weight, bias, hc, wc, z, V);
     return losses.mean();
   }
 
@@ -77,10 +86,12 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   }
 
   static void save(AutogradContext* ctx, const torch::Tensor& h, const torch::Tensor& weight,
-                   const torch::Tensor& hc, const torch::Tensor& wc, const torch::Tensor& z,
-                   int64_t V) {
+                   const torch::Tensor& bias, const torch::Tensor& hc, const torch::Tensor& wc,
+                   const torch::Tensor& z, int64_t V) {
     ctx->save_for_backward({hc, wc, z});
     ctx->saved_data["vocab"] = V;
+    ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
     ctx->saved_data["h_dtype"] = int64_t(h.scalar_type());
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
   }
@@ -91,32 +102,40 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     const int64_t V = ctx->saved_data["vocab"].toInt();
     const auto h_dtype = at::ScalarType(ctx->saved_data["h_dtype"].toInt());
     const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
+    const auto b_dtype = at::ScalarType(ctx->saved_data["b_dtype"].toInt());
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     // d loss / d logits = grad_out / N * z (the mean's 1/N and, in fp16, the
     // loss scale are in grad_out).
     auto g = grad_out[0].to(torch::kFloat32) / double(z.size(0));
-    torch::Tensor gh, gw;
+    torch::Tensor gh, gw, gb;  // gb: the padding columns of z are 0, dropped
     if (z.scalar_type() == torch::kHalf) {
       // fp16: scale before the matmuls, so that an overflow shows as inf in the
       // gradients and the loss scaler backs off, as with the plain head.
       z.mul_(g.to(z.scalar_type()));
       gh = torch::mm(z, wc).to(h_dtype);
       gw = torch::mm(z.t(), hc).narrow(0, 0, V).to(w_dtype);
+      if (has_bias) gb = z.sum(0, false, torch::kFloat32).narrow(0, 0, V).to(b_dtype);
     } else {
       // g scales h (N x d) before the weight's matmul rather than its fp32
       // result (V x d: six times h's bytes in GPT-2's head); exact when g is
       // a power of two (a mean over 2^k tokens).
       gh = torch::mm(z, wc).to(h_dtype).mul_(g);
       gw = compat::mm_to(z.t(), hc * g, w_dtype).narrow(0, 0, V);
+      if (has_bias) gb = (z.sum(0, false, torch::kFloat32) * g).narrow(0, 0, V).to(b_dtype);
     }
-    return {gh, gw, torch::Tensor(), torch::Tensor()};
+    return {gh, gw, gb, torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& weight,
-                                   const torch::Tensor& target, int64_t chunk_rows) {
-  return LinearCrossEntropy::apply(h, weight, target, chunk_rows);
+                                   const torch::Tensor& target, int64_t chunk_rows,
+                                   const torch::Tensor& bias) {
+  // An undefined tensor cannot be an autograd function's input (torch 1.13): no
+  // bias is an empty one.
+  return LinearCrossEntropy::apply(h, weight, bias.defined() ? bias : torch::empty({0}, weight.options()),
+                                   target, chunk_rows);
 }
 
 }  // namespace cs

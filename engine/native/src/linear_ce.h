@@ -1,5 +1,5 @@
-// linear_ce.h: a language model's output head and cross-entropy in one
-// autograd function.
+// linear_ce.h: a language model's output head (GPT-2's tied head, BERT's MLM
+// decoder with its bias) and cross-entropy in one autograd function.
 //
 // The plain way (torch::linear, then cross_entropy on fp32 logits, as Hugging
 // Face's GPT-2 does) writes and re-reads [tokens, vocab] tensors about ten
@@ -16,18 +16,20 @@
 // and writes softmax - one-hot over it (llm.c's fused classifier).
 //
 // Targets must be valid class indices (no ignore_index): the GPT data never
-// produces -100.
+// produces -100, and BERT's head passes only its masked positions' labels.
 #pragma once
 
 #include <torch/torch.h>
 
 namespace cs {
 
-// The mean over rows of -log softmax(h weight^T)[target]: h [N, d] (any float
-// dtype), weight [V, d], target [N] int64. Matmuls run in the autocast dtype
-// when autocast is on for h's device, else in h's dtype. chunk_rows > 0 sets
-// the rows per chunk of the portable path (tests); 0 picks about 8 M logits per chunk.
+// The mean over rows of -log softmax(h weight^T + bias)[target]: h [N, d] (any
+// float dtype), weight [V, d], target [N] int64, bias [V] or undefined (none).
+// Matmuls run in the autocast dtype when autocast is on for h's device, else in
+// h's dtype. chunk_rows > 0 sets the rows per chunk of the portable path
+// (tests); 0 picks about 8 M logits per chunk.
 torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& weight,
-                                   const torch::Tensor& target, int64_t chunk_rows = 0);
+                                   const torch::Tensor& target, int64_t chunk_rows = 0,
+                                   const torch::Tensor& bias = torch::Tensor());
 
 }  // namespace cs
