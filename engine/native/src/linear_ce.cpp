@@ -30,12 +30,12 @@ torch::Tensor log_softmax_f32(const torch::Tensor& z) {
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h,
                                const torch::Tensor& weight, const torch::Tensor& bias,
-                               const torch::Tensor& target, int64_t chunk_rows) {
+                               const torch::Tensor& target, int64_t chunk_rows, int64_t dtype) {
     // Every dtype below is chosen here, not by autocast's per-op rules.
     c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
     c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
     const int64_t N = h.size(0), V = weight.size(0), Vp = padded(V);
-    const auto dt = compat::compute_dtype(h);
+    const auto dt = at::ScalarType(dtype);
     auto hc = h.to(dt);
     // [Vp, d]: the weight cast straight into the padded copy (one pass over it,
     // not a cast and then a pad), zero rows after V.
@@ -123,7 +123,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       gw = compat::mm_to(z.t(), hc * g, w_dtype).narrow(0, 0, V);
       if (has_bias) gb = (z.sum(0, false, torch::kFloat32) * g).narrow(0, 0, V).to(b_dtype);
     }
-    return {gh, gw, gb, torch::Tensor(), torch::Tensor()};
+    return {gh, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -133,9 +133,10 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& 
                                    const torch::Tensor& target, int64_t chunk_rows,
                                    const torch::Tensor& bias) {
   // An undefined tensor cannot be an autograd function's input (torch 1.13): no
-  // bias is an empty one.
+  // bias is an empty one. The dtype is autocast's here: inside apply autocast
+  // reads as off.
   return LinearCrossEntropy::apply(h, weight, bias.defined() ? bias : torch::empty({0}, weight.options()),
-                                   target, chunk_rows);
+                                   target, chunk_rows, int64_t(compat::compute_dtype(h)));
 }
 
 }  // namespace cs
