@@ -21,16 +21,11 @@ struct Split {
   int64_t col_tiles, row_blocks, rows_per_block;
 };
 
-// Blocks per multiprocessor of a kernel that writes dz (an activation's
-// derivative or gathered rows: twice the rows' packs live, in flight and being
-// computed, up to 80 registers) and of one that only sums dy (64).
-constexpr int blocks_per_sm(bool store) { return store ? 3 : 4; }
-
-// Column tiles of kCols * N columns; row blocks so that about `per_sm` blocks a
+// Column tiles of kCols * N columns; row blocks so that about 4 blocks per
 // multiprocessor run in all (one wave: the most its registers let reside).
-Split split(int64_t rows, int64_t C, int N, int per_sm) {
+Split split(int64_t rows, int64_t C, int N) {
   const int64_t tiles = (C + int64_t(kCols) * N - 1) / (int64_t(kCols) * N);
-  int64_t want = (int64_t(sm_count()) * per_sm + tiles - 1) / tiles;
+  int64_t want = (int64_t(sm_count()) * 4 + tiles - 1) / tiles;
   const int64_t most = (rows + kRows - 1) / kRows;
   if (want > most) want = most;
   if (want < 1) want = 1;
@@ -92,23 +87,20 @@ struct Heads {
   }
 };
 
-// The activation A is a template argument (the loads of a runtime switch's
-// branches were not hoisted: one row in flight per thread, latency-bound). Each
-// thread keeps kUnroll rows in flight while it computes the kUnroll before them:
-// the next rows' loads are issued before this step's arithmetic and stores, as
-// raw 16-byte packs, so no warp waits out a load's latency with nothing in
-// flight. Registers bounded so that blocks_per_sm blocks a multiprocessor fit. The rows are summed in row order either way. dz is written
-// where the activation changes dy or the rows were gathered.
+// The activation A is a template argument and each thread loads kUnroll rows
+// before it computes any (the loads of a runtime switch's branches were not
+// hoisted: one row in flight per thread, latency-bound); at most 64 registers,
+// so that the 4 blocks per multiprocessor of split() fit. The rows are summed
+// in row order either way. dz is written where the activation changes dy or
+// the rows were gathered.
 constexpr int kUnroll = 2;
 
 template <typename T, int N, Act A, class Src>
-__global__ void __launch_bounds__(kCols* kRows, blocks_per_sm(A != Act::None || Src::kGathers))
+__global__ void __launch_bounds__(kCols * kRows, 4)
     bias_act_bwd_kernel(const Src src, const T* __restrict__ z, T* __restrict__ dz, int64_t rows,
                         int C, int64_t rows_per_block, float* __restrict__ part) {
   constexpr bool kAct = A != Act::None;
   constexpr bool kStore = kAct || Src::kGathers;
-  constexpr int64_t kStep = int64_t(kUnroll) * kRows;
-  using P = Pack<T, N>;
   __shared__ float sm[kRows][kCols * N];
   const int64_t col = (int64_t(blockIdx.x) * kCols + threadIdx.x) * N;
   const int64_t r0 = int64_t(blockIdx.y) * rows_per_block;
@@ -118,39 +110,25 @@ __global__ void __launch_bounds__(kCols* kRows, blocks_per_sm(A != Act::None || 
   for (int k = 0; k < N; k++) acc[k] = 0.f;
   if (col < C) {
     const auto cur = src.column(col);
-    P gn[kUnroll], vn[kUnroll];  // the rows in flight
-    auto fetch = [&](int64_t r) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kUnroll * kRows) {
+      float g[kUnroll][N], v[kUnroll][N];
 #pragma unroll
       for (int u = 0; u < kUnroll; u++) {
-        const int64_t ru = r + u * kRows;
-        if (ru < r1) {
-          gn[u] = *reinterpret_cast<const P*>(cur.at(ru));
-          if (kAct) vn[u] = *reinterpret_cast<const P*>(z + ru * C + col);
+        if (r + u * kRows < r1) {
+          load_f<T, N>(cur.at(r + u * kRows), g[u]);
+          if (kAct) load_f<T, N>(z + (r + u * kRows) * C + col, v[u]);
         }
       }
-    };
-    fetch(r0 + threadIdx.y);
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kStep) {
-      P gc[kUnroll], vc[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; u++) {
-        gc[u] = gn[u];
-        if (kAct) vc[u] = vn[u];
-      }
-      fetch(r + kStep);
+        if (r + u * kRows >= r1) break;
+        if (kAct) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; u++) {
-        const int64_t ru = r + u * kRows;
-        if (ru >= r1) break;
-        float g[N];
-#pragma unroll
-        for (int k = 0; k < N; k++) {
-          g[k] = to_f<T>(gc[u].v[k]);
-          if (kAct) g[k] = to_f<T>(from_f<T>(g[k] * kern::act_grad(to_f<T>(vc[u].v[k]), A)));
+          for (int k = 0; k < N; k++) g[u][k] = to_f<T>(from_f<T>(g[u][k] * kern::act_grad(v[u][k], A)));
         }
-        if (kStore) store_f<T, N>(dz + ru * C + col, g);  // exact: g holds values of T
+        if (kStore) store_f<T, N>(dz + (r + u * kRows) * C + col, g[u]);  // exact: g holds values of T
 #pragma unroll
-        for (int k = 0; k < N; k++) acc[k] += g[k];
+        for (int k = 0; k < N; k++) acc[k] += g[u][k];
       }
     }
   }
@@ -170,7 +148,7 @@ __global__ void __launch_bounds__(kCols* kRows, blocks_per_sm(A != Act::None || 
 template <typename T, int N, class Src>
 cudaError_t launch(const Src& src, const void* z, void* dz, float* db, float* scratch, Act act,
                    int64_t rows, int64_t C, cudaStream_t stream) {
-  const Split s = split(rows, C, N, blocks_per_sm(act != Act::None || Src::kGathers));
+  const Split s = split(rows, C, N);
   const dim3 grid(unsigned(s.col_tiles), unsigned(s.row_blocks)), block(kCols, kRows);
   const T* zt = static_cast<const T*>(z);
   T* dzt = static_cast<T*>(dz);
@@ -225,7 +203,7 @@ int64_t bias_act_bwd_scratch(int64_t rows, int64_t C) {
   if (rows <= 0 || C <= 0) return 1;
   int64_t most = 1;  // over the vector widths of the dtypes (wider: fewer tiles, more row blocks)
   for (int n : {1, 4, 8}) {
-    const int64_t b = split(rows, C, n, blocks_per_sm(false)).row_blocks;
+    const int64_t b = split(rows, C, n).row_blocks;
     if (b > most) most = b;
   }
   return most * C;
