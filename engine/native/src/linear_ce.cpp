@@ -135,8 +135,9 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& 
   // An undefined tensor cannot be an autograd function's input (torch 1.13): no
   // bias is an empty one. The dtype is autocast's here: inside apply autocast
   // reads as off.
-  return LinearCrossEntropy::apply(h, weight, bias.defined() ? bias : torch::empty({0}, weight.options()),
-                                   target, chunk_rows, int64_t(compat::compute_dtype(h)));
+  const auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return LinearCrossEntropy::apply(h, weight, b, target, chunk_rows,
+                                   int64_t(compat::compute_dtype(h)));
 }
 
 }  // namespace cs

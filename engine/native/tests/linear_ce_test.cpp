@@ -55,47 +55,51 @@ struct Shape {
 int check_device(torch::Device dev, const std::vector<Shape>& shapes) {
   torch::manual_seed(7);
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
-  for (const auto& sh : shapes) for (bool with_bias : {false, true}) {
-    const int64_t N = sh.N, V = sh.V, d = sh.d;
-    // Logits of standard deviation about 2 whatever the width.
-    auto h = torch::randn({N, d}, f32), w = torch::randn({V, d}, f32) * (0.5 * std::sqrt(16.0 / d));
-    auto t = torch::randint(0, V, {N}, f32.dtype(torch::kLong));
-    torch::Tensor b;
-    if (with_bias) b = torch::randn({V}, f32);
-    auto ref = run(false, h, w, b, t, torch::kFloat32, 0, 3.0);
-    for (int64_t chunk : {0, 5}) {
-      auto got = run(true, h, w, b, t, torch::kFloat32, chunk, 3.0);
-      CS_CHECK(got.gw.sizes() == w.sizes());
-      CS_CHECK(got.gb.defined() == with_bias);
-      if (with_bias) CS_CHECK(got.gb.sizes() == b.sizes() && rel_err(got.gb, ref.gb) < 1e-5);
-      CS_CHECK(got.loss.scalar_type() == torch::kFloat32);
-      CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
-            1e-5 * ref.loss.item<double>());
-      CS_CHECK(rel_err(got.gh, ref.gh) < 1e-5);
-      CS_CHECK(rel_err(got.gw, ref.gw) < 1e-5);
-    }
-    std::vector<at::ScalarType> low{torch::kBFloat16};
-    if (dev.is_cuda()) low.push_back(torch::kHalf);
-    for (auto dt : low) {
-      // fp16's backward multiplies the logits' gradient by the incoming
-      // scale before the matmuls: a loss scale of 1024 must come out 1024x.
-      const double scale = dt == torch::kHalf ? 1024.0 : 3.0;
-      auto plain = run(false, h, w, b, t, dt, 0, scale);
-      auto got = run(true, h, w, b, t, dt, 5, scale);
-      CS_CHECK(got.gh.scalar_type() == torch::kFloat32 && got.gw.scalar_type() == torch::kFloat32);
-      CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
-            2e-2 * ref.loss.item<double>());
-      // The products ran in dt, not fp32 (autocast reads as off inside an
-      // autograd function's forward: the dtype is chosen before it).
-      CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) > 1e-4);
-      // Against the fp32 result, as loose as the plain autocast head is.
-      const double tol = 4 * std::max(rel_err(plain.gh, ref.gh * (scale / 3.0)), 5e-3);
-      CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) < tol);
-      CS_CHECK(rel_err(got.gw, ref.gw * (scale / 3.0)) < 4 * std::max(rel_err(plain.gw, ref.gw * (scale / 3.0)), 5e-3));
-      if (with_bias) {
-        CS_CHECK(got.gb.scalar_type() == torch::kFloat32);
-        CS_CHECK(rel_err(got.gb, ref.gb * (scale / 3.0)) <
-                 4 * std::max(rel_err(plain.gb, ref.gb * (scale / 3.0)), 5e-3));
+  for (const auto& sh : shapes) {
+    for (bool with_bias : {false, true}) {
+      const int64_t N = sh.N, V = sh.V, d = sh.d;
+      // Logits of standard deviation about 2 whatever the width.
+      auto h = torch::randn({N, d}, f32);
+      auto w = torch::randn({V, d}, f32) * (0.5 * std::sqrt(16.0 / d));
+      auto t = torch::randint(0, V, {N}, f32.dtype(torch::kLong));
+      torch::Tensor b;
+      if (with_bias) b = torch::randn({V}, f32);
+      auto ref = run(false, h, w, b, t, torch::kFloat32, 0, 3.0);
+      for (int64_t chunk : {0, 5}) {
+        auto got = run(true, h, w, b, t, torch::kFloat32, chunk, 3.0);
+        CS_CHECK(got.gw.sizes() == w.sizes());
+        CS_CHECK(got.gb.defined() == with_bias);
+        if (with_bias) CS_CHECK(got.gb.sizes() == b.sizes() && rel_err(got.gb, ref.gb) < 1e-5);
+        CS_CHECK(got.loss.scalar_type() == torch::kFloat32);
+        CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
+              1e-5 * ref.loss.item<double>());
+        CS_CHECK(rel_err(got.gh, ref.gh) < 1e-5);
+        CS_CHECK(rel_err(got.gw, ref.gw) < 1e-5);
+      }
+      std::vector<at::ScalarType> low{torch::kBFloat16};
+      if (dev.is_cuda()) low.push_back(torch::kHalf);
+      for (auto dt : low) {
+        // fp16's backward multiplies the logits' gradient by the incoming
+        // scale before the matmuls: a loss scale of 1024 must come out 1024x.
+        const double scale = dt == torch::kHalf ? 1024.0 : 3.0;
+        auto plain = run(false, h, w, b, t, dt, 0, scale);
+        auto got = run(true, h, w, b, t, dt, 5, scale);
+        CS_CHECK(got.gh.scalar_type() == torch::kFloat32 && got.gw.scalar_type() == torch::kFloat32);
+        CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
+              2e-2 * ref.loss.item<double>());
+        // The products ran in dt, not fp32 (autocast reads as off inside an
+        // autograd function's forward: the dtype is chosen before it).
+        CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) > 1e-4);
+        // Against the fp32 result, as loose as the plain autocast head is.
+        const double tol = 4 * std::max(rel_err(plain.gh, ref.gh * (scale / 3.0)), 5e-3);
+        CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) < tol);
+        CS_CHECK(rel_err(got.gw, ref.gw * (scale / 3.0)) <
+                 4 * std::max(rel_err(plain.gw, ref.gw * (scale / 3.0)), 5e-3));
+        if (with_bias) {
+          CS_CHECK(got.gb.scalar_type() == torch::kFloat32);
+          CS_CHECK(rel_err(got.gb, ref.gb * (scale / 3.0)) <
+                   4 * std::max(rel_err(plain.gb, ref.gb * (scale / 3.0)), 5e-3));
+        }
       }
     }
   }
