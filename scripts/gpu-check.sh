@@ -20,7 +20,9 @@
 #             (3) rounds, each a fresh launch of the engine bf16 + graphs, of
 #             the same with the kernels named in AB_OFF (default qkv) left out,
 #             one launch each, and of the nanoGPT-style reference compiled;
-#             names end in -rN (about 50 s a round)
+#             names end in -rN (about 50 s a round); table.md's "Verdicts on
+#             launches" sets each arm's median over its launches against the
+#             reference's (bench/reference/table.py)
 #   losscurve GPT-2 124M, 4 x 1024 tokens, LOSS_STEPS (200) steps from each of
 #             LOSS_SEEDS (1 2 3 4 5): the engine's kernels (bf16), the portable
 #             path (bf16) and fp32; the kernels pass when the seeds do not show

@@ -12,12 +12,19 @@ engine error line {"name", "error", "status", "message"}. Prints a summary
 the best reference eager and the best compiled, each named, MFU on both
 sides) and a table per group, each run against those two.
 Groups named "profile ..." (gpu-check.sh's profile stage: a few steps before
-the profiler runs) are left out of the summary.
+the profiler runs) are left out of the summary. Runs named with a round,
+-rN (gpu-check.sh's gpt-ab: a fresh launch each), get a verdict on launches:
+per arm the median over its launches against the strongest reference arm's,
+and the ratios of the launches paired by round.
 
     python3 bench/reference/table.py OUT/bench.jsonl
 """
 import json
+import re
+import statistics
 import sys
+
+ROUND = re.compile(r"-r(\d+)(?=-|$)")  # engine-bf16-graphs-r2, nano-r2-compile
 
 
 def load(path):
@@ -116,6 +123,43 @@ def detail(g, rows):
     return lines + [""]
 
 
+def arms(rows):
+    """{arm: {round: step median ms}} of the rows named with a round (-rN)."""
+    out = {}
+    for r in rows:
+        m = ROUND.search(r.get("name", ""))
+        if m and ok(r):
+            arm = r["name"][:m.start()] + r["name"][m.end():]
+            out.setdefault(arm, {})[int(m.group(1))] = r["step_ms"]["median"]
+    return out
+
+
+def launches(groups):
+    """Per group with rounds: each arm's launches against the reference arm
+    with the lowest median step (a reference's: PREFIX-eager/-compile)."""
+    lines = []
+    for g, rows in groups.items():
+        a = arms(rows)
+        refs_ = [k for k in a if is_ref({"name": k})]
+        if not refs_:
+            continue
+        ref = min(refs_, key=lambda k: statistics.median(a[k].values()))
+        rm = statistics.median(a[ref].values())
+        lines += ["### " + g, "",
+                  "| arm | launches | step ms: median of launches (min–max) | vs %s: medians "
+                  "| per launch, paired by round (min–max) |" % ref,
+                  "|---|---|---|---|---|"]
+        for arm, by_round in a.items():
+            ms = list(by_round.values())
+            med = statistics.median(ms)
+            paired = [a[ref][i] / by_round[i] for i in by_round if i in a[ref]]
+            lines.append("| %s | %d | %.2f (%.2f–%.2f) | %.3f× | %s |" % (
+                arm, len(ms), med, min(ms), max(ms), rm / med,
+                "%.3f–%.3f× (%d)" % (min(paired), max(paired), len(paired)) if paired else "–"))
+        lines.append("")
+    return lines
+
+
 def main(argv):
     if len(argv) != 1:
         sys.exit("usage: table.py BENCH.jsonl")
@@ -123,7 +167,13 @@ def main(argv):
     out = ["## Engine against the references (same GPU, same run)", "",
            "Ratios are samples/s against the reference eager and `torch.compile` runs of the group; "
            "MFU from each side's model FLOPs and the dense peak of its precision.", ""]
-    out += summary(groups) + ["", "## Runs", ""]
+    out += summary(groups) + [""]
+    verdicts = launches(groups)
+    if verdicts:
+        out += ["## Verdicts on launches", "",
+                "A fresh launch per arm and round; a verdict rests on the launches' medians, not "
+                "on one launch's steps.", ""] + verdicts
+    out += ["## Runs", ""]
     for g, rows in groups.items():
         out += detail(g, rows)
     out.append("\\* peak memory of a graph replay counts only what was allocated since the graph's "

@@ -135,6 +135,26 @@ class TableTest(unittest.TestCase):
         self.assertIn("| 3.00× (tv-fp16-eager) |", line)
         self.assertIn("| 1.65× (tv-compile) |", line)
 
+    def test_launches_against_the_fastest_reference_arm(self):
+        g = "gpt-124m 16x1024 (launches)"
+
+        def run(name, ms):
+            return dict(self.row(g, name, 1000.0 / ms), step_ms={"median": ms, "p10": ms, "p90": ms})
+        rows = [run("engine-bf16-graphs-r1", 30.0), run("nano-r1-compile", 33.0),
+                run("engine-bf16-graphs-r2", 31.0), run("nano-r2-compile", 34.1),
+                run("engine-bf16-graphs-r3", 30.5), run("nano-r3-compile", 33.0),
+                run("engine-bf16-graphs-noqkv-r1", 32.0),
+                {"group": g, "name": "engine-bf16-graphs-noqkv-r2", "status": "timeout", "reason": "x"},
+                run("engine-bf16", 29.0)]  # no round: not an arm
+        lines = table.launches({g: rows, "other": [run("engine-bf16-r1", 1.0)]})  # no reference: none
+        self.assertEqual(lines[0], "### " + g)
+        self.assertIn("vs nano-compile: medians", lines[2])
+        self.assertEqual(len(lines), 8, lines)  # title, blank, header, rule, three arms, blank
+        self.assertEqual(lines[4], "| engine-bf16-graphs | 3 | 30.50 (30.00–31.00) | 1.082× | 1.082–1.100× (3) |")
+        self.assertEqual(lines[5], "| nano-compile | 3 | 33.00 (33.00–34.10) | 1.000× | 1.000–1.000× (3) |")
+        self.assertEqual(lines[6], "| engine-bf16-graphs-noqkv | 1 | 32.00 (32.00–32.00) | 1.031× | 1.031–1.031× (1) |")
+
+
 class MeasuredFieldsTest(unittest.TestCase):
     def test_fields_from_the_median_step(self):
         cuda = types.SimpleNamespace(max_memory_allocated=lambda dev: 123 if dev == "cuda:0" else -1)
