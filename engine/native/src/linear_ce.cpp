@@ -133,8 +133,8 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& 
                                    const torch::Tensor& target, int64_t chunk_rows,
                                    const torch::Tensor& bias) {
   // An undefined tensor cannot be an autograd function's input (torch 1.13): no
-  // bias is an empty one. The dtype is autocast's here: inside apply autocast
-  // reads as off.
+  // bias is an empty one. The dtype is autocast's, read here: forward excludes
+  // autocast's dispatch keys, and with them excluded autocast reads as off.
   const auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
   return LinearCrossEntropy::apply(h, weight, b, target, chunk_rows,
                                    int64_t(compat::compute_dtype(h)));
