@@ -31,9 +31,8 @@
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
 #             without each kernel switch in BERT_OFF, default res), bf16 without
-#             the kernels; the
-#             fastest public-practice BERT (bert_fast.py) and HF's, eager and
-#             compiled; first the host's
+#             the kernels; the fastest public-practice BERT (bert_fast.py) and
+#             HF's, eager and compiled; first the host's
 #             speed at eager launches (engine/native/tools/host_probe.py), a
 #             line in table.md: the eager steps at this shape are host-bound
 #   resnet50  ResNet-50, 256 x 224x224 channels_last: engine bf16, bf16 +
@@ -55,8 +54,9 @@
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
-#             the strongest BERT reference), engine bf16 and the reference eager (PROFILE_REF=compile: compiled; PROFILE_MODELS
-#             picks the models), PROFILE_WARMUP + PROFILE_STEPS steps,
+#             the strongest BERT reference), engine bf16 and the reference eager
+#             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models),
+#             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
 #             shape the kernel categories side by side, the top kernels, the
 #             idle gap and the host's launches, operators and their CPU time in

@@ -30,12 +30,14 @@ torch::Tensor log_softmax_f32(const torch::Tensor& z) {
 struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h,
                                const torch::Tensor& weight, const torch::Tensor& bias,
-                               const torch::Tensor& target, int64_t chunk_rows, int64_t dtype) {
+                               const torch::Tensor& target, int64_t chunk_rows) {
+    // The products' dtype, read before the guards: with autocast's dispatch
+    // keys excluded autocast reads as off (fp32 products for BERT's fp32 input).
+    const auto dt = compat::compute_dtype(h);
     // Every dtype below is chosen here, not by autocast's per-op rules.
     c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
     c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
     const int64_t N = h.size(0), V = weight.size(0), Vp = padded(V);
-    const auto dt = at::ScalarType(dtype);
     auto hc = h.to(dt);
     // [Vp, d]: the weight cast straight into the padded copy (one pass over it,
     // not a cast and then a pad), zero rows after V.
@@ -43,8 +45,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     wc.narrow(0, 0, V).copy_(weight);
     if (Vp > V) wc.narrow(0, V, Vp - V).zero_();
     torch::Tensor z;  // [N, Vp]
-    const bool has_bias = bias.numel() > 0;  // V > 0: empty is none
-    if (has_bias) {
+    if (has(bias)) {
       // The bias padded with zeros, added in the product's epilogue.
       auto bc = torch::zeros({Vp}, bias.options().dtype(dt));
       bc.narrow(0, 0, V).copy_(bias);
@@ -79,6 +80,9 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     return losses.mean();
   }
 
+  // Whether a bias was given: none is an empty tensor (V > 0).
+  static bool has(const torch::Tensor& bias) { return bias.numel() > 0; }
+
   // Whether the "ce" kernel computes the loss and its gradient over z.
   static bool fused_kernel(const torch::Tensor& z) {
     return kernels::enabled("ce") && glue::runs_here(z) && glue::has_dtype(z.scalar_type()) &&
@@ -91,7 +95,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
     ctx->save_for_backward({hc, wc, z});
     ctx->saved_data["vocab"] = V;
     ctx->saved_data["b_dtype"] = int64_t(bias.scalar_type());
-    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    ctx->saved_data["has_bias"] = has(bias);
     ctx->saved_data["h_dtype"] = int64_t(h.scalar_type());
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
   }
@@ -123,7 +127,7 @@ struct LinearCrossEntropy : torch::autograd::Function<LinearCrossEntropy> {
       gw = compat::mm_to(z.t(), hc * g, w_dtype).narrow(0, 0, V);
       if (has_bias) gb = (z.sum(0, false, torch::kFloat32) * g).narrow(0, 0, V).to(b_dtype);
     }
-    return {gh, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {gh, gw, gb, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -133,11 +137,9 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& h, const torch::Tensor& 
                                    const torch::Tensor& target, int64_t chunk_rows,
                                    const torch::Tensor& bias) {
   // An undefined tensor cannot be an autograd function's input (torch 1.13): no
-  // bias is an empty one. The dtype is autocast's, read here: forward excludes
-  // autocast's dispatch keys, and with them excluded autocast reads as off.
+  // bias is an empty one.
   const auto b = bias.defined() ? bias : torch::empty({0}, weight.options());
-  return LinearCrossEntropy::apply(h, weight, b, target, chunk_rows,
-                                   int64_t(compat::compute_dtype(h)));
+  return LinearCrossEntropy::apply(h, weight, b, target, chunk_rows);
 }
 
 }  // namespace cs

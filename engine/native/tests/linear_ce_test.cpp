@@ -88,7 +88,7 @@ int check_device(torch::Device dev, const std::vector<Shape>& shapes) {
         CS_CHECK(std::abs(got.loss.item<double>() - ref.loss.item<double>()) <
               2e-2 * ref.loss.item<double>());
         // The products ran in dt, not fp32 (autocast reads as off where its
-        // dispatch keys are excluded, as in the forward: the dtype is read before).
+        // dispatch keys are excluded, as inside the forward's guards).
         CS_CHECK(rel_err(got.gh, ref.gh * (scale / 3.0)) > 1e-4);
         // Against the fp32 result, as loose as the plain autocast head is.
         const double tol = 4 * std::max(rel_err(plain.gh, ref.gh * (scale / 3.0)), 5e-3);
