@@ -25,13 +25,22 @@ func Holm(ps []float64, alpha float64) []bool {
 	return out
 }
 
-// Corrected is a comparison decided as one of a family of k: the verdict
-// stands only if its test survives Holm's correction (rejected), else a
-// faster/slower verdict becomes undecided. Interval and ratio are unchanged;
-// "no difference" verdicts are kept (they do not claim an effect).
+// Corrected is a comparison decided as one of a family: a faster/slower
+// verdict stands only if its test survives Holm's correction (rejected).
+// One that does not falls back to the band check: "within δ" if its
+// interval lies inside [1/(1+δ), 1+δ] (it cannot, under the
+// equivalence-first rule, but a caller may pass any comparison), else
+// undecided. Interval and ratio are unchanged; "within δ" verdicts are kept
+// (they claim no effect).
 func Corrected(c Comparison, rejected bool) Comparison {
 	if (c.Verdict == Better || c.Verdict == Worse) && !rejected {
-		c.Verdict = Undecided
+		c.Verdict, c.Practical = Undecided, ""
+		if c.Bounded() {
+			if v, p := verdictOf(c.Lo, c.Hi, c.Threshold); p == Within {
+				c.Verdict, c.Practical = v, p
+				return c
+			}
+		}
 		c.Note = "not significant after correcting for the number of comparisons (Holm)"
 	}
 	return c

@@ -18,7 +18,9 @@ import (
 //     that leaves the larger variance of the mean (s²/n): the trial itself,
 //     or the baseline (one baseline launch serves every trial that asks for
 //     it). After each round in Looks every undecided trial is compared with
-//     the baseline at the design's per-look level; a decided trial stops.
+//     the baseline at the design's per-look level; a trial stops once its
+//     interval is settled against the band (within δ, or beyond it); one
+//     that is faster or slower with a band edge inside its interval goes on.
 //     After round MaxRepeats every trial stops.
 //
 // Without a baseline there is nothing to decide: auto runs MinRepeats rounds.
@@ -164,7 +166,7 @@ func (s *Schedule) look() {
 	if s.d.IsLook(s.round) && !s.noReference() {
 		base := s.baseValues()
 		for _, id := range s.others() {
-			if decide(s.values[id], base, s.level) != Undecided {
+			if _, p := decide(s.values[id], base, s.level); p.Decided() {
 				s.Stop(id, StopDecided)
 			}
 		}

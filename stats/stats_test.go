@@ -50,7 +50,7 @@ func TestCompareOrientation(t *testing.T) {
 	c := Compare(fast, slow, Metrics["throughput"], lv)
 	assert.InDelta(t, 1.2, c.Ratio, 0.01)
 	assert.Equal(t, Better, c.Verdict)
-	assert.Equal(t, "faster", c.VerdictText())
+	assert.Equal(t, "faster by more than 5%", c.VerdictText())
 	// step time: the trial with the shorter step is faster
 	c = Compare([]float64{10, 10.1, 9.9}, []float64{12, 12.1, 11.9}, Metrics["step_time"], lv)
 	assert.InDelta(t, 1.2, c.Ratio, 0.01)
@@ -60,7 +60,7 @@ func TestCompareOrientation(t *testing.T) {
 	// memory: deterministic values compare exactly
 	c = Compare([]float64{8 << 30, 8 << 30}, []float64{6 << 30, 6 << 30}, Metrics["memory"], lv)
 	assert.Equal(t, Worse, c.Verdict)
-	assert.Equal(t, "more memory", c.VerdictText())
+	assert.Equal(t, "more memory by more than 5%", c.VerdictText())
 	assert.InDelta(t, 0.75, c.Lo, 1e-12)
 }
 
@@ -75,8 +75,8 @@ func TestVerdicts(t *testing.T) {
 		{"one launch: estimate only", []float64{130}, []float64{100, 101, 99}, Undecided, "undecided (one launch: estimate only)"},
 		{"one baseline launch", []float64{130, 131}, []float64{100}, Undecided, "undecided (one launch: estimate only)"},
 		{"nothing", nil, []float64{100}, Undecided, "undecided (nothing to compare)"},
-		{"slower", []float64{70, 71, 69}, []float64{100, 101, 99}, Worse, "slower"},
-		{"same, tight", []float64{100.5, 100, 99.5, 100.2}, []float64{100, 100.4, 99.6, 99.9}, NoDifference, "no difference larger than 5%"},
+		{"slower", []float64{70, 71, 69}, []float64{100, 101, 99}, Worse, "slower by more than 5%"},
+		{"same, tight", []float64{100.5, 100, 99.5, 100.2}, []float64{100, 100.4, 99.6, 99.9}, NoDifference, "within ±5%"},
 		{"same, noisy", []float64{90, 110, 100}, []float64{95, 105, 100}, Undecided, "undecided (needs ~"},
 	}
 	for _, tt := range tests {
@@ -107,7 +107,7 @@ func TestMoreLaunchesEstimate(t *testing.T) {
 			trial[i], base[i] = 100*math.Exp(eff+x[i]), 100*math.Exp(y[i])
 		}
 		c := Compare(trial, base, Metrics["throughput"], lv)
-		if c.Decided() || c.MoreLaunches == 0 || c.MoreLaunches >= maxMore {
+		if c.Settled() || c.MoreLaunches == 0 || c.MoreLaunches >= maxMore {
 			continue
 		}
 		// grow both sides with their own mean and spread exactly preserved
@@ -134,7 +134,7 @@ func TestMoreLaunchesEstimate(t *testing.T) {
 			return out
 		}
 		c2 := Compare(grow(trial), grow(base), Metrics["throughput"], lv)
-		assert.True(t, c2.Decided(), "%s then %d more: %s", c.Text(), c.MoreLaunches, c2.Text())
+		assert.True(t, c2.Settled(), "%s then %d more: %s", c.Text(), c.MoreLaunches, c2.Text())
 	}
 }
 
@@ -319,6 +319,8 @@ func TestDecideAgreesWithCompare(t *testing.T) {
 		}
 		lv := Level{Confidence: []float64{0.95, 0.99}[r.IntN(2)], Threshold: []float64{0, 0.05}[r.IntN(2)]}
 		c := Compare(x, y, throughputMetric, lv)
-		assert.Equal(t, c.Verdict, decide(x, y, lv), c.Text())
+		v, p := decide(x, y, lv)
+		assert.Equal(t, c.Verdict, v, c.Text())
+		assert.Equal(t, c.Practical, p, c.Text())
 	}
 }

@@ -18,46 +18,119 @@ const (
 	Undecided    Verdict = "undecided"     // none of these yet (or one launch)
 )
 
-// VerdictText is the verdict in words: "faster", "slower", "no difference
-// larger than 5%", "undecided (needs ~12 more launches)" or "undecided (one
-// launch: estimate only)".
+// Practical is where a comparison's interval lies against the band
+// [L, U] = [1/(1+δ), 1+δ] (docs/reports.md, "Verdicts").
+type Practical string
+
+const (
+	Within     Practical = "within"     // inside the band: no difference larger than δ
+	Beyond     Practical = "beyond"     // wholly above U or below L: faster or slower by more than δ
+	Unresolved Practical = "unresolved" // excludes 1 but holds a band edge
+)
+
+// Decided reports whether the interval is settled against the band (within
+// or beyond): the only rows at which repeats: auto stops a trial.
+func (p Practical) Decided() bool { return p == Within || p == Beyond }
+
+func (p Practical) json() *string {
+	if p == "" {
+		return nil
+	}
+	s := string(p)
+	return &s
+}
+
+// Winner reports whether the comparison names the trial better than its
+// reference by more than δ: the only verdict a headline or a colour may call
+// a win.
+func (c Comparison) Winner() bool { return c.Verdict == Better && c.Practical == Beyond }
+
+// Loser is the mirror of Winner: worse by more than δ.
+func (c Comparison) Loser() bool { return c.Verdict == Worse && c.Practical == Beyond }
+
+// VerdictText is the verdict in words, equivalence first (δ = 5%):
+//
+//	within ±5%                                   (+ "(measurably faster, +2.0 to +3.0%)" when it excludes 1)
+//	faster by more than 5%  /  slower by more than 5%
+//	faster, by 2.0–8.0% (more than 5% not shown; needs ~3 more launches)
+//	undecided (needs ~12 more launches)  /  undecided (one launch: estimate only)
+//
+// For memory, "less memory" and "more memory" replace faster and slower.
 func (c Comparison) VerdictText() string {
-	switch c.Verdict {
-	case Better:
-		if c.Metric.Speed() {
-			return "faster"
+	better, worse := "faster", "slower"
+	if !c.Metric.Speed() {
+		better, worse = "less memory", "more memory"
+	}
+	band := PercentText(c.Threshold)
+	switch {
+	case c.Verdict == NoDifference:
+		t := "within ±" + band
+		switch {
+		case c.Bounded() && c.Lo > 1:
+			t += fmt.Sprintf(" (measurably %s, +%s to +%s%%)", better, pct1(c.Lo-1), pct1(c.Hi-1))
+		case c.Bounded() && c.Hi < 1:
+			t += fmt.Sprintf(" (measurably %s, −%s to −%s%%)", worse, pct1(1-c.Hi), pct1(1-c.Lo))
 		}
-		return "less memory"
-	case Worse:
-		if c.Metric.Speed() {
-			return "slower"
-		}
-		return "more memory"
-	case NoDifference:
-		return "no difference larger than " + PercentText(c.Threshold)
+		return t
+	case c.Verdict == Better && c.Practical == Beyond:
+		return better + " by more than " + band
+	case c.Verdict == Worse && c.Practical == Beyond:
+		return worse + " by more than " + band
+	case c.Verdict == Better:
+		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s)", better, pct1(c.Lo-1), pct1(c.Hi-1), band, c.needs("; "))
+	case c.Verdict == Worse:
+		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s)", worse, pct1(1-c.Hi), pct1(1-c.Lo), band, c.needs("; "))
 	}
 	switch {
 	case c.NTrial == 0 || c.NBase == 0:
 		return "undecided (nothing to compare)"
 	case c.NTrial < 2 || c.NBase < 2:
 		return "undecided (one launch: estimate only)"
-	case c.MoreLaunches >= maxMore:
-		return fmt.Sprintf("undecided (needs > %d more launches)", maxMore)
-	case c.MoreLaunches == 1:
-		return "undecided (needs ~1 more launch)"
 	case c.MoreLaunches > 0:
-		return fmt.Sprintf("undecided (needs ~%d more launches)", c.MoreLaunches)
+		return "undecided (" + c.needs("") + ")"
 	}
 	return "undecided"
 }
 
+// needs is "needs ~N more launches" after sep, or "" when there is no estimate.
+func (c Comparison) needs(sep string) string {
+	switch {
+	case c.MoreLaunches >= maxMore:
+		return fmt.Sprintf("%sneeds > %d more launches", sep, maxMore)
+	case c.MoreLaunches == 1:
+		return sep + "needs ~1 more launch"
+	case c.MoreLaunches > 0:
+		return fmt.Sprintf("%sneeds ~%d more launches", sep, c.MoreLaunches)
+	}
+	return ""
+}
+
+// pct1 is a fraction as a percentage with one decimal, without the sign: 0.0213 -> "2.1".
+func pct1(f float64) string { return fmt.Sprintf("%.1f", 100*math.Abs(f)) }
+
 // RatioText is the ratio with its interval: "1.24× [1.13, 1.38]", or "1.24×"
-// alone when there is no interval.
+// alone when there is no interval. It prints as many decimals (2 to 4) as
+// keep the three numbers apart: "1.086× [1.085, 1.086]" rather than
+// "1.09× [1.09, 1.09]".
 func (c Comparison) RatioText() string {
 	if !c.Bounded() {
 		return RatioText(c.Ratio)
 	}
-	return fmt.Sprintf("%s [%s, %s]", RatioText(c.Ratio), ratioNum(c.Lo), ratioNum(c.Hi))
+	for dec := 2; dec <= 4; dec++ {
+		lo, r, hi := ratioDec(c.Lo, dec), ratioDec(c.Ratio, dec), ratioDec(c.Hi, dec)
+		if (lo != r || c.Lo == c.Ratio) && (hi != r || c.Hi == c.Ratio) || dec == 4 {
+			return fmt.Sprintf("%s× [%s, %s]", r, lo, hi)
+		}
+	}
+	return "" // unreachable
+}
+
+// ratioDec is ratioNum with dec decimals in [0.1, 100).
+func ratioDec(r float64, dec int) string {
+	if r != 0 && (r < 0.1 || r >= 100) {
+		return strconv.FormatFloat(r, 'g', dec+1, 64)
+	}
+	return strconv.FormatFloat(r, 'f', dec, 64)
 }
 
 // Text is the ratio, its interval and the verdict: "1.24× [1.13, 1.38] faster".

@@ -46,6 +46,10 @@ type Comparison struct {
 	NBase      int     `json:"n_base"`
 	Threshold  float64 `json:"threshold"`
 	Verdict    Verdict `json:"verdict"`
+	// Practical places the interval against the band [1/(1+δ), 1+δ]:
+	// within it, beyond it, or faster/slower with the band's edge inside the
+	// interval (unresolved); "" (null) when undecided.
+	Practical Practical `json:"practical"`
 	// MoreLaunches estimates, for an undecided comparison with two launches
 	// a side or more, how many more launches per side would decide it at the
 	// current spread and effect (0: decided, or no spread to go by).
@@ -53,7 +57,7 @@ type Comparison struct {
 	Note         string `json:"note,omitempty"`
 
 	MedianRatio  float64 `json:"median_ratio"`   // ratio of medians, oriented like Ratio
-	MannWhitneyP float64 `json:"mann_whitney_p"` // benchmath's U test (secondary)
+	MannWhitneyP float64 `json:"mann_whitney_p"` // benchmath's U test (secondary); NaN (null) below 2 launches a side
 }
 
 // Bounded reports whether the comparison has an interval.
@@ -62,11 +66,20 @@ func (c Comparison) Bounded() bool { return !math.IsInf(c.Lo, 0) && !math.IsInf(
 // Decided reports whether the verdict is faster, slower or no difference.
 func (c Comparison) Decided() bool { return c.Verdict != Undecided && c.Verdict != "" }
 
+// Settled reports whether the comparison is decided against the band: within
+// it or beyond it (repeats: auto stops such a trial; an unresolved faster or
+// slower one continues).
+func (c Comparison) Settled() bool { return c.Practical.Decided() }
+
 // Compare compares a trial's launch values with the reference's.
 func Compare(trial, base []float64, m Metric, lv Level) Comparison {
 	c := compare(trial, base, m, lv)
+	c.MannWhitneyP = math.NaN()
 	if len(trial) > 0 && len(base) > 0 {
 		c.MedianRatio, c.MannWhitneyP = medianRatio(trial, base, m)
+		if len(trial) < 2 || len(base) < 2 {
+			c.MannWhitneyP = math.NaN() // one launch a side cannot be tested
+		}
 	}
 	return c
 }
@@ -109,8 +122,8 @@ func compare(trial, base []float64, m Metric, lv Level) Comparison {
 		c.P, c.DF = p, df
 		c.Lo, c.Hi = math.Exp(sign*d-hw), math.Exp(sign*d+hw)
 	}
-	c.Verdict = verdictOf(c.Lo, c.Hi, lv.Threshold)
-	if c.Verdict == Undecided {
+	c.Verdict, c.Practical = verdictOf(c.Lo, c.Hi, lv.Threshold)
+	if !c.Practical.Decided() {
 		c.MoreLaunches = moreLaunches(vx, vy, d, lv, min(len(trial), len(base)))
 	}
 	return c
@@ -142,10 +155,12 @@ func welch(x, y mstats.Sample, confidence float64, pooled bool) (d, hw, p, df fl
 // decide is the verdict of compare without the interval: the same rule
 // through Student's t CDF instead of its quantile (the quantile's inverse
 // incomplete beta dominates a simulation's time; the schedule's looks need
-// only the verdict).
-func decide(trial, base []float64, lv Level) Verdict {
+// only the verdict). The interval [d-h, d+h] on ln ratio, h = q·se, is
+// inside the band when h <= ln(1+δ)-|d|, beyond it when h < |d|-ln(1+δ),
+// and excludes 1 when h < |d|.
+func decide(trial, base []float64, lv Level) (Verdict, Practical) {
 	if len(trial) < 2 || len(base) < 2 {
-		return Undecided
+		return Undecided, ""
 	}
 	x, y := mstats.Sample{Xs: logs(trial)}, mstats.Sample{Xs: logs(base)}
 	vx, vy := x.Variance(), y.Variance()
@@ -159,44 +174,57 @@ func decide(trial, base []float64, lv Level) Verdict {
 	df := (se2x + se2y) * (se2x + se2y) / (se2x*se2x/(nx-1) + se2y*se2y/(ny-1))
 	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
 	upper := 1 - (1-lv.Confidence)/2
-	switch {
-	case t.CDF(math.Abs(d)/se) > upper: // the interval excludes 0
-		if d > 0 {
-			return Better
-		}
-		return Worse
-	case lv.Threshold > 0 && t.CDF((math.Log(1+lv.Threshold)-math.Abs(d))/se) >= upper:
-		return NoDifference
+	band := math.Log(1 + math.Max(lv.Threshold, 0))
+	dir := Better
+	if d < 0 {
+		dir = Worse
 	}
-	return Undecided
+	switch {
+	case t.CDF((band-math.Abs(d))/se) >= upper:
+		return NoDifference, Within
+	case t.CDF((math.Abs(d)-band)/se) > upper:
+		return dir, Beyond
+	case t.CDF(math.Abs(d)/se) > upper:
+		return dir, Unresolved
+	}
+	return Undecided, ""
 }
 
-// verdictOf is the verdict rule on an oriented interval [lo, hi].
-func verdictOf(lo, hi, delta float64) Verdict {
+// verdictOf is the verdict rule on an oriented interval [lo, hi],
+// equivalence first (docs/reports.md): inside [L, U] = [1/(1+δ), 1+δ] is
+// "within δ" whatever it says about 1; lo > U or hi < L is faster or slower
+// by more than δ; an interval that excludes 1 but holds a band edge is
+// faster or slower with its size against δ unresolved; anything else is
+// undecided.
+func verdictOf(lo, hi, delta float64) (Verdict, Practical) {
+	delta = math.Max(delta, 0)
+	u, l := 1+delta, 1/(1+delta)
 	switch {
+	case lo >= l && hi <= u:
+		return NoDifference, Within
+	case lo > u:
+		return Better, Beyond
+	case hi < l:
+		return Worse, Beyond
 	case lo > 1:
-		return Better
+		return Better, Unresolved
 	case hi < 1:
-		return Worse
-	case delta > 0 && lo >= 1/(1+delta) && hi <= 1+delta:
-		return NoDifference
+		return Worse, Unresolved
 	}
-	return Undecided
+	return Undecided, ""
 }
 
 // maxMore caps the estimate of launches still needed.
 const maxMore = 1000
 
 // moreLaunches is how many more launches per side would make the interval
-// narrow enough to decide, if the spreads and the effect stayed as measured:
-// narrower than |d| (to exclude no change) or than ln(1+δ)-|d| (to fit
-// inside the band), whichever is wider. It searches the smallest n per side
-// whose Welch half-width q(df)·sqrt((vx+vy)/n) is below that target.
+// narrow enough to decide against the band, if the spreads and the effect
+// stayed as measured: narrower than the distance of |d| from the nearer band
+// edge, |ln(1+δ)-|d||, so that it fits inside the band or clears it. It
+// searches the smallest n per side whose Welch half-width
+// q(df)·sqrt((vx+vy)/n) is below that target.
 func moreLaunches(vx, vy, d float64, lv Level, have int) int {
-	target := math.Abs(d)
-	if lv.Threshold > 0 {
-		target = math.Max(target, math.Log(1+lv.Threshold)-math.Abs(d))
-	}
+	target := math.Abs(math.Log(1+math.Max(lv.Threshold, 0)) - math.Abs(d))
 	if target <= 0 || vx+vy == 0 {
 		return 0
 	}
@@ -234,19 +262,20 @@ type comparisonJSON struct {
 	NBase        int      `json:"n_base"`
 	Threshold    float64  `json:"threshold"`
 	Verdict      Verdict  `json:"verdict"`
+	Practical    *string  `json:"practical"`
 	VerdictText  string   `json:"verdict_text"`
 	MoreLaunches int      `json:"more_launches,omitempty"`
 	Note         string   `json:"note,omitempty"`
 	MedianRatio  float64  `json:"median_ratio"`
-	MannWhitneyP float64  `json:"mann_whitney_p"`
+	MannWhitneyP *float64 `json:"mann_whitney_p"` // null when not testable (one launch on a side)
 }
 
 // MarshalJSON writes missing bounds and p as null, and the verdict's words.
 func (c Comparison) MarshalJSON() ([]byte, error) {
 	return json.Marshal(comparisonJSON{Metric: c.Metric, Ratio: finite(c.Ratio), Lo: bound(c.Lo), Hi: bound(c.Hi),
 		Confidence: c.Confidence, P: bound(c.P), DF: finite(c.DF), NTrial: c.NTrial, NBase: c.NBase,
-		Threshold: c.Threshold, Verdict: c.Verdict, VerdictText: c.VerdictText(), MoreLaunches: c.MoreLaunches,
-		Note: c.Note, MedianRatio: finite(c.MedianRatio), MannWhitneyP: finite(c.MannWhitneyP)})
+		Threshold: c.Threshold, Verdict: c.Verdict, Practical: c.Practical.json(), VerdictText: c.VerdictText(),
+		MoreLaunches: c.MoreLaunches, Note: c.Note, MedianRatio: finite(c.MedianRatio), MannWhitneyP: bound(c.MannWhitneyP)})
 }
 
 // UnmarshalJSON reads null bounds as infinite and a null p as NaN.
@@ -257,7 +286,13 @@ func (c *Comparison) UnmarshalJSON(b []byte) error {
 	}
 	*c = Comparison{Metric: j.Metric, Ratio: j.Ratio, Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: j.Confidence,
 		P: math.NaN(), DF: j.DF, NTrial: j.NTrial, NBase: j.NBase, Threshold: j.Threshold, Verdict: j.Verdict,
-		MoreLaunches: j.MoreLaunches, Note: j.Note, MedianRatio: j.MedianRatio, MannWhitneyP: j.MannWhitneyP}
+		MoreLaunches: j.MoreLaunches, Note: j.Note, MedianRatio: j.MedianRatio, MannWhitneyP: math.NaN()}
+	if j.Practical != nil {
+		c.Practical = Practical(*j.Practical)
+	}
+	if j.MannWhitneyP != nil {
+		c.MannWhitneyP = *j.MannWhitneyP
+	}
 	if j.Lo != nil {
 		c.Lo = *j.Lo
 	}

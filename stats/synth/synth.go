@@ -35,6 +35,12 @@ var (
 	Host    = Model{Tput: 100, LaunchSD: 0.02, StepSD: 0.05, Phi: 0.88, SlowIn: 0.02, SlowStay: 0.9, SlowBy: 1.18, Drift: 0.009}
 )
 
+// H100 is calibrated on the five runs of one H100 (2026-12-06,
+// ../shared/brief/verdicts-review.md §2.3): a launch-to-launch sd of ln
+// throughput of about 0.3% (GPT-2's median 0.26%, range 0.07-0.38%), a
+// power-limited drift of 1% over the window.
+var H100 = Model{Tput: 100, LaunchSD: 0.0025, StepSD: 0.006, Phi: 0.7, Drift: 0.01}
+
 // Steps is the number of measured steps of a launch.
 const Steps = 50
 
