@@ -229,7 +229,7 @@ func checkOverlap(c *evalContext) verdict {
 			Recommendation: "use ddp.overlap: true (or sweep ddp.overlap: [true, false] to measure it)",
 		}
 	}
-	switch b.Cmp.Verdict {
+	switch measured(*b) {
 	case stats.Better:
 		return verdict{
 			Status: Finding,
@@ -260,9 +260,9 @@ func checkNCCLForced(c *evalContext) verdict {
 			}
 			all = append(all, cmp)
 			switch {
-			case cmp.Cmp.Verdict == stats.Worse && inUse[cmp.Alt.knob(knob)]:
+			case measured(cmp) == stats.Worse && inUse[cmp.Alt.knob(knob)]:
 				slowerInUse = append(slowerInUse, cmp)
-			case cmp.Cmp.Verdict == stats.Better && cmp.Speedup >= c.t("min_speedup"):
+			case measured(cmp) == stats.Better && cmp.Speedup >= c.t("min_speedup"):
 				faster = append(faster, cmp)
 			}
 		}

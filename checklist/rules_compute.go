@@ -56,6 +56,17 @@ type comparison struct {
 	Base, Alt *trial
 	Speedup   float64          // Alt over Base
 	Cmp       stats.Comparison // Alt against Base over launches, Holm-corrected
+	Holm      bool             // its test survives Holm's correction over the run's pairs
+}
+
+// measured is the direction the pair's interval shows (stats.Direction),
+// kept only when its test survives Holm's correction: the rules weigh the
+// size against their own min_speedup, not the study's δ.
+func measured(cmp comparison) stats.Verdict {
+	if !cmp.Holm {
+		return stats.Undecided
+	}
+	return cmp.Cmp.Direction()
 }
 
 // against orients every pair of knob so that Base holds baseVal; pairs where
@@ -65,9 +76,9 @@ func (v *runView) against(knob, baseVal string) []comparison {
 	for _, p := range v.pairs(knob) {
 		switch {
 		case p.A.knob(knob) == baseVal:
-			out = append(out, comparison{Base: p.A, Alt: p.B, Speedup: speedup(p.B, p.A), Cmp: v.compare(p.B, p.A)})
+			out = append(out, comparison{Base: p.A, Alt: p.B, Speedup: speedup(p.B, p.A), Cmp: v.compare(p.B, p.A), Holm: v.holm[pairKey(p.A, p.B)]})
 		case p.B.knob(knob) == baseVal:
-			out = append(out, comparison{Base: p.B, Alt: p.A, Speedup: speedup(p.A, p.B), Cmp: v.compare(p.A, p.B)})
+			out = append(out, comparison{Base: p.B, Alt: p.A, Speedup: speedup(p.A, p.B), Cmp: v.compare(p.A, p.B), Holm: v.holm[pairKey(p.A, p.B)]})
 		}
 	}
 	return out
@@ -91,7 +102,7 @@ func fastest(cs []comparison) *comparison {
 // least minSpeedup and is decided faster over launches (Welch, corrected for
 // the number of comparisons).
 func clearlyFaster(cmp comparison, minSpeedup float64) bool {
-	return !math.IsNaN(cmp.Speedup) && cmp.Speedup >= minSpeedup && cmp.Cmp.Verdict == stats.Better
+	return !math.IsNaN(cmp.Speedup) && cmp.Speedup >= minSpeedup && measured(cmp) == stats.Better
 }
 
 // verdictNote is the comparison's ratio, interval and verdict in the report's
@@ -275,7 +286,7 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: true",
 			}
 		}
-		if base == "true" && b.Speedup < 1/c.t("min_speedup") && b.Cmp.Verdict == stats.Worse {
+		if base == "true" && b.Speedup < 1/c.t("min_speedup") && measured(*b) == stats.Worse {
 			return verdict{
 				Status:         Finding,
 				Message:        fmt.Sprintf("the baseline captures CUDA Graphs, but replay was at best %s the speed of eager (trials %s, %s)", x(b.Speedup), b.Alt.ID, b.Base.ID),

@@ -34,9 +34,9 @@ var runRules = []*Rule{
 	},
 	{
 		ID: "no-effect-knob", Title: "Knobs that had no measurable effect", Chapter: 17, Severity: Info,
-		Rationale: "A knob whose every clean pair (trials differing only in it) is decided \"no difference larger " +
-			"than δ\" (the study's compare.threshold; Welch interval over launches inside [1/(1+δ), 1+δ]) did " +
-			"nothing measurable, and should not be credited for a speed-up. A pair that is still undecided does " +
+		Rationale: "A knob whose every clean pair (trials differing only in it) is decided \"within ±δ\" " +
+			"(the study's compare.threshold; Welch interval over launches inside [1/(1+δ), 1+δ], even when it " +
+			"excludes 1) had no effect larger than δ, and should not be credited for a speed-up. A pair that is still undecided does " +
 			"not count as no effect. For nccl.algo/nccl.proto, NCCL's own tuning log shows when auto already " +
 			"chose the forced value.",
 		Needs: []string{"pairs of trials differing in one knob", "samples_per_s of each launch", "NCCL tuning log lines (optional)"},
@@ -217,13 +217,13 @@ func checkNoEffect(c *evalContext) verdict {
 		trials = append(trials, wa.ID, wb.ID)
 	}
 	if len(lines) == 0 {
-		return pass("no swept knob (%s) was decided \"no difference larger than %s\" in every clean pair", strings.Join(knobs, ", "),
-			stats.PercentText(c.run.level.Threshold))
+		return pass("no swept knob (%s) was decided \"within ±%s\" (no effect larger than %s) in every clean pair", strings.Join(knobs, ", "),
+			stats.PercentText(c.run.level.Threshold), stats.PercentText(c.run.level.Threshold))
 	}
 	sort.Strings(names)
 	return verdict{
 		Status: Finding,
-		Message: fmt.Sprintf("%d knob(s) made no difference larger than %s: %s", len(names),
+		Message: fmt.Sprintf("%d knob(s) had no effect larger than %s: %s", len(names),
 			stats.PercentText(c.run.level.Threshold), strings.Join(names, ", ")),
 		Evidence:       lines,
 		Trials:         trials,

@@ -145,7 +145,10 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.Value = stats.ValueOf(t.Launches.Values, confidence)
 	t.Throughput = stats.ValueOf(t.Launches.SamplesPerS, confidence)
 	t.Median = stats.MedianCI(t.Launches.Values)
-	t.CV = t.Value.CV
+	if t.Value.N >= 2 {
+		cv := t.Value.CV
+		t.CV = &cv
+	}
 	if t.Value.N == 1 {
 		t.Warnings = append(t.Warnings, "one launch: estimate only, no interval and no p-value (run repeats: 3 or more, or repeats: auto)")
 	}
@@ -165,7 +168,8 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	}
 	t.StepMS = StepTime{Median: sum.StepMSMedian, P10: sum.StepMSP10, P90: sum.StepMSP90}
 	t.StepCV, t.RepeatCV = sum.StepCV, sum.RepeatCV
-	t.Noisy = sum.Noisy || t.CV > NoisyCV
+	// the launch is the replicate: noisy is about launches only (one launch has no spread)
+	t.Noisy = t.Value.N >= 2 && (t.Value.CV > NoisyCV || sum.RepeatCV > NoisyCV)
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
@@ -324,20 +328,28 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 	av := base.Value
 	h.BaseValue = &av
 	h.Status = HeadlineSpeedup
-	if best == base {
-		h.BestIsBase = true
-		h.Text = fmt.Sprintf("The baseline is the best trial: %s %s; no swept setting beat it.", Num(bv.Center), s.Metric.Unit)
-		return h
-	}
 	for i := range s.Trials {
 		if s.Trials[i].VsBaseline != nil {
 			h.Comparisons++
 		}
 	}
+	if best == base {
+		h.BestIsBase = true
+		h.Text = fmt.Sprintf("The baseline is the best trial: %s %s; no swept setting beat it.", Num(bv.Center), s.Metric.Unit)
+		if h.Comparisons == 0 {
+			h.Text = fmt.Sprintf("Only the baseline ran: %s %s; no swept setting was measured against it.", Num(bv.Center), s.Metric.Unit)
+		}
+		return h
+	}
 	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, s.Design.SelectionLevel(s.Threshold(), h.Comparisons))
 	h.Comparison = &c
-	h.Text = fmt.Sprintf("Best trial %s (%s): %s the baseline's %s: %s (%s).",
-		best.ID, labelOf(best), c.RatioText(), s.Metric.Unit, c.VerdictText(), headlineQualifier(c, h.Comparisons))
+	if c.Winner() { // a winner is named only when it beat the baseline by more than δ
+		h.Text = fmt.Sprintf("Best trial %s (%s): %s the baseline's %s: %s (%s).",
+			best.ID, labelOf(best), c.RatioText(), s.Metric.Unit, c.VerdictText(), headlineQualifier(c, h.Comparisons))
+		return h
+	}
+	h.Text = fmt.Sprintf("No setting beat the baseline by more than %s; the best, %s (%s), is %s: %s the baseline's %s (%s).",
+		stats.PercentText(s.Threshold()), labelOf(best), best.ID, c.VerdictText(), c.RatioText(), s.Metric.Unit, headlineQualifier(c, h.Comparisons))
 	return h
 }
 

@@ -74,7 +74,7 @@ func gridCharts(s *Summary, m measure) ([]Chart, error) {
 		}
 		c.ID = fmt.Sprintf("grid-%d", i+1)
 		c.Caption = fmt.Sprintf("Each cell is the trial with that %s and %s: its value (%s, the geometric mean over its launches) "+
-			"and its ratio to the baseline (~: no difference larger than δ; ?: undecided; hover for the interval and the verdict). %s",
+			"and its ratio to the baseline (~: within ±δ; ?: undecided; hover for the interval and the verdict). %s",
 			rowK, colK, m.unit, scaleNote)
 		if len(panels) > maxPanels && i == maxPanels-1 {
 			c.Caption += fmt.Sprintf(" %d more panels are not drawn: the trials table has every trial.", len(panels)-maxPanels)

@@ -160,7 +160,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 				row = append(row, "", "", "", "", "")
 			}
 			row = append(row, f(t.Throughput.Center), f(t.TokensPerS), f(t.StepMS.Median), f(t.StepMS.P10), f(t.StepMS.P90),
-				f(t.CV), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.MFUBF16), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
+				cvCell(t.CV, f), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.MFUBF16), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
 			b := t.Breakdown
 			if b == nil {
 				b = &Breakdown{}
@@ -179,4 +179,12 @@ func WriteCSV(w io.Writer, s *Summary) error {
 		return fmt.Errorf("writing CSV: %w", err)
 	}
 	return nil
+}
+
+// cvCell is the launch CV, empty below two launches.
+func cvCell(cv *float64, f func(float64) string) string {
+	if cv == nil {
+		return ""
+	}
+	return f(*cv)
 }

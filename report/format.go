@@ -77,18 +77,45 @@ func MethodText(s *Summary) string {
 	d := s.Design
 	var design string
 	if d.Auto {
-		design = fmt.Sprintf("repeats: auto (%d to %d launches a trial, decided at rounds %s; %s per look so that "+
-			"peeking keeps the overall false-positive rate at %s)", d.MinRepeats, d.MaxRepeats, intsText(d.Looks),
+		design = fmt.Sprintf("repeats: auto (%d to %d launches a trial, looks at rounds %s; %s per look, so that "+
+			"peeking keeps the false-positive rate of each comparison at %s; a trial stops once it is within δ or "+
+			"beyond it)", d.MinRepeats, d.MaxRepeats, intsText(d.Looks),
 			stats.PercentText(d.LookAlpha), stats.PercentText(d.Alpha))
 	} else {
-		design = fmt.Sprintf("%d launches a trial", d.Repeats)
+		design = fmt.Sprintf("%d %s a trial", d.Repeats, launchesWord(d.Repeats))
 	}
+	k := 0
+	for i := range s.Trials {
+		if s.Trials[i].VsBaseline != nil {
+			k++
+		}
+	}
+	family := ""
+	if k > 1 {
+		family = fmt.Sprintf(" The rate holds per comparison: with %d comparisons expect up to %.2g false verdicts when nothing changed.",
+			k, float64(k)*(1-s.Confidence))
+	}
+	delta := s.Threshold()
 	return fmt.Sprintf("Each launch (a separate process) gives one value of %s; a trial's number is the geometric mean "+
 		"over its clean launches, with a %s t interval. \"vs baseline\" is the ratio of geometric means (better > 1) "+
-		"with a %s Welch interval on log values; verdicts against δ = %s: faster or slower when the interval excludes 1, "+
-		"\"no difference larger than δ\" when it lies inside [1/(1+δ), 1+δ], else undecided. Design: %s. "+
+		"with a %s Welch interval on log values, judged against δ = %s (%s faster, or a %s longer step: %s throughput), "+
+		"equivalence first: \"within ±%s\" when the interval lies inside [%s, %s]; faster or slower \"by more than %s\" "+
+		"when it lies wholly beyond the band (only these name a winner); faster or slower with \"more than %s not shown\" "+
+		"when it excludes 1 but holds a band edge; else undecided. Design: %s.%s "+
 		"One launch gives an estimate only: no interval, no p-value.",
-		s.Metric.Unit, PercentConf(s.Confidence), PercentConf(s.Confidence), stats.PercentText(s.Threshold()), design)
+		s.Metric.Unit, PercentConf(s.Confidence), PercentConf(s.Confidence), stats.PercentText(delta),
+		stats.RatioText(1+delta), stats.RatioText(1+delta), stats.RatioText(1/(1+delta)), stats.PercentText(delta),
+		ratio3(1/(1+delta)), ratio3(1+delta), stats.PercentText(delta), stats.PercentText(delta), design, family)
+}
+
+func ratio3(r float64) string { return fmt.Sprintf("%.3f", r) }
+
+// launchesWord is "launch" for one, "launches" otherwise.
+func launchesWord(n int) string {
+	if n == 1 {
+		return "launch"
+	}
+	return "launches"
 }
 
 func intsText(xs []int) string {

@@ -53,7 +53,9 @@ func sanitize(t *Trial) {
 	fix("final loss", &t.FinalLoss)
 	fix("MFU", &t.MFU)
 	fix("TFLOP/s", &t.TFLOPS)
-	fix("CV", &t.CV)
+	if t.CV != nil {
+		fix("CV", t.CV)
+	}
 	fix("step CV", &t.StepCV)
 	fix("repeat CV", &t.RepeatCV)
 	fix("tokens/s", &t.TokensPerS)

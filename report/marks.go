@@ -16,14 +16,19 @@ type markSet struct {
 }
 
 // Verdict colours (versus.Verdict); undecided and uncompared trials are blue.
-var verdictColours = map[string]color.Color{"better": colGreen, "worse": colRed, "same": colGrey, "undecided": colBlue, "": colBlue}
+// Only a verdict beyond δ gets full green or red; faster or slower with δ
+// not shown is pale; within δ is grey.
+var verdictColours = map[string]color.Color{"better": colGreen, "worse": colRed, "same": colGrey, "undecided": colBlue, "": colBlue,
+	"better-unresolved": color.RGBA{150, 210, 190, 255}, "worse-unresolved": color.RGBA{238, 180, 150, 255}}
 
 var verdictLegend = map[string]string{
-	"better":    "better than the baseline",
-	"worse":     "worse than the baseline",
-	"same":      "no difference beyond δ",
-	"undecided": "undecided",
-	"":          "trial",
+	"better":            "better than the baseline by more than δ",
+	"worse":             "worse than the baseline by more than δ",
+	"better-unresolved": "better, by δ or less not excluded",
+	"worse-unresolved":  "worse, by δ or less not excluded",
+	"same":              "within ±δ of the baseline",
+	"undecided":         "undecided",
+	"":                  "trial",
 }
 
 // trial adds a trial's point at (x, v) with its whisker (vertical; horizontal
@@ -95,7 +100,7 @@ func (ms *markSet) legendItems() []legendItem {
 	if ms.base {
 		out = append(out, legendItem{text: "baseline", shape: shapeDiamond, fill: colDark})
 	}
-	for _, v := range []string{"", "better", "same", "worse", "undecided"} {
+	for _, v := range []string{"", "better", "better-unresolved", "same", "worse-unresolved", "worse", "undecided"} {
 		if ms.verdicts[v] {
 			out = append(out, legendItem{text: verdictLegend[v], shape: shapeCircle, fill: verdictColours[v]})
 		}

@@ -83,7 +83,7 @@ func (m measure) axis() string {
 type versus struct {
 	Ratio   float64 // 0 when there is no comparison
 	Lo, Hi  float64 // the ratio's interval, 0 when it has none
-	Verdict string  // better | worse | same (no difference larger than δ) | undecided | "" (no comparison)
+	Verdict string  // better | worse (by more than δ) | better-unresolved | worse-unresolved | same (within δ) | undecided | "" (no comparison)
 	Text    string  // the statistics' words: "faster", "undecided (needs ~12 more launches)"
 }
 
@@ -96,12 +96,16 @@ func versusBaseline(t *Trial) versus {
 	if c.Bounded() {
 		v.Lo, v.Hi = c.Lo, c.Hi
 	}
-	switch c.Verdict {
-	case stats.Better:
+	switch {
+	case c.Winner(): // only "by more than δ" is a win or a loss in colour
 		v.Verdict = "better"
-	case stats.Worse:
+	case c.Loser():
 		v.Verdict = "worse"
-	case stats.NoDifference:
+	case c.Verdict == stats.Better:
+		v.Verdict = "better-unresolved"
+	case c.Verdict == stats.Worse:
+		v.Verdict = "worse-unresolved"
+	case c.Verdict == stats.NoDifference:
 		v.Verdict = "same"
 	default:
 		v.Verdict = "undecided"

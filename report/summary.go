@@ -131,7 +131,7 @@ type Trial struct {
 	Throughput stats.Value    `json:"throughput"` // samples/s, the same estimator over the same launches
 	TokensPerS float64        `json:"tokens_per_s,omitempty"`
 	StepMS     StepTime       `json:"step_ms"`
-	CV         float64        `json:"cv"`        // of the objective across launches (= Value.CV)
+	CV         *float64       `json:"cv"`        // of the objective across launches (= Value.CV); null below two launches
 	StepCV     float64        `json:"step_cv"`   // across steps (runner's summary)
 	RepeatCV   float64        `json:"repeat_cv"` // across repeats (runner's summary)
 	Noisy      bool           `json:"noisy"`

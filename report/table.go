@@ -15,7 +15,7 @@ type tableRow struct {
 	VsText       string // "1.24× [1.13, 1.38]", "baseline", "" for unmeasured trials
 	VsKey        string // sort key: the ratio
 	VsTip        string
-	Verdict      string // the statistics' words: "faster", "no difference larger than 5%", ...
+	Verdict      string // the statistics' words: "faster by more than 5%", "within ±5%", ...
 	VerdictClass string // better | worse | same | undecided
 	MFUTip       string
 }
@@ -73,7 +73,10 @@ func writeTrialsMD(b *strings.Builder, s *Summary, ok []*Trial) {
 		if t.Best {
 			label += " (best)"
 		}
-		cv := Percent(t.CV)
+		cv := "—" // one launch: no launch-to-launch spread
+		if t.CV != nil {
+			cv = Percent(*t.CV)
+		}
 		if t.Noisy {
 			cv += " ⚠ noisy"
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/casestudy/casestudy/stats"
 )
 
 // WriteRunSummary is the plain-text summary that ends `casestudy run`: one
@@ -51,10 +53,15 @@ func WinnerLine(s *Summary) string {
 	case h.Status == HeadlineNoBaseline:
 		return fmt.Sprintf("winner: %s (%s) at %s %s; the baseline did not finish, so nothing to compare it with",
 			knobList(h.BestKnobs), h.Best, Num(h.BestValue.Center), h.Unit)
+	case h.BestIsBase && h.Comparisons == 0:
+		return fmt.Sprintf("winner: none: only the baseline ran (%s %s)", Num(h.BestValue.Center), h.Unit)
 	case h.BestIsBase:
 		return fmt.Sprintf("winner: the baseline (%s %s): no swept setting beat it", Num(h.BestValue.Center), h.Unit)
 	case h.Comparison == nil:
 		return "winner: " + h.Text
+	case !h.Comparison.Winner():
+		return fmt.Sprintf("winner: none by more than %s: the best, %s, is %s (%s)", stats.PercentText(h.Comparison.Threshold),
+			knobList(h.BestKnobs), h.Comparison.Text(), headlineQualifier(*h.Comparison, h.Comparisons))
 	}
 	return fmt.Sprintf("winner: %s: %s (%s)", knobList(h.BestKnobs), h.Comparison.Text(), headlineQualifier(*h.Comparison, h.Comparisons))
 }

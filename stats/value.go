@@ -70,13 +70,20 @@ type valueJSON struct {
 	Hi         *float64 `json:"hi"`
 	Confidence float64  `json:"confidence"`
 	N          int      `json:"n"`
-	CV         float64  `json:"cv"`
+	CV         *float64 `json:"cv"` // null below two launches
 }
 
 // MarshalJSON writes a missing interval as null ends.
 func (v Value) MarshalJSON() ([]byte, error) {
 	return json.Marshal(valueJSON{Center: finite(v.Center), Lo: bound(v.Lo), Hi: bound(v.Hi),
-		Confidence: v.Confidence, N: v.N, CV: finite(v.CV)})
+		Confidence: v.Confidence, N: v.N, CV: cvJSON(v)})
+}
+
+func cvJSON(v Value) *float64 {
+	if v.N < 2 {
+		return nil
+	}
+	return bound(v.CV)
 }
 
 // UnmarshalJSON reads null ends as -Inf (lo) and +Inf (hi).
@@ -85,7 +92,10 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*v = Value{Center: j.Center, Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: j.Confidence, N: j.N, CV: j.CV}
+	*v = Value{Center: j.Center, Lo: math.Inf(-1), Hi: math.Inf(1), Confidence: j.Confidence, N: j.N}
+	if j.CV != nil {
+		v.CV = *j.CV
+	}
 	if j.Lo != nil {
 		v.Lo = *j.Lo
 	}

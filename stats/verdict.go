@@ -48,6 +48,21 @@ func (c Comparison) Winner() bool { return c.Verdict == Better && c.Practical ==
 // Loser is the mirror of Winner: worse by more than δ.
 func (c Comparison) Loser() bool { return c.Verdict == Worse && c.Practical == Beyond }
 
+// Direction is the sign the interval shows, whatever δ: Better when it lies
+// above 1, Worse below, else Undecided. Checklist rules with thresholds of
+// their own (min_speedup) read it; the verdict words do not.
+func (c Comparison) Direction() Verdict {
+	switch {
+	case !c.Bounded() || c.Verdict == Undecided:
+		return Undecided
+	case c.Lo > 1:
+		return Better
+	case c.Hi < 1:
+		return Worse
+	}
+	return Undecided
+}
+
 // VerdictText is the verdict in words, equivalence first (δ = 5%):
 //
 //	within ±5%                                   (+ "(measurably faster, +2.0 to +3.0%)" when it excludes 1)
