@@ -19,7 +19,7 @@ func night(r *rand.Rand, models []synth.Model, factor []float64, n int, nightSD 
 	shift := math.Exp(nightSD * r.NormFloat64())
 	out := make([][]float64, len(models))
 	for i, m := range models {
-		out[i] = m.Scaled(shift * factor[i]).Launches(r, n)
+		out[i] = m.Scaled(shift*factor[i]).Launches(r, n)
 	}
 	return out
 }
