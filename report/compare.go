@@ -24,6 +24,16 @@ type Comparison struct {
 	Rows            []CompareRow `json:"rows"`
 	Regressions     []string     `json:"regressions"` // trial IDs
 	Improvements    []string     `json:"improvements"`
+	// Gate is the outcome: regression (exit 1), inconclusive (exit 4:
+	// a suspected or undecided row) or pass (exit 0: every row's lower bound
+	// clears 1/(1+threshold)); see stats.Gate.
+	Gate      string   `json:"gate"`
+	Suspected []string `json:"suspected"` // trial IDs: estimate below 1/(1+threshold), not confirmed
+	Undecided []string `json:"undecided"` // trial IDs the gate could not judge
+	// History is the --history directory and how many comparable earlier
+	// runs it held ("" and 0 without one).
+	History     string `json:"history,omitempty"`
+	HistoryRuns int    `json:"history_runs,omitempty"`
 	OnlyOld         []string     `json:"only_old"` // trial IDs missing from NEW
 	OnlyNew         []string     `json:"only_new"`
 	Warnings        []string     `json:"warnings,omitempty"`
@@ -53,7 +63,10 @@ type CompareRow struct {
 	// MannWhitney is benchstat's view of the same launches: change of the
 	// medians and the U test (secondary).
 	MannWhitney *stats.Delta `json:"mann_whitney,omitempty"`
-	Regression  bool         `json:"regression"`
+	// Gate is the row's judgement by the regression gate (nil when the
+	// trial ran in neither run).
+	Gate        *stats.GateRow `json:"gate,omitempty"`
+	Regression  bool           `json:"regression"`
 	Improved    bool         `json:"improved"`
 	Note        string       `json:"note,omitempty"`
 }
@@ -103,21 +116,30 @@ func ParseThreshold(s string) (float64, error) {
 
 // Compare matches the trials of old and new by their stable IDs.
 //
-// A regression is a trial that finished in OLD and fails in NEW, or whose
-// objective got worse beyond the threshold: NEW decided worse than OLD with
-// a ratio below 1/(1+threshold). Decided is Student's t over launches with a
-// pooled variance (the same configuration on both sides: stats.Level.Pooled),
-// one-sided at 5% (a 90% interval, whose upper end then lies below 1),
-// Holm-corrected over every compared trial so that a gate over many trials
-// keeps its 5% false-alarm rate. An improvement is the mirror (its own
-// family).
+// Each row's verdict is the report's (equivalence first, at a 90% pooled
+// Student t interval: the same configuration on both sides,
+// stats.Level.Pooled), Holm-corrected over the rows per direction; an
+// improvement is faster by more than the threshold. The gate (stats.Gate,
+// gate.go) judges regressions and fails closed: REGRESSION when a trial that
+// finished in OLD fails in NEW or a one-sided 5% test (Holm over the rows)
+// shows it below 1/(1+threshold); PASS only when a row's lower bound clears
+// 1/(1+threshold); else SUSPECTED or UNDECIDED, and the run is
+// inconclusive.
 //
 // It refuses (NotComparableError) runs that measured different things
 // (model, device, steps, GPU model, objective) and runs with no trial in
 // common.
 func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Comparison, error) {
+	return CompareWithHistory(old, new, oldPath, newPath, threshold, nil)
+}
+
+// CompareWithHistory is Compare with earlier comparable runs (LoadGateHistory)
+// informing the gate (LoadGateHistory): a prediction interval at one launch a side, the
+// between-run variance in the standard error otherwise.
+func CompareWithHistory(old, new *Summary, oldPath, newPath string, threshold float64, history []*Summary) (*Comparison, error) {
 	c := &Comparison{Old: side(old, oldPath), New: side(new, newPath), Metric: new.Metric, Threshold: threshold,
-		Confidence: 1 - 2*stats.Alpha, Regressions: []string{}, Improvements: []string{}, OnlyOld: []string{}, OnlyNew: []string{}}
+		Confidence: 1 - 2*stats.Alpha, Regressions: []string{}, Improvements: []string{}, OnlyOld: []string{}, OnlyNew: []string{},
+		Suspected: []string{}, Undecided: []string{}, HistoryRuns: len(history)}
 	if err := comparable(old, new); err != nil {
 		return nil, err
 	}
@@ -129,6 +151,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Co
 		olds[old.Trials[i].ID] = &old.Trials[i]
 	}
 	seen := map[string]bool{}
+	var pairs [][2]*Trial
 	level := stats.Level{Confidence: c.Confidence, Threshold: threshold, Pooled: true}
 	for i := range new.Trials {
 		nt := &new.Trials[i]
@@ -139,6 +162,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Co
 		}
 		seen[nt.ID] = true
 		c.Rows = append(c.Rows, compareTrial(ot, nt, c.Metric, level))
+		pairs = append(pairs, [2]*Trial{ot, nt})
 	}
 	for _, t := range old.Trials {
 		if !seen[t.ID] {
@@ -153,7 +177,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Co
 			len(old.Trials), len(new.Trials))}}
 	}
 	c.decide()
-	c.Verdict = c.verdictText()
+	c.gate(pairs, history)
 	return c, nil
 }
 
@@ -215,7 +239,8 @@ func compareTrial(ot, nt *Trial, m stats.Metric, level stats.Level) CompareRow {
 }
 
 // decide applies Holm's correction over the rows' one-sided tests, per
-// direction, and marks regressions and improvements beyond the threshold.
+// direction, to the rows' verdicts, and marks improvements beyond the
+// threshold; regressions are the gate's (gate.go).
 func (c *Comparison) decide() {
 	var idx []int
 	var slower, faster []float64
@@ -239,13 +264,9 @@ func (c *Comparison) decide() {
 		if ch.Note != "" {
 			r.Note = ch.Note
 		}
-		r.Regression = ch.Verdict == stats.Worse && ch.Ratio < 1/(1+c.Threshold)
-		r.Improved = ch.Verdict == stats.Better && ch.Ratio > 1+c.Threshold
+		r.Improved = ch.Winner() // faster by more than the threshold
 	}
 	for _, r := range c.Rows {
-		if r.Regression {
-			c.Regressions = append(c.Regressions, r.ID)
-		}
 		if r.Improved {
 			c.Improvements = append(c.Improvements, r.ID)
 		}

@@ -33,21 +33,20 @@ func WriteComparison(w io.Writer, c *Comparison, format string) error {
 	return fmt.Errorf("unknown compare format %q: use text, md, html or json", format)
 }
 
-// verdictText is the one-line result: "no regression beyond 5% (...)" or
-// "2 regression(s) beyond 5%: ...".
-func (c *Comparison) verdictText() string {
-	if len(c.Regressions) == 0 {
-		return fmt.Sprintf("no regression beyond %s (%d trials compared, %d improved)",
-			pctText(c.Threshold), len(c.Rows), len(c.Improvements))
-	}
-	return fmt.Sprintf("%d regression(s) beyond %s: %s", len(c.Regressions), pctText(c.Threshold), strings.Join(c.Regressions, ", "))
-}
-
 // method says how rows are decided, for the header of every format.
 func (c *Comparison) method() string {
+	hist := "no history: one launch a side cannot be judged"
+	if c.History != "" {
+		hist = fmt.Sprintf("history %s: %d comparable earlier runs (%d needed per trial) give a prediction interval at one launch a side "+
+			"and add the between-run variance to the standard error", c.History, c.HistoryRuns, stats.MinHistory)
+	}
 	return fmt.Sprintf("%s over launches: NEW against OLD as the ratio of geometric means, %s Student t interval on log values (pooled variance: the same configuration on both sides); "+
-		"a regression is a slower verdict (one-sided 5%%, Holm-corrected over %d trials) below %s, or a trial that finished before and fails now (threshold %s, %s)",
-		c.Metric.Unit, stats.PercentText(c.Confidence), len(c.Rows), stats.RatioText(1/(1+c.Threshold)), pctText(c.Threshold), c.ThresholdSource)
+		"verdicts against ±%s as in the report. Gate: per trial a one-sided %s test of \"NEW >= %s of OLD\", Holm over %d trials: "+
+		"REGRESSION when it is rejected (or a trial that finished before fails now), PASS when the %s lower bound clears %s, "+
+		"SUSPECTED when the estimate is below it unconfirmed, else UNDECIDED; any SUSPECTED or UNDECIDED row makes the run INCONCLUSIVE; %s (threshold %s, %s)",
+		c.Metric.Unit, stats.PercentText(c.Confidence), pctText(c.Threshold), stats.PercentText(stats.GateAlpha),
+		stats.RatioText(1/(1+c.Threshold)), len(c.Rows), stats.PercentText(1-stats.GateAlpha), stats.RatioText(1/(1+c.Threshold)),
+		hist, pctText(c.Threshold), c.ThresholdSource)
 }
 
 func pctText(f float64) string {
@@ -71,18 +70,22 @@ func rowCells(r CompareRow) (old, new, change, verdict, p, n, benchstat string) 
 	n = fmt.Sprintf("%d→%d", ch.NBase, ch.NTrial)
 	if r.MannWhitney != nil {
 		benchstat = fmt.Sprintf("%s (p=%.2f)", r.MannWhitney.Text, r.MannWhitney.P)
+		if ch.NBase < 2 || ch.NTrial < 2 {
+			benchstat = "n/a (one launch)"
+		}
 	}
 	return old, new, ch.RatioText(), ch.VerdictText(), ch.PText(), n, benchstat
 }
 
 func rowStatus(r CompareRow) string {
-	switch {
-	case r.Regression:
-		return "REGRESSION"
-	case r.Improved:
-		return "improved"
+	status := ""
+	if r.Gate != nil && r.Gate.State != stats.GateNotJudged {
+		status = strings.ToUpper(string(r.Gate.State))
 	}
-	return ""
+	if r.Improved {
+		status = strings.TrimSpace(status + " improved")
+	}
+	return status
 }
 
 func compareText(w io.Writer, c *Comparison) error {

@@ -44,7 +44,11 @@ func TestCompareRuns(t *testing.T) {
 			for _, r := range c.Rows {
 				if r.ID == slowID && tt.new == "runs/bert-grid-slower" {
 					require.NotNil(t, r.Change)
-					assert.Equal(t, stats.Worse, r.Change.Verdict)
+					want := stats.Worse // 0.88x: slower by more than 5%, within ±20%
+					if tt.threshold >= 0.2 {
+						want = stats.NoDifference
+					}
+					assert.Equal(t, want, r.Change.Verdict)
 					assert.InDelta(t, 0.88, r.Change.Ratio, 0.03)
 					require.NotNil(t, r.MannWhitney)
 				}

@@ -76,7 +76,7 @@ func TestCSV(t *testing.T) {
 	assert.Equal(t, "", rows[3][col["samples_per_s"]])
 	assert.Equal(t, "bf16", rows[6][col["precision"]])
 	assert.NotEmpty(t, rows[6][col["value_lo"]])
-	assert.Equal(t, "faster", rows[6][col["verdict"]])
+	assert.Equal(t, "faster by more than 5%", rows[6][col["verdict"]])
 	assert.Equal(t, "samples/s", rows[6][col["unit"]])
 	assert.Contains(t, rows[3][col["error"]], "out of memory")
 	assert.Equal(t, "precision=bf16, micro_batch=64", rows[6][col["label"]])

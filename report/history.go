@@ -19,6 +19,10 @@ type History struct {
 	Runs     []HistoryRun
 	Trials   []HistoryTrial // in first-seen plan order
 	Warnings []string
+	// Level is what "last vs first" is decided at: compare's (90% pooled
+	// t: the same configuration on both sides) and the latest run's
+	// compare.threshold (else DefaultThreshold).
+	Level stats.Level
 }
 
 // HistoryRun is one run directory of the history.
@@ -87,6 +91,10 @@ func LoadHistory(dir string) (*History, error) {
 	h.Runs, sums = runs, sorted
 	h.Study = sums[len(sums)-1].Study
 	h.Metric = sums[len(sums)-1].Metric
+	h.Level = stats.Level{Confidence: 1 - 2*stats.Alpha, Threshold: DefaultThreshold, Pooled: true}
+	if th := sums[len(sums)-1].CompareThreshold; th > 0 {
+		h.Level.Threshold = th
+	}
 
 	byID := map[string]int{}
 	for ri, s := range sums {
@@ -111,12 +119,12 @@ func LoadHistory(dir string) (*History, error) {
 		}
 	}
 	for i := range h.Trials {
-		h.Trials[i].Drift = drift(h.Trials[i].Points, h.Metric)
+		h.Trials[i].Drift = drift(h.Trials[i].Points, h.Metric, h.Level)
 	}
 	return h, nil
 }
 
-func drift(points []HistoryPoint, m stats.Metric) *stats.Comparison {
+func drift(points []HistoryPoint, m stats.Metric, lv stats.Level) *stats.Comparison {
 	first, last := -1, -1
 	for i, p := range points {
 		if p.Value.N > 0 {
@@ -129,6 +137,6 @@ func drift(points []HistoryPoint, m stats.Metric) *stats.Comparison {
 	if first < 0 || first == last {
 		return nil
 	}
-	d := stats.Compare(points[last].launches, points[first].launches, m, stats.Level{Confidence: 1 - stats.Alpha, Threshold: DefaultThreshold})
+	d := stats.Compare(points[last].launches, points[first].launches, m, lv)
 	return &d
 }

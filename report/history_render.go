@@ -51,7 +51,8 @@ func driftText(d *stats.Comparison) string {
 // historyMethod says what the numbers are.
 func historyMethod(h *History) string {
 	return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
-		"against the first, ratio with a 95%% Welch interval over launches and its verdict", h.Metric.Unit)
+		"against the first, ratio with a %s Student t interval over launches (pooled variance, as compare) and its verdict against ±%s",
+		h.Metric.Unit, stats.PercentText(h.Level.Confidence), stats.PercentText(h.Level.Threshold))
 }
 
 func historyHeader(h *History) []string {

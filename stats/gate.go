@@ -33,6 +33,7 @@ const (
 	GateSuspected  GateState = "suspected"  // the estimate is below 1/(1+δ), not confirmed
 	GatePass       GateState = "pass"       // the lower bound clears 1/(1+δ)
 	GateUndecided  GateState = "undecided"  // none of these
+	GateNotJudged  GateState = "not_judged" // not measured in both runs (and not a trial that stopped finishing)
 )
 
 // Outcomes of the gate as a whole.
@@ -123,7 +124,7 @@ func gateRow(in GateInput, m Metric, lt float64) GateRow {
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
 		return g
 	case !in.OldOK || !in.NewOK || len(in.Old) == 0 || len(in.New) == 0:
-		g.Method = "not measured on both sides"
+		g.State, g.Method = GateNotJudged, "not measured in both runs"
 		return g
 	}
 	sign := 1.0
@@ -267,7 +268,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	if in.OldOK && in.NewOK && math.IsNaN(g.Lo) {
 		return fmt.Sprintf("undecided: %s (%s)", r, g.Method)
 	}
-	if !in.OldOK || !in.NewOK {
+	if g.State == GateNotJudged {
 		return "not judged: " + g.Method
 	}
 	return fmt.Sprintf("undecided: %s (needs more launches a side)", r)
@@ -322,7 +323,7 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		if len(und) > 0 {
 			line += "; undecided: " + strings.Join(und, ", ")
 		}
-		return GateInconclusive, line + within + fmt.Sprintf(". Rerun with repeats >= 3, or give --history DIR with %d or more earlier runs", MinHistory)
+		return GateInconclusive, line + within + fmt.Sprintf(". Rerun with repeats: 3 or more, or give --history DIR with %d or more earlier runs", MinHistory)
 	}
 	return GatePassed, fmt.Sprintf("PASS: no trial slower by more than %s (%s one-sided, Holm over %d)%s", band, PercentText(1-GateAlpha), k, within)
 }

@@ -10,12 +10,15 @@ import (
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/stats"
 )
 
 func init() { register(newCompareCommand) }
 
 type compareOptions struct {
-	threshold string
+	threshold    string
+	history      string
+	inconclusive string
 	format    string
 	json      bool
 	output    string
@@ -25,24 +28,32 @@ func newCompareCommand() *cobra.Command {
 	var opts compareOptions
 	cmd := &cobra.Command{
 		Use:   "compare OLD NEW",
-		Short: "Compare two runs trial by trial; exit 1 on a regression",
+		Short: "Compare two runs trial by trial; a gate that fails closed (exit 1 regression, 4 inconclusive)",
 		Long: "compare matches the trials of two runs by their stable IDs. OLD and NEW are run directories or " +
 			"baseline files (casestudy baseline). Per trial it compares NEW's launches with OLD's on the study's " +
-			"objective: the ratio of geometric means with a 95% Welch interval on log values, and a verdict " +
-			"(faster, slower, no difference larger than the threshold, undecided). A regression is a slower " +
-			"verdict that survives Holm's correction over the compared trials with a ratio below " +
-			"1/(1+threshold) (--threshold; default the study's compare.threshold, else 5%), or a trial that " +
-			"finished in OLD and fails in NEW. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
+			"objective: the ratio of geometric means with a 90% Student t interval on log values (pooled variance: " +
+			"the same configuration on both sides), and the report's verdict against the threshold (within ±5%, " +
+			"faster or slower by more than 5%, faster or slower with more than 5% not shown, undecided).\n\n" +
+			"The gate: per trial a one-sided 5% test of \"NEW >= 1/(1+threshold) of OLD\", Holm over the trials " +
+			"(--threshold; default the study's compare.threshold, else 5%). REGRESSION when it is rejected, or a " +
+			"trial that finished in OLD fails in NEW; PASS when the row's lower bound clears 1/(1+threshold); " +
+			"SUSPECTED when the estimate is below it but not confirmed; else UNDECIDED. One launch a side gives no " +
+			"interval: give --history DIR with at least 5 earlier comparable runs of the trial for a prediction " +
+			"interval, or the row is SUSPECTED or UNDECIDED. With --history the between-run variance joins the " +
+			"standard error at any number of launches. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
 			"Runs that measured different things (model, preset, GPU model, device, steps, warm-up, objective) " +
 			"or share no trial are refused.\n\n" +
-			"Exit status: 0 no regression, 1 regression, 2 usage or input error (including runs that cannot be " +
-			"compared), 3 the output cannot be written.",
+			"Exit status: 0 every trial shown no slower than 1/(1+threshold), 1 regression, 4 inconclusive (a " +
+			"suspected or undecided trial; --inconclusive=pass makes it 0), 2 usage or input error (including runs " +
+			"that cannot be compared), 3 the output cannot be written.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}
 	cmd.Flags().StringVar(&opts.threshold, "threshold", "", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, else 5%)")
+	cmd.Flags().StringVar(&opts.history, "history", "", "a directory of earlier comparable runs (run directories or baseline files); 5 or more holding a trial let one launch a side be judged")
+	cmd.Flags().StringVar(&opts.inconclusive, "inconclusive", "fail", "what an inconclusive gate exits with: fail (exit 4) or pass (exit 0)")
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, md, html or json")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON (the same as --format json)")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
@@ -58,6 +69,9 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	}
 	if !slices.Contains(report.CompareFormats, opts.format) {
 		return exitcode.Usage(fmt.Errorf("--format %q: use text, md, html or json", opts.format))
+	}
+	if opts.inconclusive != "fail" && opts.inconclusive != "pass" {
+		return exitcode.Usage(fmt.Errorf("--inconclusive %q: use fail (exit 4, the default) or pass (exit 0)", opts.inconclusive))
 	}
 	var threshold float64
 	if thresholdSet {
@@ -85,11 +99,21 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	default:
 		threshold, source = report.DefaultThreshold, "default"
 	}
-	c, err := report.Compare(old, cur, oldPath, newPath, threshold)
+	var history []*report.Summary
+	var historyNotes []string
+	if opts.history != "" {
+		history, historyNotes, err = report.LoadGateHistory(opts.history, cur)
+		if err != nil {
+			return exitcode.Usage(err)
+		}
+	}
+	c, err := report.CompareWithHistory(old, cur, oldPath, newPath, threshold, history)
 	if err != nil {
 		return exitcode.Usage(fmt.Errorf("compare %s %s: %w", oldPath, newPath, err))
 	}
 	c.ThresholdSource = source
+	c.History = opts.history
+	c.Warnings = append(c.Warnings, historyNotes...)
 	var buf bytes.Buffer
 	if err := report.WriteComparison(&buf, c, opts.format); err != nil {
 		return err
@@ -97,8 +121,11 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	if err := report.WriteFile(opts.output, buf.Bytes(), stdout); err != nil {
 		return outputErr(err)
 	}
-	if len(c.Regressions) > 0 {
+	switch {
+	case c.Gate == stats.GateFailed:
 		return exitcode.With(exitcode.Failure, fmt.Errorf("%s", c.Verdict))
+	case c.Gate == stats.GateInconclusive && opts.inconclusive == "fail":
+		return exitcode.With(exitcode.Inconclusive, fmt.Errorf("%s", c.Verdict))
 	}
 	return nil
 }

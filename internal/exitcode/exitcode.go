@@ -5,6 +5,8 @@
 //	1   failure: a trial failed, crashed or timed out, a regression was found, a gate tripped
 //	2   usage or input error: unknown command or flag, a flag value out of range, bad study file, missing run directory
 //	3   environment error: engine library missing or of another ABI, too few GPUs, an output that cannot be written
+//	4   inconclusive: casestudy compare could not judge every trial (a suspected regression, or too few launches
+//	    to decide); the gate fails closed, so a CI job stops here unless it passes --inconclusive=pass
 //	129 stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal's number, as shells report it);
 //	    a stopped run can be resumed
 package exitcode
@@ -22,6 +24,9 @@ const (
 	Failure     = 1
 	Input       = 2
 	Environment = 3
+	// Inconclusive is compare's gate when it could not show that no trial
+	// regressed (a suspected or undecided row).
+	Inconclusive = 4
 	Interrupted = 130 // SIGINT; see ForSignal for the others
 )
 

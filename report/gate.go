@@ -1,0 +1,114 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/casestudy/casestudy/stats"
+)
+
+// gate judges the rows with the regression gate (stats.Gate): pairs are the
+// rows' OLD and NEW trials, history the earlier comparable runs.
+func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary) {
+	in := make([]stats.GateInput, len(pairs))
+	for i, p := range pairs {
+		ot, nt := p[0], p[1]
+		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldOK: ot.OK(), NewOK: nt.OK(),
+			Old: ot.Launches.Values, New: nt.Launches.Values}
+		for _, h := range history {
+			if ht := h.trial(nt.ID); ht != nil && ht.OK() && len(ht.Launches.Values) > 0 {
+				in[i].History = append(in[i].History, ht.Launches.Values)
+			}
+		}
+	}
+	res := stats.Gate(in, c.Metric, c.Threshold)
+	for i := range c.Rows {
+		r := &c.Rows[i]
+		g := res.Rows[i]
+		r.Gate = &g
+		if (g.State != stats.GatePass || g.Hi < 1) && g.State != stats.GateNotJudged { // the row's judgement in words, unless plain
+			r.Note = strings.TrimSuffix(g.Text+"; "+r.Note, "; ")
+		}
+		switch g.State {
+		case stats.GateRegression:
+			r.Regression = true
+			c.Regressions = append(c.Regressions, r.ID)
+		case stats.GateSuspected:
+			c.Suspected = append(c.Suspected, r.ID)
+		case stats.GateUndecided:
+			c.Undecided = append(c.Undecided, r.ID)
+		}
+	}
+	c.Gate, c.Verdict = res.Outcome, res.Line
+}
+
+// gateName names a trial by its knobs, then its ID: "micro_batch=32 (1537e079)".
+func gateName(r CompareRow) string {
+	if r.Knobs == "" {
+		return r.ID
+	}
+	return r.Knobs + " (" + r.ID + ")"
+}
+
+// trial is the trial with this ID, nil when the summary has none.
+func (s *Summary) trial(id string) *Trial {
+	for i := range s.Trials {
+		if s.Trials[i].ID == id {
+			return &s.Trials[i]
+		}
+	}
+	return nil
+}
+
+// LoadGateHistory reads the earlier runs in dir (run directories, or summary and
+// baseline JSON files) that are comparable with new, leaving out new itself
+// (by run ID) and anything that is not a run. It says in notes what it left
+// out and why. A trial is judged on its history only when at least
+// stats.MinHistory of these runs hold it.
+func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--history %s: %w (give a directory of earlier run directories or baseline files)", dir, err)
+	}
+	skipped := map[string][]string{}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if !e.IsDir() && !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(path, "manifest.json")); err != nil {
+				continue // not a run directory
+			}
+		}
+		s, err := LoadSide(path)
+		if err != nil {
+			skipped["unreadable"] = append(skipped["unreadable"], e.Name())
+			continue
+		}
+		switch {
+		case s.RunID != "" && s.RunID == new.RunID:
+			continue // NEW itself
+		case comparable(s, new) != nil:
+			skipped["not comparable with NEW"] = append(skipped["not comparable with NEW"], e.Name())
+			continue
+		}
+		runs = append(runs, s)
+	}
+	reasons := make([]string, 0, len(skipped))
+	for why := range skipped {
+		reasons = append(reasons, why)
+	}
+	sort.Strings(reasons)
+	for _, why := range reasons {
+		notes = append(notes, fmt.Sprintf("history: left out %d entries (%s): %s", len(skipped[why]), why, strings.Join(skipped[why], ", ")))
+	}
+	if len(runs) < stats.MinHistory {
+		notes = append(notes, fmt.Sprintf("history: %s holds %d comparable earlier runs; a trial needs %d to be judged on its history",
+			dir, len(runs), stats.MinHistory))
+	}
+	return runs, notes, nil
+}
