@@ -50,7 +50,7 @@ func TestNoEffectKnob(t *testing.T) {
 		{name: "real effect", status: Pass,
 			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.01}, {id: "b", set: set("graphs", "true"), thr: 120, stepMS: 8.3, noise: 0.01}})},
 		{name: "a small measurable difference is no effect larger than δ", status: Finding,
-			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.001}, {id: "b", set: set("graphs", "true"), thr: 101, stepMS: 9.9, noise: 0.001}}),
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.001}, {id: "b", set: set("graphs", "true"), thr: 101, stepMS: 9.9, noise: 0.001}}),
 			contains: []string{"had no effect larger than 5%: graphs", "within ±5% (measurably slower, −"}},
 		{name: "a wider study threshold", status: Finding,
 			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.05}, {id: "b", set: set("graphs", "true"), thr: 108, stepMS: 9.3, noise: 0.04}},

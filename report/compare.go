@@ -32,12 +32,12 @@ type Comparison struct {
 	Undecided []string `json:"undecided"` // trial IDs the gate could not judge
 	// History is the --history directory and how many comparable earlier
 	// runs it held ("" and 0 without one).
-	History     string `json:"history,omitempty"`
-	HistoryRuns int    `json:"history_runs,omitempty"`
-	OnlyOld         []string     `json:"only_old"` // trial IDs missing from NEW
-	OnlyNew         []string     `json:"only_new"`
-	Warnings        []string     `json:"warnings,omitempty"`
-	Verdict         string       `json:"verdict"` // the one-line result
+	History     string   `json:"history,omitempty"`
+	HistoryRuns int      `json:"history_runs,omitempty"`
+	OnlyOld     []string `json:"only_old"` // trial IDs missing from NEW
+	OnlyNew     []string `json:"only_new"`
+	Warnings    []string `json:"warnings,omitempty"`
+	Verdict     string   `json:"verdict"` // the one-line result
 }
 
 // Side names one input of a comparison.
@@ -65,10 +65,10 @@ type CompareRow struct {
 	MannWhitney *stats.Delta `json:"mann_whitney,omitempty"`
 	// Gate is the row's judgement by the regression gate (nil when the
 	// trial ran in neither run).
-	Gate        *stats.GateRow `json:"gate,omitempty"`
-	Regression  bool           `json:"regression"`
-	Improved    bool         `json:"improved"`
-	Note        string       `json:"note,omitempty"`
+	Gate       *stats.GateRow `json:"gate,omitempty"`
+	Regression bool           `json:"regression"`
+	Improved   bool           `json:"improved"`
+	Note       string         `json:"note,omitempty"`
 }
 
 // NotComparableError says why two runs cannot be compared (exit status 2).

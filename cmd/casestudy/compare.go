@@ -19,9 +19,9 @@ type compareOptions struct {
 	threshold    string
 	history      string
 	inconclusive string
-	format    string
-	json      bool
-	output    string
+	format       string
+	json         bool
+	output       string
 }
 
 func newCompareCommand() *cobra.Command {

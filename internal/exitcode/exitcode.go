@@ -27,7 +27,7 @@ const (
 	// Inconclusive is compare's gate when it could not show that no trial
 	// regressed (a suspected or undecided row).
 	Inconclusive = 4
-	Interrupted = 130 // SIGINT; see ForSignal for the others
+	Interrupted  = 130 // SIGINT; see ForSignal for the others
 )
 
 // Error carries an exit status with the error it wraps.
