@@ -24,6 +24,11 @@ type Comparison struct {
 	Rows            []CompareRow `json:"rows"`
 	Regressions     []string     `json:"regressions"` // trial IDs
 	Improvements    []string     `json:"improvements"`
+	OnlyOld         []string     `json:"only_old"` // trial IDs missing from NEW
+	OnlyNew         []string     `json:"only_new"`
+	Warnings        []string     `json:"warnings,omitempty"`
+	Verdict         string       `json:"verdict"` // the one-line result
+
 	// Gate is the outcome: regression (exit 1), inconclusive (exit 4:
 	// a suspected or undecided row) or pass (exit 0: every row's lower bound
 	// clears 1/(1+threshold)); see stats.Gate.
@@ -32,12 +37,8 @@ type Comparison struct {
 	Undecided []string `json:"undecided"` // trial IDs the gate could not judge
 	// History is the --history directory and how many comparable earlier
 	// runs it held ("" and 0 without one).
-	History     string   `json:"history,omitempty"`
-	HistoryRuns int      `json:"history_runs,omitempty"`
-	OnlyOld     []string `json:"only_old"` // trial IDs missing from NEW
-	OnlyNew     []string `json:"only_new"`
-	Warnings    []string `json:"warnings,omitempty"`
-	Verdict     string   `json:"verdict"` // the one-line result
+	History     string `json:"history,omitempty"`
+	HistoryRuns int    `json:"history_runs,omitempty"`
 }
 
 // Side names one input of a comparison.
@@ -63,12 +64,12 @@ type CompareRow struct {
 	// MannWhitney is benchstat's view of the same launches: change of the
 	// medians and the U test (secondary).
 	MannWhitney *stats.Delta `json:"mann_whitney,omitempty"`
-	// Gate is the row's judgement by the regression gate (nil when the
-	// trial ran in neither run).
-	Gate       *stats.GateRow `json:"gate,omitempty"`
-	Regression bool           `json:"regression"`
-	Improved   bool           `json:"improved"`
-	Note       string         `json:"note,omitempty"`
+	Regression  bool         `json:"regression"`
+	Improved    bool         `json:"improved"`
+	Note        string       `json:"note,omitempty"`
+
+	// Gate is the row's judgement by the regression gate.
+	Gate *stats.GateRow `json:"gate,omitempty"`
 }
 
 // NotComparableError says why two runs cannot be compared (exit status 2).

@@ -16,12 +16,13 @@ import (
 func init() { register(newCompareCommand) }
 
 type compareOptions struct {
-	threshold    string
-	history      string
-	inconclusive string
-	format       string
-	json         bool
-	output       string
+	threshold string
+	format    string
+	json      bool
+	output    string
+
+	history      string // --history DIR
+	inconclusive string // --inconclusive fail|pass
 }
 
 func newCompareCommand() *cobra.Command {

@@ -24,11 +24,12 @@ const (
 	Failure     = 1
 	Input       = 2
 	Environment = 3
-	// Inconclusive is compare's gate when it could not show that no trial
-	// regressed (a suspected or undecided row).
-	Inconclusive = 4
-	Interrupted  = 130 // SIGINT; see ForSignal for the others
+	Interrupted = 130 // SIGINT; see ForSignal for the others
 )
+
+// Inconclusive is compare's gate when it could not show that no trial
+// regressed (a suspected or undecided row): it fails closed.
+const Inconclusive = 4
 
 // Error carries an exit status with the error it wraps.
 type Error struct {
