@@ -30,7 +30,11 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary) {
 		g := res.Rows[i]
 		r.Gate = &g
 		if (g.State != stats.GatePass || g.Hi < 1) && g.State != stats.GateNotJudged { // the row's judgement in words, unless plain
-			r.Note = strings.TrimSuffix(g.Text+"; "+r.Note, "; ")
+			text := g.Text // without the state the status column shows
+			if head, rest, ok := strings.Cut(text, ": "); ok && strings.EqualFold(head, string(g.State)) {
+				text = rest
+			}
+			r.Note = strings.TrimSuffix(text+"; "+r.Note, "; ")
 		}
 		switch g.State {
 		case stats.GateRegression:

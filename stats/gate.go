@@ -271,6 +271,9 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	if g.State == GateNotJudged {
 		return "not judged: " + g.Method
 	}
+	if strings.Contains(g.Method, "degrees of freedom") || g.HistoryRuns > 0 {
+		return fmt.Sprintf("undecided: %s (%s; needs more launches a side)", r, g.Method)
+	}
 	return fmt.Sprintf("undecided: %s (needs more launches a side)", r)
 }
 
@@ -323,7 +326,7 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		if len(und) > 0 {
 			line += "; undecided: " + strings.Join(und, ", ")
 		}
-		return GateInconclusive, line + within + fmt.Sprintf(". Rerun with repeats: 3 or more, or give --history DIR with %d or more earlier runs", MinHistory)
+		return GateInconclusive, line + within + fmt.Sprintf(". Rerun with more launches a side (repeats: 3 or more, or repeats: auto), or give --history DIR with %d or more earlier runs", MinHistory)
 	}
 	return GatePassed, fmt.Sprintf("PASS: no trial slower by more than %s (%s one-sided, Holm over %d)%s", band, PercentText(1-GateAlpha), k, within)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -56,5 +57,26 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	if output != "-" {
 		fmt.Fprintf(stderr, "wrote %s: %d of %d trials with samples\n", output, ok, len(s.Trials))
 	}
+	if few := fewLaunches(s, minBaselineLaunches); len(few) > 0 {
+		fmt.Fprintf(stderr, "warning: %d trial(s) hold fewer than %d launches (%s): compare cannot judge one launch a side "+
+			"without --history, and two give its test only 2 degrees of freedom; run the study with repeats: %d or more\n",
+			len(few), minBaselineLaunches, strings.Join(few, ", "), minBaselineLaunches)
+	}
 	return nil
+}
+
+// minBaselineLaunches is the fewest launches a baseline trial should hold
+// for compare's gate to judge it on its own.
+const minBaselineLaunches = 3
+
+// fewLaunches names the finished trials with fewer than n clean launches:
+// "micro_batch=32 (1537e079): 1".
+func fewLaunches(s *report.Summary, n int) []string {
+	var out []string
+	for _, t := range s.Trials {
+		if t.OK() && t.Value.N < n {
+			out = append(out, fmt.Sprintf("%s (%s): %d", t.Label, t.ID, t.Value.N))
+		}
+	}
+	return out
 }

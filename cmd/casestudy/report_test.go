@@ -102,10 +102,13 @@ func TestCompareExitStatus(t *testing.T) {
 		code        int
 		want        string
 	}{
-		{"re-run: no regression", []string{base, fixture("runs/bert-grid-rerun")}, 0, "no regression beyond 5%"},
-		{"slower: regression", []string{base, fixture("runs/bert-grid-slower")}, 1, "1 regression(s) beyond 5%"},
-		{"slower under a 20% threshold", []string{base, fixture("runs/bert-grid-slower"), "--threshold", "20%"}, 0, "no regression beyond 20%"},
-		{"markdown", []string{base, fixture("runs/bert-grid-slower"), "--format", "md"}, 1, "| REGRESSION |"},
+		// the re-run's noisy precision=bf16 (0.96x [0.90, 1.03] at 6 launches a side) cannot be shown no slower than 0.95x
+		{"re-run: inconclusive, fails closed", []string{base, fixture("runs/bert-grid-rerun")}, 4, "INCONCLUSIVE: 1 of 5 trials could not be judged; undecided: precision=bf16 (t-37eef005)"},
+		{"re-run: --inconclusive=pass", []string{base, fixture("runs/bert-grid-rerun"), "--inconclusive=pass"}, 0, "INCONCLUSIVE"},
+		{"slower: regression", []string{base, fixture("runs/bert-grid-slower")}, 1, "REGRESSION: 1 trial slower by more than 5% or failing: precision=bf16, micro_batch=32"},
+		{"slower under a 20% threshold", []string{base, fixture("runs/bert-grid-slower"), "--threshold", "20%"}, 0, "PASS: no trial slower by more than 20%"},
+		{"bad --inconclusive", []string{base, base, "--inconclusive=maybe"}, 2, ""},
+		{"markdown", []string{base, fixture("runs/bert-grid-slower"), "--format", "md"}, 1, "| REGRESSION 0.880× \\[0.868, 0.891\\], slower by more than 5% |"},
 		{"html", []string{base, fixture("runs/bert-grid-slower"), "--format", "html"}, 1, "<!DOCTYPE html>"},
 		{"json", []string{base, fixture("runs/bert-grid-slower"), "--json"}, 1, `"regressions": [`},
 		{"another measurement: not comparable", []string{base, fixture("runs/gpt-pipeline")}, 2, ""},
@@ -116,7 +119,10 @@ func TestCompareExitStatus(t *testing.T) {
 			assert.Equal(t, tt.code, code, stderr)
 			assert.Contains(t, stdout, tt.want)
 			if tt.code == 1 {
-				assert.Contains(t, stderr, "regression")
+				assert.Contains(t, stderr, "REGRESSION")
+			}
+			if tt.code == 2 && tt.want == "" && strings.Contains(stderr, "--inconclusive") {
+				return
 			}
 			if tt.code == 2 {
 				assert.Contains(t, stderr, "not comparable")
@@ -126,9 +132,12 @@ func TestCompareExitStatus(t *testing.T) {
 	}
 }
 
-// TestCompareGateOnRealRun: a real H200 run (report/testdata/replay)
-// against itself exits 0; the same run with its best trial's launches 30%
-// slower exits 1 naming that trial; a run that shares no trial exits 2.
+// TestCompareGateOnRealRun: a real H200 run (report/testdata/replay, 2
+// launches a trial) against itself is inconclusive (exit 4: the eager
+// baseline's two launches differ by 3%, too much to show it no slower than
+// 0.95x at 2 degrees of freedom); the same run with its best trial's
+// launches 30% slower exits 1 naming that trial; a run that shares no trial
+// exits 2.
 func TestCompareGateOnRealRun(t *testing.T) {
 	orig := fixture("replay/h200-gpt-graphs")
 	slow := t.TempDir()
@@ -152,8 +161,9 @@ func TestCompareGateOnRealRun(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(slow, "trials.jsonl"), b.Bytes(), 0o644))
 
 	code, stdout, stderr := runCLI(t, "compare", orig, orig)
-	assert.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "no regression beyond 5% (4 trials compared, 0 improved)")
+	assert.Equal(t, 4, code, stderr)
+	assert.Contains(t, stdout, "INCONCLUSIVE: 1 of 4 trials could not be judged; undecided: baseline (d69fcfe4)")
+	assert.Contains(t, stdout, "2 launches a side: spread from 2 degrees of freedom")
 
 	code, stdout, stderr = runCLI(t, "compare", orig, slow, "--json")
 	assert.Equal(t, 1, code, stderr)
@@ -177,6 +187,7 @@ func TestBaselineThenCompare(t *testing.T) {
 	code, _, stderr := runCLI(t, "baseline", fixture("runs/bert-grid"), "-o", file)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "5 of 7 trials with samples")
+	assert.NotContains(t, stderr, "fewer than 3 launches")
 	s, err := report.ReadSummary(file)
 	require.NoError(t, err)
 	assert.Equal(t, report.KindBaseline, s.Kind)
@@ -184,6 +195,11 @@ func TestBaselineThenCompare(t *testing.T) {
 	code, stdout, _ := runCLI(t, "compare", file, fixture("runs/bert-grid-slower"), "-o", filepath.Join(t.TempDir(), "cmp.txt"))
 	assert.Equal(t, 1, code)
 	assert.Empty(t, stdout, "-o writes the file, not stdout")
+
+	// two launches a trial: written, with a warning naming the trials
+	code, _, stderr = runCLI(t, "baseline", fixture("replay/h200-gpt-graphs"), "-o", filepath.Join(t.TempDir(), "r.json"))
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "warning: 4 trial(s) hold fewer than 3 launches (precision=fp32 (278d8b33): 2")
 
 	code, _, stderr = runCLI(t, "baseline", fixture("runs/all-failed"), "-o", filepath.Join(t.TempDir(), "b.json"))
 	assert.Equal(t, 1, code)
