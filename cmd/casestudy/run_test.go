@@ -107,18 +107,19 @@ func TestRunSmokeEndToEnd(t *testing.T) {
 	assert.GreaterOrEqual(t, ok, 2, "at least two trials ran through the engine: %+v", outcomes(run))
 	sameNumberEverywhere(t, dir, stdout)
 	checkTimelines(t, run)
+	tutorialGate(t, dir)
 
 	// The run is history now: plan estimates from it, status and timeline read it.
 	code, stdout, stderr = runCLI(t, "plan", study, "--out", out)
 	require.Equal(t, 0, code, stderr)
-	assert.Regexp(t, `estimate: \S+ for 3 launches, \d+% of it measured steps`, stdout)
+	assert.Regexp(t, `estimate: \S+ for 9 launches, \d+% of it measured steps`, stdout)
 	assert.Contains(t, stdout, "earlier runs: "+dir)
 	code, stdout, stderr = runCLI(t, "status", dir)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "launches: 3 of 3 started, elapsed ")
+	assert.Contains(t, stdout, "launches: 9 of 9 started, elapsed ")
 	code, stdout, stderr = runCLI(t, "timeline", dir)
 	require.Equal(t, 0, code, stderr)
-	assert.Regexp(t, `3 launches took \S+( m?s)? of wall time; their measured steps \S+( m?s)?: \d+% of it`, stdout)
+	assert.Regexp(t, `9 launches took \S+( m?s)? of wall time; their measured steps \S+( m?s)?: \d+% of it`, stdout)
 	assert.Contains(t, stdout, "engine_load")
 }
 
