@@ -6,6 +6,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/provenance"
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
 )
@@ -32,6 +33,11 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 		}
 	}
 	res.Rec.SettleStep = settleStep(res.Rec.Ranks)
+	if res.Rec.Outcome == store.OK { // the launch's value: samples over the window's wall clock
+		if sps, tps, ok := stats.WindowThroughput(res.Rec.Ranks, to.Sub(from)); ok {
+			res.Rec.SamplesPerS, res.Rec.TokensPerS, res.Rec.Basis = sps, tps, stats.WindowBasis
+		}
+	}
 	now := time.Now()
 	if r.opts.Overlap != OverlapOff && r.opts.Overlap != "" {
 		ov := &store.Overlap{Mode: r.opts.Overlap, PreparedAhead: l.ahead}

@@ -62,8 +62,9 @@ type RepeatRecord struct {
 	Outcome Outcome      `json:"outcome"`
 	Error   string       `json:"error,omitempty"`
 	Ranks   []RankRecord `json:"ranks"`
-	// Throughput is total samples of all ranks over the measured wall time of the
-	// slowest rank (not a mean of per-step rates).
+	// Throughput is total samples of all ranks over the measured window's
+	// wall clock (Basis "window"), or over the slowest rank's summed step
+	// times in older runs; never a mean of per-step rates.
 	SamplesPerS float64        `json:"samples_per_s"`
 	TokensPerS  float64        `json:"tokens_per_s"`
 	GPUSamples  []GPUSample    `json:"gpu_samples,omitempty"`
@@ -82,6 +83,12 @@ type RepeatRecord struct {
 	// the warm-up steps means the warm-up was too short.
 	SettleStep *int     `json:"settle_step,omitempty"`
 	Overlap    *Overlap `json:"overlap,omitempty"`
+
+	// Basis says what SamplesPerS and TokensPerS divide by: "window" (the
+	// measured window's wall clock, stats.WindowThroughput) or "" (the
+	// slowest rank's summed step times: runs recorded before the window
+	// basis).
+	Basis string `json:"basis,omitempty"`
 }
 
 // RankRecord is what one rank measured in one repeat.
