@@ -88,6 +88,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s, byID)
 	s.Timeline = TimelineOf(run)
+	s.ValueBasis = basisOf(run.Trials)
 	s.NCCL = ncclEvidence(run)
 	return s
 }
@@ -143,6 +144,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 		return t
 	}
 	t.Value = stats.ValueOf(t.Launches.Values, confidence)
+	t.Power = powerOf(rec)
 	t.Throughput = stats.ValueOf(t.Launches.SamplesPerS, confidence)
 	t.Median = stats.MedianCI(t.Launches.Values)
 	if t.Value.N >= 2 {

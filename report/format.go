@@ -102,10 +102,11 @@ func MethodText(s *Summary) string {
 		"equivalence first: \"within ±%s\" when the interval lies inside [%s, %s]; faster or slower \"by more than %s\" "+
 		"when it lies wholly beyond the band (only these name a winner); faster or slower with \"more than %s not shown\" "+
 		"when it excludes 1 but holds a band edge; else undecided. Design: %s.%s "+
-		"One launch gives an estimate only: no interval, no p-value.",
+		"One launch gives an estimate only: no interval, no p-value.%s",
 		s.Metric.Unit, PercentConf(s.Confidence), PercentConf(s.Confidence), stats.PercentText(delta),
 		stats.RatioText(1+delta), stats.RatioText(1+delta), stats.RatioText(1/(1+delta)), stats.PercentText(delta),
-		ratio3(1/(1+delta)), ratio3(1+delta), stats.PercentText(delta), stats.PercentText(delta), design, family)
+		ratio3(1/(1+delta)), ratio3(1+delta), stats.PercentText(delta), stats.PercentText(delta), design, family,
+		basisText(s.ValueBasis))
 }
 
 func ratio3(r float64) string { return fmt.Sprintf("%.3f", r) }

@@ -71,6 +71,11 @@ type Summary struct {
 	Timeline *TimelineSection `json:"timeline,omitempty"`
 	NCCL     []NCCLEvidence   `json:"nccl_evidence,omitempty"`
 
+	// ValueBasis is what the launches' samples/s divide by: window (the
+	// measured window's wall clock), steps (summed step times: older runs) or
+	// mixed.
+	ValueBasis string `json:"value_basis,omitempty"`
+
 	sweepValues map[string][]string // the values the study lists per knob, in its order (not in JSON)
 }
 
@@ -144,6 +149,10 @@ type Trial struct {
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
 	Warnings     []string   `json:"warnings,omitempty"`
+
+	// Power is the power limiter's cost inside the measured windows (clock
+	// deficit, power-cap share); nil on the CPU or without counters.
+	Power *Power `json:"power,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or

@@ -96,5 +96,8 @@ func writeTrialsMD(b *strings.Builder, s *Summary, ok []*Trial) {
 		fmt.Fprintf(b, " MFU: against one peak for every trial, the %s's %s (%s TFLOP/s per GPU); "+
 			"MFU own precision: against the peak at the trial's precision (the engine's).", p.Device, p.Basis, Num(p.TFLOPS))
 	}
+	if pw := PowerText(s); pw != "" {
+		b.WriteString(" " + pw)
+	}
 	b.WriteString("\n\n")
 }

@@ -1,0 +1,41 @@
+package report
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
+)
+
+// TestPowerAndBasis: the power limiter's cost is the mean over clean
+// launches (a tainted one left out), and the method text says what a
+// launch's samples/s divide by.
+func TestPowerAndBasis(t *testing.T) {
+	th := func(d, c float64) *store.Throttle {
+		return &store.Throttle{GPUs: []store.GPUThrottle{{ClockDeficit: d, PowerCap: c}}}
+	}
+	rec := &store.TrialRecord{ID: "a", Outcome: store.OK, Repeats: []store.RepeatRecord{
+		{Outcome: store.OK, Throttle: th(0.10, 0.9), Basis: stats.WindowBasis},
+		{Outcome: store.OK, Throttle: th(0.14, 1.0), Basis: stats.WindowBasis},
+		{Outcome: store.OK, Throttle: th(0.5, 1.0), Tainted: "thermal", Basis: stats.WindowBasis},
+	}}
+	p := powerOf(rec)
+	require.NotNil(t, p)
+	assert.InDelta(t, 0.12, p.ClockDeficit, 1e-12)
+	assert.InDelta(t, 0.95, p.PowerCapShare, 1e-12)
+	assert.Equal(t, 2, p.Launches)
+	assert.Nil(t, powerOf(&store.TrialRecord{Repeats: []store.RepeatRecord{{Outcome: store.OK}}}))
+
+	s := &Summary{Trials: []Trial{{ID: "a", Label: "micro_batch=32", Power: p}}}
+	assert.Equal(t, "Power limit in the measured window (SM clock below its maximum; share of the window capped by power), "+
+		"mean over clean launches: micro_batch=32 −12.0% (95%).", PowerText(s))
+
+	assert.Equal(t, stats.WindowBasis, basisOf([]store.TrialRecord{*rec}))
+	old := store.TrialRecord{Repeats: []store.RepeatRecord{{Outcome: store.OK}}}
+	assert.Equal(t, "steps", basisOf([]store.TrialRecord{old}))
+	assert.Equal(t, "mixed", basisOf([]store.TrialRecord{*rec, old}))
+	assert.Contains(t, basisText(stats.WindowBasis), "over the measured window's wall clock")
+}
