@@ -388,6 +388,9 @@ func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
 	}
 	steps, warm := stats.Number(m.Workload["steps"]), stats.Number(m.Workload["warmup_steps"])
 	c.Workload = fmt.Sprintf("%d steps after %d warm-up", int(steps), int(warm))
+	if ws, ms := stats.Number(m.Workload["warmup_seconds"]), stats.Number(m.Workload["measure_seconds"]); ws > 0 || ms > 0 {
+		c.Workload += fmt.Sprintf(" (floors %gs warm-up, %gs measured)", ws, ms) // windows by time: steps are minimums
+	}
 	if dev != "" {
 		c.Workload = dev + ", " + c.Workload
 	}

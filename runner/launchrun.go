@@ -155,6 +155,9 @@ func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) 
 		ws[i] = rendezvous.Welcome{Config: sp.Configs[i], WarmupSteps: o.Study.Workload.WarmupSteps,
 			Steps: steps, HeartbeatMS: int(o.HeartbeatEvery / time.Millisecond),
 			EngineLib: o.Machine.EngineLib, Ranks: sp.Ranks}
+		if rep != store.PreheatRepeat { // the pre-heat stops early anyway
+			ws[i].WarmupSeconds, ws[i].MeasureSeconds = o.Study.Workload.Windows(o.Machine.Device)
+		}
 		if sp.Devices[i] != "" { // each rank sees only its GPU
 			ws[i].Config.DeviceIndex = 0
 		}

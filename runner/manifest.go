@@ -40,6 +40,10 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 	if len(overrides) > 0 {
 		man.Overrides = overrides
 	}
+	// the window floors that applied (docs/study-format.md); absent: none
+	if wu, ms := s.Workload.Windows(m.Device); wu > 0 || ms > 0 {
+		man.Workload["warmup_seconds"], man.Workload["measure_seconds"] = wu, ms
+	}
 	for _, src := range s.Sources {
 		man.Sources = append(man.Sources, store.StudySource{Path: src.Path, SHA256: src.SHA256, Text: string(src.Text)})
 	}

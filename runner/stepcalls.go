@@ -31,3 +31,30 @@ func stepCalls(warmup, total int, breaks []int) []int {
 	}
 	return calls
 }
+
+// measuredCalls splits the measured steps [from, to) into engine calls of at
+// most maxStepsPerCall, ending a call before each step in breaks as
+// stepCalls does. from is where the warm-up ended, which a warm-up floor
+// (Welcome.WarmupSeconds) may have moved past workload.warmup_steps.
+func measuredCalls(from, to int, breaks []int) []int {
+	var cuts []int
+	for at := from + maxStepsPerCall; at < to; at += maxStepsPerCall {
+		cuts = append(cuts, at)
+	}
+	for _, b := range breaks {
+		if b > from && b < to {
+			cuts = append(cuts, b)
+		}
+	}
+	cuts = append(cuts, to)
+	slices.Sort(cuts)
+	var calls []int
+	prev := from
+	for _, c := range cuts {
+		if c > prev {
+			calls = append(calls, c-prev)
+			prev = c
+		}
+	}
+	return calls
+}

@@ -221,38 +221,99 @@ func (wk *worker) run(ctx context.Context, e Engine) error {
 	if err := wk.c.Barrier(ctx, "start"); err != nil {
 		return err
 	}
-	wk.mark(timeline.MarkReady, time.Now())
-	warmup, total := wk.w.WarmupSteps, wk.w.WarmupSteps+wk.w.Steps
+	ready := time.Now()
+	wk.mark(timeline.MarkReady, ready)
+	warmup := wk.w.WarmupSteps
 	if warmup == 0 {
-		wk.mark(timeline.MarkWarm, time.Now())
+		wk.mark(timeline.MarkWarm, ready)
 	}
-	first := 0 // the call's first step
-	for _, n := range stepCalls(warmup, total, wk.faultSteps()) {
+	breaks := wk.faultSteps()
+	step := 0 // the next step's index (the engine counts every step, warm-up ones included)
+	// call runs n steps in one engine call and reports them.
+	call := func(n int, warm bool) (time.Time, error) {
 		ms, err := e.Steps(n)
 		if err != nil {
-			return wk.report(ctx, err)
+			return time.Time{}, wk.report(ctx, err)
 		}
 		end := time.Now()
-		for k, m := range ms {
-			if first+k >= warmup {
+		for _, m := range ms {
+			if !warm {
 				wk.measured = append(wk.measured, m)
 			}
-			if err := wk.c.Step(m, first+k < warmup); err != nil {
-				return err
+			if err := wk.c.Step(m, warm); err != nil {
+				return end, err
 			}
 		}
-		last := first + n - 1
-		wk.step.Store(int64(last))
-		if last == 0 && warmup > 0 {
+		if step == 0 && warm {
 			wk.mark(timeline.MarkFirstStep, end)
 		}
-		if last == warmup-1 {
-			wk.mark(timeline.MarkWarm, end)
+		step += n
+		wk.step.Store(int64(step - 1))
+		return end, nil
+	}
+	// the planned warm-up: the first step alone, then the rest
+	loadFrom, end := ready, ready
+	for _, n := range stepCalls(warmup, warmup, breaks) {
+		var err error
+		if end, err = call(n, true); err != nil {
+			return err
 		}
-		first += n
+		if step == 1 {
+			loadFrom = end // load is counted from the end of the first step
+		}
+	}
+	// the warm-up's floor: more warm-up calls until it lasted long enough
+	for k := 0; warmup > 0 && wk.more(ctx, "warmup", k, end.Sub(loadFrom), wk.w.WarmupSeconds); k++ {
+		var err error
+		if end, err = call(maxStepsPerCall, true); err != nil {
+			return err
+		}
+	}
+	if warmup > 0 {
+		wk.mark(timeline.MarkWarm, end)
+	}
+	// the planned measured steps, then more until the window lasted long enough
+	from := end
+	for _, n := range measuredCalls(step, step+wk.w.Steps, breaks) {
+		var err error
+		if end, err = call(n, false); err != nil {
+			return err
+		}
+	}
+	for k := 0; wk.more(ctx, "measure", k, end.Sub(from), wk.w.MeasureSeconds); k++ {
+		var err error
+		if end, err = call(maxStepsPerCall, false); err != nil {
+			return err
+		}
 	}
 	wk.mark(timeline.MarkMeasured, time.Now())
 	return nil
+}
+
+// more reports whether a phase that lasted elapsed needs another call to
+// reach its floor (seconds; 0: none). Every rank must run the same steps, so
+// with several ranks rank 0 decides and the others read its decision (key
+// window/<phase>/<k> in the trial's store).
+func (wk *worker) more(ctx context.Context, phase string, k int, elapsed time.Duration, floor float64) bool {
+	if floor <= 0 {
+		return false
+	}
+	key := fmt.Sprintf("window/%s/%d", phase, k)
+	if wk.w.Ranks <= 1 {
+		return elapsed.Seconds() < floor
+	}
+	if wk.rank == 0 {
+		v := "0"
+		if elapsed.Seconds() < floor {
+			v = "1"
+		}
+		if err := wk.c.Set(ctx, key, v); err != nil {
+			return false // the runner is gone: stop extending, the launch ends anyway
+		}
+		return v == "1"
+	}
+	v, err := wk.c.Get(ctx, key)
+	return err == nil && v == "1"
 }
 
 // faultSteps are the steps at which a fault of this rank is due (the engine's

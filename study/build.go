@@ -74,6 +74,13 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	w.GPUs, w.Nodes, w.Ranks = r.GPUs.V, max(r.Nodes.V, 1), r.Ranks.V
 	w.WarmupSteps = intOr(r.Warmup, DefaultWarmup)
 	w.Steps = intOr(r.Steps, DefaultSteps)
+	w.WarmupSeconds, w.MeasureSeconds = -1, -1 // the device's default (Workload.Windows)
+	if r.WarmupSec.Set && !r.WarmupSec.Bad {
+		w.WarmupSeconds = r.WarmupSec.V
+	}
+	if r.MeasureSec.Set && !r.MeasureSec.Bad {
+		w.MeasureSeconds = r.MeasureSec.V
+	}
 	w.Repeats = intOr(r.Repeats, DefaultRepeats)
 	w.MinRepeats, w.MaxRepeats = intOr(r.MinRepeats, DefaultMinRepeats), intOr(r.MaxRepeats, DefaultMaxRepeats)
 	if r.MaxTime.Set && !r.MaxTime.Bad {

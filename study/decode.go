@@ -56,6 +56,7 @@ type rawStudy struct {
 	ModelKnobs             *point // micro_batch, seq_len, image_size
 	GPUs, Nodes, Ranks     val[int]
 	Warmup, Steps, Repeats val[int] // Repeats.V 0: auto
+	WarmupSec, MeasureSec  val[float64]
 	MinRepeats, MaxRepeats val[int]
 	MaxTime                val[time.Duration]
 	Threads                val[int]
@@ -106,7 +107,7 @@ type rawConstraint struct {
 var (
 	topKeys       = []string{"name", "description", "extends", "model", "workload", "baseline", "sweep", "objective", "checklist", "report", "compare", "launcher"}
 	modelKeys     = []string{"family", "preset", "layers", "hidden", "micro_batch", "seq_len", "image_size"}
-	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave"}
+	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "warmup_seconds", "measure_seconds", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave"}
 	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls"}
 	objectiveKeys = []string{"metric", "goal"}
 	checklistKeys = []string{"disable", "thresholds"}

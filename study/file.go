@@ -123,6 +123,10 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 			r.Warmup = d.integer(v, f, 0, 100000)
 		case "steps":
 			r.Steps = d.integer(v, f, 1, 1000000)
+		case "warmup_seconds":
+			r.WarmupSec = d.seconds(v, f)
+		case "measure_seconds":
+			r.MeasureSec = d.seconds(v, f)
 		case "repeats":
 			if n := deref(v); n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.EqualFold(n.Value, "auto") {
 				r.Repeats = val[int]{V: 0, Pos: d.pos(v), Set: true}

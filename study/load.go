@@ -214,6 +214,12 @@ func merge(p, c *rawStudy) *rawStudy {
 	pickInt(&p.Ranks, &m.Ranks)
 	pickInt(&p.Warmup, &m.Warmup)
 	pickInt(&p.Steps, &m.Steps)
+	if !m.WarmupSec.Set {
+		m.WarmupSec = p.WarmupSec
+	}
+	if !m.MeasureSec.Set {
+		m.MeasureSec = p.MeasureSec
+	}
 	pickInt(&p.Repeats, &m.Repeats)
 	pickInt(&p.MinRepeats, &m.MinRepeats)
 	pickInt(&p.MaxRepeats, &m.MaxRepeats)

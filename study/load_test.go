@@ -48,7 +48,7 @@ func TestLoadIssueExample(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "bert-large-tuning", s.Name)
 	assert.Equal(t, Model{Family: "bert", Preset: "large"}, s.Model)
-	assert.Equal(t, Workload{GPUs: 8, Nodes: 1, Ranks: 1, Device: "auto", WarmupSteps: 10, Steps: 50, Repeats: 3,
+	assert.Equal(t, Workload{GPUs: 8, Nodes: 1, Ranks: 1, Device: "auto", WarmupSteps: 10, Steps: 50, WarmupSeconds: -1, MeasureSeconds: -1, Repeats: 3,
 		MinRepeats: DefaultMinRepeats, MaxRepeats: DefaultMaxRepeats, Timeout: 10 * time.Minute, Seed: DefaultSeed,
 		Interleave: true}, s.Workload)
 	assert.Equal(t, map[string]string{"precision": "bf16", "graphs": "false", "ddp.bucket_mb": "25", "nccl.algo": "auto",

@@ -57,7 +57,7 @@ func TestShippedStudiesValidate(t *testing.T) {
 				assert.Equal(t, "cpu", s.Workload.Device)
 				assert.Equal(t, "tiny", s.Model.Preset)
 				assert.LessOrEqual(t, s.Workload.Steps, 5)
-				assert.LessOrEqual(t, s.Workload.Repeats, 2)
+				assert.LessOrEqual(t, s.Workload.Repeats, 3) // gpt's 3 let the tutorial's gate judge a run
 				assert.GreaterOrEqual(t, len(p.Trials), 2)
 				assert.LessOrEqual(t, len(p.Trials), 4)
 			} else if !strings.Contains(f, "/gpt/") && !strings.Contains(f, "/bert/") && !strings.Contains(f, "/resnet50/") {

@@ -45,9 +45,16 @@ type Workload struct {
 	Device      string // auto | cuda | cpu
 	WarmupSteps int
 	Steps       int
-	Repeats     int // launches per trial; 0: auto (launch until decided, MinRepeats..MaxRepeats)
-	MinRepeats  int // auto: launches every trial gets first
-	MaxRepeats  int // auto: launches no trial exceeds
+	// WarmupSeconds and MeasureSeconds are floors on the warm-up's and the
+	// measured window's wall clock: the steps are minimums, and a launch
+	// runs more (in engine calls of up to 20 steps) until each lasted that
+	// long, so that every trial measures the sustained, power-limited
+	// state. -1: the default for the device (Windows).
+	WarmupSeconds  float64
+	MeasureSeconds float64
+	Repeats        int // launches per trial; 0: auto (launch until decided, MinRepeats..MaxRepeats)
+	MinRepeats     int // auto: launches every trial gets first
+	MaxRepeats     int // auto: launches no trial exceeds
 	// MaxTime is the time budget of a run's launches (0: none): no round
 	// starts that would end past it.
 	MaxTime    time.Duration

@@ -68,6 +68,12 @@ type Welcome struct {
 	HeartbeatMS int           `json:"heartbeat_ms"`
 	EngineLib   string        `json:"engine_lib"` // the library the runner checked in preflight
 	Ranks       int           `json:"ranks"`      // processes in the trial (barrier size)
+	// WarmupSeconds and MeasureSeconds are floors on the warm-up's and the
+	// measured window's wall clock (0: none): the rank runs more steps, in
+	// calls of up to 20, until each lasted that long; rank 0 decides for
+	// every rank (key window/<phase>/<n>) so that they run the same steps.
+	WarmupSeconds  float64 `json:"warmup_seconds,omitempty"`
+	MeasureSeconds float64 `json:"measure_seconds,omitempty"`
 	// Profile, when set, asks for a profile after the measured steps (knob
 	// profile): every rank profiles the same steps and writes its trace.
 	Profile *ProfilePlan `json:"profile,omitempty"`
