@@ -120,6 +120,15 @@ func timelineLines(t *TimelineSection) []string {
 			s += fmt.Sprintf(": every one of %d launches settled within the warm-up", st.Launches)
 		}
 		lines = append(lines, s+".")
+		if st.SlowedLater > 0 { // after settling: not warm-up
+			l := fmt.Sprintf("%d of %d launches slowed down later in their measured window, after settling", st.SlowedLater, st.Launches)
+			if st.PowerLimited > 0 {
+				l += fmt.Sprintf(": power limit engaged, SM clock −%.1f%% (mean of the %d power-capped launches)", 100*st.ClockDeficit, st.PowerLimited)
+			} else {
+				l += " (no power-cap counters recorded: the cause is not known)"
+			}
+			lines = append(lines, l+".")
+		}
 	}
 	if a := t.AA; a != nil {
 		lines = append(lines, fmt.Sprintf("Overlap A/A test (±%.1f%% = half the compare threshold): %s. A preparation ran at most %.0f ms inside a measured window.",

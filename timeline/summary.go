@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -44,6 +45,13 @@ type Settle struct {
 	// Late are the launches whose steps settled after the warm-up: their first
 	// measured steps were still warming up.
 	Late int `json:"late"`
+	// SlowedLater are the launches that slowed down after they settled,
+	// inside the measured window (LateSlowdown); PowerLimited those of them
+	// whose GPU was capped by power for part of the window, with their mean
+	// SM clock deficit (1 − mean / max SM clock).
+	SlowedLater  int     `json:"slowed_later"`
+	PowerLimited int     `json:"power_limited"`
+	ClockDeficit float64 `json:"clock_deficit,omitempty"`
 }
 
 // Summarize adds up the launch timelines of a run by phase, per trial and for
@@ -55,6 +63,8 @@ func Summarize(run *store.Run) *Study {
 	totals := map[string]float64{}
 	var first, last time.Time
 	var settles []int
+	var slowed, powered int
+	var deficit float64
 	warmup := warmupSteps(run)
 	latest := map[string]int{} // a resumed run may hold a trial twice: the last record counts
 	for i, rec := range run.Trials {
@@ -77,8 +87,15 @@ func Summarize(run *store.Run) *Study {
 		tr := Trial{ID: rec.ID, Index: rec.Index}
 		byName := map[string]float64{}
 		for _, rp := range rec.Repeats {
-			if rp.SettleStep != nil && *rp.SettleStep >= 0 {
-				settles = append(settles, *rp.SettleStep)
+			if at, late, ok := settleOf(&rp); ok {
+				settles = append(settles, at)
+				if late {
+					slowed++
+					if d, c, ok := stats.ClockDeficit(rp.Throttle); ok && c > 0 {
+						powered++
+						deficit += d
+					}
+				}
 			}
 			tl := rp.Timeline
 			if tl == nil {
@@ -121,7 +138,11 @@ func Summarize(run *store.Run) *Study {
 	}
 	if len(settles) > 0 {
 		sort.Ints(settles)
-		st := &Settle{WarmupSteps: warmup, Launches: len(settles), Max: settles[len(settles)-1], Median: settles[len(settles)/2]}
+		st := &Settle{WarmupSteps: warmup, Launches: len(settles), Max: settles[len(settles)-1], Median: settles[len(settles)/2],
+			SlowedLater: slowed, PowerLimited: powered}
+		if powered > 0 {
+			st.ClockDeficit = deficit / float64(powered)
+		}
 		for _, v := range settles {
 			if v > warmup {
 				st.Late++
@@ -179,4 +200,27 @@ func warmupSteps(run *store.Run) int {
 		return v
 	}
 	return 0
+}
+
+// settleOf is a launch's settle step, judged at the start of its window
+// (SettleStep, the latest of its ranks'), and whether it slowed down later
+// in the window; recomputed from the recorded steps, so that runs recorded
+// with the older whole-launch rule read the same, else the recorded step.
+func settleOf(rp *store.RepeatRecord) (at int, late, ok bool) {
+	at = -1
+	for _, rk := range rp.Ranks {
+		ms := make([]float64, len(rk.Steps))
+		for i, s := range rk.Steps {
+			ms[i] = s.StepMS
+		}
+		at = max(at, SettleStep(rk.WarmupStepMS, ms))
+		late = late || LateSlowdown(rk.WarmupStepMS, ms)
+	}
+	if at >= 0 {
+		return at, late, true
+	}
+	if rp.SettleStep != nil && *rp.SettleStep >= 0 {
+		return *rp.SettleStep, false, true
+	}
+	return -1, false, false
 }

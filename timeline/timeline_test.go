@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,9 +102,14 @@ func TestSettleStep(t *testing.T) {
 		{"one late hiccup does not count", []float64{300}, []float64{25, 25, 90, 25, 25, 26, 25}, 1},
 		{"two regimes of a host-bound launch stay in the band", []float64{400}, []float64{25, 30, 25, 30, 30, 25, 25, 30, 25, 30}, 1},
 		{"too few measured steps", nil, []float64{25, 25}, -1},
+		// the H100's power limiter: fast first measured steps, slow ones from step 43 of 55
+		{"a slow-down late in the window is not warm-up", []float64{900, 30, 18, 18, 18}, append(slices.Repeat([]float64{17.8}, 38), slices.Repeat([]float64{19.5}, 12)...), 2},
 	} {
 		assert.Equal(t, tc.want, SettleStep(tc.warmup, tc.measured), tc.desc)
 	}
+	assert.True(t, LateSlowdown([]float64{900, 30}, append(slices.Repeat([]float64{17.8}, 38), slices.Repeat([]float64{19.5}, 12)...)))
+	assert.False(t, LateSlowdown([]float64{900, 30}, flat))
+	assert.False(t, LateSlowdown([]float64{300}, []float64{25, 25, 90, 25, 25, 26, 25}), "one hiccup")
 }
 
 func TestETA(t *testing.T) {
