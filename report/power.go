@@ -87,15 +87,23 @@ func basisText(basis string) string {
 // micro_batch=32 −12.3% (99%)."
 func PowerText(s *Summary) string {
 	var parts []string
+	seen := 0
 	for i := range s.Trials {
 		t := &s.Trials[i]
 		if t.Power == nil {
 			continue
 		}
+		seen++
+		if t.Power.ClockDeficit < 0.0005 && t.Power.PowerCapShare < 0.005 {
+			continue // not capped
+		}
 		parts = append(parts, fmt.Sprintf("%s −%.1f%% (%.0f%%)", labelOf(t), 100*t.Power.ClockDeficit, 100*t.Power.PowerCapShare))
 	}
-	if len(parts) == 0 {
+	switch {
+	case seen == 0:
 		return ""
+	case len(parts) == 0:
+		return "Power limit: no trial's GPU was capped by power in its measured windows."
 	}
 	return "Power limit in the measured window (SM clock below its maximum; share of the window capped by power), mean over clean launches: " +
 		strings.Join(parts, ", ") + "."

@@ -33,6 +33,10 @@ func TestPowerAndBasis(t *testing.T) {
 	assert.Equal(t, "Power limit in the measured window (SM clock below its maximum; share of the window capped by power), "+
 		"mean over clean launches: micro_batch=32 −12.0% (95%).", PowerText(s))
 
+	s.Trials = append(s.Trials, Trial{ID: "b", Label: "baseline", Power: &Power{Launches: 3}})
+	assert.NotContains(t, PowerText(s), "baseline", "a trial that was not capped is not listed")
+	assert.Equal(t, "Power limit: no trial's GPU was capped by power in its measured windows.", PowerText(&Summary{Trials: s.Trials[1:]}))
+
 	assert.Equal(t, stats.WindowBasis, basisOf([]store.TrialRecord{*rec}))
 	old := store.TrialRecord{Repeats: []store.RepeatRecord{{Outcome: store.OK}}}
 	assert.Equal(t, "steps", basisOf([]store.TrialRecord{old}))
