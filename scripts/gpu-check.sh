@@ -90,6 +90,20 @@
 #             studies/bert/profile.yaml (BERT-large 32x128, graphs off/on); their
 #             reports' kernel-mix sections and profile findings in table.md
 #             ("Kernel mix"), the run directories (traces included) in kernelmix.tgz
+#   aa        (not by default) the systematic floor of a verdict: bin/casestudy
+#             run studies/gpt/aa.yaml, the GPT-2 baseline twice as two trials
+#             (another id, the same configuration), 5 launches each,
+#             interleaved; the ratio of the two with its interval into
+#             windows.md ("A/A", also in table.md) and the run into aa.tgz
+#             (about 2.5 min)
+#   windows   (not by default) windows by time against the shipped windows:
+#             WINDOW_ROUNDS (1) rounds of bin/casestudy run
+#             studies/gpt/windows-shipped.yaml (5 warm-up + 50 steps) then
+#             studies/gpt/windows.yaml (>= 2 s warm-up, >= 5 s window), each
+#             the baseline and micro_batch=32, 5 launches each interleaved;
+#             per run and trial the tokens/s, the ratio, the clock deficit
+#             and the launches' windows into windows.md ("Windows", also in
+#             table.md), the runs into windows.tgz (about 2.5 min a round)
 #   study     (RUN_STUDY=1) bin/casestudy run $STUDY (default
 #             studies/gpt/gpu-quick.yaml), its run directory into $OUT/study.tgz;
 #             EST_STUDY/CAP_STUDY (90/240 s) size it: for the headline
@@ -174,13 +188,16 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 EST_BUILD=80 CAP_BUILD=300
 EST_TESTS=80 CAP_TESTS=150
 EST_STUDY=${EST_STUDY:-90} CAP_STUDY=${CAP_STUDY:-240}
+EST_AA=150 CAP_AA=280  # aa: pre-heat + 10 GPT-2 launches of ~12 s (2 s warm-up, 5 s window, load), report
+EST_WIN=110 CAP_WIN=220 # each windows run: pre-heat + 10 launches (the shipped ones ~6 s, the new ones ~12 s)
+WINDOW_ROUNDS=${WINDOW_ROUNDS:-1}
 EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
 LOSS_STEPS=${LOSS_STEPS:-200} LOSS_SEEDS=${LOSS_SEEDS:-1 2 3 4 5}
 EST_LOSSCURVE=$((15 * 3 * $(wc -w <<<"$LOSS_SEEDS")))
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
-for v in BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
+for v in WINDOW_ROUNDS BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 ((CUDNN_STEPS >= 1)) || { echo "gpu-check.sh: CUDNN_STEPS=0: want at least 1" >&2; exit 2; }
@@ -195,8 +212,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study)" >&2; exit 2 ;;
   esac
 done
 
@@ -204,7 +221,8 @@ JSONL=$OUT/bench.jsonl
 STATUS=$WORK/status.md # build, tests and stage lines for table.md
 if [[ $DRY != 1 ]]; then
   rm -rf "$LOG" "$PROF" "$WORK/results" "$WORK/study-report.md" "$OUT/study.tgz" "$OUT/profiles.tgz" "$OUT/launch.jsonl" "$OUT/losscurve.tgz" \
-    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl" "$OUT"/firststep-*.txt
+    "$WORK/kernelmix" "$WORK/kernelmix.md" "$OUT/kernelmix.tgz" "$OUT/cudnn.jsonl" "$OUT"/firststep-*.txt \
+    "$WORK/windows.md" "$WORK"/aa "$WORK"/windows-* "$OUT/aa.tgz" "$OUT/windows.tgz"
   mkdir -p "$OUT" "$LOG"
   : >"$JSONL"
   : >"$STATUS"
@@ -253,6 +271,9 @@ publish() {
     if [[ -f $WORK/kernelmix.md ]]; then
       echo
       cat "$WORK/kernelmix.md"
+    fi
+    if [[ -f $WORK/windows.md ]]; then
+      cat "$WORK/windows.md"
     fi
     if [[ -f $WORK/study-report.md ]]; then
       echo
@@ -868,6 +889,91 @@ kernelmix_study() {
   tar -czf "$OUT/kernelmix.tgz" -C "$WORK" kernelmix
   publish
 }
+# run_study NAME STUDY EST CAP: bin/casestudy run STUDY into $WORK/NAME; prints
+# the run directory; 1 when it did not run or failed.
+run_study() {
+  local name=$1 study=$2 est=$3 cap=$4 rc=0 dir
+  fits "$est" "$name: bin/casestudy run $study" >&2 ||
+    { [[ $DRY == 1 ]] || log_status "$name: skipped, needs ~$est s, $(left0) s left" >&2; return 1; }
+  timed "$cap" "$name" bin/casestudy run "$study" --engine-lib "$LIB" --out "$WORK/$name" >&2 || rc=$?
+  advance "$est"
+  [[ $DRY == 1 ]] && return 1
+  dir=$(find "$WORK/$name" -mindepth 2 -maxdepth 2 -type d 2>/dev/null | head -1)
+  if ((rc != 0)) || [[ -z $dir ]]; then
+    log_status "$name: FAIL (exit $rc, logs/$name.err): $(tail -3 "$LOG/$name.err" | tr '\n' ' ')" >&2
+    return 1
+  fi
+  echo "$dir"
+}
+
+# window_lines DIR...: per run and trial, from summary.json and trials.jsonl:
+# tokens/s, the ratio to the baseline with its verdict, the clock deficit and
+# the launches' measured windows (wall clock), as table rows.
+window_lines() {
+  "$PY" - "$@" <<'EOF'
+import json, sys
+for d in sys.argv[1:]:
+    s = json.load(open(d + "/summary.json"))
+    win = {}
+    for line in open(d + "/trials.jsonl"):
+        t = json.loads(line)
+        for r in t.get("repeats") or []:
+            for p in (r.get("timeline") or {}).get("phases") or []:
+                if p["name"] == "measured":
+                    win.setdefault(t["id"], []).append(p["ms"] / 1000)
+    for t in s["trials"]:
+        if t.get("outcome") != "ok":
+            continue
+        vs = t.get("vs_baseline") or {}
+        iv = "[%.4f, %.4f]" % (vs["lo"], vs["hi"]) if vs.get("lo") is not None and vs.get("hi") is not None else "(no interval)"
+        ratio = "baseline" if not vs else "%.4f %s %s" % (vs["ratio"], iv, vs.get("verdict_text", ""))
+        pw = t.get("power") or {}
+        w = win.get(t["id"], [])
+        print("| %s | %s | %.0f | %s | %s | %s |" % (s["study"], t.get("label") or t["id"], t.get("tokens_per_s", 0), ratio,
+              ("%.1f%% (capped %.0f%%)" % (100 * pw["clock_deficit"], 100 * pw["power_cap_share"])) if pw else "-",
+              ("%.2f-%.2f s" % (min(w), max(w))) if w else "-"))
+EOF
+}
+
+stage_aa() {
+  local dir
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "aa: FAIL, no bin/casestudy (make cli here, carry bin)"
+    status=1
+    return
+  fi
+  dir=$(run_study aa studies/gpt/aa.yaml "$EST_AA" "$CAP_AA") || { [[ $DRY == 1 ]] || status=1; return; }
+  tar -czf "$OUT/aa.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+  {
+    printf '\n## A/A (studies/gpt/aa.yaml: the GPT-2 baseline twice, 5 launches each, interleaved)\n\n'
+    printf '| study | trial | tokens/s | vs the first | clock deficit | windows |\n|---|---|---|---|---|---|\n'
+    window_lines "$dir"
+  } >>"$WORK/windows.md"
+  log_status "aa: ok:$(window_lines "$dir" | tail -1 | cut -d'|' -f5) (windows.md, aa.tgz)"
+}
+
+stage_windows() {
+  local r dir dirs=()
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "windows: FAIL, no bin/casestudy (make cli here, carry bin)"
+    status=1
+    return
+  fi
+  for ((r = 1; r <= WINDOW_ROUNDS; r++)); do
+    dir=$(run_study "windows-shipped-$r" studies/gpt/windows-shipped.yaml "$EST_WIN" "$CAP_WIN") && dirs+=("$dir")
+    dir=$(run_study "windows-new-$r" studies/gpt/windows.yaml "$EST_WIN" "$CAP_WIN") && dirs+=("$dir")
+  done
+  [[ $DRY == 1 ]] && return
+  ((${#dirs[@]} > 0)) || { status=1; return; }
+  tar -czf "$OUT/windows.tgz" -C "$WORK" $(for d in "${dirs[@]}"; do echo "${d#"$WORK"/}"; done)
+  {
+    printf '\n## Windows (shipped 5 + 50 steps against >= 2 s warm-up and a >= 5 s window; GPT-2 baseline and micro_batch=32)\n\n'
+    printf '| study | trial | tokens/s | vs baseline | clock deficit | windows |\n|---|---|---|---|---|---|\n'
+    window_lines "${dirs[@]}"
+  } >>"$WORK/windows.md"
+  log_status "windows: ok, ${#dirs[@]} runs (windows.md, windows.tgz)"
+}
+
 stage_kernelmix() {
   if [[ ! -x bin/casestudy ]]; then
     log_status "kernelmix: FAIL, no bin/casestudy (make cli here, carry bin)"
@@ -982,6 +1088,8 @@ for s in $STAGES; do
     firststep) stage_firststep ;;
     cudnn) stage_cudnn ;;
     kernelmix) stage_kernelmix ;;
+    aa) stage_aa ;;
+    windows) stage_windows ;;
     study) stage_study ;;
   esac
   [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"
