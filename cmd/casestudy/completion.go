@@ -34,7 +34,7 @@ func addCompletions(root *cobra.Command) {
 			"out": completeDirs},
 		"check":   {"fail-on": fixed(severities...), "study": completeStudyFiles},
 		"report":  {"format": completeList(slices.Sorted(maps.Keys(report.Formats))...), "study": completeStudyFiles, "out": completeDirs},
-		"compare": {"format": fixed(report.CompareFormats...)},
+		"compare": {"format": fixed(report.CompareFormats...), "inconclusive": fixed("fail", "pass"), "history": completeDirs},
 		"history": {"format": fixed(report.HistoryFormats...)},
 		"export":  {"format": fixed("benchfmt", "csv")},
 		"doctor":  {"out": completeDirs},

@@ -1,0 +1,75 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/stats/synth"
+)
+
+// TestGateWithHistory: one launch a side is inconclusive alone; with the
+// trial's history of earlier runs (files in a --history directory) a 33%
+// drop is a regression and a night like the others passes. The directory's
+// NEW itself, a run of another measurement and a file that is not a summary
+// are left out, and said so.
+func TestGateWithHistory(t *testing.T) {
+	models := []synth.Model{synth.H100, synth.H100.Scaled(1.2)}
+	r := rand.New(rand.NewPCG(31, 1))
+	run := func(id string, f float64) *Summary {
+		s := synthRun(r, []synth.Model{models[0].Scaled(f), models[1].Scaled(f)}, 1)
+		s.Schema, s.Kind, s.RunID, s.Study = SchemaVersion, KindSummary, id, "gate"
+		return s
+	}
+	old, same, slow := run("old", 1), run("same", 1), run("slow", 0.67)
+
+	c, err := Compare(old, slow, "old", "slow", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Equal(t, []string{"0", "1"}, c.Suspected)
+
+	dir := t.TempDir()
+	write := func(name string, s *Summary) {
+		var b bytes.Buffer
+		require.NoError(t, WriteJSON(&b, s))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
+	}
+	for i := range 6 {
+		write(fmt.Sprintf("night%d.json", i), run(fmt.Sprintf("n%d", i), 1))
+	}
+	write("slow.json", slow) // NEW itself: left out
+	other := run("other", 1)
+	other.Comparable.Workload = "cuda, 20 steps after 5 warm-up"
+	write("other.json", other)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.json"), []byte("{}"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("not a run"), 0o644))
+
+	hist, notes, err := LoadGateHistory(dir, slow)
+	require.NoError(t, err)
+	assert.Len(t, hist, 6)
+	assert.Contains(t, fmt.Sprint(notes), "left out 1 entries (not comparable with NEW): other.json")
+	assert.Contains(t, fmt.Sprint(notes), "left out 1 entries (unreadable): notes.json")
+
+	c, err = CompareWithHistory(old, slow, "old", "slow", 0.05, hist)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateFailed, c.Gate, c.Verdict)
+	assert.Equal(t, []string{"0", "1"}, c.Regressions)
+	assert.Equal(t, 6, c.Rows[0].Gate.HistoryRuns)
+	assert.Contains(t, c.Rows[0].Gate.Method, "prediction interval from 6 earlier runs")
+
+	hist, _, err = LoadGateHistory(dir, same)
+	require.NoError(t, err)
+	c, err = CompareWithHistory(old, same, "old", "same", 0.05, hist[:6])
+	require.NoError(t, err)
+	assert.Equal(t, stats.GatePassed, c.Gate, c.Verdict)
+
+	_, _, err = LoadGateHistory(filepath.Join(dir, "missing"), same)
+	assert.ErrorContains(t, err, "--history")
+}
