@@ -83,7 +83,7 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d := htmlData{S: s, Charts: charts, NotOK: notOKTrials(s), Warnings: allWarnings(s),
-		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance), Method: MethodText(s),
+		Prov: provenanceRows(s), Setup: SetupLine(&s.Provenance), Method: strings.TrimSpace(MethodText(s) + " " + PowerText(s)),
 		CSS: template.CSS(css), JS: template.JS(js)} // #nosec: our own embedded assets
 	d.Rows, d.Versus, d.VersusTip = tableRows(s)
 	for _, dr := range s.Dropped {

@@ -232,7 +232,7 @@ func TestHistoryCommand(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "history", fixture("history/bert-grid"))
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "over 3 runs")
-	assert.Contains(t, stdout, "0.91× [0.89, 0.93] slower")
+	assert.Contains(t, stdout, "0.91× [0.90, 0.92] slower by more than 5%")
 	file := filepath.Join(t.TempDir(), "h.html")
 	code, _, stderr = runCLI(t, "history", fixture("history/bert-grid"), "--format", "html", "-o", file)
 	require.Equal(t, 0, code, stderr)
