@@ -77,10 +77,10 @@ func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 		v = meanStepMS(r.Ranks)
 	case "mfu":
 		if peak := engine.DenseBF16PeakTFLOPS(deviceName(r.Ranks)); peak > 0 {
-			v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.TFLOPS }) / peak
+			v = launchRate(r, func(s engine.StepMetrics) float64 { return s.TFLOPS }) / peak
 		}
 	case "tflops":
-		v = timeWeighted(r.Ranks, func(s engine.StepMetrics) float64 { return s.TFLOPS })
+		v = launchRate(r, func(s engine.StepMetrics) float64 { return s.TFLOPS })
 	case "memory":
 		for _, rk := range r.Ranks {
 			for _, s := range rk.Steps {
@@ -143,4 +143,48 @@ func timeWeighted(ranks []store.RankRecord, get func(engine.StepMetrics) float64
 		return 0
 	}
 	return num / den
+}
+
+// launchRate is a per-step rate (TFLOP/s, the engine's MFU) on the launch's
+// throughput basis: rank 0's work (the rate times each step's time) over the
+// time its samples/s divide by (the measured window's wall clock, or the
+// slowest rank's summed step times in older runs), so that TFLOP/s and MFU
+// move with the objective instead of being medians of steps (which left out
+// the gaps between the engine's calls and the power limiter's slow steps).
+// Without a recorded samples/s it is the step-time-weighted mean.
+func launchRate(r *store.RepeatRecord, get func(engine.StepMetrics) float64) float64 {
+	var samples int64
+	for _, rk := range r.Ranks {
+		for _, s := range rk.Steps {
+			samples += int64(s.Samples)
+		}
+	}
+	if r.SamplesPerS <= 0 || samples == 0 || len(r.Ranks) == 0 {
+		return timeWeighted(r.Ranks, get)
+	}
+	window := float64(samples) / r.SamplesPerS // seconds
+	r0 := r.Ranks[0]
+	for _, rk := range r.Ranks {
+		if rk.Rank == 0 {
+			r0 = rk
+		}
+	}
+	var work float64 // rate × seconds
+	for _, s := range r0.Steps {
+		work += get(s) * s.StepMS / 1000
+	}
+	return work / window
+}
+
+// launchesRate is launchRate's geometric mean over a trial's clean launches.
+func launchesRate(reps []store.RepeatRecord, get func(engine.StepMetrics) float64) float64 {
+	var xs []float64
+	for i := range reps {
+		r := &reps[i]
+		if r.Outcome != store.OK || r.Tainted != "" || len(r.Ranks) == 0 || len(r.Ranks[0].Steps) == 0 {
+			continue
+		}
+		xs = append(xs, launchRate(r, get))
+	}
+	return geoMean(xs)
 }

@@ -38,3 +38,16 @@ func TestClockDeficit(t *testing.T) {
 	assert.InDelta(t, 0.05, d, 1e-12)
 	assert.InDelta(t, 0.9, p, 1e-12)
 }
+
+// TestLaunchRate: TFLOP/s on the throughput basis: rank 0's work over the
+// time samples/s divides by, below the steps' own rate when the window holds
+// more than the steps.
+func TestLaunchRate(t *testing.T) {
+	steps := []engine.StepMetrics{{StepMS: 10, Samples: 8, TFLOPS: 100}, {StepMS: 10, Samples: 8, TFLOPS: 100}}
+	r := &store.RepeatRecord{Outcome: store.OK, Ranks: []store.RankRecord{{Steps: steps}}}
+	tflops := func(s engine.StepMetrics) float64 { return s.TFLOPS }
+	assert.InDelta(t, 100, launchRate(r, tflops), 1e-9, "no samples/s recorded: the step-time-weighted mean")
+	r.SamplesPerS = 16 / 0.025 // a 25 ms window for 20 ms of steps
+	assert.InDelta(t, 80, launchRate(r, tflops), 1e-9)
+	assert.InDelta(t, 80, launchesRate([]store.RepeatRecord{*r, *r}, tflops), 1e-9)
+}
