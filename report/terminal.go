@@ -25,7 +25,7 @@ func WriteRunSummary(w io.Writer, s *Summary) error {
 // per trial (a run that stopped early has no winner yet).
 func WriteTrialLines(w io.Writer, s *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "trial\tknobs\t%s\tlaunches\tvs baseline\tverdict\n", s.Metric.Unit)
+	fmt.Fprintf(tw, "trial\tknobs\t%s\tlaunches\tvs baseline (%s interval)\tverdict\n", s.Metric.Unit, PercentConf(s.Confidence))
 	for i := range s.Trials {
 		t := &s.Trials[i]
 		knobs := knobList(changedKnobs(t))
