@@ -160,7 +160,7 @@ var compareTemplate = template.Must(template.New("compare").Funcs(template.FuncM
 <body><main>
 <h1>{{.New.Study}}: compare</h1>
 <p class="sub">old <code>{{.Old.RunID}}</code> ({{.Old.Kind}}, {{.Old.Created}}) → new <code>{{.New.RunID}}</code> ({{.New.Kind}}, {{.New.Created}})</p>
-<section class="card headline {{if .Regressions}}no_ok_trials{{end}}" id="headline"><div><p><b>{{.Verdict}}</b></p>
+<section class="card headline {{if .Regressions}}no_ok_trials{{else if eq .Gate "inconclusive"}}no_baseline{{end}}" id="headline"><div><p><b>{{.Verdict}}</b></p>
 <p class="muted">{{.Method}}.</p></div></section>
 <h2>Trials</h2>
 <div class="tablewrap"><table>
@@ -168,7 +168,7 @@ var compareTemplate = template.Must(template.New("compare").Funcs(template.FuncM
 <tbody>{{range .Rows}}<tr>
 <td><code>{{.ID}}</code></td><td>{{.Knobs}}</td>
 {{range cells .}}<td class="num">{{.}}</td>{{end}}
-<td class="wrap">{{with status .}}<b class="{{if eq . "REGRESSION"}}sev-error{{else}}sev-info{{end}}">{{.}}</b> {{end}}<span class="muted">{{.Note}}</span></td>
+<td class="wrap">{{with status .}}<b class="{{if eq . "REGRESSION"}}sev-error{{else if or (eq . "SUSPECTED") (eq . "UNDECIDED")}}sev-warning{{else}}sev-info{{end}}">{{.}}</b> {{end}}<span class="muted">{{.Note}}</span></td>
 </tr>{{end}}</tbody></table></div>
 {{if .OnlyOld}}<p>Only in old (not compared): {{range .OnlyOld}}<code>{{.}}</code> {{end}}</p>{{end}}
 {{if .OnlyNew}}<p>Only in new (not compared): {{range .OnlyNew}}<code>{{.}}</code> {{end}}</p>{{end}}
