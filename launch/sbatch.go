@@ -24,6 +24,10 @@ type Batch struct {
 	Nodes        int
 	TasksPerNode int
 	GPUsPerNode  int               // 0: no GPU request
+	// Exclusive asks for whole nodes (--exclusive): every CPU of the node
+	// belongs to the job, and each trial's srun step splits them between
+	// its tasks (Slurm.StepArgs: --cpus-per-task, --cpu-bind=cores).
+	Exclusive bool
 	TimeMinutes  int               // the job's time limit
 	Output       string            // sbatch --output (absolute)
 	Chdir        string            // the job's working directory (absolute)
@@ -60,6 +64,9 @@ func (b Batch) Script() (string, error) {
 	opt("ntasks-per-node", strconv.Itoa(b.TasksPerNode))
 	if b.GPUsPerNode > 0 {
 		opt("gpus-per-node", strconv.Itoa(b.GPUsPerNode))
+	}
+	if b.Exclusive {
+		s.WriteString("#SBATCH --exclusive\n")
 	}
 	opt("time", strconv.Itoa(b.TimeMinutes))
 	opt("partition", b.Partition)

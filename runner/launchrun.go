@@ -157,6 +157,9 @@ func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) 
 			EngineLib: o.Machine.EngineLib, Ranks: sp.Ranks}
 		if sp.Devices[i] != "" { // each rank sees only its GPU
 			ws[i].Config.DeviceIndex = 0
+			if _, slurm := o.Launcher.(*launch.Slurm); slurm { // each rank sees its node's GPUs
+				ws[i].DevicePerLocalRank = sp.Launch.ProcsPerGPU
+			}
 		}
 		if steps := sp.Launch.ProfileSteps; steps > 0 && rep != store.PreheatRepeat { // the pre-heat's would be thrown away
 			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))
