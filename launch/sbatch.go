@@ -23,21 +23,21 @@ type Batch struct {
 	Constraint   string
 	Nodes        int
 	TasksPerNode int
-	GPUsPerNode  int // 0: no GPU request
-	// Exclusive asks for whole nodes (--exclusive): every CPU of the node
-	// belongs to the job, and each trial's srun step splits them between
-	// its tasks (Slurm.StepArgs: --cpus-per-task, --cpu-bind=cores).
-	Exclusive   bool
-	TimeMinutes int               // the job's time limit
-	Output      string            // sbatch --output (absolute)
-	Chdir       string            // the job's working directory (absolute)
-	Extra       []string          // more sbatch arguments, one per #SBATCH line
-	Env         map[string]string // exported before the command
-	Command     []string          // what the job runs (casestudy run ...)
+	GPUsPerNode  int               // 0: no GPU request
+	TimeMinutes  int               // the job's time limit
+	Output       string            // sbatch --output (absolute)
+	Chdir        string            // the job's working directory (absolute)
+	Extra        []string          // more sbatch arguments, one per #SBATCH line
+	Env          map[string]string // exported before the command
+	Command      []string          // what the job runs (casestudy run ...)
 	// Resume runs instead of Command when RunDir already holds a manifest
 	// (the job was requeued or submitted again): the run goes on where it stopped.
 	Resume []string
 	RunDir string
+	// Exclusive asks for whole nodes (--exclusive): every CPU of the node
+	// belongs to the job, and each trial's srun step splits them between
+	// its tasks (Slurm.StepArgs: --cpus-per-task, --cpu-bind=cores).
+	Exclusive bool
 }
 
 // Script is the batch script: #SBATCH lines, the exports, then the command.
