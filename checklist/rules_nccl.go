@@ -28,7 +28,7 @@ func checkNCCLForcedIgnored(c *evalContext) verdict {
 	for _, t := range c.run.ok {
 		for _, knob := range []string{"nccl.algo", "nccl.proto"} {
 			v := t.knob(knob)
-			if v == "" || v == "auto" {
+			if v == "" || v == "auto" || v == "default" {
 				continue
 			}
 			e := provenance.CheckForcedNCCL(knob, v, c.run.ncclTunings(t))

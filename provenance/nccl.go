@@ -32,10 +32,16 @@ var (
 	ncclProtoByNumber = []string{"LL", "LL128", "SIMPLE"}
 )
 
-// NCCLDebugSubsys is the NCCL_DEBUG_SUBSYS a trial gets when it forces an
-// NCCL knob: NCCL's default subsystems plus TUNING, which prints the
-// algorithm and protocol of every collective.
-const NCCLDebugSubsys = "INIT,BOOTSTRAP,ENV,TUNING"
+// NCCLDebugSubsys is the NCCL_DEBUG_SUBSYS every trial of a study that
+// sweeps or forces an NCCL knob gets: NCCL's default subsystems plus TUNING,
+// which prints the algorithm and protocol of every collective, and NET,
+// which names the network transport.
+const NCCLDebugSubsys = "INIT,BOOTSTRAP,ENV,NET,TUNING"
+
+// NCCLTransportSubsys is the NCCL_DEBUG_SUBSYS of the other trials whose
+// ranks form an NCCL communicator: lines printed at init only (which
+// transport each channel uses), none per collective.
+const NCCLTransportSubsys = "INIT,BOOTSTRAP,ENV,NET"
 
 // ParseNCCLTuning counts NCCL's tuning lines in a log by operation, algorithm
 // and protocol; nil when there is none.

@@ -31,7 +31,7 @@ func ncclEvidence(run *store.Run) []NCCLEvidence {
 		}
 		for _, knob := range []string{"nccl.algo", "nccl.proto"} {
 			v := rec.Knobs[knob]
-			if v == "" || v == "auto" || rec.Outcome == store.Skipped {
+			if v == "" || v == "auto" || v == "default" || rec.Outcome == store.Skipped {
 				continue
 			}
 			e := prov.CheckForcedNCCL(knob, v, tunings)

@@ -109,8 +109,8 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 		}
 		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
 	}
-	if _, set := launch.LookupEnv(o.Env, ncclDebugSubsysVar); sp.NCCLEvidence && !set {
-		extra[ncclDebugSubsysVar] = provenance.NCCLDebugSubsys // a value the parent set stands
+	if _, set := launch.LookupEnv(o.Env, ncclDebugSubsysVar); sp.ncclDebugSubsys() != "" && !set {
+		extra[ncclDebugSubsysVar] = sp.ncclDebugSubsys() // a value the parent set stands
 	}
 	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs,
 		Nodes: max(o.Study.Workload.Nodes, 1), ProcsPerGPU: sp.Launch.ProcsPerGPU, Timeout: o.Timeout}

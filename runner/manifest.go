@@ -37,6 +37,7 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Env:         provenance.RelevantEnv(env),
 		Measurement: DesignFor(s, m.Device).Record(),
 	}
+	man.InheritedEnv = InheritedEnv(env, plan)
 	if len(overrides) > 0 {
 		man.Overrides = overrides
 	}

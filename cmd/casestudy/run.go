@@ -233,6 +233,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	for _, line := range runner.InheritWarnings(os.Environ(), plan) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", line)
+	}
 	fmt.Fprintf(text, "running %s on %s (%d trials planned, %d dropped); results in %s\n",
 		s.Name, deviceText(machine), len(plan.Trials), len(plan.Dropped), absPath(w.Dir))
 	res, runErr := r.Run(ctx)
