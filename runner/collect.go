@@ -31,6 +31,9 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 			res.Rec.Ranks[k].NCCL = provenance.ReadNCCLTuning(filepath.Join(r.opts.Writer.Dir, store.LogName(l.sp.Trial.ID, k, l.rep)))
 		}
 	}
+	if l.sp.NCCLTransport {
+		r.transportEvidence(l, res)
+	}
 	res.Rec.SettleStep = settleStep(res.Rec.Ranks)
 	now := time.Now()
 	if r.opts.Overlap != OverlapOff && r.opts.Overlap != "" {

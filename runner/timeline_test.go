@@ -335,6 +335,44 @@ sweep:
 	}
 }
 
+// TestTransportEvidence: every rank's NCCL channel transports are recorded;
+// on an NVLink host a launch whose channels went over SHM is tainted with the
+// reason (left out of the statistics), one over P2P is not, and a trial that
+// turns P2P off itself measures SHM on purpose.
+func TestTransportEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		via, baseline, taint string
+	}{
+		{via: "P2P/CUMEM"},
+		{via: "SHM/direct/direct", taint: "through host memory (SHM), not P2P"},
+		{via: "SHM/direct/direct", baseline: "baseline: {nccl.p2p_disable: true}\n"},
+	} {
+		f := newFixture(t, `name: runner-transport
+model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 16}
+workload: {device: cuda, gpus: 2, warmup_steps: 1, steps: 2, repeats: 1, timeout: 20s}
+`+tc.baseline)
+		o := f.options()
+		o.Machine = &Machine{Device: "cuda", GPUs: []string{"0", "1"}, EngineLib: "fake", NVLink: true}
+		o.Env = append(o.Env, "FAKE_NCCL_VIA="+tc.via)
+		run, err := f.run(t, context.Background(), o)
+		require.NoError(t, err)
+		require.Len(t, run.Trials, 1)
+		tr := run.Trials[0]
+		require.NotEmpty(t, tr.Repeats)
+		rep := tr.Repeats[0]
+		kind, _ := provenance.TransportKind(tc.via)
+		for k, rk := range rep.Ranks {
+			require.NotNil(t, rk.NCCLTransport, "rank %d", k)
+			assert.Equal(t, map[string]int{kind: 1}, rk.NCCLTransport.Connections, "rank %d", k)
+		}
+		if tc.taint == "" {
+			assert.Empty(t, rep.Tainted, tc.via+" "+tc.baseline)
+		} else {
+			assert.Contains(t, rep.Tainted, tc.taint)
+		}
+	}
+}
+
 // fakeNVML is a GPU whose clock-event reasons are fixed: every sample and the
 // counters say reasons all the time.
 type fakeNVML struct{ reasons uint64 }
