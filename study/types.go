@@ -26,6 +26,10 @@ type Study struct {
 	Report    Report
 	Compare   Compare
 	Launcher  map[string]string // launcher settings (slurm: partition, account, ...)
+	// Notes say what planning for a machine changed in the study as written
+	// (workload.gpus: all resolved, a baseline the placement cannot run);
+	// Expand copies them into the plan.
+	Notes []string
 }
 
 // Model names what is trained. micro_batch, seq_len, image_size given here are
@@ -40,6 +44,9 @@ type Model struct {
 // Workload says how each trial runs.
 type Workload struct {
 	GPUs        int    // GPUs per node a trial uses (0 on cpu)
+	// GPUsAll: workload.gpus is all, the GPUs of the node the study plans
+	// for; GPUs is 1 until ResolveGPUs (or --gpus) sets it.
+	GPUsAll bool
 	Nodes       int    // 1 unless multi-node
 	Ranks       int    // CPU ranks when device is cpu; GPUs*procs_per_gpu otherwise
 	Device      string // auto | cuda | cpu
@@ -136,6 +143,7 @@ type Plan struct {
 	Trials     []Trial   `json:"trials"`
 	Dropped    []Dropped `json:"dropped"`
 	BaselineID string    `json:"baseline_id,omitempty"` // the trial equal to the baseline, if planned
+	Notes      []string  `json:"notes,omitempty"`       // Study.Notes: what planning for this machine changed
 	Limit      int       `json:"limit"`                 // the trial limit the sweep was checked against
 	Size       int       `json:"size"`                  // combinations before drops (greedy: all rounds)
 	Rounds     []string  `json:"rounds,omitempty"`      // greedy: the knob of each round; Trials is round 1

@@ -147,6 +147,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := study.ApplyOverrides(s, overrides); err != nil {
 		return err
 	}
+	if err := resolveGPUs(s, o.launcher.submit); err != nil {
+		return err
+	}
 	if cmd.Flags().Changed("profile") {
 		v, err := knobs.Canonical("profile", o.profile)
 		if err != nil {
