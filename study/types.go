@@ -44,9 +44,6 @@ type Model struct {
 // Workload says how each trial runs.
 type Workload struct {
 	GPUs        int    // GPUs per node a trial uses (0 on cpu)
-	// GPUsAll: workload.gpus is all, the GPUs of the node the study plans
-	// for; GPUs is 1 until ResolveGPUs (or --gpus) sets it.
-	GPUsAll bool
 	Nodes       int    // 1 unless multi-node
 	Ranks       int    // CPU ranks when device is cpu; GPUs*procs_per_gpu otherwise
 	Device      string // auto | cuda | cpu
@@ -62,6 +59,9 @@ type Workload struct {
 	Seed       int64
 	Threads    int  // CPU intra-op threads per rank; 0 = cores / ranks
 	Interleave bool // repeats in rounds across trials, a random order each round (default true)
+	// GPUsAll: workload.gpus is all, the GPUs of the node the study plans
+	// for; GPUs is 1 until ResolveGPUs (or --gpus) sets it.
+	GPUsAll bool
 }
 
 // Sweep is the study's search space.
