@@ -38,6 +38,9 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Measurement: DesignFor(s, m.Device).Record(),
 	}
 	man.InheritedEnv = InheritedEnv(env, plan)
+	if s.Workload.GPUsAll {
+		man.Workload["gpus_all"] = true // workload.gpus: all, resolved to "gpus" on this node
+	}
 	if len(overrides) > 0 {
 		man.Overrides = overrides
 	}
