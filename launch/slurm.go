@@ -76,7 +76,7 @@ func (s *Slurm) Deadline(timeout time.Duration) time.Duration {
 // cannot see its NVLink peers, and NCCL silently falls back to shared memory
 // or PCIe (NVIDIA/nccl#1066). Each rank picks its device from its local rank
 // instead (runner: rendezvous.Welcome.DevicePerLocalRank). CPUs: each task
-// gets the node's CPUs divided by its tasks, bound to cores, unless the
+// gets its share of the node's CPUs (CPUsPerTask), bound to cores, unless the
 // study's srun_args say otherwise.
 func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 	n := len(spec.Ranks)
@@ -125,13 +125,20 @@ func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 		args = append(args, "--gpus-per-node="+strconv.Itoa((perNode+ppg-1)/ppg))
 	}
 	if s.CPUsPerNode > 0 && !hasArg(s.Args, "--cpus-per-task", "-c", "--cpus-per-gpu") {
-		args = append(args, "--cpus-per-task="+strconv.Itoa(max(1, s.CPUsPerNode/perNode)))
+		args = append(args, "--cpus-per-task="+strconv.Itoa(CPUsPerTask(s.CPUsPerNode, perNode)))
 		if !hasArg(s.Args, "--cpu-bind", "--cpu_bind") {
 			args = append(args, "--cpu-bind=cores")
 		}
 	}
 	args = append(args, s.Args...)
 	return args, env, nil
+}
+
+// CPUsPerTask is each task's share of a node with cpus CPUs and tasks tasks:
+// the CPUs less one, kept for the runner (its rendezvous, heartbeats and GPU
+// sampler run on the first node, beside the ranks), divided evenly; at least 1.
+func CPUsPerTask(cpus, tasks int) int {
+	return max(1, (cpus-1)/max(tasks, 1))
 }
 
 // perTaskGPUVars are the allocation's GPU settings srun would read from its

@@ -119,7 +119,7 @@ func TestStepArgs(t *testing.T) {
 	assert.Subset(t, args, []string{"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
 		"--export=ALL", "--time=2", "--label", "--exclusive"})
 	assert.Contains(t, args, "--gpus-per-node=2", "every task sees its node's GPUs: NCCL needs its NVLink peers visible")
-	assert.Subset(t, args, []string{"--cpus-per-task=32", "--cpu-bind=cores"}, "the node's 64 CPUs split over its 2 tasks")
+	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores"}, "the node's 64 CPUs less the runner's split over its 2 tasks")
 	for _, a := range args {
 		assert.NotContains(t, a, "per-task=1", "no GPU confined to one task")
 		assert.NotContains(t, a, "per_task", "no GPU confined to one task")
@@ -135,11 +135,13 @@ func TestStepArgs(t *testing.T) {
 	assert.NotContains(t, strings.Join(args, " "), "--time")
 	assert.Contains(t, env, "CUDA_VISIBLE_DEVICES=0,1,2,3", "a CPU trial keeps the parent's devices")
 
-	assert.Subset(t, args, []string{"--cpus-per-task=32", "--cpu-bind=cores"}, "CPU ranks get their share too")
+	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores"}, "CPU ranks get their share too")
 
 	args, _, err = s.StepArgs(Spec{Trial: "mps", ProcsPerGPU: 2, Ranks: []Rank{rank(0, "0"), rank(1, "0"), rank(2, "1")}})
 	require.NoError(t, err)
 	assert.Subset(t, args, []string{"--gpus-per-node=2", "--cpus-per-task=21"})
+	assert.Equal(t, 1, CPUsPerTask(2, 2), "never below one")
+	assert.Equal(t, 27, CPUsPerTask(224, 8))
 
 	own := &Slurm{Args: []string{"-c", "4", "--cpu-bind=sockets"}, CPUsPerNode: 64}
 	args, _, err = own.StepArgs(Spec{Trial: "own", Ranks: []Rank{rank(0, "0"), rank(1, "1")}})

@@ -98,7 +98,8 @@ func TestLauncherExits(t *testing.T) {
 // node's GPUs (no per-task binding, even when the allocation asked for one
 // per task: NCCL needs its NVLink peers visible, NVIDIA/nccl#1066), whatever
 // CUDA_VISIBLE_DEVICES the runner had, and gets the node's CPUs divided by
-// its tasks (--cpus-per-task, SLURM_CPUS_PER_TASK in the task).
+// its tasks, one kept for the runner (--cpus-per-task, SLURM_CPUS_PER_TASK in
+// the task: 6 CPUs, 2 tasks: 2 each).
 func TestStepSeesNodeGPUs(t *testing.T) {
 	needCluster(t)
 	if cluster.noGPUs != "" {
@@ -108,7 +109,7 @@ func TestStepSeesNodeGPUs(t *testing.T) {
 		t.Skip(cluster.noGPUs)
 	}
 	t.Parallel()
-	env := allocate(t, "-n2", "-c2", "--gpus-per-task=1")
+	env := allocate(t, "-n2", "-c3", "--gpus-per-task=1")
 	env = append(env, "CUDA_VISIBLE_DEVICES=5,6", "SLURM_GPUS_PER_TASK=1", // what salloc exports to the shell
 		"SLURM_JOB_CPUS_PER_NODE="+jobCPUs(t, env))
 	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID local=$SLURM_LOCALID cvd=$CUDA_VISIBLE_DEVICES cpus=$SLURM_CPUS_PER_TASK"`)
