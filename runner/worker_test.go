@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/runner/rendezvous"
 )
 
@@ -137,5 +138,31 @@ func TestWorkerPicksDeviceFromLocalRank(t *testing.T) {
 		}
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, b.device, "SLURM_LOCALID %s, %d ranks per GPU", tt.local, tt.perGPU)
+	}
+}
+
+// TestWelcomesOnSlurm: a local launch gives each rank its one visible GPU
+// as device 0; a Slurm step shows each rank every GPU of its node, so the
+// welcome tells the worker to pick its device from its local rank.
+func TestWelcomesOnSlurm(t *testing.T) {
+	f := newFixture(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 2}\nbaseline: {procs_per_gpu: 1}\n")
+	o := f.options()
+	o.Machine = &Machine{Device: "cuda", GPUs: []string{"0", "1"}, EngineLib: "fake"}
+	sp, err := buildSpec(o.Study, o.Plan.Trials[0], o.Machine)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		launcher launch.Launcher
+		want     int
+	}{{launch.Local{}, 0}, {&launch.Slurm{}, 1}} {
+		o.Launcher = tc.launcher
+		r, err := New(o)
+		require.NoError(t, err)
+		ws, err := r.welcomes(sp, 0)
+		require.NoError(t, err)
+		require.Len(t, ws, 2)
+		for _, w := range ws {
+			assert.Equal(t, 0, w.Config.DeviceIndex)
+			assert.Equal(t, tc.want, w.DevicePerLocalRank, "%T", tc.launcher)
+		}
 	}
 }
