@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -97,13 +96,7 @@ func ParseNCCLTuning(r io.Reader) (*store.NCCLTuning, error) {
 // ReadNCCLTuning parses the log at path; nil when it has no tuning line or
 // cannot be read.
 func ReadNCCLTuning(path string) *store.NCCLTuning {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	t, _ := ParseNCCLTuning(f)
-	return t
+	return readParsed(path, ParseNCCLTuning)
 }
 
 // NCCLName is an algorithm or protocol name as NCCL's tuning lines print it:

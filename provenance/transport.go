@@ -66,12 +66,22 @@ func ParseNCCLTransport(r io.Reader) (*store.NCCLTransport, error) {
 // ReadNCCLTransport parses the transport lines of one rank's log; nil when
 // the file is missing or has none.
 func ReadNCCLTransport(path string) *store.NCCLTransport {
+	return readParsed(path, ParseNCCLTransport)
+}
+
+// readParsed parses the file at path; the zero value when it cannot be read
+// or parsed.
+func readParsed[T any](path string, parse func(io.Reader) (T, error)) T {
+	var zero T
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return zero
 	}
 	defer f.Close()
-	t, _ := ParseNCCLTransport(f)
+	t, err := parse(f)
+	if err != nil {
+		return zero
+	}
 	return t
 }
 
