@@ -112,14 +112,15 @@ func TestStepSeesNodeGPUs(t *testing.T) {
 	env := allocate(t, "-n2", "-c3", "--gpus-per-task=1")
 	env = append(env, "CUDA_VISIBLE_DEVICES=5,6", "SLURM_GPUS_PER_TASK=1", // what salloc exports to the shell
 		"SLURM_JOB_CPUS_PER_NODE="+jobCPUs(t, env))
-	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID local=$SLURM_LOCALID cvd=$CUDA_VISIBLE_DEVICES cpus=$SLURM_CPUS_PER_TASK"`)
+	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID local=$SLURM_LOCALID cvd=$CUDA_VISIBLE_DEVICES cpus=$SLURM_CPUS_PER_TASK own=${CASESTUDY_RANK:-none}"`)
 	require.Len(t, exits, 2)
 	for _, e := range exits {
 		assert.Equal(t, 0, e.Code, "%+v", e)
 		assert.NoError(t, e.Err)
 	}
-	assert.Contains(t, logs[0].String(), "rank=0 local=0 cvd=0,1 cpus=2")
-	assert.Contains(t, logs[1].String(), "rank=1 local=1 cvd=0,1 cpus=2")
+	// per-rank variables never travel: the rank is Slurm's (SLURM_PROCID)
+	assert.Contains(t, logs[0].String(), "rank=0 local=0 cvd=0,1 cpus=2 own=none")
+	assert.Contains(t, logs[1].String(), "rank=1 local=1 cvd=0,1 cpus=2 own=none")
 }
 
 // jobCPUs is the CPUs the allocation env is inside holds on its node, as
