@@ -236,6 +236,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(text, "note: %s\n", n)
+	}
 	for _, line := range runner.InheritWarnings(os.Environ(), plan) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", line)
 	}
