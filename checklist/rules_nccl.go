@@ -15,7 +15,7 @@ var ncclRules = []*Rule{
 		Rationale: "NCCL_ALGO and NCCL_PROTO are requests: NCCL falls back to what the topology, the rank count or the " +
 			"operation supports (and older releases ignore values they do not know). A trial forcing a value NCCL did " +
 			"not use measured something else than its label says, so any conclusion about that value is wrong. " +
-			"casestudy makes NCCL print its choices for trials forcing nccl.* knobs (NCCL_DEBUG=INFO, " +
+			"casestudy makes NCCL print its choices for every trial of a study that forces or sweeps nccl.* knobs (NCCL_DEBUG=INFO, " +
 			"NCCL_DEBUG_SUBSYS with TUNING) and reads them from rank 0's log.",
 		Needs: []string{"knobs nccl.algo, nccl.proto", "NCCL tuning lines (ranks[].nccl, or the rank logs)"},
 		check: checkNCCLForcedIgnored,
@@ -28,7 +28,7 @@ func checkNCCLForcedIgnored(c *evalContext) verdict {
 	for _, t := range c.run.ok {
 		for _, knob := range []string{"nccl.algo", "nccl.proto"} {
 			v := t.knob(knob)
-			if v == "" || v == "auto" {
+			if v == "" || v == "auto" || v == "default" {
 				continue
 			}
 			e := provenance.CheckForcedNCCL(knob, v, c.run.ncclTunings(t))

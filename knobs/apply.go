@@ -18,8 +18,10 @@ func IsNVLS(algo string) bool { return algo == "NVLS" || algo == "NVLSTree" }
 
 // Environment returns the environment of a trial's ranks from its knob values
 // (missing knobs take their defaults): every Env knob with a value other than
-// auto sets its variable; auto puts the variable in unset, and the runner
-// removes it even when the parent shell set it. NCCL_NVLS_ENABLE is set to 0 in
+// auto or default sets its variable; auto neither sets nor unsets it, so the
+// runner's environment (a cluster's exported NCCL_IB_HCA, say) stands;
+// default puts the variable in unset, and the runner removes it even when
+// the parent shell set it. NCCL_NVLS_ENABLE is set to 0 in
 // every trial, except a trial whose nccl.algo is NVLS/NVLSTree (only planned
 // with sweep.allow_nvls): then it is neither set nor unset and the parent's
 // value stands. It is never set to 1. Both results are sorted.
@@ -34,6 +36,9 @@ func Environment(values map[string]string) (set map[string]string, unset []strin
 			v = k.Default
 		}
 		if v == Auto || v == "" {
+			continue // inherited
+		}
+		if v == Default {
 			unset = append(unset, k.EnvVar)
 			continue
 		}

@@ -34,6 +34,9 @@ func (k *Knob) Canonical(raw any) (string, error) {
 	if strings.EqualFold(s, Auto) && (k.AutoOK || k.inValues(Auto)) {
 		return Auto, nil
 	}
+	if strings.EqualFold(s, Default) && k.DefaultOK() {
+		return Default, nil
+	}
 	if k.OffOK {
 		switch strings.ToLower(s) {
 		case Off, "false", "no", "0":

@@ -35,12 +35,25 @@ const (
 	Launcher Apply = "launcher" // a setting of the runner/launcher (MPS, processes per GPU)
 )
 
-// Auto is the value that leaves a setting to the library: an Env knob's
-// variable is unset for the trial.
+// Auto is the value that leaves a setting to what the trial finds: an Env
+// knob's variable is inherited from the runner's environment (a cluster's own
+// NCCL_IB_HCA or NCCL_SOCKET_IFNAME stands), and the library chooses when the
+// environment has none.
 const Auto = "auto"
+
+// Default is the value of an Env knob that unsets its variable for the trial,
+// even when the runner's environment set it: the library's own default.
+const Default = "default"
+
+// Unforced reports whether v leaves an Env knob's setting to the environment
+// or the library (auto, default, or no value).
+func Unforced(v string) bool { return v == "" || v == Auto || v == Default }
 
 // Off is the canonical value of an OffOK knob that is switched off.
 const Off = "off"
+
+// DefaultOK says whether the knob accepts Default: Env knobs that accept auto.
+func (k *Knob) DefaultOK() bool { return k.Apply == Env && (k.AutoOK || k.inValues(Auto)) }
 
 // Knob is one registry entry.
 type Knob struct {
@@ -138,6 +151,9 @@ func (k *Knob) Domain() string {
 	}
 	if k.AutoOK && k.Type != Enum {
 		d += " | auto"
+	}
+	if k.DefaultOK() {
+		d += " | " + Default
 	}
 	if k.OffOK {
 		d = Off + " | " + d

@@ -55,6 +55,12 @@ func TestCanonical(t *testing.T) {
 		{knob: "precision", raw: "BF16", want: "bf16"},
 		{knob: "nccl.algo", raw: "ring", want: "Ring"},
 		{knob: "nccl.algo", raw: "Auto", want: "auto"},
+		{knob: "nccl.algo", raw: "Default", want: "default"},
+		{knob: "nccl.ib_hca", raw: "default", want: "default"},
+		{knob: "nccl.p2p_disable", raw: "default", want: "default"},
+		{knob: "nccl.min_channels", raw: "default", want: "default"},
+		{knob: "precision", raw: "default", err: "is not one of"},
+		{knob: "seq_len", raw: "default", err: "not an integer"},
 		{knob: "nccl.algo", raw: "Rings", err: `did you mean "Ring"?`},
 		{knob: "graphs", raw: true, want: "true"},
 		{knob: "graphs", raw: "no", want: "false"},
@@ -110,14 +116,15 @@ func TestSuggest(t *testing.T) {
 }
 
 func TestEnvironment(t *testing.T) {
-	set, unset := Environment(map[string]string{"nccl.algo": "Ring", "nccl.p2p_disable": "true", "nccl.buffsize": "4194304"})
+	set, unset := Environment(map[string]string{"nccl.algo": "Ring", "nccl.p2p_disable": "true", "nccl.buffsize": "4194304",
+		"nccl.ib_hca": "default", "nccl.socket_ifname": "default"})
 	assert.Equal(t, "Ring", set["NCCL_ALGO"])
 	assert.Equal(t, "1", set["NCCL_P2P_DISABLE"])
 	assert.Equal(t, "4194304", set["NCCL_BUFFSIZE"])
 	assert.Equal(t, "0", set[NVLSEnableVar])
-	assert.Contains(t, unset, "NCCL_PROTO")
-	assert.NotContains(t, unset, "NCCL_ALGO")
-	assert.IsIncreasing(t, unset)
+	assert.Equal(t, []string{"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"}, unset, "default unsets, auto (nccl.proto's default) inherits")
+	_, has := set["NCCL_PROTO"]
+	assert.False(t, has, "auto sets nothing: the environment's value stands")
 	// Non-env knobs never leak into the environment.
 	for v := range set {
 		assert.NotEqual(t, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v)
@@ -125,7 +132,7 @@ func TestEnvironment(t *testing.T) {
 
 	// NVLS (only planned with allow_nvls): the parent's NCCL_NVLS_ENABLE stands; never 1.
 	set, unset = Environment(map[string]string{"nccl.algo": "NVLS"})
-	_, has := set[NVLSEnableVar]
+	_, has = set[NVLSEnableVar]
 	assert.False(t, has)
 	assert.NotContains(t, unset, NVLSEnableVar)
 	for _, algo := range nccl().Values {
@@ -204,6 +211,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"defaults", nil, nil, gpu8, ""},
 		{"algo one rank", map[string]string{"nccl.algo": "Tree"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
+		{"algo default one rank", map[string]string{"nccl.algo": "default"}, nil, Setting{Device: "cuda", Ranks: 1}, ""},
 		{"proto one rank", map[string]string{"nccl.proto": "LL"}, nil, Setting{Device: "cuda", Ranks: 1}, "needs more than one rank"},
 		{"algo eight ranks", map[string]string{"nccl.algo": "Tree"}, nil, gpu8, ""},
 		{"algo replicas", map[string]string{"nccl.algo": "Tree"}, nil, Setting{Device: "cuda", Ranks: 2, World: 1}, "in the communicator"},
@@ -222,6 +230,10 @@ func TestCheck(t *testing.T) {
 		{"ddp one rank changed", map[string]string{"ddp.bucket_mb": "5"}, all("ddp.bucket_mb"), Setting{Device: "cuda", Ranks: 1}, "one data-parallel rank"},
 		{"ddp one rank baseline", map[string]string{"ddp.bucket_mb": "5"}, nil, Setting{Device: "cuda", Ranks: 1}, ""},
 		{"ddp all pipeline", map[string]string{"ddp.overlap": "false", "pipeline.stages": "2"}, all("ddp.overlap"), Setting{Device: "cpu", Ranks: 2}, "one data-parallel rank"},
+		{"ddp dp x pp bucket", map[string]string{"ddp.bucket_mb": "5", "pipeline.stages": "2"}, all("ddp.bucket_mb"), gpu8, "no effect with pipeline.stages=2"},
+		{"ddp dp x pp overlap", map[string]string{"ddp.overlap": "false", "pipeline.stages": "4"}, all("ddp.overlap"), gpu8, "not through the bucketed reducer"},
+		{"ddp dp x pp baseline", map[string]string{"ddp.bucket_mb": "5", "pipeline.stages": "2"}, all("pipeline.stages"), gpu8, ""},
+		{"ddp data parallel", map[string]string{"ddp.bucket_mb": "5"}, all("ddp.bucket_mb"), gpu8, ""},
 		{"nccl on cpu", map[string]string{"nccl.buffsize": "4194304"}, all("nccl.buffsize"), Setting{Device: "cpu", Ranks: 2}, "no effect on device cpu"},
 		{"topk ratio", map[string]string{"ddp.topk_ratio": "0.1"}, all("ddp.topk_ratio"), gpu8, "unless ddp.compression is topk"},
 		{"topk ratio ok", map[string]string{"ddp.topk_ratio": "0.1", "ddp.compression": "topk"}, all("ddp.topk_ratio"), gpu8, ""},

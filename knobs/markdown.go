@@ -15,8 +15,11 @@ func WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("# Knobs\n\n")
 	b.WriteString("<!-- Generated from knobs/registry.go by `go test ./knobs -run TestKnobsDoc -update`; do not edit. -->\n\n")
-	b.WriteString("Every setting a study can put in `baseline` or sweep. `auto` leaves a setting to the library: " +
-		"the environment variable is unset for the trial, even if the parent shell set it. " +
+	b.WriteString("Every setting a study can put in `baseline` or sweep. `auto` leaves a setting to what the trial finds: " +
+		"an env knob's variable is inherited from the environment casestudy runs in (a cluster's exported `NCCL_IB_HCA` or " +
+		"`NCCL_SOCKET_IFNAME` stands; the run warns about each one it inherits and the manifest records them under `inherited_env`), " +
+		"and the library chooses when the environment has none. `default` (env knobs only) unsets the variable for the trial, " +
+		"even if the parent shell set it: the library's own default. " +
 		"Env knobs become environment variables of every rank, engine knobs fields of the engine config, " +
 		"launcher knobs settings of the runner. `casestudy knobs NAME` prints one entry. " +
 		"NCCL_NVLS_ENABLE is 0 in every trial (NVLink multicast stays off) unless a study sets `sweep.allow_nvls: true`; " +

@@ -108,19 +108,19 @@ func knobList() []*Knob {
 			Doc: "Stores images and convolution weights in NHWC order (resnet50), which tensor-core convolutions " +
 				"prefer under bf16/fp16."},
 		{Name: "ddp.bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 16, Default: "25",
-			Constraint: "no effect with one data-parallel rank",
+			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
 			Doc: "Gradient bucket size in MiB for the data-parallel all-reduce (PyTorch DDP's bucket_cap_mb). " +
 				"Small buckets start communication early but pay per-collective latency; large ones overlap less."},
 		{Name: "ddp.first_bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 11, Default: "1",
-			Constraint: "no effect with one data-parallel rank",
+			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
 			Doc: "Size in MiB of the first bucket (the last layers' gradients, ready first), kept small so " +
 				"communication starts as early as possible in the backward pass."},
 		{Name: "ddp.overlap", Type: Bool, Apply: Engine, Chapter: 15, Default: "true",
-			Constraint: "no effect with one data-parallel rank",
+			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
 			Doc: "Launches each bucket's all-reduce on a communication stream as soon as its gradients are ready " +
 				"during backward; false waits for the whole backward first (the exposed-communication baseline)."},
 		{Name: "ddp.compression", Type: Enum, Values: []string{"none", "fp16", "bf16", "topk"}, Apply: Engine, Chapter: 24, Default: "none",
-			Constraint: "no effect with one data-parallel rank",
+			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
 			Doc: "Gradient compression before the all-reduce: fp16/bf16 casts halve the bytes; topk sends the " +
 				"largest ratio of entries with error feedback (`topk:0.01`, or topk with ddp.topk_ratio).",
 			parse: parseCompression},

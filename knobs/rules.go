@@ -45,7 +45,7 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		return fmt.Sprintf("nccl.algo=%s needs NVLink multicast, which casestudy keeps off (NCCL_NVLS_ENABLE=0); set sweep.allow_nvls: true to plan it", algo)
 	}
 	for _, name := range []string{"nccl.algo", "nccl.proto"} {
-		if v := get(name); v != Auto && world <= 1 {
+		if v := get(name); !Unforced(v) && world <= 1 {
 			return fmt.Sprintf("%s=%s needs more than one rank in the communicator (this trial has %d): with one rank there is no collective to tune", name, v, world)
 		}
 	}
@@ -53,7 +53,7 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		return "mps needs device cuda (this study runs on cpu)"
 	}
 	lo, hi := get("nccl.min_channels"), get("nccl.max_channels")
-	if lo != Auto && hi != Auto && atoi("nccl.max_channels") < atoi("nccl.min_channels") {
+	if !Unforced(lo) && !Unforced(hi) && atoi("nccl.max_channels") < atoi("nccl.min_channels") {
 		return fmt.Sprintf("nccl.max_channels=%s is below nccl.min_channels=%s", hi, lo)
 	}
 	stages := max(atoi("pipeline.stages"), 1)
@@ -86,6 +86,8 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
 		case strings.HasPrefix(n, "ddp.") && dp <= 1:
 			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, world, stages)
+		case strings.HasPrefix(n, "ddp.") && stages > 1:
+			return fmt.Sprintf("%s=%s has no effect with pipeline.stages=%d: a pipeline averages each stage's gradients in one flat all-reduce over its replicas, not through the bucketed reducer the ddp.* knobs configure", n, v, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
 			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
 		// With one stage, pipeline.microbatches is gradient accumulation (issue 9):

@@ -93,6 +93,15 @@ func TestBatchFor(t *testing.T) {
 	assert.Equal(t, "gpu", b.Partition)
 	assert.Equal(t, 240, b.TimeMinutes, "launcher.time_limit 4:00:00")
 	assert.Equal(t, []string{"--exclusive"}, b.Extra)
+	assert.False(t, b.Exclusive, "the study's own --exclusive stands alone")
+	s.Launcher["extra_args"] = "--cpus-per-gpu=12"
+	b, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: -1})
+	require.NoError(t, err)
+	assert.False(t, b.Exclusive, "the study chose its CPUs")
+	s.Launcher["extra_args"] = ""
+	b, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: -1})
+	require.NoError(t, err)
+	assert.True(t, b.Exclusive, "a GPU job holds whole nodes: every core for the steps to split")
 
 	b, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: 4, TimeLimit: "90m"})
 	require.NoError(t, err)
@@ -110,6 +119,7 @@ func TestBatchFor(t *testing.T) {
 	b, err = BatchFor(smoke, sp, SubmitOptions{GPUsPerNode: -1})
 	require.NoError(t, err)
 	assert.Equal(t, 0, b.GPUsPerNode, "device cpu asks for no GPU")
+	assert.False(t, b.Exclusive, "a CPU job shares its node")
 	assert.Equal(t, 1, b.TasksPerNode)
 	want := int((time.Duration(len(sp.Trials)*smoke.Workload.MaxLaunches())*smoke.Workload.Timeout+10*time.Minute)/time.Minute) + 1
 	assert.Equal(t, want, b.TimeMinutes, "every launch a trial may get")

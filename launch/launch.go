@@ -84,8 +84,9 @@ func DeadlineFor(l Launcher, timeout time.Duration) time.Duration {
 }
 
 // BuildEnv is a rank's environment: parent minus every variable in unset and
-// every variable in set, then set (sorted). "auto" knobs land in unset, so a
-// value the parent shell had does not leak into the trial.
+// every variable in set, then set (sorted). "default" knobs land in unset, so
+// a value the parent shell had does not leak into the trial; "auto" knobs are
+// in neither, and the parent's value stands (knobs.Environment).
 func BuildEnv(parent []string, set map[string]string, unset []string) []string {
 	drop := map[string]bool{}
 	for _, k := range unset {

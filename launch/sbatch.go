@@ -34,6 +34,10 @@ type Batch struct {
 	// (the job was requeued or submitted again): the run goes on where it stopped.
 	Resume []string
 	RunDir string
+	// Exclusive asks for whole nodes (--exclusive): every CPU of the node
+	// belongs to the job, and each trial's srun step splits them between
+	// its tasks (Slurm.StepArgs: --cpus-per-task, --cpu-bind=cores).
+	Exclusive bool
 }
 
 // Script is the batch script: #SBATCH lines, the exports, then the command.
@@ -60,6 +64,9 @@ func (b Batch) Script() (string, error) {
 	opt("ntasks-per-node", strconv.Itoa(b.TasksPerNode))
 	if b.GPUsPerNode > 0 {
 		opt("gpus-per-node", strconv.Itoa(b.GPUsPerNode))
+	}
+	if b.Exclusive {
+		s.WriteString("#SBATCH --exclusive\n")
 	}
 	opt("time", strconv.Itoa(b.TimeMinutes))
 	opt("partition", b.Partition)

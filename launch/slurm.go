@@ -20,14 +20,19 @@ import (
 // Slurm starts each trial's ranks as one job step of the allocation the runner
 // is in ($SLURM_JOB_ID): one srun with the trial's node and task counts,
 // --kill-on-bad-exit=1, a --time from the trial's timeout, the trial's
-// environment exported (each rank learns its rank from SLURM_PROCID) and one
-// GPU bound per task. Slurm's verdicts (time limit, out of memory, node
+// environment exported (each rank learns its rank from SLURM_PROCID), every
+// GPU of the step's node visible to each of its tasks (each rank picks its
+// device from SLURM_LOCALID), and the node's CPUs split evenly between its
+// tasks, bound to cores. Slurm's verdicts (time limit, out of memory, node
 // failure) come back in each Exit's Outcome and Reason.
 type Slurm struct {
 	Srun    string   // "": srun from PATH
 	Scancel string   // "": scancel from PATH
 	JobID   string   // the allocation, for messages and scancel
 	Args    []string // extra srun arguments (the study's launcher.srun_args)
+	// CPUsPerNode is the fewest CPUs the allocation holds on any of its
+	// nodes (SLURM_JOB_CPUS_PER_NODE); 0: unknown, srun's default applies.
+	CPUsPerNode int
 }
 
 // EnvJobID is set by Slurm inside an allocation.
@@ -52,7 +57,7 @@ func NewSlurm(env []string, srunArgs []string) (*Slurm, error) {
 		return nil, fmt.Errorf("inside Slurm job %s but srun is not on PATH: %w", job, err)
 	}
 	scancel, _ := exec.LookPath("scancel")
-	return &Slurm{Srun: srun, Scancel: scancel, JobID: job, Args: srunArgs}, nil
+	return &Slurm{Srun: srun, Scancel: scancel, JobID: job, Args: srunArgs, CPUsPerNode: AllocatedCPUsPerNode(env)}, nil
 }
 
 // Deadline is the runner's backstop for a trial limited to timeout: srun gets
@@ -64,7 +69,15 @@ func (s *Slurm) Deadline(timeout time.Duration) time.Duration {
 
 // StepArgs are srun's arguments for spec (without the program) and the
 // environment srun runs with; the ranks' per-rank variables (CASESTUDY_RANK,
-// CUDA_VISIBLE_DEVICES) are Slurm's to set (SLURM_PROCID, GPU binding).
+// CUDA_VISIBLE_DEVICES) are Slurm's to set (SLURM_PROCID, SLURM_LOCALID and
+// the step's GPUs).
+//
+// GPUs are requested per node and never bound per task: on clusters that confine devices with cgroups a task bound to one GPU
+// cannot see its NVLink peers, and NCCL silently falls back to shared memory
+// or PCIe (NVIDIA/nccl#1066). Each rank picks its device from its local rank
+// instead (runner: rendezvous.Welcome.DevicePerLocalRank). CPUs: each task
+// gets its share of the node's CPUs (CPUsPerTask), bound to cores, unless the
+// study's srun_args say otherwise.
 func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 	n := len(spec.Ranks)
 	if n == 0 {
@@ -82,6 +95,9 @@ func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 	drop := map[string]bool{"CASESTUDY_RANK": true}
 	if gpus {
 		drop["CUDA_VISIBLE_DEVICES"] = true // this node's numbering means nothing on the others
+		for _, k := range perTaskGPUVars {
+			drop[k] = true
+		}
 	}
 	env, err := commonEnv(spec.Ranks, drop)
 	if err != nil {
@@ -102,14 +118,70 @@ func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 		args = append(args, "--time="+strconv.Itoa(setting.Minutes(spec.Timeout)))
 	}
 	if gpus {
-		if ppg := max(spec.ProcsPerGPU, 1); ppg == 1 {
-			args = append(args, "--gpus-per-task=1") // implies --gpu-bind=per_task:1
-		} else {
-			args = append(args, "--gpus-per-node="+strconv.Itoa((perNode+ppg-1)/ppg), "--gpu-bind=single:"+strconv.Itoa(ppg))
+		// no --gpu-bind: "none" leaves CUDA_VISIBLE_DEVICES unset (Slurm
+		// 22.05), and then a node whose devices are not confined shows
+		// every GPU, the other jobs' too
+		ppg := max(spec.ProcsPerGPU, 1)
+		args = append(args, "--gpus-per-node="+strconv.Itoa((perNode+ppg-1)/ppg))
+	}
+	if s.CPUsPerNode > 0 && !hasArg(s.Args, "--cpus-per-task", "-c", "--cpus-per-gpu") {
+		args = append(args, "--cpus-per-task="+strconv.Itoa(CPUsPerTask(s.CPUsPerNode, perNode)))
+		if !hasArg(s.Args, "--cpu-bind", "--cpu_bind") {
+			args = append(args, "--cpu-bind=cores")
 		}
 	}
 	args = append(args, s.Args...)
 	return args, env, nil
+}
+
+// CPUsPerTask is each task's share of a node with cpus CPUs and tasks tasks:
+// the CPUs less one, kept for the runner (its rendezvous, heartbeats and GPU
+// sampler run on the first node, beside the ranks), divided evenly; at least 1.
+func CPUsPerTask(cpus, tasks int) int {
+	return max(1, (cpus-1)/max(tasks, 1))
+}
+
+// perTaskGPUVars are the allocation's GPU settings srun would read from its
+// environment and apply per task (salloc/sbatch --gpus-per-task, --gpu-bind
+// export them); a step that inherited them would confine each task to one GPU.
+var perTaskGPUVars = []string{"SLURM_GPUS_PER_TASK", "SLURM_GPU_BIND", "SLURM_TRES_PER_TASK"}
+
+// hasArg says whether args hold one of the options (--opt, --opt=v, -c N, -cN).
+func hasArg(args []string, opts ...string) bool {
+	for _, a := range args {
+		for _, o := range opts {
+			if a == o || strings.HasPrefix(a, o+"=") || (len(o) == 2 && strings.HasPrefix(a, o)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AllocatedCPUsPerNode is the fewest CPUs the allocation in env holds on one
+// node: SLURM_JOB_CPUS_PER_NODE ("72(x2)", "72,36(x3)"), else
+// SLURM_CPUS_ON_NODE; 0 when neither says.
+func AllocatedCPUsPerNode(env []string) int {
+	least := 0
+	if v, ok := LookupEnv(env, "SLURM_JOB_CPUS_PER_NODE"); ok {
+		for _, part := range strings.Split(v, ",") {
+			n, _, _ := strings.Cut(strings.TrimSpace(part), "(")
+			c, err := strconv.Atoi(n)
+			if err != nil || c < 1 {
+				return 0
+			}
+			if least == 0 || c < least {
+				least = c
+			}
+		}
+		return least
+	}
+	if v, ok := LookupEnv(env, "SLURM_CPUS_ON_NODE"); ok {
+		if c, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && c > 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 // commonEnv is the environment every rank shares, minus drop; a variable that

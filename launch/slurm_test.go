@@ -103,7 +103,7 @@ func TestTaskListAndLabels(t *testing.T) {
 }
 
 func TestStepArgs(t *testing.T) {
-	parent := []string{"PATH=/bin", "NCCL_DEBUG=WARN", "CUDA_VISIBLE_DEVICES=0,1,2,3"}
+	parent := []string{"PATH=/bin", "NCCL_DEBUG=WARN", "CUDA_VISIBLE_DEVICES=0,1,2,3", "SLURM_GPUS_PER_TASK=1", "SLURM_GPU_BIND=single:1"}
 	rank := func(k int, gpu string) Rank {
 		set := map[string]string{"CASESTUDY_RANK": string(rune('0' + k)), "CASESTUDY_TOKEN": "t", "NCCL_ALGO": "Ring"}
 		if gpu != "" {
@@ -111,15 +111,22 @@ func TestStepArgs(t *testing.T) {
 		}
 		return Rank{Rank: k, GPU: gpu, Env: BuildEnv(parent, set, []string{"NCCL_DEBUG"})}
 	}
-	s := &Slurm{Args: []string{"--exclusive"}}
+	s := &Slurm{Args: []string{"--exclusive"}, CPUsPerNode: 64}
 
 	args, env, err := s.StepArgs(Spec{Trial: "abc", Nodes: 2, Timeout: 90 * time.Second,
 		Ranks: []Rank{rank(0, "0"), rank(1, "1"), rank(2, "0"), rank(3, "1")}})
 	require.NoError(t, err)
 	assert.Subset(t, args, []string{"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
-		"--export=ALL", "--time=2", "--gpus-per-task=1", "--label", "--exclusive"})
+		"--export=ALL", "--time=2", "--label", "--exclusive"})
+	assert.Contains(t, args, "--gpus-per-node=2", "every task sees its node's GPUs: NCCL needs its NVLink peers visible")
+	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores"}, "the node's 64 CPUs less the runner's split over its 2 tasks")
+	for _, a := range args {
+		assert.NotContains(t, a, "per-task=1", "no GPU confined to one task")
+		assert.NotContains(t, a, "per_task", "no GPU confined to one task")
+		assert.NotContains(t, a, "--gpu-bind", "no GPU confined to one task")
+	}
 	assert.Equal(t, []string{"PATH=/bin", "CASESTUDY_TOKEN=t", "NCCL_ALGO=Ring"}, env,
-		"per-rank variables are Slurm's (SLURM_PROCID, GPU binding); auto knobs stay unset")
+		"per-rank variables are Slurm's (SLURM_PROCID, GPU binding); the allocation's per-task GPU settings do not reach srun; auto knobs stay unset")
 
 	args, env, err = s.StepArgs(Spec{Trial: "cpu", Ranks: []Rank{rank(0, ""), rank(1, "")}})
 	require.NoError(t, err)
@@ -128,9 +135,22 @@ func TestStepArgs(t *testing.T) {
 	assert.NotContains(t, strings.Join(args, " "), "--time")
 	assert.Contains(t, env, "CUDA_VISIBLE_DEVICES=0,1,2,3", "a CPU trial keeps the parent's devices")
 
-	args, _, err = s.StepArgs(Spec{Trial: "mps", ProcsPerGPU: 2, Ranks: []Rank{rank(0, "0"), rank(1, "0")}})
+	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores"}, "CPU ranks get their share too")
+
+	args, _, err = s.StepArgs(Spec{Trial: "mps", ProcsPerGPU: 2, Ranks: []Rank{rank(0, "0"), rank(1, "0"), rank(2, "1")}})
 	require.NoError(t, err)
-	assert.Subset(t, args, []string{"--gpus-per-node=1", "--gpu-bind=single:2"})
+	assert.Subset(t, args, []string{"--gpus-per-node=2", "--cpus-per-task=21"})
+	assert.Equal(t, 1, CPUsPerTask(2, 2), "never below one")
+	assert.Equal(t, 27, CPUsPerTask(224, 8))
+
+	own := &Slurm{Args: []string{"-c", "4", "--cpu-bind=sockets"}, CPUsPerNode: 64}
+	args, _, err = own.StepArgs(Spec{Trial: "own", Ranks: []Rank{rank(0, "0"), rank(1, "1")}})
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Join(args, " "), "--cpus-per-task", "the study's srun_args choose the CPUs")
+	assert.NotContains(t, strings.Join(args, " "), "--cpu-bind=cores")
+	args, _, err = (&Slurm{}).StepArgs(Spec{Trial: "unknown", Ranks: []Rank{rank(0, "0"), rank(1, "1")}})
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Join(args, " "), "--cpus-per-task", "CPUs unknown: srun's default")
 
 	_, _, err = s.StepArgs(Spec{Trial: "odd", Nodes: 2, Ranks: []Rank{rank(0, ""), rank(1, ""), rank(2, "")}})
 	assert.ErrorContains(t, err, "3 ranks do not spread evenly over 2 nodes")
@@ -139,6 +159,22 @@ func TestStepArgs(t *testing.T) {
 	bad.Env = append(bad.Env, "EXTRA=1")
 	_, _, err = s.StepArgs(Spec{Trial: "env", Ranks: []Rank{rank(0, ""), bad}})
 	assert.ErrorContains(t, err, "rank 1's environment differs from rank 0's in EXTRA")
+}
+
+func TestAllocatedCPUsPerNode(t *testing.T) {
+	for _, tt := range []struct {
+		env  []string
+		want int
+	}{
+		{[]string{"SLURM_JOB_CPUS_PER_NODE=72(x2)"}, 72},
+		{[]string{"SLURM_JOB_CPUS_PER_NODE=72,36(x3)", "SLURM_CPUS_ON_NODE=72"}, 36},
+		{[]string{"SLURM_JOB_CPUS_PER_NODE=8"}, 8},
+		{[]string{"SLURM_CPUS_ON_NODE=16"}, 16},
+		{[]string{"SLURM_JOB_CPUS_PER_NODE=x"}, 0},
+		{[]string{"PATH=/bin"}, 0},
+	} {
+		assert.Equal(t, tt.want, AllocatedCPUsPerNode(tt.env), "%v", tt.env)
+	}
 }
 
 func TestDeadline(t *testing.T) {
@@ -170,6 +206,12 @@ func TestBatchScript(t *testing.T) {
 		assert.Contains(t, s, want)
 	}
 	assert.NotContains(t, s, "--qos")
+	assert.NotContains(t, s, "#SBATCH --exclusive\n#SBATCH --time")
+	b.Exclusive = true
+	s, err = b.Script()
+	require.NoError(t, err)
+	assert.Contains(t, s, "#SBATCH --gpus-per-node=8\n#SBATCH --exclusive\n")
+	b.Exclusive = false
 	assert.NotContains(t, s, "--resume")
 
 	b.Resume, b.RunDir = []string{"/opt/cs/casestudy", "run", "--resume", "/r/x"}, "/r/x"

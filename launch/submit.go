@@ -149,6 +149,10 @@ func BatchFor(s *study.Study, plan *study.Plan, o SubmitOptions) (Batch, error) 
 		Partition: pick(o.Partition, "partition"), Account: pick(o.Account, "account"),
 		QOS: s.Launcher["qos"], Reservation: s.Launcher["reservation"], Constraint: s.Launcher["constraint"],
 		Extra: strings.Fields(s.Launcher["extra_args"])}
+	// A GPU job holds whole nodes unless the study chose its CPUs or sharing
+	// itself: with one CPU per task (Slurm's default) the ranks' launch,
+	// autograd and NCCL proxy threads share one core.
+	b.Exclusive = gpus > 0 && !hasArg(b.Extra, "--exclusive", "--oversubscribe", "-s", "--cpus-per-task", "-c", "--cpus-per-gpu", "--mincpus")
 	if t := pick(o.TimeLimit, "time_limit"); t != "" {
 		m, err := setting.ParseTimeLimit(t)
 		if err != nil {

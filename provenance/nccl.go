@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -32,10 +31,16 @@ var (
 	ncclProtoByNumber = []string{"LL", "LL128", "SIMPLE"}
 )
 
-// NCCLDebugSubsys is the NCCL_DEBUG_SUBSYS a trial gets when it forces an
-// NCCL knob: NCCL's default subsystems plus TUNING, which prints the
-// algorithm and protocol of every collective.
-const NCCLDebugSubsys = "INIT,BOOTSTRAP,ENV,TUNING"
+// NCCLDebugSubsys is the NCCL_DEBUG_SUBSYS every trial of a study that
+// sweeps or forces an NCCL knob gets: NCCL's default subsystems plus TUNING,
+// which prints the algorithm and protocol of every collective, and NET,
+// which names the network transport.
+const NCCLDebugSubsys = "INIT,BOOTSTRAP,ENV,NET,TUNING"
+
+// NCCLTransportSubsys is the NCCL_DEBUG_SUBSYS of the other trials whose
+// ranks form an NCCL communicator: lines printed at init only (which
+// transport each channel uses), none per collective.
+const NCCLTransportSubsys = "INIT,BOOTSTRAP,ENV,NET"
 
 // ParseNCCLTuning counts NCCL's tuning lines in a log by operation, algorithm
 // and protocol; nil when there is none.
@@ -91,13 +96,7 @@ func ParseNCCLTuning(r io.Reader) (*store.NCCLTuning, error) {
 // ReadNCCLTuning parses the log at path; nil when it has no tuning line or
 // cannot be read.
 func ReadNCCLTuning(path string) *store.NCCLTuning {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	t, _ := ParseNCCLTuning(f)
-	return t
+	return readParsed(path, ParseNCCLTuning)
 }
 
 // NCCLName is an algorithm or protocol name as NCCL's tuning lines print it:

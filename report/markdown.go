@@ -188,6 +188,7 @@ func provenanceRows(s *Summary) [][2]string {
 		{"driver", driver},
 		{"libraries", strings.Join(libs, ", ")},
 		{"nodes", fmt.Sprint(p.Nodes)},
+		{"NVLink multicast", nvlsFact(s)},
 	}
 	var rows [][2]string
 	for _, kv := range all {

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"strings"
 
+	knobreg "github.com/casestudy/casestudy/knobs"
 	prov "github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/store"
 )
@@ -31,7 +32,7 @@ func ncclEvidence(run *store.Run) []NCCLEvidence {
 		}
 		for _, knob := range []string{"nccl.algo", "nccl.proto"} {
 			v := rec.Knobs[knob]
-			if v == "" || v == "auto" || rec.Outcome == store.Skipped {
+			if v == "" || v == "auto" || v == "default" || rec.Outcome == store.Skipped {
 				continue
 			}
 			e := prov.CheckForcedNCCL(knob, v, tunings)
@@ -71,4 +72,22 @@ func ncclHTML(es []NCCLEvidence) template.HTML {
 		return template.HTML(template.HTMLEscapeString(err.Error()))
 	}
 	return template.HTML(b.String()) // #nosec: html/template escaped every value
+}
+
+// nvlsFact is what every report states about NVLink multicast (NVLS): off in
+// every trial (knobs.Environment sets NCCL_NVLS_ENABLE=0), except the trials
+// forcing nccl.algo NVLS or NVLSTree, which a study plans only with
+// sweep.allow_nvls: true.
+func nvlsFact(s *Summary) string {
+	var on []string
+	for _, t := range s.Trials {
+		if knobreg.IsNVLS(t.Knobs["nccl.algo"]) {
+			on = append(on, t.ID)
+		}
+	}
+	if len(on) == 0 {
+		return "off (NCCL_NVLS_ENABLE=0 in every trial)"
+	}
+	return fmt.Sprintf("off (NCCL_NVLS_ENABLE=0) except in %d trial(s) forcing nccl.algo NVLS or NVLSTree (sweep.allow_nvls): %s",
+		len(on), strings.Join(on, ", "))
 }

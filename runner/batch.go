@@ -32,10 +32,15 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		out = append(out, p.rec)
 		return r.commit(p.rec, res)
 	}
+	symmetric := sweepsNCCL(o.Plan)
 	for _, t := range trials {
 		sp, err := buildSpec(o.Study, t, o.Machine)
 		if err != nil {
 			return nil, err
+		}
+		if symmetric && !sp.NCCLEvidence { // the same NCCL logging as the trials that force a knob
+			sp.NCCLEvidence = true
+			sp.setNCCLDebug()
 		}
 		p := &pending{spec: sp, rec: &store.TrialRecord{ID: t.ID, Index: t.Index, Knobs: t.Knobs,
 			Changed: t.Changed, FailedRank: -1, Command: o.TrialCommand(t.ID)}}

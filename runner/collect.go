@@ -32,6 +32,9 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 			res.Rec.Ranks[k].NCCL = provenance.ReadNCCLTuning(filepath.Join(r.opts.Writer.Dir, store.LogName(l.sp.Trial.ID, k, l.rep)))
 		}
 	}
+	if l.sp.NCCLTransport {
+		r.transportEvidence(l, res)
+	}
 	res.Rec.SettleStep = settleStep(res.Rec.Ranks)
 	if res.Rec.Outcome == store.OK { // the launch's value: samples over the window's wall clock
 		if sps, tps, ok := stats.WindowThroughput(res.Rec.Ranks, to.Sub(from)); ok {

@@ -43,6 +43,11 @@ func fakeWorkerMain() int {
 	if os.Getenv("NCCL_DEBUG") == "INFO" && strings.Contains(os.Getenv("NCCL_DEBUG_SUBSYS"), "TUNING") && os.Getenv("CASESTUDY_RANK") == "0" {
 		fmt.Fprintln(os.Stderr, "host:1:1 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}")
 	}
+	// Stands in for NCCL's init lines (NCCL_DEBUG=INFO with INIT): each rank
+	// connects to the next over FAKE_NCCL_VIA.
+	if via := os.Getenv("FAKE_NCCL_VIA"); via != "" && os.Getenv("NCCL_DEBUG") == "INFO" && strings.Contains(os.Getenv("NCCL_DEBUG_SUBSYS"), "INIT") {
+		fmt.Fprintf(os.Stderr, "host:1:2 [%s] NCCL INFO Channel 00/0 : %s[%s] -> 0[0] via %s\n", os.Getenv("CASESTUDY_RANK"), os.Getenv("CASESTUDY_RANK"), os.Getenv("CASESTUDY_RANK"), via)
+	}
 	err := RunWorker(context.Background(), WorkerOptions{Log: os.Stderr,
 		Open: func(lib string) (Backend, error) { return fakeBackend{}, nil }})
 	if err != nil {

@@ -109,8 +109,8 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 		}
 		maps.Copy(extra, d.Env(sp.Launch.ActiveThreadPct))
 	}
-	if _, set := launch.LookupEnv(o.Env, ncclDebugSubsysVar); sp.NCCLEvidence && !set {
-		extra[ncclDebugSubsysVar] = provenance.NCCLDebugSubsys // a value the parent set stands
+	if _, set := launch.LookupEnv(o.Env, ncclDebugSubsysVar); sp.ncclDebugSubsys() != "" && !set {
+		extra[ncclDebugSubsysVar] = sp.ncclDebugSubsys() // a value the parent set stands
 	}
 	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs,
 		Nodes: max(o.Study.Workload.Nodes, 1), ProcsPerGPU: sp.Launch.ProcsPerGPU, Timeout: o.Timeout}
@@ -160,6 +160,9 @@ func (r *Runner) welcomes(sp *trialSpec, rep int) ([]rendezvous.Welcome, error) 
 		}
 		if sp.Devices[i] != "" { // each rank sees only its GPU
 			ws[i].Config.DeviceIndex = 0
+			if _, slurm := o.Launcher.(*launch.Slurm); slurm { // each rank sees its node's GPUs
+				ws[i].DevicePerLocalRank = sp.Launch.ProcsPerGPU
+			}
 		}
 		if steps := sp.Launch.ProfileSteps; steps > 0 && rep != store.PreheatRepeat { // the pre-heat's would be thrown away
 			trace, err := filepath.Abs(filepath.Join(o.Writer.Dir, store.TraceName(sp.Trial.ID, i, rep)))

@@ -37,6 +37,10 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Env:         provenance.RelevantEnv(env),
 		Measurement: DesignFor(s, m.Device).Record(),
 	}
+	man.InheritedEnv = InheritedEnv(env, plan)
+	if s.Workload.GPUsAll {
+		man.Workload["gpus_all"] = true // workload.gpus: all, resolved to "gpus" on this node
+	}
 	if len(overrides) > 0 {
 		man.Overrides = overrides
 	}

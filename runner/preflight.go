@@ -19,6 +19,9 @@ type Machine struct {
 	Build      engine.BuildInfo // its build facts
 	MPSControl string           // nvidia-cuda-mps-control, "" when absent
 	NVML       provenance.GPUs  // the GPUs' facts and live readers (nil: none)
+	// NVLink: this host's GPUs share NVLink (nvidia-smi topo -m), so NCCL's
+	// intra-node channels must be P2P (provenance.TransportTaint).
+	NVLink bool
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),
@@ -49,7 +52,13 @@ func Preflight(s *study.Study, plan *study.Plan, probe ProbeEngine, gpus provena
 	if count == 0 {
 		m.GPUs = nil
 	}
-	return m, resolveDevice(s, plan, m)
+	if err := resolveDevice(s, plan, m); err != nil {
+		return m, err
+	}
+	if m.Device == "cuda" && len(m.GPUs) > 1 {
+		m.NVLink = provenance.HasNVLink(provenance.TopoMatrix())
+	}
+	return m, nil
 }
 
 func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {

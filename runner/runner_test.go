@@ -237,22 +237,25 @@ func TestHeartbeatSilenceIsTimeout(t *testing.T) {
 const envStudy = `name: runner-env
 model: {family: gpt, preset: tiny}
 workload: {device: cpu, ranks: 1, warmup_steps: 0, steps: 1, timeout: 30s}
-baseline: {cuda.device_max_connections: 1}
+baseline: {cuda.device_max_connections: 1, nccl.debug: default}
 `
 
-// TestAutoUnsetsParentVariable: nccl.algo is auto, so NCCL_ALGO set by the
-// parent shell does not reach the trial; a set knob does; NVLS stays off.
-func TestAutoUnsetsParentVariable(t *testing.T) {
+// TestAutoInheritsDefaultUnsetsInTheRanks: nccl.algo is auto, so NCCL_ALGO set by the
+// parent shell reaches the trial (a site's setting stands); nccl.debug is
+// default, so the parent's NCCL_DEBUG does not; a set knob replaces the
+// parent's value; NVLS stays off whatever the parent says.
+func TestAutoInheritsDefaultUnsetsInTheRanks(t *testing.T) {
 	f := newFixture(t, envStudy)
 	o := f.options()
-	o.Env = append(o.Env, "NCCL_ALGO=Tree", "CUDA_DEVICE_MAX_CONNECTIONS=8")
+	o.Env = append(o.Env, "NCCL_ALGO=Tree", "CUDA_DEVICE_MAX_CONNECTIONS=8", "NCCL_DEBUG=WARN", "NCCL_NVLS_ENABLE=1")
 	run, err := f.run(t, context.Background(), o)
 	require.NoError(t, err)
 	require.Len(t, run.Trials, 1)
 	require.Equal(t, store.OK, run.Trials[0].Outcome, run.Trials[0].Error)
 	log, err := os.ReadFile(filepath.Join(f.w.Dir, store.LogName(run.Trials[0].ID, 0, 0)))
 	require.NoError(t, err)
-	assert.Contains(t, string(log), "env NCCL_ALGO=<unset>\n")
+	assert.Contains(t, string(log), "env NCCL_ALGO=Tree\n")
+	assert.Contains(t, string(log), "env NCCL_DEBUG=<unset>\n")
 	assert.Contains(t, string(log), "env CUDA_DEVICE_MAX_CONNECTIONS=1\n")
 	assert.Contains(t, string(log), "env NCCL_NVLS_ENABLE=0\n")
 }

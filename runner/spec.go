@@ -9,6 +9,7 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/study"
 )
 
@@ -24,9 +25,15 @@ type trialSpec struct {
 	Devices     []string          // per rank CUDA_VISIBLE_DEVICES entry ("" on cpu)
 	Unsupported string            // why this trial cannot run on this machine
 	// NCCLEvidence: the trial forces an nccl.* knob or turns nccl.debug on,
-	// so NCCL prints its choices (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS with
-	// TUNING) and the runner reads them back from the ranks' logs.
+	// or its study sweeps nccl.* (every trial then pays the same logging:
+	// sweepsNCCL), so NCCL prints its choices (NCCL_DEBUG=INFO,
+	// NCCL_DEBUG_SUBSYS with TUNING) and the runner reads them back from the
+	// ranks' logs.
 	NCCLEvidence bool
+	// NCCLTransport: the trial's ranks form an NCCL communicator, so NCCL
+	// prints at init which transport each channel uses (NCCL_DEBUG=INFO,
+	// NCCL_DEBUG_SUBSYS with INIT and NET; nothing per collective).
+	NCCLTransport bool
 }
 
 // buildSpec resolves a trial against the study and the machine.
@@ -41,10 +48,7 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	place := s.PlacementFor(t.Knobs, m.Device)
 	sp := &trialSpec{Trial: t, Launch: ls, Ranks: place.Ranks}
 	sp.Set, sp.Unset = knobs.Environment(t.Knobs)
-	if sp.NCCLEvidence = wantsNCCLEvidence(t.Knobs); sp.NCCLEvidence && isAuto(t.Knobs["nccl.debug"]) {
-		sp.Set[ncclDebugVar] = "INFO"
-		sp.Unset = slices.DeleteFunc(sp.Unset, func(v string) bool { return v == ncclDebugVar })
-	}
+	sp.NCCLEvidence = wantsNCCLEvidence(t.Knobs)
 
 	base := engine.Config{Family: s.Model.Family, Preset: s.Model.Preset, Layers: s.Model.Layers,
 		Hidden: s.Model.Hidden, Device: m.Device, Seed: s.Workload.Seed, Threads: s.Workload.Threads}
@@ -65,6 +69,8 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	default:
 		base.Dist.Backend = "gloo"
 	}
+	sp.NCCLTransport = base.Dist.Backend == "nccl"
+	sp.setNCCLDebug()
 	for r := 0; r < sp.Ranks; r++ {
 		c := base
 		c.Dist.WorldSize, c.Dist.Rank = world, r
@@ -92,6 +98,51 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	return sp, nil
 }
 
+// setNCCLDebug turns NCCL's INFO lines on for a trial that wants evidence
+// of its choices or its transport, unless the study set nccl.debug itself.
+func (sp *trialSpec) setNCCLDebug() {
+	if (sp.NCCLEvidence || sp.NCCLTransport) && isAuto(sp.Trial.Knobs["nccl.debug"]) {
+		sp.Set[ncclDebugVar] = "INFO"
+		sp.Unset = slices.DeleteFunc(sp.Unset, func(v string) bool { return v == ncclDebugVar })
+	}
+}
+
+// ncclDebugSubsys is the NCCL_DEBUG_SUBSYS the trial's ranks get when the
+// environment sets none: with TUNING for evidence of choices, else the init
+// subsystems that name the transport; "" for neither.
+func (sp *trialSpec) ncclDebugSubsys() string {
+	switch {
+	case sp.NCCLEvidence:
+		return provenance.NCCLDebugSubsys
+	case sp.NCCLTransport:
+		return provenance.NCCLTransportSubsys
+	}
+	return ""
+}
+
+// sweepsNCCL says whether a plan sweeps an nccl.* knob (a trial changes one
+// from the baseline, or a greedy round varies one): then every trial gets
+// the same NCCL debug settings, so that the baseline and the treatments pay
+// the same logging inside the measured window.
+func sweepsNCCL(plan *study.Plan) bool {
+	if plan == nil {
+		return false
+	}
+	for _, k := range plan.Rounds {
+		if strings.HasPrefix(k, "nccl.") && k != "nccl.debug" {
+			return true
+		}
+	}
+	for _, t := range plan.Trials {
+		for _, k := range t.Changed {
+			if strings.HasPrefix(k, "nccl.") && k != "nccl.debug" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 const (
 	ncclDebugVar       = "NCCL_DEBUG"
 	ncclDebugSubsysVar = "NCCL_DEBUG_SUBSYS"
@@ -114,4 +165,4 @@ func wantsNCCLEvidence(values map[string]string) bool {
 	return false
 }
 
-func isAuto(v string) bool { return v == "" || v == knobs.Auto }
+func isAuto(v string) bool { return knobs.Unforced(v) }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -105,4 +106,42 @@ func TestChecksumsDisagree(t *testing.T) {
 	assert.Empty(t, checksumsDisagree(sp, differ))
 	sp = &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 1}}}}
 	assert.Empty(t, checksumsDisagree(sp, differ), "replicas (procs_per_gpu) are independent")
+}
+
+// TestNCCLDebugSettings: a study that sweeps an nccl.* knob gives every
+// trial the same NCCL debug settings (sweepsNCCL); an NCCL communicator
+// without such a sweep gets the init-only subsystems that name the
+// transport; one rank or CPU ranks get none; nccl.debug set by the study
+// stands.
+func TestNCCLDebugSettings(t *testing.T) {
+	gpu2 := &Machine{Device: "cuda", GPUs: []string{"0", "1"}}
+	head := "name: s\nmodel: {family: gpt, preset: tiny}\n"
+	_, p := loadStudy(t, head+"workload: {device: cuda, gpus: 2}\nsweep: {strategy: list, trials: [{nccl.algo: Ring}, {nccl.algo: auto}]}\n")
+	assert.True(t, sweepsNCCL(p))
+	_, p = loadStudy(t, head+"workload: {device: cuda, gpus: 2}\nsweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 25}]}\n")
+	assert.False(t, sweepsNCCL(p))
+	_, p = loadStudy(t, head+"workload: {device: cuda, gpus: 2}\nbaseline: {nccl.algo: Ring}\nsweep: {strategy: list, trials: [{nccl.debug: WARN}, {nccl.debug: INFO}]}\n")
+	assert.False(t, sweepsNCCL(p), "nccl.debug is the study's own logging, and a forced baseline is in every trial alike")
+
+	s, p := loadStudy(t, head+"workload: {device: cuda, gpus: 2}\nsweep: {strategy: list, trials: [{ddp.bucket_mb: 5}]}\n")
+	sp, err := buildSpec(s, p.Trials[0], gpu2)
+	require.NoError(t, err)
+	assert.True(t, sp.NCCLTransport)
+	assert.False(t, sp.NCCLEvidence)
+	assert.Equal(t, "INFO", sp.Set[ncclDebugVar])
+	assert.Equal(t, provenance.NCCLTransportSubsys, sp.ncclDebugSubsys())
+	assert.NotContains(t, sp.ncclDebugSubsys(), "TUNING", "nothing logged per collective")
+
+	s, p = loadStudy(t, head+"workload: {device: cuda, gpus: 1}\n")
+	sp, err = buildSpec(s, p.Trials[0], gpu2)
+	require.NoError(t, err)
+	assert.False(t, sp.NCCLTransport, "one rank: no communicator")
+	assert.Empty(t, sp.ncclDebugSubsys())
+	_, set := sp.Set[ncclDebugVar]
+	assert.False(t, set)
+
+	s, p = loadStudy(t, head+"workload: {device: cuda, gpus: 2}\nbaseline: {nccl.debug: WARN}\n")
+	sp, err = buildSpec(s, p.Trials[0], gpu2)
+	require.NoError(t, err)
+	assert.Equal(t, "WARN", sp.Set[ncclDebugVar], "the study's nccl.debug stands")
 }

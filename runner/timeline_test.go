@@ -299,6 +299,9 @@ func phaseNames(tl *store.Timeline) []string {
 // TestForcedNCCLKnobGetsItsEvidence: a trial forcing nccl.algo gets
 // NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS with TUNING, and the runner records
 // the choices rank 0's log shows (here a stand-in NCCL that ignores the knob).
+// The study sweeps nccl.algo, so its auto trial gets the same debug settings
+// (the same logging inside the measured window) and its choices are recorded
+// too.
 func TestForcedNCCLKnobGetsItsEvidence(t *testing.T) {
 	f := newFixture(t, `name: runner-nccl
 model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 16}
@@ -320,17 +323,52 @@ sweep:
 		log, err := os.ReadFile(f.w.Dir + "/" + store.LogName(tr.ID, 0, 0))
 		require.NoError(t, err)
 		r0 := tr.Repeats[0].Ranks[0]
+		assert.Contains(t, string(log), "env NCCL_DEBUG=INFO", "trial %s: every trial of a study sweeping nccl.* logs alike", tr.Knobs["nccl.algo"])
+		assert.Contains(t, string(log), "env NCCL_DEBUG_SUBSYS="+provenance.NCCLDebugSubsys)
+		require.NotNil(t, r0.NCCL)
+		assert.Equal(t, []store.NCCLChoice{{Op: "AllReduce", Algo: "RING", Proto: "SIMPLE", Count: 1, MinBytes: 1 << 20, MaxBytes: 1 << 20}}, r0.NCCL.Choices)
+		assert.Nil(t, tr.Repeats[0].Ranks[1].NCCL, "NCCL prints tuning lines on rank 0 only")
 		if tr.Knobs["nccl.algo"] == "Tree" {
-			assert.Contains(t, string(log), "env NCCL_DEBUG=INFO")
-			assert.Contains(t, string(log), "env NCCL_DEBUG_SUBSYS="+provenance.NCCLDebugSubsys)
-			require.NotNil(t, r0.NCCL)
-			assert.Equal(t, []store.NCCLChoice{{Op: "AllReduce", Algo: "RING", Proto: "SIMPLE", Count: 1, MinBytes: 1 << 20, MaxBytes: 1 << 20}}, r0.NCCL.Choices)
-			assert.Nil(t, tr.Repeats[0].Ranks[1].NCCL, "NCCL prints tuning lines on rank 0 only")
 			e := provenance.CheckForcedNCCL("nccl.algo", "Tree", []*store.NCCLTuning{r0.NCCL})
 			assert.Equal(t, provenance.NCCLNotUsed, e.Status())
+		}
+	}
+}
+
+// TestTransportEvidence: every rank's NCCL channel transports are recorded;
+// on an NVLink host a launch whose channels went over SHM is tainted with the
+// reason (left out of the statistics), one over P2P is not, and a trial that
+// turns P2P off itself measures SHM on purpose.
+func TestTransportEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		via, baseline, taint string
+	}{
+		{via: "P2P/CUMEM"},
+		{via: "SHM/direct/direct", taint: "through host memory (SHM), not P2P"},
+		{via: "SHM/direct/direct", baseline: "baseline: {nccl.p2p_disable: true}\n"},
+	} {
+		f := newFixture(t, `name: runner-transport
+model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 16}
+workload: {device: cuda, gpus: 2, warmup_steps: 1, steps: 2, repeats: 1, timeout: 20s}
+`+tc.baseline)
+		o := f.options()
+		o.Machine = &Machine{Device: "cuda", GPUs: []string{"0", "1"}, EngineLib: "fake", NVLink: true}
+		o.Env = append(o.Env, "FAKE_NCCL_VIA="+tc.via)
+		run, err := f.run(t, context.Background(), o)
+		require.NoError(t, err)
+		require.Len(t, run.Trials, 1)
+		tr := run.Trials[0]
+		require.NotEmpty(t, tr.Repeats)
+		rep := tr.Repeats[0]
+		kind, _ := provenance.TransportKind(tc.via)
+		for k, rk := range rep.Ranks {
+			require.NotNil(t, rk.NCCLTransport, "rank %d", k)
+			assert.Equal(t, map[string]int{kind: 1}, rk.NCCLTransport.Connections, "rank %d", k)
+		}
+		if tc.taint == "" {
+			assert.Empty(t, rep.Tainted, tc.via+" "+tc.baseline)
 		} else {
-			assert.Contains(t, string(log), "env NCCL_DEBUG=<unset>", "auto removes the parent's value")
-			assert.Nil(t, r0.NCCL)
+			assert.Contains(t, rep.Tainted, tc.taint)
 		}
 	}
 }

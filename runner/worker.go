@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -177,6 +178,23 @@ func (wk *worker) report(ctx context.Context, err error) error {
 // and creates the engine (wrapped in the worker's own fault, when it has one).
 func (wk *worker) create(ctx context.Context, be Backend) (Engine, error) {
 	cfg := wk.cfg
+	if ppg := wk.w.DevicePerLocalRank; ppg > 0 {
+		getenv := wk.o.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		local, err := strconv.Atoi(getenv("SLURM_LOCALID"))
+		if err != nil || local < 0 {
+			return nil, wk.report(ctx, fmt.Errorf("rank %d sees every GPU of its node and picks its device from $SLURM_LOCALID, which is %q", wk.rank, getenv("SLURM_LOCALID")))
+		}
+		cfg.DeviceIndex = local / ppg
+		if cvd := getenv("CUDA_VISIBLE_DEVICES"); cvd != "" && cfg.DeviceIndex >= len(strings.Split(cvd, ",")) {
+			return nil, wk.report(ctx, fmt.Errorf("rank %d (local rank %d) needs device %d of its node, but the step shows it CUDA_VISIBLE_DEVICES=%s: "+
+				"something bound GPUs per task (--gpus-per-task or --gpu-bind in launcher.srun_args, SLURM_GPU_BIND); casestudy needs every GPU of the node visible to each rank",
+				wk.rank, local, cfg.DeviceIndex, cvd))
+		}
+		fmt.Fprintf(wk.o.Log, "worker: rank %d is local rank %d of its node: device %d\n", wk.rank, local, cfg.DeviceIndex)
+	}
 	if cfg.Dist.WorldSize > 1 && cfg.Dist.Backend == "nccl" {
 		if wk.rank == 0 {
 			id, err := be.NCCLUniqueID()

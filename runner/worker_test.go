@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/runner/rendezvous"
 )
 
@@ -92,4 +93,76 @@ func (b *idBackend) NCCLUniqueID() (string, error) { return "id-from-rank0", nil
 func (b *idBackend) Create(cfg engine.Config) (Engine, error) {
 	b.got = cfg.Dist.NCCLID
 	return &fakeEngine{cfg: engine.Config{Dist: engine.DistConfig{Rank: cfg.Dist.Rank}}}, nil
+}
+
+type devBackend struct{ device int }
+
+func (b *devBackend) NCCLUniqueID() (string, error) { return "id", nil }
+func (b *devBackend) Create(cfg engine.Config) (Engine, error) {
+	b.device = cfg.DeviceIndex
+	return &fakeEngine{cfg: engine.Config{Dist: engine.DistConfig{Rank: cfg.Dist.Rank}}}, nil
+}
+
+// TestWorkerPicksDeviceFromLocalRank: started by srun with every GPU of its
+// node visible, a rank's device is SLURM_LOCALID over the ranks per GPU, not
+// the welcome's device_index; without SLURM_LOCALID it stops with a reason.
+func TestWorkerPicksDeviceFromLocalRank(t *testing.T) {
+	for _, tt := range []struct {
+		local      string
+		cvd        string
+		perGPU     int
+		want       int
+		wantErrFor string
+	}{
+		{local: "3", perGPU: 1, want: 3},
+		{local: "3", cvd: "0,1,2,3", perGPU: 2, want: 1},
+		{local: "", perGPU: 1, wantErrFor: `$SLURM_LOCALID, which is ""`},
+		{local: "1", cvd: "1", perGPU: 1, wantErrFor: "bound GPUs per task"},
+	} {
+		w := rendezvous.Welcome{Steps: 1, Ranks: 1, HeartbeatMS: 20, DevicePerLocalRank: tt.perGPU,
+			Config: engine.Config{Device: "cuda", DeviceIndex: 0}}
+		token := rendezvous.NewToken()
+		srv, err := rendezvous.Listen("127.0.0.1:0", token, []rendezvous.Welcome{w}, nil)
+		require.NoError(t, err)
+		srv.Set(rendezvous.KeyGo, "1")
+		env := map[string]string{rendezvous.EnvAddr: srv.Addr(), rendezvous.EnvToken: token, "SLURM_PROCID": "0", "SLURM_LOCALID": tt.local, "CUDA_VISIBLE_DEVICES": tt.cvd}
+		b := &devBackend{device: -1}
+		err = RunWorker(context.Background(), WorkerOptions{Getenv: func(k string) string { return env[k] },
+			Open: func(string) (Backend, error) { return b, nil }, OnLost: func() {}})
+		srv.Close()
+		if tt.wantErrFor != "" {
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErrFor)
+			assert.Equal(t, -1, b.device, "no engine without a device")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, b.device, "SLURM_LOCALID %s, %d ranks per GPU", tt.local, tt.perGPU)
+	}
+}
+
+// TestWelcomesOnSlurm: a local launch gives each rank its one visible GPU
+// as device 0; a Slurm step shows each rank every GPU of its node, so the
+// welcome tells the worker to pick its device from its local rank.
+func TestWelcomesOnSlurm(t *testing.T) {
+	f := newFixture(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 2}\nbaseline: {procs_per_gpu: 1}\n")
+	o := f.options()
+	o.Machine = &Machine{Device: "cuda", GPUs: []string{"0", "1"}, EngineLib: "fake"}
+	sp, err := buildSpec(o.Study, o.Plan.Trials[0], o.Machine)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		launcher launch.Launcher
+		want     int
+	}{{launch.Local{}, 0}, {&launch.Slurm{}, 1}} {
+		o.Launcher = tc.launcher
+		r, err := New(o)
+		require.NoError(t, err)
+		ws, err := r.welcomes(sp, 0)
+		require.NoError(t, err)
+		require.Len(t, ws, 2)
+		for _, w := range ws {
+			assert.Equal(t, 0, w.Config.DeviceIndex)
+			assert.Equal(t, tc.want, w.DevicePerLocalRank, "%T", tc.launcher)
+		}
+	}
 }

@@ -11,7 +11,18 @@
 #           studies/MODEL/ddp<G>-quick.yaml, G the largest of 8, 4, 2 that is
 #           <= N, then studies/MODEL/ddp1-quick.yaml (1 GPU)
 #   bench   bin/casestudy bench allreduce --device cuda --ranks G at 1 MiB..1 GiB
-#           and at the size of each study's largest bucket
+#           and at the size of each study's largest bucket, in nccl-tests mode
+#           (back to back, one wait; sync mode where the build has no --mode),
+#           NCCL's INIT/NET lines to logs/bench-nccl.*.log; then the absolute
+#           floors: on H100/H200 SXM with NVLink (multicast off), busbw at
+#           1 GiB about 370 GB/s on 8 GPUs (NVIDIA/nccl-tests#212, #309) and
+#           329 GB/s on 2 (the provider's nvidia-h100-x2 notes); a size
+#           >= 256 MiB below 0.6x the floor fails the stage (no floor is known
+#           for 4 GPUs or other models: stated, not failed)
+#   transport  NCCL's channel transports, from the study runs' records
+#           (ranks[].nccl_transport) and the benchmark's NCCL logs: on a host
+#           whose GPUs share NVLink every intra-node channel must be P2P; SHM
+#           fails, and so does no channel line at all (nothing to check)
 #   numbers from the runs' trials.jsonl and the benchmark (--analyze below),
 #           per model: scaling efficiency 1 -> G GPUs (samples/s per GPU at G
 #           over at 1), exposed-communication share of the step at the default
@@ -25,8 +36,10 @@
 # Environment: OUT (default build/gpu-multi-out), WORK (default
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
 # (build/engine), ENGINE_LIB (use this library, no build), GPUS (default
-# nvidia-smi -L | wc -l), STAGES (default "build tests study bench"), MODELS
-# (default gpt; "bert resnet50" for a second call, STAGES="build study bench").
+# nvidia-smi -L | wc -l), STAGES (default "build tests study bench transport"),
+# MODELS (default gpt; "bert resnet50" for a second call, STAGES="build study
+# bench transport"). A stage is a function stage_NAME run in STAGES' order;
+# one that fails sets status=1 and the script goes on to the next.
 # NVLink multicast stays off: NCCL_NVLS_ENABLE must be unset or 0 (it is
 # exported as 0), TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1.
 #
@@ -34,8 +47,9 @@
 # the numbers' table (and writes metrics.json into $OUT) from existing run
 # directories; it needs only python3; "-" stands for a missing one.
 #
-# Exit status: 0 when the build, the tests and every study passed; 1
-# otherwise; 2 bad environment or arguments.
+# Exit status: 0 when every stage run passed (build, tests, every study, the
+# benchmark and its floors, the transport check); 1 otherwise; 2 bad
+# environment or arguments.
 set -uo pipefail
 SECONDS=0
 PY=${PYTHON:-python3}
@@ -102,8 +116,11 @@ def numbers(run_g, run_1, notes):
     buckets = [b for s in steps(base_g) for b in s.get("buckets") or []] if base_g else []
     if buckets:
         big = max(b["bytes"] for b in buckets)
+        # the transfer's busbw (least time over ranks) where the runner split
+        # the ranks' arrival skew off, else each rank's own
         m.update(buckets=len(steps(base_g)[0].get("buckets") or []), largest_bucket_bytes=big,
-                 largest_bucket_busbw_gbs=statistics.median(b["busbw_gbs"] for b in buckets if b["bytes"] == big))
+                 largest_bucket_busbw_gbs=statistics.median(b.get("transfer_busbw_gbs") or b["busbw_gbs"]
+                                                            for b in buckets if b["bytes"] == big))
         if bench:
             row = min(bench["rows"], key=lambda r: abs(r["bytes"] - big))
             m.update(bench_bytes=row["bytes"], bench_busbw_gbs=row["busbw_gbs"], bench_ranks=bench["ranks"],
@@ -167,7 +184,7 @@ fi
 WORK=${WORK:-$PWD/build/gpu-multi-check}
 BUDGET_S=${BUDGET_S:-470}
 RESERVE_S=${RESERVE_S:-10}
-STAGES=${STAGES:-build tests study bench}
+STAGES=${STAGES:-build tests study bench transport}
 MODELS=${MODELS:-gpt}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
 LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
@@ -188,8 +205,8 @@ for v in BUDGET_S RESERVE_S; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-multi-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in build | tests | study | bench) ;;
-    *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build tests study bench)" >&2; exit 2 ;;
+  case $s in build | tests | study | bench | transport) ;;
+    *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build tests study bench transport)" >&2; exit 2 ;;
   esac
 done
 for m in $MODELS; do
@@ -395,6 +412,7 @@ stage_bench() {
   local sizes=1M,2M,4M,8M,16M,32M,64M,128M,256M,512M,1G big rc=0 m run
   if [[ ! -x bin/casestudy ]]; then
     log_status "bench: FAIL, no bin/casestudy (make cli on the CPU machine; carry bin)"
+    status=1
     return
   fi
   for m in $MODELS; do
@@ -407,22 +425,147 @@ b = [k["bytes"] for l in open(sys.argv[1]) if l.strip().startswith("{")
 print((max(b) + 3) // 4 * 4 if b else "")' "$run/trials.jsonl" 2>/dev/null)
     [[ -n $big ]] && sizes="$sizes,$big"
   done
-  timed "$CAP_BENCH" bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cuda --ranks "$G" \
+  local mode=()
+  if bin/casestudy bench allreduce --help 2>/dev/null | grep -q -- '--mode'; then
+    mode=(--mode nccl-tests)
+  fi
+  rm -f "$LOG"/bench-nccl.*.log
+  timed "$CAP_BENCH" bench env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE="$LOG/bench-nccl.%h.%p.log" \
+    bin/casestudy bench allreduce --engine-lib "$LIB" --device cuda --ranks "$G" "${mode[@]}" \
     --sizes "$sizes" --iters 20 --warmup 5 --timeout "$(min "$CAP_BENCH" "$(left)")s" --json || rc=$?
-  if ((rc == 0)); then
-    cp "$LOG/bench.out" "$OUT/bench.json"
-    BENCH=$OUT/bench.json
-    "$PY" - "$BENCH" >"$WORK/bench.txt" <<'EOF'
+  if ((rc != 0)); then
+    log_status "bench: FAIL (exit $rc, logs/bench.err): $(tail -3 "$LOG/bench.err" | tr '\n' ' ')"
+    status=1
+    return
+  fi
+  cp "$LOG/bench.out" "$OUT/bench.json"
+  BENCH=$OUT/bench.json
+  "$PY" - "$BENCH" >"$WORK/bench.txt" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("bench allreduce: %s %s, %d ranks, %s, median of %d iterations" % (r["backend"], r["version"], r["ranks"], r["dtype"], r["iters"]))
-print("%12s %10s %12s %12s" % ("bytes", "time us", "algbw GB/s", "busbw GB/s"))
+print("bench allreduce: %s %s, %d ranks, %s, %s mode, %d iterations" % (
+    r["backend"], r["version"], r["ranks"], r["dtype"], r.get("mode", "sync"), r["iters"]))
+print("%12s %10s %12s %12s %10s" % ("bytes", "time us", "algbw GB/s", "busbw GB/s", "skew us"))
 for w in r["rows"]:
-    print("%12d %10.1f %12.1f %12.1f" % (w["bytes"], w["ms"] * 1e3, w["algbw_gbs"], w["busbw_gbs"]))
+    print("%12d %10.1f %12.1f %12.1f %10.1f" % (w["bytes"], w["ms"] * 1e3, w["algbw_gbs"], w["busbw_gbs"],
+                                                w.get("skew_ms", 0) * 1e3))
 EOF
-    log_status "bench: ok, sizes $sizes on $G GPUs (bench.json)"
+  log_status "bench: ok, sizes $sizes on $G GPUs, ${mode[*]:-sync mode} (bench.json)"
+  local verdict frc=0
+  verdict=$(floors "$BENCH") || frc=$?
+  if ((frc == 0)); then
+    log_status "floors: ok, $verdict"
   else
-    log_status "bench: FAIL (exit $rc, logs/bench.err): $(tail -3 "$LOG/bench.err" | tr '\n' ' ')"
+    log_status "floors: FAIL, $verdict"
+    status=1
+  fi
+}
+
+# nvlink_host: whether nvidia-smi topo -m shows NVLink between two GPUs.
+nvlink_host() {
+  nvidia-smi topo -m 2>/dev/null | grep -Eq '^GPU[0-9]+.*[[:space:]]NV[0-9]+'
+}
+
+# floors BENCH_JSON: the benchmark's busbw at >= 256 MiB against the absolute
+# floor for G GPUs of this model with NVLink multicast off; prints one line and
+# fails (1) when a size is below 0.6x the floor. Where no floor is known it
+# says so and passes.
+floors() {
+  local name nvlink=0
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  nvlink_host && nvlink=1
+  "$PY" - "$1" "$G" "$name" "$nvlink" <<'EOF'
+import json, sys
+bench, g, name, nvlink = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+# busbw floors at 1 GiB, all-reduce, NVLink multicast (NVLS) off, on H100/H200
+# SXM (NVLink 4 through NVSwitch; the H200 has the H100's links):
+# 8 GPUs: "NCCL can get an effective NVLink bandwidth of 370GB/s" with Ring
+# (NVIDIA/nccl-tests#212); 368.76 GB/s measured with NVLS disabled (#309).
+# 2 GPUs: 329 GB/s at 1 GiB (the GPU provider's machine notes, nvidia-h100-x2).
+FLOORS = {8: 370.0, 2: 329.0}
+sxm = ("H100" in name or "H200" in name) and "PCIe" not in name and " NVL" not in name
+if not (sxm and nvlink):
+    print("no floor for %d x %s%s: not checked" % (g, name or "unknown GPU", "" if nvlink else " without NVLink"))
+    sys.exit(0)
+if g not in FLOORS:
+    print("no published floor for %d GPUs of %s: not checked" % (g, name))
+    sys.exit(0)
+floor = FLOORS[g]
+rows = [r for r in bench["rows"] if r["bytes"] >= 256 << 20]
+if not rows:
+    print("no size >= 256 MiB in the benchmark: nothing to hold against %.0f GB/s" % floor)
+    sys.exit(1)
+top = max(rows, key=lambda r: r["bytes"])
+line = "%d x %s, %s mode, floor %.0f GB/s busbw (NVLS off): %d MiB at %.1f GB/s = %.2f of the floor" % (
+    g, name, bench.get("mode", "sync"), floor, top["bytes"] >> 20, top["busbw_gbs"], top["busbw_gbs"] / floor)
+low = [r for r in rows if r["busbw_gbs"] < 0.6 * floor]
+if low:
+    print(line + "; below 0.6x (%.0f GB/s): %s" % (
+        0.6 * floor, ", ".join("%d MiB %.1f GB/s" % (r["bytes"] >> 20, r["busbw_gbs"]) for r in low)))
+    sys.exit(1)
+print(line)
+EOF
+}
+
+# The transport NCCL used: every launch of the G-GPU study runs
+# (ranks[].nccl_transport) and the benchmark's NCCL logs. On an NVLink host an
+# SHM channel fails the stage; so does finding no channel line at all.
+stage_transport() {
+  local runs=() k nvlink=0 verdict rc=0
+  for k in "${!RUNS[@]}"; do
+    [[ $k == */ddp$G-quick ]] && runs+=("${RUNS[$k]}/trials.jsonl")
+  done
+  nvlink_host && nvlink=1
+  verdict=$("$PY" - "$nvlink" "$LOG" "${runs[@]}" <<'EOF'
+import collections, glob, json, re, sys
+nvlink, logdir, runs = sys.argv[1] == "1", sys.argv[2], sys.argv[3:]
+# as provenance/transport.go reads them
+via = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[[0-9a-fA-Fx]+\] -> \d+\[[0-9a-fA-Fx]+\]"
+                 r"(?: \[(?:send|receive)\])? via (\S+)")
+
+def kind(v):
+    p = v.split("/")
+    if p[0] == "SHM":
+        return "SHM"
+    return "/".join(p[:2]) if p[0] in ("P2P", "NET") and len(p) > 1 else p[0]
+
+where = collections.OrderedDict()
+for run in runs:
+    for line in open(run):
+        try:
+            t = json.loads(line)
+        except ValueError:
+            continue
+        for rp in t.get("repeats") or []:
+            c = collections.Counter()
+            for rk in rp.get("ranks") or []:
+                c.update((rk.get("nccl_transport") or {}).get("connections") or {})
+            if c:
+                where["%s launch %d" % (t["id"], rp["repeat"])] = c
+bench = collections.Counter()
+for f in glob.glob(logdir + "/bench-nccl.*.log"):
+    for line in open(f, errors="replace"):
+        m = via.search(line)
+        if m:
+            bench[kind(m.group(1))] += 1
+if bench:
+    where["bench"] = bench
+if not where:
+    print("no NCCL channel line in the study runs or the benchmark: the transport is unknown")
+    sys.exit(1)
+text = "; ".join("%s: %s" % (w, ", ".join("%s %d" % kv for kv in sorted(c.items()))) for w, c in where.items())
+bad = [w for w, c in where.items() if nvlink and c.get("SHM")]
+if bad:
+    print("SHM on a host whose GPUs share NVLink (%s): %s" % (", ".join(bad), text))
+    sys.exit(1)
+print(("every intra-node channel P2P on this NVLink host: " if nvlink else "host without NVLink: ") + text)
+EOF
+  ) || rc=$?
+  if ((rc == 0)); then
+    log_status "transport: ok, $verdict"
+  else
+    log_status "transport: FAIL, $verdict"
+    status=1
   fi
 }
 

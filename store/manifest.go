@@ -40,6 +40,9 @@ type Manifest struct {
 	Host      Host              `json:"host"`
 	Engine    *engine.BuildInfo `json:"engine,omitempty"`
 	Env       map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+	// InheritedEnv is the parent's NCCL_* and CUDA_* variables that reach
+	// some trial's ranks unchanged (auto knobs inherit; default unsets).
+	InheritedEnv map[string]string `json:"inherited_env,omitempty"`
 }
 
 // Measurement is the launch schedule and the statistical design of a run

@@ -112,6 +112,9 @@ type RankRecord struct {
 	Timeline *Timeline `json:"timeline,omitempty"`
 	// NCCL is what NCCL chose, when the rank's log has TUNING lines.
 	NCCL *NCCLTuning `json:"nccl,omitempty"`
+	// NCCLTransport is how the rank's channels connected, when its log has
+	// NCCL's INIT lines.
+	NCCLTransport *NCCLTransport `json:"nccl_transport,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.

@@ -72,6 +72,9 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	w := &s.Workload
 	w.Device = orDefault(r.Device, "auto")
 	w.GPUs, w.Nodes, w.Ranks = r.GPUs.V, max(r.Nodes.V, 1), r.Ranks.V
+	if w.GPUs == gpusAll {
+		w.GPUsAll, w.GPUs = true, 1 // ResolveGPUs sets the node's count
+	}
 	w.WarmupSteps = intOr(r.Warmup, DefaultWarmup)
 	w.Steps = intOr(r.Steps, DefaultSteps)
 	w.WarmupSeconds, w.MeasureSeconds = -1, -1 // the device's default (Workload.Windows)
@@ -105,10 +108,13 @@ func build(r, child *rawStudy, ps *problems) *Study {
 		if r.GPUs.Set && r.GPUs.V > 0 && sameFile(r.GPUs.Pos) {
 			ps.add(r.GPUs.Pos, "workload.gpus: %d GPUs contradicts device cpu; use workload.ranks for CPU ranks", r.GPUs.V)
 		}
+		if r.GPUs.Set && r.GPUs.V == gpusAll && sameFile(r.GPUs.Pos) {
+			ps.add(r.GPUs.Pos, "workload.gpus: all contradicts device cpu; use workload.ranks for CPU ranks")
+		}
 		if r.ProcsPerGPU.Set && r.ProcsPerGPU.V != "1" && sameFile(r.ProcsPerGPU.Pos) {
 			ps.add(r.ProcsPerGPU.Pos, "workload.procs_per_gpu contradicts device cpu; use workload.ranks for CPU ranks")
 		}
-		w.GPUs = 0
+		w.GPUs, w.GPUsAll = 0, false
 		w.Ranks = max(w.Ranks, 1)
 	case "cuda":
 		if r.GPUs.Set && r.GPUs.V == 0 && sameFile(r.GPUs.Pos) {

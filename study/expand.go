@@ -64,7 +64,7 @@ func Expand(s *Study, opts ExpandOptions) (*Plan, error) {
 			"sweep expands to %s trials, above the limit of %d (%s)", formula, limit, hint)}}}
 	}
 	p := &planner{s: s, plan: &Plan{Study: s, Strategy: s.Sweep.Strategy, Limit: limit, Size: size,
-		Trials: []Trial{}, Dropped: []Dropped{}},
+		Trials: []Trial{}, Dropped: []Dropped{}, Notes: s.Notes},
 		base: s.Resolve(nil), seen: map[string]string{}}
 	switch s.Sweep.Strategy {
 	case "grid":

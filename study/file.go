@@ -105,7 +105,14 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 		f := "workload." + key
 		switch key {
 		case "gpus":
-			r.GPUs = d.integer(v, f, 0, 1024)
+			if n := deref(v); n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.EqualFold(n.Value, "all") {
+				r.GPUs = val[int]{V: gpusAll, Pos: d.pos(v), Set: true}
+			} else if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+				d.ps.add(d.pos(v), "%s: expected a number of GPUs (0..1024) or all, got %q", f, n.Value)
+				r.GPUs = val[int]{Pos: d.pos(v), Set: true, Bad: true}
+			} else {
+				r.GPUs = d.integer(v, f, 0, 1024)
+			}
 		case "nodes":
 			r.Nodes = d.integer(v, f, 1, 4096)
 		case "ranks":

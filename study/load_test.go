@@ -185,7 +185,7 @@ sweep:
 		`a.yaml:3:31: workload.repeats: expected a number of launches (1..100) or auto, got "zero"`,
 		`a.yaml:4:12: unknown key "precison" in baseline (did you mean "precision"?)`,
 		`a.yaml:4:36: graphs: "perhaps" is not a boolean (true | false)`,
-		`a.yaml:8:23: nccl.algo: "Rung" is not one of Ring | Tree | CollnetDirect | CollnetChain | NVLS | NVLSTree | PAT | auto (did you mean "Ring"?)`,
+		`a.yaml:8:23: nccl.algo: "Rung" is not one of Ring | Tree | CollnetDirect | CollnetChain | NVLS | NVLSTree | PAT | auto | default (did you mean "Ring"?)`,
 	}, lines)
 }
 

@@ -73,10 +73,8 @@ func ApplyOverrides(s *Study, o map[string]string) error {
 			if err != nil {
 				return err
 			}
-			w.GPUs = n
-			if w.Device == "cuda" {
-				w.Ranks = s.RanksFor(s.Baseline)
-			}
+			s.SetGPUs(n)
+			w.GPUsAll = false
 		case "ranks":
 			if w.Device == "cuda" {
 				return bad("ranks on cuda are gpus x nodes x procs_per_gpu; set --gpus instead")

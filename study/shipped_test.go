@@ -62,7 +62,8 @@ func TestShippedStudiesValidate(t *testing.T) {
 				assert.LessOrEqual(t, len(p.Trials), 4)
 			} else if !strings.Contains(f, "/gpt/") && !strings.Contains(f, "/bert/") && !strings.Contains(f, "/resnet50/") {
 				assert.Equal(t, "cuda", s.Workload.Device, "headline studies run on the GPU")
-				assert.Equal(t, 1, s.Workload.GPUs, "headline studies fit the one-GPU machine")
+				assert.True(t, s.Workload.GPUsAll, "headline studies run on every GPU of the node (gpus: all)")
+				assert.Equal(t, 1, s.Workload.GPUs, "unresolved, gpus: all plans for one GPU")
 				assert.Equal(t, 0, s.Workload.Repeats, "headline studies launch until decided (repeats: auto)")
 				assert.Positive(t, s.Workload.MaxTime, "headline studies have a time budget")
 				assert.Equal(t, "true", s.Baseline["graphs"], "headline studies start from the fastest one-GPU settings (CUDA graphs)")

@@ -26,6 +26,10 @@ type Study struct {
 	Report    Report
 	Compare   Compare
 	Launcher  map[string]string // launcher settings (slurm: partition, account, ...)
+	// Notes say what planning for a machine changed in the study as written
+	// (workload.gpus: all resolved, a baseline the placement cannot run);
+	// Expand copies them into the plan.
+	Notes []string
 }
 
 // Model names what is trained. micro_batch, seq_len, image_size given here are
@@ -62,6 +66,9 @@ type Workload struct {
 	Seed       int64
 	Threads    int  // CPU intra-op threads per rank; 0 = cores / ranks
 	Interleave bool // repeats in rounds across trials, a random order each round (default true)
+	// GPUsAll: workload.gpus is all, the GPUs of the node the study plans
+	// for; GPUs is 1 until ResolveGPUs (or --gpus) sets it.
+	GPUsAll bool
 }
 
 // Sweep is the study's search space.
@@ -143,6 +150,7 @@ type Plan struct {
 	Trials     []Trial   `json:"trials"`
 	Dropped    []Dropped `json:"dropped"`
 	BaselineID string    `json:"baseline_id,omitempty"` // the trial equal to the baseline, if planned
+	Notes      []string  `json:"notes,omitempty"`       // Study.Notes: what planning for this machine changed
 	Limit      int       `json:"limit"`                 // the trial limit the sweep was checked against
 	Size       int       `json:"size"`                  // combinations before drops (greedy: all rounds)
 	Rounds     []string  `json:"rounds,omitempty"`      // greedy: the knob of each round; Trials is round 1

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ type planOptions struct {
 	json         bool
 	maxTrials    int
 	allowOutside bool
+	gpus         int // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
 }
 
 func newPlanCommand() *cobra.Command {
@@ -43,6 +45,7 @@ func newPlanCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.out, "out", "results", "root folder of earlier run directories, for the time estimate")
 	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep the study may expand to")
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	cmd.Flags().IntVar(&opts.gpus, "gpus", 0, "plan for N GPUs per node, from any machine (default: the study's workload.gpus; all: this machine's GPUs)")
 	return cmd
 }
 
@@ -64,6 +67,14 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 	}
 	s, err := loadStudy(path, opts.allowOutside)
 	if err != nil {
+		return err
+	}
+	if opts.gpus != 0 {
+		if err := study.ApplyOverrides(s, map[string]string{"gpus": strconv.Itoa(opts.gpus)}); err != nil {
+			return err
+		}
+	}
+	if err := resolveGPUs(s, false); err != nil {
 		return err
 	}
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: opts.maxTrials})
@@ -136,6 +147,9 @@ func writePlanTable(w io.Writer, s *study.Study, plan *study.Plan) error {
 		wl.WarmupSteps, wl.Steps, wl.RepeatsText())
 	if len(s.Baseline) > 0 {
 		fmt.Fprintf(w, "baseline: %s\n", study.FormatKnobs(s.Baseline, nil))
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	fmt.Fprintf(w, "strategy: %s", plan.Strategy)
 	if len(plan.Rounds) > 0 {

@@ -182,3 +182,35 @@ func TestKnobsCommand(t *testing.T) {
 	assert.Greater(t, len(list), 30)
 	assert.False(t, strings.Contains(stdout, `"hidden": true`))
 }
+
+// TestPlanGPUs: plan --gpus N shows what a study would run on N GPUs from
+// any machine: the headline study sweeps the data-parallel knobs on 8, and on
+// 1 it plans the one-GPU trials and drops those with their reasons.
+func TestPlanGPUs(t *testing.T) {
+	code, out, stderr := studyCLI(t, "plan", "studies/gpt.yaml", "--gpus", "8")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "8 ranks")
+	assert.Contains(t, out, "note: baseline graphs: true became false")
+	for _, k := range []string{"ddp.bucket_mb=5", "ddp.overlap=false", "nccl.algo=Ring", "nccl.proto=LL128"} {
+		assert.Contains(t, out, k)
+	}
+	assert.Contains(t, out, "graphs=true with 8 ranks in the communicator")
+
+	code, out, stderr = studyCLI(t, "plan", "studies/gpt.yaml", "--gpus", "1", "--json")
+	require.Equal(t, 0, code, stderr)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	for _, tr := range p.Trials {
+		for _, k := range tr.Changed {
+			assert.False(t, strings.HasPrefix(k, "ddp.") || strings.HasPrefix(k, "nccl."), "trial %s changes %s on one GPU", tr.ID, k)
+		}
+	}
+	assert.Equal(t, "true", p.Baseline["graphs"])
+
+	code, _, stderr = studyCLI(t, "plan", "studies/gpt.yaml", "--gpus", "-1")
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, "--gpus -1")
+	code, _, stderr = studyCLI(t, "plan", "studies/gpt/smoke.yaml", "--gpus", "2")
+	assert.Equal(t, exitcode.Input, code)
+	assert.Contains(t, stderr, "the study runs on the CPU")
+}

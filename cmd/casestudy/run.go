@@ -147,6 +147,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := study.ApplyOverrides(s, overrides); err != nil {
 		return err
 	}
+	if err := resolveGPUs(s, o.launcher.submit); err != nil {
+		return err
+	}
 	if cmd.Flags().Changed("profile") {
 		v, err := knobs.Canonical("profile", o.profile)
 		if err != nil {
@@ -232,6 +235,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	r, err := runner.New(ropts)
 	if err != nil {
 		return err
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(text, "note: %s\n", n)
+	}
+	for _, line := range runner.InheritWarnings(os.Environ(), plan) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", line)
 	}
 	fmt.Fprintf(text, "running %s on %s (%d trials planned, %d dropped); results in %s\n",
 		s.Name, deviceText(machine), len(plan.Trials), len(plan.Dropped), absPath(w.Dir))

@@ -94,9 +94,13 @@ func TestLauncherExits(t *testing.T) {
 	assert.Contains(t, logs[1].String(), "task 1: Exited with exit code 3")
 }
 
-// TestGPUBinding: with GPUs each task gets one, bound by Slurm
-// (--gpus-per-task=1), whatever CUDA_VISIBLE_DEVICES the runner had.
-func TestGPUBinding(t *testing.T) {
+// TestStepSeesNodeGPUs: with GPUs every task of a step sees all of its
+// node's GPUs (no per-task binding, even when the allocation asked for one
+// per task: NCCL needs its NVLink peers visible, NVIDIA/nccl#1066), whatever
+// CUDA_VISIBLE_DEVICES the runner had, and gets the node's CPUs divided by
+// its tasks, one kept for the runner (--cpus-per-task, SLURM_CPUS_PER_TASK in
+// the task: 6 CPUs, 2 tasks: 2 each).
+func TestStepSeesNodeGPUs(t *testing.T) {
 	needCluster(t)
 	if cluster.noGPUs != "" {
 		if os.Getenv("CI") == "true" {
@@ -105,15 +109,28 @@ func TestGPUBinding(t *testing.T) {
 		t.Skip(cluster.noGPUs)
 	}
 	t.Parallel()
-	env := append(allocate(t, "-n2", "--gpus-per-node=2"), "CUDA_VISIBLE_DEVICES=5,6")
-	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID cvd=$CUDA_VISIBLE_DEVICES"`)
+	env := allocate(t, "-n2", "-c3", "--gpus-per-task=1")
+	env = append(env, "CUDA_VISIBLE_DEVICES=5,6", "SLURM_GPUS_PER_TASK=1", // what salloc exports to the shell
+		"SLURM_JOB_CPUS_PER_NODE="+jobCPUs(t, env))
+	exits, logs := step(t, env, []string{"5", "6"}, `echo "rank=$SLURM_PROCID local=$SLURM_LOCALID cvd=$CUDA_VISIBLE_DEVICES cpus=$SLURM_CPUS_PER_TASK own=${CASESTUDY_RANK:-none}"`)
 	require.Len(t, exits, 2)
 	for _, e := range exits {
 		assert.Equal(t, 0, e.Code, "%+v", e)
 		assert.NoError(t, e.Err)
 	}
-	assert.Contains(t, logs[0].String(), "rank=0 cvd=0")
-	assert.Contains(t, logs[1].String(), "rank=1 cvd=1")
+	// per-rank variables never travel: the rank is Slurm's (SLURM_PROCID)
+	assert.Contains(t, logs[0].String(), "rank=0 local=0 cvd=0,1 cpus=2 own=none")
+	assert.Contains(t, logs[1].String(), "rank=1 local=1 cvd=0,1 cpus=2 own=none")
+}
+
+// jobCPUs is the CPUs the allocation env is inside holds on its node, as
+// salloc and sbatch export them (SLURM_JOB_CPUS_PER_NODE).
+func jobCPUs(t *testing.T, env []string) string {
+	t.Helper()
+	job, _ := launch.LookupEnv(env, "SLURM_JOB_ID")
+	out, err := exec.Command("squeue", "-h", "-j", job, "-o", "%C").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
 }
 
 // TestStepThatCannotStart: a step the allocation cannot hold (2 tasks in a

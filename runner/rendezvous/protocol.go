@@ -77,6 +77,10 @@ type Welcome struct {
 	// Profile, when set, asks for a profile after the measured steps (knob
 	// profile): every rank profiles the same steps and writes its trace.
 	Profile *ProfilePlan `json:"profile,omitempty"`
+	// DevicePerLocalRank, when > 0, is the ranks sharing one GPU on a node
+	// whose every GPU the rank sees (launch.Slurm): the rank's device index
+	// is its local rank (SLURM_LOCALID) divided by it, not Config.DeviceIndex.
+	DevicePerLocalRank int `json:"device_per_local_rank,omitempty"`
 }
 
 // ProfilePlan is what a rank profiles after its measured steps.

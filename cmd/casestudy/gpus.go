@@ -1,0 +1,37 @@
+package main
+
+import (
+	"errors"
+	"os"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/provenance/nvmlgpu"
+	"github.com/casestudy/casestudy/study"
+)
+
+// nodeGPUs is how many GPUs this process may use: NVML's count, narrowed by
+// CUDA_VISIBLE_DEVICES; 0 without a GPU or a driver.
+func nodeGPUs() int {
+	g := nvmlgpu.Open()
+	defer g.Close()
+	info, err := g.Info()
+	if err != nil || len(info.GPUs) == 0 {
+		return 0
+	}
+	return min(len(launch.VisibleGPUs(os.Environ(), len(info.GPUs))), len(info.GPUs))
+}
+
+// resolveGPUs gives a study with workload.gpus: all this node's GPU count
+// (a --gpus override already replaced it). A batch job submitted from a login
+// node cannot count the GPUs it will get: it needs --gpus.
+func resolveGPUs(s *study.Study, submit bool) error {
+	if !s.Workload.GPUsAll {
+		return nil
+	}
+	if submit {
+		return exitcode.Usage(errors.New(s.Path + ": workload.gpus is all, the GPUs of the node that runs it, which a login node cannot count: give --gpus N with --submit"))
+	}
+	s.ResolveGPUs(nodeGPUs())
+	return nil
+}
