@@ -85,6 +85,15 @@ type Info struct {
 	CuDNN string `json:"cudnn,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
+	// Threads is the engine's intra-op thread count; AffinityCPUs the CPUs
+	// the rank's affinity mask allows (what a cpuset or Slurm's --cpu-bind
+	// left it), which sizes Threads when the config leaves it 0.
+	Threads      int `json:"threads,omitempty"`
+	AffinityCPUs int `json:"affinity_cpus,omitempty"`
+	// GPUUUID and PCIBusID identify the GPU the rank ran on, as the rank
+	// itself saw it (nvidia-smi's spelling); empty on the CPU.
+	GPUUUID  string `json:"gpu_uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,
 	// model_build, optimizer, data_setup, comm_init (docs/engine.md). They add
 	// up to the engine's part of Create.

@@ -138,6 +138,11 @@ class GradReducer {
   // leaves the averaged gradients in each parameter's .grad().
   virtual void finalize() = 0;
   virtual ReducerStats stats() const = 0;
+  // fault.kind stall: in the next step's communicating backward, just before
+  // bucket b (the last bucket when b is past it) is launched, the caller's
+  // stream sleeps ms milliseconds (a spin kernel on a GPU, the host on the
+  // CPU), so that bucket's collective waits past a small dist.timeout_ms.
+  virtual void stall_before(int bucket, int ms) = 0;
 };
 
 // params in registration order (model->parameters()); hooks are registered here.

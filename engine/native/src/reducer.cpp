@@ -15,14 +15,20 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <mutex>
 
+#include <thread>
+
+#include "comm_watch.h"
 #include "dist.h"
 #include "model.h"
 
 #ifdef CS_WITH_NCCL
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -294,7 +300,31 @@ class Reducer : public GradReducer {
     return s;
   }
 
+  void stall_before(int bucket, int ms) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    stall_bucket_ = std::min<int>(bucket, int(buckets_.size()) - 1);
+    stall_ms_ = ms;
+  }
+
  private:
+  // fault.kind stall (stall_before): the stream that is about to launch the
+  // bucket (the host on the CPU) sleeps; once.
+  void stall(size_t bi) {
+    if (stall_bucket_ < 0 || size_t(stall_bucket_) != bi) return;
+    stall_bucket_ = -1;
+    std::fprintf(stderr, "injected fault: stall of %d ms before bucket %zu\n", stall_ms_, bi);
+#ifdef CS_WITH_NCCL
+    if (buckets_[bi].flat.is_cuda()) {
+      const int index = buckets_[bi].flat.device().index();
+      // clockRate is in kHz: cycles per millisecond.
+      const int64_t per_ms = int64_t(at::cuda::getDeviceProperties(index)->clockRate);
+      at::cuda::sleep(per_ms * stall_ms_);
+      return;
+    }
+#endif
+    std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms_));
+  }
+
   static void validate(const DDPOptions& o) {
     if (!(o.bucket_mb > 0)) throw ConfigError("ddp.bucket_mb must be > 0, got " + std::to_string(o.bucket_mb));
     if (!(o.first_bucket_mb > 0)) {
@@ -332,6 +362,8 @@ class Reducer : public GradReducer {
   void launch(size_t bi) {
     Bucket& b = buckets_[bi];
     b.launched = true;
+    stall(bi);
+    commwatch::bucket(int(bi));
     const std::string& c = opts_.compression;
     double n = comm_.world_size();
     if (c == "none") {
@@ -389,6 +421,7 @@ class Reducer : public GradReducer {
   mutable std::mutex mu_;
   bool communicate_ = false;
   size_t next_ = 0;  // the next bucket to launch
+  int stall_bucket_ = -1, stall_ms_ = 0;  // fault.kind stall, armed for one step
   WaitClock clock_;
   mutable ReducerStats stats_;
   mutable bool stats_valid_ = false;
