@@ -105,6 +105,10 @@ type RankRecord struct {
 	Timeline *Timeline `json:"timeline,omitempty"`
 	// NCCL is what NCCL chose, when the rank's log has TUNING lines.
 	NCCL *NCCLTuning `json:"nccl,omitempty"`
+	// Comm is the rank's communication progress as its last heartbeat
+	// carried it (collectives issued and completed, step, bucket): on a hang
+	// or a failed collective, the record names the rank that is behind.
+	Comm *engine.CommProgress `json:"comm,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.
