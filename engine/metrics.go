@@ -33,9 +33,27 @@ type StepMetrics struct {
 type BucketMetrics struct {
 	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk compression)
 	Bytes    int64   `json:"bytes"`
-	MS       float64 `json:"ms"`
+	MS       float64 `json:"ms"` // this rank's time on its communication stream, waiting for late peers included
 	AlgBWGBs float64 `json:"algbw_gbs"`
 	BusBWGBs float64 `json:"busbw_gbs"`
+	// The runner's split of the bucket's time over the ranks of the world
+	// (runner: splitBucketSkew): TransferMS is the least any rank took (the
+	// last rank to arrive waits for nobody, so its time is the transfer),
+	// SkewMS the most less the least (how long the early ranks waited for the
+	// last: a straggler metric of its own), TransferBusBWGBs nccl-tests' bus
+	// bandwidth of TransferMS. Zero on one rank or when not split.
+	TransferMS       float64 `json:"transfer_ms,omitempty"`
+	SkewMS           float64 `json:"skew_ms,omitempty"`
+	TransferBusBWGBs float64 `json:"transfer_busbw_gbs,omitempty"`
+}
+
+// BusBW is the bucket's bus bandwidth without the ranks' arrival skew where
+// the runner split it (TransferBusBWGBs), else the rank's own (BusBWGBs).
+func (b BucketMetrics) BusBW() float64 {
+	if b.TransferBusBWGBs > 0 {
+		return b.TransferBusBWGBs
+	}
+	return b.BusBWGBs
 }
 
 // StageMetrics describes this rank's pipeline stage in a step.

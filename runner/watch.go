@@ -312,6 +312,7 @@ func (w *watcher) result() *repeatResult {
 		}
 	}
 	if res.Rec.Outcome == store.OK {
+		splitBucketSkew(res.Rec.Ranks)
 		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
 		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
 	}
