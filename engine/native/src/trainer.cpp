@@ -325,6 +325,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     mark(int(1 + 2 * i));
     loss_sum.add_(loss.detach());
     loss = backward_scale.defined() ? loss * backward_scale : loss / double(ga);
+    if (reducer_ && scaler_ && i == ga - 1) reducer_->set_loss_scale(scaler_->scale());
     if (reducer_) reducer_->prepare(i == ga - 1);
     loss.backward();
     mark(int(2 + 2 * i));
@@ -345,6 +346,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   const bool fold = !pipe_ && optim_->folds_grad_coef();
   if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
   optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
+  if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
   torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
   if (scaler_) scaler_->update(clip.found_inf);
   torch::Tensor skipped = scaler_ ? clip.found_inf : torch::zeros({}, f32);
