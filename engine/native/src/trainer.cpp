@@ -421,6 +421,10 @@ json Trainer::steps(int n) {
   for (int i = 0; i < n; i++) {
     issued.push_back(issue(*timelines_[issued.size()]));
     if (issued.size() < window && i + 1 < n) continue;
+    // The step's collectives first, under the communicator's deadline: one
+    // that never ends (a stalled peer, a stall fault) throws CommError here
+    // instead of holding the host in the device wait below.
+    if (reducer_) reducer_->stats();
     timelines_[issued.size() - 1]->finish(last);  // the device's one wait
     const MemoryStats mem = memory_stats(device_);
     for (size_t k = 0; k < issued.size(); k++)
