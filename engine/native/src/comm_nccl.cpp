@@ -163,8 +163,11 @@ class NcclCommunicator : public Communicator {
     {
       std::lock_guard<std::mutex> lk(comm_mu_);
       if (!aborted_) {
-        const ncclResult_t r = ncclCommDestroy(comm_);
-        if (r != ncclSuccess && failure.empty()) failure = "nccl: ncclCommDestroy: " + nccl_text(r);
+        const ncclResult_t r = nccl_destroy(comm_);
+        aborted_ = r != ncclSuccess;  // a failed finalize aborted it
+        if (r != ncclSuccess && failure.empty())
+          failure = "nccl: ncclCommFinalize/ncclCommDestroy: " +
+                    (r == ncclInProgress ? "not done after dist.timeout_ms; communicator aborted" : nccl_text(r));
       }
     }
     cudaStreamDestroy(stream_);

@@ -98,4 +98,23 @@ inline ncclComm_t nccl_init_rank(int nranks, const ncclUniqueId& id, int rank, c
   return comm;
 }
 
+// The orderly end of a communicator: ncclCommFinalize (polled, under the
+// deadline, on a non-blocking communicator), then ncclCommDestroy. A finalize
+// past the deadline aborts the communicator instead and answers
+// ncclInProgress.
+inline ncclResult_t nccl_destroy(ncclComm_t comm) {
+#if CS_NCCL_NONBLOCKING
+  ncclResult_t r = nccl_settle(ncclCommFinalize(comm), [&](ncclResult_t* q) { return ncclCommGetAsyncError(comm, q); });
+  if (r == ncclInProgress) {
+    ncclCommAbort(comm);
+    return r;
+  }
+  if (r != ncclSuccess) {
+    ncclCommAbort(comm);
+    return r;
+  }
+#endif
+  return ncclCommDestroy(comm);
+}
+
 }  // namespace cs

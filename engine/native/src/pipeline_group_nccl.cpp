@@ -64,7 +64,7 @@ class NcclPipeGroup : public PipeGroup {
 
   ~NcclPipeGroup() override {
     commwatch::forget(abort_id_);
-    if (!closed_ && !aborted_) ncclCommDestroy(comm_);
+    if (!closed_ && !aborted_) nccl_destroy(comm_);
     cudaEventDestroy(done_);
   }
 
@@ -72,7 +72,9 @@ class NcclPipeGroup : public PipeGroup {
     commwatch::forget(abort_id_);
     if (closed_ || aborted_) return;
     closed_ = true;
-    check(ncclCommDestroy(comm_), "ncclCommDestroy");
+    const ncclResult_t r = nccl_destroy(comm_);
+    if (r == ncclInProgress) throw CommError("nccl pipeline: ncclCommFinalize not done after dist.timeout_ms; communicator aborted");
+    check(r, "ncclCommFinalize/ncclCommDestroy");
   }
 
   int rank() const override { return rank_; }
