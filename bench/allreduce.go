@@ -39,6 +39,7 @@ type AllReduce struct {
 	Device  string // cpu (Gloo) or cuda (NCCL, rank r on GPU r)
 	Iters   int
 	Warmup  int
+	Mode    string        // sync (default: one host wait per iteration) | nccl-tests (back to back, one wait)
 	Timeout time.Duration // for the whole benchmark
 
 	// One rank (RankArgs): which, and how it meets the others.
@@ -58,8 +59,23 @@ func (o AllReduce) Validate() error {
 		return fmt.Errorf("--iters must be at least 1, got %d", o.Iters)
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup must not be negative, got %d", o.Warmup)
+	case o.Mode != "" && o.Mode != ModeSync && o.Mode != ModeNCCLTests:
+		return fmt.Errorf("--mode must be %s or %s, got %q", ModeSync, ModeNCCLTests, o.Mode)
 	}
 	return nil
+}
+
+// The benchmark's timing modes.
+const (
+	ModeSync      = "sync"       // each iteration timed on its own, the host waits after each
+	ModeNCCLTests = "nccl-tests" // iterations back to back after a barrier, one host wait (nccl-tests' timing)
+)
+
+func (o AllReduce) mode() string {
+	if o.Mode == "" {
+		return ModeSync
+	}
+	return o.Mode
 }
 
 // RankArgs are the arguments of `casestudy bench allreduce` that run rank r
@@ -71,7 +87,8 @@ func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
 	}
 	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
 		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
-		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup)}, rendezvous...)
+		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup),
+		"--mode", o.mode()}, rendezvous...)
 }
 
 // ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
@@ -115,19 +132,29 @@ type rankAnswer struct {
 	Results   []struct {
 		Bytes int64     `json:"bytes"`
 		Count int64     `json:"count"`
-		MS    []float64 `json:"ms"`
+		MS    []float64 `json:"ms"`     // sync: per timed iteration
+		AvgMS float64   `json:"avg_ms"` // nccl-tests: the back-to-back loop's time per iteration
 	} `json:"results"`
 }
 
-// Row is one message size of the report.
+// Row is one message size of the report. Each rank's time of a collective
+// includes waiting for the ranks that arrive later; the last rank to arrive
+// waits for nobody. So MS, the transfer time, is the least over ranks (per
+// iteration in sync mode, then the median over iterations; of the per-rank
+// loop averages in nccl-tests mode), SkewMS the most over ranks less the
+// least (the arrival skew, a straggler metric of its own) and SlowestMS the
+// most (what the slowest rank saw). The bandwidths are nccl-tests' of MS:
+// algbw = bytes / time, busbw = algbw * 2(n-1)/n.
 type Row struct {
-	Bytes    int64   `json:"bytes"`
-	Count    int64   `json:"count"`
-	MS       float64 `json:"ms"` // median over iterations of the slowest rank's time
-	MinMS    float64 `json:"min_ms"`
-	MaxMS    float64 `json:"max_ms"`
-	AlgBWGBs float64 `json:"algbw_gbs"`
-	BusBWGBs float64 `json:"busbw_gbs"`
+	Bytes     int64   `json:"bytes"`
+	Count     int64   `json:"count"`
+	MS        float64 `json:"ms"`
+	SkewMS    float64 `json:"skew_ms"`
+	SlowestMS float64 `json:"slowest_ms"`
+	MinMS     float64 `json:"min_ms"` // sync: the fastest iteration's transfer time (nccl-tests: MS)
+	MaxMS     float64 `json:"max_ms"` // sync: the slowest iteration's transfer time (nccl-tests: MS)
+	AlgBWGBs  float64 `json:"algbw_gbs"`
+	BusBWGBs  float64 `json:"busbw_gbs"`
 }
 
 // Result is the report of `casestudy bench allreduce`.
@@ -140,6 +167,7 @@ type Result struct {
 	DType   string `json:"dtype"`
 	Iters   int    `json:"iters"`
 	Warmup  int    `json:"warmup"`
+	Mode    string `json:"mode"` // sync | nccl-tests
 	Rows    []Row  `json:"rows"`
 }
 
@@ -151,7 +179,8 @@ func (o AllReduce) RunRank(w io.Writer) error {
 	}
 	defer lib.Close()
 	dist := engine.DistConfig{Rank: o.Rank, WorldSize: o.Ranks, StoreAddr: "127.0.0.1", StorePort: o.Port, NCCLID: o.NCCLID}
-	cfg := map[string]any{"device": o.Device, "sizes": o.Sizes, "iters": o.Iters, "warmup": o.Warmup, "dist": dist}
+	cfg := map[string]any{"device": o.Device, "sizes": o.Sizes, "iters": o.Iters, "warmup": o.Warmup, "dist": dist,
+		"mode": o.mode()}
 	if o.Device == "cuda" {
 		cfg["device_index"] = o.Rank
 	} else {
@@ -254,29 +283,47 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// combineRanks takes, per size and iteration, the slowest rank's time (the
-// collective is done when every rank is), then the median over iterations.
+// combineRanks takes, per size, the least time over ranks as the transfer
+// time and the spread over ranks as the arrival skew (Row): in sync mode per
+// iteration, then the median over iterations; in nccl-tests mode of the
+// ranks' loop averages.
 func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 	r0 := ranks[0]
 	res := Result{Op: "all_reduce_sum", Backend: r0.Backend, Version: r0.Version, Device: r0.Device,
-		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup}
+		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode()}
 	n := float64(len(ranks))
 	for i, size := range r0.Results {
-		slowest := make([]float64, len(size.MS))
-		for _, rk := range ranks {
+		iters := len(size.MS)
+		if o.mode() == ModeNCCLTests {
+			iters = 1 // the loop's average stands for the iterations
+		}
+		if iters == 0 {
+			return Result{}, fmt.Errorf("no timed iterations for %d bytes", size.Bytes)
+		}
+		least, most := make([]float64, iters), make([]float64, iters)
+		for k, rk := range ranks {
 			if i >= len(rk.Results) || len(rk.Results[i].MS) != len(size.MS) {
 				return Result{}, fmt.Errorf("rank %d answered a different set of sizes or iterations than rank 0", rk.Rank)
 			}
-			for j, ms := range rk.Results[i].MS {
-				slowest[j] = max(slowest[j], ms)
+			times := rk.Results[i].MS
+			if o.mode() == ModeNCCLTests {
+				times = []float64{rk.Results[i].AvgMS}
+			}
+			for j, ms := range times {
+				if k == 0 || ms < least[j] {
+					least[j] = ms
+				}
+				most[j] = max(most[j], ms)
 			}
 		}
-		if len(slowest) == 0 {
-			return Result{}, fmt.Errorf("no timed iterations for %d bytes", size.Bytes)
+		skew := make([]float64, iters)
+		for j := range skew {
+			skew[j] = most[j] - least[j]
 		}
-		slices.Sort(slowest)
-		row := Row{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(slowest).Median,
-			MinMS: slowest[0], MaxMS: slowest[len(slowest)-1]}
+		slices.Sort(least)
+		row := Row{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(least).Median,
+			SkewMS: stats.DescribeOf(skew).Median, SlowestMS: stats.DescribeOf(most).Median,
+			MinMS: least[0], MaxMS: least[len(least)-1]}
 		if row.MS > 0 {
 			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
 			row.BusBWGBs = row.AlgBWGBs * 2 * (n - 1) / n

@@ -47,16 +47,40 @@ func TestCombineRanks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Rows, 1)
 	row := res.Rows[0]
-	// slowest rank per iteration: 1.5, 2, 4 -> median 2 ms
-	assert.Equal(t, 2.0, row.MS)
-	assert.Equal(t, 1.5, row.MinMS)
-	assert.Equal(t, 4.0, row.MaxMS)
-	assert.InDelta(t, 2.0, row.AlgBWGBs, 1e-12)       // 4e6 B / 2 ms
-	assert.InDelta(t, 2.0*2*3/4, row.BusBWGBs, 1e-12) // 2(n-1)/n with n = 4
+	// per iteration: least over ranks 1, 1, 1; most 1.5, 2, 4; skew 0.5, 1, 3
+	assert.Equal(t, 1.0, row.MS, "transfer: median of the least over ranks")
+	assert.Equal(t, 1.0, row.SkewMS, "arrival skew: median of most - least")
+	assert.Equal(t, 2.0, row.SlowestMS, "the slowest rank's median")
+	assert.Equal(t, 1.0, row.MinMS)
+	assert.Equal(t, 1.0, row.MaxMS)
+	assert.InDelta(t, 4.0, row.AlgBWGBs, 1e-12)       // 4e6 B / 1 ms
+	assert.InDelta(t, 4.0*2*3/4, row.BusBWGBs, 1e-12) // 2(n-1)/n with n = 4
+	assert.Equal(t, ModeSync, res.Mode)
 
 	ranks[2].Results[0].MS = ranks[2].Results[0].MS[:2]
 	_, err = combineRanks(ranks, AllReduce{Iters: 3})
 	assert.Error(t, err)
+}
+
+// TestCombineRanksNCCLTestsMode: back-to-back loops give one average per rank;
+// the transfer time is the least, the skew the spread.
+func TestCombineRanksNCCLTestsMode(t *testing.T) {
+	var ranks []rankAnswer
+	require.NoError(t, json.Unmarshal([]byte(`[
+	 {"rank":0,"mode":"nccl-tests","results":[{"bytes":8000000,"count":2000000,"ms":[],"avg_ms":2.5}]},
+	 {"rank":1,"results":[{"bytes":8000000,"count":2000000,"ms":[],"avg_ms":2.0}]},
+	 {"rank":2,"results":[{"bytes":8000000,"count":2000000,"ms":[],"avg_ms":3.0}]}]`), &ranks))
+	res, err := combineRanks(ranks, AllReduce{Iters: 20, Mode: ModeNCCLTests})
+	require.NoError(t, err)
+	require.Len(t, res.Rows, 1)
+	row := res.Rows[0]
+	assert.Equal(t, 2.0, row.MS)
+	assert.Equal(t, 1.0, row.SkewMS)
+	assert.Equal(t, 3.0, row.SlowestMS)
+	assert.InDelta(t, 4.0, row.AlgBWGBs, 1e-12)       // 8e6 B / 2 ms
+	assert.InDelta(t, 4.0*2*2/3, row.BusBWGBs, 1e-12) // 2(n-1)/n with n = 3
+	assert.Equal(t, ModeNCCLTests, res.Mode)
+	assert.Error(t, AllReduce{Ranks: 2, Device: "cpu", Iters: 1, Mode: "fast"}.Validate())
 }
 
 // TestCombineRanksEvenIterations: with an even number of iterations the median

@@ -9,13 +9,17 @@ import (
 // WriteTable writes the result as nccl-tests does: per size the time and the
 // algorithm and bus bandwidths.
 func WriteTable(w io.Writer, r Result) error {
-	fmt.Fprintf(w, "all-reduce (sum, %s) on %d rank(s), %s %s, device %s: median of %d iterations after %d warm-up\n",
-		r.DType, r.Ranks, r.Backend, r.Version, r.Device, r.Iters, r.Warmup)
+	how := fmt.Sprintf("median of %d iterations after %d warm-up, each waited for", r.Iters, r.Warmup)
+	if r.Mode == ModeNCCLTests {
+		how = fmt.Sprintf("%d iterations back to back after %d warm-up and a barrier, one wait (nccl-tests' timing)", r.Iters, r.Warmup)
+	}
+	fmt.Fprintf(w, "all-reduce (sum, %s) on %d rank(s), %s %s, device %s: %s; time = the least over ranks, skew = the most less the least\n",
+		r.DType, r.Ranks, r.Backend, r.Version, r.Device, how)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tcount\ttime (us)\tmin (us)\tmax (us)\talgbw (GB/s)\tbusbw (GB/s)\t")
+	fmt.Fprintln(tw, "size\tcount\ttime (us)\tskew (us)\tslowest (us)\talgbw (GB/s)\tbusbw (GB/s)\t")
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t\n", humanBytes(row.Bytes), row.Count,
-			row.MS*1e3, row.MinMS*1e3, row.MaxMS*1e3, row.AlgBWGBs, row.BusBWGBs)
+			row.MS*1e3, row.SkewMS*1e3, row.SlowestMS*1e3, row.AlgBWGBs, row.BusBWGBs)
 	}
 	return tw.Flush()
 }

@@ -73,9 +73,9 @@ func (t *trial) buckets() bucketStats {
 			per = append(per, float64(len(s.Buckets)))
 			for _, b := range s.Buckets {
 				bytes = append(bytes, float64(b.Bytes))
-				if b.BusBWGBs > 0 {
-					bw = append(bw, b.BusBWGBs)
-					st.MaxBusBW = math.Max(st.MaxBusBW, b.BusBWGBs)
+				if b.BusBW() > 0 { // without the ranks' arrival skew where the runner split it
+					bw = append(bw, b.BusBW())
+					st.MaxBusBW = math.Max(st.MaxBusBW, b.BusBW())
 				}
 			}
 		}

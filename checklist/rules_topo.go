@@ -126,8 +126,8 @@ func checkBusBW(c *evalContext) verdict {
 		for _, rp := range t.okRepeats() {
 			for _, s := range rank0(rp) {
 				for _, b := range s.Buckets {
-					if float64(b.Bytes) >= large && b.BusBWGBs > bestBW {
-						bestT, bestBW, bestBytes = t, b.BusBWGBs, float64(b.Bytes)
+					if float64(b.Bytes) >= large && b.BusBW() > bestBW { // without arrival skew where split
+						bestT, bestBW, bestBytes = t, b.BusBW(), float64(b.Bytes)
 					}
 				}
 			}

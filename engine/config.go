@@ -70,8 +70,9 @@ type PipelineConfig struct {
 
 // FaultConfig injects a fault for tests of the runner's failure handling.
 type FaultConfig struct {
-	Kind   string `json:"kind,omitempty"` // crash | abort | hang | slow | oom | error
+	Kind   string `json:"kind,omitempty"` // crash | abort | hang | slow | oom | error | stall
 	Rank   int    `json:"rank"`
 	AtStep int    `json:"at_step"`
-	SlowMS int    `json:"slow_ms,omitempty"`
+	SlowMS int    `json:"slow_ms,omitempty"` // slow: per step; stall: the stall's length
+	Bucket int    `json:"bucket,omitempty"`  // stall: the DDP bucket it comes before (0: the first)
 }

@@ -33,9 +33,27 @@ type StepMetrics struct {
 type BucketMetrics struct {
 	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk compression)
 	Bytes    int64   `json:"bytes"`
-	MS       float64 `json:"ms"`
+	MS       float64 `json:"ms"` // this rank's time on its communication stream, waiting for late peers included
 	AlgBWGBs float64 `json:"algbw_gbs"`
 	BusBWGBs float64 `json:"busbw_gbs"`
+	// The runner's split of the bucket's time over the ranks of the world
+	// (runner: splitBucketSkew): TransferMS is the least any rank took (the
+	// last rank to arrive waits for nobody, so its time is the transfer),
+	// SkewMS the most less the least (how long the early ranks waited for the
+	// last: a straggler metric of its own), TransferBusBWGBs nccl-tests' bus
+	// bandwidth of TransferMS. Zero on one rank or when not split.
+	TransferMS       float64 `json:"transfer_ms,omitempty"`
+	SkewMS           float64 `json:"skew_ms,omitempty"`
+	TransferBusBWGBs float64 `json:"transfer_busbw_gbs,omitempty"`
+}
+
+// BusBW is the bucket's bus bandwidth without the ranks' arrival skew where
+// the runner split it (TransferBusBWGBs), else the rank's own (BusBWGBs).
+func (b BucketMetrics) BusBW() float64 {
+	if b.TransferBusBWGBs > 0 {
+		return b.TransferBusBWGBs
+	}
+	return b.BusBWGBs
 }
 
 // StageMetrics describes this rank's pipeline stage in a step.
@@ -85,6 +103,15 @@ type Info struct {
 	CuDNN string `json:"cudnn,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
+	// Threads is the engine's intra-op thread count; AffinityCPUs the CPUs
+	// the rank's affinity mask allows (what a cpuset or Slurm's --cpu-bind
+	// left it), which sizes Threads when the config leaves it 0.
+	Threads      int `json:"threads,omitempty"`
+	AffinityCPUs int `json:"affinity_cpus,omitempty"`
+	// GPUUUID and PCIBusID identify the GPU the rank ran on, as the rank
+	// itself saw it (nvidia-smi's spelling); empty on the CPU.
+	GPUUUID  string `json:"gpu_uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,
 	// model_build, optimizer, data_setup, comm_init (docs/engine.md). They add
 	// up to the engine's part of Create.

@@ -11,7 +11,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +67,77 @@ func (fakeBackend) Create(cfg engine.Config) (Engine, error) {
 	if cfg.Precision == "fp16" { // stands in for a knob the engine refuses
 		return nil, &engine.Error{Status: engine.StatusUnsupported, Op: "cs_create", Msg: "fp16 is not supported on cpu"}
 	}
+	fakeComm.mu.Lock()
+	fakeComm.p = engine.CommProgress{Step: -1, Bucket: -1, DeadlineMS: cfg.Dist.TimeoutMS}
+	fakeComm.mu.Unlock()
 	return &fakeEngine{cfg: cfg}, nil
+}
+
+// fakeComm stands in for the engine's communication progress
+// (cs_comm_progress): each step of a data-parallel fake issues and completes
+// fakeBuckets collectives, and the stall fault holds the faulty rank before
+// its first bucket while its peers wait in theirs.
+var fakeComm struct {
+	mu sync.Mutex
+	p  engine.CommProgress
+}
+
+const fakeBuckets = 2
+
+// fakeCommWaitEnv, when set, is how long (ms) a fake rank waits in a
+// collective whose peer never comes before it fails; otherwise the deadline
+// in force (dist.timeout_ms, or what SetCommTimeout set).
+const fakeCommWaitEnv = "CASESTUDY_FAKE_COMM_WAIT_MS"
+
+func (fakeBackend) CommProgress() (engine.CommProgress, error) {
+	fakeComm.mu.Lock()
+	defer fakeComm.mu.Unlock()
+	return fakeComm.p, nil
+}
+
+func (fakeBackend) SetCommTimeout(ms int) (int, error) {
+	fakeComm.mu.Lock()
+	defer fakeComm.mu.Unlock()
+	fakeComm.p.DeadlineMS = ms
+	return ms, nil
+}
+
+// collectives runs a data-parallel fake step's collectives; stalled: one
+// rank (not this one, or this one when mine) stalls before bucket 0.
+func (e *fakeEngine) collectives(step int, stalled, mine bool) error {
+	if e.cfg.Dist.WorldSize < 2 {
+		return nil
+	}
+	fakeComm.mu.Lock()
+	fakeComm.p.Step, fakeComm.p.Bucket = int64(step), -1
+	deadline := fakeComm.p.DeadlineMS
+	fakeComm.mu.Unlock()
+	if v, err := strconv.Atoi(os.Getenv(fakeCommWaitEnv)); err == nil {
+		deadline = v
+	}
+	if stalled && mine { // held before its first bucket; the runner ends it
+		time.Sleep(time.Duration(e.cfg.Fault.SlowMS) * time.Millisecond)
+		return &engine.Error{Status: engine.StatusComm, Op: "cs_step", Msg: "gloo: connection closed by peer (after the stall)"}
+	}
+	for b := 0; b < fakeBuckets; b++ {
+		fakeComm.mu.Lock()
+		fakeComm.p.Issued++
+		fakeComm.p.Bucket = b
+		fakeComm.p.LastOp = "all_reduce"
+		fakeComm.mu.Unlock()
+		if stalled { // the peer never issues its bucket 0
+			time.Sleep(time.Duration(deadline) * time.Millisecond)
+			fakeComm.mu.Lock()
+			fakeComm.p.Failed, fakeComm.p.Failure = true, "host deadline"
+			fakeComm.mu.Unlock()
+			return &engine.Error{Status: engine.StatusComm, Op: "cs_step",
+				Msg: fmt.Sprintf("gloo: collective not finished after %d ms (host deadline)", deadline)}
+		}
+		fakeComm.mu.Lock()
+		fakeComm.p.Completed++
+		fakeComm.mu.Unlock()
+	}
+	return nil
 }
 
 type fakeEngine struct {
@@ -102,6 +174,10 @@ func (e *fakeEngine) step1() (engine.StepMetrics, error) {
 		case "slow":
 			ms += float64(f.SlowMS)
 		}
+	}
+	stalled := f.Kind == "stall" && f.AtStep == e.step
+	if err := e.collectives(e.step, stalled, f.Rank == e.cfg.Dist.Rank); err != nil {
+		return engine.StepMetrics{}, err
 	}
 	time.Sleep(time.Duration(ms * float64(time.Millisecond)))
 	mb := max(e.cfg.MicroBatch, 1)

@@ -103,23 +103,49 @@ func mpsLogName(trialID string, rep int) string {
 	return filepath.Join(filepath.Dir(store.LogName(trialID, 0, rep)), "mps-control."+store.RepeatTag(rep)+".log")
 }
 
-// checksumsDisagree compares the parameter checksums of the ranks of one
-// data-parallel world (no pipeline stages): after the same all-reduced updates
-// they must be identical; a difference means wrong reductions (e.g. a forced
-// NCCL protocol that sums wrongly).
+// checksumsDisagree compares the parameter checksums of ranks that must hold
+// identical parameters: every rank of a data-parallel world, and with pipeline
+// stages the replicas of each stage (ranks s, S+s, ...: the engine's checksum
+// of a pipelined rank covers the parameters its stage owns). After the same
+// all-reduced updates they must be identical; a difference means wrong
+// reductions (e.g. a forced NCCL protocol that sums wrongly, a broken stage
+// all-reduce).
 func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 	c := sp.Configs[0]
-	if c.Dist.WorldSize < 2 || c.Pipeline.Stages > 1 || len(ranks) < 2 {
+	if c.Dist.WorldSize < 2 || len(ranks) < 2 {
 		return ""
 	}
-	ref := ranks[0].Checksum
-	for _, r := range ranks[1:] {
-		if ref == nil || r.Checksum == nil {
-			return ""
+	groups := map[int][]store.RankRecord{} // stage -> its replicas, in rank order
+	var order []int
+	for _, r := range ranks {
+		stage := 0
+		if c.Pipeline.Stages > 1 {
+			if r.Info == nil || r.Info.Pipeline == nil {
+				return "" // a rank that never reported its stage: nothing to compare
+			}
+			stage = r.Info.Pipeline.Stage
 		}
-		if r.Checksum.Hash != ref.Hash {
-			return fmt.Sprintf("parameters differ across data-parallel ranks after the last step: rank 0 %s (sum %g), rank %d %s (sum %g)",
-				ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
+		if _, ok := groups[stage]; !ok {
+			order = append(order, stage)
+		}
+		groups[stage] = append(groups[stage], r)
+	}
+	for _, stage := range order {
+		g := groups[stage]
+		ref := g[0].Checksum
+		for _, r := range g[1:] {
+			if ref == nil || r.Checksum == nil {
+				return ""
+			}
+			if r.Checksum.Hash == ref.Hash {
+				continue
+			}
+			what := "data-parallel ranks"
+			if c.Pipeline.Stages > 1 {
+				what = fmt.Sprintf("the data-parallel replicas of pipeline stage %d", stage)
+			}
+			return fmt.Sprintf("parameters differ across %s after the last step: rank %d %s (sum %g), rank %d %s (sum %g)",
+				what, g[0].Rank, ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
 		}
 	}
 	return ""

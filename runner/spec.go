@@ -55,6 +55,9 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	if err := knobs.EngineConfig(t.Knobs, &base); err != nil {
 		return nil, fmt.Errorf("trial %s: %w", t.ID, err)
 	}
+	// The collective deadline until the warm-up shows the step time (the
+	// worker then lowers it: warmDeadlineMS).
+	base.Dist.TimeoutMS = commDeadlineMS(s.Workload.Timeout.Milliseconds())
 	if base.Threads == 0 && m.Device == "cpu" {
 		base.Threads = max(1, runtime.NumCPU()/sp.Ranks)
 	}

@@ -106,6 +106,18 @@ func TestChecksumsDisagree(t *testing.T) {
 	assert.Empty(t, checksumsDisagree(sp, differ))
 	sp = &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 1}}}}
 	assert.Empty(t, checksumsDisagree(sp, differ), "replicas (procs_per_gpu) are independent")
+
+	// pipeline x DP: 2 stages x 2 replicas; stage s is held by ranks s and 2+s.
+	sp = &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 4}, Pipeline: engine.PipelineConfig{Stages: 2}}}}
+	pp := func(rank, stage int, hash string) store.RankRecord {
+		return store.RankRecord{Rank: rank, Info: &engine.Info{Pipeline: &engine.PipelineInfo{Stages: 2, Stage: stage}},
+			Checksum: &engine.Checksum{Hash: hash}}
+	}
+	replicas := []store.RankRecord{pp(0, 0, "s0"), pp(1, 1, "s1"), pp(2, 0, "s0"), pp(3, 1, "s1")}
+	assert.Empty(t, checksumsDisagree(sp, replicas), "stages differ from each other, replicas agree")
+	replicas[3] = pp(3, 1, "xx")
+	assert.Equal(t, "parameters differ across the data-parallel replicas of pipeline stage 1 after the last step: rank 1 s1 (sum 0), rank 3 xx (sum 0)",
+		checksumsDisagree(sp, replicas))
 }
 
 // TestNCCLDebugSettings: a study that sweeps an nccl.* knob gives every

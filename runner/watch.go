@@ -134,6 +134,9 @@ func (w *watcher) event(ev rendezvous.Event) {
 	switch m.Type {
 	case rendezvous.TypeHeartbeat:
 		st.lastStep = max(st.lastStep, m.Step)
+		if m.Progress != nil {
+			st.rec.Comm = m.Progress
+		}
 	case rendezvous.TypeMark:
 		st.marks[m.Name] = time.Unix(0, m.At)
 		w.window(m.Name)
@@ -293,12 +296,23 @@ func (w *watcher) result() *repeatResult {
 		st.rec.LastStep = st.lastStep
 		res.Rec.Ranks = append(res.Rec.Ranks, st.rec)
 	}
+	// A hang or a failed collective: name the rank the others wait for; it,
+	// not the rank whose collective gave up, is the one that failed.
+	if c := w.first; c != nil && (c.weak || c.outcome == store.Timeout) {
+		if rank, why := behind(res.Rec.Ranks); why != "" {
+			res.Rec.Error += "; communication: " + why
+			if rank >= 0 && (c.weak || c.rank < 0) {
+				res.FailedRank = rank
+			}
+		}
+	}
 	if res.Rec.Outcome == store.OK {
 		if msg := checksumsDisagree(w.sp, res.Rec.Ranks); msg != "" {
 			res.Rec.Outcome, res.Rec.Error = store.Failed, msg
 		}
 	}
 	if res.Rec.Outcome == store.OK {
+		splitBucketSkew(res.Rec.Ranks)
 		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
 		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
 	}

@@ -30,9 +30,13 @@ type Engine interface {
 }
 
 // Backend creates engines; the real one is the loaded engine library.
+// CommProgress and SetCommTimeout are the process's, callable from any
+// goroutine while an engine call runs (cs_comm_progress, cs_set_comm_timeout).
 type Backend interface {
 	NCCLUniqueID() (string, error)
 	Create(cfg engine.Config) (Engine, error)
+	CommProgress() (engine.CommProgress, error)
+	SetCommTimeout(ms int) (int, error)
 }
 
 // WorkerOptions configure one rank.
@@ -49,11 +53,12 @@ type worker struct {
 	c         *rendezvous.Client
 	w         *rendezvous.Welcome
 	rank      int
-	cfg       engine.Config      // the welcome's, less the faults the worker injects (fault.go)
-	fault     engine.FaultConfig // the worker's own fault
-	faulty    bool               // the fault is this rank's
-	step      atomic.Int64       // last completed step, for heartbeats
-	stopBeats func()             // the hang fault stops the heartbeats
+	cfg       engine.Config           // the welcome's, less the faults the worker injects (fault.go)
+	fault     engine.FaultConfig      // the worker's own fault
+	faulty    bool                    // the fault is this rank's
+	step      atomic.Int64            // last completed step, for heartbeats
+	backend   atomic.Pointer[Backend] // once loaded: its progress goes in the heartbeats
+	stopBeats func()                  // the hang fault stops the heartbeats
 	finished  chan struct{}
 	measured  []engine.StepMetrics // the measured steps, for the profile's comparison
 }
@@ -89,12 +94,13 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	wk.finished = make(chan struct{})
 	defer close(wk.finished)
 	wk.exitWhenLost()
-	wk.stopBeats = heartbeat(wk.c, time.Duration(max(wk.w.HeartbeatMS, 10))*time.Millisecond, &wk.step, wk.finished)
+	wk.stopBeats = heartbeat(wk.c, time.Duration(max(wk.w.HeartbeatMS, 10))*time.Millisecond, &wk.step, wk.progress, wk.finished)
 
 	be, err := wk.o.Open(wk.w.EngineLib)
 	if err != nil {
 		return wk.report(ctx, err)
 	}
+	wk.backend.Store(&be)
 	wk.mark(timeline.MarkLoaded, time.Now())
 	if _, err := wk.c.Get(ctx, rendezvous.KeyGo); err != nil {
 		return err
@@ -105,7 +111,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	defer e.Close()
-	if err := wk.run(ctx, e); err != nil {
+	if err := wk.run(ctx, e, be); err != nil {
 		return err
 	}
 	return wk.finish(ctx, e)
@@ -228,7 +234,7 @@ func (wk *worker) create(ctx context.Context, be Backend) (Engine, error) {
 // run reports the engine's facts, meets the other ranks at the start barrier
 // and runs the warm-up and measured steps, marking where the measured window
 // opens and closes.
-func (wk *worker) run(ctx context.Context, e Engine) error {
+func (wk *worker) run(ctx context.Context, e Engine, be Backend) error {
 	info, err := e.Info()
 	if err != nil {
 		return wk.report(ctx, err)
@@ -247,6 +253,7 @@ func (wk *worker) run(ctx context.Context, e Engine) error {
 	}
 	breaks := wk.faultSteps()
 	step := 0 // the next step's index (the engine counts every step, warm-up ones included)
+	lastWarmMS := 0.0 // the last warm-up step's time: the collective deadline's measure
 	// call runs n steps in one engine call and reports them.
 	call := func(n int, warm bool) (time.Time, error) {
 		ms, err := e.Steps(n)
@@ -255,7 +262,9 @@ func (wk *worker) run(ctx context.Context, e Engine) error {
 		}
 		end := time.Now()
 		for _, m := range ms {
-			if !warm {
+			if warm {
+				lastWarmMS = m.StepMS
+			} else {
 				wk.measured = append(wk.measured, m)
 			}
 			if err := wk.c.Step(m, warm); err != nil {
@@ -289,6 +298,7 @@ func (wk *worker) run(ctx context.Context, e Engine) error {
 	}
 	if warmup > 0 {
 		wk.mark(timeline.MarkWarm, end)
+		wk.warmDeadline(be, lastWarmMS)
 	}
 	// the planned measured steps, then more until the window lasted long enough
 	from := end
@@ -371,9 +381,44 @@ func (wk *worker) finish(ctx context.Context, e Engine) error {
 	return wk.c.Done(ctx)
 }
 
+// warmDeadline lowers the collective deadline, once the warm-up showed the
+// step time, to max(60 s, 5 × the last warm-up step) (never above the one the
+// engine started with: commDeadlineMS).
+func (wk *worker) warmDeadline(be Backend, stepMS float64) {
+	initial := wk.cfg.Dist.TimeoutMS
+	if initial <= 0 {
+		initial = commDeadlineMS(0) // the engine's default
+	}
+	ms := warmDeadlineMS(stepMS, initial)
+	if ms >= initial || wk.cfg.Dist.WorldSize <= 1 && wk.cfg.Dist.Backend == "" {
+		return // no communicator, or nothing to lower
+	}
+	got, err := be.SetCommTimeout(ms)
+	if err != nil {
+		fmt.Fprintf(wk.o.Log, "worker: could not set the collective deadline: %v\n", err)
+		return
+	}
+	fmt.Fprintf(wk.o.Log, "worker: collective deadline %d ms (5 x the warm step of %.1f ms, at least 60 s)\n", got, stepMS)
+}
+
+// progress is the loaded engine's communication progress; nil before the
+// engine library is loaded or when it cannot say.
+func (wk *worker) progress() *engine.CommProgress {
+	be := wk.backend.Load()
+	if be == nil {
+		return nil
+	}
+	p, err := (*be).CommProgress()
+	if err != nil {
+		return nil
+	}
+	return &p
+}
+
 // heartbeat beats every interval from its own goroutine (so a long step still
-// beats) until finished closes; the function it returns stops the beats.
-func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, finished <-chan struct{}) (stop func()) {
+// beats) until finished closes; the function it returns stops the beats. Each
+// beat carries the communication progress (progress may answer nil).
+func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, progress func() *engine.CommProgress, finished <-chan struct{}) (stop func()) {
 	var beating atomic.Bool
 	beating.Store(true)
 	go func() {
@@ -385,7 +430,7 @@ func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, fi
 				return
 			case <-t.C:
 				if beating.Load() {
-					_ = c.Heartbeat(int(step.Load()))
+					_ = c.Heartbeat(int(step.Load()), progress())
 				}
 			}
 		}

@@ -90,6 +90,10 @@ func TestWorkerExchangesTheNCCLID(t *testing.T) {
 type idBackend struct{ got string }
 
 func (b *idBackend) NCCLUniqueID() (string, error) { return "id-from-rank0", nil }
+
+func (b *idBackend) CommProgress() (engine.CommProgress, error) { return engine.CommProgress{}, nil }
+
+func (b *idBackend) SetCommTimeout(ms int) (int, error) { return ms, nil }
 func (b *idBackend) Create(cfg engine.Config) (Engine, error) {
 	b.got = cfg.Dist.NCCLID
 	return &fakeEngine{cfg: engine.Config{Dist: engine.DistConfig{Rank: cfg.Dist.Rank}}}, nil

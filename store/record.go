@@ -115,6 +115,10 @@ type RankRecord struct {
 	// NCCLTransport is how the rank's channels connected, when its log has
 	// NCCL's INIT lines.
 	NCCLTransport *NCCLTransport `json:"nccl_transport,omitempty"`
+	// Comm is the rank's communication progress as its last heartbeat
+	// carried it (collectives issued and completed, step, bucket): on a hang
+	// or a failed collective, the record names the rank that is behind.
+	Comm *engine.CommProgress `json:"comm,omitempty"`
 }
 
 // GPUSample is one NVML reading taken while a trial ran.

@@ -40,9 +40,12 @@ func newBenchAllReduceCommand() *cobra.Command {
 		Long: "allreduce starts --ranks local processes of this binary, each one rank of the engine's " +
 			"communicator (the one the DDP reducer uses: NCCL for --device cuda, rank r on GPU r; Gloo for " +
 			"cpu), and times an fp32 sum all-reduce of each size. Each size is checked once for a correct " +
-			"sum, then --warmup iterations are discarded and --iters are timed one by one on the " +
-			"communication stream (CUDA events; the host clock of the Gloo call). The time of an iteration " +
-			"is the slowest rank's; the table shows the median over iterations and nccl-tests' bandwidths: " +
+			"sum and --warmup iterations are discarded. --mode sync times --iters one by one on the " +
+			"communication stream (CUDA events; the host clock of the Gloo call), the host waiting after each; " +
+			"--mode nccl-tests times them as nccl-tests does: after a barrier, back to back, one host wait, " +
+			"the loop's time divided by --iters. A rank's time includes waiting for the ranks that arrive " +
+			"later, so the time shown is the least over ranks (in sync mode per iteration, then the median " +
+			"over iterations), the skew the most less the least, and the bandwidths are nccl-tests': " +
 			"algbw = bytes / time, busbw = algbw * 2(n-1)/n.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,6 +82,7 @@ func newBenchAllReduceCommand() *cobra.Command {
 	f.StringVar(&o.Device, "device", "cpu", "cpu (Gloo) or cuda (NCCL, rank r on GPU r)")
 	f.IntVar(&o.Iters, "iters", 20, "timed iterations per size")
 	f.IntVar(&o.Warmup, "warmup", 5, "discarded iterations per size")
+	f.StringVar(&o.Mode, "mode", bench.ModeSync, "sync (each iteration waited for and timed on its own) or nccl-tests (back to back, one wait, as nccl-tests times)")
 	durationVar(f, &o.Timeout, "timeout", 10*time.Minute, time.Second, 24*time.Hour, "deadline for the whole benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	// one rank, started by the parent (bench.AllReduce.RankArgs)

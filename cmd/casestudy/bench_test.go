@@ -19,6 +19,7 @@ func TestBenchAllReduceFlags(t *testing.T) {
 		{"no ranks", "--ranks=0"},
 		{"bad device", "--device=tpu"},
 		{"no iterations", "--iters=0"},
+		{"bad mode", "--mode=fast"},
 		{"a stray argument", "extra"},
 	}
 	for _, tt := range tests {
@@ -35,23 +36,30 @@ func TestBenchAllReduceFlags(t *testing.T) {
 func TestBenchAllReduceCPU(t *testing.T) {
 	lib := engineLibOrSkip(t)
 	t.Setenv(asMainEnv, "1")
-	var out, errb bytes.Buffer
-	code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
-		"--ranks", "2", "--sizes", "64K,1M", "--iters", "5", "--warmup", "1", "--json"}, &out, &errb)
-	require.Equal(t, 0, code, errb.String())
-	var res bench.Result
-	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
-	assert.Equal(t, "gloo", res.Backend)
-	assert.Equal(t, 2, res.Ranks)
-	require.Len(t, res.Rows, 2)
-	for i, want := range []int64{64 << 10, 1 << 20} {
-		row := res.Rows[i]
-		assert.Equal(t, want, row.Bytes)
-		assert.Equal(t, want/4, row.Count)
-		assert.Positive(t, row.MS)
-		assert.LessOrEqual(t, row.MinMS, row.MS)
-		assert.GreaterOrEqual(t, row.MaxMS, row.MS)
-		assert.InDelta(t, float64(want)/(row.MS*1e6), row.AlgBWGBs, 1e-9)
-		assert.InDelta(t, row.AlgBWGBs, row.BusBWGBs, 1e-9) // 2 ranks: 2(n-1)/n = 1
+	for _, mode := range []string{bench.ModeSync, bench.ModeNCCLTests} {
+		t.Run(mode, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
+				"--ranks", "2", "--sizes", "64K,1M", "--iters", "5", "--warmup", "1", "--mode", mode, "--json"}, &out, &errb)
+			require.Equal(t, 0, code, errb.String())
+			var res bench.Result
+			require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+			assert.Equal(t, "gloo", res.Backend)
+			assert.Equal(t, 2, res.Ranks)
+			assert.Equal(t, mode, res.Mode)
+			require.Len(t, res.Rows, 2)
+			for i, want := range []int64{64 << 10, 1 << 20} {
+				row := res.Rows[i]
+				assert.Equal(t, want, row.Bytes)
+				assert.Equal(t, want/4, row.Count)
+				assert.Positive(t, row.MS)
+				assert.LessOrEqual(t, row.MinMS, row.MS)
+				assert.GreaterOrEqual(t, row.MaxMS, row.MS)
+				assert.GreaterOrEqual(t, row.SlowestMS, row.MS, "the least over ranks is at most the slowest")
+				assert.GreaterOrEqual(t, row.SkewMS, 0.0)
+				assert.InDelta(t, float64(want)/(row.MS*1e6), row.AlgBWGBs, 1e-9)
+				assert.InDelta(t, row.AlgBWGBs, row.BusBWGBs, 1e-9) // 2 ranks: 2(n-1)/n = 1
+			}
+		})
 	}
 }

@@ -41,6 +41,10 @@ func openEngine(path string) (runner.Backend, error) {
 
 func (b libraryBackend) NCCLUniqueID() (string, error) { return b.lib.NCCLUniqueID() }
 
+func (b libraryBackend) CommProgress() (engine.CommProgress, error) { return b.lib.CommProgress() }
+
+func (b libraryBackend) SetCommTimeout(ms int) (int, error) { return b.lib.SetCommTimeout(ms) }
+
 func (b libraryBackend) Create(cfg engine.Config) (runner.Engine, error) {
 	e, err := b.lib.Create(cfg)
 	if err != nil {

@@ -57,7 +57,7 @@ import (
 var abiSymbols = []string{
 	"cs_abi_version", "cs_free", "cs_build_info", "cs_models", "cs_describe", "cs_create",
 	"cs_info", "cs_step", "cs_steps", "cs_profile", "cs_param_checksum", "cs_nccl_unique_id",
-	"cs_bench_allreduce", "cs_destroy",
+	"cs_bench_allreduce", "cs_comm_progress", "cs_set_comm_timeout", "cs_destroy",
 }
 
 // symbols holds the resolved functions of one opened library.
@@ -155,7 +155,7 @@ func statusError(op string, st engine.Status, errs *C.char) error {
 }
 
 // text calls a function that only answers text (cs_build_info, cs_models,
-// cs_nccl_unique_id).
+// cs_nccl_unique_id, cs_comm_progress).
 func (s *symbols) text(name string) (string, error) {
 	var out, errs *C.char
 	st := C.call_text(s.fn[name], &out, &errs)
@@ -163,7 +163,7 @@ func (s *symbols) text(name string) (string, error) {
 }
 
 // configText calls a function that reads config JSON and answers text
-// (cs_describe, cs_bench_allreduce).
+// (cs_describe, cs_bench_allreduce, cs_set_comm_timeout).
 func (s *symbols) configText(name, config string) (string, error) {
 	cfg := C.CString(config)
 	defer C.free(unsafe.Pointer(cfg))

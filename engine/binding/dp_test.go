@@ -70,6 +70,8 @@ func dpChild() int {
 	if err := ncclRendezvous(lib, &cfg); err != nil { // gpu_multi_test.go
 		return fail(err)
 	}
+	stopProgress := printProgress(lib) // comm_test.go
+	defer stopProgress()
 	e, err := lib.Create(cfg)
 	if err != nil {
 		return fail(err)
@@ -81,7 +83,11 @@ func dpChild() int {
 	for i := 0; i < steps; i++ {
 		m, err := e.Step()
 		if err != nil {
+			stopProgress()
 			return fail(fmt.Errorf("step %d: %w", i, err))
+		}
+		if err := lowerCommTimeout(lib, i); err != nil { // comm_test.go
+			return fail(err)
 		}
 		res.Losses = append(res.Losses, m.Loss)
 		res.Metrics = append(res.Metrics, m)

@@ -12,7 +12,7 @@ import (
 )
 
 // ABIVersion is the CS_ABI_VERSION this binding speaks.
-const ABIVersion = 3
+const ABIVersion = 4
 
 // Library is an opened engine library. Its methods are safe for concurrent
 // use. Each Load opens its own reference (dlopen counts them); Close drops it
@@ -172,6 +172,31 @@ func (l *Library) NCCLUniqueID() (string, error) {
 	}
 	defer l.release()
 	return l.syms.text("cs_nccl_unique_id")
+}
+
+// CommProgress reads this process's communication progress
+// (cs_comm_progress). It does not go through an engine's thread: it is meant
+// to be called while another goroutine runs Engine.Steps (the worker's
+// heartbeats), and the engine only reads counters to answer.
+func (l *Library) CommProgress() (engine.CommProgress, error) {
+	var p engine.CommProgress
+	err := l.callJSON(func() (string, error) { return l.syms.text("cs_comm_progress") }, "cs_comm_progress", &p)
+	return p, err
+}
+
+// SetCommTimeout sets the per-collective deadline of this process's
+// communicators (cs_set_comm_timeout), from any goroutine; it answers the
+// deadline now in force.
+func (l *Library) SetCommTimeout(ms int) (int, error) {
+	req, err := json.Marshal(map[string]int{"timeout_ms": ms})
+	if err != nil {
+		return 0, err
+	}
+	var v struct {
+		TimeoutMS int `json:"timeout_ms"`
+	}
+	err = l.callJSON(func() (string, error) { return l.syms.configText("cs_set_comm_timeout", string(req)) }, "cs_set_comm_timeout", &v)
+	return v.TimeoutMS, err
 }
 
 // callJSON runs call with a reference held and decodes its JSON into v.

@@ -160,6 +160,18 @@ func TestFakeBinding(t *testing.T) {
 		_, err = lib.Create(engine.Config{Device: "cuda"})
 		assert.ErrorIs(t, err, engine.ErrUnsupported)
 	})
+	t.Run("communication progress and deadline, off the engine thread", func(t *testing.T) {
+		p, err := lib.CommProgress()
+		require.NoError(t, err)
+		assert.Equal(t, engine.CommProgress{Issued: 3, Completed: 2, LastOp: "all_reduce", Step: 1,
+			PendingMS: 12.5, DeadlineMS: 60000}, p)
+		assert.Equal(t, int64(1), p.Outstanding())
+		ms, err := lib.SetCommTimeout(90000)
+		require.NoError(t, err)
+		assert.Equal(t, 90000, ms)
+		_, err = lib.SetCommTimeout(0)
+		assert.ErrorIs(t, err, engine.ErrConfig)
+	})
 	t.Run("describe decodes", func(t *testing.T) {
 		d, err := lib.Describe(engine.Config{Family: "gpt", Preset: "x"})
 		require.NoError(t, err)

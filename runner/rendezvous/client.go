@@ -140,9 +140,11 @@ func (c *Client) Barrier(ctx context.Context, name string) error {
 	return err
 }
 
-// Heartbeat tells the runner the rank is alive; step is the last completed step.
-func (c *Client) Heartbeat(step int) error {
-	return c.write(Message{Type: TypeHeartbeat, Step: step})
+// Heartbeat tells the runner the rank is alive; step is the last completed
+// step, progress (nil before the engine is loaded) what its communicators
+// issued and completed.
+func (c *Client) Heartbeat(step int, progress *engine.CommProgress) error {
+	return c.write(Message{Type: TypeHeartbeat, Step: step, Progress: progress})
 }
 
 // Mark reports a timeline mark: the phase that ends at it ended at at.

@@ -21,7 +21,7 @@ const (
 	TypeValue     = "value"     // runner → rank: key, value
 	TypeBarrier   = "barrier"   // rank → runner: name (reply: ok, once every rank arrived)
 	TypeOK        = "ok"        // runner → rank: a request is done
-	TypeHeartbeat = "heartbeat" // rank → runner: the last completed step (every ~1 s)
+	TypeHeartbeat = "heartbeat" // rank → runner: the last completed step and the communication progress (every ~1 s)
 	TypeMark      = "mark"      // rank → runner: name, at (a timeline mark: the end of a phase)
 	TypeInfo      = "info"      // rank → runner: engine.Info of the created engine
 	TypeStep      = "step"      // rank → runner: one step's metrics, warm-up or measured
@@ -38,25 +38,26 @@ const StatusComm = "comm"
 
 // Message is one JSON line in either direction.
 type Message struct {
-	Type     string              `json:"type"`
-	ID       int64               `json:"id,omitempty"`
-	Token    string              `json:"token,omitempty"`
-	Role     string              `json:"role,omitempty"` // hello: "" a rank, RoleStore a store connection
-	Rank     int                 `json:"rank"`
-	Key      string              `json:"key,omitempty"`
-	Value    string              `json:"value,omitempty"`
-	Name     string              `json:"name,omitempty"`
-	Step     int                 `json:"step,omitempty"`
-	At       int64               `json:"at,omitempty"` // mark: wall clock, ns since the Unix epoch
-	Warmup   bool                `json:"warmup,omitempty"`
-	Welcome  *Welcome            `json:"welcome,omitempty"`
-	Info     *engine.Info        `json:"info,omitempty"`
-	Metrics  *engine.StepMetrics `json:"metrics,omitempty"`
-	Checksum *engine.Checksum    `json:"checksum,omitempty"`
-	Profile  *profile.Summary    `json:"profile,omitempty"`
-	Status   string              `json:"status,omitempty"`
-	Signal   string              `json:"signal,omitempty"`
-	Message  string              `json:"message,omitempty"`
+	Type     string               `json:"type"`
+	ID       int64                `json:"id,omitempty"`
+	Token    string               `json:"token,omitempty"`
+	Role     string               `json:"role,omitempty"` // hello: "" a rank, RoleStore a store connection
+	Rank     int                  `json:"rank"`
+	Key      string               `json:"key,omitempty"`
+	Value    string               `json:"value,omitempty"`
+	Name     string               `json:"name,omitempty"`
+	Step     int                  `json:"step,omitempty"`
+	At       int64                `json:"at,omitempty"` // mark: wall clock, ns since the Unix epoch
+	Warmup   bool                 `json:"warmup,omitempty"`
+	Welcome  *Welcome             `json:"welcome,omitempty"`
+	Info     *engine.Info         `json:"info,omitempty"`
+	Metrics  *engine.StepMetrics  `json:"metrics,omitempty"`
+	Checksum *engine.Checksum     `json:"checksum,omitempty"`
+	Profile  *profile.Summary     `json:"profile,omitempty"`
+	Progress *engine.CommProgress `json:"progress,omitempty"` // heartbeat: collectives issued and completed
+	Status   string               `json:"status,omitempty"`
+	Signal   string               `json:"signal,omitempty"`
+	Message  string               `json:"message,omitempty"`
 }
 
 // Welcome is what a rank gets when it joins: its engine configuration and how

@@ -60,7 +60,7 @@ func TestJoinKVBarrierStream(t *testing.T) {
 			assert.NoError(t, err)
 			got[r] = v
 			assert.NoError(t, c.Barrier(ctx(t), "start"))
-			assert.NoError(t, c.Heartbeat(0))
+			assert.NoError(t, c.Heartbeat(0, nil))
 			assert.NoError(t, c.Step(engine.StepMetrics{Step: 1, StepMS: 5}, false))
 			assert.NoError(t, c.Done(ctx(t)))
 		}()

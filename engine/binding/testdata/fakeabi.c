@@ -157,6 +157,24 @@ cs_status cs_bench_allreduce(const char *config_json, char **out, char **err) {
   return fail(CS_ERR_UNSUPPORTED, "the fake has no communicator", err);
 }
 
+/* Progress counters of a rank that issued 3 collectives and finished 2. */
+cs_status cs_comm_progress(char **out, char **err) {
+  return answer(dup("{\"collectives_issued\":3,\"collectives_completed\":2,\"last_op\":\"all_reduce\","
+                    "\"step\":1,\"bucket\":0,\"pending_ms\":12.5,\"deadline_ms\":60000,"
+                    "\"failed\":false,\"failure\":\"\"}"),
+                out, err);
+}
+
+cs_status cs_set_comm_timeout(const char *request_json, char **out, char **err) {
+  int ms = 0;
+  *out = NULL;
+  if (sscanf(request_json, "{\"timeout_ms\":%d}", &ms) != 1 || ms < 1)
+    return fail(CS_ERR_CONFIG, "comm timeout request: expected {\"timeout_ms\": n} with n >= 1", err);
+  char text[64];
+  snprintf(text, sizeof text, "{\"timeout_ms\":%d}", ms);
+  return answer(dup(text), out, err);
+}
+
 cs_status cs_destroy(cs_engine *e, char **err) {
   int fails = e != NULL && e->teardown_fails;
   free(e);

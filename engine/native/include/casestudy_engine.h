@@ -38,7 +38,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define CS_ABI_VERSION 3
+#define CS_ABI_VERSION 4
 
 /* No exception leaves these functions (C++: noexcept is part of their type). */
 #ifdef __cplusplus
@@ -64,7 +64,7 @@ int cs_abi_version(void) CS_NOEXCEPT;
 /* Releases a string the engine handed out (*out, *err); safe on NULL. */
 void cs_free(char *s) CS_NOEXCEPT;
 
-/* Build facts: {"abi":3,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
+/* Build facts: {"abi":4,"torch":"2.11.0","cuda":"13.0","nccl":"2.28.9",
  * "cudnn":"91900","gloo":true,"cuda_available":true,"device_count":1,...}. */
 cs_status cs_build_info(char **out, char **err) CS_NOEXCEPT;
 
@@ -125,6 +125,20 @@ cs_status cs_nccl_unique_id(char **out, char **err) CS_NOEXCEPT;
  * with the same sizes. Answers {"backend","version","world_size","rank","device",
  * "results":[{"bytes","count","ms":[one per timed iteration]}]}. */
 cs_status cs_bench_allreduce(const char *config_json, char **out, char **err) CS_NOEXCEPT;
+
+/* This rank's communication progress, callable from any thread while another
+ * runs cs_steps (it reads counters; it never waits for a collective):
+ * {"collectives_issued","collectives_completed","last_op","step","bucket",
+ *  "pending_ms","deadline_ms","failed","failure"} (docs/engine.md). Counts are
+ * of the process's communicators since the last cs_create. */
+cs_status cs_comm_progress(char **out, char **err) CS_NOEXCEPT;
+
+/* Sets the per-collective deadline of this process's communicators (initially
+ * the config's dist.timeout_ms), from any thread: request_json {"timeout_ms": n},
+ * 1 ≤ n ≤ 86400000. A collective outstanding longer fails with CS_ERR_COMM and
+ * aborts its communicator (Gloo's own socket timeout stays the config's; the
+ * host wait follows this one). Answers {"timeout_ms": n}. */
+cs_status cs_set_comm_timeout(const char *request_json, char **out, char **err) CS_NOEXCEPT;
 
 /* Tears the engine down and frees it; safe on NULL. The orderly teardown
  * (waiting for the device's queued work, closing the communicators) reports

@@ -3,12 +3,20 @@
 // (`casestudy bench allreduce`).
 //
 // Config JSON: {"device":"cpu|cuda","device_index":0,"threads":0,
-//   "dist":{...as the engine config...},"sizes":[bytes,...],"iters":20,"warmup":5}
-// Output JSON: {"backend","version","world_size","rank","device",
-//   "results":[{"bytes":N,"count":N,"ms":[per timed iteration]}]}
+//   "dist":{...as the engine config...},"sizes":[bytes,...],"iters":20,"warmup":5,
+//   "mode":"sync|nccl-tests"}
+// Output JSON: {"backend","version","world_size","rank","device","mode",
+//   "results":[{"bytes":N,"count":N,"ms":[per timed iteration],"avg_ms":x}]}
 // Every rank runs the same sequence; each size is checked once for a correct
-// sum before it is timed, and each iteration is one all-reduce timed on the
-// communication stream (CUDA events / host clock of the Gloo call).
+// sum before it is timed. Mode sync (the default): each iteration is one
+// all-reduce timed on the communication stream (CUDA events / host clock of
+// the Gloo call) and the host waits for it before the next ("ms"). Mode
+// nccl-tests, as nccl-tests times (doc/PERFORMANCE.md): after a barrier the
+// iterations are issued back to back, the host waits once, after the last, and
+// avg_ms is the host time of the loop over iters ("ms" is empty).
+#include <chrono>
+
+#include "comm_watch.h"
 #include "dist.h"
 #include "model.h"
 #include "nlohmann/json.hpp"
@@ -24,6 +32,7 @@ struct BenchConfig {
   DistOptions dist;
   std::vector<int64_t> sizes;
   int iters = 20, warmup = 5;
+  std::string mode = "sync";  // sync | nccl-tests
 };
 
 template <typename T>
@@ -64,6 +73,9 @@ BenchConfig parse(const char* text) {
   c.sizes = field<std::vector<int64_t>>(j, "sizes", {});
   c.iters = field<int>(j, "iters", 20);
   c.warmup = field<int>(j, "warmup", 5);
+  c.mode = field<std::string>(j, "mode", "sync");
+  if (c.mode != "sync" && c.mode != "nccl-tests")
+    throw ConfigError("bench config: mode must be sync or nccl-tests, got \"" + c.mode + "\"");
   if (c.sizes.empty()) throw ConfigError("bench config: sizes is empty");
   for (int64_t s : c.sizes) {
     if (s < 4) throw ConfigError("bench config: size " + std::to_string(s) + " is below 4 bytes (one fp32)");
@@ -74,6 +86,8 @@ BenchConfig parse(const char* text) {
 
 json run(const BenchConfig& c) {
   if (c.threads > 0) torch::set_num_threads(c.threads);
+  commwatch::reset();
+  commwatch::set_deadline_ms(c.dist.timeout_ms);
   auto comm = make_communicator(c.dist, c.device);
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(c.device);
   double n = comm->world_size();
@@ -95,16 +109,29 @@ json run(const BenchConfig& c) {
     for (int i = 0; i < c.warmup; ++i) comm->all_reduce_sum(t)->wait();
     comm->barrier();
     std::vector<double> ms;
-    for (int i = 0; i < c.iters; ++i) {
-      auto w = comm->all_reduce_sum(t);
-      w->wait();
-      ms.push_back(w->elapsed_ms());
+    double avg_ms = 0;
+    if (c.mode == "nccl-tests") {
+      // Back to back: the ranks' arrival skew is paid once, not per iteration.
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<CommWork>> works;
+      for (int i = 0; i < c.iters; ++i) works.push_back(comm->all_reduce_sum(t));
+      for (auto& w : works) w->wait();
+      works.back()->elapsed_ms();  // the host's one wait: the last is done, so are the others
+      const auto t1 = std::chrono::steady_clock::now();
+      avg_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / c.iters;
+    } else {
+      for (int i = 0; i < c.iters; ++i) {
+        auto w = comm->all_reduce_sum(t);
+        w->wait();
+        ms.push_back(w->elapsed_ms());
+        avg_ms += ms.back() / c.iters;
+      }
     }
-    results.push_back({{"bytes", count * 4}, {"count", count}, {"ms", ms}});
+    results.push_back({{"bytes", count * 4}, {"count", count}, {"ms", ms}, {"avg_ms", avg_ms}});
   }
   comm->barrier();
   return {{"backend", comm->backend()}, {"version", comm->version()}, {"world_size", comm->world_size()},
-          {"rank", comm->rank()}, {"device", c.device.str()}, {"results", results}};
+          {"rank", comm->rank()}, {"device", c.device.str()}, {"mode", c.mode}, {"results", results}};
 }
 
 }  // namespace

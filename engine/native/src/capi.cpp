@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "comm_watch.h"
 #include "compat.h"
 #include "config.h"
 #include "device.h"
@@ -218,6 +219,34 @@ cs_status cs_bench_allreduce(const char* config_json, char** out, char** err) no
     if (out != nullptr) *out = nullptr;
     if (!config_json) throw cs::ConfigError("bench config: NULL");
     return put_json(cs::bench_allreduce(config_json), out);
+  });
+}
+
+cs_status cs_comm_progress(char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    if (out != nullptr) *out = nullptr;
+    return put_json(cs::commwatch::progress_json(), out);
+  });
+}
+
+cs_status cs_set_comm_timeout(const char* request_json, char** out, char** err) noexcept {
+  return guarded(err, [&] {
+    if (out != nullptr) *out = nullptr;
+    if (!request_json) throw cs::ConfigError("cs_set_comm_timeout: request is NULL");
+    json j;
+    try {
+      j = json::parse(request_json);
+    } catch (const json::exception& ex) {
+      throw cs::ConfigError(std::string("comm timeout request: ") + ex.what());
+    }
+    if (!j.is_object() || j.size() != 1 || !j.contains("timeout_ms") || !j["timeout_ms"].is_number_integer())
+      throw cs::ConfigError("comm timeout request: expected {\"timeout_ms\": n} with n ≥ 1");
+    const int64_t ms = j["timeout_ms"].get<int64_t>();
+    if (ms < 1 || ms > 24LL * 3600 * 1000)
+      throw cs::ConfigError("comm timeout request: timeout_ms " + std::to_string(ms) +
+                            " is out of range 1..86400000");
+    cs::commwatch::set_deadline_ms(int(ms));
+    return put_json({{"timeout_ms", cs::commwatch::deadline_ms()}}, out);
   });
 }
 

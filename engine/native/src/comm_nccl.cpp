@@ -5,10 +5,14 @@
 // a dedicated non-blocking stream that first waits for the work queued so far
 // on the caller's current stream; CUDA events around each one time it. NCCL has
 // no timeout of its own, so a watchdog thread polls the outstanding events and
-// ncclCommGetAsyncError: a collective past dist.timeout_ms, or an async error,
-// aborts the communicator (ncclCommAbort) and every later call throws CommError
-// with NCCL's text. NCCL's env knobs (NCCL_ALGO, NCCL_PROTO, ...) apply as read
-// by ncclCommInitRank in this fresh process.
+// ncclCommGetAsyncError: a collective past the deadline (dist.timeout_ms, live
+// in comm_watch.h), or an async error, aborts the communicator (ncclCommAbort)
+// and every later call throws CommError with NCCL's text. The communicator is
+// non-blocking (nccl_util.h): its init is polled under the deadline, and no
+// lock is held across a call that could block, so the watchdog's abort never
+// waits behind an enqueue. Every collective counts in comm_watch's progress.
+// NCCL's env knobs (NCCL_ALGO, NCCL_PROTO, ...) apply as read by the init in
+// this fresh process.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -23,19 +27,14 @@
 #include <thread>
 
 #include "comm_internal.h"
+#include "comm_watch.h"
 #include "model.h"
+#include "nccl_util.h"
 
 namespace cs {
 namespace {
 
-std::string nccl_text(ncclResult_t r) {
-  std::string s = ncclGetErrorString(r);
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
-  const char* last = ncclGetLastError(nullptr);
-  if (last != nullptr && *last != '\0') s += ": " + std::string(last);
-#endif
-  return s;
-}
+std::string nccl_text(ncclResult_t r) { return nccl_error_text(r); }
 
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw CommError(std::string("nccl: CUDA error in ") + what + ": " + cudaGetErrorString(e));
@@ -111,19 +110,19 @@ class NcclWork : public CommWork {
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(const DistOptions& o, torch::Device device)
-      : rank_(o.rank), world_(o.world_size), dev_(device.index() < 0 ? 0 : device.index()),
-        timeout_ms_(o.timeout_ms) {
+      : rank_(o.rank), world_(o.world_size), dev_(device.index() < 0 ? 0 : device.index()) {
     ncclUniqueId id = parse_id(o.nccl_id_hex);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
     int lo = 0, hi = 0;
     cuda_check(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cudaDeviceGetStreamPriorityRange");
     cuda_check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi), "cudaStreamCreateWithPriority");
-    ncclResult_t r = ncclCommInitRank(&comm_, world_, id, rank_);
-    if (r != ncclSuccess) {
+    try {
+      comm_ = nccl_init_rank(world_, id, rank_, "nccl");
+    } catch (...) {
       cudaStreamDestroy(stream_);
-      throw CommError("nccl: ncclCommInitRank (rank " + std::to_string(rank_) + " of " +
-                      std::to_string(world_) + "): " + nccl_text(r));
+      throw;
     }
+    abort_id_ = commwatch::on_abort([this] { abort_now("aborted after a communication failure elsewhere on this rank"); });
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -141,6 +140,7 @@ class NcclCommunicator : public Communicator {
   void close() override {
     if (closed_) return;
     closed_ = true;
+    commwatch::forget(abort_id_);
     std::shared_ptr<Events> last;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -163,8 +163,11 @@ class NcclCommunicator : public Communicator {
     {
       std::lock_guard<std::mutex> lk(comm_mu_);
       if (!aborted_) {
-        const ncclResult_t r = ncclCommDestroy(comm_);
-        if (r != ncclSuccess && failure.empty()) failure = "nccl: ncclCommDestroy: " + nccl_text(r);
+        const ncclResult_t r = nccl_destroy(comm_);
+        aborted_ = r != ncclSuccess;  // a failed finalize aborted it
+        if (r != ncclSuccess && failure.empty())
+          failure = "nccl: ncclCommFinalize/ncclCommDestroy: " +
+                    (r == ncclInProgress ? "not done after dist.timeout_ms; communicator aborted" : nccl_text(r));
       }
     }
     cudaStreamDestroy(stream_);
@@ -279,25 +282,56 @@ class NcclCommunicator : public Communicator {
   }
 
   // Orders the comm stream after the caller's current stream, issues op
-  // between two events and hands the events to the watchdog.
+  // between two events and hands the events to the watchdog. launch_mu_
+  // keeps launches in order; comm_mu_ guards the handle against the abort
+  // and is held only for calls that return at once (non-blocking NCCL), so
+  // the watchdog's abort never waits behind a blocked enqueue.
   template <typename Op>
   std::shared_ptr<CommWork> launch(const char* what, std::vector<torch::Tensor> keep, Op op) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
     auto ev = std::make_shared<Events>();
     ev->what = what;
     cudaStream_t cur = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    std::lock_guard<std::mutex> order(launch_mu_);
+    auto fail = [&](const std::string& why) {
+      const std::string msg = std::string("nccl: ") + what + " (rank " + std::to_string(rank_) + "): " + why;
+      commwatch::failed(msg);
+      throw CommError(msg);
+    };
+    ncclResult_t r = ncclSuccess;
     {
       std::lock_guard<std::mutex> lk(comm_mu_);
       throw_if_failed();
+      if (aborted_) fail("the communicator was aborted");
       cuda_check(cudaEventRecord(ev->ready, cur), "cudaEventRecord");
       cuda_check(cudaStreamWaitEvent(stream_, ev->ready, 0), "cudaStreamWaitEvent");
       cuda_check(cudaEventRecord(ev->start, stream_), "cudaEventRecord");
-      ncclResult_t r = op(stream_);
-      if (r != ncclSuccess) {
-        throw CommError(std::string("nccl: ") + what + " (rank " + std::to_string(rank_) + "): " + nccl_text(r));
-      }
+      r = op(stream_);
+    }
+    r = nccl_settle(
+        r,
+        [&](ncclResult_t* q) {
+          std::lock_guard<std::mutex> lk(comm_mu_);
+          if (aborted_) {
+            *q = ncclInternalError;
+            return ncclSuccess;
+          }
+          return ncclCommGetAsyncError(comm_, q);
+        },
+        [&] { return aborted_.load(); });
+    if (r == ncclInProgress) {
+      abort_now(std::string("nccl: ") + what + " on rank " + std::to_string(rank_) +
+                " not enqueued after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
+                "; communicator aborted");
+      throw_if_failed();
+    }
+    if (r != ncclSuccess) fail(aborted_ ? "the communicator was aborted" : nccl_text(r));
+    {
+      std::lock_guard<std::mutex> lk(comm_mu_);
+      if (aborted_) fail("the communicator was aborted");
       cuda_check(cudaEventRecord(ev->end, stream_), "cudaEventRecord");
     }
+    commwatch::issued(what);
     {
       std::lock_guard<std::mutex> lk(mu_);
       ev->issued = std::chrono::steady_clock::now();
@@ -305,6 +339,22 @@ class NcclCommunicator : public Communicator {
     }
     cv_.notify_all();
     return std::make_shared<NcclWork>(this, ev, std::move(keep));
+  }
+
+  // Records why (unless an error is already recorded) and aborts the
+  // communicator once, without waiting for the device: every later call and
+  // every wait throws CommError.
+  void abort_now(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (error_.empty()) error_ = why;
+    }
+    commwatch::failed(why);
+    cv_.notify_all();
+    std::lock_guard<std::mutex> cl(comm_mu_);
+    if (aborted_) return;
+    ncclCommAbort(comm_);
+    aborted_ = true;
   }
 
   // The watchdog: deadline and async errors of outstanding collectives.
@@ -321,21 +371,29 @@ class NcclCommunicator : public Communicator {
         cudaError_t q = cudaEventQuery(inflight_.front()->end);
         if (q == cudaSuccess) {
           inflight_.pop_front();
+          commwatch::completed();
           continue;
         }
         auto age = std::chrono::steady_clock::now() - inflight_.front()->issued;
         if (q != cudaErrorNotReady) {
           failure = std::string("nccl: CUDA error while waiting for ") + inflight_.front()->what + ": " +
                     cudaGetErrorString(q);
-        } else if (age > std::chrono::milliseconds(timeout_ms_)) {
+        } else if (age > std::chrono::milliseconds(commwatch::deadline_ms())) {
           failure = "nccl: " + inflight_.front()->what + " on rank " + std::to_string(rank_) + " of " +
                     std::to_string(world_) + " not finished after dist.timeout_ms=" +
-                    std::to_string(timeout_ms_) + "; communicator aborted";
+                    std::to_string(commwatch::deadline_ms()) + "; communicator aborted";
         }
         break;
       }
       ncclResult_t async = ncclSuccess;
-      if (failure.empty() && ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess
+      bool queried = false;
+      if (failure.empty()) {
+        // comm_mu_ is never held across a blocking call: this waits at most
+        // for an enqueue that returns at once.
+        std::unique_lock<std::mutex> cl(comm_mu_, std::try_to_lock);
+        if (cl.owns_lock() && !aborted_) queried = ncclCommGetAsyncError(comm_, &async) == ncclSuccess;
+      }
+      if (queried && async != ncclSuccess
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
           && async != ncclInProgress
 #endif
@@ -343,26 +401,23 @@ class NcclCommunicator : public Communicator {
         failure = "nccl: asynchronous error on rank " + std::to_string(rank_) + ": " + nccl_text(async);
       }
       if (!failure.empty()) {
-        error_ = failure;
         lk.unlock();
         std::fprintf(stderr, "%s\n", failure.c_str());
-        {
-          std::lock_guard<std::mutex> cl(comm_mu_);
-          ncclCommAbort(comm_);
-          aborted_ = true;
-        }
+        abort_now(failure);
         return;
       }
       cv_.wait_for(lk, std::chrono::milliseconds(2));
     }
   }
 
-  int rank_, world_, dev_, timeout_ms_;
+  int rank_, world_, dev_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::mutex comm_mu_;  // NCCL calls vs. the watchdog's abort
-  bool aborted_ = false;
+  std::mutex launch_mu_;  // one launch at a time, in issue order
+  std::mutex comm_mu_;    // the handle vs. the abort; never held across a blocking call
+  std::atomic<bool> aborted_{false};
   bool closed_ = false;
+  int abort_id_ = 0;
   std::mutex mu_;  // the fields below
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Events>> inflight_;

@@ -203,6 +203,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.fault.rank = int(fl.integer("rank", 0));
   c.fault.at_step = fl.integer("at_step", 0);
   c.fault.slow_ms = int(fl.integer("slow_ms", 0));
+  c.fault.bucket = int(fl.integer("bucket", 0));
 
   f.refuse_unknown();
   d.refuse_unknown();
@@ -261,12 +262,18 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
                       "or set balance_by params");
 
   if (!c.fault.kind.empty())
-    one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error"});
+    one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall"});
   at_least("fault.rank", c.fault.rank, 0);
   at_least<int64_t>("fault.at_step", c.fault.at_step, 0);
   at_least("fault.slow_ms", c.fault.slow_ms, 0);
   if (c.fault.kind == "slow" && c.fault.slow_ms == 0)
     throw ConfigError("fault.slow_ms must be ≥ 1 when fault.kind is slow");
+  at_least("fault.bucket", c.fault.bucket, 0);
+  if (c.fault.kind == "stall" && c.fault.slow_ms == 0)
+    throw ConfigError("fault.slow_ms (the stall's length) must be ≥ 1 when fault.kind is stall");
+  if (c.fault.kind == "stall" && c.pipeline.stages > 1)
+    throw ConfigError("fault.kind stall stalls a DDP bucket: it needs data parallel without a "
+                      "pipeline (pipeline.stages is " + std::to_string(c.pipeline.stages) + ")");
   return c;
 }
 

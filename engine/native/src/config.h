@@ -31,12 +31,13 @@ struct PipelineOptions {
 };
 
 // Fault injection for the runner's failure tests. crash | abort | exit are done by
-// the Go worker; the engine does error | oom | hang | slow.
+// the Go worker; the engine does error | oom | hang | slow | stall.
 struct FaultOptions {
   std::string kind;  // "" = none
   int rank = 0;
   int64_t at_step = 0;  // 0-based step index (the first cs_step is step 0)
-  int slow_ms = 0;
+  int slow_ms = 0;      // slow: per step; stall: the one stall's length
+  int bucket = 0;       // stall: the DDP bucket it comes before
 };
 
 struct EngineConfig {

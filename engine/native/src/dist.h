@@ -138,6 +138,19 @@ class GradReducer {
   // leaves the averaged gradients in each parameter's .grad().
   virtual void finalize() = 0;
   virtual ReducerStats stats() const = 0;
+  // fault.kind stall: in the next step's communicating backward, just before
+  // bucket b (the last bucket when b is past it) is launched, the caller's
+  // stream sleeps ms milliseconds (a spin kernel on a GPU, the host on the
+  // CPU), so that bucket's collective waits past a small dist.timeout_ms.
+  virtual void stall_before(int bucket, int ms) = 0;
+  // fp16 loss scaling: the scale (a device scalar) this step's gradients carry,
+  // before prepare(true). Top-k keeps its error-feedback residual unscaled, so
+  // a scale that backs off does not leave it scaled by the old one.
+  virtual void set_loss_scale(const torch::Tensor& scale) = 0;
+  // After the step's found_inf is known (a device scalar; undefined without
+  // loss scaling): top-k keeps the residual this step left unless found_inf,
+  // so a skipped step's inf or NaN never enters it.
+  virtual void end_step(const torch::Tensor& found_inf) = 0;
 };
 
 // params in registration order (model->parameters()); hooks are registered here.

@@ -3,6 +3,10 @@
 
 #include <ATen/ThreadLocalState.h>
 
+#include <algorithm>
+
+#include "comm_watch.h"
+
 namespace cs {
 
 struct HostQueue::State {
@@ -24,11 +28,20 @@ struct HostQueue::State {
   std::string failed;  // first error: later collectives fail at once
 };
 
+// The host deadline follows the live collective deadline (cs_set_comm_timeout
+// may lower it after the warm-up, below the backend's own timeout, which was
+// fixed when the backend was set up) with a second's slack.
+constexpr int kLiveSlackMS = 1000;
+
 void HostWork::wait() {
   std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(deadline_ms_), [this] { return done_; })) {
-    throw CommError("collective not finished after " + std::to_string(deadline_ms_) +
-                    " ms (host deadline)");
+  const int deadline = std::min(deadline_ms_, commwatch::deadline_ms() + kLiveSlackMS);
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(deadline), [this] { return done_; })) {
+    const std::string what = "collective not finished after " + std::to_string(deadline) +
+                             " ms (host deadline; dist.timeout_ms=" +
+                             std::to_string(commwatch::deadline_ms()) + ")";
+    commwatch::failed(what);
+    throw CommError(what);
   }
   if (!error_.empty()) throw CommError(error_);
 }
@@ -60,6 +73,8 @@ HostQueue::HostQueue(std::string name, int deadline_ms) : state_(std::make_share
       }
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
+      commwatch::completed();  // done, failed, or skipped after an earlier failure
+      if (!error.empty() && failed.empty()) commwatch::failed(error);
       lk.lock();
       st->busy = false;
       if (!error.empty() && st->failed.empty()) st->failed = error;
@@ -98,6 +113,7 @@ std::shared_ptr<HostWork> HostQueue::submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lk(state_->mu);
     if (!state_->failed.empty()) throw CommError(state_->failed + " (an earlier collective failed)");
+    commwatch::issued(state_->name.c_str());
     state_->tasks.push_back(State::Task{std::move(fn), w, at::ThreadLocalState()});
   }
   state_->cv.notify_one();

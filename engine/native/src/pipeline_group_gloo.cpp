@@ -7,8 +7,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "comm_watch.h"
 #include "gloo_store.h"
 #include "model.h"
 #include "pipeline_group.h"
@@ -43,6 +45,8 @@ class GlooPipeGroup : public PipeGroup {
 
   void exchange(const std::vector<P2POp>& ops) override {
     using WorkPtr = decltype(pg_->barrier());
+    commwatch::Span span("pipeline_exchange");
+    const std::chrono::milliseconds deadline(commwatch::deadline_ms());
     std::vector<WorkPtr> works;
     std::vector<std::vector<at::Tensor>> keep(ops.size());
     try {
@@ -54,10 +58,11 @@ class GlooPipeGroup : public PipeGroup {
         works.push_back(op.send ? pg_->send(keep[i], op.peer, op.tag)
                                 : pg_->recv(keep[i], op.peer, op.tag));
       }
-      for (auto& w : works) w->wait(timeout_);
+      for (auto& w : works) w->wait(std::min(timeout_, deadline));
     } catch (const CommError&) {
       throw;
     } catch (const std::exception& e) {
+      commwatch::failed(e.what());
       throw CommError("gloo pipeline send/recv (group rank " + std::to_string(rank_) + " of " +
                       std::to_string(size_) + "): " + e.what());
     }
@@ -66,9 +71,11 @@ class GlooPipeGroup : public PipeGroup {
   void all_reduce_sum(torch::Tensor t) override {
     const bool bf16 = t.scalar_type() == torch::kBFloat16;  // Gloo has no bfloat16
     std::vector<at::Tensor> v{bf16 ? t.to(torch::kFloat) : t};
+    commwatch::Span span("pipeline_all_reduce");
     try {
-      pg_->allreduce(v)->wait(timeout_);
+      pg_->allreduce(v)->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
     } catch (const std::exception& e) {
+      commwatch::failed(e.what());
       throw CommError("gloo pipeline all_reduce (group rank " + std::to_string(rank_) + " of " +
                       std::to_string(size_) + "): " + e.what());
     }

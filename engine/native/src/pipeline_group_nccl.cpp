@@ -5,7 +5,9 @@
 // on each other's second group). Sends and receives of one exchange run between
 // ncclGroupStart and ncclGroupEnd on the current stream; the host then waits
 // for them against dist.timeout_ms (NCCL has no timeout of its own) and aborts
-// the communicator when they do not finish.
+// the communicator when they do not finish. The groups are non-blocking
+// communicators like the world's (nccl_util.h) and register their abort with
+// comm_watch.h, so a failure anywhere aborts every communicator of the rank.
 #ifdef CS_WITH_NCCL
 
 #include <c10/cuda/CUDAGuard.h>
@@ -17,7 +19,9 @@
 #include <cstring>
 #include <thread>
 
+#include "comm_watch.h"
 #include "model.h"
+#include "nccl_util.h"
 #include "pipeline_group.h"
 
 namespace cs {
@@ -43,26 +47,34 @@ ncclDataType_t float_type(torch::ScalarType t) {
 
 class NcclPipeGroup : public PipeGroup {
  public:
-  NcclPipeGroup(const ncclUniqueId& id, int rank, int size, int device, int timeout_ms)
-      : rank_(rank), size_(size), dev_(device), timeout_ms_(timeout_ms) {
+  NcclPipeGroup(const ncclUniqueId& id, int rank, int size, int device)
+      : rank_(rank), size_(size), dev_(device) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
     cuda_ok(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
-    ncclResult_t r = ncclCommInitRank(&comm_, size_, id, rank_);
-    if (r != ncclSuccess) {
+    try {
+      comm_ = nccl_init_rank(size_, id, rank_, "nccl pipeline");
+    } catch (...) {
       cudaEventDestroy(done_);
-      throw CommError(std::string("nccl pipeline: ncclCommInitRank: ") + ncclGetErrorString(r));
+      throw;
     }
+    // The trainer's teardown after a failure (comm_watch.h abort_all) runs on
+    // the thread that uses the group: no lock is needed.
+    abort_id_ = commwatch::on_abort([this] { abort(); });
   }
 
   ~NcclPipeGroup() override {
-    if (!closed_ && !aborted_) ncclCommDestroy(comm_);
+    commwatch::forget(abort_id_);
+    if (!closed_ && !aborted_) nccl_destroy(comm_);
     cudaEventDestroy(done_);
   }
 
   void close() override {
+    commwatch::forget(abort_id_);
     if (closed_ || aborted_) return;
     closed_ = true;
-    check(ncclCommDestroy(comm_), "ncclCommDestroy");
+    const ncclResult_t r = nccl_destroy(comm_);
+    if (r == ncclInProgress) throw CommError("nccl pipeline: ncclCommFinalize not done after dist.timeout_ms; communicator aborted");
+    check(r, "ncclCommFinalize/ncclCommDestroy");
   }
 
   int rank() const override { return rank_; }
@@ -71,6 +83,8 @@ class NcclPipeGroup : public PipeGroup {
   void exchange(const std::vector<P2POp>& ops) override {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
     cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    if (aborted_) throw CommError("nccl pipeline: the group's communicator was aborted");
+    commwatch::Span span("pipeline_exchange");
     check(ncclGroupStart(), "ncclGroupStart");
     for (const auto& op : ops) {
       if (!op.t.is_cuda() || op.t.device().index() != dev_ || !op.t.is_contiguous()) {
@@ -85,24 +99,48 @@ class NcclPipeGroup : public PipeGroup {
         check(r, op.send ? "ncclSend" : "ncclRecv");
       }
     }
-    check(ncclGroupEnd(), "ncclGroupEnd");
+    check(settle(ncclGroupEnd()), "ncclGroupEnd");
     wait(s, "send/recv");
   }
 
   void all_reduce_sum(torch::Tensor t) override {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
     cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
-    check(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), float_type(t.scalar_type()),
-                        ncclSum, comm_, s),
+    if (aborted_) throw CommError("nccl pipeline: the group's communicator was aborted");
+    commwatch::Span span("pipeline_all_reduce");
+    check(settle(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), float_type(t.scalar_type()),
+                               ncclSum, comm_, s)),
           "ncclAllReduce");
     wait(s, "all_reduce");
   }
 
  private:
   void check(ncclResult_t r, const char* what) {
-    if (r != ncclSuccess)
-      throw CommError(std::string("nccl pipeline: ") + what + " (group rank " + std::to_string(rank_) +
-                      "): " + ncclGetErrorString(r));
+    if (r == ncclSuccess) return;
+    std::string msg = std::string("nccl pipeline: ") + what + " (group rank " + std::to_string(rank_) + "): ";
+#if CS_NCCL_NONBLOCKING
+    if (r == ncclInProgress) {
+      abort();
+      msg += "not enqueued after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
+             "; communicator aborted";
+      commwatch::failed(msg);
+      throw CommError(msg);
+    }
+#endif
+    msg += nccl_error_text(r);
+    commwatch::failed(msg);
+    throw CommError(msg);
+  }
+
+  // A call's final result on the non-blocking communicator (nccl_util.h).
+  ncclResult_t settle(ncclResult_t r) {
+    return nccl_settle(r, [&](ncclResult_t* q) { return ncclCommGetAsyncError(comm_, q); });
+  }
+
+  void abort() {
+    if (aborted_ || closed_) return;
+    ncclCommAbort(comm_);
+    aborted_ = true;
   }
 
   // Blocks the host until the work queued on s is done, or aborts.
@@ -121,22 +159,24 @@ class NcclPipeGroup : public PipeGroup {
 #endif
       )
         failure = std::string("asynchronous error: ") + ncclGetErrorString(async);
-      else if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms_))
-        failure = "not finished after dist.timeout_ms=" + std::to_string(timeout_ms_);
+      else if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(commwatch::deadline_ms()))
+        failure = "not finished after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms());
       if (!failure.empty()) {
-        ncclCommAbort(comm_);
-        aborted_ = true;
-        throw CommError(std::string("nccl pipeline ") + what + " (group rank " + std::to_string(rank_) +
-                        " of " + std::to_string(size_) + "): " + failure + "; communicator aborted");
+        abort();
+        const std::string msg = std::string("nccl pipeline ") + what + " (group rank " + std::to_string(rank_) +
+                                " of " + std::to_string(size_) + "): " + failure + "; communicator aborted";
+        commwatch::failed(msg);
+        throw CommError(msg);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
-  int rank_, size_, dev_, timeout_ms_;
+  int rank_, size_, dev_;
   ncclComm_t comm_ = nullptr;
   cudaEvent_t done_ = nullptr;
   bool aborted_ = false, closed_ = false;
+  int abort_id_ = 0;
 };
 
 }  // namespace
@@ -173,7 +213,7 @@ std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions&
       ncclUniqueId id;
       std::memcpy(&id, host.data_ptr<uint8_t>() + k * idb, sizeof id);
       out[groups[k].first] = std::make_unique<NcclPipeGroup>(
-          id, int(i), int(ranks.size()), device.index() < 0 ? 0 : device.index(), o.timeout_ms);
+          id, int(i), int(ranks.size()), device.index() < 0 ? 0 : device.index());
     }
   }
   return out;

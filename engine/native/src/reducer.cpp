@@ -15,14 +15,20 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <mutex>
 
+#include <thread>
+
+#include "comm_watch.h"
 #include "dist.h"
 #include "model.h"
 
 #ifdef CS_WITH_NCCL
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -123,7 +129,9 @@ struct Bucket {
   bool ready = false, launched = false;
   // The collective in flight and what it reads or writes.
   std::shared_ptr<CommWork> work;
-  torch::Tensor wire, gathered, residual;  // residual: top-k error feedback (fp32)
+  // residual: top-k error feedback (fp32, unscaled); next_residual: what this
+  // step leaves, kept by end_step unless the step is skipped.
+  torch::Tensor wire, gathered, residual, next_residual;
   int64_t k = 0;
   int64_t bytes = 0;
   std::string op;
@@ -294,7 +302,50 @@ class Reducer : public GradReducer {
     return s;
   }
 
+  void set_loss_scale(const torch::Tensor& scale) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    scale_ = scale;
+  }
+
+  void end_step(const torch::Tensor& found_inf) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    torch::NoGradGuard no_grad;
+    for (auto& b : buckets_) {
+      if (!b.next_residual.defined()) continue;
+      if (!b.residual.defined()) b.residual = torch::zeros_like(b.next_residual);
+      if (found_inf.defined())
+        b.residual.copy_(torch::where(found_inf.to(torch::kBool), b.residual, b.next_residual));
+      else
+        b.residual.copy_(b.next_residual);
+      b.next_residual = torch::Tensor();
+    }
+  }
+
+  void stall_before(int bucket, int ms) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    stall_bucket_ = std::min<int>(bucket, int(buckets_.size()) - 1);
+    stall_ms_ = ms;
+  }
+
  private:
+  // fault.kind stall (stall_before): the stream that is about to launch the
+  // bucket (the host on the CPU) sleeps; once.
+  void stall(size_t bi) {
+    if (stall_bucket_ < 0 || size_t(stall_bucket_) != bi) return;
+    stall_bucket_ = -1;
+    std::fprintf(stderr, "injected fault: stall of %d ms before bucket %zu\n", stall_ms_, bi);
+#ifdef CS_WITH_NCCL
+    if (buckets_[bi].flat.is_cuda()) {
+      const int index = buckets_[bi].flat.device().index();
+      // clockRate is in kHz: cycles per millisecond.
+      const int64_t per_ms = int64_t(at::cuda::getDeviceProperties(index)->clockRate);
+      at::cuda::sleep(per_ms * stall_ms_);
+      return;
+    }
+#endif
+    std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms_));
+  }
+
   static void validate(const DDPOptions& o) {
     if (!(o.bucket_mb > 0)) throw ConfigError("ddp.bucket_mb must be > 0, got " + std::to_string(o.bucket_mb));
     if (!(o.first_bucket_mb > 0)) {
@@ -332,6 +383,8 @@ class Reducer : public GradReducer {
   void launch(size_t bi) {
     Bucket& b = buckets_[bi];
     b.launched = true;
+    stall(bi);
+    commwatch::bucket(int(bi));
     const std::string& c = opts_.compression;
     double n = comm_.world_size();
     if (c == "none") {
@@ -352,14 +405,18 @@ class Reducer : public GradReducer {
   // Top-k with error feedback: add the residual, keep the k largest entries by
   // magnitude, carry the rest to the next step, and all-gather (index, value)
   // pairs packed into one int32 tensor [k indices | k fp32 value bits].
+  // The residual is kept unscaled (divided by the loss scale the step's
+  // gradients carry) and becomes the bucket's only in end_step.
   void launch_topk(Bucket& b) {
     int64_t numel = b.flat.numel();
     if (!b.residual.defined()) b.residual = torch::zeros({numel}, b.flat.options().dtype(torch::kFloat));
-    torch::Tensor acc = b.residual.add_(b.flat.to(torch::kFloat));  // residual now holds acc
+    torch::Tensor acc = b.flat.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true);  // flat is overwritten by unpack_topk
+    acc = scale_.defined() ? acc.add_(b.residual * scale_.to(torch::kFloat)) : acc.add_(b.residual);
     b.k = std::min<int64_t>(numel, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(opts_.topk_ratio * numel))));
     torch::Tensor idx = std::get<1>(acc.abs().topk(b.k, 0, true, false));
     torch::Tensor vals = acc.index_select(0, idx);
     acc.index_fill_(0, idx, 0);  // error feedback: what was not sent
+    b.next_residual = scale_.defined() ? acc.div_(scale_.to(torch::kFloat)) : acc;
     b.wire = torch::cat({idx.to(torch::kInt), vals.contiguous().view(torch::kInt)});
     b.gathered = torch::empty({b.wire.numel() * comm_.world_size()}, b.wire.options());
     b.op = "all_gather";
@@ -389,6 +446,8 @@ class Reducer : public GradReducer {
   mutable std::mutex mu_;
   bool communicate_ = false;
   size_t next_ = 0;  // the next bucket to launch
+  int stall_bucket_ = -1, stall_ms_ = 0;  // fault.kind stall, armed for one step
+  torch::Tensor scale_;                   // the loss scale of this step's gradients (fp16)
   WaitClock clock_;
   mutable ReducerStats stats_;
   mutable bool stats_valid_ = false;

@@ -10,10 +10,12 @@
 #include <thread>
 
 #include "checksum.h"
+#include "comm_watch.h"
 #include "compat.h"
 #include "cudnn_tuning.h"
 #include "kernels.h"
 #include "pipeline.h"
+#include "rank_facts.h"
 
 #ifdef CS_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -96,6 +98,10 @@ Trainer::Trainer(const EngineConfig& cfg)
   // stage: gradient accumulation).
   cfg_.grad_accum *= cfg_.pipeline.microbatches;
   facts_ = family_->describe(cfg_.model);
+  // This rank's communication progress and its collective deadline start
+  // afresh (cs_comm_progress, cs_set_comm_timeout).
+  commwatch::reset();
+  commwatch::set_deadline_ms(cfg_.dist.timeout_ms);
   phases_.begin("device_init");
   init_device();
   c10::DeviceGuard guard(device_);
@@ -120,7 +126,9 @@ bool Trainer::data_parallel() const {
 
 void Trainer::init_device() {
   device_ = resolve_device(cfg_);
-  threads_ = cfg_.threads > 0 ? cfg_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  // All the CPUs this process may run on: its affinity mask, which a cpuset or
+  // Slurm's --cpu-bind narrows (hardware_concurrency counts the whole machine).
+  threads_ = cfg_.threads > 0 ? cfg_.threads : affinity_cpus();
   set_threads();
   check_precision(cfg_.precision, device_);
   try {
@@ -211,6 +219,9 @@ void Trainer::build_data() {
 }
 
 void Trainer::connect() {
+  if (cfg_.fault.kind == "stall" && !data_parallel())
+    throw ConfigError("fault.kind stall stalls a DDP bucket: it needs data parallel "
+                      "(dist.world_size > 1, or dist.backend set)");
   if (!pipe_ && !data_parallel()) return;
   if (!comm_) comm_ = make_communicator(cfg_.dist, device_);
   if (pipe_) {
@@ -218,7 +229,12 @@ void Trainer::connect() {
     return;
   }
   torch::NoGradGuard ng;
-  for (auto& p : params_) comm_->broadcast(p.detach(), 0);  // every rank starts equal
+  // Every rank starts equal: the reducer broadcasts the trainable parameters
+  // bucket by bucket (as DDP's constructor); any other parameter goes here.
+  // Buffers (BatchNorm's running statistics) are not broadcast: every rank
+  // builds them from the same seed and keeps its own (docs/data-parallel.md).
+  for (auto& p : params_)
+    if (!p.requires_grad()) comm_->broadcast(p.detach(), 0);
   reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
 }
 
@@ -226,7 +242,13 @@ Trainer::~Trainer() = default;
 
 void Trainer::close() {
   Guards guards(*this);
-  synchronize(device_);
+  // After a communication failure the device may never finish what is queued
+  // (a collective whose peer is gone): abort every communicator of the rank
+  // (world, pipeline, stage) and do not wait for the device.
+  if (commwatch::has_failed())
+    commwatch::abort_all();
+  else
+    synchronize(device_);
   if (pipe_) pipe_->close();
   reducer_.reset();  // its hooks and buckets, before the communicator they use
   if (comm_) comm_->close();
@@ -254,6 +276,8 @@ json Trainer::info() const {
   j["graphs"] = cfg_.graphs;
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
+  j["affinity_cpus"] = affinity_cpus();
+  for (const auto& kv : gpu_identity(device_).items()) j[kv.key()] = kv.value();
   j["torch"] = compat::torch_version();
   j["init_phases"] = phases_.to_json();
   if (pipe_) j["pipeline"] = pipe_->info();
@@ -269,6 +293,7 @@ void Trainer::inject_fault_before_step() {
   if (f.kind == "oom") throw OOMError("injected fault: out of memory" + where);
   if (f.kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the runner kills us
+  if (f.kind == "stall") reducer_->stall_before(f.bucket, f.slow_ms);  // connect() checked reducer_
 }
 
 void Trainer::zero_grads() {
@@ -300,6 +325,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     mark(int(1 + 2 * i));
     loss_sum.add_(loss.detach());
     loss = backward_scale.defined() ? loss * backward_scale : loss / double(ga);
+    if (reducer_ && scaler_ && i == ga - 1) reducer_->set_loss_scale(scaler_->scale());
     if (reducer_) reducer_->prepare(i == ga - 1);
     loss.backward();
     mark(int(2 + 2 * i));
@@ -320,6 +346,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   const bool fold = !pipe_ && optim_->folds_grad_coef();
   if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
   optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
+  if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
   torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
   if (scaler_) scaler_->update(clip.found_inf);
   torch::Tensor skipped = scaler_ ? clip.found_inf : torch::zeros({}, f32);
@@ -394,6 +421,10 @@ json Trainer::steps(int n) {
   for (int i = 0; i < n; i++) {
     issued.push_back(issue(*timelines_[issued.size()]));
     if (issued.size() < window && i + 1 < n) continue;
+    // The step's collectives first, under the communicator's deadline: one
+    // that never ends (a stalled peer, a stall fault) throws CommError here
+    // instead of holding the host in the device wait below.
+    if (reducer_) reducer_->stats();
     timelines_[issued.size() - 1]->finish(last);  // the device's one wait
     const MemoryStats mem = memory_stats(device_);
     for (size_t k = 0; k < issued.size(); k++)
@@ -405,6 +436,7 @@ json Trainer::steps(int n) {
 }
 
 Trainer::Issued Trainer::issue(Timeline& tl) {
+  commwatch::step(step_);
   inject_fault_before_step();
   const bool slow = cfg_.fault.kind == "slow" && cfg_.fault.rank == cfg_.dist.rank &&
                     step_ >= cfg_.fault.at_step;

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
                           {"linear_act", linear_act_tests}, {"linear_qkv", linear_qkv_tests},
                           {"profile_spans", profile_spans_tests},
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
-                          {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests}}) {
+                          {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests},
+                          {"reducer", reducer_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;

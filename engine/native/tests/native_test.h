@@ -62,3 +62,4 @@ int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();
 int adamw_tests();
+int reducer_tests();
