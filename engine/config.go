@@ -48,6 +48,10 @@ type DistConfig struct {
 	StoreToken string `json:"store_token,omitempty"`
 	NCCLID     string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)
 	TimeoutMS  int    `json:"timeout_ms,omitempty"` // collective deadline; 0: engine default
+	// HostStaged (backend gloo): every collective goes through host buffers
+	// (engine/native/src/comm_staged.cpp), as CUDA ranks sharing a GPU do in a
+	// rehearsal (docs/rehearsal.md); on CPU ranks it runs that code with CPU tensors.
+	HostStaged bool `json:"host_staged,omitempty"`
 }
 
 // DDPConfig is the gradient reducer's configuration (PyTorch DDP semantics).

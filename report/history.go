@@ -68,6 +68,10 @@ func LoadHistory(dir string) (*History, error) {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("skipped %s: %v", p, err))
 			continue
 		}
+		if run.Manifest.IsRehearsal() {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("skipped %s: a rehearsal (%s) is no point of history", p, store.RehearsalNote))
+			continue
+		}
 		sums = append(sums, Build(run, nil))
 		h.Runs = append(h.Runs, HistoryRun{Dir: p, RunID: run.Manifest.RunID, Created: run.Manifest.Created.UTC()})
 	}

@@ -19,6 +19,9 @@ type Machine struct {
 	Build      engine.BuildInfo // its build facts
 	MPSControl string           // nvidia-cuda-mps-control, "" when absent
 	NVML       provenance.GPUs  // the GPUs' facts and live readers (nil: none)
+	// Rehearse: every trial runs as a rehearsal (runner/rehearse.go): its
+	// ranks share the GPUs present, host-staged.
+	Rehearse bool
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),
@@ -78,7 +81,7 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 	for _, t := range plan.Trials {
 		need = max(need, s.PlacementFor(t.Knobs, "cuda").GPUsPerNode)
 	}
-	if need > len(m.GPUs) {
+	if need > len(m.GPUs) && !s.Workload.Rehearse { // a rehearsal shares the GPUs present
 		return exitcode.With(exitcode.Environment, fmt.Errorf(
 			"%s needs %d GPUs per trial; %d visible (CUDA_VISIBLE_DEVICES, NVML); try %s or lower workload.gpus",
 			s.Path, need, len(m.GPUs), smoke))

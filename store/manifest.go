@@ -40,6 +40,8 @@ type Manifest struct {
 	Host      Host              `json:"host"`
 	Engine    *engine.BuildInfo `json:"engine,omitempty"`
 	Env       map[string]string `json:"env"` // relevant parent env (NCCL_*, CUDA_*, ...)
+	// Rehearsal marks a rehearsal (store/rehearsal.go); nil for a measured run.
+	Rehearsal *Rehearsal `json:"rehearsal,omitempty"`
 }
 
 // Measurement is the launch schedule and the statistical design of a run

@@ -55,6 +55,10 @@ type Workload struct {
 	Seed       int64
 	Threads    int  // CPU intra-op threads per rank; 0 = cores / ranks
 	Interleave bool // repeats in rounds across trials, a random order each round (default true)
+	// Rehearse: run every trial as a rehearsal (docs/rehearsal.md): its real
+	// ranks and layout as processes sharing the GPUs present, host-staged;
+	// nothing measured. casestudy run --rehearse sets it too.
+	Rehearse bool
 }
 
 // Sweep is the study's search space.

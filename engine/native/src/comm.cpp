@@ -16,16 +16,18 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
   std::string backend = opts.backend;
   if (backend.empty()) backend = device.is_cuda() ? "nccl" : "gloo";
   if (backend == "gloo") {
-    if (device.is_cuda()) {
-      throw UnsupportedError("dist.backend gloo is for CPU ranks; use nccl with device cuda");
-    }
 #ifdef CS_WITH_GLOO
+    // CUDA tensors go through host buffers (ranks sharing a GPU: a rehearsal,
+    // docs/rehearsal.md); dist.host_staged runs that path with CPU tensors too.
+    if (device.is_cuda() || opts.host_staged)
+      return make_staged_communicator(make_gloo_communicator(opts), device, opts.timeout_ms);
     return make_gloo_communicator(opts);
 #else
     throw UnsupportedError("dist.backend gloo: this engine was built without Gloo (CS_WITH_GLOO)");
 #endif
   }
   if (backend == "nccl") {
+    if (opts.host_staged) throw ConfigError("dist.host_staged is for backend gloo, not nccl");
     if (!device.is_cuda()) {
       throw UnsupportedError("dist.backend nccl needs device cuda; CPU ranks use gloo");
     }

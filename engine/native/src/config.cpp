@@ -183,6 +183,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.dist.store_token = d.str("store_token", "");
   c.dist.nccl_id_hex = d.str("nccl_id", "");
   c.dist.timeout_ms = int(d.integer("timeout_ms", 0));
+  c.dist.host_staged = d.boolean("host_staged", false);
 
   Fields dp(f.object("ddp"), "ddp.");
   c.ddp.bucket_mb = dp.number("bucket_mb", 0);

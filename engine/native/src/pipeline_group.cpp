@@ -19,6 +19,7 @@ std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist
   const std::string backend = world.backend();
 #ifdef CS_WITH_GLOO
   if (backend == "gloo") return make_gloo_pipe_groups(dist, parts);
+  if (backend == "gloo-staged") return stage_pipe_groups(make_gloo_pipe_groups(dist, parts), device);
 #endif
 #ifdef CS_WITH_NCCL
   if (backend == "nccl") return make_nccl_pipe_groups(dist, device, world, parts);
