@@ -21,8 +21,11 @@ import (
 // pinned host copies, engine/native/src/comm_staged.cpp), so that every
 // multi-rank path runs for real before cluster time is spent. Per trial it
 // launches the trial once, then (once per distinct configuration) one rank
-// training the same global batch for the losses, and (once per layout) a
-// launch with a fault injected in the last rank. Nothing it times is a
+// training the same global batch for the losses (and in fp32, the noise of a
+// lower precision), and for the run's first multi-rank trial one launch per
+// fault kind with the fault injected in the last rank. With RehearseDistinct
+// only the first trial of each distinct layout and path (pathKey) runs; the
+// others are recorded as covered by it. Nothing it times is a
 // measurement: the run is marked in its manifest and compare, baseline and
 // history refuse or skip it.
 
@@ -124,7 +127,8 @@ func subSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpe
 func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 	o := &r.opts
 	refs := map[string]*store.RehearsalLaunch{} // by reference config: trials that differ only in DDP knobs share one
-	faulted := map[string]bool{}                // layouts whose faults ran
+	faulted := false                            // the run's faults ran
+	covered := map[string]string{}              // pathKey -> the trial that rehearsed it
 	rep := 0
 	for _, t := range r.select_(o.Plan.Trials) {
 		if ctx.Err() != nil {
@@ -155,6 +159,17 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			}
 			continue
 		}
+		key := pathKey(sp)
+		if o.RehearseDistinct && covered[key] != "" {
+			now := time.Now().UTC()
+			rec.Started, rec.Finished, rec.Outcome = now, now, store.Skipped
+			rec.Error = fmt.Sprintf("covered by the rehearsal of trial %s: the same layout and paths (%s)", covered[key], key)
+			if err := r.commit(rec, res); err != nil {
+				return err
+			}
+			continue
+		}
+		covered[key] = t.ID
 		rec.Started = time.Now().UTC()
 		rep++
 		o.Progress.TrialStart(rep, len(o.Plan.Trials), rec, 0, 1)
@@ -189,9 +204,8 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				rh.NoiseReference = refs[key]
 			}
 		}
-		layout := fmt.Sprintf("%d/%d/%d", sp.Ranks, dp, stages)
-		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted[layout] && ctx.Err() == nil {
-			faulted[layout] = true
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && ctx.Err() == nil {
+			faulted = true
 			for _, f := range rehearsalFaults {
 				rh.Faults = append(rh.Faults, r.rehearseFault(ctx, sp, f, next))
 				next++
@@ -253,6 +267,22 @@ func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFa
 	out.Outcome, out.Error, out.FailedRank = rr.Rec.Outcome, rr.Rec.Error, rr.FailedRank
 	out.Classified = out.Outcome == f.expected && out.FailedRank == rank
 	return out
+}
+
+// pathKey names what a trial's rehearsal exercises: its layout and the
+// knobs that choose other code (precision, accumulation, compression, schedule).
+func pathKey(sp *trialSpec) string {
+	c := sp.Configs[0]
+	dp, stages, micro := layoutOf(sp)
+	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
+		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), orNone(c.DDP.Compression), orNone(c.Pipeline.Schedule))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // ranksPerGPU is the most ranks one device entry holds.

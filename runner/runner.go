@@ -57,6 +57,9 @@ type Options struct {
 	// RehearsalEstimates: a rehearsal's plan-time memory estimate per rank,
 	// by trial ID (CheckRehearsalFit), recorded with each trial.
 	RehearsalEstimates map[string]int64
+	// RehearseDistinct: rehearse only the first trial of each distinct layout
+	// and path (--rehearse-distinct); the others are recorded as covered.
+	RehearseDistinct bool
 
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial

@@ -40,6 +40,7 @@ type runOptions struct {
 	overlap          string
 	json             bool
 	rehearse         bool            // --rehearse (rehearse.go)
+	rehearseDistinct bool            // --rehearse-distinct
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -89,6 +90,7 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 	f.StringVar(&o.overlap, "overlap", runner.OverlapTail, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch ends: "+
 		"tail (once its steps are done), on (as soon as it starts), off, or aa / aa-tail (A/A tests of on and tail; see docs/launch-cost.md)")
 	f.BoolVar(&o.rehearse, "rehearse", false, "rehearse the study: every trial with its real ranks and layout as processes sharing the GPUs present (or CPU ranks), host-staged; checks, not measurements (docs/rehearsal.md)")
+	f.BoolVar(&o.rehearseDistinct, "rehearse-distinct", false, "with --rehearse: rehearse one trial per distinct layout and path (ranks, data parallel x stages, micro-batch, precision, grad_accum, compression, schedule); the others are recorded as covered by it")
 	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
 	addOverrideFlags(f)
@@ -157,7 +159,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		s.Baseline["profile"] = v // not part of trial IDs: --trial and --resume still match
 	}
 	s.Workload.Rehearse = s.Workload.Rehearse || o.rehearse
-	if s.Workload.Rehearse {
+	if s.Workload.Rehearse || o.rehearseDistinct {
 		if err := rehearsalSetup(cmd, o, s); err != nil {
 			return err
 		}
@@ -237,7 +239,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
-		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: estimates}
+		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: estimates, RehearseDistinct: o.rehearseDistinct}
 	if man.Measurement != nil {
 		d := stats.Design(*man.Measurement)
 		ropts.Design = &d
