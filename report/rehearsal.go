@@ -177,7 +177,7 @@ func buildRehearsal(run *store.Run) *Summary {
 	s.Rehearsal = sec
 	s.Headline.Text = fmt.Sprintf("%s: %d of %d trials ran", store.RehearsalNote, ran, len(sec.Trials))
 	if wrong > 0 {
-		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums or losses)", wrong)
+		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums, losses or fault handling)", wrong)
 	}
 	return s
 }
@@ -189,9 +189,15 @@ func nonNil(xs []string) []string {
 	return xs
 }
 
-// wrong says whether a trial ran but computed wrongly.
+// wrong says whether a trial ran but computed wrongly, or a fault in it was
+// not classified as on a cluster.
 func (t *RehearsalTrial) wrong() bool {
 	bad := func(b *bool) bool { return b != nil && !*b }
+	for _, f := range t.Faults {
+		if !f.Classified {
+			return true
+		}
+	}
 	return (t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))) ||
 		(t.Losses != nil && bad(t.Losses.Agree))
 }
