@@ -24,7 +24,8 @@
 # $OUT stays flat, at most 8 files, brought up to date after every stage:
 # table.md (facts, stage results, test lines, the numbers), metrics.json,
 # bench.json, logs.tgz (every log), studies.tgz (the run directories,
-# results/MODEL/STUDY/RUN). The table is printed last, whatever happened.
+# results/MODEL/STUDY/RUN), rehearse.md, rehearse.tgz and rehearse-logs.tgz (stage
+# rehearse). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-multi-out), WORK (default
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
