@@ -78,7 +78,7 @@ func LoadSide(path string) (*Summary, error) {
 			return nil, err
 		}
 		if run.Manifest.IsRehearsal() {
-			return nil, store.RefuseRehearsal(path, "compare")
+			return nil, store.RefuseRehearsal(path, "compare and export")
 		}
 		return Build(run, nil), nil
 	}

@@ -75,8 +75,8 @@ type RehearsalFault struct {
 func (m *Manifest) IsRehearsal() bool { return m != nil && m.Rehearsal != nil }
 
 // RefuseRehearsal is the error of a command that takes measured runs only
-// (compare, baseline) when given the rehearsal in dir.
-func RefuseRehearsal(dir, command string) error {
+// (commands: "compare and export", "baseline") when given the rehearsal in dir.
+func RefuseRehearsal(dir, commands string) error {
 	return fmt.Errorf("%s is a rehearsal (%s): its timings come from ranks sharing a GPU through host-staged "+
-		"collectives, so %s takes measured runs only; run the study without --rehearse on the real machine", dir, RehearsalNote, command)
+		"collectives, and %s take measured runs only; run the study without --rehearse on the real machine", dir, RehearsalNote, commands)
 }

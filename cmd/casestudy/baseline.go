@@ -40,7 +40,7 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 		return exitcode.Usage(err)
 	}
 	if run.Manifest.IsRehearsal() {
-		return exitcode.Usage(store.RefuseRehearsal(dir, "baseline"))
+		return exitcode.Usage(store.RefuseRehearsal(dir, "baselines"))
 	}
 	s := report.Build(run, nil)
 	s.Kind = report.KindBaseline

@@ -62,7 +62,8 @@ class DeviceSide {
   explicit DeviceSide(torch::Device device) : device_(device) {
     if (!device.is_cuda()) return;
     c10::impl::VirtualGuardImpl impl(device.type());
-    comm_ = impl.getStreamFromGlobalPool(device, /*isHighPriority=*/true);
+    if (!device_.has_index()) device_ = impl.getDevice();  // "cuda": the current one
+    comm_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/true);
   }
   bool cuda() const { return device_.is_cuda(); }
   torch::Device device() const { return device_; }
