@@ -38,7 +38,7 @@ func ReadSummary(path string) (*Summary, error) {
 	case s.Kind == "":
 		return nil, fmt.Errorf("%s: no \"kind\" field: not a casestudy summary or baseline file (write one with casestudy baseline RUN_DIR -o FILE)", path)
 	case s.Kind == KindRehearsal:
-		return nil, fmt.Errorf("%s is the summary of a rehearsal (%s): compare and baselines take measured runs only", path, store.RehearsalNote)
+		return nil, fmt.Errorf("%s is the summary of a rehearsal (%s): compare, export and baselines take measured runs only", path, store.RehearsalNote)
 	case s.Kind != KindSummary && s.Kind != KindBaseline:
 		return nil, fmt.Errorf("%s: \"kind\" is %q, want %q or %q", path, s.Kind, KindSummary, KindBaseline)
 	}
