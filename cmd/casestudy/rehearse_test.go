@@ -137,6 +137,12 @@ sweep:
 	code, _, stderr = runCLI(t, "compare", filepath.Join(dir, "summary.json"), dir)
 	assert.Equal(t, exitcode.Usage, code)
 	assert.Contains(t, stderr, "rehearsal")
+	code, _, stderr = runCLI(t, "export", dir, "--format", "csv")
+	assert.Equal(t, exitcode.Usage, code)
+	assert.Contains(t, stderr, "is a rehearsal")
+	code, _, stderr = runCLI(t, "history", filepath.Dir(dir))
+	assert.Equal(t, exitcode.Usage, code)
+	assert.Contains(t, stderr, "holds only rehearsals")
 }
 
 // TestRunRehearseRefusesWhatDoesNotFit: a rank count whose estimated memory
