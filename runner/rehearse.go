@@ -58,7 +58,7 @@ func rehearseSpec(sp *trialSpec, m *Machine) {
 	for r := range sp.Configs {
 		c := &sp.Configs[r]
 		if c.Dist.WorldSize > 1 {
-			c.Dist.Backend, c.Dist.HostStaged = "gloo", true
+			c.Dist.Backend = engine.BackendStaged
 		}
 		if m.Device == "cuda" && len(m.GPUs) > 0 {
 			sp.Devices[r] = m.GPUs[r%len(m.GPUs)]

@@ -32,8 +32,7 @@ func TestRehearseSpec(t *testing.T) {
 	require.Equal(t, 8, sp.Ranks)
 	assert.Equal(t, []string{"3", "5", "3", "5", "3", "5", "3", "5"}, sp.Devices)
 	for r, c := range sp.Configs {
-		assert.Equal(t, "gloo", c.Dist.Backend)
-		assert.True(t, c.Dist.HostStaged)
+		assert.Equal(t, "gloo-staged", c.Dist.Backend)
 		assert.Equal(t, 8, c.Dist.WorldSize)
 		assert.Equal(t, r, c.Dist.Rank)
 		assert.Equal(t, 3, c.MicroBatch)
@@ -53,7 +52,7 @@ func TestRehearseSpec(t *testing.T) {
 // micro-batches into gradient accumulation.
 func TestReferenceConfig(t *testing.T) {
 	c := engine.Config{Family: "gpt", Preset: "tiny", MicroBatch: 2, GradAccum: 1, Precision: "bf16",
-		Dist:     engine.DistConfig{Rank: 3, WorldSize: 8, Backend: "gloo", HostStaged: true},
+		Dist:     engine.DistConfig{Rank: 3, WorldSize: 8, Backend: engine.BackendStaged},
 		Pipeline: engine.PipelineConfig{Stages: 2, Microbatches: 4, Schedule: "1f1b"},
 		DDP:      engine.DDPConfig{Compression: "topk"}, Fault: engine.FaultConfig{Kind: "crash"}}
 	ref := referenceConfig(c)

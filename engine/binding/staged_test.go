@@ -12,7 +12,7 @@ import (
 
 // The host-staged backend (engine/native/src/comm_staged.cpp): every
 // collective goes through host buffers, so several ranks can share one GPU (a
-// rehearsal, docs/rehearsal.md). On CPU ranks dist.host_staged runs the same
+// rehearsal, docs/rehearsal.md). On CPU ranks backend gloo-staged runs the same
 // staging code with CPU tensors; the staging copies change no arithmetic, so a
 // staged run must match a plain Gloo run bit for bit. On a GPU
 // (CASESTUDY_GPU_TESTS=1) ranks share device 0.

@@ -15,11 +15,11 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
   }
   std::string backend = opts.backend;
   if (backend.empty()) backend = device.is_cuda() ? "nccl" : "gloo";
-  if (backend == "gloo") {
+  if (backend == "gloo" || backend == "gloo-staged") {
 #ifdef CS_WITH_GLOO
     // CUDA tensors go through host buffers (ranks sharing a GPU: a rehearsal,
-    // docs/rehearsal.md); dist.host_staged runs that path with CPU tensors too.
-    if (device.is_cuda() || opts.host_staged)
+    // docs/rehearsal.md); gloo-staged runs that path with CPU tensors too.
+    if (device.is_cuda() || backend == "gloo-staged")
       return make_staged_communicator(make_gloo_communicator(opts), device, opts.timeout_ms);
     return make_gloo_communicator(opts);
 #else
@@ -27,7 +27,6 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
 #endif
   }
   if (backend == "nccl") {
-    if (opts.host_staged) throw ConfigError("dist.host_staged is for backend gloo, not nccl");
     if (!device.is_cuda()) {
       throw UnsupportedError("dist.backend nccl needs device cuda; CPU ranks use gloo");
     }
@@ -37,7 +36,7 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
     throw UnsupportedError("dist.backend nccl: this engine was built without NCCL (CS_WITH_NCCL)");
 #endif
   }
-  throw ConfigError("dist.backend must be nccl, gloo or empty, got \"" + backend + "\"");
+  throw ConfigError("dist.backend must be nccl, gloo, gloo-staged or empty, got \"" + backend + "\"");
 }
 
 #ifndef CS_WITH_NCCL

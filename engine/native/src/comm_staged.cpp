@@ -12,7 +12,7 @@
 // (a HostQueue) keeps the collectives in issue order, so the reducer's
 // buckets overlap with the backward pass as on NCCL.
 //
-// The same code runs with CPU tensors when dist.host_staged is set (the copies
+// The same code runs with CPU tensors with dist.backend gloo-staged (the copies
 // are then host memcpys): CPU CI exercises it without a GPU.
 //
 // Gloo has no bfloat16: a bf16 all-reduce is staged as fp32 (converted on the
@@ -27,7 +27,7 @@
 
 #include <chrono>
 
-#include "dist.h"
+#include "comm_internal.h"
 #include "host_queue.h"
 #include "model.h"
 #include "pipeline_group.h"

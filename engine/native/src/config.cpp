@@ -183,7 +183,6 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.dist.store_token = d.str("store_token", "");
   c.dist.nccl_id_hex = d.str("nccl_id", "");
   c.dist.timeout_ms = int(d.integer("timeout_ms", 0));
-  c.dist.host_staged = d.boolean("host_staged", false);
 
   Fields dp(f.object("ddp"), "ddp.");
   c.ddp.bucket_mb = dp.number("bucket_mb", 0);
@@ -227,7 +226,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   if (c.dist.rank >= c.dist.world_size)
     throw ConfigError("dist.rank must be < dist.world_size (" + std::to_string(c.dist.world_size) +
                       "), got " + std::to_string(c.dist.rank));
-  if (!c.dist.backend.empty()) one_of("dist.backend", c.dist.backend, {"nccl", "gloo"});
+  if (!c.dist.backend.empty()) one_of("dist.backend", c.dist.backend, {"nccl", "gloo", "gloo-staged"});
   at_least("dist.store_port", c.dist.store_port, 0);
   if (c.dist.store_port > 65535)
     throw ConfigError("dist.store_port must be ≤ 65535, got " + std::to_string(c.dist.store_port));

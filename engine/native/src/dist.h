@@ -24,10 +24,6 @@ struct DistOptions {
   std::string store_token;  // gloo: the trial's token: the store is the runner's rendezvous
   std::string nccl_id_hex;  // nccl: unique id from rank 0
   int timeout_ms = 600000;  // a collective not done by then is an error (CS_ERR_COMM)
-  // gloo: stage every tensor through host buffers (comm_staged.cpp). Implied for
-  // CUDA tensors with backend gloo (ranks sharing a GPU: a rehearsal); set on
-  // CPU ranks it runs the same staging code with CPU tensors.
-  bool host_staged = false;
 };
 
 // Thrown when a collective fails or times out: becomes CS_ERR_COMM at the ABI.
@@ -76,13 +72,6 @@ class Communicator {
 // Backend "" picks nccl for a CUDA device and gloo for the CPU. Throws
 // UnsupportedError (model.h) for a backend this build lacks.
 std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::Device device);
-
-// The host-staged backend (comm_staged.cpp) around a CPU communicator: tensors
-// on device are copied to (pinned) host buffers, reduced there and copied back,
-// on a communication stream ordered by events as on NCCL. backend() is
-// "gloo-staged".
-std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communicator> host,
-                                                       torch::Device device, int timeout_ms);
 
 // A new NCCL unique id as 256 hex characters (cs_nccl_unique_id in capi.cpp calls
 // it; comm_nccl.cpp defines it). Throws UnsupportedError in a build without NCCL.

@@ -5,6 +5,11 @@
 
 namespace cs {
 
+// comm_staged.cpp: wraps each group so its tensors are staged through host
+// buffers (the groups of a "gloo-staged" world).
+std::vector<std::unique_ptr<PipeGroup>> stage_pipe_groups(std::vector<std::unique_ptr<PipeGroup>> groups,
+                                                          torch::Device device);
+
 std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist,
                                                          torch::Device device,
                                                          Communicator& world,

@@ -53,11 +53,6 @@ std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist
                                                          Communicator& world,
                                                          const std::vector<Partition>& parts);
 
-// Wraps each group so its tensors are staged through host buffers
-// (comm_staged.cpp): the groups of a "gloo-staged" world.
-std::vector<std::unique_ptr<PipeGroup>> stage_pipe_groups(std::vector<std::unique_ptr<PipeGroup>> groups,
-                                                          torch::Device device);
-
 #ifdef CS_WITH_GLOO
 std::vector<std::unique_ptr<PipeGroup>> make_gloo_pipe_groups(const DistOptions& dist,
                                                               const std::vector<Partition>& parts);
