@@ -129,19 +129,19 @@ sweep:
 
 	// Never a measurement: compare and baseline refuse it, history skips it.
 	code, _, stderr = runCLI(t, "compare", dir, dir)
-	assert.Equal(t, exitcode.Usage, code)
+	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "is a rehearsal")
 	code, _, stderr = runCLI(t, "baseline", dir, "-o", filepath.Join(t.TempDir(), "b.json"))
-	assert.Equal(t, exitcode.Usage, code)
+	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "is a rehearsal")
 	code, _, stderr = runCLI(t, "compare", filepath.Join(dir, "summary.json"), dir)
-	assert.Equal(t, exitcode.Usage, code)
+	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "rehearsal")
 	code, _, stderr = runCLI(t, "export", dir, "--format", "csv")
-	assert.Equal(t, exitcode.Usage, code)
+	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "is a rehearsal")
 	code, _, stderr = runCLI(t, "history", filepath.Dir(dir))
-	assert.Equal(t, exitcode.Usage, code)
+	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stderr, "holds only rehearsals")
 }
 
