@@ -39,7 +39,7 @@ type Config struct {
 type DistConfig struct {
 	Rank      int    `json:"rank"`
 	WorldSize int    `json:"world_size"`        // 1: no communicator unless Backend is set
-	Backend   string `json:"backend,omitempty"` // nccl | gloo; "": by device (world_size 1: none)
+	Backend   string `json:"backend,omitempty"` // nccl | gloo | gloo-staged; "": by device (world_size 1: none)
 	// Gloo's store: with StoreToken, the runner's rendezvous at StoreAddr:StorePort
 	// (authenticated by the trial's token); without, a c10d TCPStore rank 0 serves
 	// there (engine tests and tools only: it listens on every interface unchecked).
@@ -49,6 +49,12 @@ type DistConfig struct {
 	NCCLID     string `json:"nccl_id,omitempty"`    // hex unique id from rank 0 (nccl)
 	TimeoutMS  int    `json:"timeout_ms,omitempty"` // collective deadline; 0: engine default
 }
+
+// BackendStaged is the host-staged backend: Gloo on host copies of the
+// tensors (engine/native/src/comm_staged.cpp), so that CUDA ranks can share a
+// GPU (a rehearsal, docs/rehearsal.md); on CPU ranks it runs the staging code
+// with CPU tensors. Backend gloo with CUDA tensors is staged too.
+const BackendStaged = "gloo-staged"
 
 // DDPConfig is the gradient reducer's configuration (PyTorch DDP semantics).
 type DDPConfig struct {

@@ -26,6 +26,9 @@ const NotRun store.Outcome = "not_run"
 // provenance. findings are the checklist's results (nil when not evaluated).
 func Build(run *store.Run, findings []checklist.Result) *Summary {
 	m := &run.Manifest
+	if m.IsRehearsal() { // checks, not measurements: no values, no verdicts
+		return buildRehearsal(run)
+	}
 	s := &Summary{
 		Schema:    SchemaVersion,
 		Kind:      KindSummary,

@@ -91,6 +91,9 @@ func LoadSide(path string) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		if run.Manifest.IsRehearsal() {
+			return nil, store.RefuseRehearsal(path, "compare and export")
+		}
 		return Build(run, nil), nil
 	}
 	return ReadSummary(path)

@@ -59,6 +59,7 @@ func LoadHistory(dir string) (*History, error) {
 	}
 	h := &History{Dir: dir}
 	var sums []*Summary
+	rehearsals := 0
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -72,8 +73,16 @@ func LoadHistory(dir string) (*History, error) {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("skipped %s: %v", p, err))
 			continue
 		}
+		if run.Manifest.IsRehearsal() {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("skipped %s: a rehearsal (%s) is no point of history", p, store.RehearsalNote))
+			rehearsals++
+			continue
+		}
 		sums = append(sums, Build(run, nil))
 		h.Runs = append(h.Runs, HistoryRun{Dir: p, RunID: run.Manifest.RunID, Created: run.Manifest.Created.UTC()})
+	}
+	if len(sums) == 0 && rehearsals > 0 {
+		return nil, fmt.Errorf("%s holds only rehearsals (%d; %s): no measured run to chart", dir, rehearsals, store.RehearsalNote)
 	}
 	if len(sums) == 0 {
 		return nil, fmt.Errorf("%s holds no run directories (folders with a manifest.json)", dir)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/casestudy/casestudy/store"
 )
 
 // WriteJSON writes s as indented JSON (summary.json or a baseline file).
@@ -35,6 +37,8 @@ func ReadSummary(path string) (*Summary, error) {
 		return nil, fmt.Errorf("%s: schema %d is newer than this casestudy understands (%d): upgrade casestudy", path, s.Schema, SchemaVersion)
 	case s.Kind == "":
 		return nil, fmt.Errorf("%s: no \"kind\" field: not a casestudy summary or baseline file (write one with casestudy baseline RUN_DIR -o FILE)", path)
+	case s.Kind == KindRehearsal:
+		return nil, fmt.Errorf("%s is the summary of a rehearsal (%s): compare, export and baselines take measured runs only", path, store.RehearsalNote)
 	case s.Kind != KindSummary && s.Kind != KindBaseline:
 		return nil, fmt.Errorf("%s: \"kind\" is %q, want %q or %q", path, s.Kind, KindSummary, KindBaseline)
 	}

@@ -70,6 +70,9 @@ type Summary struct {
 	// says whether forced NCCL knobs took effect (report/nccl.go).
 	Timeline *TimelineSection `json:"timeline,omitempty"`
 	NCCL     []NCCLEvidence   `json:"nccl_evidence,omitempty"`
+	// Rehearsal is a rehearsal's section (report/rehearsal.go; kind
+	// "rehearsal"): checks, not measurements.
+	Rehearsal *RehearsalSection `json:"rehearsal,omitempty"`
 
 	// ValueBasis is what the launches' samples/s divide by: window (the
 	// measured window's wall clock), steps (summed step times: older runs) or

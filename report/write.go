@@ -91,6 +91,9 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 
 // Render writes s in one format: html, md or json.
 func Render(w io.Writer, s *Summary, format string) error {
+	if s.Kind == KindRehearsal && format != "json" {
+		return renderRehearsal(w, s, format)
+	}
 	switch format {
 	case "html":
 		return WriteHTML(w, s)

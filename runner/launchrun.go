@@ -114,6 +114,9 @@ func (r *Runner) startLaunch(ctx context.Context, sp *trialSpec, rep int, releas
 	}
 	spec := launch.Spec{Trial: sp.Trial.ID, Path: o.Executable, Args: o.WorkerArgs,
 		Nodes: max(o.Study.Workload.Nodes, 1), ProcsPerGPU: sp.Launch.ProcsPerGPU, Timeout: o.Timeout}
+	if o.Machine.Rehearse {
+		spec.Nodes = 1 // every rank on this machine
+	}
 	for k := 0; k < sp.Ranks; k++ {
 		f, err := o.Writer.CreateLog(sp.Trial.ID, k, rep)
 		if err != nil {

@@ -28,7 +28,7 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 			"device": s.Workload.Device, "device_resolved": m.Device, "gpus": s.Workload.GPUs,
 			"nodes": s.Workload.Nodes, "ranks": s.Workload.Ranks, "warmup_steps": s.Workload.WarmupSteps,
 			"steps": s.Workload.Steps, "repeats": repeatsText(s.Workload.Repeats), "timeout": s.Workload.Timeout.String(),
-			"seed": s.Workload.Seed, "threads": s.Workload.Threads, "interleave": s.Workload.Interleave,
+			"seed": s.Workload.Seed, "threads": s.Workload.Threads, "interleave": s.Workload.Interleave, "rehearse": s.Workload.Rehearse,
 			"strategy": plan.Strategy,
 		},
 		Model: map[string]any{"family": s.Model.Family, "preset": s.Model.Preset,

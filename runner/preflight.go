@@ -22,6 +22,9 @@ type Machine struct {
 	// NVLink: this host's GPUs share NVLink (nvidia-smi topo -m), so NCCL's
 	// intra-node channels must be P2P (provenance.TransportTaint).
 	NVLink bool
+	// Rehearse: every trial runs as a rehearsal (runner/rehearse.go): its
+	// ranks share the GPUs present, host-staged.
+	Rehearse bool
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),
@@ -87,7 +90,7 @@ func resolveDevice(s *study.Study, plan *study.Plan, m *Machine) error {
 	for _, t := range plan.Trials {
 		need = max(need, s.PlacementFor(t.Knobs, "cuda").GPUsPerNode)
 	}
-	if need > len(m.GPUs) {
+	if need > len(m.GPUs) && !s.Workload.Rehearse { // a rehearsal shares the GPUs present
 		return exitcode.With(exitcode.Environment, fmt.Errorf(
 			"%s needs %d GPUs per trial; %d visible (CUDA_VISIBLE_DEVICES, NVML); try %s or lower workload.gpus",
 			s.Path, need, len(m.GPUs), smoke))

@@ -54,6 +54,13 @@ type Options struct {
 	NoisyCV        float64
 	OOMKills       func() (uint64, bool) // the kernel's OOM-kill count; nil: /proc/vmstat oom_kill
 
+	// RehearsalEstimates: a rehearsal's plan-time memory estimate per rank,
+	// by trial ID (CheckRehearsalFit), recorded with each trial.
+	RehearsalEstimates map[string]int64
+	// RehearseDistinct: rehearse only the first trial of each distinct layout
+	// and path (--rehearse-distinct); the others are recorded as covered.
+	RehearseDistinct bool
+
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial
 
@@ -150,6 +157,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.start = time.Now()
 	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
 		return res, err
+	}
+	if r.opts.Machine.Rehearse {
+		return res, r.runRehearsal(ctx, res)
 	}
 	if r.opts.Plan.Strategy == "greedy" && len(r.opts.Only) == 0 {
 		return res, r.runGreedy(ctx, res)

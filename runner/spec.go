@@ -88,7 +88,9 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 		}
 		sp.Devices = append(sp.Devices, dev)
 	}
-	if place.GPUsPerNode > len(m.GPUs) {
+	if m.Rehearse {
+		rehearseSpec(sp, m)
+	} else if place.GPUsPerNode > len(m.GPUs) {
 		sp.Unsupported = fmt.Sprintf("needs %d GPUs per node (%d ranks on %d nodes, procs_per_gpu %d); %d visible",
 			place.GPUsPerNode, sp.Ranks, place.Nodes, place.ProcsPerGPU, len(m.GPUs))
 	}

@@ -252,7 +252,7 @@ func (wk *worker) run(ctx context.Context, e Engine, be Backend) error {
 		wk.mark(timeline.MarkWarm, ready)
 	}
 	breaks := wk.faultSteps()
-	step := 0 // the next step's index (the engine counts every step, warm-up ones included)
+	step := 0         // the next step's index (the engine counts every step, warm-up ones included)
 	lastWarmMS := 0.0 // the last warm-up step's time: the collective deadline's measure
 	// call runs n steps in one engine call and reports them.
 	call := func(n int, warm bool) (time.Time, error) {

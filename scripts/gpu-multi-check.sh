@@ -5,6 +5,10 @@
 # from the CPU machine, see docs/records/multi-gpu.md). Stages, most important first,
 # each under a timeout of min(its cap, the time left):
 #   build   the engine: scripts/gpu-check.sh with STAGES=' ' (build only)
+#   rehearse  scripts/gpu-rehearse.sh on the studies below (ddp<G>-quick of
+#           each of MODELS): every rank a process on the GPUs present,
+#           host-staged, so the multi-GPU time starts from a plan that ran
+#           (docs/rehearsal.md); rehearse.md and rehearse.tgz into $OUT
 #   tests   build/gpu/engine.test -test.run GPUMulti with CASESTUDY_GPU_TESTS=1,
 #           CASESTUDY_GPUS=N (engine/gpu_multi_test.go)
 #   study   for each of MODELS (default gpt): bin/casestudy run
@@ -28,10 +32,11 @@
 #           over at 1), exposed-communication share of the step at the default
 #           bucket size (with and without overlap), the largest bucket's busbw
 #           against the microbenchmark's at that size
-# $OUT stays flat, at most 5 files, brought up to date after every stage:
+# $OUT stays flat, at most 8 files, brought up to date after every stage:
 # table.md (facts, stage results, test lines, the numbers), metrics.json,
 # bench.json, logs.tgz (every log), studies.tgz (the run directories,
-# results/MODEL/STUDY/RUN). The table is printed last, whatever happened.
+# results/MODEL/STUDY/RUN), rehearse.md, rehearse.tgz and rehearse-logs.tgz (stage
+# rehearse). The table is printed last, whatever happened.
 #
 # Environment: OUT (default build/gpu-multi-out), WORK (default
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
@@ -184,7 +189,7 @@ fi
 WORK=${WORK:-$PWD/build/gpu-multi-check}
 BUDGET_S=${BUDGET_S:-470}
 RESERVE_S=${RESERVE_S:-10}
-STAGES=${STAGES:-build tests study bench transport}
+STAGES=${STAGES:-build rehearse tests study bench transport}
 MODELS=${MODELS:-gpt}
 BUILD_DIR=${ENGINE_BUILD:-build/engine}
 LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
@@ -193,6 +198,7 @@ LOG=$WORK/logs
 # Caps (s): a stage's timeout is min(cap, time left). Estimates for 8 H200s:
 # build ~70, tests ~150, the studies ~90 and ~40, the benchmark ~40.
 CAP_BUILD=240 CAP_TESTS=230 CAP_STUDY_G=150 CAP_STUDY_1=80 CAP_BENCH=90
+CAP_REHEARSE=${CAP_REHEARSE:-90}
 
 export PATH=/usr/local/cuda/bin:$PATH
 if [[ -n ${NCCL_NVLS_ENABLE:-} && $NCCL_NVLS_ENABLE != 0 ]]; then
@@ -205,8 +211,8 @@ for v in BUDGET_S RESERVE_S; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-multi-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in build | tests | study | bench | transport) ;;
-    *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build tests study bench transport)" >&2; exit 2 ;;
+  case $s in build | rehearse | tests | study | bench | transport) ;;
+    *) echo "gpu-multi-check.sh: STAGES: unknown stage '$s' (build rehearse tests study bench transport)" >&2; exit 2 ;;
   esac
 done
 for m in $MODELS; do
@@ -223,7 +229,7 @@ for g in 8 4; do ((GPUS >= g)) && { G=$g; break; }; done
 
 rm -rf "$WORK"
 mkdir -p "$OUT" "$LOG"
-rm -f "$OUT"/{table.md,metrics.json,bench.json,logs.tgz,studies.tgz}
+rm -f "$OUT"/{table.md,metrics.json,bench.json,logs.tgz,studies.tgz,rehearse.md,rehearse.tgz,rehearse-logs.tgz}
 STATUS=$WORK/status.md
 : >"$STATUS"
 status=0
@@ -380,6 +386,21 @@ study() {
     log_status "study $model/$name: ok, ${dir#"$WORK"/}: $(outcomes "$dir/trials.jsonl")"
   else
     log_status "study $model/$name: FAIL (exit $rc, logs/$log.err): $(tail -3 "$LOG/$log.err" | tr '\n' ' ')"
+    status=1
+  fi
+}
+
+# The rehearsal of the studies this call runs (scripts/gpu-rehearse.sh),
+# within CAP_REHEARSE; its failure fails the call, not the later stages.
+stage_rehearse() {
+  local m studies="" rc=0
+  for m in $MODELS; do studies="$studies studies/$m/ddp$G-quick.yaml"; done
+  timed "$CAP_REHEARSE" rehearse env STUDIES="$studies" BUDGET_S="$(min "$CAP_REHEARSE" "$(left)")" \
+    ENGINE_LIB="$LIB" OUT="$OUT" WORK="$WORK/rehearse" scripts/gpu-rehearse.sh || rc=$?
+  if ((rc == 0)); then
+    log_status "rehearse: ok,$studies (rehearse.md)"
+  else
+    log_status "rehearse: FAIL (exit $rc, logs/rehearse.out, rehearse.md)"
     status=1
   fi
 }

@@ -43,6 +43,8 @@ type Manifest struct {
 	// InheritedEnv is the parent's NCCL_* and CUDA_* variables that reach
 	// some trial's ranks unchanged (auto knobs inherit; default unsets).
 	InheritedEnv map[string]string `json:"inherited_env,omitempty"`
+	// Rehearsal marks a rehearsal (store/rehearsal.go); nil for a measured run.
+	Rehearsal *Rehearsal `json:"rehearsal,omitempty"`
 }
 
 // Measurement is the launch schedule and the statistical design of a run

@@ -54,6 +54,8 @@ type TrialRecord struct {
 	// that launched first). It is no repeat and no statistic uses it.
 	Preheat *Timeline     `json:"preheat,omitempty"`
 	Summary *TrialSummary `json:"summary,omitempty"` // over all ok repeats
+	// Rehearsal is what a rehearsal found (store/rehearsal.go); nil otherwise.
+	Rehearsal *RehearsalTrial `json:"rehearsal,omitempty"`
 }
 
 // RepeatRecord is one launch of a trial.

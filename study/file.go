@@ -158,6 +158,8 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 			r.Threads = d.integer(v, f, 0, 1024)
 		case "interleave":
 			r.Interleave = d.boolean(v, f)
+		case "rehearse":
+			r.Rehearse = d.boolean(v, f)
 		}
 	})
 }

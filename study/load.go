@@ -241,6 +241,9 @@ func merge(p, c *rawStudy) *rawStudy {
 	if !m.Interleave.Set {
 		m.Interleave = p.Interleave
 	}
+	if !m.Rehearse.Set {
+		m.Rehearse = p.Rehearse
+	}
 	if !m.Threshold.Set {
 		m.Threshold = p.Threshold
 	}

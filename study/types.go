@@ -69,6 +69,10 @@ type Workload struct {
 	// GPUsAll: workload.gpus is all, the GPUs of the node the study plans
 	// for; GPUs is 1 until ResolveGPUs (or --gpus) sets it.
 	GPUsAll bool
+	// Rehearse: run every trial as a rehearsal (docs/rehearsal.md): its real
+	// ranks and layout as processes sharing the GPUs present, host-staged;
+	// nothing measured. casestudy run --rehearse sets it too.
+	Rehearse bool
 }
 
 // Sweep is the study's search space.

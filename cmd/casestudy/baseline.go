@@ -40,6 +40,9 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	if err != nil {
 		return exitcode.Usage(err)
 	}
+	if run.Manifest.IsRehearsal() {
+		return exitcode.Usage(store.RefuseRehearsal(dir, "baselines"))
+	}
 	s := report.Build(run, nil)
 	s.Kind = report.KindBaseline
 	s.Provenance.RunDir = dir

@@ -39,6 +39,8 @@ type runOptions struct {
 	profile          string // --profile: the profile knob for every trial ("" = the study's)
 	overlap          string
 	json             bool
+	rehearse         bool            // --rehearse (rehearse.go)
+	rehearseDistinct bool            // --rehearse-distinct
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 }
 
@@ -87,6 +89,8 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 	f.StringVar(&o.profile, "profile", "", "profile `N` more steps after each launch's measured ones (or off): sets the profile knob for every trial")
 	f.StringVar(&o.overlap, "overlap", runner.OverlapTail, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch ends: "+
 		"tail (once its steps are done), on (as soon as it starts), off, or aa / aa-tail (A/A tests of on and tail; see docs/launch-cost.md)")
+	f.BoolVar(&o.rehearse, "rehearse", false, "rehearse the study: every trial with its real ranks and layout as processes sharing the GPUs present (or CPU ranks), host-staged; checks, not measurements (docs/rehearsal.md)")
+	f.BoolVar(&o.rehearseDistinct, "rehearse-distinct", false, "with --rehearse: rehearse one trial per distinct layout and path (ranks, data parallel x stages, micro-batch, precision, grad_accum, compression, schedule); the others are recorded as covered by it")
 	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
 	addOverrideFlags(f)
@@ -157,6 +161,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		s.Baseline["profile"] = v // not part of trial IDs: --trial and --resume still match
 	}
+	s.Workload.Rehearse = s.Workload.Rehearse || o.rehearse
+	if s.Workload.Rehearse || o.rehearseDistinct {
+		if err := rehearsalSetup(cmd, o, s); err != nil {
+			return err
+		}
+	}
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: o.maxTrials})
 	if err != nil {
 		return err
@@ -169,9 +179,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err := checkTrialIDs(plan, o.trials); err != nil {
 		return err
 	}
-	kind, err := launch.Kind(o.launcher.kind, o.launcher.submit, s, os.Environ())
-	if err != nil {
-		return err
+	kind := "local" // a rehearsal runs every rank here
+	if !s.Workload.Rehearse {
+		if kind, err = launch.Kind(o.launcher.kind, o.launcher.submit, s, os.Environ()); err != nil {
+			return err
+		}
 	}
 	if o.launcher.submit {
 		if o.resume != "" {
@@ -185,6 +197,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
+	var estimates map[string]int64
+	if machine.Rehearse = s.Workload.Rehearse; machine.Rehearse {
+		if estimates, err = rehearsalFit(s, plan, machine, gpus); err != nil {
+			return err
+		}
+	}
 	if prev != nil {
 		if w, err = store.Reopen(prev, lock); err != nil {
 			return fmt.Errorf("--resume: %w", err)
@@ -195,6 +213,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			runID = o.launcher.runID
 		}
 		man = runner.NewManifest(runID, s, plan, machine, os.Args, os.Environ(), overrides)
+		if machine.Rehearse {
+			man.Rehearsal = runner.RehearsalFor(machine)
+		}
 		if w, err = store.Create(o.out, s.Name, runID, man); err != nil {
 			return exitcode.With(exitcode.Environment, err)
 		}
@@ -221,7 +242,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
-		Progress: progress, TrialCommand: trialCommand}
+		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: estimates, RehearseDistinct: o.rehearseDistinct}
 	if man.Measurement != nil {
 		d := stats.Design(*man.Measurement)
 		ropts.Design = &d

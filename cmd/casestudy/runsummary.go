@@ -92,6 +92,9 @@ func printRunSummary(w io.Writer, sum *runSummary) error {
 		return nil
 	}
 	fmt.Fprintln(w)
+	if sum.report.Kind == report.KindRehearsal { // checks, not measurements: no values, no winner
+		return report.WriteRehearsalLines(w, sum.report)
+	}
 	if err := report.WriteTrialLines(w, sum.report); err != nil {
 		return err
 	}

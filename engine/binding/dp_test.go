@@ -146,6 +146,7 @@ type rankOpts struct {
 	nccl     bool          // backend nccl: rank r alone on GPU r (visibleDevice), device_index 0; one failed rank stops the others
 	deadline time.Duration // every rank is killed after it; default 90 s
 	env      []string      // extra environment of every rank
+	staged   bool          // backend gloo-staged (staged_test.go): CUDA ranks share the device
 }
 
 // startRanks runs world rank processes and returns each one's result or
@@ -162,6 +163,9 @@ func startRanks(t *testing.T, lib *Library, cfg engine.Config, world, steps int,
 		timeoutMS = cfg.Dist.TimeoutMS
 	}
 	dist := engine.DistConfig{WorldSize: world, Backend: "gloo", StoreAddr: "127.0.0.1", TimeoutMS: timeoutMS}
+	if o.staged {
+		dist.Backend = engine.BackendStaged
+	}
 	env := append(os.Environ(), dpChildEnv+"=1", fmt.Sprintf("%s=%d", dpStepsEnv, steps),
 		dpLibEnv+"="+lib.Path(), "OMP_NUM_THREADS=1")
 	if o.nccl {

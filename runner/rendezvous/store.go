@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net"
 	"strconv"
+
+	"github.com/casestudy/casestudy/engine"
 )
 
 // RoleStore is the hello role of Gloo's store connections (the engine's
@@ -46,7 +48,7 @@ func (s *Server) welcome(rank int) Welcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.welcomes[rank]
-	if s.storeAddr != "" && w.Config.Dist.Backend == "gloo" {
+	if b := w.Config.Dist.Backend; s.storeAddr != "" && (b == "gloo" || b == engine.BackendStaged) {
 		host, port, _ := splitHostPort(s.storeAddr)
 		w.Config.Dist.StoreAddr, w.Config.Dist.StorePort, w.Config.Dist.StoreToken = host, port, s.token
 	}

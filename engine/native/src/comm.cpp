@@ -15,11 +15,12 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
   }
   std::string backend = opts.backend;
   if (backend.empty()) backend = device.is_cuda() ? "nccl" : "gloo";
-  if (backend == "gloo") {
-    if (device.is_cuda()) {
-      throw UnsupportedError("dist.backend gloo is for CPU ranks; use nccl with device cuda");
-    }
+  if (backend == "gloo" || backend == "gloo-staged") {
 #ifdef CS_WITH_GLOO
+    // CUDA tensors go through host buffers (ranks sharing a GPU: a rehearsal,
+    // docs/rehearsal.md); gloo-staged runs that path with CPU tensors too.
+    if (device.is_cuda() || backend == "gloo-staged")
+      return make_staged_communicator(make_gloo_communicator(opts), device, opts.timeout_ms);
     return make_gloo_communicator(opts);
 #else
     throw UnsupportedError("dist.backend gloo: this engine was built without Gloo (CS_WITH_GLOO)");
@@ -35,7 +36,7 @@ std::unique_ptr<Communicator> make_communicator(const DistOptions& opts, torch::
     throw UnsupportedError("dist.backend nccl: this engine was built without NCCL (CS_WITH_NCCL)");
 #endif
   }
-  throw ConfigError("dist.backend must be nccl, gloo or empty, got \"" + backend + "\"");
+  throw ConfigError("dist.backend must be nccl, gloo, gloo-staged or empty, got \"" + backend + "\"");
 }
 
 #ifndef CS_WITH_NCCL

@@ -227,7 +227,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   if (c.dist.rank >= c.dist.world_size)
     throw ConfigError("dist.rank must be < dist.world_size (" + std::to_string(c.dist.world_size) +
                       "), got " + std::to_string(c.dist.rank));
-  if (!c.dist.backend.empty()) one_of("dist.backend", c.dist.backend, {"nccl", "gloo"});
+  if (!c.dist.backend.empty()) one_of("dist.backend", c.dist.backend, {"nccl", "gloo", "gloo-staged"});
   at_least("dist.store_port", c.dist.store_port, 0);
   if (c.dist.store_port > 65535)
     throw ConfigError("dist.store_port must be ≤ 65535, got " + std::to_string(c.dist.store_port));

@@ -5,6 +5,11 @@
 
 namespace cs {
 
+// comm_staged.cpp: wraps each group so its tensors are staged through host
+// buffers (the groups of a "gloo-staged" world).
+std::vector<std::unique_ptr<PipeGroup>> stage_pipe_groups(std::vector<std::unique_ptr<PipeGroup>> groups,
+                                                          torch::Device device);
+
 std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist,
                                                          torch::Device device,
                                                          Communicator& world,
@@ -19,6 +24,7 @@ std::vector<std::unique_ptr<PipeGroup>> make_pipe_groups(const DistOptions& dist
   const std::string backend = world.backend();
 #ifdef CS_WITH_GLOO
   if (backend == "gloo") return make_gloo_pipe_groups(dist, parts);
+  if (backend == "gloo-staged") return stage_pipe_groups(make_gloo_pipe_groups(dist, parts), device);
 #endif
 #ifdef CS_WITH_NCCL
   if (backend == "nccl") return make_nccl_pipe_groups(dist, device, world, parts);

@@ -1,0 +1,514 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
+)
+
+// The Rehearsal section: what a rehearsal (docs/rehearsal.md) answers per
+// trial, derived from its records. Nothing here is a measurement: a rehearsal
+// summary has kind "rehearsal", no values, no comparisons and no verdicts, and
+// compare, baseline and history refuse or skip it.
+
+// KindRehearsal is the kind of a rehearsal's summary.json: never compared.
+const KindRehearsal = "rehearsal"
+
+// HeadlineRehearsal is the headline status of a rehearsal.
+const HeadlineRehearsal = "rehearsal"
+
+// Tolerances of the loss agreement with the one-rank reference: fp32 1e-5
+// relative; other precisions the measured noise of the precision, twice the
+// distance between the reference in that precision and in fp32 (at least the
+// fp32 tolerance).
+const (
+	RehearsalFP32Tol = 1e-5
+	rehearsalNoiseK  = 2
+)
+
+// RehearsalSection is the Rehearsal section of a rehearsal's summary.
+type RehearsalSection struct {
+	Note    string           `json:"note"` // store.RehearsalNote
+	Why     string           `json:"why"`  // why its timings are not measurements
+	Backend string           `json:"backend"`
+	Device  string           `json:"device"`
+	GPUs    []string         `json:"gpus,omitempty"`
+	GPU     string           `json:"gpu,omitempty"`
+	GPUMem  int64            `json:"gpu_memory_bytes,omitempty"` // each rank's own on the real machine
+	Trials  []RehearsalTrial `json:"trials"`
+}
+
+// RehearsalTrial is what the rehearsal of one trial found.
+type RehearsalTrial struct {
+	ID      string            `json:"id"`
+	Label   string            `json:"label"`
+	Knobs   map[string]string `json:"knobs"`
+	Outcome store.Outcome     `json:"outcome"`
+	// Error is the first error, classified: the outcome, the rank, the text.
+	Error       string   `json:"error,omitempty"`
+	Ranks       int      `json:"ranks"`
+	DataPar     int      `json:"data_parallel"`
+	Stages      int      `json:"stages"`
+	MicroBatch  int      `json:"micro_batch"`
+	RanksPerGPU int      `json:"ranks_per_gpu,omitempty"`
+	Devices     []string `json:"devices,omitempty"`
+
+	Memory     *RehearsalMemory       `json:"memory,omitempty"`
+	Buckets    *RehearsalBuckets      `json:"buckets,omitempty"`
+	Pipeline   *RehearsalPipeline     `json:"pipeline,omitempty"`
+	Checksums  *RehearsalChecksums    `json:"checksums,omitempty"`
+	Losses     *RehearsalLosses       `json:"losses,omitempty"`
+	Paths      []string               `json:"paths,omitempty"` // compression, top-k, ...: what ran
+	Faults     []store.RehearsalFault `json:"faults,omitempty"`
+	NotApplied []string               `json:"not_applicable,omitempty"`
+	// StepMS is rank 0's median step time: a rehearsal's, not a measurement.
+	StepMS float64 `json:"rehearsal_step_ms,omitempty"`
+}
+
+// RehearsalMemory is one rank's memory against the real GPU's capacity.
+type RehearsalMemory struct {
+	PeakBytes     int64 `json:"peak_bytes"`     // largest over ranks and steps
+	ReservedBytes int64 `json:"reserved_bytes"` // largest over ranks and steps
+	PeakRank      int   `json:"peak_rank"`
+	EstimateBytes int64 `json:"estimate_bytes,omitempty"` // plan-time estimate
+	CapacityBytes int64 `json:"capacity_bytes,omitempty"` // one GPU's (0: CPU ranks)
+	Fits          *bool `json:"fits,omitempty"`           // reserved + the process's overhead within the capacity
+	// LargestMicroBatch is the largest per-rank micro-batch whose extrapolated
+	// peak fits the capacity (0: unknown); Method says how it was extrapolated.
+	LargestMicroBatch int    `json:"largest_micro_batch,omitempty"`
+	Method            string `json:"method,omitempty"`
+}
+
+// RehearsalBuckets is the reducer's bucket plan as rank 0 ran it.
+type RehearsalBuckets struct {
+	Count      int     `json:"count"`
+	Bytes      []int64 `json:"bytes"`
+	FirstBytes int64   `json:"first_bytes"`
+	Ops        string  `json:"ops"` // all_reduce | all_gather
+}
+
+// RehearsalPipeline is the pipeline's partition and schedule.
+type RehearsalPipeline struct {
+	Schedule     string   `json:"schedule"`
+	Microbatches int      `json:"microbatches"`
+	BalanceBy    string   `json:"balance_by"`
+	Balance      []int    `json:"balance"` // layers per stage
+	Stages       []string `json:"stages"`  // "stage 0: layers 0-3"
+}
+
+// RehearsalChecksums says whether ranks that must hold equal parameters do.
+type RehearsalChecksums struct {
+	DataParallelEqual *bool  `json:"data_parallel_equal,omitempty"` // every DP rank (no pipeline)
+	ReplicasEqual     *bool  `json:"stage_replicas_equal,omitempty"`
+	Detail            string `json:"detail"`
+}
+
+// RehearsalLosses are the first steps' losses against one rank training the
+// same global batch.
+type RehearsalLosses struct {
+	Trial     []float64 `json:"trial"` // the mean over ranks per measured step
+	Reference []float64 `json:"reference,omitempty"`
+	MaxRel    float64   `json:"max_rel_diff,omitempty"`
+	Tolerance float64   `json:"tolerance,omitempty"`
+	Agree     *bool     `json:"agree,omitempty"`
+	Detail    string    `json:"detail"`
+}
+
+const rehearsalWhy = "the ranks shared the GPUs of this machine and talked through host-staged Gloo collectives, " +
+	"so every time is slowed by the sharing and the host copies and says nothing of the real machine; " +
+	"a rehearsal checks that the plan runs and computes right, and never enters verdicts, baselines, history or compare"
+
+// buildRehearsal is Build for a rehearsal.
+func buildRehearsal(run *store.Run) *Summary {
+	m := &run.Manifest
+	rh := m.Rehearsal
+	s := &Summary{Schema: SchemaVersion, Kind: KindRehearsal, Study: m.Study, RunID: m.RunID, Created: m.Created.UTC(),
+		Objective: m.Objective, Counts: map[string]int{}, Findings: nil, Provenance: provenance(run)}
+	s.Metric, _ = stats.MetricFor(m.Objective)
+	s.Headline = Headline{Status: HeadlineRehearsal, Metric: s.Metric.Name, Unit: s.Metric.Unit}
+	sec := &RehearsalSection{Note: store.RehearsalNote, Why: rehearsalWhy, Backend: rh.Backend, Device: rh.Device,
+		GPUs: rh.GPUs, GPU: rh.GPUName, GPUMem: rh.GPUMemoryBytes}
+	byID := map[string]*store.TrialRecord{}
+	for i := range run.Trials {
+		byID[run.Trials[i].ID] = &run.Trials[i]
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := byID[ids[i]], byID[ids[j]]
+		if a.Index != b.Index {
+			return a.Index < b.Index
+		}
+		return a.ID < b.ID
+	})
+	ran, wrong := 0, 0
+	for _, id := range ids {
+		rec := byID[id]
+		s.Counts[string(rec.Outcome)]++
+		s.Trials = append(s.Trials, Trial{ID: rec.ID, Index: rec.Index, Knobs: rec.Knobs, Changed: nonNil(rec.Changed),
+			Outcome: rec.Outcome, Error: rec.Error, Command: rec.Command, Baseline: len(rec.Changed) == 0})
+		if rec.Outcome == store.Skipped {
+			continue
+		}
+		t := rehearseTrial(rec, rh)
+		if t.Outcome == store.OK {
+			ran++
+		}
+		if t.wrong() {
+			wrong++
+		}
+		sec.Trials = append(sec.Trials, t)
+	}
+	setLabels(s)
+	for i := range sec.Trials {
+		for _, t := range s.Trials {
+			if t.ID == sec.Trials[i].ID {
+				sec.Trials[i].Label = t.Label
+			}
+		}
+	}
+	s.Rehearsal = sec
+	s.Headline.Text = fmt.Sprintf("%s: %d of %d trials ran", store.RehearsalNote, ran, len(sec.Trials))
+	if wrong > 0 {
+		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums, losses or fault handling)", wrong)
+	}
+	return s
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+// wrong says whether a trial ran but computed wrongly, or a fault in it was
+// not classified as on a cluster.
+func (t *RehearsalTrial) wrong() bool {
+	bad := func(b *bool) bool { return b != nil && !*b }
+	for _, f := range t.Faults {
+		if !f.Classified {
+			return true
+		}
+	}
+	return (t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))) ||
+		(t.Losses != nil && bad(t.Losses.Agree))
+}
+
+func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
+	t := RehearsalTrial{ID: rec.ID, Knobs: rec.Knobs, Outcome: rec.Outcome}
+	info := rec.Rehearsal
+	if info == nil {
+		info = &store.RehearsalTrial{}
+	}
+	t.Ranks, t.DataPar, t.Stages, t.MicroBatch = info.Ranks, info.DataPar, info.Stages, info.MicroBatch
+	t.RanksPerGPU, t.Devices, t.Faults, t.NotApplied = info.RanksPerGPU, info.Devices, info.Faults, info.Notes
+	if rec.Outcome != store.OK {
+		t.Error = string(rec.Outcome)
+		if rec.FailedRank >= 0 {
+			t.Error += fmt.Sprintf(" on rank %d", rec.FailedRank)
+		}
+		if rec.Error != "" {
+			t.Error += ": " + firstLine(rec.Error)
+		}
+	}
+	if len(rec.Repeats) == 0 {
+		return t
+	}
+	ranks := rec.Repeats[0].Ranks
+	if len(ranks) == 0 {
+		return t
+	}
+	t.Memory = rehearsalMemory(ranks, info, rh)
+	t.Buckets = rehearsalBuckets(ranks[0])
+	t.Pipeline = rehearsalPipeline(ranks, rec.Knobs)
+	if rec.Outcome == store.OK {
+		t.Checksums = rehearsalChecksums(ranks, t.DataPar, t.Stages)
+		t.Losses = rehearsalLosses(ranks, info, rec.Knobs, t.DataPar)
+	}
+	t.Paths = rehearsalPaths(rec.Knobs, t.Buckets, t.Stages)
+	var ms []float64
+	for _, st := range ranks[0].Steps {
+		ms = append(ms, st.StepMS)
+	}
+	if len(ms) > 0 {
+		t.StepMS = stats.DescribeOf(ms).Median
+	}
+	if info.Reference != nil && info.Reference.Outcome != store.OK && info.Reference.Outcome != "" {
+		t.Losses = orLosses(t.Losses)
+		t.Losses.Detail = fmt.Sprintf("the one-rank reference did not run: %s: %s", info.Reference.Outcome, firstLine(info.Reference.Error))
+	}
+	return t
+}
+
+func orLosses(l *RehearsalLosses) *RehearsalLosses {
+	if l == nil {
+		return &RehearsalLosses{}
+	}
+	return l
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// rehearsalProcessBytes is what a process holds outside the caching
+// allocator (CUDA context, libraries), counted against the capacity.
+const rehearsalProcessBytes = 512 << 20
+
+func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {
+	m := &RehearsalMemory{EstimateBytes: info.EstimateBytes, CapacityBytes: rh.GPUMemoryBytes, PeakRank: -1}
+	var setup int64
+	for _, r := range ranks {
+		for _, s := range r.Steps {
+			if s.MemPeakBytes > m.PeakBytes {
+				m.PeakBytes, m.PeakRank = s.MemPeakBytes, r.Rank
+				if r.Info != nil {
+					setup = r.Info.MemAfterSetup
+				}
+			}
+			m.ReservedBytes = max(m.ReservedBytes, s.MemReservedBytes)
+		}
+	}
+	if m.PeakBytes == 0 {
+		return m
+	}
+	if m.CapacityBytes <= 0 {
+		m.Method = "CPU ranks: no GPU capacity to hold the memory against"
+		return m
+	}
+	fits := m.ReservedBytes+rehearsalProcessBytes <= m.CapacityBytes
+	m.Fits = &fits
+	mb := max(info.MicroBatch, 1)
+	// One point: the peak over the static memory, taken as 4x the memory
+	// after setup (weights, then gradients and AdamW's two moments).
+	static := 4 * setup
+	perSample := float64(m.PeakBytes-static) / float64(mb)
+	m.Method = "the measured peak over a static part of 4x the memory after setup (weights, gradients, AdamW's moments), linear in the micro-batch"
+	if perSample <= 0 || setup == 0 {
+		m.Method = "unknown: the peak is within the static memory estimate"
+		return m
+	}
+	free := float64(m.CapacityBytes-rehearsalProcessBytes-static) / perSample
+	m.LargestMicroBatch = int(math.Floor(free))
+	return m
+}
+
+func rehearsalBuckets(r store.RankRecord) *RehearsalBuckets {
+	if len(r.Steps) == 0 {
+		return nil
+	}
+	last := r.Steps[len(r.Steps)-1]
+	if len(last.Buckets) == 0 {
+		return nil
+	}
+	b := &RehearsalBuckets{Count: len(last.Buckets)}
+	ops := map[string]bool{}
+	for _, x := range last.Buckets {
+		b.Bytes = append(b.Bytes, x.Bytes)
+		op := x.Op
+		if op == "" {
+			op = "all_reduce"
+		}
+		ops[op] = true
+	}
+	b.FirstBytes = b.Bytes[0]
+	b.Ops = strings.Join(slices.Sorted(func(yield func(string) bool) {
+		for k := range ops {
+			if !yield(k) {
+				return
+			}
+		}
+	}), ", ")
+	return b
+}
+
+func rehearsalPipeline(ranks []store.RankRecord, knobs map[string]string) *RehearsalPipeline {
+	var p *RehearsalPipeline
+	seen := map[int]bool{}
+	for _, r := range ranks {
+		if r.Info == nil || r.Info.Pipeline == nil {
+			continue
+		}
+		pi := r.Info.Pipeline
+		if p == nil {
+			p = &RehearsalPipeline{Schedule: pi.Schedule, BalanceBy: pi.BalanceBy, Balance: pi.Balance}
+			fmt.Sscan(knobs["pipeline.microbatches"], &p.Microbatches)
+		}
+		if !seen[pi.Stage] {
+			seen[pi.Stage] = true
+			p.Stages = append(p.Stages, fmt.Sprintf("stage %d: layers %d-%d", pi.Stage, pi.FirstLayer, pi.LastLayer))
+		}
+	}
+	if p != nil {
+		sort.Strings(p.Stages)
+	}
+	return p
+}
+
+func rehearsalChecksums(ranks []store.RankRecord, dp, stages int) *RehearsalChecksums {
+	hash := func(r store.RankRecord) string {
+		if r.Checksum == nil {
+			return ""
+		}
+		return r.Checksum.Hash
+	}
+	c := &RehearsalChecksums{}
+	if stages <= 1 {
+		if len(ranks) < 2 {
+			c.Detail = "one rank: nothing to compare"
+			return c
+		}
+		eq := true
+		for _, r := range ranks[1:] {
+			if hash(r) == "" || hash(r) != hash(ranks[0]) {
+				eq = false
+				c.Detail = fmt.Sprintf("rank %d's parameters differ from rank 0's (%s vs %s)", r.Rank, hash(r), hash(ranks[0]))
+				break
+			}
+		}
+		if eq {
+			c.Detail = fmt.Sprintf("all %d data-parallel ranks hold bit-identical parameters (%s)", len(ranks), hash(ranks[0]))
+		}
+		c.DataParallelEqual = &eq
+		return c
+	}
+	if dp <= 1 {
+		c.Detail = "one replica of each stage: nothing to compare"
+		return c
+	}
+	eq := true
+	c.Detail = fmt.Sprintf("the %d replicas of each of the %d stages hold bit-identical parameters", dp, stages)
+	for s := 0; s < stages && eq; s++ {
+		for d := 1; d < dp; d++ {
+			k := d*stages + s
+			if k >= len(ranks) || hash(ranks[k]) == "" || hash(ranks[k]) != hash(ranks[s]) {
+				eq = false
+				c.Detail = fmt.Sprintf("stage %d: replica %d (rank %d) differs from replica 0 (rank %d)", s, d, k, s)
+				break
+			}
+		}
+	}
+	c.ReplicasEqual = &eq
+	return c
+}
+
+// meanLosses is the loss of the global batch per measured step: the mean
+// over ranks (every pipeline stage reports its replica's loss).
+func meanLosses(ranks []store.RankRecord) []float64 {
+	n := len(ranks[0].Steps)
+	for _, r := range ranks {
+		n = min(n, len(r.Steps))
+	}
+	out := make([]float64, n)
+	for _, r := range ranks {
+		for i := 0; i < n; i++ {
+			out[i] += r.Steps[i].Loss / float64(len(ranks))
+		}
+	}
+	return out
+}
+
+func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs map[string]string, dp int) *RehearsalLosses {
+	l := &RehearsalLosses{Trial: meanLosses(ranks)}
+	ref := info.Reference
+	switch {
+	case len(ranks) < 2:
+		l.Detail = "one rank: it is its own reference"
+		return l
+	case ref == nil:
+		l.Detail = "no one-rank reference was run"
+		return l
+	case ref.Outcome != store.OK:
+		return l // rehearseTrial says why
+	}
+	l.Reference = ref.Losses
+	if dp > 1 && familyHasBatchNorm(ranks) {
+		l.Detail = "not comparable: BatchNorm normalises over each rank's micro-batch, the reference over the global batch"
+		return l
+	}
+	n := min(len(l.Trial), len(ref.Losses))
+	if n == 0 {
+		l.Detail = "no measured steps to compare"
+		return l
+	}
+	for i := 0; i < n; i++ {
+		l.MaxRel = max(l.MaxRel, relDiff(l.Trial[i], ref.Losses[i]))
+	}
+	l.Tolerance = RehearsalFP32Tol
+	what := "fp32: 1e-5 relative"
+	if p := rankPrecision(ranks); p != "fp32" {
+		noise := info.NoiseReference
+		if noise == nil || noise.Outcome != store.OK || len(noise.Losses) < n {
+			l.Detail = fmt.Sprintf("precision %s: no fp32 reference measured its noise, so the losses are shown, not judged", p)
+			return l
+		}
+		gap := 0.0
+		for i := 0; i < n; i++ {
+			gap = max(gap, relDiff(ref.Losses[i], noise.Losses[i]))
+		}
+		l.Tolerance = max(RehearsalFP32Tol, rehearsalNoiseK*gap)
+		what = fmt.Sprintf("%s: %g relative, twice the measured %s noise (the reference in %s against fp32: %.2g)", p, l.Tolerance, p, p, gap)
+	}
+	agree := l.MaxRel <= l.Tolerance
+	l.Agree = &agree
+	verb := "within"
+	if !agree {
+		verb = "outside"
+	}
+	l.Detail = fmt.Sprintf("the first %d steps follow one rank training the same global batch %s the tolerance (%s): largest difference %.2g",
+		n, verb, what, l.MaxRel)
+	return l
+}
+
+func relDiff(a, b float64) float64 {
+	if b == 0 {
+		return math.Abs(a)
+	}
+	return math.Abs(a-b) / math.Abs(b)
+}
+
+func rankPrecision(ranks []store.RankRecord) string {
+	if ranks[0].Info != nil && ranks[0].Info.Precision != "" {
+		return ranks[0].Info.Precision
+	}
+	return "fp32"
+}
+
+// familyHasBatchNorm: ResNet's BatchNorm makes data parallel differ from one
+// rank on the global batch.
+func familyHasBatchNorm(ranks []store.RankRecord) bool {
+	i := ranks[0].Info
+	return i != nil && strings.HasPrefix(i.Family, "resnet")
+}
+
+func rehearsalPaths(knobs map[string]string, b *RehearsalBuckets, stages int) []string {
+	var out []string
+	if b != nil {
+		c := knobs["ddp.compression"]
+		if c == "" {
+			c = "none"
+		}
+		out = append(out, fmt.Sprintf("gradient buckets (%s, compression %s)", b.Ops, c))
+		if strings.Contains(b.Ops, "all_gather") {
+			out = append(out, "top-k all-gather")
+		}
+	}
+	if stages > 1 {
+		out = append(out, "pipeline stage exchanges")
+	}
+	return out
+}

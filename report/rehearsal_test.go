@@ -1,0 +1,134 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
+)
+
+// rehearsalRank is one rank's record: its losses, peak memory and checksum.
+func rehearsalRank(rank int, hash string, losses []float64, peak int64, pipe *engine.PipelineInfo, precision string) store.RankRecord {
+	r := store.RankRecord{Rank: rank, Checksum: &engine.Checksum{Hash: hash},
+		Info: &engine.Info{Description: engine.Description{Family: "gpt"}, Precision: precision, MemAfterSetup: 1 << 30, Pipeline: pipe}}
+	for i, l := range losses {
+		r.Steps = append(r.Steps, engine.StepMetrics{Step: i, Loss: l, StepMS: 10, MemPeakBytes: peak, MemReservedBytes: peak + 1<<29,
+			Buckets: []engine.BucketMetrics{{Op: "all_reduce", Bytes: 1 << 20}, {Op: "all_reduce", Bytes: 25 << 20}}})
+	}
+	return r
+}
+
+func rehearsalRun(trials ...store.TrialRecord) *store.Run {
+	return &store.Run{Manifest: store.Manifest{Study: "s", RunID: "r1", Objective: store.Objective{Metric: "throughput", Goal: "max"},
+		Rehearsal: &store.Rehearsal{Note: store.RehearsalNote, Backend: "gloo-staged", Device: "cuda", GPUs: []string{"0"},
+			GPUMemoryBytes: 80 << 30, GPUName: "H100"}}, Trials: trials}
+}
+
+func TestBuildRehearsal(t *testing.T) {
+	losses := []float64{10, 9, 8}
+	ref := &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10, 9, 8.00001}}
+	dp := store.TrialRecord{ID: "dp", Index: 0, Outcome: store.OK, FailedRank: -1,
+		Knobs:     map[string]string{"ddp.compression": "none"},
+		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 4, Reference: ref},
+		Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
+			rehearsalRank(0, "a", losses, 5<<30, nil, "fp32"), rehearsalRank(1, "a", losses, 6<<30, nil, "fp32")}}}}
+	bad := dp
+	bad.ID, bad.Index = "bad", 1
+	bad.Repeats = []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
+		rehearsalRank(0, "a", losses, 5<<30, nil, "fp32"), rehearsalRank(1, "b", []float64{10, 9.5, 9}, 5<<30, nil, "fp32")}}}
+	p0 := &engine.PipelineInfo{Stages: 2, Stage: 0, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 0, LastLayer: 1}
+	p1 := &engine.PipelineInfo{Stages: 2, Stage: 1, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 2, LastLayer: 3}
+	noise := &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.01, 9, 8}}
+	pp := store.TrialRecord{ID: "pp", Index: 2, Outcome: store.OK, FailedRank: -1,
+		Knobs: map[string]string{"pipeline.microbatches": "4"},
+		Rehearsal: &store.RehearsalTrial{Ranks: 4, DataPar: 2, Stages: 2, MicroBatch: 2,
+			Reference: &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10, 9.001, 8}}, NoiseReference: noise,
+			Faults: []store.RehearsalFault{{Kind: "crash", Rank: 3, Outcome: store.Crashed, FailedRank: 3, Expected: store.Crashed, Classified: true}}},
+		Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
+			rehearsalRank(0, "s0", losses, 1<<30, p0, "bf16"), rehearsalRank(1, "s1", losses, 1<<30, p1, "bf16"),
+			rehearsalRank(2, "s0", losses, 1<<30, p0, "bf16"), rehearsalRank(3, "s1x", losses, 1<<30, p1, "bf16")}}}}
+	failed := store.TrialRecord{ID: "oom", Index: 3, Outcome: store.OOM, FailedRank: 1, Error: "CUDA out of memory\nmore",
+		Rehearsal: &store.RehearsalTrial{Ranks: 8, DataPar: 8, Stages: 1, MicroBatch: 64}}
+
+	s := Build(rehearsalRun(dp, bad, pp, failed), nil)
+	assert.Equal(t, KindRehearsal, s.Kind)
+	assert.Equal(t, HeadlineRehearsal, s.Headline.Status)
+	assert.Contains(t, s.Headline.Text, store.RehearsalNote)
+	assert.Contains(t, s.Headline.Text, "3 of 4 trials ran; 2 disagree")
+	require.NotNil(t, s.Rehearsal)
+	require.Len(t, s.Rehearsal.Trials, 4)
+	got := map[string]RehearsalTrial{}
+	for _, rt := range s.Rehearsal.Trials {
+		got[rt.ID] = rt
+	}
+
+	g := got["dp"]
+	require.NotNil(t, g.Checksums.DataParallelEqual)
+	assert.True(t, *g.Checksums.DataParallelEqual)
+	require.NotNil(t, g.Losses.Agree, g.Losses.Detail)
+	assert.True(t, *g.Losses.Agree, g.Losses.Detail)
+	assert.Equal(t, RehearsalFP32Tol, g.Losses.Tolerance)
+	assert.Equal(t, int64(6<<30), g.Memory.PeakBytes)
+	assert.Equal(t, 1, g.Memory.PeakRank)
+	require.NotNil(t, g.Memory.Fits)
+	assert.True(t, *g.Memory.Fits)
+	// static 4 GiB (4 x 1 GiB after setup), 0.5 GiB a sample at micro-batch 4:
+	// (80 - 0.5 - 4) / 0.5 = 151.
+	assert.Equal(t, 151, g.Memory.LargestMicroBatch)
+	assert.Equal(t, 2, g.Buckets.Count)
+	assert.Equal(t, int64(1<<20), g.Buckets.FirstBytes)
+
+	b := got["bad"]
+	assert.False(t, *b.Checksums.DataParallelEqual)
+	assert.Contains(t, b.Checksums.Detail, "rank 1's parameters differ")
+	assert.False(t, *b.Losses.Agree)
+
+	p := got["pp"]
+	require.NotNil(t, p.Pipeline)
+	assert.Equal(t, []string{"stage 0: layers 0-1", "stage 1: layers 2-3"}, p.Pipeline.Stages)
+	assert.Equal(t, 4, p.Pipeline.Microbatches)
+	require.NotNil(t, p.Checksums.ReplicasEqual)
+	assert.False(t, *p.Checksums.ReplicasEqual)
+	assert.Contains(t, p.Checksums.Detail, "stage 1: replica 1 (rank 3)")
+	// bf16: twice the measured noise (1e-3 between the bf16 and fp32 references).
+	assert.InDelta(t, 2e-3, p.Losses.Tolerance, 1e-5)
+	assert.True(t, *p.Losses.Agree, p.Losses.Detail)
+	assert.Contains(t, p.Paths, "pipeline stage exchanges")
+
+	f := got["oom"]
+	assert.Equal(t, "oom on rank 1: CUDA out of memory", f.Error)
+	assert.Nil(t, f.Checksums)
+
+	var md, html bytes.Buffer
+	require.NoError(t, Render(&md, s, "md"))
+	require.NoError(t, Render(&html, s, "html"))
+	for _, out := range []string{md.String(), html.String()} {
+		assert.Contains(t, strings.ToLower(out), store.RehearsalNote)
+		assert.Contains(t, out, "never enters verdicts, baselines, history or compare")
+		assert.Contains(t, out, "DISAGREE")
+		assert.Contains(t, out, "as a cluster run would")
+	}
+	var lines bytes.Buffer
+	require.NoError(t, WriteRehearsalLines(&lines, s))
+	assert.Contains(t, lines.String(), "1/1 classified")
+}
+
+// TestRehearsalNeverCompared: a rehearsal's summary.json is refused by
+// compare (ReadSummary) and its run directory by LoadSide; history skips it.
+func TestRehearsalNeverCompared(t *testing.T) {
+	dir := t.TempDir()
+	s := Build(rehearsalRun(), nil)
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, s))
+	path := filepath.Join(dir, "summary.json")
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	_, err := ReadSummary(path)
+	assert.ErrorContains(t, err, "is the summary of a rehearsal")
+}

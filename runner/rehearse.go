@@ -1,0 +1,322 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+// A rehearsal (casestudy run --rehearse, workload.rehearse: true;
+// docs/rehearsal.md) runs every trial with its real rank count, data-parallel
+// x pipeline layout and per-rank micro-batch as processes sharing the GPUs
+// present (round-robin), through the engine's host-staged backend (Gloo on
+// pinned host copies, engine/native/src/comm_staged.cpp), so that every
+// multi-rank path runs for real before cluster time is spent. Per trial it
+// launches the trial once, then (once per distinct configuration) one rank
+// training the same global batch for the losses (and in fp32, the noise of a
+// lower precision), and for the run's first multi-rank trial one launch per
+// fault kind with the fault injected in the last rank. With RehearseDistinct
+// only the first trial of each distinct layout and path (pathKey) runs; the
+// others are recorded as covered by it. Nothing it times is a
+// measurement: the run is marked in its manifest and compare, baseline and
+// history refuse or skip it.
+
+// rehearsalFault is a fault a rehearsal injects and how a cluster run records it.
+type rehearsalFault struct {
+	kind     string        // fault.kind (runner/fault.go: worker side; engine side too)
+	expected store.Outcome // what the runner must record, naming the rank
+	// heartbeat, when set, is the heartbeat limit of the launch (hang: the
+	// rank goes silent and the runner must name it without waiting a minute).
+	heartbeat time.Duration
+}
+
+// rehearsalFaults are injected in the last rank at the first measured step:
+// a rank killed (SIGKILL) and a rank that stalls (stops its heartbeats and
+// blocks, as a process wedged in a collective looks to the runner). The
+// engine-side stall of a collective (fault.kind stall: a spin kernel before a
+// bucket, caught by the communicator's watchdog) joins this list as
+// {"stall", store.Failed, 0} once the engine has it.
+var rehearsalFaults = []rehearsalFault{
+	{kind: faultCrash, expected: store.Crashed},
+	{kind: faultHang, expected: store.Timeout, heartbeat: 5 * time.Second},
+}
+
+// rehearseSpec turns a trial's spec into its rehearsal: every rank of a
+// multi-rank world talks through the host-staged backend, and the ranks
+// share the GPUs present round-robin (one launch on this machine, whatever
+// workload.nodes says).
+func rehearseSpec(sp *trialSpec, m *Machine) {
+	sp.NCCLEvidence = false // no NCCL runs: nothing to read back
+	for r := range sp.Configs {
+		c := &sp.Configs[r]
+		if c.Dist.WorldSize > 1 {
+			c.Dist.Backend = engine.BackendStaged
+		}
+		if m.Device == "cuda" && len(m.GPUs) > 0 {
+			sp.Devices[r] = m.GPUs[r%len(m.GPUs)]
+		}
+	}
+}
+
+// notApplicable lists the trial's knobs a rehearsal cannot exercise: every
+// nccl.* knob (the ranks talk Gloo through host buffers), with a note each.
+func notApplicable(knobs map[string]string) (map[string]string, []string) {
+	out := map[string]string{}
+	var notes []string
+	for _, k := range slices.Sorted(maps.Keys(knobs)) {
+		if strings.HasPrefix(k, "nccl.") {
+			out[k] = knobs[k]
+			if !isAuto(knobs[k]) {
+				notes = append(notes, fmt.Sprintf("%s=%s not applicable to a rehearsal: the ranks talk Gloo through host buffers, not NCCL", k, knobs[k]))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, notes
+	}
+	return out, notes
+}
+
+// layoutOf is a spec's data-parallel size, stages and micro-batch.
+func layoutOf(sp *trialSpec) (dp, stages, micro int) {
+	c := sp.Configs[0]
+	stages = max(c.Pipeline.Stages, 1)
+	dp = max(c.Dist.WorldSize/stages, 1)
+	return dp, stages, c.MicroBatch
+}
+
+// referenceConfig is one rank training the trial's global batch: the
+// micro-batch times the data-parallel size, the pipeline's micro-batches
+// accumulated, no pipeline and no communicator (engine/binding's singleRank).
+func referenceConfig(c engine.Config) engine.Config {
+	stages := max(c.Pipeline.Stages, 1)
+	dp := max(c.Dist.WorldSize/stages, 1)
+	ref := c
+	ref.MicroBatch = c.MicroBatch * dp
+	ref.GradAccum = max(c.GradAccum, 1)
+	if stages > 1 {
+		ref.GradAccum *= max(c.Pipeline.Microbatches, 1)
+	}
+	ref.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
+	ref.Dist = engine.DistConfig{WorldSize: 1}
+	ref.DDP = engine.DDPConfig{}
+	ref.Fault = engine.FaultConfig{}
+	return ref
+}
+
+// subSpec is a launch of the rehearsal beside the trial's own: the same trial
+// (its logs go with the trial's, as further repeats) with other configs.
+func subSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpec {
+	s := *sp
+	s.Ranks = len(configs)
+	s.Configs = configs
+	s.Devices = devices
+	s.Set = maps.Clone(sp.Set)
+	return &s
+}
+
+// runRehearsal rehearses the selected trials one after the other.
+func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
+	o := &r.opts
+	refs := map[string]*store.RehearsalLaunch{} // by reference config: trials that differ only in DDP knobs share one
+	faulted := false                            // the run's faults ran
+	covered := map[string]string{}              // pathKey -> the trial that rehearsed it
+	rep := 0
+	for _, t := range r.select_(o.Plan.Trials) {
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		sp, err := buildSpec(o.Study, t, o.Machine)
+		if err != nil {
+			return err
+		}
+		dp, stages, micro := layoutOf(sp)
+		rh := &store.RehearsalTrial{Ranks: sp.Ranks, DataPar: dp, Stages: stages, MicroBatch: micro}
+		if o.Machine.Device == "cuda" {
+			rh.Devices = slices.Clone(sp.Devices)
+			rh.RanksPerGPU = ranksPerGPU(sp.Devices)
+		}
+		if o.RehearsalEstimates != nil {
+			rh.EstimateBytes = o.RehearsalEstimates[t.ID]
+		}
+		rh.NotApplicable, rh.Notes = notApplicable(t.Knobs)
+		rec := &store.TrialRecord{ID: t.ID, Index: t.Index, Knobs: t.Knobs, Changed: t.Changed, FailedRank: -1,
+			Command: o.TrialCommand(t.ID), Rehearsal: rh}
+		p := &pending{spec: sp, rec: rec}
+		if sp.Unsupported != "" {
+			now := time.Now().UTC()
+			rec.Started, rec.Finished, rec.Outcome, rec.Error = now, now, store.Unsupported, sp.Unsupported
+			if err := r.commit(rec, res); err != nil {
+				return err
+			}
+			continue
+		}
+		key := pathKey(sp)
+		if o.RehearseDistinct && covered[key] != "" {
+			now := time.Now().UTC()
+			rec.Started, rec.Finished, rec.Outcome = now, now, store.Skipped
+			rec.Error = fmt.Sprintf("covered by the rehearsal of trial %s: the same layout and paths (%s)", covered[key], key)
+			if err := r.commit(rec, res); err != nil {
+				return err
+			}
+			continue
+		}
+		covered[key] = t.ID
+		rec.Started = time.Now().UTC()
+		rep++
+		o.Progress.TrialStart(rep, len(o.Plan.Trials), rec, 0, 1)
+		rr, err := r.launchWithRetries(ctx, p, 0)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			rec.Outcome, rec.Error = store.Interrupted, "stopped by a signal; run the rehearsal again"
+		case err != nil:
+			rec.Outcome, rec.Error = store.Failed, err.Error()
+		default:
+			rec.Repeats = append(rec.Repeats, rr.Rec)
+			rec.Outcome, rec.Error = rr.Rec.Outcome, rr.Rec.Error
+			rec.FailedRank, rec.ExitCode, rec.Signal = rr.FailedRank, rr.ExitCode, rr.Signal
+		}
+		next := 1 // the repeat number of the next launch's logs
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
+			ref := referenceConfig(sp.Configs[0])
+			key := configKey(ref)
+			if refs[key] == nil {
+				refs[key] = r.rehearseReference(ctx, sp, ref, next)
+				next++
+			}
+			rh.Reference = refs[key]
+			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
+				noise := ref
+				noise.Precision = "fp32"
+				key := configKey(noise)
+				if refs[key] == nil {
+					refs[key] = r.rehearseReference(ctx, sp, noise, next)
+					next++
+				}
+				rh.NoiseReference = refs[key]
+			}
+		}
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && ctx.Err() == nil {
+			faulted = true
+			for _, f := range rehearsalFaults {
+				rh.Faults = append(rh.Faults, r.rehearseFault(ctx, sp, f, next))
+				next++
+			}
+		}
+		rec.Finished = time.Now().UTC()
+		rec.Summary = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV, Metric: r.metric})
+		if err := r.commit(rec, res); err != nil {
+			return err
+		}
+		if rec.Outcome == store.Interrupted {
+			return ErrInterrupted
+		}
+	}
+	return nil
+}
+
+// rehearseReference launches one rank training the trial's global batch.
+func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engine.Config, rep int) *store.RehearsalLaunch {
+	dev := []string{""}
+	if len(sp.Devices) > 0 {
+		dev[0] = sp.Devices[0]
+	}
+	out := &store.RehearsalLaunch{MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
+	rr, err := r.runRepeat(ctx, subSpec(sp, []engine.Config{ref}, dev), rep)
+	if err != nil {
+		out.Outcome, out.Error = store.Failed, err.Error()
+		return out
+	}
+	out.Outcome, out.Error = rr.Rec.Outcome, rr.Rec.Error
+	if len(rr.Rec.Ranks) > 0 {
+		for _, s := range rr.Rec.Ranks[0].Steps {
+			out.Losses = append(out.Losses, s.Loss)
+		}
+	}
+	return out
+}
+
+// rehearseFault launches the trial with fault f in its last rank at the first
+// measured step and checks that the runner classifies it as on a cluster.
+func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFault, rep int) store.RehearsalFault {
+	rank := sp.Ranks - 1
+	at := r.opts.Study.Workload.WarmupSteps
+	configs := slices.Clone(sp.Configs)
+	for i := range configs {
+		configs[i].Fault = engine.FaultConfig{Kind: f.kind, Rank: rank, AtStep: at}
+	}
+	out := store.RehearsalFault{Kind: f.kind, Rank: rank, AtStep: at, Expected: f.expected, FailedRank: -1}
+	if f.heartbeat > 0 {
+		saved := r.opts.HeartbeatLimit
+		r.opts.HeartbeatLimit = f.heartbeat
+		defer func() { r.opts.HeartbeatLimit = saved }()
+	}
+	rr, err := r.runRepeat(ctx, subSpec(sp, configs, slices.Clone(sp.Devices)), rep)
+	if err != nil {
+		out.Outcome, out.Error = store.Failed, err.Error()
+		return out
+	}
+	out.Outcome, out.Error, out.FailedRank = rr.Rec.Outcome, rr.Rec.Error, rr.FailedRank
+	out.Classified = out.Outcome == f.expected && out.FailedRank == rank
+	return out
+}
+
+// pathKey names what a trial's rehearsal exercises: its layout and the
+// knobs that choose other code (precision, accumulation, compression, schedule).
+func pathKey(sp *trialSpec) string {
+	c := sp.Configs[0]
+	dp, stages, micro := layoutOf(sp)
+	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
+		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), orNone(c.DDP.Compression), orNone(c.Pipeline.Schedule))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// ranksPerGPU is the most ranks one device entry holds.
+func ranksPerGPU(devices []string) int {
+	n := map[string]int{}
+	most := 0
+	for _, d := range devices {
+		n[d]++
+		most = max(most, n[d])
+	}
+	return most
+}
+
+// configKey identifies an engine config (for sharing reference launches).
+func configKey(c engine.Config) string { return fmt.Sprintf("%+v", c) }
+
+// RehearsalFor is the manifest's mark of a rehearsal on machine m.
+func RehearsalFor(m *Machine) *store.Rehearsal {
+	rh := &store.Rehearsal{Note: store.RehearsalNote, Backend: "gloo-staged", Device: m.Device}
+	if m.Device == "cuda" {
+		rh.GPUs = slices.Clone(m.GPUs)
+		rh.GPUMemoryBytes, rh.GPUName = m.gpuMemory()
+	}
+	return rh
+}
+
+// rehearsalSteps caps a rehearsal's steps: it checks paths, not speed (1
+// warm-up and 4 measured steps unless the command line says otherwise).
+func RehearsalSteps(w *study.Workload, warmupSet, stepsSet bool) {
+	if !warmupSet {
+		w.WarmupSteps = min(w.WarmupSteps, 1)
+	}
+	if !stepsSet {
+		w.Steps = min(w.Steps, 4)
+	}
+	w.Repeats = 1
+}

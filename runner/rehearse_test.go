@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/store"
+)
+
+// TestRehearseSpec: a rehearsal keeps the trial's ranks, layout and
+// micro-batch, puts a multi-rank world on the host-staged backend and spreads
+// the ranks round-robin over the GPUs present, where a measured run would
+// refuse the trial for want of GPUs.
+func TestRehearseSpec(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 3}\nworkload: {device: cuda, gpus: 4, nodes: 2}\n"+
+		"baseline: {pipeline.stages: 2, nccl.algo: ring}\n")
+	m := &Machine{Device: "cuda", GPUs: []string{"3", "5"}}
+	measured, err := buildSpec(s, p.Trials[0], m)
+	require.NoError(t, err)
+	assert.Contains(t, measured.Unsupported, "needs 4 GPUs per node")
+
+	m.Rehearse = true
+	sp, err := buildSpec(s, p.Trials[0], m)
+	require.NoError(t, err)
+	assert.Empty(t, sp.Unsupported)
+	assert.False(t, sp.NCCLEvidence, "no NCCL runs in a rehearsal")
+	require.Equal(t, 8, sp.Ranks)
+	assert.Equal(t, []string{"3", "5", "3", "5", "3", "5", "3", "5"}, sp.Devices)
+	for r, c := range sp.Configs {
+		assert.Equal(t, "gloo-staged", c.Dist.Backend)
+		assert.Equal(t, 8, c.Dist.WorldSize)
+		assert.Equal(t, r, c.Dist.Rank)
+		assert.Equal(t, 3, c.MicroBatch)
+	}
+	dp, stages, micro := layoutOf(sp)
+	assert.Equal(t, [3]int{4, 2, 3}, [3]int{dp, stages, micro})
+	assert.Equal(t, 4, ranksPerGPU(sp.Devices))
+
+	na, notes := notApplicable(p.Trials[0].Knobs)
+	assert.Equal(t, "Ring", na["nccl.algo"]) // canonical spelling
+	require.Len(t, notes, 1, "only the forced knob gets a note: %v", notes)
+	assert.Contains(t, notes[0], "nccl.algo=Ring not applicable to a rehearsal")
+}
+
+// TestReferenceConfig: the reference of a trial is one rank training its
+// global batch: data parallel folds into the micro-batch, a pipeline's
+// micro-batches into gradient accumulation.
+func TestReferenceConfig(t *testing.T) {
+	c := engine.Config{Family: "gpt", Preset: "tiny", MicroBatch: 2, GradAccum: 1, Precision: "bf16",
+		Dist:     engine.DistConfig{Rank: 3, WorldSize: 8, Backend: engine.BackendStaged},
+		Pipeline: engine.PipelineConfig{Stages: 2, Microbatches: 4, Schedule: "1f1b"},
+		DDP:      engine.DDPConfig{Compression: "topk"}, Fault: engine.FaultConfig{Kind: "crash"}}
+	ref := referenceConfig(c)
+	assert.Equal(t, 8, ref.MicroBatch, "micro-batch x 4 replicas")
+	assert.Equal(t, 4, ref.GradAccum, "the pipeline's 4 micro-batches accumulated")
+	assert.Equal(t, engine.DistConfig{WorldSize: 1}, ref.Dist)
+	assert.Equal(t, 1, ref.Pipeline.Stages)
+	assert.Empty(t, ref.Fault.Kind)
+	assert.Equal(t, "bf16", ref.Precision)
+
+	dp := engine.Config{MicroBatch: 4, GradAccum: 2, Dist: engine.DistConfig{WorldSize: 4}}
+	ref = referenceConfig(dp)
+	assert.Equal(t, 16, ref.MicroBatch)
+	assert.Equal(t, 2, ref.GradAccum)
+}
+
+// TestPathKey: trials that differ only in knobs that choose no other code
+// (buckets, overlap, NCCL) share a rehearsal with --rehearse-distinct; a
+// compression or a schedule does not.
+func TestPathKey(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 2}\n"+
+		"sweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 50, ddp.overlap: false}, {ddp.compression: bf16}]}\n")
+	m := &Machine{Device: "cpu", Rehearse: true}
+	var keys []string
+	for _, tr := range p.Trials {
+		sp, err := buildSpec(s, tr, m)
+		require.NoError(t, err)
+		keys = append(keys, pathKey(sp))
+	}
+	require.Len(t, keys, 3)
+	assert.Equal(t, keys[0], keys[1])
+	assert.NotEqual(t, keys[0], keys[2])
+	assert.Contains(t, keys[2], "compression bf16")
+}
+
+// TestRankEstimate: the plan-time estimate grows with the micro-batch, falls
+// with the stages, and a GPipe stage holds more in flight than 1F1B's.
+func TestRankEstimate(t *testing.T) {
+	d := engine.Description{Params: 124_000_000, Shapes: map[string]int{"layers": 12, "hidden": 768, "seq_len": 1024, "vocab": 50304}}
+	c := engine.Config{MicroBatch: 8, Precision: "bf16", Pipeline: engine.PipelineConfig{Stages: 1}}
+	one := RankEstimate(c, d)
+	// 16 bytes x 124M = 1.98 GB static; 12 x 1024 x 768 x 34 + 1024 x 50304 x 8 = 0.73 GB a sample.
+	assert.InDelta(t, 16*124e6+8*(12*1024*768*34+1024*50304*8)+fitProcessBytes, float64(one), 1)
+	c.MicroBatch = 16
+	assert.Greater(t, RankEstimate(c, d), one)
+	c.Pipeline = engine.PipelineConfig{Stages: 4, Microbatches: 8, Schedule: "gpipe"}
+	gpipe := RankEstimate(c, d)
+	c.Pipeline.Schedule = "1f1b"
+	assert.Less(t, RankEstimate(c, d), gpipe)
+	img := engine.Description{Params: 25_000_000, Shapes: map[string]int{"image_size": 224}}
+	assert.InDelta(t, 16*25e6+2*resnetSample+fitProcessBytes, float64(RankEstimate(engine.Config{MicroBatch: 2, Precision: "fp32"}, img)), 1)
+}
+
+// TestCheckRehearsalFit: ranks sharing the host beyond its memory are refused
+// with the number that fits; a plan that fits passes with its estimates.
+func TestCheckRehearsalFit(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 2}\nworkload: {device: cpu, ranks: 8}\n")
+	m := &Machine{Device: "cpu", Rehearse: true}
+	describe := func(engine.Config) (engine.Description, error) {
+		return engine.Description{Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256}}, nil
+	}
+	per := RankEstimate(engine.Config{MicroBatch: 2, Precision: "fp32", Pipeline: engine.PipelineConfig{Stages: 1}},
+		engine.Description{Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256}})
+
+	est, err := CheckRehearsalFit(s, p, m, describe, store.Host{MemBytes: uint64(per) * 100})
+	require.NoError(t, err)
+	assert.Equal(t, per, est[p.Trials[0].ID])
+
+	_, err = CheckRehearsalFit(s, p, m, describe, store.Host{MemBytes: uint64(per) * 4})
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
+	assert.Contains(t, err.Error(), "8 ranks share the host")
+	assert.Contains(t, err.Error(), "3 ranks per device fit (3 ranks on this machine)", "0.9 x 4 estimates hold 3")
+
+	_, err = CheckRehearsalFit(s, p, m, func(engine.Config) (engine.Description, error) {
+		return engine.Description{}, errors.New("no such preset")
+	}, store.Host{MemBytes: 1 << 40})
+	assert.ErrorContains(t, err, "no such preset")
+}

@@ -1,0 +1,82 @@
+package store
+
+import "fmt"
+
+// RehearsalNote is what every rehearsal says of its numbers.
+const RehearsalNote = "rehearsal, not a measurement"
+
+// Rehearsal marks a run as a rehearsal (casestudy run --rehearse,
+// docs/rehearsal.md): every trial ran its real ranks and layout as processes
+// sharing the GPUs present (or CPU ranks), through the host-staged backend.
+// Its timings measure nothing: compare, baseline and history refuse or skip
+// such a run, and its report has a Rehearsal section only.
+type Rehearsal struct {
+	Note    string   `json:"note"`    // RehearsalNote
+	Backend string   `json:"backend"` // the backend the ranks used: gloo-staged
+	Device  string   `json:"device"`  // cuda | cpu
+	GPUs    []string `json:"gpus,omitempty"`
+	// GPUMemoryBytes is the capacity of one GPU of this machine, what each rank
+	// of the real run would have to itself (0 on cpu or unknown).
+	GPUMemoryBytes int64  `json:"gpu_memory_bytes,omitempty"`
+	GPUName        string `json:"gpu_name,omitempty"`
+}
+
+// RehearsalTrial is what the rehearsal of one trial found besides its launch
+// (TrialRecord.Repeats holds the launch itself).
+type RehearsalTrial struct {
+	Ranks       int `json:"ranks"`
+	DataPar     int `json:"data_parallel"`
+	Stages      int `json:"stages"`
+	MicroBatch  int `json:"micro_batch"`
+	RanksPerGPU int `json:"ranks_per_gpu,omitempty"` // the most ranks one GPU held (0 on cpu)
+	// Devices is each rank's CUDA_VISIBLE_DEVICES entry (round-robin).
+	Devices []string `json:"devices,omitempty"`
+	// EstimateBytes is the plan-time estimate of one rank's memory.
+	EstimateBytes int64 `json:"estimate_bytes,omitempty"`
+	// NotApplicable lists knobs a rehearsal cannot exercise (nccl.*: the ranks
+	// talk Gloo), knob -> value, each also in Notes.
+	NotApplicable map[string]string `json:"not_applicable,omitempty"`
+	Notes         []string          `json:"notes,omitempty"`
+	// Reference is one rank training the same global batch, for the losses.
+	Reference *RehearsalLaunch `json:"reference,omitempty"`
+	// NoiseReference is the same one-rank run in fp32 when the trial's
+	// precision is not: its distance to Reference is the precision's noise,
+	// the tolerance of the trial's losses.
+	NoiseReference *RehearsalLaunch `json:"noise_reference,omitempty"`
+	// Faults are launches with a fault injected in one rank, each classified
+	// as the runner classifies it on a cluster.
+	Faults []RehearsalFault `json:"faults,omitempty"`
+}
+
+// RehearsalLaunch is a launch of the rehearsal beside the trial's own.
+type RehearsalLaunch struct {
+	Outcome    Outcome   `json:"outcome"`
+	Error      string    `json:"error,omitempty"`
+	MicroBatch int       `json:"micro_batch"`
+	GradAccum  int       `json:"grad_accum"`
+	Losses     []float64 `json:"losses,omitempty"` // measured steps, in order
+}
+
+// RehearsalFault is one injected fault and what the runner made of it.
+type RehearsalFault struct {
+	Kind       string  `json:"kind"` // the engine's fault.kind (crash, hang, ...)
+	Rank       int     `json:"rank"`
+	AtStep     int     `json:"at_step"`
+	Outcome    Outcome `json:"outcome"`
+	FailedRank int     `json:"failed_rank"`
+	Error      string  `json:"error,omitempty"`
+	// Expected is the outcome a cluster run would record; Classified says
+	// whether the rehearsal recorded it and named the rank.
+	Expected   Outcome `json:"expected"`
+	Classified bool    `json:"classified"`
+}
+
+// IsRehearsal says whether the run is a rehearsal.
+func (m *Manifest) IsRehearsal() bool { return m != nil && m.Rehearsal != nil }
+
+// RefuseRehearsal is the error of a command that takes measured runs only
+// (commands: "compare and export", "baseline") when given the rehearsal in dir.
+func RefuseRehearsal(dir, commands string) error {
+	return fmt.Errorf("%s is a rehearsal (%s): its timings come from ranks sharing a GPU through host-staged "+
+		"collectives, and %s take measured runs only; run the study without --rehearse on the real machine", dir, RehearsalNote, commands)
+}
