@@ -102,6 +102,10 @@ func (b *idBackend) Create(cfg engine.Config) (Engine, error) {
 type devBackend struct{ device int }
 
 func (b *devBackend) NCCLUniqueID() (string, error) { return "id", nil }
+func (b *devBackend) CommProgress() (engine.CommProgress, error) {
+	return engine.CommProgress{}, nil
+}
+func (b *devBackend) SetCommTimeout(ms int) (int, error) { return ms, nil }
 func (b *devBackend) Create(cfg engine.Config) (Engine, error) {
 	b.device = cfg.DeviceIndex
 	return &fakeEngine{cfg: engine.Config{Dist: engine.DistConfig{Rank: cfg.Dist.Rank}}}, nil
