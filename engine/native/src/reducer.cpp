@@ -337,8 +337,11 @@ class Reducer : public GradReducer {
 #ifdef CS_WITH_NCCL
     if (buckets_[bi].flat.is_cuda()) {
       const int index = buckets_[bi].flat.device().index();
-      // clockRate is in kHz: cycles per millisecond.
-      const int64_t per_ms = int64_t(at::cuda::getDeviceProperties(index)->clockRate);
+      // The clock rate attribute is in kHz: cycles per millisecond (CUDA 13
+      // dropped cudaDeviceProp::clockRate; the attribute stays).
+      int khz = 0;
+      if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, index) != cudaSuccess || khz <= 0) khz = 2000000;
+      const int64_t per_ms = int64_t(khz);
       at::cuda::sleep(per_ms * stall_ms_);
       return;
     }
