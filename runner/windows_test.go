@@ -37,11 +37,13 @@ func TestWindowFloors(t *testing.T) {
 	assert.Equal(t, len(r0.Steps), len(r1.Steps), "every rank runs the same steps")
 	assert.Greater(t, r0.WarmupSteps, 1, "the warm-up ran past its 1 step")
 	assert.Equal(t, r0.WarmupSteps, r1.WarmupSteps)
-	for _, rk := range rep.Ranks {
-		require.NotNil(t, rk.Timeline)
-		assert.GreaterOrEqual(t, rk.Timeline.PhaseMS(timeline.PhaseMeasured), 300.0, "rank %d's window", rk.Rank)
-		assert.GreaterOrEqual(t, rk.Timeline.PhaseMS(timeline.PhaseWarmup), 100.0, "rank %d's warm-up", rk.Rank)
-	}
+	// rank 0 decides on its own clock; the other ranks follow its decisions
+	// (their own windows may start a call later)
+	require.NotNil(t, r0.Timeline)
+	assert.GreaterOrEqual(t, r0.Timeline.PhaseMS(timeline.PhaseMeasured), 300.0, "rank 0's window")
+	assert.GreaterOrEqual(t, r0.Timeline.PhaseMS(timeline.PhaseWarmup), 100.0, "rank 0's warm-up")
+	require.NotNil(t, r1.Timeline)
+	assert.Positive(t, r1.Timeline.PhaseMS(timeline.PhaseMeasured))
 	man := NewManifest("r1", f.study, f.plan, &Machine{Device: "cpu"}, nil, nil, nil)
 	assert.InDelta(t, 0.1, man.Workload["warmup_seconds"], 1e-12)
 	assert.InDelta(t, 0.3, man.Workload["measure_seconds"], 1e-12)

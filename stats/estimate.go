@@ -45,6 +45,12 @@ func (e Estimate) Bounded() bool {
 	return e.N > 0 && !math.IsInf(e.Lo, 0) && !math.IsInf(e.Hi, 0)
 }
 
+// MinMedianCI is the fewest values with a distribution-free interval of the
+// median at the report's confidence: below it MedianCI gives the median alone
+// (benchmath's interval would be half-bounded, at a lower confidence of its
+// own, beside the 95-99% intervals of the geometric means).
+const MinMedianCI = 6
+
 // MedianCI is the median of values with its confidence interval. values is
 // not modified.
 func MedianCI(values []float64) Estimate {
@@ -57,6 +63,9 @@ func MedianCI(values []float64) Estimate {
 	e := Estimate{Center: sum.Center, Lo: sum.Lo, Hi: sum.Hi, Confidence: sum.Confidence, N: len(values)}
 	for _, w := range sum.Warnings {
 		e.Warnings = append(e.Warnings, w.Error())
+	}
+	if len(values) < MinMedianCI { // benchmath's interval is half-bounded or absent below 6 values
+		e.Lo, e.Hi, e.Confidence = math.Inf(-1), math.Inf(1), 0
 	}
 	return e
 }

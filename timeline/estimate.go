@@ -59,6 +59,10 @@ type Plan struct {
 	Repeats     int
 	WarmupSteps int
 	Steps       int
+	// WarmupSeconds and MeasureSeconds are the window floors that apply
+	// (study.Workload.Windows): a launch's warm-up after its first step and
+	// its measured window last at least this long.
+	WarmupSeconds, MeasureSeconds float64
 }
 
 // Estimate is how long a plan should take, from earlier launches.
@@ -111,7 +115,6 @@ func EstimatePlan(runs []*store.Run, p Plan) *Estimate {
 	}
 	e.Samples = len(all)
 	e.FixedMS, e.StepMS = medianCost(all)
-	steps := float64(max(p.WarmupSteps-1, 0) + p.Steps)
 	totalMS, measuredMS := 0.0, 0.0
 	for _, id := range p.Trials {
 		fixed, step := e.FixedMS, e.StepMS
@@ -120,8 +123,10 @@ func EstimatePlan(runs []*store.Run, p Plan) *Estimate {
 			e.OwnTrials++
 		}
 		n := float64(max(p.Repeats, 1))
-		totalMS += n * (fixed + steps*step)
-		measuredMS += n * float64(p.Steps) * step
+		warmMS := max(float64(max(p.WarmupSteps-1, 0))*step, 1000*p.WarmupSeconds)
+		windowMS := max(float64(p.Steps)*step, 1000*p.MeasureSeconds)
+		totalMS += n * (fixed + warmMS + windowMS)
+		measuredMS += n * windowMS
 	}
 	e.Launches = len(p.Trials) * max(p.Repeats, 1)
 	e.Total = time.Duration(totalMS * float64(time.Millisecond))

@@ -159,6 +159,10 @@ func TestEstimatePlan(t *testing.T) {
 	assert.InDelta(t, want, float64(e.Total)/float64(time.Millisecond), 1e-6)
 	assert.Contains(t, e.Method, "fixed cost")
 	assert.Nil(t, EstimatePlan(nil, Plan{Trials: []string{"a"}}), "no history, no estimate")
+	// window floors: aaaa's 4 warm-up steps (100 ms) and 20 steps (500 ms) last at least 2 s and 5 s
+	e = EstimatePlan([]*store.Run{h}, Plan{Trials: []string{"aaaa"}, Repeats: 1, WarmupSteps: 5, Steps: 20,
+		WarmupSeconds: 2, MeasureSeconds: 5})
+	assert.InDelta(t, 4000+2000+5000, float64(e.Total)/float64(time.Millisecond), 1e-6)
 }
 
 func TestMatches(t *testing.T) {

@@ -108,8 +108,14 @@ func estimate(s *study.Study, plan *study.Plan, root string) *timeline.Estimate 
 	for i, t := range plan.Trials {
 		ids[i] = t.ID
 	}
+	dev := s.Workload.Device // auto: a GPU when one is visible
+	if dev == "auto" && m.GPU != "" {
+		dev = "cuda"
+	}
+	warmS, measureS := s.Workload.Windows(dev)
 	return timeline.EstimatePlan(timeline.FindRuns(root, m), timeline.Plan{Trials: ids, Repeats: s.Workload.MaxLaunches(),
-		WarmupSteps: s.Workload.WarmupSteps, Steps: s.Workload.Steps})
+		WarmupSteps: s.Workload.WarmupSteps, Steps: s.Workload.Steps,
+		WarmupSeconds: warmS, MeasureSeconds: measureS})
 }
 
 func writeEstimate(w io.Writer, s *study.Study, plan *study.Plan, e *timeline.Estimate, root string) {
