@@ -10,6 +10,7 @@ type StepMetrics struct {
 	ForwardMS        float64         `json:"forward_ms"`      // 0 when replaying a graph
 	BackwardMS       float64         `json:"backward_ms"`     // 0 when replaying a graph
 	OptimizerMS      float64         `json:"optimizer_ms"`    // 0 when replaying a graph
+	TailMS           float64         `json:"tail_ms"`         // the reducer's finalize (wait, divide); docs/predict.md
 	CommMS           float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
 	ExposedCommMS    float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
 	BubbleMS         float64         `json:"bubble_ms"`       // pipeline idle time
@@ -36,6 +37,10 @@ type BucketMetrics struct {
 	MS       float64 `json:"ms"`
 	AlgBWGBs float64 `json:"algbw_gbs"`
 	BusBWGBs float64 `json:"busbw_gbs"`
+	// ReadyMS is when the bucket's last gradient landed, in ms since the
+	// step's backward began (the multi-GPU prediction's input, docs/predict.md);
+	// nil in runs from before it was recorded, < 0 with ddp.overlap false.
+	ReadyMS *float64 `json:"ready_ms,omitempty"`
 }
 
 // StageMetrics describes this rank's pipeline stage in a step.
