@@ -19,6 +19,10 @@ type Machine struct {
 	Build      engine.BuildInfo // its build facts
 	MPSControl string           // nvidia-cuda-mps-control, "" when absent
 	NVML       provenance.GPUs  // the GPUs' facts and live readers (nil: none)
+	// DPWorldOfOne runs a world of one as DDP with one process (dist.backend
+	// set: the reducer buckets, times each bucket's ready time and honours the
+	// ddp knobs), the one-GPU input of `casestudy run --predict` (docs/predict.md).
+	DPWorldOfOne bool
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),

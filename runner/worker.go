@@ -177,7 +177,7 @@ func (wk *worker) report(ctx context.Context, err error) error {
 // and creates the engine (wrapped in the worker's own fault, when it has one).
 func (wk *worker) create(ctx context.Context, be Backend) (Engine, error) {
 	cfg := wk.cfg
-	if cfg.Dist.WorldSize > 1 && cfg.Dist.Backend == "nccl" {
+	if cfg.Dist.Backend == "nccl" { // a world of one too (Machine.DPWorldOfOne)
 		if wk.rank == 0 {
 			id, err := be.NCCLUniqueID()
 			if err != nil {
