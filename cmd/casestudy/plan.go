@@ -43,6 +43,7 @@ func newPlanCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.out, "out", "results", "root folder of earlier run directories, for the time estimate")
 	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep the study may expand to")
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
+	withPlanTopology(cmd) // predict.go: --topology
 	return cmd
 }
 

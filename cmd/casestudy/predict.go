@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -160,6 +162,16 @@ func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.
 		ComputeScale: runs.ComputeScale(run, o.gpus, o.cores)}
 	var preds []predict.Prediction
 	for _, in := range ins {
+		setup.Cost = cost
+		if n, ok := cost.(predict.NCCL); ok { // the trial's own NCCL_ALGO / NCCL_PROTO
+			if a := in.Knobs["nccl.algo"]; a != "" && a != "auto" {
+				n.Algo = a
+			}
+			if p := in.Knobs["nccl.proto"]; p != "" && p != "auto" {
+				n.Proto = p
+			}
+			setup.Cost = n
+		}
 		p, err := predict.PredictTrial(in, setup)
 		if err != nil {
 			return nil, nil, exitcode.Usage(fmt.Errorf("%s: %w", run.Dir, err))
@@ -223,4 +235,75 @@ func predictAfterRun(w io.Writer, dir string, o predictFlags) error {
 	fmt.Fprintf(w, "predicted %d trials on %d ranks (%s): %s\n", len(preds), o.gpus, preds[0].Model,
 		filepath.Join(absPath(dir), runs.MarkdownFile))
 	return nil
+}
+
+// withPlanTopology adds `plan --topology NAME`: after the plan, what a
+// prediction on that machine would do (the trials `run --predict` predicts and
+// the model's all-reduce at each bucket size). It reads the GPU count from
+// plan's --gpus when the command has one, else from the study.
+func withPlanTopology(cmd *cobra.Command) {
+	var topology string
+	cmd.Flags().StringVar(&topology, "topology", "", "also show the prediction's collective model on this topology ("+
+		fmt.Sprint(predict.Topologies())+" or a .json file) for the trials on --gpus GPUs (docs/predict.md)")
+	inner := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := inner(c, args); err != nil || topology == "" {
+			return err
+		}
+		allow, _ := c.Flags().GetBool("allow-outside")
+		s, err := loadStudy(args[0], allow)
+		if err != nil {
+			return err
+		}
+		gpus := max(s.Workload.GPUs, s.Workload.Ranks)
+		if f := c.Flags().Lookup("gpus"); f != nil && f.Changed {
+			if gpus, err = c.Flags().GetInt("gpus"); err != nil {
+				return exitcode.Usage(fmt.Errorf("--gpus: %w", err))
+			}
+		}
+		return writePlanPrediction(c.OutOrStdout(), s, args[0], topology, gpus)
+	}
+}
+
+func writePlanPrediction(w io.Writer, s *study.Study, path, topology string, gpus int) error {
+	t, err := predict.LoadTopology(topology)
+	if err != nil {
+		return exitcode.Usage(err)
+	}
+	if gpus < 2 || gpus > t.MaxRanks() {
+		return exitcode.Usage(fmt.Errorf("--topology %s: predictions are for 2 to %d GPUs; the plan has %d (give --gpus N)", t.Name, t.MaxRanks(), gpus))
+	}
+	plan, err := expandPredicted(s, study.DefaultMaxTrials, predictFlags{gpus: gpus, topology: topology})
+	if err != nil {
+		return err
+	}
+	m := predict.NCCL{Topo: t}
+	cerr, err := predict.TopologyError(t)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nprediction on %d GPUs of %s (%s; model error on its published points %.1f%%):\n", gpus, t.Name, t.Description, 100*cerr)
+	fmt.Fprintf(w, "  %d trials would be predicted from one-GPU runs: casestudy run %s --predict %d --topology %s\n",
+		len(plan.Trials), path, gpus, topology)
+	seen := map[string]bool{}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BUCKET\tALL-REDUCE\tBUSBW\tNCCL CHOICE")
+	for _, tr := range plan.Trials {
+		mb := tr.Knobs["ddp.bucket_mb"]
+		if mb == "" || seen[mb] {
+			continue
+		}
+		seen[mb] = true
+		v, err := strconv.ParseFloat(mb, 64)
+		if err != nil {
+			continue
+		}
+		bytes := int64(v * (1 << 20))
+		ms, how, err := m.Time(predict.AllReduce, bytes, gpus)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "  %s MiB\t%.3f ms\t%.1f GB/s\t%s\n", mb, ms, predict.BusBW(predict.AllReduce, bytes, gpus, ms), how)
+	}
+	return tw.Flush()
 }
