@@ -123,6 +123,9 @@ func runPredict(w io.Writer, dir string, o predictFlags) error {
 	if o.kappa < 1 {
 		return exitcode.Usage(fmt.Errorf("--kappa %g: give 1 or more (a slowdown factor)", o.kappa))
 	}
+	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
+		return err
+	}
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return exitcode.Usage(err)
