@@ -52,6 +52,7 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 
 func newPredictCommand() *cobra.Command {
 	var o predictFlags
+	var published bool
 	cmd := &cobra.Command{
 		Use:   "predict RUN_DIR",
 		Short: "Predict a one-rank run's trials on N GPUs (predicted.json, predicted.md); never measurements",
@@ -62,12 +63,24 @@ func newPredictCommand() *cobra.Command {
 			"measured run of the same study on those ranks, it prints each trial's error, the median absolute error " +
 			"and whether the best trial is the same. Predictions never enter verdicts, baselines, compare or history. " +
 			"See docs/predict.md.",
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if published {
+				rows, err := predict.Reproduce()
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), predict.ReproductionTable(rows))
+				return nil
+			}
+			if len(args) != 1 {
+				return exitcode.Usage(errors.New("predict needs RUN_DIR (or --published)"))
+			}
 			return runPredict(cmd.OutOrStdout(), args[0], o)
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
 	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
 	addPredictModelFlags(f, &o)
 	f.StringVar(&o.against, "against", "", "a measured run of the same study on --gpus ranks to check the predictions against")
