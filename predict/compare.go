@@ -50,7 +50,7 @@ func Validate(preds []Prediction, measured map[string]float64, key func(Predicti
 			bestM, v.MeasuredBest = m, p.ID
 		}
 	}
-	v.MedianAbsError = median(abs)
+	v.MedianAbsError = Median(abs)
 	v.SameBest = v.PredictedBest != "" && v.PredictedBest == v.MeasuredBest
 	return v
 }

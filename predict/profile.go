@@ -25,7 +25,7 @@ func FromSteps(steps []engine.StepMetrics, world int) (Profile, error) {
 		for i, s := range steps {
 			v[i] = f(s)
 		}
-		return median(v)
+		return Median(v)
 	}
 	p := Profile{
 		ForwardMS:   med(func(s engine.StepMetrics) float64 { return s.ForwardMS }),
@@ -55,16 +55,18 @@ func FromSteps(steps []engine.StepMetrics, world int) (Profile, error) {
 		if op == "" {
 			op = AllReduce
 		}
-		r := median(ready)
+		r := Median(ready)
 		if slices.Min(ready) < 0 {
 			r = -1
 		}
-		p.Buckets = append(p.Buckets, Bucket{Op: op, Bytes: bytes, ReadyMS: r, MS: median(ms)})
+		p.Buckets = append(p.Buckets, Bucket{Op: op, Bytes: bytes, ReadyMS: r, MS: Median(ms)})
 	}
 	return p, nil
 }
 
-func median(v []float64) float64 {
+// Median is the middle value of v (the mean of the two middle ones for an
+// even count; 0 for none).
+func Median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	n := len(s)

@@ -90,12 +90,7 @@ func Measured(run *store.Run) map[string]float64 {
 			}
 		}
 		if len(per) > 0 {
-			slices.Sort(per)
-			m := per[len(per)/2]
-			if len(per)%2 == 0 {
-				m = (per[len(per)/2-1] + per[len(per)/2]) / 2
-			}
-			out[Key(t.Knobs)] = m
+			out[Key(t.Knobs)] = predict.Median(per)
 		}
 	}
 	return out
