@@ -149,7 +149,7 @@ type File struct {
 	Validation  *predict.Validation  `json:"validation,omitempty"`
 }
 
-// Write writes predicted.json and predicted.md into dir.
+// Write writes predicted.json, predicted.md and its chart predicted.svg into dir.
 func Write(dir string, run *store.Run, preds []predict.Prediction, v *predict.Validation) error {
 	if len(preds) == 0 {
 		return fmt.Errorf("no predictions to write")
@@ -163,6 +163,13 @@ func Write(dir string, run *store.Run, preds []predict.Prediction, v *predict.Va
 	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	md := predict.Markdown(preds, Changed(run), v)
+	svg, err := Chart(preds, Changed(run), v)
+	if err != nil {
+		return fmt.Errorf("the predictions' chart: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ChartFile), svg, 0o644); err != nil {
+		return err
+	}
+	md := predict.Markdown(preds, Changed(run), v) + "\n![predicted step times](" + ChartFile + ")\n"
 	return os.WriteFile(filepath.Join(dir, MarkdownFile), []byte(md), 0o644)
 }

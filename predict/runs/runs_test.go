@@ -81,7 +81,7 @@ func TestPredictionsNeverEnterVerdictsCompareOrHistory(t *testing.T) {
 	if err := Write(dir, run, preds, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{JSONFile, MarkdownFile} {
+	for _, f := range []string{JSONFile, MarkdownFile, ChartFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
