@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests install install-check clean
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean
 
 all: cli engine
 
@@ -84,6 +84,12 @@ test: deps lint engine engine-tests cli install-check
 	$(PYFLAKES) bench/reference/*.py engine/native/tools/cs_bench.py engine/native/tools/losscurve.py engine/native/tools/cudnn_table.py
 	cd bench/reference && python3 -m py_compile *.py && python3 -m unittest discover -p 'test_*.py'
 	rm -rf bench/reference/__pycache__ engine/native/tools/__pycache__
+
+# The CPU check of the multi-GPU prediction (docs/predict.md): a timing test,
+# so alone, after the engine is built; the full 2- and 4-rank version is
+# scripts/predict-validate.sh.
+predict-check: engine
+	CASESTUDY_PREDICT_CHECK=1 $(GO) test -count=1 -timeout 15m -run 'TestPredictCPUGloo' -v ./cmd/casestudy
 
 # What scripts/gpu-check.sh needs from here (no Go on the GPU machine): the
 # engine's Go test binary, the CLI and the commit they were built from. Carry

@@ -10,6 +10,7 @@ type StepMetrics struct {
 	ForwardMS        float64         `json:"forward_ms"`      // 0 when replaying a graph
 	BackwardMS       float64         `json:"backward_ms"`     // 0 when replaying a graph
 	OptimizerMS      float64         `json:"optimizer_ms"`    // 0 when replaying a graph
+	TailMS           float64         `json:"tail_ms"`         // the reducer's finalize (wait, divide); docs/predict.md
 	CommMS           float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
 	ExposedCommMS    float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
 	BubbleMS         float64         `json:"bubble_ms"`       // pipeline idle time
@@ -45,6 +46,10 @@ type BucketMetrics struct {
 	TransferMS       float64 `json:"transfer_ms,omitempty"`
 	SkewMS           float64 `json:"skew_ms,omitempty"`
 	TransferBusBWGBs float64 `json:"transfer_busbw_gbs,omitempty"`
+	// ReadyMS is when the bucket's last gradient landed, in ms since the
+	// step's backward began (the multi-GPU prediction's input, docs/predict.md);
+	// nil in runs from before it was recorded, < 0 with ddp.overlap false.
+	ReadyMS *float64 `json:"ready_ms,omitempty"`
 }
 
 // BusBW is the bucket's bus bandwidth without the ranks' arrival skew where

@@ -25,6 +25,10 @@ type Machine struct {
 	// Rehearse: every trial runs as a rehearsal (runner/rehearse.go): its
 	// ranks share the GPUs present, host-staged.
 	Rehearse bool
+	// DPWorldOfOne runs a world of one as DDP with one process (dist.backend
+	// set: the reducer buckets, times each bucket's ready time and honours the
+	// ddp knobs), the one-GPU input of `casestudy run --predict` (docs/predict.md).
+	DPWorldOfOne bool
 }
 
 // ProbeEngine finds the engine library (explicit: the --engine-lib value),

@@ -201,7 +201,7 @@ func (wk *worker) create(ctx context.Context, be Backend) (Engine, error) {
 		}
 		fmt.Fprintf(wk.o.Log, "worker: rank %d is local rank %d of its node: device %d\n", wk.rank, local, cfg.DeviceIndex)
 	}
-	if cfg.Dist.WorldSize > 1 && cfg.Dist.Backend == "nccl" {
+	if cfg.Dist.Backend == "nccl" { // a world of one too (Machine.DPWorldOfOne)
 		if wk.rank == 0 {
 			id, err := be.NCCLUniqueID()
 			if err != nil {

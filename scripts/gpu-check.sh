@@ -110,6 +110,11 @@
 #             studies/gpt.yaml (repeats: auto within an 8 min launch budget)
 #             STAGES=study STUDY=studies/gpt.yaml EST_STUDY=540 CAP_STUDY=580
 #             BUDGET_S=590
+#   predict   (not in the default STAGES) bin/casestudy run $PREDICT_STUDY (default
+#             studies/gpt/ddp1-quick.yaml) --predict 8 --topology h100-sxm-8: one GPU
+#             measures each trial's DDP inputs as a world of one, predicted.md (8 x
+#             H100) into $OUT/predict.md, the run into $OUT/predict.tgz;
+#             EST_PREDICT/CAP_PREDICT (120/300 s); docs/predict.md
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -212,8 +217,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study predict)" >&2; exit 2 ;;
   esac
 done
 
@@ -857,6 +862,34 @@ stage_study() {
   fi
 }
 
+# stage_predict: one GPU measures the DDP inputs of $PREDICT_STUDY's trials (a
+# world of one with the reducer on) and predicts them on 8 x H100 SXM, NVLS off
+# (docs/predict.md): $OUT/predict.md (predicted.md) and $OUT/predict.tgz.
+stage_predict() {
+  local rc=0 dir study=${PREDICT_STUDY:-studies/gpt/ddp1-quick.yaml}
+  local est=${EST_PREDICT:-120} cap=${CAP_PREDICT:-300}
+  if [[ ! -x bin/casestudy ]]; then
+    log_status "predict: FAIL, no bin/casestudy (make cli here, carry bin)"
+    status=1
+    return
+  fi
+  fits "$est" "predict: bin/casestudy run $study --predict 8 --topology h100-sxm-8" ||
+    { [[ $DRY == 1 ]] || log_status "predict: skipped, needs ~$est s, $(left0) s left"; return; }
+  timed "$cap" predict bin/casestudy run "$study" --engine-lib "$LIB" --out "$WORK/predict" \
+    --predict 8 --topology h100-sxm-8 || rc=$?
+  advance "$est"
+  [[ $DRY == 1 ]] && return
+  dir=$(find "$WORK/predict" -mindepth 2 -maxdepth 2 -type d 2>/dev/null | head -1)
+  [[ -n $dir ]] && tar -czf "$OUT/predict.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
+  if ((rc == 0)) && [[ -f $dir/predicted.md ]]; then
+    cp "$dir/predicted.md" "$OUT/predict.md"
+    log_status "predict: ok, ${dir#"$WORK"/} (predict.md, predict.tgz)"
+  else
+    log_status "predict: FAIL (exit $rc, logs/predict.err; predicted.md written: $([[ -f $dir/predicted.md ]] && echo yes || echo no))"
+    status=1
+  fi
+}
+
 # kernelmix_study STUDY: bin/casestudy run STUDY (knob profile on), its
 # report's kernel-mix section and profile findings into kernelmix.md.
 kernelmix_study() {
@@ -1091,6 +1124,7 @@ for s in $STAGES; do
     aa) stage_aa ;;
     windows) stage_windows ;;
     study) stage_study ;;
+    predict) stage_predict ;;
   esac
   [[ $DRY == 1 ]] || (($(elapsed) == t0)) || log_status "$s: $(($(elapsed) - t0)) s"
 done

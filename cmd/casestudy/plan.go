@@ -46,6 +46,7 @@ func newPlanCommand() *cobra.Command {
 	cmd.Flags().IntVar(&opts.maxTrials, "max-trials", study.DefaultMaxTrials, "largest sweep the study may expand to")
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	cmd.Flags().IntVar(&opts.gpus, "gpus", 0, "plan for N GPUs per node, from any machine (default: the study's workload.gpus; all: this machine's GPUs)")
+	withPlanTopology(cmd) // predict.go: --topology
 	return cmd
 }
 

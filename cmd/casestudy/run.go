@@ -42,6 +42,7 @@ type runOptions struct {
 	rehearse         bool            // --rehearse (rehearse.go)
 	rehearseDistinct bool            // --rehearse-distinct
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
+	predict          predictFlags    // predict.go: --predict N, --topology, --fit
 }
 
 func newRunCommand() *cobra.Command {
@@ -94,6 +95,7 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
 	addOverrideFlags(f)
+	addRunPredictFlags(f, &o.predict)
 	return cmd
 }
 
@@ -168,6 +170,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 	}
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: o.maxTrials})
+	if o.predict.gpus != 0 {
+		plan, err = expandPredicted(s, o.maxTrials, o.predict)
+	}
 	if err != nil {
 		return err
 	}
@@ -203,6 +208,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 			return err
 		}
 	}
+	machine.DPWorldOfOne = o.predict.gpus > 0
 	if prev != nil {
 		if w, err = store.Reopen(prev, lock); err != nil {
 			return fmt.Errorf("--resume: %w", err)
@@ -268,6 +274,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	res, runErr := r.Run(ctx)
 	progress.Close()
 	fmt.Fprintf(text, "trials: %s\n", res)
+	if o.predict.gpus > 0 && runErr == nil {
+		if err := predictAfterRun(text, w.Dir, o.predict); err != nil {
+			fmt.Fprintf(text, "casestudy: no predictions: %v\n", err)
+		}
+	}
 	end := &runEnd{dir: w.Dir, study: s, resume: resumeCommand}
 	switch {
 	case errors.Is(runErr, runner.ErrInterrupted):

@@ -106,6 +106,10 @@ struct BucketStat {
   int64_t bytes = 0;  // bytes on the wire (all_gather: the gathered output)
   double ms = 0;
   std::string op = "all_reduce";  // all_reduce | all_gather (topk compression)
+  // When the bucket's last gradient was accumulated, in ms from the start of
+  // the step's (last micro-batch's) backward; < 0 when not known (overlap off).
+  // The one-GPU input of the multi-GPU prediction (predict/, docs/predict.md).
+  double ready_ms = -1;
 };
 
 // nccl-tests' definitions (doc/PERFORMANCE.md): algbw = bytes / time; busbw =

@@ -121,6 +121,73 @@ class WaitClock {
   double ms_ = 0;
 };
 
+// When each bucket becomes ready during backward (issue 40, docs/predict.md):
+// the host clock on the CPU; on a GPU a CUDA event on the current stream at
+// prepare(true) and one per bucket in on_ready, read lazily.
+class ReadyClock {
+ public:
+  ReadyClock(torch::Device device, size_t buckets) : cuda_(device.is_cuda()), ms_(buckets, -1.0) {
+#ifdef CS_WITH_NCCL
+    if (cuda_) {
+      c10::cuda::CUDAGuard guard(device);
+      events_.assign(buckets + 1, nullptr);
+      for (auto& e : events_) check(cudaEventCreate(&e));
+    }
+#endif
+    marked_.assign(buckets, false);
+  }
+  ~ReadyClock() {
+#ifdef CS_WITH_NCCL
+    for (auto e : events_) cudaEventDestroy(e);
+#endif
+  }
+  void start() {
+    marked_.assign(marked_.size(), false);
+    std::fill(ms_.begin(), ms_.end(), -1.0);
+#ifdef CS_WITH_NCCL
+    if (cuda_) {
+      check(cudaEventRecord(events_[0], c10::cuda::getCurrentCUDAStream().stream()));
+      return;
+    }
+#endif
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void mark(size_t b) {
+    marked_[b] = true;
+#ifdef CS_WITH_NCCL
+    if (cuda_) {
+      check(cudaEventRecord(events_[b + 1], c10::cuda::getCurrentCUDAStream().stream()));
+      return;
+    }
+#endif
+    ms_[b] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  double ms(size_t b) const {
+    if (!marked_[b]) return -1;
+#ifdef CS_WITH_NCCL
+    if (cuda_) {
+      float ms = 0;
+      check(cudaEventSynchronize(events_[b + 1]));
+      check(cudaEventElapsedTime(&ms, events_[0], events_[b + 1]));
+      return ms;
+    }
+#endif
+    return ms_[b];
+  }
+
+ private:
+#ifdef CS_WITH_NCCL
+  static void check(cudaError_t e) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string("reducer: CUDA: ") + cudaGetErrorString(e));
+  }
+  std::vector<cudaEvent_t> events_;
+#endif
+  bool cuda_;
+  std::vector<double> ms_;
+  std::vector<bool> marked_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 struct Bucket {
   std::vector<size_t> params;   // indices into Reducer::params_, in bucket order
   std::vector<int64_t> offsets;  // element offset of each parameter in flat
@@ -217,6 +284,7 @@ class Reducer : public GradReducer {
       }
       buckets_.push_back(std::move(b));
     }
+    ready_ = std::make_unique<ReadyClock>(params_[0].device(), buckets_.size());
     broadcast_params();
     if (opts_.overlap) {
       for (size_t i = 0; i < params_.size(); ++i) {
@@ -254,6 +322,7 @@ class Reducer : public GradReducer {
       b.work.reset();
     }
     next_ = 0;
+    ready_->start();
     stats_ = ReducerStats{};
     stats_valid_ = false;
   }
@@ -291,6 +360,7 @@ class Reducer : public GradReducer {
       bs.bytes = b.bytes;
       bs.ms = b.work->elapsed_ms();
       bs.op = b.op;
+      bs.ready_ms = ready_->ms(static_cast<size_t>(&b - buckets_.data()));
       s.comm_ms += bs.ms;
       s.comm_bytes += bs.bytes;
       s.collectives++;
@@ -378,7 +448,10 @@ class Reducer : public GradReducer {
     std::lock_guard<std::mutex> lk(mu_);
     if (!communicate_) return;  // grad_accum: an earlier micro-batch
     Bucket& b = buckets_[bucket_of_[i]];
-    if (b.pending > 0 && --b.pending == 0) b.ready = true;
+    if (b.pending > 0 && --b.pending == 0) {
+      b.ready = true;
+      ready_->mark(bucket_of_[i]);
+    }
     torch::NoGradGuard no_grad;
     while (next_ < buckets_.size() && buckets_[next_].ready) launch(next_++);
   }
@@ -452,6 +525,7 @@ class Reducer : public GradReducer {
   int stall_bucket_ = -1, stall_ms_ = 0;  // fault.kind stall, armed for one step
   torch::Tensor scale_;                   // the loss scale of this step's gradients (fp16)
   WaitClock clock_;
+  std::unique_ptr<ReadyClock> ready_;
   mutable ReducerStats stats_;
   mutable bool stats_valid_ = false;
 };

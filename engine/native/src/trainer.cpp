@@ -505,6 +505,9 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
   m["forward_ms"] = fwd;
   m["backward_ms"] = bwd;
   m["optimizer_ms"] = opt;
+  // The reducer's finalize: the buckets not yet launched, the wait, the divide
+  // or cast back (the tail of the multi-GPU prediction, docs/predict.md).
+  m["tail_ms"] = replayed || pipe_ ? 0.0 : tl.ms(int(2 * ga), int(2 * ga + 1));
   m["graphed"] = replayed;
   const int64_t samples = cfg_.model.micro_batch * ga;
   const int64_t tokens = samples * facts_.tokens_per_sample;
@@ -535,6 +538,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
                          {"ms", b.ms},
                          {"op", b.op},
                          {"algbw_gbs", algbw_gbs(b)},
+                         {"ready_ms", b.ready_ms},
                          {"busbw_gbs", busbw_gbs(b, cfg_.dist.world_size)}});
     }
     m["buckets"] = buckets;

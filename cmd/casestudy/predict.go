@@ -1,0 +1,325 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/casestudy/casestudy/bench"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/predict/runs"
+	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
+)
+
+func init() { register(newPredictCommand) }
+
+// predictFlags are the prediction's target, shared by `predict`, `run
+// --predict` and `plan --topology` (each adds the flags it takes).
+type predictFlags struct {
+	gpus     int
+	topology string
+	fit      string
+	algo     string
+	proto    string
+	kappa    float64
+	cores    int
+	against  string
+	out      string
+	json     bool
+}
+
+// addPredictModelFlags adds the cost model's flags (--topology, --fit,
+// --nccl-algo, --nccl-proto, --kappa, --cores).
+func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
+	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
+		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
+	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result instead of a topology")
+	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
+	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
+	f.Float64Var(&o.kappa, "kappa", 1, "backward slowdown while a collective overlaps it (1: none; docs/predict.md)")
+	f.IntVar(&o.cores, "cores", 0, "CPU ranks: the cores they share (default: this machine's)")
+}
+
+func newPredictCommand() *cobra.Command {
+	var o predictFlags
+	var published bool
+	cmd := &cobra.Command{
+		Use:   "predict RUN_DIR",
+		Short: "Predict a one-rank run's trials on N GPUs (predicted.json, predicted.md); never measurements",
+		Long: "predict reads a run whose trials ran as a world of one with the reducer on (casestudy run --predict N " +
+			"records it), simulates each trial's reducer schedule on --gpus ranks with a collective cost model " +
+			"(--topology: NCCL's tuning formulas on a named machine; --fit: an alpha-beta fit to a bench allreduce " +
+			"result) and writes predicted.json and predicted.md into the run directory or --out. With --against a " +
+			"measured run of the same study on those ranks, it prints each trial's error, the median absolute error " +
+			"and whether the best trial is the same. Predictions never enter verdicts, baselines, compare or history. " +
+			"See docs/predict.md.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if published {
+				rows, err := predict.Reproduce()
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), predict.ReproductionTable(rows))
+				return nil
+			}
+			if len(args) != 1 {
+				return exitcode.Usage(errors.New("predict needs RUN_DIR (or --published)"))
+			}
+			return runPredict(cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
+	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
+	addPredictModelFlags(f, &o)
+	f.StringVar(&o.against, "against", "", "a measured run of the same study on --gpus ranks to check the predictions against")
+	f.StringVar(&o.out, "out", "", "folder for predicted.json and predicted.md (default: the run directory)")
+	f.BoolVar(&o.json, "json", false, "print predicted.json's content instead of the Markdown")
+	return cmd
+}
+
+// costModel is the flags' cost model and its own error (the band's part).
+func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
+	switch {
+	case o.topology != "" && o.fit != "":
+		return nil, 0, exitcode.Usage(errors.New("give --topology or --fit, not both"))
+	case o.topology != "":
+		t, err := predict.LoadTopology(o.topology)
+		if err != nil {
+			return nil, 0, exitcode.Usage(err)
+		}
+		if ranks > t.MaxRanks() {
+			return nil, 0, exitcode.Usage(fmt.Errorf("--topology %s has %d GPUs, fewer than the %d to predict for", t.Name, t.MaxRanks(), ranks))
+		}
+		e, err := predict.TopologyError(t)
+		if err != nil {
+			return nil, 0, err
+		}
+		return predict.NCCL{Topo: t, Algo: o.algo, Proto: o.proto}, e, nil
+	case o.fit != "":
+		b, err := os.ReadFile(o.fit)
+		if err != nil {
+			return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
+		}
+		var r bench.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", o.fit, err))
+		}
+		var pts []predict.Point
+		for _, row := range r.Rows {
+			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
+		}
+		m, err := predict.FitAlphaBeta(pts, r.Ranks, fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(o.fit), r.Backend, r.Ranks))
+		if err != nil {
+			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %w", o.fit, err))
+		}
+		return m, predict.FitError(m, pts, r.Ranks), nil
+	}
+	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
+}
+
+func runPredict(w io.Writer, dir string, o predictFlags) error {
+	if o.gpus < 2 {
+		return exitcode.Usage(fmt.Errorf("--gpus %d: give the ranks to predict for, 2 or more", o.gpus))
+	}
+	if o.kappa < 1 {
+		return exitcode.Usage(fmt.Errorf("--kappa %g: give 1 or more (a slowdown factor)", o.kappa))
+	}
+	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
+		return err
+	}
+	run, err := store.ReadRun(dir)
+	if err != nil {
+		return exitcode.Usage(err)
+	}
+	preds, v, err := predictRun(run, o)
+	if err != nil {
+		return err
+	}
+	out := o.out
+	if out == "" {
+		out = dir
+	}
+	if err := runs.Write(out, run, preds, v); err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(w, runs.File{Note: "predictions, not measurements (docs/predict.md)", Ranks: o.gpus,
+			Model: preds[0].Model, Predictions: preds, Validation: v})
+	}
+	fmt.Fprint(w, predict.Markdown(preds, runs.Changed(run), v))
+	fmt.Fprintf(w, "\nwrote %s and %s in %s\n", runs.JSONFile, runs.MarkdownFile, absPath(out))
+	return nil
+}
+
+// predictRun predicts every trial of a one-rank run, and checks them against
+// o.against when given.
+func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.Validation, error) {
+	cost, cerr, err := o.costModel(o.gpus)
+	if err != nil {
+		return nil, nil, err
+	}
+	ins, err := runs.Inputs(run)
+	if err != nil {
+		return nil, nil, exitcode.Usage(err)
+	}
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa,
+		ComputeScale: runs.ComputeScale(run, o.gpus, o.cores)}
+	var preds []predict.Prediction
+	for _, in := range ins {
+		setup.Cost = cost
+		if n, ok := cost.(predict.NCCL); ok { // the trial's own NCCL_ALGO / NCCL_PROTO
+			if a := in.Knobs["nccl.algo"]; a != "" && a != "auto" {
+				n.Algo = a
+			}
+			if p := in.Knobs["nccl.proto"]; p != "" && p != "auto" {
+				n.Proto = p
+			}
+			setup.Cost = n
+		}
+		p, err := predict.PredictTrial(in, setup)
+		if err != nil {
+			return nil, nil, exitcode.Usage(fmt.Errorf("%s: %w", run.Dir, err))
+		}
+		preds = append(preds, p)
+	}
+	if o.against == "" {
+		return preds, nil, nil
+	}
+	meas, err := store.ReadRun(o.against)
+	if err != nil {
+		return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
+	}
+	v := predict.Validate(preds, runs.Measured(meas), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
+	return preds, &v, nil
+}
+
+// addRunPredictFlags adds `run --predict N` and the cost model's flags.
+func addRunPredictFlags(f *pflag.FlagSet, o *predictFlags) {
+	f.IntVar(&o.gpus, "predict", 0, "plan the study on `N` GPUs (ranks on cpu), run each trial as a world of one with "+
+		"the reducer on, and write the trials predicted for N into predicted.json and predicted.md (docs/predict.md)")
+	addPredictModelFlags(f, o)
+}
+
+// expandPredicted is `run --predict N`'s plan: the study expanded on N ranks
+// (so the data-parallel knobs are not dropped), to run on one rank.
+func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan, error) {
+	if o.gpus < 2 {
+		return nil, exitcode.Usage(fmt.Errorf("--predict %d: give the GPUs to predict for, 2 or more", o.gpus))
+	}
+	if o.topology == "" && o.fit == "" {
+		return nil, exitcode.Usage(errors.New("--predict needs --topology NAME or --fit BENCH.json (the collective cost model)"))
+	}
+	if _, _, err := o.costModel(o.gpus); err != nil {
+		return nil, err
+	}
+	if s.Baseline["pipeline.stages"] != "" && s.Baseline["pipeline.stages"] != "1" {
+		return nil, exitcode.Usage(errors.New("--predict: the study has pipeline stages; predictions cover data parallelism only"))
+	}
+	w := s.Workload
+	s.Workload.GPUs, s.Workload.Ranks, s.Workload.Nodes = o.gpus, o.gpus, 1
+	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: maxTrials})
+	s.Workload = w
+	s.Workload.GPUs, s.Workload.Ranks, s.Workload.Nodes = 1, 1, 1
+	return plan, err
+}
+
+// predictAfterRun writes the run's predicted trials (run --predict).
+func predictAfterRun(w io.Writer, dir string, o predictFlags) error {
+	run, err := store.ReadRun(dir)
+	if err != nil {
+		return err
+	}
+	preds, _, err := predictRun(run, o)
+	if err != nil {
+		return err
+	}
+	if err := runs.Write(dir, run, preds, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "predicted %d trials on %d ranks (%s): %s\n", len(preds), o.gpus, preds[0].Model,
+		filepath.Join(absPath(dir), runs.MarkdownFile))
+	return nil
+}
+
+// withPlanTopology adds `plan --topology NAME`: after the plan, what a
+// prediction on that machine would do (the trials `run --predict` predicts and
+// the model's all-reduce at each bucket size). It reads the GPU count from
+// plan's --gpus when the command has one, else from the study.
+func withPlanTopology(cmd *cobra.Command) {
+	var topology string
+	cmd.Flags().StringVar(&topology, "topology", "", "also show the prediction's collective model on this topology ("+
+		fmt.Sprint(predict.Topologies())+" or a .json file) for the trials on --gpus GPUs (docs/predict.md)")
+	inner := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := inner(c, args); err != nil || topology == "" {
+			return err
+		}
+		allow, _ := c.Flags().GetBool("allow-outside")
+		s, err := loadStudy(args[0], allow)
+		if err != nil {
+			return err
+		}
+		gpus := max(s.Workload.GPUs, s.Workload.Ranks)
+		if f := c.Flags().Lookup("gpus"); f != nil && f.Changed {
+			if gpus, err = c.Flags().GetInt("gpus"); err != nil {
+				return exitcode.Usage(fmt.Errorf("--gpus: %w", err))
+			}
+		}
+		return writePlanPrediction(c.OutOrStdout(), s, args[0], topology, gpus)
+	}
+}
+
+func writePlanPrediction(w io.Writer, s *study.Study, path, topology string, gpus int) error {
+	t, err := predict.LoadTopology(topology)
+	if err != nil {
+		return exitcode.Usage(err)
+	}
+	if gpus < 2 || gpus > t.MaxRanks() {
+		return exitcode.Usage(fmt.Errorf("--topology %s: predictions are for 2 to %d GPUs; the plan has %d (give --gpus N)", t.Name, t.MaxRanks(), gpus))
+	}
+	plan, err := expandPredicted(s, study.DefaultMaxTrials, predictFlags{gpus: gpus, topology: topology})
+	if err != nil {
+		return err
+	}
+	m := predict.NCCL{Topo: t}
+	cerr, err := predict.TopologyError(t)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nprediction on %d GPUs of %s (%s; model error on its published points %.1f%%):\n", gpus, t.Name, t.Description, 100*cerr)
+	fmt.Fprintf(w, "  %d trials would be predicted from one-GPU runs: casestudy run %s --predict %d --topology %s\n",
+		len(plan.Trials), path, gpus, topology)
+	seen := map[string]bool{}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BUCKET\tALL-REDUCE\tBUSBW\tNCCL CHOICE")
+	for _, tr := range plan.Trials {
+		mb := tr.Knobs["ddp.bucket_mb"]
+		if mb == "" || seen[mb] {
+			continue
+		}
+		seen[mb] = true
+		v, err := strconv.ParseFloat(mb, 64)
+		if err != nil {
+			continue
+		}
+		bytes := int64(v * (1 << 20))
+		ms, how, err := m.Time(predict.AllReduce, bytes, gpus)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "  %s MiB\t%.3f ms\t%.1f GB/s\t%s\n", mb, ms, predict.BusBW(predict.AllReduce, bytes, gpus, ms), how)
+	}
+	return tw.Flush()
+}

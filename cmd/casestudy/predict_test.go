@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/predict/runs"
+)
+
+func TestPredictBadInput(t *testing.T) {
+	notRun := t.TempDir()
+	tests := []struct {
+		desc string
+		args []string
+		want string
+	}{
+		{"one GPU", []string{"predict", notRun, "--gpus", "1", "--topology", "h100-sxm-8"}, "--gpus 1"},
+		{"no model", []string{"predict", notRun, "--gpus", "2"}, "--topology NAME or --fit"},
+		{"both models", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--fit", "x.json"}, "not both"},
+		{"unknown topology", []string{"predict", notRun, "--gpus", "2", "--topology", "dgx-z"}, "h100-sxm-8"},
+		{"too many GPUs", []string{"predict", notRun, "--gpus", "16", "--topology", "h100-sxm-8"}, "has 8 GPUs"},
+		{"not a run", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8"}, "not a run directory"},
+		{"kappa", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "0.5"}, "--kappa"},
+		{"fit file", []string{"predict", notRun, "--gpus", "2", "--fit", filepath.Join(notRun, "none.json")}, "--fit"},
+		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
+		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			assert.Equal(t, exitcode.Input, code, stderr)
+			assert.Contains(t, stderr, tc.want)
+		})
+	}
+}
+
+func TestPlanTopology(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "plan", "../../studies/gpt/ddp.yaml", "--topology", "h100-sxm-8")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "prediction on 8 GPUs of h100-sxm-8")
+	assert.Contains(t, stdout, "--predict 8 --topology h100-sxm-8")
+	assert.Regexp(t, `100 MiB\s+\S+ ms\s+3\d\d\.\d GB/s\s+Ring/Simple`, stdout)
+}
+
+// TestPredictCPUGloo is the CPU validation of docs/predict.md at CI size:
+// studies/gpt/predict-cpu.yaml as a world of one with the reducer
+// (run --predict 2), an alpha-beta fit to `bench allreduce` on 2 Gloo ranks,
+// the same study measured on 2 ranks, and the predictions checked against it:
+// median absolute error of the step time at most 10% and the same best trial.
+// It times real runs, so it runs alone (`make predict-check`, which sets
+// CASESTUDY_PREDICT_CHECK=1), not among the parallel packages of `go test
+// ./...`. docs/predict.md has the errors measured so far: the bar was not met
+// on the shared 2-core development host.
+func TestPredictCPUGloo(t *testing.T) {
+	if os.Getenv("CASESTUDY_PREDICT_CHECK") != "1" {
+		t.Skip("a timing check: runs alone with CASESTUDY_PREDICT_CHECK=1 (make predict-check)")
+	}
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	dir := t.TempDir()
+	study := filepath.Join(repoRoot(t), "studies", "gpt", "predict-cpu.yaml")
+
+	var out, errb bytes.Buffer
+	code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib, "--ranks", "2",
+		"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--json"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	fit := filepath.Join(dir, "bench2.json")
+	require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
+
+	small := []string{"--warmup", "2", "--steps", "5"} // CI size
+	code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "one"), "--predict", "2", "--fit", fit}, small...)...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	one := onlyRunDir(t, filepath.Join(dir, "one"))
+	assert.Contains(t, stdout, "predicted 4 trials on 2 ranks")
+	_, err := os.Stat(filepath.Join(one, runs.JSONFile))
+	require.NoError(t, err)
+
+	code, stdout, stderr = runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "two"), "--ranks", "2"}, small...)...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	two := onlyRunDir(t, filepath.Join(dir, "two"))
+
+	code, stdout, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", two, "--json")
+	require.Equal(t, 0, code, stderr)
+	var f runs.File
+	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)
+	require.NotNil(t, f.Validation)
+	v := f.Validation
+	require.Len(t, v.Checks, 4, "every trial predicted and measured: %+v", v)
+	var lines []string
+	for _, c := range v.Checks {
+		lines = append(lines, fmt.Sprintf("%s: predicted %.2f ms, measured %.2f ms (%+.1f%%)", c.Changed, c.Predicted, c.Measured, 100*c.Error))
+	}
+	t.Logf("median |error| %.1f%%, best predicted %s measured %s\n%s", 100*v.MedianAbsError, v.PredictedBest,
+		v.MeasuredBest, strings.Join(lines, "\n"))
+	assert.LessOrEqual(t, v.MedianAbsError, 0.10, "median absolute error of the predicted step times")
+	assert.True(t, v.SameBest, "the predicted best trial is the measured best")
+}

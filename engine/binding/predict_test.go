@@ -1,0 +1,53 @@
+package binding
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// TestBucketReadyTimes: a world of one with the reducer (dist.backend set)
+// records what the multi-GPU prediction reads (docs/predict.md): each bucket's
+// ready time since backward began, in backward's order and within it, and the
+// reducer's tail; with overlap off there are no ready times (-1).
+func TestBucketReadyTimes(t *testing.T) {
+	lib := glooLibrary(t)
+	for _, overlap := range []bool{true, false} {
+		cfg := tinyGPT("fp32")
+		cfg.Dist = engine.DistConfig{WorldSize: 1, Backend: "gloo", StoreAddr: "127.0.0.1", StorePort: freePort(t), TimeoutMS: 60000}
+		cfg.DDP = engine.DDPConfig{BucketMB: 0.05, FirstBucketMB: 0.01, Overlap: overlap, Compression: "none"}
+		e, err := lib.Create(cfg)
+		require.NoError(t, err)
+		steps, err := e.Steps(3)
+		require.NoError(t, err)
+		require.NoError(t, e.Close())
+		for _, m := range steps {
+			require.Greater(t, len(m.Buckets), 2, "several buckets at 0.05 MiB")
+			assert.Positive(t, m.TailMS, "the reducer's finalize")
+			lo, hi := m.BackwardMS, 0.0
+			for i, b := range m.Buckets {
+				require.NotNil(t, b.ReadyMS, "bucket %d", i)
+				r := *b.ReadyMS
+				t.Logf("overlap %t step %d bucket %d: %d bytes ready at %.3f ms of backward's %.3f", overlap, m.Step, i, b.Bytes, r, m.BackwardMS)
+				if !overlap {
+					assert.Equal(t, -1.0, r, "overlap off: no hooks, no ready time")
+					continue
+				}
+				// Bucket order is launch order, not strictly arrival order (the
+				// last, partly filled bucket may close early): the simulator
+				// launches in index order, as the reducer does.
+				assert.GreaterOrEqual(t, r, 0.0, "bucket %d", i)
+				assert.LessOrEqual(t, r, m.BackwardMS+0.5, "bucket %d ready after backward ended", i)
+				assert.Positive(t, b.Bytes)
+				lo, hi = min(lo, r), max(hi, r)
+			}
+			if overlap {
+				assert.Less(t, lo, hi/2, "the first bucket is ready well before the last")
+				assert.Greater(t, hi, m.BackwardMS/2, "the last bucket is ready late in backward")
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package predict
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Check is one predicted trial against its measurement on the target.
+type Check struct {
+	ID        string  `json:"id"`
+	Changed   string  `json:"changed"`
+	Predicted float64 `json:"predicted_step_ms"`
+	Measured  float64 `json:"measured_step_ms"`
+	Error     float64 `json:"error"` // (predicted - measured) / measured
+	InBand    bool    `json:"in_band"`
+}
+
+// Validation is a set of predictions against measurements.
+type Validation struct {
+	Checks         []Check  `json:"checks"`
+	MedianAbsError float64  `json:"median_abs_error"`
+	PredictedBest  string   `json:"predicted_best"`
+	MeasuredBest   string   `json:"measured_best"`
+	SameBest       bool     `json:"same_best"`
+	Unmatched      []string `json:"unmatched,omitempty"` // predictions with no measurement
+}
+
+// Validate compares predictions with measured step times (ms) by trial
+// key; key names a prediction the way the measured map does (knob values).
+func Validate(preds []Prediction, measured map[string]float64, key func(Prediction) string, changed func(Prediction) string) Validation {
+	var v Validation
+	var abs []float64
+	bestP, bestM := math.Inf(1), math.Inf(1)
+	for _, p := range preds {
+		m, ok := measured[key(p)]
+		if !ok || m <= 0 {
+			v.Unmatched = append(v.Unmatched, p.ID)
+			continue
+		}
+		c := Check{ID: p.ID, Changed: changed(p), Predicted: p.StepMS, Measured: m, Error: (p.StepMS - m) / m,
+			InBand: m >= p.LowMS && m <= p.HighMS}
+		v.Checks = append(v.Checks, c)
+		abs = append(abs, math.Abs(c.Error))
+		if p.StepMS < bestP {
+			bestP, v.PredictedBest = p.StepMS, p.ID
+		}
+		if m < bestM {
+			bestM, v.MeasuredBest = m, p.ID
+		}
+	}
+	v.MedianAbsError = Median(abs)
+	v.SameBest = v.PredictedBest != "" && v.PredictedBest == v.MeasuredBest
+	return v
+}
+
+// Markdown renders predictions as their own report section: predicted
+// values with their bands and inputs, apart from every measurement.
+func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation) string {
+	var b strings.Builder
+	if len(preds) == 0 {
+		return "## Predicted trials (not measured)\n\nNone.\n"
+	}
+	p0 := preds[0]
+	fmt.Fprintf(&b, "## Predicted trials (not measured)\n\n")
+	fmt.Fprintf(&b, "Predicted for **%d ranks** from this run's one-rank measurements by the reducer-schedule simulator "+
+		"(docs/predict.md). Cost model: %s. κ = %.3g, compute scale = %.3g. These are predictions: they are in no verdict, "+
+		"baseline, compare or history. The band spans the launches' spread and the cost model's error (±%.1f%%).\n\n",
+		p0.Ranks, p0.Model, p0.Kappa, p0.ComputeScale, 100*p0.CostError)
+	b.WriteString("| trial | changed | overlap | predicted step | band | exposed comm | comm | samples/s (all ranks) | buckets |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	sorted := append([]Prediction(nil), preds...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].StepMS < sorted[j].StepMS })
+	for _, p := range sorted {
+		fmt.Fprintf(&b, "| %s | %s | %t | %.2f ms | %.2f–%.2f ms | %.2f ms | %.2f ms | %.1f | %d |\n",
+			p.ID, changed(p), p.Overlap, p.StepMS, p.LowMS, p.HighMS, p.ExposedCommMS, p.CommMS, p.SamplesPerS, len(p.Buckets))
+	}
+	b.WriteString("\nInputs (one rank, medians over the measured steps): ")
+	for i, p := range sorted {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: forward %.2f, backward %.2f, tail %.2f, optimizer %.2f ms, %d buckets", p.ID,
+			p.Inputs.ForwardMS, p.Inputs.BackwardMS, p.Inputs.TailMS, p.Inputs.OptimizerMS, len(p.Inputs.Buckets))
+	}
+	b.WriteString(".\n")
+	if v != nil {
+		fmt.Fprintf(&b, "\n### Predicted against measured\n\n| trial | changed | predicted | measured | error | in band |\n|---|---|---|---|---|---|\n")
+		for _, c := range v.Checks {
+			fmt.Fprintf(&b, "| %s | %s | %.2f ms | %.2f ms | %+.1f%% | %t |\n", c.ID, c.Changed, c.Predicted, c.Measured, 100*c.Error, c.InBand)
+		}
+		fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
+			100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
+		if len(v.Unmatched) > 0 {
+			fmt.Fprintf(&b, "No measurement for: %s.\n", strings.Join(v.Unmatched, ", "))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,161 @@
+package runs
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/report"
+	"github.com/casestudy/casestudy/store"
+)
+
+func ready(v float64) *float64 { return &v }
+
+// oneRankTrial is a measured one-rank trial: 20 ms forward, 40 ms backward,
+// two buckets ready at 20 and 40 ms.
+func oneRankTrial(id string, overlap string, stepMS float64) *store.TrialRecord {
+	var steps []engine.StepMetrics
+	for i := 0; i < 4; i++ {
+		steps = append(steps, engine.StepMetrics{Step: i, StepMS: stepMS, ForwardMS: 20, BackwardMS: 40, TailMS: 1, OptimizerMS: 5,
+			Samples: 8, Tokens: 8 * 64, Buckets: []engine.BucketMetrics{
+				{Op: "all_reduce", Bytes: 4 << 20, MS: 0.1, ReadyMS: ready(20)},
+				{Op: "all_reduce", Bytes: 8 << 20, MS: 0.1, ReadyMS: ready(40)}}})
+	}
+	return &store.TrialRecord{Schema: store.SchemaVersion, ID: id, Knobs: map[string]string{"ddp.overlap": overlap},
+		Changed: []string{"ddp.overlap"}, Outcome: store.OK, FailedRank: -1, Attempts: 1,
+		Started: time.Now(), Finished: time.Now(),
+		Repeats: []store.RepeatRecord{{Repeat: 0, Outcome: store.OK, SamplesPerS: 8 / stepMS * 1e3,
+			Ranks: []store.RankRecord{{Rank: 0, Steps: steps}}}}}
+}
+
+func writeRun(t *testing.T, recs ...*store.TrialRecord) string {
+	t.Helper()
+	m := &store.Manifest{Schema: store.SchemaVersion, RunID: "r1", Study: "s", Created: time.Now(),
+		Objective: store.Objective{Metric: "samples_per_s", Goal: "maximize"},
+		Workload:  map[string]any{"device": "cuda", "device_resolved": "cuda"}}
+	w, err := store.Create(t.TempDir(), "s", "r1", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Dir
+}
+
+// Predicted trials live in files of their own: the summary, verdicts,
+// baselines, compare and history read the run's measurements only.
+func TestPredictionsNeverEnterVerdictsCompareOrHistory(t *testing.T) {
+	dir := writeRun(t, oneRankTrial("aaaa0001", "true", 70), oneRankTrial("aaaa0002", "false", 70))
+	run, err := store.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(report.Build(run, nil))
+	ins, err := Inputs(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := predict.AlphaBeta{AlphaMS: 0.01, BetaMSPerB: 1e-5, Source: "test"} // slow: the predictions differ a lot
+	var preds []predict.Prediction
+	for _, in := range ins {
+		p, err := predict.PredictTrial(in, predict.Setup{Ranks: 8, Cost: cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		preds = append(preds, p)
+	}
+	if preds[0].StepMS <= 70 || preds[1].StepMS <= preds[0].StepMS {
+		t.Fatalf("predictions %g, %g: overlap off must be slower, both slower than one rank", preds[0].StepMS, preds[1].StepMS)
+	}
+	if err := Write(dir, run, preds, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{JSONFile, MarkdownFile, ChartFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if !strings.Contains(string(md), "not measured") || !strings.Contains(string(md), "no verdict") {
+		t.Errorf("predicted.md does not say it is a prediction:\n%s", md)
+	}
+
+	run2, err := store.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := json.Marshal(report.Build(run2, nil))
+	if string(before) != string(after) {
+		t.Error("the run's summary changed once predictions were written")
+	}
+	side, err := report.LoadSide(dir) // what compare and baseline read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(side); string(got) != string(before) {
+		t.Error("compare's view of the run differs from its measured summary")
+	}
+	h, err := report.LoadHistory(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Runs) != 1 {
+		t.Errorf("history sees %d runs, want the one measured run", len(h.Runs))
+	}
+	js, _ := os.ReadFile(filepath.Join(dir, JSONFile))
+	var f File
+	if err := json.Unmarshal(js, &f); err != nil || len(f.Predictions) != 2 || !strings.Contains(f.Note, "not measurements") {
+		t.Errorf("predicted.json: %v %+v", err, f.Note)
+	}
+}
+
+// A measured N-rank run checks the predictions trial by trial, matched by
+// knob values.
+func TestValidateAgainstAMeasuredRun(t *testing.T) {
+	one, _ := store.ReadRun(writeRun(t, oneRankTrial("aaaa0001", "true", 70), oneRankTrial("aaaa0002", "false", 70)))
+	ins, _ := Inputs(one)
+	var preds []predict.Prediction
+	for _, in := range ins {
+		p, err := predict.PredictTrial(in, predict.Setup{Ranks: 2, Cost: predict.AlphaBeta{BetaMSPerB: 1e-6, Source: "t"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		preds = append(preds, p)
+	}
+	// The measured 2-rank run: overlap on 10% slower than predicted, off exact.
+	on, off := oneRankTrial("bbbb0001", "true", preds[0].StepMS*1.1), oneRankTrial("bbbb0002", "false", preds[1].StepMS)
+	meas, _ := store.ReadRun(writeRun(t, on, off))
+	v := predict.Validate(preds, Measured(meas), func(p predict.Prediction) string { return Key(p.Knobs) }, Changed(one))
+	if len(v.Checks) != 2 {
+		t.Fatalf("checks %+v", v)
+	}
+	if e := v.Checks[0].Error; e > -0.09 || e < -0.092 {
+		t.Errorf("error of the overlap trial %g, want -1/11", e)
+	}
+	if v.Checks[1].Error != 0 {
+		t.Errorf("error of the overlap-off trial %g", v.Checks[1].Error)
+	}
+	if v.PredictedBest != "aaaa0001" || v.SameBest != (preds[0].StepMS*1.1 < preds[1].StepMS) {
+		t.Errorf("best: %+v", v)
+	}
+}
+
+func TestInputsRefuseMultiRankRuns(t *testing.T) {
+	r := oneRankTrial("aaaa0001", "true", 70)
+	r.Repeats[0].Ranks = append(r.Repeats[0].Ranks, r.Repeats[0].Ranks[0])
+	run, _ := store.ReadRun(writeRun(t, r))
+	if _, err := Inputs(run); err == nil || !strings.Contains(err.Error(), "one-rank") {
+		t.Errorf("a two-rank run as input: %v", err)
+	}
+}

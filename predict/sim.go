@@ -1,0 +1,158 @@
+package predict
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Profile is what one measured step of a one-rank run (a world of one with
+// the reducer on: dist.backend set, ddp.overlap true) says about a trial,
+// usually the median over its measured steps (Median).
+type Profile struct {
+	ForwardMS   float64  `json:"forward_ms"`
+	BackwardMS  float64  `json:"backward_ms"`
+	TailMS      float64  `json:"tail_ms"` // the reducer's finalize: wait, divide or cast back
+	OptimizerMS float64  `json:"optimizer_ms"`
+	World       int      `json:"world"` // ranks of the measured run (1)
+	Buckets     []Bucket `json:"buckets"`
+}
+
+// Bucket is one gradient bucket as the measured run saw it.
+type Bucket struct {
+	Op      string  `json:"op"`       // all_reduce | all_gather (top-k)
+	Bytes   int64   `json:"bytes"`    // on the wire at World ranks (all_gather: the gathered output)
+	ReadyMS float64 `json:"ready_ms"` // since the backward started; < 0 unknown
+	MS      float64 `json:"ms"`       // the collective's time at World ranks
+}
+
+// Options is the machine and schedule a prediction is for.
+type Options struct {
+	Ranks   int
+	Overlap bool    // ddp.overlap: buckets launch as they become ready
+	Kappa   float64 // backward slowdown under a concurrent collective (1: none; the κ calibration)
+	// ComputeScale multiplies every compute time (forward, backward, ready
+	// times, tail, optimizer): 1 on GPUs (one GPU per rank); on CPU ranks the
+	// share of cores each rank loses, max(1, ranks·threads/cores).
+	ComputeScale float64
+	Cost         CostModel
+}
+
+// BucketTiming is one bucket's simulated collective.
+type BucketTiming struct {
+	Op      string  `json:"op"`
+	Bytes   int64   `json:"bytes"`
+	ReadyMS float64 `json:"ready_ms"`
+	StartMS float64 `json:"start_ms"`
+	EndMS   float64 `json:"end_ms"`
+	MS      float64 `json:"ms"`
+	How     string  `json:"how"` // the algorithm the model chose
+}
+
+// Result is a predicted step.
+type Result struct {
+	StepMS        float64        `json:"step_ms"`
+	CommMS        float64        `json:"comm_ms"`
+	ExposedCommMS float64        `json:"exposed_comm_ms"`
+	Buckets       []BucketTiming `json:"buckets"`
+}
+
+// wireBytes is a bucket's size at ranks from its size at the measured world:
+// an all-reduce sends the same buffer; a top-k all-gather's output grows with
+// the ranks (each rank's k pairs).
+func (b Bucket) wireBytes(world, ranks int) int64 {
+	if b.Op == AllGather {
+		return b.Bytes / int64(max(world, 1)) * int64(ranks)
+	}
+	return b.Bytes
+}
+
+// Simulate runs the reducer's schedule on ranks (reducer.cpp): one
+// communication stream in bucket order; with overlap a bucket starts at
+// max(ready·κ, the previous bucket's end) and the step is forward +
+// max(backward·κ, the last bucket's end) + tail + optimizer; without it the
+// collectives run after backward, one after another.
+func Simulate(p Profile, o Options) (Result, error) {
+	if o.Ranks < 1 {
+		return Result{}, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
+	}
+	if o.Cost == nil {
+		return Result{}, errors.New("predict: no cost model")
+	}
+	kappa, cs := o.Kappa, o.ComputeScale
+	if kappa == 0 {
+		kappa = 1
+	}
+	if cs == 0 {
+		cs = 1
+	}
+	if kappa < 1 || cs < 1 {
+		return Result{}, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
+	}
+	tail, err := p.tailCompute()
+	if err != nil {
+		return Result{}, err
+	}
+	bwd := p.BackwardMS * cs
+	if o.Overlap {
+		bwd *= kappa
+	}
+	var r Result
+	end := 0.0
+	if !o.Overlap {
+		end = bwd
+	}
+	for i, b := range p.Buckets {
+		n := b.wireBytes(p.World, o.Ranks)
+		ms, how, err := o.Cost.Time(b.Op, n, o.Ranks)
+		if err != nil {
+			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
+		ready := bwd
+		if o.Overlap {
+			if b.ReadyMS < 0 {
+				return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
+			}
+			ready = b.ReadyMS * cs * kappa
+		}
+		start := max(ready, end)
+		end = start + ms
+		r.CommMS += ms
+		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: n, ReadyMS: ready, StartMS: start, EndMS: end, MS: ms, How: how})
+	}
+	r.ExposedCommMS = max(0, end-bwd)
+	r.StepMS = p.ForwardMS*cs + bwd + r.ExposedCommMS + tail*cs + p.OptimizerMS*cs
+	return r, nil
+}
+
+// tailCompute is the measured tail less what it waited for the measured
+// run's own collectives (at world 1 a copy, on Gloo a hop through its
+// thread): that wait is what the simulation replaces.
+func (p Profile) tailCompute() (float64, error) {
+	end := 0.0
+	for _, b := range p.Buckets {
+		ready := b.ReadyMS
+		if ready < 0 { // measured with overlap off: launched after backward
+			ready = p.BackwardMS
+		}
+		end = max(ready, end) + b.MS
+	}
+	return max(0, p.TailMS-max(0, end-p.BackwardMS)), nil
+}
+
+// Pipeline is a pipeline schedule's step: stages S, micro-batches M, and one
+// micro-batch's forward and backward time on the slowest stage. GPipe and
+// 1F1B share the bubble (S-1)/(M+S-1) of the step (Narayanan et al. 2021).
+type Pipeline struct {
+	Stages, MicroBatches  int
+	ForwardMS, BackwardMS float64
+}
+
+// Step is the pipeline's step time and its bubble (idle) time per stage.
+func (pl Pipeline) Step() (stepMS, bubbleMS float64, err error) {
+	if pl.Stages < 1 || pl.MicroBatches < 1 {
+		return 0, 0, fmt.Errorf("pipeline: stages (%d) and micro-batches (%d) must be at least 1", pl.Stages, pl.MicroBatches)
+	}
+	per := pl.ForwardMS + pl.BackwardMS
+	bubble := float64(pl.Stages-1) * per
+	return float64(pl.MicroBatches)*per + bubble, bubble, nil
+}

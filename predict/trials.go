@@ -1,0 +1,140 @@
+package predict
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// TrialInput is one measured trial of a one-rank run: its knobs and each
+// launch's measured steps (rank 0's).
+type TrialInput struct {
+	ID       string
+	Knobs    map[string]string
+	Launches [][]engine.StepMetrics
+}
+
+// Setup is the target a run's trials are predicted for.
+type Setup struct {
+	Ranks int
+	Cost  CostModel
+	// CostError is the cost model's relative error on its own evidence (the
+	// largest error on a topology's asserted published points, or the largest
+	// residual of a fit): the band scales every collective by 1 ± CostError.
+	CostError    float64
+	Kappa        float64
+	ComputeScale float64
+}
+
+// Prediction is one trial's predicted step on Setup.Ranks: never a
+// measurement (docs/predict.md).
+type Prediction struct {
+	ID            string            `json:"id"`
+	Knobs         map[string]string `json:"knobs"`
+	Ranks         int               `json:"ranks"`
+	Model         string            `json:"model"`
+	Overlap       bool              `json:"overlap"`
+	StepMS        float64           `json:"step_ms"`
+	LowMS         float64           `json:"step_ms_low"` // the band: the launches' spread and the cost model's error
+	HighMS        float64           `json:"step_ms_high"`
+	CommMS        float64           `json:"comm_ms"`
+	ExposedCommMS float64           `json:"exposed_comm_ms"`
+	SamplesPerS   float64           `json:"samples_per_s"` // all ranks
+	TokensPerS    float64           `json:"tokens_per_s"`
+	Buckets       []BucketTiming    `json:"buckets"`
+	Inputs        Profile           `json:"inputs"` // the one-rank profile it used (medians over every measured step)
+	Kappa         float64           `json:"kappa"`
+	ComputeScale  float64           `json:"compute_scale"`
+	CostError     float64           `json:"cost_error"`
+	Launches      int               `json:"launches"`
+}
+
+type scaled struct {
+	CostModel
+	f float64
+}
+
+func (s scaled) Time(op string, bytes int64, ranks int) (float64, string, error) {
+	ms, how, err := s.CostModel.Time(op, bytes, ranks)
+	return ms * s.f, how, err
+}
+
+// PredictTrial predicts one trial from its one-rank launches.
+func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
+	var all []engine.StepMetrics
+	for _, l := range in.Launches {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return Prediction{}, fmt.Errorf("trial %s: no measured steps", in.ID)
+	}
+	overlap := in.Knobs["ddp.overlap"] != "false"
+	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost}
+	prof, err := FromSteps(all, 1)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
+	}
+	r, err := Simulate(prof, opts)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, l := range in.Launches {
+		p, err := FromSteps(l, 1)
+		if err != nil {
+			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+		}
+		for _, f := range []float64{1 - s.CostError, 1 + s.CostError} {
+			o := opts
+			o.Cost = scaled{s.Cost, f}
+			q, err := Simulate(p, o)
+			if err != nil {
+				return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+			}
+			lo, hi = math.Min(lo, q.StepMS), math.Max(hi, q.StepMS)
+		}
+	}
+	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
+		StepMS: r.StepMS, LowMS: math.Min(lo, r.StepMS), HighMS: math.Max(hi, r.StepMS), CommMS: r.CommMS,
+		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
+		ComputeScale: opts.ComputeScale, CostError: s.CostError, Launches: len(in.Launches)}
+	if pr.Kappa == 0 {
+		pr.Kappa = 1
+	}
+	if pr.ComputeScale == 0 {
+		pr.ComputeScale = 1
+	}
+	if r.StepMS > 0 {
+		pr.SamplesPerS = float64(s.Ranks*all[0].Samples) / (r.StepMS / 1e3)
+		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (r.StepMS / 1e3)
+	}
+	return pr, nil
+}
+
+// TopologyError is the largest relative error of the topology's model on its
+// asserted published points (the cost part of a prediction's band).
+func TopologyError(t *Topology) (float64, error) {
+	worst := 0.0
+	for _, p := range t.Published {
+		if p.Tolerance == 0 {
+			continue
+		}
+		ms, _, err := NCCL{Topo: t, Algo: p.Algo}.Time(p.Op, p.Bytes, p.Ranks)
+		if err != nil {
+			return 0, err
+		}
+		worst = math.Max(worst, math.Abs(BusBW(p.Op, p.Bytes, p.Ranks, ms)/p.BusBW-1))
+	}
+	return worst, nil
+}
+
+// FitError is the largest relative residual of a fit on its points.
+func FitError(m AlphaBeta, points []Point, ranks int) float64 {
+	worst := 0.0
+	for _, p := range points {
+		ms, _, _ := m.Time(AllReduce, p.Bytes, ranks)
+		worst = math.Max(worst, math.Abs(ms/p.MS-1))
+	}
+	return worst
+}

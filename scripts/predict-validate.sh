@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
+# (issue 40, docs/predict.md). It runs studies/gpt/predict-cpu.yaml as a world
+# of one with the reducer on (run --predict), fits `bench allreduce` on N Gloo
+# ranks, predicts the study on N ranks, runs it on N ranks and compares, for
+# N in $RANKS (default "2 4"): the median absolute error of the step time and
+# whether the predicted best trial is the measured best.
+#
+#   scripts/predict-validate.sh [OUT]    (default OUT: results/predict-validate)
+#
+# Needs bin/casestudy and the engine (make cli engine). Prints a Markdown
+# summary (docs/predict.md has the committed one) and writes OUT/summary.md.
+# Exit 1 when a median error is above 10% or the best trial differs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-results/predict-validate}
+RANKS=${RANKS:-2 4}
+BIN=${BIN:-bin/casestudy}
+STUDY=studies/gpt/predict-cpu.yaml
+SIZES=${SIZES:-16K,256K,1M,4M,16M}
+[[ -x $BIN ]] || { echo "predict-validate.sh: no $BIN (make cli)" >&2; exit 3; }
+command -v jq >/dev/null || { echo "predict-validate.sh: needs jq" >&2; exit 3; }
+rm -rf "$OUT" && mkdir -p "$OUT"
+
+for n in $RANKS; do
+  "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n.json"
+done
+first=${RANKS%% *}
+"$BIN" run "$STUDY" --out "$OUT/one" --run-id one --predict "$first" --fit "$OUT/bench$first.json" >"$OUT/one.log" 2>&1
+one=$OUT/one/gpt-predict-cpu/one
+status=0
+{
+  echo "| ranks | trial | predicted | measured | error | in band |"
+  echo "|---|---|---|---|---|---|"
+} >"$OUT/table.md"
+: >"$OUT/summary.md"
+for n in $RANKS; do
+  "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n" --ranks "$n" >"$OUT/r$n.log" 2>&1
+  "$BIN" predict "$one" --gpus "$n" --fit "$OUT/bench$n.json" --against "$OUT/r$n/gpt-predict-cpu/r$n" \
+    --out "$OUT" --json >"$OUT/predicted$n.json"
+  jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
+    "$OUT/predicted$n.json" >>"$OUT/table.md"
+  jq -r --arg n "$n" '.validation | "\($n) ranks: median |error| \(.median_abs_error*1000|round/10)%, best predicted \(.predicted_best), measured \(.measured_best) (\(if .same_best then "same" else "different" end))"' \
+    "$OUT/predicted$n.json" >>"$OUT/summary.md"
+  jq -e '.validation.median_abs_error <= 0.10 and .validation.same_best' "$OUT/predicted$n.json" >/dev/null || status=1
+done
+cat "$OUT/table.md" && echo && cat "$OUT/summary.md"
+echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $status
