@@ -27,11 +27,12 @@ type StepMetrics struct {
 	Collectives      int             `json:"collectives"`
 	Buckets          []BucketMetrics `json:"buckets,omitempty"`
 	Stages           []StageMetrics  `json:"stages,omitempty"`
+	OptimStateBytes  int64           `json:"optimizer_state_bytes"` // this rank's optimizer states (ZeRO: its shard's)
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.
 type BucketMetrics struct {
-	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk compression)
+	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk, ZeRO) | reduce_scatter (ZeRO-2)
 	Bytes    int64   `json:"bytes"`
 	MS       float64 `json:"ms"`
 	AlgBWGBs float64 `json:"algbw_gbs"`
@@ -85,6 +86,10 @@ type Info struct {
 	CuDNN string `json:"cudnn,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
+	// OptimStateBytes is this rank's optimizer states; Zero its ZeRO shard
+	// (zero.stage > 0).
+	OptimStateBytes int64     `json:"optimizer_state_bytes"`
+	Zero            *ZeroInfo `json:"zero,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,
 	// model_build, optimizer, data_setup, comm_init (docs/engine.md). They add
 	// up to the engine's part of Create.
@@ -108,6 +113,15 @@ type PipelineInfo struct {
 	LayerMS    []float64 `json:"layer_ms"`   // measured per-layer times (balance_by time)
 	FirstLayer int       `json:"first_layer"`
 	LastLayer  int       `json:"last_layer"`
+}
+
+// ZeroInfo is cs_info's zero object: the flat buffer and this rank's shard of it.
+type ZeroInfo struct {
+	Stage      int   `json:"stage"`
+	Buckets    int   `json:"buckets"`
+	FlatNumel  int64 `json:"flat_numel"`  // every parameter, buckets padded to a multiple of the ranks
+	OwnedNumel int64 `json:"owned_numel"` // the parameters this rank steps
+	StateBytes int64 `json:"state_bytes"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -22,6 +22,7 @@ type planOptions struct {
 	json         bool
 	maxTrials    int
 	allowOutside bool
+	engineLib    string // --engine-lib: the library that describes the model (ZeRO memory estimate)
 }
 
 func newPlanCommand() *cobra.Command {
@@ -36,6 +37,7 @@ func newPlanCommand() *cobra.Command {
 			"model, preset, device and GPU model), it also estimates how long the run takes from their launch timelines.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.engineLib = engineLibFlag(cmd)
 			return runPlan(cmd.OutOrStdout(), args[0], opts)
 		},
 	}
@@ -79,6 +81,7 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 		return err
 	}
 	writeEstimate(w, s, plan, est, opts.out)
+	writeModelStates(w, s, plan, opts.engineLib)
 	return nil
 }
 

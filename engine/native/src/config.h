@@ -52,6 +52,7 @@ struct EngineConfig {
   DistOptions dist;
   DDPOptions ddp;
   PipelineOptions pipeline;
+  ZeroOptions zero;
   FaultOptions fault;
 };
 
