@@ -27,7 +27,7 @@ type StepMetrics struct {
 	Collectives      int             `json:"collectives"`
 	Buckets          []BucketMetrics `json:"buckets,omitempty"`
 	Stages           []StageMetrics  `json:"stages,omitempty"`
-	OptimStateBytes  int64           `json:"optimizer_state_bytes"` // this rank's optimizer states (ZeRO: its shard's)
+	OptimStateBytes  int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.

@@ -144,6 +144,9 @@ type Trial struct {
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
 	Warnings     []string   `json:"warnings,omitempty"`
+
+	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
+	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or
