@@ -119,6 +119,7 @@ type PipelineInfo struct {
 type ZeroInfo struct {
 	Stage      int   `json:"stage"`
 	Buckets    int   `json:"buckets"`
+	Tensors    int   `json:"tensors"`     // trainable parameter tensors
 	FlatNumel  int64 `json:"flat_numel"`  // every parameter, buckets padded to a multiple of the ranks
 	OwnedNumel int64 `json:"owned_numel"` // the parameters this rank steps
 	StateBytes int64 `json:"state_bytes"`

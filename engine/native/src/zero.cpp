@@ -79,6 +79,17 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// Every parameter starts, and every block starts and ends, at a multiple of
+// kAlign elements of the parameter's own start. A CPU kernel's vector loop and
+// its scalar tail can round differently (fmadd against a multiply and an add),
+// and which elements fall in the tail depends on the position in the tensor:
+// with pieces aligned so, each piece's tail is its parameter's tail, every
+// element takes the same path as in DDP's per-parameter update, and ZeRO-1
+// stays bit-identical to DDP (one thread; 64 covers AVX-512's unrolled loop).
+constexpr int64_t kAlign = 64;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
 // A tensor over flat's storage from element offset, laid out as like: like's
 // strides where like is dense (channels_last stays channels_last), else row-major.
 torch::Tensor view_as_in(const torch::Tensor& flat, int64_t offset, const torch::Tensor& like) {
@@ -120,7 +131,7 @@ std::shared_ptr<ZeroLayout> make_layout(const std::vector<torch::Tensor>& params
   bool first = true;
   auto close = [&] {
     if (open.params.empty()) return;
-    open.padded = (open.numel + world - 1) / world * world;
+    open.padded = round_up(open.numel, world * kAlign);
     open.block = open.padded / world;
     L->buckets.push_back(open);
     open = ZeroLayout::Bucket{};
@@ -128,7 +139,7 @@ std::shared_ptr<ZeroLayout> make_layout(const std::vector<torch::Tensor>& params
   };
   for (size_t n = params.size(); n-- > 0;) {
     open.params.push_back(n);
-    open.numel += params[n].numel();
+    open.numel += round_up(params[n].numel(), kAlign);
     bytes += params[n].numel() * 4;
     if (bytes >= (first ? first_cap : cap)) {
       close();
@@ -154,7 +165,7 @@ std::shared_ptr<ZeroLayout> make_layout(const std::vector<torch::Tensor>& params
       torch::Tensor v = view_as_in(L->flat, off, p);
       v.copy_(p);
       p.set_data(v);  // every holder of the parameter now reads the flat buffer
-      off += p.numel();
+      off += round_up(p.numel(), kAlign);
     }
   }
   return L;
@@ -432,6 +443,7 @@ nlohmann::json ZeroOptimizer::info() const {
   for (const auto& pc : pieces_) owned += pc.len;
   return {{"stage", z_.stage},
           {"buckets", L.buckets.size()},
+          {"tensors", L.params.size()},
           {"flat_numel", L.flat.numel()},
           {"owned_numel", owned},
           {"state_bytes", optim_->state_bytes()}};

@@ -5,7 +5,8 @@
 // Layout. The trainable parameters (all fp32 on one device) become views of one
 // flat buffer, bucket after bucket: the buckets are DDP's (reverse registration
 // order, the first capped at ddp.first_bucket_mb, the rest at ddp.bucket_mb),
-// each padded with zeros to a multiple of the world size. Rank r owns block r of
+// each parameter padded to a multiple of 64 elements and each bucket to a
+// multiple of 64 x the world size (zero.cpp kAlign). Rank r owns block r of
 // every bucket (as FSDP shards each flat parameter), so each bucket's
 // reduce-scatter and all-gather are one equal-count collective. The optimizer
 // runs on the rank's blocks only, cut at parameter boundaries into pieces that
