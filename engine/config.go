@@ -32,6 +32,7 @@ type Config struct {
 	Dist     DistConfig     `json:"dist"`
 	DDP      DDPConfig      `json:"ddp"`
 	Pipeline PipelineConfig `json:"pipeline"`
+	Zero     ZeroConfig     `json:"zero"`
 	Fault    FaultConfig    `json:"fault"`
 }
 
@@ -72,6 +73,12 @@ type PipelineConfig struct {
 	Schedule     string `json:"schedule"`             // gpipe | 1f1b
 	Balance      []int  `json:"balance,omitempty"`    // layers per stage; empty: split by BalanceBy
 	BalanceBy    string `json:"balance_by,omitempty"` // params (default) | time: measured per-layer time
+}
+
+// ZeroConfig shards optimizer states (stage 1) and gradients (stage 2) across
+// the data-parallel ranks (engine/native/src/zero.h; docs/zero.md).
+type ZeroConfig struct {
+	Stage int `json:"stage"` // 0: none (DDP) | 1 | 2
 }
 
 // FaultConfig injects a fault for tests of the runner's failure handling.

@@ -28,11 +28,12 @@ type StepMetrics struct {
 	Collectives      int             `json:"collectives"`
 	Buckets          []BucketMetrics `json:"buckets,omitempty"`
 	Stages           []StageMetrics  `json:"stages,omitempty"`
+	OptimStateBytes  int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.
 type BucketMetrics struct {
-	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk compression)
+	Op       string  `json:"op,omitempty"` // all_reduce | all_gather (topk, ZeRO) | reduce_scatter (ZeRO-2)
 	Bytes    int64   `json:"bytes"`
 	MS       float64 `json:"ms"` // this rank's time on its communication stream, waiting for late peers included
 	AlgBWGBs float64 `json:"algbw_gbs"`
@@ -117,6 +118,10 @@ type Info struct {
 	// itself saw it (nvidia-smi's spelling); empty on the CPU.
 	GPUUUID  string `json:"gpu_uuid,omitempty"`
 	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// OptimStateBytes is this rank's optimizer states; Zero its ZeRO shard
+	// (zero.stage > 0).
+	OptimStateBytes int64     `json:"optimizer_state_bytes"`
+	Zero            *ZeroInfo `json:"zero,omitempty"`
 	// InitPhases is where cs_create spent its time, in order: device_init,
 	// model_build, optimizer, data_setup, comm_init (docs/engine.md). They add
 	// up to the engine's part of Create.
@@ -140,6 +145,16 @@ type PipelineInfo struct {
 	LayerMS    []float64 `json:"layer_ms"`   // measured per-layer times (balance_by time)
 	FirstLayer int       `json:"first_layer"`
 	LastLayer  int       `json:"last_layer"`
+}
+
+// ZeroInfo is cs_info's zero object: the flat buffer and this rank's shard of it.
+type ZeroInfo struct {
+	Stage      int   `json:"stage"`
+	Buckets    int   `json:"buckets"`
+	Tensors    int   `json:"tensors"`     // trainable parameter tensors
+	FlatNumel  int64 `json:"flat_numel"`  // every parameter, buckets padded to a multiple of the ranks
+	OwnedNumel int64 `json:"owned_numel"` // the parameters this rank steps
+	StateBytes int64 `json:"state_bytes"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -85,6 +85,8 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 	cfg.Pipeline.Balance = Balance(r.str("pipeline.balance"))
 	cfg.Pipeline.BalanceBy = BalanceBy(r.str("pipeline.balance"))
 
+	cfg.Zero.Stage = r.integer("zero.stage")
+
 	cfg.Fault = engine.FaultConfig{}
 	if kind := r.str("fault.kind"); kind != "none" {
 		cfg.Fault = engine.FaultConfig{Kind: kind, Rank: r.integer("fault.rank"),

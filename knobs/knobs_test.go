@@ -23,7 +23,7 @@ func TestRegistryEntriesAreComplete(t *testing.T) {
 		"ddp.overlap", "ddp.compression", "ddp.topk_ratio", "pipeline.stages", "pipeline.microbatches",
 		"pipeline.schedule", "pipeline.balance", "grad_accum", "mps", "mps.active_thread_pct", "procs_per_gpu",
 		"micro_batch", "seq_len", "image_size", "channels_last", "activation_checkpointing",
-		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms"}
+		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms", "zero.stage"}
 	for _, name := range required {
 		_, ok := Lookup(name)
 		assert.True(t, ok, name)
@@ -223,6 +223,11 @@ func TestCheck(t *testing.T) {
 		{"channels", map[string]string{"nccl.min_channels": "8", "nccl.max_channels": "4"}, nil, gpu8, "below nccl.min_channels"},
 		{"mps cpu", map[string]string{"mps": "true"}, nil, Setting{Device: "cpu", Ranks: 2}, "needs device cuda"},
 		{"graphs cpu kept", map[string]string{"graphs": "true"}, all("graphs"), Setting{Device: "cpu", Ranks: 1}, ""},
+		{"zero data parallel", map[string]string{"zero.stage": "2"}, nil, gpu8, ""},
+		{"zero one rank", map[string]string{"zero.stage": "1"}, nil, Setting{Device: "cuda", Ranks: 1}, "more than one data-parallel rank"},
+		{"zero pipeline", map[string]string{"zero.stage": "1", "pipeline.stages": "2"}, nil, gpu8, "not under a pipeline"},
+		{"zero 2 compression", map[string]string{"zero.stage": "2", "ddp.compression": "fp16"}, nil, gpu8, "use zero.stage 1"},
+		{"zero 1 compression", map[string]string{"zero.stage": "1", "ddp.compression": "fp16"}, nil, gpu8, ""},
 		{"graphs data parallel", map[string]string{"graphs": "true"}, nil, gpu8, "single rank only"},
 		{"graphs pipeline", map[string]string{"graphs": "true", "pipeline.stages": "2"}, nil, Setting{Device: "cuda", Ranks: 2}, "single rank only"},
 		{"graphs replicas", map[string]string{"graphs": "true"}, nil, Setting{Device: "cuda", Ranks: 2, World: 1}, ""},

@@ -127,6 +127,12 @@ func knobList() []*Knob {
 		{Name: "ddp.topk_ratio", Type: Float, Min: "0.0001", Max: "1", Apply: Engine, Chapter: 24, Default: "0.01",
 			Constraint: "only with ddp.compression topk",
 			Doc:        "Fraction of gradient entries top-k compression sends per bucket."},
+		{Name: "zero.stage", Type: Enum, Values: []string{"0", "1", "2"}, Apply: Engine, Chapter: 22, Default: "0",
+			Constraint: "data-parallel ranks only (no pipeline); stage 2 without ddp.compression",
+			Doc: "ZeRO optimizer-state sharding across the data-parallel ranks (DeepSpeed stages; docs/zero.md): " +
+				"1 keeps each rank's share of the AdamW/SGD states (DDP's all-reduce, a step on the shard, an " +
+				"all-gather of the parameters); 2 also keeps only the shard's gradients (a reduce-scatter per " +
+				"bucket in backward). Trades an all-gather per step for optimizer memory divided by the ranks."},
 		{Name: "pipeline.stages", Type: Int, Min: "1", Max: "64", Apply: Engine, Chapter: 12, Default: "1",
 			Constraint: "at most the trial's ranks, and divides them",
 			Doc: "Pipeline-parallel stages: the model's layers are cut into this many consecutive parts, one per " +

@@ -66,6 +66,16 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 	if b := Balance(get("pipeline.balance")); b != nil && len(b) != stages {
 		return fmt.Sprintf("pipeline.balance=%s has %d entries for %d pipeline stages", get("pipeline.balance"), len(b), stages)
 	}
+	if z := get("zero.stage"); z != "0" && z != "" {
+		switch {
+		case stages > 1:
+			return fmt.Sprintf("zero.stage=%s with pipeline.stages=%d: the engine shards over plain data-parallel ranks only (not under a pipeline yet)", z, stages)
+		case world <= 1:
+			return fmt.Sprintf("zero.stage=%s needs more than one data-parallel rank (this trial has %d): with one rank there is nothing to shard", z, world)
+		case z == "2" && get("ddp.compression") != "none":
+			return fmt.Sprintf("zero.stage=2 reduce-scatters fp32 gradients: ddp.compression=%s is not supported with it (use zero.stage 1)", get("ddp.compression"))
+		}
+	}
 	if get("graphs") == "true" && world > 1 {
 		return fmt.Sprintf("graphs=true with %d ranks in the communicator: the engine captures the step of a single rank only (no data parallel or pipeline stages yet); set graphs: false", world)
 	}

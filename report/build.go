@@ -176,6 +176,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	// the launch is the replicate: noisy is about launches only (one launch has no spread)
 	t.Noisy = t.Value.N >= 2 && (t.Value.CV > NoisyCV || sum.RepeatCV > NoisyCV)
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
+	t.OptimStateBytes = sum.OptimStateBytes
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
 	named := b.ForwardMS + b.BackwardMS + b.OptimizerMS + b.ExposedCommMS + b.BubbleMS

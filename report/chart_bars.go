@@ -182,7 +182,11 @@ func memoryChart(s *Summary, ok []*Trial) (*Chart, error) {
 	f := barFigure("Peak memory per trial", "GiB (peak allocated, max over ranks)", trials,
 		[]barPart{{"memory", colSky, func(t *Trial) float64 { return float64(t.MemPeakBytes) / (1 << 30) }}},
 		func(t *Trial, _ barPart, v float64) string {
-			return fmt.Sprintf("%s (%s): %s peak allocated", labelOf(t), t.ID, memText(t.MemPeakBytes))
+			text := fmt.Sprintf("%s (%s): %s peak allocated", labelOf(t), t.ID, memText(t.MemPeakBytes))
+			if t.OptimStateBytes > 0 {
+				text += fmt.Sprintf(", %s of optimizer states", memText(t.OptimStateBytes))
+			}
+			return text
 		})
 	svg, err := f.svg()
 	if err != nil {

@@ -156,6 +156,9 @@ type Trial struct {
 	// Power is the power limiter's cost inside the measured windows (clock
 	// deficit, power-cap share); nil on the CPU or without counters.
 	Power *Power `json:"power,omitempty"`
+
+	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
+	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or

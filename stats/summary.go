@@ -89,7 +89,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 	}
 	var sps, tps []float64
 	var steps []engine.StepMetrics
-	var memPeak int64
+	var memPeak, optState int64
 	skipped := 0
 	finalLoss := math.NaN()
 	for i := range reps {
@@ -104,6 +104,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 		for _, rk := range r.Ranks {
 			for _, s := range rk.Steps {
 				memPeak = max(memPeak, s.MemPeakBytes)
+				optState = max(optState, s.OptimStateBytes)
 				if s.Skipped && rk.Rank == r.Ranks[0].Rank {
 					skipped++
 				}
@@ -152,6 +153,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 		BubbleMS:      field(func(s engine.StepMetrics) float64 { return s.BubbleMS }),
 	}
 	sum.Noisy = sum.StepCV > th || sum.RepeatCV > th
+	sum.OptimStateBytes = optState
 	return sum
 }
 

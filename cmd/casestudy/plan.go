@@ -24,6 +24,7 @@ type planOptions struct {
 	maxTrials    int
 	allowOutside bool
 	gpus         int // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
+	engineLib    string // --engine-lib: the library that describes the model (ZeRO memory estimate)
 }
 
 func newPlanCommand() *cobra.Command {
@@ -38,6 +39,7 @@ func newPlanCommand() *cobra.Command {
 			"model, preset, device and GPU model), it also estimates how long the run takes from their launch timelines.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.engineLib = engineLibFlag(cmd)
 			return runPlan(cmd.OutOrStdout(), args[0], opts)
 		},
 	}
@@ -91,6 +93,7 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 		return err
 	}
 	writeEstimate(w, s, plan, est, opts.out)
+	writeModelStates(w, s, plan, opts.engineLib)
 	return nil
 }
 

@@ -205,6 +205,18 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
+    check(in, "reduce_scatter");
+    check(out, "reduce_scatter");
+    if (in.numel() != out.numel() * world_ || out.scalar_type() != in.scalar_type()) {
+      throw CommError("nccl reduce_scatter: input must hold world_size x output elements of its dtype");
+    }
+    return launch("reduce_scatter", {in, out}, [&](cudaStream_t s) {
+      return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(out.scalar_type()), ncclSum,
+                               comm_, s);
+    });
+  }
+
   void broadcast(torch::Tensor t, int root) override {
     if (!t.is_contiguous()) {  // channels_last weights: through a contiguous copy
       torch::Tensor c = t.contiguous();

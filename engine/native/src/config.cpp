@@ -198,6 +198,9 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.pipeline.balance = p.int_list("balance");
   c.pipeline.balance_by = p.str("balance_by", "params");
 
+  Fields z(f.object("zero"), "zero.");
+  c.zero.stage = int(z.integer("stage", 0));
+
   Fields fl(f.object("fault"), "fault.");
   c.fault.kind = fl.str("kind", "");
   c.fault.rank = int(fl.integer("rank", 0));
@@ -209,6 +212,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   d.refuse_unknown();
   dp.refuse_unknown();
   p.refuse_unknown();
+  z.refuse_unknown();
   fl.refuse_unknown();
   if (model_only) return c;
 
@@ -260,6 +264,9 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   if (c.pipeline.balance_by == "time" && !c.pipeline.balance.empty())
     throw ConfigError("pipeline.balance_by time measures the split; leave pipeline.balance unset "
                       "or set balance_by params");
+
+  if (c.zero.stage < 0 || c.zero.stage > 2)
+    throw ConfigError("zero.stage must be 0, 1 or 2, got " + std::to_string(c.zero.stage));
 
   if (!c.fault.kind.empty())
     one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall"});

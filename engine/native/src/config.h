@@ -53,6 +53,7 @@ struct EngineConfig {
   DistOptions dist;
   DDPOptions ddp;
   PipelineOptions pipeline;
+  ZeroOptions zero;
   FaultOptions fault;
 };
 

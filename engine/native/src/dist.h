@@ -55,6 +55,13 @@ class Communicator {
   // in.numel() elements of in's dtype, rank r's block at r * in.numel()); async
   // like all_reduce_sum. Used by top-k compression.
   virtual std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) = 0;
+  // Sums in (contiguous, world_size * out.numel() elements) across ranks and
+  // leaves block rank() of the sum in out; async like all_reduce_sum. in's
+  // contents are unspecified afterwards. Used by ZeRO-2 (zero.h). NCCL runs
+  // ncclReduceScatter; the default, Gloo's (libtorch 1.13's ProcessGroupGloo has
+  // no reduce_scatter), all-reduces in and copies the block at wait(): the same
+  // sum, twice the traffic of a ring reduce-scatter.
+  virtual std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out);
   // Bytes t occupies on the wire (Gloo sends bf16 as fp32).
   virtual int64_t wire_bytes(const torch::Tensor& t) const {
     return t.numel() * static_cast<int64_t>(t.element_size());
@@ -93,6 +100,11 @@ class DataSource;  // model.h
 std::unique_ptr<DataSource> shard_data(std::unique_ptr<DataSource> global, int64_t rank,
                                        int64_t world_size);
 
+// ZeRO optimizer-state sharding (engine config "zero"; zero.h).
+struct ZeroOptions {
+  int stage = 0;  // 0: none (DDP); 1: optimizer states; 2: and gradients
+};
+
 // DDP reducer options (engine config "ddp").
 struct DDPOptions {
   double bucket_mb = 25;
@@ -105,7 +117,7 @@ struct DDPOptions {
 struct BucketStat {
   int64_t bytes = 0;  // bytes on the wire (all_gather: the gathered output)
   double ms = 0;
-  std::string op = "all_reduce";  // all_reduce | all_gather (topk compression)
+  std::string op = "all_reduce";  // all_reduce | all_gather (topk, ZeRO) | reduce_scatter (ZeRO-2)
   // When the bucket's last gradient was accumulated, in ms from the start of
   // the step's (last micro-batch's) backward; < 0 when not known (overlap off).
   // The one-GPU input of the multi-GPU prediction (predict/, docs/predict.md).
@@ -113,13 +125,14 @@ struct BucketStat {
 };
 
 // nccl-tests' definitions (doc/PERFORMANCE.md): algbw = bytes / time; busbw =
-// algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for all-gather. GB/s (1e9).
+// algbw * 2(n-1)/n for all-reduce and algbw * (n-1)/n for all-gather and
+// reduce-scatter (bytes: the gathered output, the scattered input). GB/s (1e9).
 inline double algbw_gbs(const BucketStat& b) {
   return b.ms > 0 ? static_cast<double>(b.bytes) / (b.ms * 1e6) : 0;
 }
 inline double busbw_gbs(const BucketStat& b, int world_size) {
   double n = world_size;
-  double factor = b.op == "all_gather" ? (n - 1) / n : 2 * (n - 1) / n;
+  double factor = b.op == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n;
   return algbw_gbs(b) * factor;
 }
 

@@ -65,6 +65,15 @@ std::string Optimizer::implementation() const {
   return fused_ ? "fused-adamw" : "foreach-adamw";
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t n = 0;
+  for (const auto& g : groups_) {
+    for (const auto& t : g.m) n += t.numel() * int64_t(t.element_size());
+    for (const auto& t : g.v) n += t.numel() * int64_t(t.element_size());
+  }
+  return n;
+}
+
 void Optimizer::decide() {
   if (decided_) return;
   bool laid_out = true, fp32 = true;

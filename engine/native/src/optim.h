@@ -46,6 +46,9 @@ class Optimizer {
   // "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum" (recorded in
   // cs_info; before the first step, the one intended).
   std::string implementation() const;
+  // Bytes of the optimizer states this rank holds (AdamW's two moments, SGD's
+  // momentum buffer): the record's optimizer_state_bytes.
+  int64_t state_bytes() const;
 
  private:
   struct Group {

@@ -16,6 +16,7 @@
 #include "kernels.h"
 #include "pipeline.h"
 #include "rank_facts.h"
+#include "zero.h"
 
 #ifdef CS_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -189,6 +190,9 @@ void Trainer::build_model() {
 }
 
 void Trainer::build_optimizer() {
+  if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);
+  check_zero(cfg_);
+  if (cfg_.zero.stage > 0) return;  // sharded: built with the communicator (connect)
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& kv : model_->named_parameters()) {
     if (pipe_ && !pipe_->holds(kv.value())) continue;
@@ -196,7 +200,6 @@ void Trainer::build_optimizer() {
   }
   const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
   optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
-  if (cfg_.precision == Precision::FP16) scaler_ = std::make_unique<LossScaler>(device_);
 }
 
 void Trainer::build_data() {
@@ -235,6 +238,18 @@ void Trainer::connect() {
   // builds them from the same seed and keeps its own (docs/data-parallel.md).
   for (auto& p : params_)
     if (!p.requires_grad()) comm_->broadcast(p.detach(), 0);
+  if (cfg_.zero.stage > 0) {
+    // ZeRO's reducers do not broadcast: every trainable parameter here.
+    for (auto& p : params_)
+      if (p.requires_grad()) comm_->broadcast(p.detach(), 0);
+    std::vector<bool> decays;
+    for (const auto& kv : model_->named_parameters()) decays.push_back(model_->decays(kv.key()));
+    const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
+    zero_ = std::make_unique<ZeroOptimizer>(params_, decays, *comm_, cfg_.zero, cfg_.ddp,
+                                            default_optim(family_->optimizer, lr));
+    reducer_ = zero_->make_reducer();
+    return;
+  }
   reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
 }
 
@@ -250,6 +265,7 @@ void Trainer::close() {
   else
     synchronize(device_);
   if (pipe_) pipe_->close();
+  zero_.reset();
   reducer_.reset();  // its hooks and buckets, before the communicator they use
   if (comm_) comm_->close();
 }
@@ -269,7 +285,9 @@ json Trainer::info() const {
   j["peak_tflops"] = peak_tflops_;
   j["mem_after_setup_bytes"] = mem_after_setup_;
   j["backend"] = comm_ ? comm_->backend() : "none";
-  j["optimizer"] = optim_->implementation();
+  j["optimizer"] = zero_ ? zero_->implementation() : optim_->implementation();
+  j["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
+  if (zero_) j["zero"] = zero_->info();
   j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
   j["kernels"] = kernels::in_use();
   if (family_->convolutions) j["cudnn"] = describe(cudnn_);
@@ -343,9 +361,13 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   torch::Tensor inv_scale = scaler_ ? scaler_->scale().reciprocal() : torch::Tensor();
   // A fused optimizer applies the unscale x clip coefficient as it reads each
   // gradient (one pass over the gradients fewer); the pipeline clips itself.
-  const bool fold = !pipe_ && optim_->folds_grad_coef();
-  if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
-  optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
+  if (zero_) {  // clip, the rank's shard, all-gather (zero.h)
+    clip = zero_->step(inv_scale, kMaxGradNorm, scaler_ != nullptr);
+  } else {
+    const bool fold = !pipe_ && optim_->folds_grad_coef();
+    if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
+    optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
+  }
   if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
   torch::Tensor scale = scaler_ ? scaler_->scale().clone() : torch::zeros({}, f32);
   if (scaler_) scaler_->update(clip.found_inf);
@@ -543,6 +565,8 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     }
     m["buckets"] = buckets;
   }
+  if (zero_) zero_->add_metrics(m);
+  m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);
   return m;
 }

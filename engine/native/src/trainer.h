@@ -125,6 +125,10 @@ class Trainer {
   // Pipeline parallelism (pipeline.h): set when pipeline.stages > 1; destroyed
   // before comm_, whose Gloo store its groups use.
   std::unique_ptr<class Pipeline> pipe_;
+
+  // ZeRO (zero.h): set when zero.stage > 0, in place of optim_; destroyed
+  // before reducer_ and comm_, which it (and its reducer) use.
+  std::unique_ptr<class ZeroOptimizer> zero_;
 };
 
 }  // namespace cs

@@ -1,0 +1,86 @@
+package checklist
+
+import (
+	"fmt"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+// ZeRO rules: sharding where memory, not time, is the limit.
+
+var zeroRules = []*Rule{
+	{
+		ID: "zero-memory-not-time", Title: "ZeRO where memory is not the limit", Chapter: 22, Severity: Warning,
+		Rationale: "ZeRO divides the optimizer states (zero.stage 1) and the gradients (2) by the data-parallel " +
+			"ranks, for an all-gather of the parameters every step (the engine does not overlap it yet). It pays " +
+			"where DDP runs out of memory or near it, or where the memory it frees buys a larger micro-batch; " +
+			"where DDP fits with room, it is communication for nothing. Each ZeRO trial is judged against its " +
+			"twin with zero.stage 0 (every other knob equal).",
+		Needs: []string{"knob zero.stage", "mem_peak_bytes", "GPU memory", "oom outcomes"},
+		Thresholds: []Threshold{
+			{Name: "near_limit", Default: 0.80, Unit: "fraction", Doc: "the DDP twin's peak memory share of the GPU that counts as near the limit"},
+			{Name: "min_loss", Default: 0.03, Unit: "fraction", Doc: "slowdown against the DDP twin that counts"},
+		},
+		check: checkZeroMemory,
+	},
+}
+
+func checkZeroMemory(c *evalContext) verdict {
+	var zs []*trial
+	for _, t := range c.run.ok {
+		if z := t.knob("zero.stage"); z != "" && z != "0" {
+			zs = append(zs, t)
+		}
+	}
+	if len(zs) == 0 {
+		return na("no completed ZeRO trial (zero.stage 1 or 2)")
+	}
+	capacity := float64(c.run.gpuMemBytes())
+	if capacity == 0 {
+		return na("no GPU memory capacity in the manifest (CPU run): nothing to be near")
+	}
+	var evidence, trials, justified []string
+	judged := 0
+	for _, t := range zs {
+		tw := c.run.twin(t, "zero.stage", "0")
+		if tw == nil {
+			continue
+		}
+		judged++
+		if tw.rec.Outcome == store.OOM {
+			justified = append(justified, fmt.Sprintf("%s runs where its DDP twin %s ran out of memory", t.ID, tw.ID))
+			continue
+		}
+		if tw.rec.Outcome != store.OK || tw.MemPeak == 0 {
+			continue
+		}
+		frac := float64(tw.MemPeak) / capacity
+		if frac >= c.t("near_limit") {
+			justified = append(justified, fmt.Sprintf("%s's DDP twin %s peaked at %s of the GPU", t.ID, tw.ID, pct(frac)))
+			continue
+		}
+		if sp := speedup(t, tw); sp < 1-c.t("min_loss") {
+			evidence = append(evidence, fmt.Sprintf("%s is %s slower than its DDP twin %s, which peaked at %s, %s of %s (ZeRO: %s)",
+				t.label(), pct(1-sp), tw.ID, gib(float64(tw.MemPeak)), pct(frac), gib(capacity), gib(float64(t.MemPeak))))
+			trials = append(trials, t.ID, tw.ID)
+		}
+	}
+	if judged == 0 {
+		return na("no ZeRO trial has a twin with zero.stage 0 and every other knob equal")
+	}
+	if len(evidence) == 0 {
+		msg := fmt.Sprintf("%d ZeRO trial(s) judged against their DDP twins: none is slower by %s where DDP had room", judged, pct(c.t("min_loss")))
+		if len(justified) > 0 {
+			msg += "; " + justified[0]
+		}
+		return pass("%s", msg)
+	}
+	return verdict{
+		Status:   Finding,
+		Message:  fmt.Sprintf("%d ZeRO trial(s) cost time where DDP fits with room: %s", len(evidence), evidence[0]),
+		Evidence: limit(evidence, 8),
+		Trials:   trials,
+		Recommendation: "keep zero.stage: 0 for this model on this machine, or spend the memory ZeRO frees: sweep a larger " +
+			"micro_batch with zero.stage 1/2 against DDP's largest that fits",
+	}
+}

@@ -1,0 +1,34 @@
+package checklist
+
+import (
+	"testing"
+
+	"github.com/casestudy/casestudy/store"
+)
+
+func TestZeroMemoryNotTime(t *testing.T) {
+	gpu := onGPUs(8, "NVIDIA H100 80GB HBM3", 80<<30, 18, "")
+	ddp := func(id string, mem int64, thr float64) spec {
+		return spec{id: id, set: set("zero.stage", "0"), ranks: 8, thr: thr, stepMS: 1000 / thr, mem: mem}
+	}
+	zero := func(id, stage string, mem int64, thr float64) spec {
+		return spec{id: id, set: set("zero.stage", stage), ranks: 8, thr: thr, stepMS: 1000 / thr, mem: mem}
+	}
+	runCases(t, "zero-memory-not-time", []ruleCase{
+		{name: "slower with room to spare", status: Finding,
+			run:      mkRun([]spec{ddp("d", 30<<30, 100), zero("z1", "1", 24<<30, 90)}, gpu),
+			contains: []string{"10.0% slower than its DDP twin d", "37.5% of 80.0 GiB", "spend the memory ZeRO frees"},
+			trials:   []string{"z1", "d"}},
+		{name: "as fast", status: Pass, run: mkRun([]spec{ddp("d", 30<<30, 100), zero("z1", "1", 24<<30, 99)}, gpu)},
+		{name: "DDP near the limit", status: Pass, run: mkRun([]spec{ddp("d", 75<<30, 100), zero("z2", "2", 60<<30, 80)}, gpu),
+			contains: []string{"peaked at 93.8% of the GPU"}},
+		{name: "DDP out of memory", status: Pass,
+			run: mkRun([]spec{{id: "d", set: set("zero.stage", "0"), outcome: store.OOM}, zero("z2", "2", 60<<30, 80)}, gpu),
+			contains: []string{"ran out of memory"}},
+		{name: "min_loss raised", status: Pass, run: mkRun([]spec{ddp("d", 30<<30, 100), zero("z1", "1", 24<<30, 90)}, gpu),
+			cfg: Config{Thresholds: map[string]map[string]float64{"zero-memory-not-time": {"min_loss": 0.2}}}},
+		{name: "no twin", status: NotApplicable, run: mkRun([]spec{zero("z1", "1", 24<<30, 90)}, gpu)},
+		{name: "CPU run", status: NotApplicable, run: mkRun([]spec{ddp("d", 30<<30, 100), zero("z1", "1", 24<<30, 90)})},
+		{name: "no ZeRO", status: NotApplicable, run: mkRun([]spec{ddp("d", 30<<30, 100)}, gpu)},
+	})
+}

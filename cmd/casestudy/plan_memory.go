@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
+	"github.com/casestudy/casestudy/study"
+)
+
+// writeModelStates prints the planner's per-rank memory estimate of the model
+// states (weights, gradients, optimizer states; study.EstimateModelStates) for
+// each trial, when the plan sweeps or sets zero.stage: what ZeRO divides. The
+// parameter count comes from the engine library (cs_describe); without one the
+// line says so and the plan is otherwise unchanged.
+func writeModelStates(w io.Writer, s *study.Study, plan *study.Plan, libFlag string) {
+	zero := false
+	for _, t := range plan.Trials {
+		zero = zero || (t.Knobs["zero.stage"] != "" && t.Knobs["zero.stage"] != "0")
+	}
+	if !zero {
+		return
+	}
+	params, err := describeParams(s, libFlag)
+	if err != nil {
+		fmt.Fprintf(w, "model states per rank: no estimate (%v)\n", err)
+		return
+	}
+	fmt.Fprintf(w, "model states per rank (estimate: %s %s, %d parameters; fp32 weights + gradients + optimizer states, activations not included):\n",
+		s.Model.Family, s.Model.Preset, params)
+	const gib = 1 << 30
+	for _, t := range plan.Trials {
+		m := s.ModelStatesFor(params, t.Knobs)
+		fmt.Fprintf(w, "  %s  zero.stage=%s  %.2f GiB (weights %.2f, gradients %.2f, optimizer states %.2f)\n",
+			t.ID, t.Knobs["zero.stage"], float64(m.Total())/gib, float64(m.Weights)/gib, float64(m.Grads)/gib, float64(m.OptimStates)/gib)
+	}
+}
+
+// describeParams is the study model's parameter count from the engine library.
+func describeParams(s *study.Study, libFlag string) (int64, error) {
+	path, err := engine.Discover(libFlag)
+	if err != nil {
+		return 0, err
+	}
+	lib, err := binding.Load(path)
+	if err != nil {
+		return 0, err
+	}
+	defer lib.Close()
+	d, err := lib.Describe(engine.Config{Family: s.Model.Family, Preset: s.Model.Preset, MicroBatch: 1,
+		Device: "cpu", Precision: "fp32", GradAccum: 1, Dist: engine.DistConfig{WorldSize: 1}})
+	if err != nil {
+		return 0, err
+	}
+	return d.Params, nil
+}

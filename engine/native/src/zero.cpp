@@ -1,0 +1,466 @@
+// zero.cpp: ZeRO-1 and ZeRO-2 (zero.h), and the Communicator's default
+// reduce-scatter (dist.h).
+#include "zero.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+
+#include "compat.h"
+#include "model.h"
+
+namespace cs {
+
+namespace {
+
+// The default reduce-scatter: an all-reduce of in, then block rank of it into out.
+class BlockOfSum : public CommWork {
+ public:
+  BlockOfSum(std::shared_ptr<CommWork> w, torch::Tensor in, torch::Tensor out, int rank)
+      : w_(std::move(w)), in_(std::move(in)), out_(std::move(out)), rank_(rank) {}
+  void wait() override {
+    w_->wait();
+    if (copied_) return;
+    torch::NoGradGuard ng;
+    out_.copy_(in_.narrow(0, rank_ * out_.numel(), out_.numel()));
+    copied_ = true;
+  }
+  double elapsed_ms() override { return w_->elapsed_ms(); }
+
+ private:
+  std::shared_ptr<CommWork> w_;
+  torch::Tensor in_, out_;
+  int rank_;
+  bool copied_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<CommWork> Communicator::reduce_scatter_sum(torch::Tensor in, torch::Tensor out) {
+  if (in.numel() != out.numel() * world_size() || in.scalar_type() != out.scalar_type() ||
+      !in.is_contiguous() || !out.is_contiguous())
+    throw CommError("reduce_scatter: in must be contiguous and hold world_size x out's elements of its dtype");
+  return std::make_shared<BlockOfSum>(all_reduce_sum(in), in, out, rank());
+}
+
+void check_zero(const EngineConfig& cfg) {
+  const int stage = cfg.zero.stage;
+  if (stage == 0) return;
+  const std::string what = "zero.stage " + std::to_string(stage);
+  if (cfg.pipeline.stages > 1)
+    throw UnsupportedError(what + " with pipeline.stages > 1 is not supported yet (ZeRO shards "
+                                  "over the data-parallel ranks of a plain data-parallel run)");
+  if (cfg.dist.world_size <= 1 && cfg.dist.backend.empty())
+    throw UnsupportedError(what + " needs data parallel ranks (dist.world_size > 1, or "
+                                  "dist.backend set for a world of one)");
+  if (stage == 2 && cfg.ddp.compression != "none")
+    throw UnsupportedError("zero.stage 2 reduce-scatters fp32 gradients: ddp.compression " +
+                           cfg.ddp.compression + " is not supported with it (use stage 1)");
+}
+
+struct ZeroLayout {
+  struct Bucket {
+    int64_t offset = 0, numel = 0, padded = 0, block = 0;  // block = padded / world
+    std::vector<size_t> params;                             // indices into params
+  };
+  int world = 1, rank = 0;
+  torch::Tensor flat;
+  std::vector<torch::Tensor> params;
+  std::vector<int64_t> at;  // each parameter's offset in flat
+  std::vector<size_t> bucket_of;
+  std::vector<Bucket> buckets;
+
+  int64_t block_begin(const Bucket& b) const { return b.offset + rank * b.block; }
+};
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Every parameter starts, and every block starts and ends, at a multiple of
+// kAlign elements of the parameter's own start. A CPU kernel's vector loop and
+// its scalar tail can round differently (fmadd against a multiply and an add),
+// and which elements fall in the tail depends on the position in the tensor:
+// with pieces aligned so, each piece's tail is its parameter's tail, every
+// element takes the same path as in DDP's per-parameter update, and ZeRO-1
+// stays bit-identical to DDP (one thread; 64 covers AVX-512's unrolled loop).
+constexpr int64_t kAlign = 64;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// A tensor over flat's storage from element offset, laid out as like: like's
+// strides where like is dense (channels_last stays channels_last), else row-major.
+torch::Tensor view_as_in(const torch::Tensor& flat, int64_t offset, const torch::Tensor& like) {
+  std::vector<int64_t> st;
+  if (like.is_non_overlapping_and_dense()) {
+    st = like.strides().vec();
+  } else {
+    st.assign(like.dim(), 1);
+    for (int64_t d = like.dim() - 1; d > 0; d--) st[d - 1] = st[d] * std::max<int64_t>(like.size(d), 1);
+  }
+  auto v = torch::empty({0}, flat.options());
+  v.set_(flat.storage(), flat.storage_offset() + offset, like.sizes(), st);
+  return v;
+}
+
+torch::Tensor range_of(const torch::Tensor& t, int64_t offset, int64_t len) {
+  auto v = torch::empty({0}, t.options());
+  const std::vector<int64_t> size{len}, stride{1};
+  v.set_(t.storage(), t.storage_offset() + offset, size, stride);
+  return v;
+}
+
+// DDP's bucket assignment (reducer.cpp assign_buckets) for one dtype: reverse
+// registration order, a bucket closes once it reaches its cap.
+std::shared_ptr<ZeroLayout> make_layout(const std::vector<torch::Tensor>& params, int world,
+                                        int rank, const DDPOptions& ddp) {
+  auto L = std::make_shared<ZeroLayout>();
+  L->world = world;
+  L->rank = rank;
+  L->params = params;
+  const auto dtype = params[0].scalar_type();
+  const auto device = params[0].device();
+  for (const auto& p : params)
+    if (p.scalar_type() != torch::kFloat32 || p.device() != device)
+      throw UnsupportedError("zero: every trainable parameter must be fp32 on one device");
+  const int64_t first_cap = int64_t(ddp.first_bucket_mb * kMiB), cap = int64_t(ddp.bucket_mb * kMiB);
+  ZeroLayout::Bucket open;
+  int64_t bytes = 0;
+  bool first = true;
+  auto close = [&] {
+    if (open.params.empty()) return;
+    open.padded = round_up(open.numel, world * kAlign);
+    open.block = open.padded / world;
+    L->buckets.push_back(open);
+    open = ZeroLayout::Bucket{};
+    bytes = 0;
+  };
+  for (size_t n = params.size(); n-- > 0;) {
+    open.params.push_back(n);
+    open.numel += round_up(params[n].numel(), kAlign);
+    bytes += params[n].numel() * 4;
+    if (bytes >= (first ? first_cap : cap)) {
+      close();
+      first = false;
+    }
+  }
+  close();
+  int64_t total = 0;
+  for (auto& b : L->buckets) {
+    b.offset = total;
+    total += b.padded;
+  }
+  L->flat = torch::zeros({total}, torch::TensorOptions().dtype(dtype).device(device));
+  L->at.assign(params.size(), 0);
+  L->bucket_of.assign(params.size(), 0);
+  torch::NoGradGuard ng;
+  for (size_t bi = 0; bi < L->buckets.size(); bi++) {
+    int64_t off = L->buckets[bi].offset;
+    for (size_t i : L->buckets[bi].params) {
+      L->at[i] = off;
+      L->bucket_of[i] = bi;
+      auto& p = L->params[i];
+      torch::Tensor v = view_as_in(L->flat, off, p);
+      v.copy_(p);
+      p.set_data(v);  // every holder of the parameter now reads the flat buffer
+      off += round_up(p.numel(), kAlign);
+    }
+  }
+  return L;
+}
+
+using torch::autograd::variable_list;
+
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+// ZeRO-2's reducer: as a bucket's last gradient is accumulated in the last
+// micro-batch's backward, its gradients are copied into a padded bucket buffer
+// and freed, and the buffer is reduce-scattered into the rank's block
+// (shard[b]); finalize() waits and averages. Earlier micro-batches (grad_accum)
+// accumulate in the parameters' own .grad(), as without ZeRO.
+class ScatterReducer : public GradReducer {
+ public:
+  ScatterReducer(std::shared_ptr<ZeroLayout> L, std::vector<torch::Tensor> shard,
+                 Communicator& comm, const DDPOptions& o)
+      : L_(std::move(L)), shard_(std::move(shard)), comm_(comm), overlap_(o.overlap),
+        pending_(L_->buckets.size(), 0), wire_(L_->buckets.size()), work_(L_->buckets.size()),
+        clock_(make_timeline(L_->flat.device(), 2)) {
+    if (!overlap_) return;
+    for (size_t i = 0; i < L_->params.size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(L_->params[i]);
+      if (!acc) throw std::runtime_error("zero: a parameter is not a leaf (no gradient accumulator)");
+      uintptr_t key = acc->add_post_hook(std::make_unique<ReadyHook>([this, i] { on_ready(i); }));
+      hooks_.emplace_back(acc, key);
+    }
+  }
+  ~ScatterReducer() override {
+    for (auto& h : hooks_) h.first->del_post_hook(h.second);
+  }
+
+  void prepare(bool communicate) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    communicate_ = communicate;
+    if (!communicate) return;
+    for (size_t b = 0; b < L_->buckets.size(); b++) {
+      pending_[b] = int(L_->buckets[b].params.size());
+      work_[b].reset();
+    }
+    next_ = 0;
+  }
+
+  void finalize() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!communicate_) throw std::logic_error("zero: finalize() without prepare(true)");
+    communicate_ = false;
+    torch::NoGradGuard ng;
+    clock_->mark(0);
+    while (next_ < L_->buckets.size()) launch(next_++);
+    for (size_t b = 0; b < L_->buckets.size(); b++) {
+      work_[b]->wait();
+      shard_[b].div_(double(L_->world));
+      wire_[b] = torch::Tensor();  // the full bucket's gradients: gone after the reduce
+    }
+    clock_->mark(1);
+    valid_ = false;
+  }
+
+  // The stall fault drives the DDP reducer's watchdog path; ZeRO-2's reducer
+  // refuses it rather than ignoring it.
+  void stall_before(int, int) override {
+    throw ConfigError("fault.kind stall is not supported with zero.stage 2 (use zero.stage 0 or 1)");
+  }
+  // No top-k under ZeRO-2: nothing is kept across steps, so the loss scale and
+  // found_inf need no handling here.
+  void set_loss_scale(const torch::Tensor&) override {}
+  void end_step(const torch::Tensor&) override {}
+
+  ReducerStats stats() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (valid_) return stats_;
+    ReducerStats s;
+    for (size_t b = 0; b < work_.size(); b++) {
+      if (!work_[b]) continue;
+      BucketStat bs;
+      bs.op = "reduce_scatter";
+      bs.bytes = L_->buckets[b].padded * 4;
+      bs.ms = work_[b]->elapsed_ms();
+      s.comm_ms += bs.ms;
+      s.comm_bytes += bs.bytes;
+      s.collectives++;
+      s.buckets.push_back(bs);
+    }
+    if (s.collectives > 0) {
+      clock_->finish(1);
+      s.exposed_comm_ms = clock_->ms(0, 1);
+    }
+    stats_ = s;
+    valid_ = true;
+    return s;
+  }
+
+ private:
+  void on_ready(size_t i) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!communicate_) return;
+    size_t b = L_->bucket_of[i];
+    if (pending_[b] > 0) pending_[b]--;
+    torch::NoGradGuard ng;
+    while (next_ < L_->buckets.size() && pending_[next_] == 0) launch(next_++);
+  }
+
+  void launch(size_t bi) {
+    const auto& b = L_->buckets[bi];
+    torch::Tensor flat = torch::zeros({b.padded}, L_->flat.options());
+    for (size_t i : b.params) {
+      torch::Tensor& g = L_->params[i].mutable_grad();
+      if (!g.defined()) continue;  // unused this step: zero
+      view_as_in(flat, L_->at[i] - b.offset, L_->params[i]).copy_(g);
+      g = torch::Tensor();  // only the rank's block survives the step
+    }
+    wire_[bi] = flat;
+    work_[bi] = comm_.reduce_scatter_sum(flat, shard_[bi]);
+  }
+
+  std::shared_ptr<ZeroLayout> L_;
+  std::vector<torch::Tensor> shard_;
+  Communicator& comm_;
+  bool overlap_;
+  std::vector<int> pending_;
+  std::vector<torch::Tensor> wire_;
+  std::vector<std::shared_ptr<CommWork>> work_;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
+  mutable std::mutex mu_;
+  bool communicate_ = false;
+  size_t next_ = 0;
+  std::unique_ptr<Timeline> clock_;
+  mutable ReducerStats stats_;
+  mutable bool valid_ = false;
+};
+
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(const std::vector<torch::Tensor>& params, const std::vector<bool>& decays,
+                             Communicator& comm, const ZeroOptions& z, const DDPOptions& ddp,
+                             const OptimOptions& o)
+    : comm_(comm), z_(z), ddp_(ddp) {
+  std::vector<torch::Tensor> trainable;
+  std::vector<bool> decay;
+  for (size_t i = 0; i < params.size(); i++)
+    if (params[i].requires_grad()) {
+      trainable.push_back(params[i]);
+      decay.push_back(decays[i]);
+    }
+  if (trainable.empty()) throw ConfigError("zero: the model has no trainable parameters");
+  layout_ = make_layout(trainable, comm.world_size(), comm.rank(), ddp);
+  const ZeroLayout& L = *layout_;
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> with_decay, without;
+  for (size_t bi = 0; bi < L.buckets.size(); bi++) {
+    const auto& b = L.buckets[bi];
+    const int64_t lo = L.block_begin(b), hi = lo + b.block;
+    for (size_t i : b.params) {
+      const int64_t a = std::max(lo, L.at[i]), e = std::min(hi, L.at[i] + L.params[i].numel());
+      if (a >= e) continue;
+      pieces_.push_back({i, bi, a, e - a});
+      piece_params_.push_back(range_of(L.flat, a, e - a));
+      (decay[i] ? with_decay : without).push_back(piece_params_.back());
+    }
+    if (z_.stage == 2) shard_grads_.push_back(torch::zeros({b.block}, L.flat.options()));
+  }
+  if (pieces_.empty())
+    throw UnsupportedError("zero: rank " + std::to_string(L.rank) + " of " + std::to_string(L.world) +
+                           " holds no parameters (a model this small has too few elements per bucket)");
+  optim_ = std::make_unique<Optimizer>(with_decay, without, o);
+  clock_ = make_timeline(L.flat.device(), 2);
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+std::unique_ptr<GradReducer> ZeroOptimizer::make_reducer() {
+  if (z_.stage == 1) return cs::make_reducer(layout_->params, comm_, ddp_);
+  return std::make_unique<ScatterReducer>(layout_, shard_grads_, comm_, ddp_);
+}
+
+std::vector<torch::Tensor> ZeroOptimizer::piece_grads() {
+  const ZeroLayout& L = *layout_;
+  std::vector<torch::Tensor> grads;
+  for (size_t k = 0; k < pieces_.size(); k++) {
+    const Piece& pc = pieces_[k];
+    torch::Tensor g;
+    if (z_.stage == 2) {
+      g = shard_grads_[pc.bucket].narrow(0, pc.begin - L.block_begin(L.buckets[pc.bucket]), pc.len);
+    } else {
+      const torch::Tensor& p = L.params[pc.param];
+      const torch::Tensor& full = p.grad();
+      // The DDP reducer lays each gradient out as its parameter (dense): the
+      // piece's elements sit at the same memory positions in both.
+      if (!full.defined() || full.strides() != p.strides())
+        throw std::logic_error("zero: a gradient is missing or not laid out as its parameter");
+      g = range_of(full, pc.begin - L.at[pc.param], pc.len);
+    }
+    piece_params_[k].mutable_grad() = g;
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, bool can_skip) {
+  torch::NoGradGuard ng;
+  const ZeroLayout& L = *layout_;
+  const auto device = L.flat.device();
+  std::vector<torch::Tensor> grads = piece_grads();
+  torch::Tensor sumsq;
+  if (z_.stage == 1) {  // every rank holds the averaged gradients: DDP's norm, no collective
+    std::vector<torch::Tensor> all;
+    for (const auto& p : L.params)
+      if (p.grad().defined()) all.push_back(p.grad());
+    sumsq = grad_sumsq(all, device);
+    norm_work_.reset();
+  } else {
+    torch::Tensor buf = grad_sumsq(grads, device).reshape({1}).contiguous();
+    norm_work_ = comm_.all_reduce_sum(buf);
+    norm_work_->wait();
+    sumsq = buf.reshape({});
+  }
+  const bool fold = optim_->folds_grad_coef();
+  ClipResult clip = clip_grads(grads, sumsq, inv_scale, max_norm, /*apply=*/!fold);
+  optim_->step(can_skip ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
+
+  // Every rank's updated blocks back into every rank's flat buffer.
+  clock_->mark(0);
+  gathers_.clear();
+  gather_bytes_.clear();
+  std::vector<torch::Tensor> sends;
+  for (const auto& b : L.buckets) {
+    sends.push_back(L.flat.narrow(0, L.block_begin(b), b.block).clone());
+    torch::Tensor out = L.flat.narrow(0, b.offset, b.padded);
+    gathers_.push_back(comm_.all_gather(sends.back(), out));
+    gather_bytes_.push_back(comm_.wire_bytes(out));
+  }
+  for (auto& w : gathers_) w->wait();
+  clock_->mark(1);
+  // Written behind autograd's back: what reads versions (LinearCasts' cached
+  // casts) must see new values.
+  for (const auto& p : L.params) torch::autograd::impl::bump_version(p);
+  return clip;
+}
+
+void ZeroOptimizer::add_metrics(nlohmann::json& m) const {
+  double ms = 0;
+  int64_t bytes = 0;
+  int n = 0;
+  nlohmann::json buckets = m.contains("buckets") ? m["buckets"] : nlohmann::json::array();
+  const int world = layout_->world;
+  auto add = [&](const BucketStat& b) {
+    ms += b.ms;
+    bytes += b.bytes;
+    n++;
+    buckets.push_back({{"bytes", b.bytes},
+                       {"ms", b.ms},
+                       {"op", b.op},
+                       {"algbw_gbs", algbw_gbs(b)},
+                       {"busbw_gbs", busbw_gbs(b, world)}});
+  };
+  if (norm_work_) add({8, norm_work_->elapsed_ms(), "all_reduce"});
+  for (size_t i = 0; i < gathers_.size(); i++) add({gather_bytes_[i], gathers_[i]->elapsed_ms(), "all_gather"});
+  double exposed = 0;
+  if (!gathers_.empty()) {
+    clock_->finish(1);
+    exposed = clock_->ms(0, 1);  // nothing overlaps the all-gather yet
+  }
+  m["comm_ms"] = m.value("comm_ms", 0.0) + ms;
+  m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + exposed;
+  m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + bytes;
+  m["collectives"] = m.value("collectives", 0) + n;
+  m["buckets"] = buckets;
+}
+
+nlohmann::json ZeroOptimizer::info() const {
+  const ZeroLayout& L = *layout_;
+  int64_t owned = 0;
+  for (const auto& pc : pieces_) owned += pc.len;
+  return {{"stage", z_.stage},
+          {"buckets", L.buckets.size()},
+          {"tensors", L.params.size()},
+          {"flat_numel", L.flat.numel()},
+          {"owned_numel", owned},
+          {"state_bytes", optim_->state_bytes()}};
+}
+
+std::string ZeroOptimizer::implementation() const { return optim_->implementation(); }
+
+int64_t ZeroOptimizer::state_bytes() const { return optim_->state_bytes(); }
+
+}  // namespace cs
