@@ -23,7 +23,7 @@ type planOptions struct {
 	json         bool
 	maxTrials    int
 	allowOutside bool
-	gpus         int // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
+	gpus         int    // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
 	engineLib    string // --engine-lib: the library that describes the model (ZeRO memory estimate)
 }
 
