@@ -125,7 +125,11 @@ func (s *Slurm) StepArgs(spec Spec) ([]string, []string, error) {
 		args = append(args, "--gpus-per-node="+strconv.Itoa((perNode+ppg-1)/ppg))
 	}
 	if s.CPUsPerNode > 0 && !hasArg(s.Args, "--cpus-per-task", "-c", "--cpus-per-gpu") {
-		args = append(args, "--cpus-per-task="+strconv.Itoa(CPUsPerTask(s.CPUsPerNode, perNode)))
+		// --cpus-per-task implies --exact (Slurm 22.05): the step then waits
+		// for CPUs a step that just ended (node-info, the previous trial) has
+		// not yet handed back; trials run one step at a time, so --overlap
+		// lets it start at once
+		args = append(args, "--cpus-per-task="+strconv.Itoa(CPUsPerTask(s.CPUsPerNode, perNode)), "--overlap")
 		if !hasArg(s.Args, "--cpu-bind", "--cpu_bind") {
 			args = append(args, "--cpu-bind=cores")
 		}

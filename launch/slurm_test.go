@@ -119,7 +119,7 @@ func TestStepArgs(t *testing.T) {
 	assert.Subset(t, args, []string{"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
 		"--export=ALL", "--time=2", "--label", "--exclusive"})
 	assert.Contains(t, args, "--gpus-per-node=2", "every task sees its node's GPUs: NCCL needs its NVLink peers visible")
-	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores"}, "the node's 64 CPUs less the runner's split over its 2 tasks")
+	assert.Subset(t, args, []string{"--cpus-per-task=31", "--cpu-bind=cores", "--overlap"}, "the node's 64 CPUs less the runner's split over its 2 tasks")
 	for _, a := range args {
 		assert.NotContains(t, a, "per-task=1", "no GPU confined to one task")
 		assert.NotContains(t, a, "per_task", "no GPU confined to one task")
