@@ -25,8 +25,10 @@ var resourceRules = []*Rule{
 	{
 		ID: "memory-headroom", Title: "Memory headroom", Chapter: 8, Severity: Warning,
 		Rationale: "A configuration that peaks above ~90% of GPU memory is one longer sequence, allocator " +
-			"fragmentation or neighbouring process away from running out. Judged on the best trial.",
-		Needs:      []string{"mem_peak_bytes (all ranks)", "GPU memory"},
+			"fragmentation or neighbouring process away from running out. Judged on the best trial, on the memory it " +
+			"holds: the caching allocator's reserved peak, which includes a captured CUDA graph's private pool (peak " +
+			"allocated leaves the pool out, so under graphs it is not judged on that).",
+		Needs:      []string{"mem_reserved_bytes (all ranks; mem_peak_bytes without CUDA graphs when absent)", "GPU memory"},
 		Thresholds: []Threshold{{Name: "max_frac", Default: 0.90, Unit: "fraction", Doc: "largest peak share of GPU memory"}},
 		check:      checkMemoryHeadroom,
 	},
@@ -97,6 +99,19 @@ func checkMPS(c *evalContext) verdict {
 	return pass("the best trial %s reaches %s MFU: per-GPU work is not small by this threshold", t.ID, pct(t.MFU))
 }
 
+// memHeld is what the trial holds on the GPU: the allocator's reserved peak
+// (a CUDA graph's private pool included), else peak allocated when the run
+// recorded no reserved bytes and no graph was replayed; 0 when unknown.
+func (t *trial) memHeld() int64 {
+	if t.MemHeld > 0 {
+		return t.MemHeld
+	}
+	if t.Knobs["graphs"] == "true" {
+		return 0 // peak allocated leaves out the graph's pool: plainly too low
+	}
+	return t.MemPeak
+}
+
 func checkMemoryHeadroom(c *evalContext) verdict {
 	capacity := float64(c.run.gpuMemBytes())
 	if capacity == 0 {
@@ -106,18 +121,22 @@ func checkMemoryHeadroom(c *evalContext) verdict {
 	if t == nil {
 		return na("no completed trial")
 	}
-	if t.MemPeak == 0 {
-		return na("the best trial %s recorded no peak memory", t.ID)
+	held := t.memHeld()
+	if held == 0 {
+		if t.MemPeak > 0 {
+			return na("the best trial %s recorded no reserved memory, and under CUDA graphs its peak allocated (%s) leaves out the graph's pool", t.ID, gib(float64(t.MemPeak)))
+		}
+		return na("the best trial %s recorded no memory", t.ID)
 	}
-	frac := float64(t.MemPeak) / capacity
+	frac := float64(held) / capacity
 	var others []string
 	for _, o := range c.run.ok {
-		if f := float64(o.MemPeak) / capacity; o != t && f > c.t("max_frac") {
-			others = append(others, fmt.Sprintf("%s peaked at %s (%s)", o.label(), gib(float64(o.MemPeak)), pct(f)))
+		if f := float64(o.memHeld()) / capacity; o != t && f > c.t("max_frac") {
+			others = append(others, fmt.Sprintf("%s holds %s (%s)", o.label(), gib(float64(o.memHeld())), pct(f)))
 		}
 	}
 	if frac <= c.t("max_frac") {
-		msg := fmt.Sprintf("the best trial %s peaks at %s, %s of %s", t.ID, gib(float64(t.MemPeak)), pct(frac), gib(capacity))
+		msg := fmt.Sprintf("the best trial %s holds %s (reserved), %s of %s", t.ID, gib(float64(held)), pct(frac), gib(capacity))
 		if len(others) > 0 {
 			msg += fmt.Sprintf(" (%d other trial(s) above %s)", len(others), pct(c.t("max_frac")))
 		}
@@ -125,8 +144,8 @@ func checkMemoryHeadroom(c *evalContext) verdict {
 	}
 	return verdict{
 		Status: Finding,
-		Message: fmt.Sprintf("the best trial %s peaks at %s, %s of the GPU's %s",
-			t.ID, gib(float64(t.MemPeak)), pct(frac), gib(capacity)),
+		Message: fmt.Sprintf("the best trial %s holds %s (reserved by the caching allocator, a CUDA graph's pool included), %s of the GPU's %s",
+			t.ID, gib(float64(held)), pct(frac), gib(capacity)),
 		Evidence: limit(others, 8),
 		Trials:   ids(t),
 		Recommendation: "keep headroom: a longer sequence or fragmentation will run out of memory; consider activation_checkpointing: true, " +

@@ -167,6 +167,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.StepCV, t.RepeatCV = sum.StepCV, sum.RepeatCV
 	t.Noisy = sum.Noisy || t.CV > NoisyCV
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
+	t.Memory = memoryOf(rec)
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
 	named := b.ForwardMS + b.BackwardMS + b.OptimizerMS + b.ExposedCommMS + b.BubbleMS

@@ -169,27 +169,42 @@ func efficiencyChart(s *Summary, ok []*Trial) (*Chart, error) {
 		Caption: "MFU is not shown: the device's peak TFLOP/s is not known (CPU runs, GPUs outside the engine's table)."}, nil
 }
 
+// memoryChart: the memory each trial holds (reserved by the caching
+// allocator, max over ranks), split into peak allocated and the rest (the
+// CUDA graph pool under graphs, the allocator's cache). Trials whose memory
+// is unknown are named in the caption with why (report/memory.go).
 func memoryChart(s *Summary, ok []*Trial) (*Chart, error) {
 	var trials []*Trial
+	var unknown []string
 	for _, t := range ok {
-		if t.MemPeakBytes > 0 {
+		switch {
+		case t.Held() > 0:
 			trials = append(trials, t)
+		case t.Memory != nil && t.Memory.NA != naCPU:
+			unknown = append(unknown, fmt.Sprintf("%s: %s", labelOf(t), t.Memory.NA))
 		}
 	}
 	if len(trials) == 0 {
 		return nil, nil
 	}
-	f := barFigure("Peak memory per trial", "GiB (peak allocated, max over ranks)", trials,
-		[]barPart{{"memory", colSky, func(t *Trial) float64 { return float64(t.MemPeakBytes) / (1 << 30) }}},
-		func(t *Trial, _ barPart, v float64) string {
-			return fmt.Sprintf("%s (%s): %s peak allocated", labelOf(t), t.ID, memText(t.MemPeakBytes))
-		})
+	gib := func(b int64) float64 { return float64(b) / (1 << 30) }
+	f := barFigure("Memory held per trial", "GiB (reserved by the caching allocator, max over ranks)", trials,
+		[]barPart{
+			{"peak allocated", colSky, func(t *Trial) float64 { return gib(min(t.Memory.PeakAllocatedBytes, t.Memory.HeldBytes)) }},
+			{"graph pool and cache", colOrange, func(t *Trial) float64 { return gib(t.Memory.PoolAndCacheBytes) }},
+		},
+		func(t *Trial, _ barPart, v float64) string { return fmt.Sprintf("%s (%s): %s", labelOf(t), t.ID, memTip(t)) })
 	svg, err := f.svg()
 	if err != nil {
 		return nil, err
 	}
-	return &Chart{ID: "memory", Title: "Peak memory", SVG: svg,
-		Caption: "Peak device memory allocated by the caching allocator, the maximum over ranks and steps."}, nil
+	caption := "What each trial holds on the GPU: the peak the caching allocator reserved in a step, the maximum over ranks. " +
+		"Peak allocated counts live tensors; the rest is a captured CUDA graph's private pool (graphs=true) and the allocator's cache. " +
+		"Under CUDA graphs peak allocated alone stays flat whatever the micro-batch, so it is never shown as the trial's need."
+	if len(unknown) > 0 {
+		caption += " Not shown: " + strings.Join(unknown, "; ") + "."
+	}
+	return &Chart{ID: "memory", Title: "Memory held", SVG: svg, Caption: caption}, nil
 }
 
 // shortGPU is "H200" for "NVIDIA H200".

@@ -35,6 +35,9 @@ var funcs = template.FuncMap{
 	"cite":     course.Cite,
 	"conf":     PercentConf,
 	"launches": launchesText,
+	"memHeld":  memHeldText,
+	"memTip":   memTip,
+	"memNote":  func() string { return memoryNote },
 }
 
 type outcomeCount struct {
