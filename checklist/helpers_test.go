@@ -33,7 +33,7 @@ type spec struct {
 	ranks   int // default 1
 	mfu     float64
 	mem     int64
-	held    int64 // mem_reserved_bytes
+	held    int64   // mem_reserved_bytes
 	noise   float64 // launch-to-launch CV of the throughput (launches at thr·(1-noise), thr, thr·(1+noise))
 	device  string  // default cpu
 	steps   int     // measured steps per repeat, default 20

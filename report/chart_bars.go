@@ -193,7 +193,9 @@ func memoryChart(s *Summary, ok []*Trial) (*Chart, error) {
 			{"peak allocated", colSky, func(t *Trial) float64 { return gib(min(t.Memory.PeakAllocatedBytes, t.Memory.HeldBytes)) }},
 			{"graph pool and cache", colOrange, func(t *Trial) float64 { return gib(t.Memory.PoolAndCacheBytes) }},
 		},
-		func(t *Trial, _ barPart, v float64) string { return fmt.Sprintf("%s (%s): %s", labelOf(t), t.ID, memTip(t)) })
+		func(t *Trial, _ barPart, v float64) string {
+			return fmt.Sprintf("%s (%s): %s", labelOf(t), t.ID, memTip(t))
+		})
 	svg, err := f.svg()
 	if err != nil {
 		return nil, err

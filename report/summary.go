@@ -137,10 +137,10 @@ type Trial struct {
 	Noisy      bool           `json:"noisy"`
 	Throttled  bool           `json:"throttled,omitempty"`
 
-	MFU          float64    `json:"mfu"`      // against the peak at the trial's own precision (the engine's)
-	MFUBF16      float64    `json:"mfu_bf16"` // against Summary.MFUPeak, the same for every trial; 0 when unknown
-	TFLOPS       float64    `json:"tflops"`   // achieved model TFLOP/s per GPU
-	MemPeakBytes int64      `json:"mem_peak_bytes"` // peak allocated: leaves out a CUDA graph's pool (see Memory)
+	MFU          float64    `json:"mfu"`              // against the peak at the trial's own precision (the engine's)
+	MFUBF16      float64    `json:"mfu_bf16"`         // against Summary.MFUPeak, the same for every trial; 0 when unknown
+	TFLOPS       float64    `json:"tflops"`           // achieved model TFLOP/s per GPU
+	MemPeakBytes int64      `json:"mem_peak_bytes"`   // peak allocated: leaves out a CUDA graph's pool (see Memory)
 	Memory       *Memory    `json:"memory,omitempty"` // what the trial holds, per rank (report/memory.go)
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
