@@ -87,6 +87,9 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	setLabels(s)
 	s.Profiles = buildProfiles(byID, s.Trials)
 	s.Headline = headline(s, byID)
+	s.Measured = measuredOf(m, s, run)
+	s.studyText = m.StudyText
+	s.Measured.Confirm = confirmOf(s, s.Measured, m.StudyText, m.StudyPath, run.Dir)
 	s.Timeline = TimelineOf(run)
 	s.NCCL = ncclEvidence(run)
 	return s

@@ -1,6 +1,10 @@
 package report
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,6 +12,7 @@ import (
 
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
 )
 
 // h100 builds the summary of one of the real H100 runs of 2026-12-06
@@ -116,4 +121,74 @@ func recordOf(t *testing.T, fixture, id string) *store.TrialRecord {
 	}
 	t.Fatalf("%s has no trial %s", fixture, id)
 	return nil
+}
+
+// TestH100Measured: the "What was measured" block of the real BERT run
+// carries the preset, parameter count, shapes, global batch, the study's
+// question, strategy, steps and launches, threshold and machine, in every
+// format; the micro_batch=64 winner gets a global-batch caveat.
+func TestH100Measured(t *testing.T) {
+	s := h100(t, "bert")
+	w := s.Measured
+	require.NotNil(t, w)
+	assert.Equal(t, "bert", w.Family)
+	assert.Equal(t, "large", w.Preset)
+	assert.Equal(t, int64(336226108), w.Params)
+	assert.Equal(t, 128, w.Shapes["seq_len"])
+	assert.Equal(t, 32, w.MicroBatch)
+	assert.Equal(t, 32, w.GlobalBatch)
+	assert.Equal(t, "What makes BERT-large pre-training fast on this machine?", w.Question)
+	assert.Equal(t, "one-at-a-time", w.Strategy)
+	assert.Equal(t, 5, w.Warmup)
+	assert.Equal(t, 50, w.Steps)
+	assert.Equal(t, 5, w.LaunchesMax)
+	assert.Contains(t, w.Launches, "auto: 5 to 12")
+	assert.Equal(t, 0.05, w.Threshold)
+	assert.Contains(t, w.Machine, "H100")
+	assert.Contains(t, w.Subtitle, "bert large (336.2M)")
+	caveats := strings.Join(w.Caveats, "\n")
+	assert.Contains(t, caveats, "micro_batch=64 (decided faster) changes the global batch from 32 to 64")
+
+	for _, format := range []string{"html", "md", "json"} {
+		var buf bytes.Buffer
+		require.NoError(t, Render(&buf, s, format))
+		out := buf.String()
+		for _, want := range []string{"336.2M", "What makes BERT-large pre-training fast", "one-at-a-time", "seq_len", "global batch"} {
+			assert.Contains(t, out, want, format)
+		}
+		head := out[:min(len(out), strings.Index(out, "global batch")+1)]
+		assert.NotContains(t, head, "## Trials", "%s: the block comes before the trials", format)
+	}
+}
+
+// TestH100Confirm: the decided winners of the real BERT run combine into a
+// confirmation study that study.Load accepts, written next to the report.
+func TestH100Confirm(t *testing.T) {
+	run := readFixture(t, "h100/bert")
+	dir := filepath.Join(t.TempDir(), "studies")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	paths, err := Write(run, nil, dir, []string{"json"})
+	require.NoError(t, err)
+	require.Contains(t, paths, filepath.Join(dir, ConfirmFile))
+	s := Build(run, nil)
+	c := s.Measured.Confirm
+	require.NotNil(t, c)
+	win := map[string]string{}
+	for _, tr := range winners(s) {
+		if len(tr.Changed) == 1 {
+			if _, ok := win[tr.Changed[0]]; !ok {
+				win[tr.Changed[0]] = tr.Knobs[tr.Changed[0]]
+			}
+		}
+	}
+	assert.Equal(t, win, c.Winners)
+	assert.Equal(t, "64", c.Winners["micro_batch"])
+	st, err := study.Load(filepath.Join(dir, ConfirmFile), study.LoadOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "bert-confirm", st.Name)
+	assert.Equal(t, "list", st.Sweep.Strategy)
+	assert.Contains(t, c.Trials, map[string]string{"grad_accum": "2"}, "the baseline at the winner's global batch (32 × 2 = 64)")
+	if len(c.Winners) > 1 {
+		assert.Equal(t, c.Winners, c.Trials[0], "the winners combined come first")
+	}
 }

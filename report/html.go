@@ -66,6 +66,7 @@ type htmlData struct {
 	CSS         template.CSS
 	JS          template.JS
 	Timeline    template.HTML // report/timeline.go
+	Measured    template.HTML // report/measured_render.go
 	NCCL        template.HTML // report/nccl.go
 }
 
@@ -103,6 +104,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d.NCCL = ncclHTML(s.NCCL)
+	if d.Measured, err = measuredHTML(s); err != nil {
+		return err
+	}
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])

@@ -19,6 +19,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: casestudy report\n\n", mdEscape(s.Study))
 	fmt.Fprintf(&b, "Run `%s` · %s · %s\n\n", s.RunID, s.Created.Format("2006-01-02 15:04 UTC"), mdEscape(SetupLine(&s.Provenance)))
+	writeMeasuredMD(&b, s.Measured)
 	fmt.Fprintf(&b, "**Headline.** %s\n\n", mdEscape(s.Headline.Text))
 	fmt.Fprintf(&b, "Trials: %s", CountsText(s.Counts))
 	if len(s.Dropped) > 0 {

@@ -50,6 +50,7 @@ type Summary struct {
 	Confidence       float64              `json:"confidence"`                  // of every per-trial interval: 1 - Design.LookAlpha
 	CompareThreshold float64              `json:"compare_threshold,omitempty"` // δ, fraction; 0 = not recorded (verdicts use DefaultThreshold)
 	Comparable       Comparable           `json:"comparable"`                  // what compare checks before matching trials
+	Measured         *Measured            `json:"measured,omitempty"`          // what was measured (report/measured.go)
 	Headline         Headline             `json:"headline"`
 	Counts           map[string]int       `json:"counts"` // trials per outcome
 	SweptKnobs       []string             `json:"swept_knobs"`
@@ -72,6 +73,7 @@ type Summary struct {
 	NCCL     []NCCLEvidence   `json:"nccl_evidence,omitempty"`
 
 	sweepValues map[string][]string // the values the study lists per knob, in its order (not in JSON)
+	studyText   string              // the study file as run (not in JSON: the manifest has it)
 }
 
 // Headline is the one-line answer: the best trial (stats.Best) against the
