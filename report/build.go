@@ -86,6 +86,7 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	setMFU(s)
 	setLabels(s)
 	s.Profiles = buildProfiles(byID, s.Trials)
+	splitGraphBreakdowns(s)
 	s.Headline = headline(s, byID)
 	s.Measured = measuredOf(m, s, run)
 	s.studyText = m.StudyText
@@ -171,6 +172,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.Noisy = sum.Noisy || t.CV > NoisyCV
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
 	t.Memory = memoryOf(rec)
+	t.LaunchDetail = launchDetails(rec, metric)
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
 	named := b.ForwardMS + b.BackwardMS + b.OptimizerMS + b.ExposedCommMS + b.BubbleMS

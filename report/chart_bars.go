@@ -100,19 +100,32 @@ func breakdownChart(s *Summary, ok []*Trial) (*Chart, error) {
 		part("pipeline bubble", colPurple, func(b *Breakdown) float64 { return b.BubbleMS }),
 		part("other", colGrey, func(b *Breakdown) float64 { return b.OtherMS }),
 	}
+	for _, g := range profileGroups {
+		name := g.name
+		parts = append(parts, part(name, g.col, func(b *Breakdown) float64 { return b.kernelPart(name) }))
+	}
+	parts = append(parts, part("device idle (profile)", colIdle, func(b *Breakdown) float64 { return b.IdleMS }))
 	f := barFigure("Time per sample, split like the step", unit+" per sample (1 / throughput)", trials, parts,
 		func(t *Trial, p barPart, v float64) string {
 			return fmt.Sprintf("%s (%s): %s %s %s per sample (%s of the step)", labelOf(t), t.ID, p.name, Num(v), unit,
 				Percent(v/(scale*1000/t.Throughput.Center)))
 		})
+	notSplit := noteUnsplit(f, trials)
 	svg, err := f.svg()
 	if err != nil {
 		return nil, err
 	}
+	caption := ""
+	if notSplit > 0 {
+		caption = fmt.Sprintf(" %d bar(s) replay a CUDA graph without a profile: %s.", notSplit, GraphNotSplit)
+	}
+	if anySplit(trials, SplitProfile) {
+		caption += " Graphed trials that were profiled are split by their kernel profile: the device-busy share of the step by kernel category, and the time the device idled."
+	}
 	return &Chart{ID: "breakdown", Title: "Time per sample", SVG: svg,
 		Caption: "Each bar is the time per sample of the whole job (1 / throughput, so trials with different micro-batches " +
 			"or GPU counts compare), split in the shares of rank 0's median step: exposed comm is communication not hidden " +
-			"behind compute; other is the step minus the named parts (data loading, launch gaps, synchronisation). Hover for the shares."}, nil
+			"behind compute; other is the step minus the named parts (data loading, launch gaps, synchronisation). Hover for the shares." + caption}, nil
 }
 
 // efficiencyChart: MFU of every trial against one peak, the dense bf16

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,4 +192,90 @@ func TestH100Confirm(t *testing.T) {
 	if len(c.Winners) > 1 {
 		assert.Equal(t, c.Winners, c.Trials[0], "the winners combined come first")
 	}
+}
+
+// TestH100Launches: every launch of the real BERT run is in summary.json
+// with its steps, SM clock and power, window and power-capped share; the
+// HTML has the strip chart and one expandable block per launch with the
+// three charts.
+func TestH100Launches(t *testing.T) {
+	s := h100(t, "bert")
+	eager := trialWith(s, "graphs", "false")
+	require.NotNil(t, eager)
+	require.Len(t, eager.LaunchDetail, 5)
+	capped := 0
+	for _, tr := range okTrials(s) {
+		for _, d := range tr.LaunchDetail {
+			assert.Len(t, d.StepMS, 50, "%s launch %d", tr.ID, d.Repeat)
+			assert.Len(t, d.WarmupStepMS, 5)
+			assert.Len(t, d.StepT, 55)
+			assert.Greater(t, d.WindowEnd, d.WindowStart)
+			assert.Greater(t, d.WindowStart, 0.0)
+			require.NotEmpty(t, d.GPU)
+			assert.Greater(t, d.SMClockMean, 500.0)
+			assert.Greater(t, d.Value, 0.0)
+			for _, g := range d.GPU {
+				if g.PowerCapped {
+					capped++
+				}
+			}
+		}
+	}
+	assert.Positive(t, capped, "the run was power-capped in some samples")
+	// the eager trial's steps swing within a launch (the review: 24 to 43 ms)
+	lo, hi := eager.LaunchDetail[0].StepMS[0], 0.0
+	for _, d := range eager.LaunchDetail {
+		for _, ms := range d.StepMS {
+			lo, hi = min(lo, ms), max(hi, ms)
+		}
+	}
+	assert.Greater(t, hi/lo, 1.3)
+
+	var buf bytes.Buffer
+	require.NoError(t, Render(&buf, s, "html"))
+	h := buf.String()
+	assert.Contains(t, h, `id="fig-launches"`)
+	assert.Equal(t, len(okTrials(s)), strings.Count(h, `<details class="trial-launches"`))
+	assert.Equal(t, 40, strings.Count(h, `<details class="launch"`))
+	assert.Contains(t, h, "SM clock (red: power-capped)")
+	assert.Contains(t, h, `class="mark capped"`)
+	assert.Contains(t, h, `class="warmup"`)
+
+	buf.Reset()
+	require.NoError(t, Render(&buf, s, "json"))
+	var back Summary
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	for _, tr := range back.Trials {
+		if tr.ID == eager.ID {
+			assert.Equal(t, eager.LaunchDetail, tr.LaunchDetail, "summary.json carries every launch")
+		}
+	}
+}
+
+// TestH100BreakdownUnderGraphs: the profiled BERT run splits its graphed
+// trial by the kernel profile; the unprofiled run says its graphed bars are
+// one replay, not split.
+func TestH100BreakdownUnderGraphs(t *testing.T) {
+	p := h100(t, "bert-profile")
+	g := trialWith(p, "graphs", "true")
+	require.NotNil(t, g)
+	b := g.Breakdown
+	assert.Equal(t, SplitProfile, b.Split)
+	sum := b.IdleMS
+	for _, k := range b.Kernels {
+		sum += k.MS
+	}
+	assert.InDelta(t, g.StepMS.Median, sum, 1e-3, "the parts add up to the step")
+	assert.Greater(t, b.kernelPart("matmul kernels"), 0.4*g.StepMS.Median)
+	eager := trialWith(p, "graphs", "false")
+	assert.Equal(t, SplitPhases, eager.Breakdown.Split, "eager steps keep the engine's timers")
+
+	s := h100(t, "bert")
+	graphed := trialWith(s, "graphs", "true", "micro_batch", "64")
+	assert.Equal(t, SplitNone, graphed.Breakdown.Split)
+	assert.Equal(t, GraphNotSplit, graphed.Breakdown.Note)
+	c, err := breakdownChart(s, okTrials(s))
+	require.NoError(t, err)
+	assert.Equal(t, 7, strings.Count(string(c.SVG), `class="label unsplit"`), "7 of 8 trials replay a graph")
+	assert.Contains(t, c.Caption, "run with --profile 3")
 }

@@ -67,6 +67,7 @@ type htmlData struct {
 	JS          template.JS
 	Timeline    template.HTML // report/timeline.go
 	Measured    template.HTML // report/measured_render.go
+	Launches    template.HTML // report/launches_render.go
 	NCCL        template.HTML // report/nccl.go
 }
 
@@ -105,6 +106,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	}
 	d.NCCL = ncclHTML(s.NCCL)
 	if d.Measured, err = measuredHTML(s); err != nil {
+		return err
+	}
+	if d.Launches, err = launchesHTML(s); err != nil {
 		return err
 	}
 	fixed := fixedKnobs(s)

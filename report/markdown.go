@@ -31,6 +31,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		writeTrialsMD(&b, s, ok)
 	}
 	writeLaunchNotesMD(&b, s)
+	writeLaunchesMD(&b, s)
 
 	if notOK := notOKTrials(s); len(notOK) > 0 {
 		b.WriteString("## Did not run to the end\n\n")

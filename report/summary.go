@@ -146,7 +146,10 @@ type Trial struct {
 	Memory       *Memory    `json:"memory,omitempty"` // what the trial holds, per rank (report/memory.go)
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
-	Warnings     []string   `json:"warnings,omitempty"`
+	// LaunchDetail is every launch as recorded: value, steps, SM clock and
+	// power over the window (report/launches.go).
+	LaunchDetail []LaunchDetail `json:"launch_detail,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or
@@ -182,6 +185,13 @@ type Breakdown struct {
 	ExposedCommMS float64 `json:"exposed_comm_ms"`
 	BubbleMS      float64 `json:"bubble_ms"`
 	OtherMS       float64 `json:"other_ms"`
+	// Split says how the step is divided (report/breakdown.go): "" by the
+	// engine's timers, "profile" a replayed graph by its kernel profile
+	// (Kernels and IdleMS), "none" a replayed graph without one (Note).
+	Split   string       `json:"split,omitempty"`
+	Kernels []KernelPart `json:"kernels,omitempty"`
+	IdleMS  float64      `json:"idle_ms,omitempty"`
+	Note    string       `json:"note,omitempty"`
 }
 
 // Provenance says where and with what the numbers were measured.
