@@ -423,6 +423,9 @@ func provenance(run *store.Run) Provenance {
 	}
 	for _, g := range m.Host.GPUs {
 		p.GPUs = append(p.GPUs, fmt.Sprintf("%d: %s (%s)", g.Index, g.Name, units.Bytes(int64(g.MemBytes))))
+		if g.UUID != "" {
+			p.GPUUUIDs = append(p.GPUUUIDs, g.UUID)
+		}
 	}
 	if e := m.Engine; e != nil {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)

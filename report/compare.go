@@ -28,6 +28,8 @@ type Comparison struct {
 	OnlyNew         []string     `json:"only_new"`
 	Warnings        []string     `json:"warnings,omitempty"`
 	Verdict         string       `json:"verdict"` // the one-line result
+	// Changed is what differs between the runs' setups (compare_changes.go).
+	Changed []ProvChange `json:"changed_between_runs"`
 }
 
 // Side names one input of a comparison.
@@ -37,6 +39,7 @@ type Side struct {
 	RunID   string `json:"run_id"`
 	Kind    string `json:"kind"` // summary (from a run dir or summary.json) or baseline
 	Created string `json:"created"`
+	Report  string `json:"report,omitempty"` // its report.html, relative to the comparison's folder (LinkReports)
 }
 
 // CompareRow is one trial in both runs.
@@ -152,6 +155,7 @@ func Compare(old, new *Summary, oldPath, newPath string, threshold float64) (*Co
 			"no trial in common (%d trials in OLD, %d in NEW, matched by ID): the studies sweep different configurations",
 			len(old.Trials), len(new.Trials))}}
 	}
+	c.Changed = changedBetween(old, new)
 	c.decide()
 	c.Verdict = c.verdictText()
 	return c, nil

@@ -204,6 +204,7 @@ type Provenance struct {
 	Host        string            `json:"host"`
 	CPU         string            `json:"cpu"`
 	GPUs        []string          `json:"gpus"` // "0: NVIDIA H200 (141 GiB)"
+	GPUUUIDs    []string          `json:"gpu_uuids,omitempty"`
 	Driver      string            `json:"driver,omitempty"`
 	CUDADriver  string            `json:"cuda_driver,omitempty"`
 	CUDA        string            `json:"cuda,omitempty"` // torch's CUDA

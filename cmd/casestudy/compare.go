@@ -90,6 +90,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 		return exitcode.Usage(fmt.Errorf("compare %s %s: %w", oldPath, newPath, err))
 	}
 	c.ThresholdSource = source
+	report.LinkReports(c, opts.output)
 	var buf bytes.Buffer
 	if err := report.WriteComparison(&buf, c, opts.format); err != nil {
 		return err
