@@ -97,7 +97,6 @@ func mustSide(t *testing.T, path string) *Summary {
 	return s
 }
 
-
 func mustRead(t *testing.T, dir string) *store.Run {
 	t.Helper()
 	run, err := store.ReadRun(dir)
