@@ -19,6 +19,9 @@ type History struct {
 	Runs     []HistoryRun
 	Trials   []HistoryTrial // in first-seen plan order
 	Warnings []string
+	// ChangeLevel is the level each trial's change-point test ran at
+	// (ChangeAlpha over the trials tested; history_changes.go).
+	ChangeLevel float64
 }
 
 // HistoryRun is one run directory of the history.
@@ -26,6 +29,7 @@ type HistoryRun struct {
 	Dir     string
 	RunID   string
 	Created time.Time
+	Report  string // its report.html relative to the history's output (LinkRuns); "" when none
 }
 
 // HistoryTrial is one trial across the runs; Points[i] belongs to Runs[i].
@@ -37,6 +41,9 @@ type HistoryTrial struct {
 	// with the first one: last against first, Welch over launches at 95%
 	// (nil when it finished in fewer than two runs).
 	Drift *stats.Comparison
+	// Changes are the change points of its values over the runs (Index:
+	// the first run after the change), tested at History.ChangeLevel.
+	Changes []stats.ChangePoint
 }
 
 // HistoryPoint is a trial's value in one run (Value.N = 0: no measurement).
@@ -113,6 +120,7 @@ func LoadHistory(dir string) (*History, error) {
 	for i := range h.Trials {
 		h.Trials[i].Drift = drift(h.Trials[i].Points, h.Metric)
 	}
+	h.setChangePoints()
 	return h, nil
 }
 
