@@ -139,6 +139,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if rec.Outcome != store.OK {
 		return t
 	}
+	t.Memory = memoryOf(rec)
 	if t.Launches.N() == 0 {
 		t.Warnings = append(t.Warnings, "recorded ok but no clean launch measured "+metric.Name+": nothing to summarise")
 		if t.Error == "" {
@@ -171,7 +172,6 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.StepCV, t.RepeatCV = sum.StepCV, sum.RepeatCV
 	t.Noisy = sum.Noisy || t.CV > NoisyCV
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
-	t.Memory = memoryOf(rec)
 	t.LaunchDetail = launchDetails(rec, metric)
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
@@ -308,6 +308,10 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
+		if n := s.Counts[string(store.OK)]; n > 0 {
+			h.Text = fmt.Sprintf("No trial has a value of %s: %d trial(s) ran to the end without one (%s).",
+				s.Metric.Name, n, noValueWhy(s))
+		}
 		return h
 	}
 	best := &s.Trials[bi]
@@ -431,4 +435,18 @@ func provenance(run *store.Run) Provenance {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)
 	}
 	return p
+}
+
+// noValueWhy says why trials that ran to the end have no value of the
+// objective.
+func noValueWhy(s *Summary) string {
+	if s.Metric.Name == "memory" {
+		for _, t := range s.Trials {
+			if t.Memory != nil && t.Memory.NA == naCPU {
+				return "the engine measures no device memory on the CPU: objective memory needs a GPU"
+			}
+		}
+		return "no launch recorded reserved device memory"
+	}
+	return "no clean launch measured " + s.Metric.Name
 }

@@ -279,3 +279,26 @@ func TestH100BreakdownUnderGraphs(t *testing.T) {
 	assert.Equal(t, 7, strings.Count(string(c.SVG), `class="label unsplit"`), "7 of 8 trials replay a graph")
 	assert.Contains(t, c.Caption, "run with --profile 3")
 }
+
+// TestMemoryObjectiveOnCPU: a CPU run with objective memory (device auto
+// resolved to cpu, which validate cannot refuse) says why no trial has a
+// value instead of "No trial finished: 4 ok".
+func TestMemoryObjectiveOnCPU(t *testing.T) {
+	run := readFixture(t, "h100/bert")
+	run.Manifest.Objective = store.Objective{Metric: "memory", Goal: "min"}
+	for i := range run.Trials {
+		for j := range run.Trials[i].Repeats {
+			for k := range run.Trials[i].Repeats[j].Ranks {
+				rk := &run.Trials[i].Repeats[j].Ranks[k]
+				rk.Info.Device = "cpu"
+				for s := range rk.Steps {
+					rk.Steps[s].MemReservedBytes, rk.Steps[s].MemPeakBytes = 0, 0
+				}
+			}
+		}
+	}
+	s := Build(run, nil)
+	assert.Equal(t, HeadlineNoTrials, s.Headline.Status)
+	assert.Equal(t, "No trial has a value of memory: 8 trial(s) ran to the end without one "+
+		"(the engine measures no device memory on the CPU: objective memory needs a GPU).", s.Headline.Text)
+}
