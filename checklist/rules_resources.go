@@ -14,11 +14,13 @@ var resourceRules = []*Rule{
 		ID: "mps", Title: "MPS for small per-GPU work", Chapter: 9, Severity: Warning,
 		Rationale: "Processes sharing a GPU without MPS are time-sliced: only one context runs at a time. MPS lets " +
 			"their kernels run concurrently, which helps when one process cannot fill the GPU (small models, small " +
-			"micro-batches). Judged from an mps on/off pair when swept, else from the trials' settings and MFU.",
+			"micro-batches). Judged from an mps on/off pair when swept, else from the trials' settings, MFU and step time " +
+			"(a long step with low MFU is not small work).",
 		Needs: []string{"knobs mps, procs_per_gpu", "samples_per_s", "mfu"},
 		Thresholds: []Threshold{
 			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of mps: true that makes a recommendation (beyond noise too)"},
 			{Name: "small_work_mfu", Default: 0.20, Unit: "fraction", Doc: "MFU below this marks per-GPU work as small"},
+			{Name: "small_step_ms", Default: 15, Unit: "ms", Doc: "and a median step below this: a long step with low MFU is the model's arithmetic intensity, not small work"},
 		},
 		check: checkMPS,
 	},
@@ -86,6 +88,10 @@ func checkMPS(c *evalContext) verdict {
 	t := c.run.best
 	if t == nil || t.MFU <= 0 {
 		return na("no mps on/off pair, and no MFU to judge how much of the GPU one process uses")
+	}
+	if t.MFU < c.t("small_work_mfu") && t.StepMS >= c.t("small_step_ms") {
+		return pass("the best trial %s reaches %s MFU, but its steps take %s ms: the work per step is not small; the low MFU "+
+			"comes from the model's arithmetic intensity (memory-bound layers), which MPS does not change", t.ID, pct(t.MFU), num(t.StepMS))
 	}
 	if t.MFU < c.t("small_work_mfu") && t.knobInt("procs_per_gpu", 1) == 1 {
 		return verdict{

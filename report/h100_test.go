@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/checklist"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -301,4 +302,22 @@ func TestMemoryObjectiveOnCPU(t *testing.T) {
 	assert.Equal(t, HeadlineNoTrials, s.Headline.Status)
 	assert.Equal(t, "No trial has a value of memory: 8 trial(s) ran to the end without one "+
 		"(the engine measures no device memory on the CPU: objective memory needs a GPU).", s.Headline.Text)
+}
+
+// TestH100ChecklistAdvice: on the real runs the checklist no longer
+// proposes MPS for ResNet-50 at micro-batch 256, nor interleave: true where
+// it is on, and memory-headroom judges the memory held.
+func TestH100ChecklistAdvice(t *testing.T) {
+	res := checklist.Evaluate(readFixture(t, "h100/resnet50"), checklist.Config{})
+	for _, r := range res {
+		switch r.RuleID {
+		case "mps":
+			assert.NotEqual(t, checklist.Finding, r.Status, r.Message)
+		case "memory-headroom":
+			assert.Contains(t, r.Message, "(reserved)", r.Message)
+		}
+	}
+	for _, r := range checklist.Evaluate(readFixture(t, "h100/bert"), checklist.Config{}) {
+		assert.NotContains(t, r.Recommendation, "workload.interleave: true spreads", "%s: interleave was on", r.RuleID)
+	}
 }
