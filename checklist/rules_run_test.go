@@ -28,7 +28,7 @@ func TestMeasurementHygiene(t *testing.T) {
 			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.12}, good[1]}),
 			contains: []string{"1 of 2 completed trial(s) are noisy: a (repeat CV 12.0%)", "workload.interleave: true spreads drift"}, trials: []string{"a"}},
 		{name: "noisy trial, interleave on already: no advice to turn it on", status: Finding,
-			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.12}, good[1]}, func(m *store.Manifest) { m.Workload["interleave"] = true }),
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.12}, good[1]}, func(m *store.Manifest) { m.Workload["interleave"] = true }),
 			contains: []string{"interleave is on already", "Every launch, step by step"}, trials: []string{"a"}},
 		{name: "throttle reasons in GPU samples", status: Finding, run: throttled, contains: []string{"throttled: b"}},
 		{name: "throttled flag", status: Finding, run: flagged, contains: []string{"throttled: a"}},
