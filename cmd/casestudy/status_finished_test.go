@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -101,4 +102,20 @@ func TestReportRefusesRewrite(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	got, _ = os.ReadFile(md)
 	assert.Equal(t, string(before), string(got), "--force rewrites")
+}
+
+// TestDoctorBusyHost: a load of 3.6 on 2 cores is a busy host; 0.3 is not.
+func TestDoctorBusyHost(t *testing.T) {
+	m := fakeMachine()
+	m.load = func() (float64, error) { return 3.6, nil }
+	var buf bytes.Buffer
+	printDoctor(&buf, diagnose(m, "", "results"))
+	assert.Contains(t, buf.String(), "MISS  load      busy host: load average 3.6 over the last minute on 2 cores")
+	assert.Contains(t, buf.String(), "the host is busy now, so measurements will swing")
+	m.load = func() (float64, error) { return 0.3, nil }
+	buf.Reset()
+	printDoctor(&buf, diagnose(m, "", "results"))
+	assert.Contains(t, buf.String(), "ok    load      0.3 over the last minute on 2 cores")
+	assert.False(t, isBusy(10, 64))
+	assert.True(t, isBusy(40, 64))
 }
