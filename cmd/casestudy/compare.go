@@ -24,7 +24,7 @@ type compareOptions struct {
 func newCompareCommand() *cobra.Command {
 	var opts compareOptions
 	cmd := &cobra.Command{
-		Use:   "compare OLD NEW",
+		Use:   "compare [OLD] NEW",
 		Short: "Compare two runs trial by trial; exit 1 on a regression",
 		Long: "compare matches the trials of two runs by their stable IDs. OLD and NEW are run directories or " +
 			"baseline files (casestudy baseline). Per trial it compares NEW's launches with OLD's on the study's " +
@@ -35,10 +35,18 @@ func newCompareCommand() *cobra.Command {
 			"finished in OLD and fails in NEW. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
 			"Runs that measured different things (model, preset, GPU model, device, steps, warm-up, objective) " +
 			"or share no trial are refused.\n\n" +
+			"With NEW alone, OLD is the baseline file NEW's study names under compare.baseline.\n\n" +
 			"Exit status: 0 no regression, 1 regression, 2 usage or input error (including runs that cannot be " +
 			"compared), 3 the output cannot be written.",
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 { // OLD from the study's compare.baseline
+				old, err := report.StudyBaseline(args[0])
+				if err != nil {
+					return exitcode.Usage(err)
+				}
+				args = []string{old, args[0]}
+			}
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}

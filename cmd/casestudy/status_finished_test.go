@@ -119,3 +119,24 @@ func TestDoctorBusyHost(t *testing.T) {
 	assert.False(t, isBusy(10, 64))
 	assert.True(t, isBusy(40, 64))
 }
+
+// TestCompareStudyBaseline: `compare NEW` reads OLD from NEW's study's
+// compare.baseline, relative to the study file.
+func TestCompareStudyBaseline(t *testing.T) {
+	studies := filepath.Join(t.TempDir(), "studies")
+	require.NoError(t, os.MkdirAll(studies, 0o755))
+	dir := copyRunDir(t, fixture("h100/bert"), nil)
+	run, err := store.ReadRun(dir)
+	require.NoError(t, err)
+	run.Manifest.StudyPath = filepath.Join(studies, "bert.yaml")
+	run.Manifest.StudyText = strings.Replace(run.Manifest.StudyText, "compare: {threshold: 5%}", "compare: {threshold: 5%, baseline: bert.baseline.json}", 1)
+	require.Contains(t, run.Manifest.StudyText, "baseline: bert.baseline.json")
+	mb, err := json.Marshal(run.Manifest)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), mb, 0o644))
+	code, _, stderr := runCLI(t, "baseline", dir, "-o", filepath.Join(studies, "bert.baseline.json"))
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr := runCLI(t, "compare", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "old: "+filepath.Join(studies, "bert.baseline.json"))
+}
