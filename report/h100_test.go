@@ -321,3 +321,14 @@ func TestH100ChecklistAdvice(t *testing.T) {
 		assert.NotContains(t, r.Recommendation, "workload.interleave: true spreads", "%s: interleave was on", r.RuleID)
 	}
 }
+
+// TestH100TraceLinks: the profile run's trace links download the trace and
+// say where to open it, relative to the run directory.
+func TestH100TraceLinks(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, Render(&buf, h100(t, "bert-profile"), "html"))
+	h := buf.String()
+	assert.Equal(t, 2, strings.Count(h, `class="trace"`))
+	assert.Contains(t, h, `href="logs/21fbe097/rank0.r0.trace.json" download`)
+	assert.Contains(t, h, "ui.perfetto.dev")
+}
