@@ -332,3 +332,15 @@ func TestH100TraceLinks(t *testing.T) {
 	assert.Contains(t, h, `href="logs/21fbe097/rank0.r0.trace.json" download`)
 	assert.Contains(t, h, "ui.perfetto.dev")
 }
+
+// TestH100IntervalNote: the headline's corrected interval and the table's
+// own interval for the same ratio are explained on the page.
+func TestH100IntervalNote(t *testing.T) {
+	s := h100(t, "bert")
+	n := intervalNote(s)
+	assert.Contains(t, n, "corrected for picking the best of 7 trials")
+	assert.Contains(t, n, "98.75% interval")
+	var buf bytes.Buffer
+	require.NoError(t, Render(&buf, s, "html"))
+	assert.Contains(t, buf.String(), `class="muted interval-note"`)
+}

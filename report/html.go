@@ -68,6 +68,7 @@ type htmlData struct {
 	Timeline    template.HTML // report/timeline.go
 	Measured    template.HTML // report/measured_render.go
 	Launches    template.HTML // report/launches_render.go
+	Intervals   string        // why two intervals for one ratio (report/intervals.go)
 	NCCL        template.HTML // report/nccl.go
 }
 
@@ -108,6 +109,7 @@ func WriteHTML(w io.Writer, s *Summary) error {
 	if d.Measured, err = measuredHTML(s); err != nil {
 		return err
 	}
+	d.Intervals = intervalNote(s)
 	if d.Launches, err = launchesHTML(s); err != nil {
 		return err
 	}

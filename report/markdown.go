@@ -21,6 +21,9 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	fmt.Fprintf(&b, "Run `%s` · %s · %s\n\n", s.RunID, s.Created.Format("2006-01-02 15:04 UTC"), mdEscape(SetupLine(&s.Provenance)))
 	writeMeasuredMD(&b, s.Measured)
 	fmt.Fprintf(&b, "**Headline.** %s\n\n", mdEscape(s.Headline.Text))
+	if n := intervalNote(s); n != "" {
+		fmt.Fprintf(&b, "%s\n\n", mdEscape(n))
+	}
 	fmt.Fprintf(&b, "Trials: %s", CountsText(s.Counts))
 	if len(s.Dropped) > 0 {
 		fmt.Fprintf(&b, " · %d combination(s) dropped before running (not trials, listed below)", len(s.Dropped))
