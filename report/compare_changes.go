@@ -84,31 +84,37 @@ func (c *Comparison) rowNames(ids []string) []string {
 }
 
 // LinkReports sets each side's Report: the path of its report.html relative
-// to the folder the comparison is written to (outPath's; the working
-// directory for standard output), when the side is a run directory that has
-// one.
+// to the folder the comparison is written to, when the side is a run
+// directory that has one.
 func LinkReports(c *Comparison, outPath string) {
+	for _, sd := range []*Side{&c.Old, &c.New} {
+		if fi, err := os.Stat(sd.Path); err == nil && fi.IsDir() {
+			sd.Report = reportLink(sd.Path, outPath)
+		}
+	}
+}
+
+// reportLink is runDir's report.html relative to the folder of outPath (the
+// working directory for "" or "-": standard output), "" when it has none.
+func reportLink(runDir, outPath string) string {
 	dir := "."
 	if outPath != "" && outPath != "-" {
 		dir = filepath.Dir(outPath)
 	}
-	for _, sd := range []*Side{&c.Old, &c.New} {
-		fi, err := os.Stat(sd.Path)
-		if err != nil || !fi.IsDir() {
-			continue
-		}
-		page := filepath.Join(sd.Path, "report.html")
-		if _, err := os.Stat(page); err != nil {
-			continue
-		}
-		if abs, err := filepath.Abs(page); err == nil {
-			page = abs
-		}
-		if absDir, err := filepath.Abs(dir); err == nil {
-			if rel, err := filepath.Rel(absDir, page); err == nil {
-				page = rel
-			}
-		}
-		sd.Report = filepath.ToSlash(page)
+	page, err := filepath.Abs(filepath.Join(runDir, "report.html"))
+	if err != nil {
+		return ""
 	}
+	if _, err := os.Stat(page); err != nil {
+		return ""
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(absDir, page)
+	if err != nil {
+		return filepath.ToSlash(page)
+	}
+	return filepath.ToSlash(rel)
 }

@@ -2,8 +2,6 @@ package report
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/casestudy/casestudy/stats"
@@ -136,26 +134,9 @@ func runLabels(runs []HistoryRun) []string {
 }
 
 // LinkRuns sets each run's Report: its report.html relative to the folder
-// the history is written to (outPath's; the working directory for standard
-// output), when it has one.
+// the history is written to (reportLink), when it has one.
 func LinkRuns(h *History, outPath string) {
-	dir := "."
-	if outPath != "" && outPath != "-" {
-		dir = filepath.Dir(outPath)
-	}
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return
-	}
 	for i := range h.Runs {
-		page := filepath.Join(h.Runs[i].Dir, "report.html")
-		if _, err := os.Stat(page); err != nil {
-			continue
-		}
-		if abs, err := filepath.Abs(page); err == nil {
-			if rel, err := filepath.Rel(absDir, abs); err == nil {
-				h.Runs[i].Report = filepath.ToSlash(rel)
-			}
-		}
+		h.Runs[i].Report = reportLink(h.Runs[i].Dir, outPath)
 	}
 }
