@@ -120,3 +120,12 @@ func stepTimes(warm, steps []float64, start float64) []float64 {
 	}
 	return out
 }
+
+// DropLaunchDetail leaves out every trial's per-launch steps and GPU samples:
+// a baseline file (casestudy baseline), committed next to its study, keeps
+// the launch values compare needs, not the traces of every launch.
+func (s *Summary) DropLaunchDetail() {
+	for i := range s.Trials {
+		s.Trials[i].LaunchDetail = nil
+	}
+}
