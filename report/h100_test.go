@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -343,4 +344,15 @@ func TestH100IntervalNote(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, Render(&buf, s, "html"))
 	assert.Contains(t, buf.String(), `class="muted interval-note"`)
+}
+
+// TestH100CSVMemoryHeld: the CSV export has the memory each trial holds
+// next to peak allocated.
+func TestH100CSVMemoryHeld(t *testing.T) {
+	s := h100(t, "bert")
+	var buf bytes.Buffer
+	require.NoError(t, WriteCSV(&buf, s))
+	tr := trialWith(s, "graphs", "true", "micro_batch", "64")
+	assert.Contains(t, buf.String(), "mem_held_bytes")
+	assert.Contains(t, buf.String(), fmt.Sprintf(",%d,%d,", tr.MemPeakBytes, tr.Held()))
 }

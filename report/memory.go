@@ -165,3 +165,11 @@ func memTip(t *Trial) string {
 const memoryNote = "Memory held: the peak the CUDA caching allocator reserved in a step, the maximum over ranks " +
 	"(a captured CUDA graph's private pool included); peak allocated counts live tensors only and, " +
 	"under CUDA graphs, leaves out the graph's pool."
+
+// memHeldCSV is the CSV cell: bytes held, "" when unknown.
+func memHeldCSV(t *Trial) string {
+	if t.Held() == 0 {
+		return ""
+	}
+	return fmt.Sprint(t.Held())
+}
