@@ -149,6 +149,9 @@ func launchFigure(t *Trial, d LaunchDetail, ser launchSeries) (template.HTML, er
 	}
 	pad := 0.08 * max(ymax-ymin, 0.01*max(ymax, 1))
 	p.X.Min, p.X.Max = max(0, xmin-0.02*(xmax-xmin)), xmax+0.02*(xmax-xmin)
+	if ser.xlabel == "" { // the launch clock: the three charts of a launch share the axis from its start
+		p.X.Min = 0
+	}
 	p.Y.Min, p.Y.Max = max(0, ymin-pad), ymax+pad
 	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
 	f := &figure{p: p, w: 3.3 * vg.Inch, h: 1.9 * vg.Inch, label: fmt.Sprintf("%s, launch %d: %s", labelOf(t), d.Repeat, ser.title)}
