@@ -33,6 +33,7 @@ type spec struct {
 	ranks   int // default 1
 	mfu     float64
 	mem     int64
+	held    int64   // mem_reserved_bytes
 	noise   float64 // launch-to-launch CV of the throughput (launches at thr·(1-noise), thr, thr·(1+noise))
 	device  string  // default cpu
 	steps   int     // measured steps per repeat, default 20
@@ -82,7 +83,7 @@ func mkTrial(index int, sp spec) store.TrialRecord {
 				Info: &engine.Info{Device: device, Rank: k, WorldSize: ranks}}
 			for i := 0; i < nsteps; i++ {
 				s := engine.StepMetrics{Step: i, StepMS: sp.stepMS, ForwardMS: sp.stepMS * 0.3, BackwardMS: sp.stepMS * 0.6,
-					OptimizerMS: sp.stepMS * 0.05, Loss: sp.loss, MFU: sp.mfu, MemPeakBytes: sp.mem}
+					OptimizerMS: sp.stepMS * 0.05, Loss: sp.loss, MFU: sp.mfu, MemPeakBytes: sp.mem, MemReservedBytes: sp.held}
 				if sp.step != nil {
 					sp.step(k, i, &s)
 				}

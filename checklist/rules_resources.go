@@ -14,19 +14,23 @@ var resourceRules = []*Rule{
 		ID: "mps", Title: "MPS for small per-GPU work", Chapter: 9, Severity: Warning,
 		Rationale: "Processes sharing a GPU without MPS are time-sliced: only one context runs at a time. MPS lets " +
 			"their kernels run concurrently, which helps when one process cannot fill the GPU (small models, small " +
-			"micro-batches). Judged from an mps on/off pair when swept, else from the trials' settings and MFU.",
+			"micro-batches). Judged from an mps on/off pair when swept, else from the trials' settings, MFU and step time " +
+			"(a long step with low MFU is not small work).",
 		Needs: []string{"knobs mps, procs_per_gpu", "samples_per_s", "mfu"},
 		Thresholds: []Threshold{
 			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of mps: true that makes a recommendation (beyond noise too)"},
 			{Name: "small_work_mfu", Default: 0.20, Unit: "fraction", Doc: "MFU below this marks per-GPU work as small"},
+			{Name: "small_step_ms", Default: 15, Unit: "ms", Doc: "and a median step below this: a long step with low MFU is the model's arithmetic intensity, not small work"},
 		},
 		check: checkMPS,
 	},
 	{
 		ID: "memory-headroom", Title: "Memory headroom", Chapter: 8, Severity: Warning,
 		Rationale: "A configuration that peaks above ~90% of GPU memory is one longer sequence, allocator " +
-			"fragmentation or neighbouring process away from running out. Judged on the best trial.",
-		Needs:      []string{"mem_peak_bytes (all ranks)", "GPU memory"},
+			"fragmentation or neighbouring process away from running out. Judged on the best trial, on the memory it " +
+			"holds: the caching allocator's reserved peak, which includes a captured CUDA graph's private pool (peak " +
+			"allocated leaves the pool out, so under graphs it is not judged on that).",
+		Needs:      []string{"mem_reserved_bytes (all ranks; mem_peak_bytes without CUDA graphs when absent)", "GPU memory"},
 		Thresholds: []Threshold{{Name: "max_frac", Default: 0.90, Unit: "fraction", Doc: "largest peak share of GPU memory"}},
 		check:      checkMemoryHeadroom,
 	},
@@ -85,6 +89,10 @@ func checkMPS(c *evalContext) verdict {
 	if t == nil || t.MFU <= 0 {
 		return na("no mps on/off pair, and no MFU to judge how much of the GPU one process uses")
 	}
+	if t.MFU < c.t("small_work_mfu") && t.StepMS >= c.t("small_step_ms") {
+		return pass("the best trial %s reaches %s MFU, but its steps take %s ms: the work per step is not small; the low MFU "+
+			"comes from the model's arithmetic intensity (memory-bound layers), which MPS does not change", t.ID, pct(t.MFU), num(t.StepMS))
+	}
 	if t.MFU < c.t("small_work_mfu") && t.knobInt("procs_per_gpu", 1) == 1 {
 		return verdict{
 			Status:         Finding,
@@ -97,6 +105,19 @@ func checkMPS(c *evalContext) verdict {
 	return pass("the best trial %s reaches %s MFU: per-GPU work is not small by this threshold", t.ID, pct(t.MFU))
 }
 
+// memHeld is what the trial holds on the GPU: the allocator's reserved peak
+// (a CUDA graph's private pool included), else peak allocated when the run
+// recorded no reserved bytes and no graph was replayed; 0 when unknown.
+func (t *trial) memHeld() int64 {
+	if t.MemHeld > 0 {
+		return t.MemHeld
+	}
+	if t.Knobs["graphs"] == "true" {
+		return 0 // peak allocated leaves out the graph's pool: plainly too low
+	}
+	return t.MemPeak
+}
+
 func checkMemoryHeadroom(c *evalContext) verdict {
 	capacity := float64(c.run.gpuMemBytes())
 	if capacity == 0 {
@@ -106,18 +127,22 @@ func checkMemoryHeadroom(c *evalContext) verdict {
 	if t == nil {
 		return na("no completed trial")
 	}
-	if t.MemPeak == 0 {
-		return na("the best trial %s recorded no peak memory", t.ID)
+	held := t.memHeld()
+	if held == 0 {
+		if t.MemPeak > 0 {
+			return na("the best trial %s recorded no reserved memory, and under CUDA graphs its peak allocated (%s) leaves out the graph's pool", t.ID, gib(float64(t.MemPeak)))
+		}
+		return na("the best trial %s recorded no memory", t.ID)
 	}
-	frac := float64(t.MemPeak) / capacity
+	frac := float64(held) / capacity
 	var others []string
 	for _, o := range c.run.ok {
-		if f := float64(o.MemPeak) / capacity; o != t && f > c.t("max_frac") {
-			others = append(others, fmt.Sprintf("%s peaked at %s (%s)", o.label(), gib(float64(o.MemPeak)), pct(f)))
+		if f := float64(o.memHeld()) / capacity; o != t && f > c.t("max_frac") {
+			others = append(others, fmt.Sprintf("%s holds %s (%s)", o.label(), gib(float64(o.memHeld())), pct(f)))
 		}
 	}
 	if frac <= c.t("max_frac") {
-		msg := fmt.Sprintf("the best trial %s peaks at %s, %s of %s", t.ID, gib(float64(t.MemPeak)), pct(frac), gib(capacity))
+		msg := fmt.Sprintf("the best trial %s holds %s (reserved), %s of %s", t.ID, gib(float64(held)), pct(frac), gib(capacity))
 		if len(others) > 0 {
 			msg += fmt.Sprintf(" (%d other trial(s) above %s)", len(others), pct(c.t("max_frac")))
 		}
@@ -125,8 +150,8 @@ func checkMemoryHeadroom(c *evalContext) verdict {
 	}
 	return verdict{
 		Status: Finding,
-		Message: fmt.Sprintf("the best trial %s peaks at %s, %s of the GPU's %s",
-			t.ID, gib(float64(t.MemPeak)), pct(frac), gib(capacity)),
+		Message: fmt.Sprintf("the best trial %s holds %s (reserved by the caching allocator, a CUDA graph's pool included), %s of the GPU's %s",
+			t.ID, gib(float64(held)), pct(frac), gib(capacity)),
 		Evidence: limit(others, 8),
 		Trials:   ids(t),
 		Recommendation: "keep headroom: a longer sequence or fragmentation will run out of memory; consider activation_checkpointing: true, " +

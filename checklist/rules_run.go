@@ -122,7 +122,14 @@ func checkHygiene(c *evalContext) verdict {
 	if len(noisy) > 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d completed trial(s) are noisy: %s", len(noisy), len(c.run.ok), strings.Join(limit(noisy, 6), ", ")))
 		kinds = append(kinds, "noisy trials")
-		recs = append(recs, "re-run noisy trials on an idle machine, with more steps or repeats (workload.interleave: true spreads drift over trials)")
+		rec := "re-run noisy trials on an idle machine, with more steps or repeats"
+		if on, _ := c.run.run.Manifest.Workload["interleave"].(bool); on {
+			rec += "; interleave is on already: open the noisy trials' launches in the report (Every launch, step by step) " +
+				"to tell host jitter (single slow steps) from power capping (a falling SM clock)"
+		} else {
+			rec += " (workload.interleave: true spreads drift over trials)"
+		}
+		recs = append(recs, rec)
 	}
 	if len(throttled) > 0 {
 		problems = append(problems, fmt.Sprintf("%d trial(s) ran while a GPU was thermally or power throttled: %s", len(throttled), strings.Join(limit(throttled, 6), ", ")))

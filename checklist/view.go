@@ -27,7 +27,8 @@ type trial struct {
 	CommMS     float64
 	ExposedMS  float64
 	MFU        float64
-	MemPeak    int64     // max over ranks, steps and repeats
+	MemPeak    int64     // peak allocated, max over ranks, steps and repeats
+	MemHeld    int64     // reserved by the caching allocator (a CUDA graph's pool included), max likewise; 0 = not recorded
 	Loss       float64   // final loss; NaN when unknown
 	Noise      float64   // launch-to-launch CV of the throughput
 	launches   []float64 // samples/s of each clean launch: the replicates of every comparison
@@ -150,6 +151,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 			}
 			for _, s := range rk.Steps {
 				t.MemPeak = max(t.MemPeak, s.MemPeakBytes)
+				t.MemHeld = max(t.MemHeld, s.MemReservedBytes)
 			}
 		}
 		r0 := rank0(rp)

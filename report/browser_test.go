@@ -132,10 +132,10 @@ func TestBrowserReport(t *testing.T) {
 	defer cancel()
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("#trials-table"))))
 
-	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]rectBox](`Array.from(document.querySelectorAll("svg")).map(s => {
+	boxes, err := chromedp.Run(tctx, chromedp.Evaluate[[]rectBox](`Array.from(document.querySelectorAll("#charts + .figs svg")).map(s => {
 		const r = s.getBoundingClientRect(); return {W: r.width, H: r.height}; })`))
 	require.NoError(t, err)
-	require.Len(t, boxes, 4, "charts: the precision × micro_batch heatmap, breakdown, MFU, memory")
+	require.Len(t, boxes, 5, "charts: the precision × micro_batch heatmap, every launch, breakdown, MFU, memory")
 	for i, b := range boxes {
 		assert.Greater(t, b.W, 200.0, "chart %d width", i)
 		assert.Greater(t, b.H, 100.0, "chart %d height", i)

@@ -89,7 +89,11 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 	setMFU(s)
 	setLabels(s)
 	s.Profiles = buildProfiles(byID, s.Trials)
+	splitGraphBreakdowns(s)
 	s.Headline = headline(s, byID)
+	s.Measured = measuredOf(m, s, run)
+	s.studyText = m.StudyText
+	s.Measured.Confirm = confirmOf(s, s.Measured, m.StudyText, m.StudyPath, run.Dir)
 	s.Timeline = TimelineOf(run)
 	s.ValueBasis = basisOf(run.Trials)
 	s.NCCL = ncclEvidence(run)
@@ -139,6 +143,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if rec.Outcome != store.OK {
 		return t
 	}
+	t.Memory = memoryOf(rec)
 	if t.Launches.N() == 0 {
 		t.Warnings = append(t.Warnings, "recorded ok but no clean launch measured "+metric.Name+": nothing to summarise")
 		if t.Error == "" {
@@ -177,6 +182,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.Noisy = t.Value.N >= 2 && (t.Value.CV > NoisyCV || sum.RepeatCV > NoisyCV)
 	t.MFU, t.TFLOPS, t.MemPeakBytes, t.FinalLoss = sum.MFU, sum.TFLOPS, sum.MemPeakBytes, sum.FinalLoss
 	t.OptimStateBytes = sum.OptimStateBytes
+	t.LaunchDetail = launchDetails(rec, metric)
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
 		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
 	named := b.ForwardMS + b.BackwardMS + b.OptimizerMS + b.ExposedCommMS + b.BubbleMS
@@ -312,6 +318,10 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
+		if n := s.Counts[string(store.OK)]; n > 0 {
+			h.Text = fmt.Sprintf("No trial has a value of %s: %d trial(s) ran to the end without one (%s).",
+				s.Metric.Name, n, noValueWhy(s))
+		}
 		return h
 	}
 	best := &s.Trials[bi]
@@ -438,9 +448,26 @@ func provenance(run *store.Run) Provenance {
 	}
 	for _, g := range m.Host.GPUs {
 		p.GPUs = append(p.GPUs, fmt.Sprintf("%d: %s (%s)", g.Index, g.Name, units.Bytes(int64(g.MemBytes))))
+		if g.UUID != "" {
+			p.GPUUUIDs = append(p.GPUUUIDs, g.UUID)
+		}
 	}
 	if e := m.Engine; e != nil {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)
 	}
 	return p
+}
+
+// noValueWhy says why trials that ran to the end have no value of the
+// objective.
+func noValueWhy(s *Summary) string {
+	if s.Metric.Name == "memory" {
+		for _, t := range s.Trials {
+			if t.Memory != nil && t.Memory.NA == naCPU {
+				return "the engine measures no device memory on the CPU: objective memory needs a GPU"
+			}
+		}
+		return "no launch recorded reserved device memory"
+	}
+	return "no clean launch measured " + s.Metric.Name
 }

@@ -100,19 +100,32 @@ func breakdownChart(s *Summary, ok []*Trial) (*Chart, error) {
 		part("pipeline bubble", colPurple, func(b *Breakdown) float64 { return b.BubbleMS }),
 		part("other", colGrey, func(b *Breakdown) float64 { return b.OtherMS }),
 	}
+	for _, g := range profileGroups {
+		name := g.name
+		parts = append(parts, part(name, g.col, func(b *Breakdown) float64 { return b.kernelPart(name) }))
+	}
+	parts = append(parts, part("device idle (profile)", colIdle, func(b *Breakdown) float64 { return b.IdleMS }))
 	f := barFigure("Time per sample, split like the step", unit+" per sample (1 / throughput)", trials, parts,
 		func(t *Trial, p barPart, v float64) string {
 			return fmt.Sprintf("%s (%s): %s %s %s per sample (%s of the step)", labelOf(t), t.ID, p.name, Num(v), unit,
 				Percent(v/(scale*1000/t.Throughput.Center)))
 		})
+	notSplit := noteUnsplit(f, trials)
 	svg, err := f.svg()
 	if err != nil {
 		return nil, err
 	}
+	caption := ""
+	if notSplit > 0 {
+		caption = fmt.Sprintf(" %d bar(s) replay a CUDA graph without a profile: %s.", notSplit, GraphNotSplit)
+	}
+	if anySplit(trials, SplitProfile) {
+		caption += " Graphed trials that were profiled are split by their kernel profile: the device-busy share of the step by kernel category, and the time the device idled."
+	}
 	return &Chart{ID: "breakdown", Title: "Time per sample", SVG: svg,
 		Caption: "Each bar is the time per sample of the whole job (1 / throughput, so trials with different micro-batches " +
 			"or GPU counts compare), split in the shares of rank 0's median step: exposed comm is communication not hidden " +
-			"behind compute; other is the step minus the named parts (data loading, launch gaps, synchronisation). Hover for the shares."}, nil
+			"behind compute; other is the step minus the named parts (data loading, launch gaps, synchronisation). Hover for the shares." + caption}, nil
 }
 
 // efficiencyChart: MFU of every trial against one peak, the dense bf16
@@ -169,20 +182,32 @@ func efficiencyChart(s *Summary, ok []*Trial) (*Chart, error) {
 		Caption: "MFU is not shown: the device's peak TFLOP/s is not known (CPU runs, GPUs outside the engine's table)."}, nil
 }
 
+// memoryChart: the memory each trial holds (reserved by the caching
+// allocator, max over ranks), split into peak allocated and the rest (the
+// CUDA graph pool under graphs, the allocator's cache). Trials whose memory
+// is unknown are named in the caption with why (report/memory.go).
 func memoryChart(s *Summary, ok []*Trial) (*Chart, error) {
 	var trials []*Trial
+	var unknown []string
 	for _, t := range ok {
-		if t.MemPeakBytes > 0 {
+		switch {
+		case t.Held() > 0:
 			trials = append(trials, t)
+		case t.Memory != nil && t.Memory.NA != naCPU:
+			unknown = append(unknown, fmt.Sprintf("%s: %s", labelOf(t), t.Memory.NA))
 		}
 	}
 	if len(trials) == 0 {
 		return nil, nil
 	}
-	f := barFigure("Peak memory per trial", "GiB (peak allocated, max over ranks)", trials,
-		[]barPart{{"memory", colSky, func(t *Trial) float64 { return float64(t.MemPeakBytes) / (1 << 30) }}},
+	gib := func(b int64) float64 { return float64(b) / (1 << 30) }
+	f := barFigure("Memory held per trial", "GiB (reserved by the caching allocator, max over ranks)", trials,
+		[]barPart{
+			{"peak allocated", colSky, func(t *Trial) float64 { return gib(min(t.Memory.PeakAllocatedBytes, t.Memory.HeldBytes)) }},
+			{"graph pool and cache", colOrange, func(t *Trial) float64 { return gib(t.Memory.PoolAndCacheBytes) }},
+		},
 		func(t *Trial, _ barPart, v float64) string {
-			text := fmt.Sprintf("%s (%s): %s peak allocated", labelOf(t), t.ID, memText(t.MemPeakBytes))
+			text := fmt.Sprintf("%s (%s): %s", labelOf(t), t.ID, memTip(t))
 			if t.OptimStateBytes > 0 {
 				text += fmt.Sprintf(", %s of optimizer states", memText(t.OptimStateBytes))
 			}
@@ -192,8 +217,13 @@ func memoryChart(s *Summary, ok []*Trial) (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Chart{ID: "memory", Title: "Peak memory", SVG: svg,
-		Caption: "Peak device memory allocated by the caching allocator, the maximum over ranks and steps."}, nil
+	caption := "What each trial holds on the GPU: the peak the caching allocator reserved in a step, the maximum over ranks. " +
+		"Peak allocated counts live tensors; the rest is a captured CUDA graph's private pool (graphs=true) and the allocator's cache. " +
+		"Under CUDA graphs peak allocated alone stays flat whatever the micro-batch, so it is never shown as the trial's need."
+	if len(unknown) > 0 {
+		caption += " Not shown: " + strings.Join(unknown, "; ") + "."
+	}
+	return &Chart{ID: "memory", Title: "Memory held", SVG: svg, Caption: caption}, nil
 }
 
 // shortGPU is "H200" for "NVIDIA H200".

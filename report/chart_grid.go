@@ -208,6 +208,10 @@ func heatmap(s *Summary, m measure, rowK, colK string, rows, cols []string, pane
 				}
 				v, _ := m.of(t)
 				vs := versusBaseline(t)
+				if !t.Baseline && vs.Verdict == "undecided" {
+					fill = washOut(fill) // an undecided ratio is not shown at the strength of a decided one
+					rect.class = "mark cell undecided"
+				}
 				rect.fill, rect.title = fill, trialTip(t, m, v, vs)
 				rect.attrs = append(trialAttrs(t, [2]string{"data-value", fmt.Sprint(v.center)}, [2]string{"data-verdict", vs.Verdict}), rect.attrs...)
 				if t.Best {

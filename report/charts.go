@@ -58,6 +58,7 @@ func Charts(s *Summary) ([]Chart, error) {
 		makers = append(makers, func() ([]Chart, error) { return knobCharts(s, m) })
 	}
 	makers = append(makers,
+		func() ([]Chart, error) { return one(launchStripChart(s, ok)) },
 		func() ([]Chart, error) { return one(breakdownChart(s, ok)) },
 		func() ([]Chart, error) { return one(efficiencyChart(s, ok)) },
 		func() ([]Chart, error) { return one(memoryChart(s, ok)) })

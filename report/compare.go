@@ -39,6 +39,8 @@ type Comparison struct {
 	// runs it held ("" and 0 without one).
 	History     string `json:"history,omitempty"`
 	HistoryRuns int    `json:"history_runs,omitempty"`
+	// Changed is what differs between the runs' setups (compare_changes.go).
+	Changed []ProvChange `json:"changed_between_runs"`
 }
 
 // Side names one input of a comparison.
@@ -48,6 +50,7 @@ type Side struct {
 	RunID   string `json:"run_id"`
 	Kind    string `json:"kind"` // summary (from a run dir or summary.json) or baseline
 	Created string `json:"created"`
+	Report  string `json:"report,omitempty"` // its report.html, relative to the comparison's folder (LinkReports)
 }
 
 // CompareRow is one trial in both runs.
@@ -180,6 +183,7 @@ func CompareWithHistory(old, new *Summary, oldPath, newPath string, threshold fl
 			"no trial in common (%d trials in OLD, %d in NEW, matched by ID): the studies sweep different configurations",
 			len(old.Trials), len(new.Trials))}}
 	}
+	c.Changed = changedBetween(old, new)
 	c.decide()
 	c.gate(pairs, history)
 	return c, nil

@@ -91,6 +91,8 @@ func rowStatus(r CompareRow) string {
 func compareText(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(w, "old: %s (%s %s, %s)\nnew: %s (%s %s, %s)\n%s\n\n",
 		c.Old.Path, c.Old.Study, c.Old.RunID, c.Old.Kind, c.New.Path, c.New.Study, c.New.RunID, c.New.Kind, c.method())
+	writeChangesText(w, c, "")
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "trial\tknobs\t%s old\tnew\tnew/old\tverdict\tp\tlaunches\tbenchstat\tstatus\tnote\n", c.Metric.Unit)
 	for _, r := range c.Rows {
@@ -123,6 +125,7 @@ func compareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(c.Verdict))
 	fmt.Fprintf(&b, "Old `%s` (%s) → new `%s` (%s). %s.\n\n",
 		c.Old.RunID, c.Old.Kind, c.New.RunID, c.New.Kind, mdEscape(c.method()))
+	writeChangesText(&b, c, "- ")
 	mdRow(&b, []string{"trial", "knobs", c.Metric.Unit + " old", "new", "new/old", "verdict", "p", "launches", "benchstat", "status"})
 	mdRow(&b, slicesRepeat("---", 10))
 	for _, r := range c.Rows {
@@ -162,6 +165,7 @@ var compareTemplate = template.Must(template.New("compare").Funcs(template.FuncM
 <p class="sub">old <code>{{.Old.RunID}}</code> ({{.Old.Kind}}, {{.Old.Created}}) → new <code>{{.New.RunID}}</code> ({{.New.Kind}}, {{.New.Created}})</p>
 <section class="card headline {{if .Regressions}}no_ok_trials{{else if eq .Gate "inconclusive"}}no_baseline{{end}}" id="headline"><div><p><b>{{.Verdict}}</b></p>
 <p class="muted">{{.Method}}.</p></div></section>
+{{.Blocks}}
 <h2>Trials</h2>
 <div class="tablewrap"><table>
 <thead><tr><th>trial</th><th>knobs</th><th class="num">{{.Metric.Unit}} old</th><th class="num">new</th><th class="num">new/old</th><th>verdict</th><th class="num">p</th><th class="num">launches</th><th class="num">benchstat</th><th>status</th></tr></thead>
@@ -182,9 +186,14 @@ func compareHTML(w io.Writer, c *Comparison) error {
 	if err != nil {
 		return err
 	}
+	blocks, err := compareBlocksHTML(c)
+	if err != nil {
+		return err
+	}
 	return compareTemplate.Execute(w, struct {
 		*Comparison
 		Method string
 		CSS    template.CSS
-	}{c, c.method(), template.CSS(css)}) // #nosec: our own embedded stylesheet
+		Blocks template.HTML
+	}{c, c.method(), template.CSS(css), blocks}) // #nosec: our own embedded stylesheet
 }

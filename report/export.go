@@ -132,7 +132,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 	head = append(head, knobNames...)
 	head = append(head, "objective", "unit", "value", "value_lo", "value_hi", "confidence", "launches",
 		"vs_baseline", "vs_baseline_lo", "vs_baseline_hi", "p", "verdict", "samples_per_s", "tokens_per_s",
-		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "mfu_bf16", "tflops", "mem_peak_bytes", "final_loss",
+		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "mfu_bf16", "tflops", "mem_peak_bytes", "mem_held_bytes", "final_loss",
 		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "error", "command")
 	cw := csv.NewWriter(w)
 	if err := cw.Write(head); err != nil {
@@ -160,14 +160,14 @@ func WriteCSV(w io.Writer, s *Summary) error {
 				row = append(row, "", "", "", "", "")
 			}
 			row = append(row, f(t.Throughput.Center), f(t.TokensPerS), f(t.StepMS.Median), f(t.StepMS.P10), f(t.StepMS.P90),
-				cvCell(t.CV, f), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.MFUBF16), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), f(t.FinalLoss))
+				cvCell(t.CV, f), strconv.FormatBool(t.Noisy), f(t.MFU), f(t.MFUBF16), f(t.TFLOPS), strconv.FormatInt(t.MemPeakBytes, 10), memHeldCSV(&t), f(t.FinalLoss))
 			b := t.Breakdown
 			if b == nil {
 				b = &Breakdown{}
 			}
 			row = append(row, f(b.ForwardMS), f(b.BackwardMS), f(b.OptimizerMS), f(b.ExposedCommMS), f(b.BubbleMS), f(b.OtherMS))
 		} else {
-			row = append(row, slicesRepeat("", 30)...)
+			row = append(row, slicesRepeat("", 31)...)
 		}
 		row = append(row, t.Error, t.Command)
 		if err := cw.Write(row); err != nil {

@@ -36,14 +36,15 @@ type figure struct {
 type shape int
 
 const (
-	shapeCircle  shape = iota // at (x, y), radius r
-	shapeRing                 // circle outline
-	shapeDiamond              // at (x, y), half-diagonal r
-	shapeCross                // at (x, y), half-size r
-	shapeRect                 // x..x2, y..y2
-	shapeWhisker              // (x, y) to (x2, y2) with caps of half-width r
-	shapeSegment              // (x, y) to (x2, y2)
-	shapeText                 // text at (x, y), font size r, offset dx, dy
+	shapeCircle   shape = iota // at (x, y), radius r
+	shapeRing                  // circle outline
+	shapeDiamond               // at (x, y), half-diagonal r
+	shapeCross                 // at (x, y), half-size r
+	shapeRect                  // x..x2, y..y2
+	shapeWhisker               // (x, y) to (x2, y2) with caps of half-width r
+	shapeSegment               // (x, y) to (x2, y2)
+	shapeText                  // text at (x, y), font size r, offset dx, dy
+	shapePolyline              // through pts, one path (long series)
 )
 
 // mark is one SVG element in data coordinates.
@@ -58,7 +59,8 @@ type mark struct {
 	text, anchor string    // shapeText: content, start | middle | end
 	dx, dy       vg.Length // shapeText offset (SVG direction: dy > 0 is down)
 	attrs        [][2]string
-	title        string // tooltip
+	title        string       // tooltip
+	pts          [][2]float64 // shapePolyline: the points in data coordinates
 }
 
 // legendItem is one entry: a swatch drawn like a mark, and its text.
@@ -179,6 +181,13 @@ func (m mark) bounds(l layout) box {
 		}
 		w := m.width.Points() / 2
 		return box{b.x0 - w, b.y0 - w, b.x1 + w, b.y1 + w}
+	case shapePolyline:
+		b := box{x, y, x, y}
+		for _, pt := range m.pts {
+			px, py := l.at(pt[0], pt[1])
+			b = box{min(b.x0, px), min(b.y0, py), max(b.x1, px), max(b.y1, py)}
+		}
+		return b
 	case shapeText:
 		x += m.dx.Points()
 		y += m.dy.Points()
@@ -240,6 +249,18 @@ func writeMark(b *strings.Builder, l layout, m mark) {
 		}
 		fmt.Fprintf(b, `<line%s x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"%s>%s</line>`, attrs.String(),
 			ff(x), ff(y), ff(x2), ff(y2), hexColor(m.stroke), ff(m.width.Points()), dash, title)
+	case shapePolyline:
+		var d strings.Builder
+		for i, pt := range m.pts {
+			px, py := l.at(pt[0], pt[1])
+			if i == 0 {
+				d.WriteString("M")
+			} else {
+				d.WriteString("L")
+			}
+			d.WriteString(ff(px) + "," + ff(py))
+		}
+		fmt.Fprintf(b, `<path%s d="%s" fill="none" stroke="%s" stroke-width="%s">%s</path>`, attrs.String(), d.String(), hexColor(m.stroke), ff(m.width.Points()), title)
 	case shapeText:
 		anchor := m.anchor
 		if anchor == "" {

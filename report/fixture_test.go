@@ -173,7 +173,7 @@ func (f fixRun) repeat(r *rand.Rand, rep int, ft fixTrial) store.RepeatRecord {
 				ForwardMS: 0.3 * ms, BackwardMS: 0.52 * ms, OptimizerMS: 0.06 * ms, CommMS: 0.12 * ms,
 				ExposedCommMS: 0.05 * ms, Samples: batch, Tokens: batch * 512,
 				SamplesPerS: float64(batch) / (ms / 1000), TokensPerS: float64(batch*512) / (ms / 1000),
-				MemPeakBytes: int64(12+mb/4) << 30}
+				MemPeakBytes: int64(12+mb/4) << 30, MemReservedBytes: int64(13+mb/4) << 30}
 			if f.pipeline {
 				sm.BubbleMS = 0.08 * ms
 				sm.ForwardMS, sm.BackwardMS = 0.26*ms, 0.48*ms

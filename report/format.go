@@ -27,7 +27,16 @@ func PctRange(e stats.Value) string {
 	if !e.Bounded() || e.Center == 0 {
 		return "±∞"
 	}
-	return fmt.Sprintf("±%.0f%%", 100*math.Max(e.Hi/e.Center-1, 1-e.Lo/e.Center))
+	w := 100 * math.Max(e.Hi/e.Center-1, 1-e.Lo/e.Center)
+	switch {
+	case w >= 100: // asymmetric and wide: the bounds say more than a half-width
+		return fmt.Sprintf("[%s, %s]", Num(e.Lo), Num(e.Hi))
+	case w < 0.1:
+		return fmt.Sprintf("±%.2f%%", w)
+	case w < 10:
+		return fmt.Sprintf("±%.1f%%", w)
+	}
+	return fmt.Sprintf("±%.0f%%", w)
 }
 
 // Ratio is "1.42×".

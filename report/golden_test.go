@@ -60,7 +60,8 @@ func TestWriteAllFormats(t *testing.T) {
 	out := t.TempDir()
 	paths, err := Write(readFixture(t, "runs/bert-grid"), sampleFindings, out, nil)
 	require.NoError(t, err)
-	require.Len(t, paths, 3)
+	require.Len(t, paths, 4, "three formats and the suggested confirmation study")
+	assert.Equal(t, filepath.Join(out, ConfirmFile), paths[0])
 	html, err := os.ReadFile(filepath.Join(out, "report.html"))
 	require.NoError(t, err)
 	h := string(html)
@@ -74,7 +75,8 @@ func TestWriteAllFormats(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 4, strings.Count(h, "<svg"), "a grid over two knobs: one heatmap; breakdown, MFU, memory")
+	assert.Equal(t, 5, strings.Count(h, `<figure id="fig-`), "a grid over two knobs: one heatmap; every launch, breakdown, MFU, memory")
+	assert.Equal(t, 5+30, strings.Count(h, "<svg"), "and a step-time chart for each of the 30 launches (5 trials × 6; no GPU samples in this fixture)")
 	s, err := ReadSummary(filepath.Join(out, "summary.json"))
 	require.NoError(t, err)
 	assert.Equal(t, SchemaVersion, s.Schema)

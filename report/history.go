@@ -23,6 +23,9 @@ type History struct {
 	// t: the same configuration on both sides) and the latest run's
 	// compare.threshold (else DefaultThreshold).
 	Level stats.Level
+	// ChangeLevel is the level each trial's change-point test ran at
+	// (ChangeAlpha over the trials tested; history_changes.go).
+	ChangeLevel float64
 }
 
 // HistoryRun is one run directory of the history.
@@ -30,6 +33,7 @@ type HistoryRun struct {
 	Dir     string
 	RunID   string
 	Created time.Time
+	Report  string // its report.html relative to the history's output (LinkRuns); "" when none
 }
 
 // HistoryTrial is one trial across the runs; Points[i] belongs to Runs[i].
@@ -41,6 +45,9 @@ type HistoryTrial struct {
 	// with the first one: last against first, Welch over launches at 95%
 	// (nil when it finished in fewer than two runs).
 	Drift *stats.Comparison
+	// Changes are the change points of its values over the runs (Index:
+	// the first run after the change), tested at History.ChangeLevel.
+	Changes []stats.ChangePoint
 }
 
 // HistoryPoint is a trial's value in one run (Value.N = 0: no measurement).
@@ -130,6 +137,7 @@ func LoadHistory(dir string) (*History, error) {
 	for i := range h.Trials {
 		h.Trials[i].Drift = drift(h.Trials[i].Points, h.Metric, h.Level)
 	}
+	h.setChangePoints()
 	return h, nil
 }
 

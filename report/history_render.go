@@ -50,27 +50,37 @@ func driftText(d *stats.Comparison) string {
 
 // historyMethod says what the numbers are.
 func historyMethod(h *History) string {
+	if h.ChangeLevel == 0 {
+		return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
+			"against the first, ratio with a 95%% Welch interval over launches and its verdict. Change point: not tested, "+
+			"no trial finished in %d runs or more", h.Metric.Unit, changeMinRuns)
+	}
 	return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
-		"against the first, ratio with a %s Student t interval over launches (pooled variance, as compare) and its verdict against ±%s",
-		h.Metric.Unit, stats.PercentText(h.Level.Confidence), stats.PercentText(h.Level.Threshold))
+		"against the first, ratio with a %s Student t interval over launches (pooled variance, as compare) and its verdict against ±%s. "+
+		"Change point: E-Divisive means on each trial's values over the runs (%d or more finished), permutation test at %s per trial (%s over the trials tested); "+
+		"the run named is the first after the change, the ratio after over before (better > 1)",
+		h.Metric.Unit, stats.PercentText(h.Level.Confidence), stats.PercentText(h.Level.Threshold),
+		changeMinRuns, stats.PercentText(h.ChangeLevel), stats.PercentText(ChangeAlpha))
 }
 
+// historyHeader: the answer first (last vs first, change point), then one
+// column per run, so that the answer is never the column a narrow screen
+// cuts.
 func historyHeader(h *History) []string {
-	head := []string{"trial", "knobs"}
-	for _, r := range h.Runs {
-		head = append(head, r.Created.Format("01-02 15:04"))
-	}
-	return append(head, "last vs first")
+	return append([]string{"trial", "knobs", "last vs first", "change point"}, runLabels(h.Runs)...)
 }
+
+// historyFixed is how many leading columns are not runs.
+const historyFixed = 4
 
 func historyRows(h *History) [][]string {
 	var rows [][]string
 	for _, t := range h.Trials {
-		row := []string{t.ID, t.Knobs}
+		row := []string{t.ID, t.Knobs, driftText(t.Drift), h.changeText(t)}
 		for _, p := range t.Points {
 			row = append(row, p.cell())
 		}
-		rows = append(rows, append(row, driftText(t.Drift)))
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -129,6 +139,13 @@ func historyChart(h *History, relative bool) (template.HTML, error) {
 	p.X.Tick.Marker = plot.ConstantTicks(runTicks)
 	p.Y.Tick.Marker = niceTicks{}
 	f := &figure{p: p, w: chartWidth, h: 3.6 * vg.Inch, label: title, legendBelow: true}
+	if len(h.Runs) > 8 { // labels of many runs would overlap: every other one
+		for i := range runTicks {
+			if i%2 == 1 && i != len(runTicks)-1 {
+				runTicks[i].Label = ""
+			}
+		}
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, t := range h.Trials {
 		var pts [][2]float64
@@ -162,6 +179,15 @@ func historyChart(h *History, relative bool) (template.HTML, error) {
 				fill: c, attrs: attrs, title: tip})
 		}
 		f.legend = append(f.legend, legendItem{text: t.Knobs, shape: shapeSegment, stroke: c, dash: dash})
+		for _, cp := range t.Changes {
+			for _, pt := range pts {
+				if pt[0] == float64(h.Runs[cp.Index].Created.Unix()) {
+					f.marks = append(f.marks, mark{shape: shapeRing, class: "mark change", x: pt[0], y: pt[1], r: vg.Points(7),
+						stroke: colRed, width: vg.Points(1.6), attrs: attrs,
+						title: fmt.Sprintf("%s (%s): change point, %s after it (p=%.3f)", t.Knobs, t.ID, stats.RatioText(cp.Ratio), cp.P)})
+				}
+			}
+		}
 	}
 	if len(f.legend) == 0 {
 		return "", nil
@@ -188,13 +214,13 @@ var historyTemplate = template.Must(template.New("history").Parse(`<!DOCTYPE htm
 {{if .Charts}}<h2>Charts</h2><div class="figs">{{range .Charts}}<figure><div class="card">{{.}}</div></figure>{{end}}</div>{{end}}
 <h2>Trials</h2>
 <div class="tablewrap"><table>
-<thead><tr>{{range $i, $c := .Head}}<th{{if ge $i 2}} class="num"{{end}}>{{$c}}</th>{{end}}</tr></thead>
-<tbody>{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td><code>{{$c}}</code></td>{{else if eq $i 1}}<td>{{$c}}</td>{{else}}<td class="num">{{$c}}</td>{{end}}{{end}}</tr>
+<thead><tr>{{range $i, $c := .Head}}{{if lt $i 4}}<th>{{$c}}</th>{{else}}<th class="num">{{with index $.Links $i}}<a href="{{.}}">{{$c}}</a>{{else}}{{$c}}{{end}}</th>{{end}}{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr>{{range $i, $c := .}}{{if eq $i 0}}<td><code>{{$c}}</code></td>{{else if lt $i 4}}<td class="wrap">{{$c}}</td>{{else}}<td class="num">{{$c}}</td>{{end}}{{end}}</tr>
 {{end}}</tbody></table></div>
 <p class="muted">{{.Method}}.</p>
 {{range .H.Warnings}}<p class="sev-warning">warning: {{.}}</p>{{end}}
 <h2>Runs</h2>
-<ul>{{range .H.Runs}}<li><code>{{.RunID}}</code> {{.Created.Format "2006-01-02 15:04 UTC"}} · {{.Dir}}</li>{{end}}</ul>
+<ul>{{range .H.Runs}}<li><code>{{.RunID}}</code> {{.Created.Format "2006-01-02 15:04:05 UTC"}} · {{if .Report}}<a href="{{.Report}}">report</a> · {{end}}{{.Dir}}</li>{{end}}</ul>
 </main></body></html>
 `))
 
@@ -213,12 +239,17 @@ func historyHTML(w io.Writer, h *History) error {
 			charts = append(charts, c)
 		}
 	}
+	links := make([]string, historyFixed, historyFixed+len(h.Runs))
+	for _, r := range h.Runs {
+		links = append(links, r.Report)
+	}
 	return historyTemplate.Execute(w, struct {
 		H      *History
 		Charts []template.HTML
 		Head   []string
 		Rows   [][]string
+		Links  []string
 		Method string
 		CSS    template.CSS
-	}{h, charts, historyHeader(h), historyRows(h), historyMethod(h), template.CSS(css)}) // #nosec: our own stylesheet
+	}{h, charts, historyHeader(h), historyRows(h), links, historyMethod(h), template.CSS(css)}) // #nosec: our own stylesheet
 }

@@ -35,6 +35,9 @@ var funcs = template.FuncMap{
 	"cite":     course.Cite,
 	"conf":     PercentConf,
 	"launches": launchesText,
+	"memHeld":  memHeldText,
+	"memTip":   memTip,
+	"memNote":  func() string { return memoryNote },
 }
 
 type outcomeCount struct {
@@ -63,6 +66,9 @@ type htmlData struct {
 	CSS         template.CSS
 	JS          template.JS
 	Timeline    template.HTML // report/timeline.go
+	Measured    template.HTML // report/measured_render.go
+	Launches    template.HTML // report/launches_render.go
+	Intervals   string        // why two intervals for one ratio (report/intervals.go)
 	NCCL        template.HTML // report/nccl.go
 }
 
@@ -100,6 +106,13 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d.NCCL = ncclHTML(s.NCCL)
+	if d.Measured, err = measuredHTML(s); err != nil {
+		return err
+	}
+	d.Intervals = intervalNote(s)
+	if d.Launches, err = launchesHTML(s); err != nil {
+		return err
+	}
 	fixed := fixedKnobs(s)
 	for _, k := range slices.Sorted(maps.Keys(fixed)) {
 		d.Fixed = append(d.Fixed, k+"="+fixed[k])

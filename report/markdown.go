@@ -19,7 +19,11 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: casestudy report\n\n", mdEscape(s.Study))
 	fmt.Fprintf(&b, "Run `%s` · %s · %s\n\n", s.RunID, s.Created.Format("2006-01-02 15:04 UTC"), mdEscape(SetupLine(&s.Provenance)))
+	writeMeasuredMD(&b, s.Measured)
 	fmt.Fprintf(&b, "**Headline.** %s\n\n", mdEscape(s.Headline.Text))
+	if n := intervalNote(s); n != "" {
+		fmt.Fprintf(&b, "%s\n\n", mdEscape(n))
+	}
 	fmt.Fprintf(&b, "Trials: %s", CountsText(s.Counts))
 	if len(s.Dropped) > 0 {
 		fmt.Fprintf(&b, " · %d combination(s) dropped before running (not trials, listed below)", len(s.Dropped))
@@ -30,6 +34,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		writeTrialsMD(&b, s, ok)
 	}
 	writeLaunchNotesMD(&b, s)
+	writeLaunchesMD(&b, s)
 
 	if notOK := notOKTrials(s); len(notOK) > 0 {
 		b.WriteString("## Did not run to the end\n\n")

@@ -92,7 +92,7 @@ func TestProfilesSection(t *testing.T) {
 	require.NoError(t, WriteHTML(&html, s))
 	h := html.String()
 	for _, want := range []string{`<h2 id="profiles">`, `href="#profiles"`, `aria-label="Kernel time per category and idle time per trial"`,
-		`<a href="logs/graph/rank0.r0.trace.json">r0 rank 0</a>`, "GPU idle 48% → 3.1%", "nvjet_tst_192x192"} {
+		`<a href="logs/graph/rank0.r0.trace.json" download type="application/json" class="trace">r0 rank 0</a>`, "GPU idle 48% → 3.1%", "nvjet_tst_192x192"} {
 		assert.Contains(t, h, want)
 	}
 

@@ -50,6 +50,7 @@ type Summary struct {
 	Confidence       float64              `json:"confidence"`                  // of every per-trial interval: 1 - Design.LookAlpha
 	CompareThreshold float64              `json:"compare_threshold,omitempty"` // δ, fraction; 0 = not recorded (verdicts use DefaultThreshold)
 	Comparable       Comparable           `json:"comparable"`                  // what compare checks before matching trials
+	Measured         *Measured            `json:"measured,omitempty"`          // what was measured (report/measured.go)
 	Headline         Headline             `json:"headline"`
 	Counts           map[string]int       `json:"counts"` // trials per outcome
 	SweptKnobs       []string             `json:"swept_knobs"`
@@ -80,6 +81,7 @@ type Summary struct {
 	ValueBasis string `json:"value_basis,omitempty"`
 
 	sweepValues map[string][]string // the values the study lists per knob, in its order (not in JSON)
+	studyText   string              // the study file as run (not in JSON: the manifest has it)
 }
 
 // Headline is the one-line answer: the best trial (stats.Best) against the
@@ -145,13 +147,17 @@ type Trial struct {
 	Noisy      bool           `json:"noisy"`
 	Throttled  bool           `json:"throttled,omitempty"`
 
-	MFU          float64    `json:"mfu"`      // against the peak at the trial's own precision (the engine's)
-	MFUBF16      float64    `json:"mfu_bf16"` // against Summary.MFUPeak, the same for every trial; 0 when unknown
-	TFLOPS       float64    `json:"tflops"`   // achieved model TFLOP/s per GPU
-	MemPeakBytes int64      `json:"mem_peak_bytes"`
+	MFU          float64    `json:"mfu"`              // against the peak at the trial's own precision (the engine's)
+	MFUBF16      float64    `json:"mfu_bf16"`         // against Summary.MFUPeak, the same for every trial; 0 when unknown
+	TFLOPS       float64    `json:"tflops"`           // achieved model TFLOP/s per GPU
+	MemPeakBytes int64      `json:"mem_peak_bytes"`   // peak allocated: leaves out a CUDA graph's pool (see Memory)
+	Memory       *Memory    `json:"memory,omitempty"` // what the trial holds, per rank (report/memory.go)
 	FinalLoss    float64    `json:"final_loss"`
 	Breakdown    *Breakdown `json:"breakdown,omitempty"`
-	Warnings     []string   `json:"warnings,omitempty"`
+	// LaunchDetail is every launch as recorded: value, steps, SM clock and
+	// power over the window (report/launches.go).
+	LaunchDetail []LaunchDetail `json:"launch_detail,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
 
 	// Power is the power limiter's cost inside the measured windows (clock
 	// deficit, power-cap share); nil on the CPU or without counters.
@@ -194,6 +200,13 @@ type Breakdown struct {
 	ExposedCommMS float64 `json:"exposed_comm_ms"`
 	BubbleMS      float64 `json:"bubble_ms"`
 	OtherMS       float64 `json:"other_ms"`
+	// Split says how the step is divided (report/breakdown.go): "" by the
+	// engine's timers, "profile" a replayed graph by its kernel profile
+	// (Kernels and IdleMS), "none" a replayed graph without one (Note).
+	Split   string       `json:"split,omitempty"`
+	Kernels []KernelPart `json:"kernels,omitempty"`
+	IdleMS  float64      `json:"idle_ms,omitempty"`
+	Note    string       `json:"note,omitempty"`
 }
 
 // Provenance says where and with what the numbers were measured.
@@ -206,6 +219,7 @@ type Provenance struct {
 	Host        string            `json:"host"`
 	CPU         string            `json:"cpu"`
 	GPUs        []string          `json:"gpus"` // "0: NVIDIA H200 (141 GiB)"
+	GPUUUIDs    []string          `json:"gpu_uuids,omitempty"`
 	Driver      string            `json:"driver,omitempty"`
 	CUDADriver  string            `json:"cuda_driver,omitempty"`
 	CUDA        string            `json:"cuda,omitempty"` // torch's CUDA

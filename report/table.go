@@ -65,7 +65,7 @@ func writeTrialsMD(b *strings.Builder, s *Summary, ok []*Trial) {
 	} else {
 		cols = append(cols, "MFU")
 	}
-	cols = append(cols, "TFLOP/s", "peak mem")
+	cols = append(cols, "TFLOP/s", "memory held")
 	mdRow(b, cols)
 	mdRow(b, slices.Repeat([]string{"---"}, len(cols)))
 	for _, t := range ok {
@@ -88,10 +88,10 @@ func writeTrialsMD(b *strings.Builder, s *Summary, ok []*Trial) {
 		} else {
 			row = append(row, mfuText(t.MFU))
 		}
-		row = append(row, Num(t.TFLOPS), memText(t.MemPeakBytes))
+		row = append(row, Num(t.TFLOPS), memHeldText(t))
 		mdRow(b, row)
 	}
-	fmt.Fprintf(b, "\nEach trial is named by the knobs it changes from the baseline. %s", MethodText(s))
+	fmt.Fprintf(b, "\nEach trial is named by the knobs it changes from the baseline. %s %s", MethodText(s), memoryNote)
 	if p := s.MFUPeak; p != nil {
 		fmt.Fprintf(b, " MFU: against one peak for every trial, the %s's %s (%s TFLOP/s per GPU); "+
 			"MFU own precision: against the peak at the trial's precision (the engine's).", p.Device, p.Basis, Num(p.TFLOPS))

@@ -71,6 +71,11 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 		}
 	}
 	var paths []string
+	if p, err := writeConfirm(s, run, outDir); err != nil {
+		return paths, err
+	} else if p != "" {
+		paths = append(paths, p)
+	}
 	for _, f := range formats {
 		name, err := fileOf(f)
 		if err != nil {

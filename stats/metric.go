@@ -61,7 +61,10 @@ func (m Metric) Speed() bool { return m.Name != "memory" }
 //     as the report's MFU: the engine's own mfu is against the peak at the
 //     trial's precision, so an fp32 trial six times slower than a bf16 one
 //     would rank higher. No value on devices the peak table does not list;
-//   - memory: the peak over ranks and steps.
+//   - memory: what the launch holds on the device, the caching allocator's
+//     reserved peak over ranks and steps (a captured CUDA graph's private
+//     pool included; peak allocated leaves it out). No value when no rank
+//     recorded reserved bytes (CPU runs, older engines).
 func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 	if r.Outcome != store.OK {
 		return 0, false
@@ -82,11 +85,7 @@ func (m Metric) LaunchValue(r *store.RepeatRecord) (float64, bool) {
 	case "tflops":
 		v = launchRate(r, func(s engine.StepMetrics) float64 { return s.TFLOPS })
 	case "memory":
-		for _, rk := range r.Ranks {
-			for _, s := range rk.Steps {
-				v = math.Max(v, float64(s.MemPeakBytes))
-			}
-		}
+		v = memoryHeld(r.Ranks)
 	default:
 		v = r.SamplesPerS
 		if v == 0 {
@@ -187,4 +186,16 @@ func launchesRate(reps []store.RepeatRecord, get func(engine.StepMetrics) float6
 		xs = append(xs, launchRate(r, get))
 	}
 	return geoMean(xs)
+}
+
+// memoryHeld is the largest reserved peak over ranks and steps, 0 when none
+// was recorded.
+func memoryHeld(ranks []store.RankRecord) float64 {
+	var v float64
+	for _, rk := range ranks {
+		for _, s := range rk.Steps {
+			v = math.Max(v, float64(s.MemReservedBytes))
+		}
+	}
+	return v
 }

@@ -200,7 +200,7 @@ func TestMannWhitneyFloor(t *testing.T) {
 }
 
 func step(ms float64, samples int) engine.StepMetrics {
-	return engine.StepMetrics{StepMS: ms, Samples: samples, Tokens: 4 * samples, MFU: 0.5, MemPeakBytes: int64(ms)}
+	return engine.StepMetrics{StepMS: ms, Samples: samples, Tokens: 4 * samples, MFU: 0.5, MemPeakBytes: 1, MemReservedBytes: int64(ms)}
 }
 
 func TestTrialLaunches(t *testing.T) {

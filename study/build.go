@@ -159,6 +159,11 @@ func build(r, child *rawStudy, ps *problems) *Study {
 
 	s.Sweep = buildSweep(r.Sweep, family, ps, applies)
 	s.Objective = buildObjective(r, ps)
+	if s.Objective.Metric == "memory" && w.Device == "cpu" {
+		// the engine has no device memory counters on the CPU: every trial
+		// would finish without a value, and the run without a winner
+		ps.add(r.Metric.Pos, "objective.metric: memory needs a GPU (workload.device is cpu, where the engine measures no device memory): use throughput, or device: cuda")
+	}
 
 	// Checklist, report, compare, launcher.
 	s.Checklist.Disable = r.Disable.V

@@ -105,6 +105,7 @@ func TestLoadErrors(t *testing.T) {
 		{"knob of another family", head + "baseline: {channels_last: true}\n", []string{`baseline: channels_last applies to resnet50 models only, not bert`}},
 		{"contradiction: gpus on cpu", head + "workload: {device: cpu, gpus: 2}\n", []string{`workload.gpus: 2 GPUs contradicts device cpu`}},
 		{"contradiction: mps on cpu", head + "workload: {device: cpu}\nbaseline: {mps: true}\n", []string{`baseline mps: true contradicts device cpu`}},
+		{"objective memory on cpu", head + "workload: {device: cpu}\nobjective: {metric: memory}\n", []string{`objective.metric: memory needs a GPU (workload.device is cpu`}},
 		{"contradiction: ranks on cuda", head + "workload: {device: cuda, ranks: 4}\n", []string{`workload.ranks applies to device cpu`}},
 		{"contradiction: model vs baseline", "name: x\nmodel: {family: bert, preset: tiny, micro_batch: 8}\nbaseline: {micro_batch: 16}\n", []string{`baseline micro_batch: 16 contradicts model.micro_batch: 8 at line 2`}},
 		{"contradiction: goal", head + "objective: {metric: step_time, goal: max}\n", []string{`objective.goal: max contradicts objective.metric step_time, where lower is better`}},

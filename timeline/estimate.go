@@ -225,8 +225,10 @@ func RunProgress(run *store.Run, now time.Time) Progress {
 	repeats, auto := launchesPerTrial(m)
 	recorded := map[string]bool{}
 	var last time.Time
+	launches := 0 // recorded in trials.jsonl: counts where the logs are gone (a copied run)
 	for _, t := range run.Trials {
 		recorded[t.ID] = true
+		launches += len(t.Repeats)
 		if t.Finished.After(last) {
 			last = t.Finished
 		}
@@ -236,8 +238,11 @@ func RunProgress(run *store.Run, now time.Time) Progress {
 		p.Done = p.Done && recorded[t.ID]
 	}
 	logs, _ := filepath.Glob(filepath.Join(run.Dir, "logs", "*", "rank0.r*.log"))
-	p.Started = len(logs)
+	p.Started = max(len(logs), launches)
 	p.Planned = max(p.Planned, p.Started)
+	if p.Done { // what ran, not the most repeats: auto would have allowed
+		p.Planned = p.Started
+	}
 	p.Finished = p.Started
 	end := now
 	if p.Done {

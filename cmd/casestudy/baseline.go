@@ -45,6 +45,7 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	}
 	s := report.Build(run, nil)
 	s.Kind = report.KindBaseline
+	s.DropLaunchDetail()
 	s.Provenance.RunDir = dir
 	var buf bytes.Buffer
 	if err := report.WriteJSON(&buf, s); err != nil {

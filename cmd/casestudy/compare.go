@@ -28,7 +28,7 @@ type compareOptions struct {
 func newCompareCommand() *cobra.Command {
 	var opts compareOptions
 	cmd := &cobra.Command{
-		Use:   "compare OLD NEW",
+		Use:   "compare [OLD] NEW",
 		Short: "Compare two runs trial by trial; a gate that fails closed (exit 1 regression, 4 inconclusive)",
 		Long: "compare matches the trials of two runs by their stable IDs. OLD and NEW are run directories or " +
 			"baseline files (casestudy baseline). Per trial it compares NEW's launches with OLD's on the study's " +
@@ -44,11 +44,19 @@ func newCompareCommand() *cobra.Command {
 			"standard error at any number of launches. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
 			"Runs that measured different things (model, preset, GPU model, device, steps, warm-up, objective) " +
 			"or share no trial are refused.\n\n" +
+			"With NEW alone, OLD is the baseline file NEW's study names under compare.baseline.\n\n" +
 			"Exit status: 0 every trial shown no slower than 1/(1+threshold), 1 regression, 4 inconclusive (a " +
 			"suspected or undecided trial; --inconclusive=pass makes it 0), 2 usage or input error (including runs " +
 			"that cannot be compared), 3 the output cannot be written.",
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 { // OLD from the study's compare.baseline
+				old, err := report.StudyBaseline(args[0])
+				if err != nil {
+					return exitcode.Usage(err)
+				}
+				args = []string{old, args[0]}
+			}
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}
@@ -115,6 +123,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	c.ThresholdSource = source
 	c.History = opts.history
 	c.Warnings = append(c.Warnings, historyNotes...)
+	report.LinkReports(c, opts.output)
 	var buf bytes.Buffer
 	if err := report.WriteComparison(&buf, c, opts.format); err != nil {
 		return err

@@ -65,13 +65,14 @@ type machine struct {
 	engine func(explicit string) (string, engine.BuildInfo, error)
 	mps    func() string // nvidia-cuda-mps-control's path, "" when missing
 	free   func(path string) (uint64, error)
+	load   func() (float64, error) // the 1-minute load average; nil: not checked
 }
 
 // thisMachine asks the machine itself, its GPUs through nvml.
 func thisMachine(nvml provenance.GPUs) machine {
 	return machine{host: func() store.Host { return provenance.ReadHost(nvml) }, gpus: nvml.Info, smi: provenance.NvidiaSMI,
 		topo: provenance.TopoMatrix, engine: binding.Probe, free: provenance.FreeBytes,
-		mps: func() string { return runner.FindMPSControl(os.Getenv("PATH")) }}
+		mps: func() string { return runner.FindMPSControl(os.Getenv("PATH")) }, load: loadAverage}
 }
 
 // doctorReport is what doctor found (`casestudy doctor --json`).
@@ -166,6 +167,18 @@ func diagnose(m machine, engineLib, out string) *doctorReport {
 		ok("disk", "%.1f GiB free under %s", float64(free)/(1<<30), out)
 	}
 
+	busy := false
+	if m.load != nil {
+		if l, err := m.load(); err == nil {
+			if busy = isBusy(l, h.CPUs); busy {
+				miss("load", fmt.Sprintf("busy host: load average %.1f over the last minute on %d cores", l, h.CPUs),
+					"measure on an idle machine (see top for the other jobs): on a busy host the same trial swings from run to run, and CPU studies most")
+			} else {
+				ok("load", "%.1f over the last minute on %d cores", l, h.CPUs)
+			}
+		}
+	}
+
 	switch {
 	case !r.EngineOK:
 		r.Verdict = "not usable yet: the engine library is missing; build it with `make engine`"
@@ -173,6 +186,9 @@ func diagnose(m machine, engineLib, out string) *doctorReport {
 		r.Verdict = fmt.Sprintf("usable for CPU studies (studies/*/smoke.yaml); GPU studies also need %s", strings.Join(r.GPUNeeds, ", "))
 	default:
 		r.Verdict = "usable for CPU and GPU studies"
+	}
+	if busy && r.EngineOK {
+		r.Verdict += "; the host is busy now, so measurements will swing"
 	}
 	return r
 }
@@ -205,4 +221,21 @@ func firstLineOf(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// isBusy says whether a 1-minute load average means other work shares the
+// CPUs: above half the cores (and at least 1).
+func isBusy(load float64, cpus int) bool {
+	return load >= 1 && load > 0.5*float64(max(cpus, 1))
+}
+
+// loadAverage reads the 1-minute load average (Linux /proc/loadavg).
+func loadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	var l float64
+	_, err = fmt.Sscan(string(b), &l)
+	return l, err
 }

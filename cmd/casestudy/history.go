@@ -22,16 +22,21 @@ type historyOptions struct {
 	format string
 	output string
 	json   bool
+	last   int
 }
 
 func newHistoryCommand() *cobra.Command {
 	var opts historyOptions
 	cmd := &cobra.Command{
 		Use:   "history DIR",
-		Short: "Throughput of each trial over many runs of one study (a slow drift shows)",
-		Long: "history reads every run directory under DIR (results/<study>/), oldest first, and shows each trial's " +
-			"median throughput per run as a table and, in HTML, as charts (absolute and relative to the first run). " +
-			"'last vs first' tests the last run against the first with Mann-Whitney U; ~ = not significant.",
+		Short: "The objective of each trial over many runs of one study: drift and change points",
+		Long: "history reads every run directory under DIR (results/<study>/), oldest first (--last N: the newest N), " +
+			"and shows each trial's value per run (the study's objective, the geometric mean over the run's launches) " +
+			"as a table and, in HTML, as charts (absolute and relative to the first run) with links to each run's report.\n\n" +
+			"'last vs first' compares the last run where the trial finished with the first: the ratio with a 95% Welch " +
+			"interval over launches and its verdict. 'change point' is E-Divisive means over the trial's values " +
+			"(6 or more finished runs), a permutation test at 5% over all the trials tested (Bonferroni); it names " +
+			"the first run after the change and the ratio after over before (better > 1).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.json && cmd.Flags().Changed("format") {
@@ -42,7 +47,8 @@ func newHistoryCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: html, md or text")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write to this file instead of standard output")
-	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON: every run, and per trial its value (the objective) in each run and its drift")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "write JSON: every run, and per trial its value (the objective) in each run, its drift and change points")
+	cmd.Flags().IntVar(&opts.last, "last", 0, "only the newest N runs (0: all)")
 	return cmd
 }
 
@@ -50,10 +56,15 @@ func runHistory(stdout io.Writer, dir string, opts historyOptions) error {
 	if !opts.json && !slices.Contains(report.HistoryFormats, opts.format) {
 		return exitcode.Usage(fmt.Errorf("--format %q: use html, md or text", opts.format))
 	}
+	if opts.last < 0 {
+		return exitcode.Usage(fmt.Errorf("--last %d: give a number of runs, 1 or more (0: all)", opts.last))
+	}
 	h, err := report.LoadHistory(dir)
 	if err != nil {
 		return exitcode.Usage(err)
 	}
+	h.Last(opts.last)
+	report.LinkRuns(h, opts.output)
 	var buf bytes.Buffer
 	if opts.json {
 		err = writeJSON(&buf, historyOf(h))
@@ -80,6 +91,7 @@ type historyRunJSON struct {
 	Dir     string    `json:"dir"`
 	RunID   string    `json:"run_id"`
 	Created time.Time `json:"created"`
+	Report  string    `json:"report,omitempty"` // its report.html, relative to the output's folder
 }
 
 type historyTrialJSON struct {
@@ -87,6 +99,8 @@ type historyTrialJSON struct {
 	Knobs  string             `json:"knobs"`           // the knobs that differ from the baseline
 	Points []historyPointJSON `json:"points"`          // one per run, in the order of runs
 	Drift  *stats.Comparison  `json:"drift,omitempty"` // the last run against the first (Welch over launches)
+	// Changes are the change points (index: the first run after the change).
+	Changes []stats.ChangePoint `json:"change_points"`
 }
 
 // historyPointJSON is a trial in one run: no outcome when the run did not
@@ -99,10 +113,13 @@ type historyPointJSON struct {
 func historyOf(h *report.History) historyJSON {
 	out := historyJSON{Dir: h.Dir, Study: h.Study, Metric: h.Metric, Runs: []historyRunJSON{}, Trials: []historyTrialJSON{}, Warnings: h.Warnings}
 	for _, r := range h.Runs {
-		out.Runs = append(out.Runs, historyRunJSON{Dir: r.Dir, RunID: r.RunID, Created: r.Created})
+		out.Runs = append(out.Runs, historyRunJSON{Dir: r.Dir, RunID: r.RunID, Created: r.Created, Report: r.Report})
 	}
 	for _, t := range h.Trials {
-		tj := historyTrialJSON{ID: t.ID, Knobs: t.Knobs, Points: make([]historyPointJSON, len(t.Points)), Drift: t.Drift}
+		tj := historyTrialJSON{ID: t.ID, Knobs: t.Knobs, Points: make([]historyPointJSON, len(t.Points)), Drift: t.Drift, Changes: t.Changes}
+		if tj.Changes == nil {
+			tj.Changes = []stats.ChangePoint{}
+		}
 		for i, p := range t.Points {
 			tj.Points[i].Outcome = p.Outcome
 			if p.Value.N > 0 {

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +22,7 @@ type reportOptions struct {
 	formats      string
 	study        string
 	allowOutside bool
+	force        bool
 }
 
 func newReportCommand() *cobra.Command {
@@ -28,8 +32,11 @@ func newReportCommand() *cobra.Command {
 		Short: "Write report.html, report.md and summary.json for a run",
 		Long: "report reads a run directory, applies the checklist (thresholds from the study the run recorded, " +
 			"or --study) and writes report.html (one self-contained page with charts), report.md (for pull requests) " +
-			"and summary.json (schema 1) into the run directory or --out. Medians come with distribution-free 95% " +
-			"confidence intervals (golang.org/x/perf/benchmath); see docs/reports.md.",
+			"and summary.json into the run directory or --out, with confirm.yaml (a suggested confirmation study) " +
+			"when winners were decided. Each trial's number is the geometric mean of its launches with a t interval; " +
+			"each trial is compared with the baseline by a Welch interval on log values (docs/reports.md).\n\n" +
+			"A run directory that already has reports is not rewritten: write elsewhere with --out, or replace " +
+			"them with --force.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
@@ -39,6 +46,7 @@ func newReportCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.formats, "format", "html,md,json", "formats to write, comma-separated: html, md, json")
 	cmd.Flags().StringVar(&opts.study, "study", "", "read the checklist overrides from this study file instead of the run's")
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let the study's extends reach files outside the studies tree")
+	cmd.Flags().BoolVar(&opts.force, "force", false, "replace the reports a run directory already has")
 	return cmd
 }
 
@@ -50,6 +58,12 @@ func runReport(stdout, stderr io.Writer, dir string, opts reportOptions) error {
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return exitcode.Usage(err)
+	}
+	if opts.out == "" && !opts.force {
+		if have := existingReports(dir, formats); len(have) > 0 {
+			return exitcode.Usage(fmt.Errorf("%s already has %s: a finished run's reports are not rewritten silently; "+
+				"write new ones elsewhere with --out DIR, or replace them with --force", dir, strings.Join(have, ", ")))
+		}
 	}
 	cfg, from, err := studyChecklist(run, opts.study, opts.allowOutside)
 	if err != nil {
@@ -77,4 +91,17 @@ func writeReports(stdout io.Writer, run *store.Run, cfg checklist.Config, from, 
 		fmt.Fprintln(stdout, p)
 	}
 	return nil
+}
+
+// existingReports are the report files of formats that dir already holds.
+func existingReports(dir string, formats []string) []string {
+	var have []string
+	for _, f := range formats {
+		if name := report.Formats[f]; name != "" {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				have = append(have, name)
+			}
+		}
+	}
+	return have
 }

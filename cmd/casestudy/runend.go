@@ -108,7 +108,7 @@ func writeRunReports(out io.Writer, run *store.Run, s *study.Study, studyArgs []
 	var paths strings.Builder
 	if err := writeReports(&paths, run, configOf(s), s.Path, "", formats); err != nil {
 		return nil, fmt.Errorf("writing the reports of %s: %w (the results are intact; retry with '%s')",
-			run.Dir, err, commandLine(append([]string{"report", absPath(run.Dir)}, studyArgs...)...))
+			run.Dir, err, commandLine(append([]string{"report", absPath(run.Dir), "--force"}, studyArgs...)...))
 	}
 	fmt.Fprint(out, paths.String())
 	fmt.Fprintf(out, "checklist: %s\n", commandLine(append([]string{"check", absPath(run.Dir)}, studyArgs...)...))

@@ -33,6 +33,7 @@ type runStatus struct {
 	Outcomes map[string]int `json:"outcomes"`            // committed records by outcome
 	InFlight string         `json:"in_flight,omitempty"` // a trial with logs but no record yet
 	Last     *lastTrial     `json:"last,omitempty"`
+	Resume   string         `json:"resume,omitempty"` // the command that finishes an interrupted run
 	// Progress counts launches (one log per launch): started of planned,
 	// elapsed time and the ETA at the pace of the finished ones.
 	Progress *timeline.Progress `json:"progress,omitempty"`
@@ -134,6 +135,13 @@ func fillRunStatus(st *runStatus, run *store.Run) {
 		st.Last = &lastTrial{ID: t.ID, Outcome: string(t.Outcome), Error: t.Error}
 	}
 	st.Planned = max(st.Planned, st.Done) // greedy rounds plan more as they go
+	if st.Outcomes[string(store.Interrupted)] > 0 {
+		study := m.StudyPath
+		if study != "" {
+			study = absPath(study)
+		}
+		st.Resume = commandLine("run", study, "--resume", absPath(run.Dir))
+	}
 	// the trial in flight: the newest log folder without a record
 	entries, err := os.ReadDir(filepath.Join(run.Dir, "logs"))
 	if err != nil {
@@ -202,8 +210,15 @@ func printStatus(w io.Writer, st *runStatus) {
 			fmt.Fprintf(w, "job output: %s\n", st.JobOutput)
 		}
 	}
-	if st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)) {
-		fmt.Fprintf(w, "finished; report with: %s\n", commandLine("report", absPath(st.RunDir)))
+	switch {
+	case st.Resume != "":
+		fmt.Fprintf(w, "interrupted (%d trial(s)); resume with: %s\n", st.Outcomes[string(store.Interrupted)], st.Resume)
+	case st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)):
+		if _, err := os.Stat(filepath.Join(st.RunDir, "report.html")); err == nil {
+			fmt.Fprintf(w, "finished; reports: %s\n", filepath.Join(absPath(st.RunDir), "report.html"))
+		} else {
+			fmt.Fprintf(w, "finished; report with: %s\n", commandLine("report", absPath(st.RunDir)))
+		}
 	}
 }
 
