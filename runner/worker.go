@@ -91,8 +91,8 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	wk.stopBeats = heartbeat(wk.c, time.Duration(max(wk.w.HeartbeatMS, 10))*time.Millisecond, &wk.step, wk.finished)
 
 	be, err := wk.o.Open(wk.w.EngineLib)
-	if err != nil {
-		return wk.report(ctx, err)
+	if err != nil { // the library is the machine's, not the trial's: the sweep stops
+		return wk.reportAs(ctx, StatusEnvironment, err)
 	}
 	wk.mark(timeline.MarkLoaded, time.Now())
 	if _, err := wk.c.Get(ctx, rendezvous.KeyGo); err != nil {
@@ -165,9 +165,14 @@ func (wk *worker) exitWhenLost() {
 // report tells the runner why the rank stops (with the engine error's
 // status) and returns err.
 func (wk *worker) report(ctx context.Context, err error) error {
+	return wk.reportAs(ctx, workerStatus(err), err)
+}
+
+// reportAs tells the runner why the rank stops, with the given status.
+func (wk *worker) reportAs(ctx context.Context, status string, err error) error {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if rerr := wk.c.Error(rctx, workerStatus(err), err.Error()); rerr != nil {
+	if rerr := wk.c.Error(rctx, status, err.Error()); rerr != nil {
 		fmt.Fprintf(wk.o.Log, "worker: could not report the error: %v\n", rerr)
 	}
 	return err
