@@ -26,12 +26,13 @@ type cause struct {
 	code      int
 	signal    string
 	msg       string
-	weak      bool  // a failed collective (status comm)
-	primary   bool  // a rank's own end or error, not the runner's doing
-	reported  bool  // a signal the rank reported
-	scheduler bool  // the scheduler's verdict on a rank's end
-	outside   bool  // a stop signal from outside (settle: an interruption when the runner stops too)
-	halt      error // an environment fault: the sweep stops and --resume runs the trial again
+	weak      bool // a failed collective (status comm)
+	primary   bool // a rank's own end or error, not the runner's doing
+	reported  bool // a signal the rank reported
+	scheduler bool // the scheduler's verdict on a rank's end
+
+	outside bool  // a stop signal from outside (settle: an interruption when the runner stops too)
+	halt    error // an environment fault: the sweep stops and --resume runs the trial again
 }
 
 type rankState struct {
