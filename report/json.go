@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/casestudy/casestudy/store"
 )
 
 // WriteJSON writes s as indented JSON (summary.json or a baseline file).
@@ -19,7 +20,7 @@ func WriteJSON(w io.Writer, s *Summary) error {
 
 // ReadSummary reads a summary.json or baseline file and checks its schema.
 func ReadSummary(path string) (*Summary, error) {
-	b, err := os.ReadFile(path)
+	b, err := store.ReadRegular(path, store.ManifestLimit) // not a FIFO or a device (audit N8)
 	if err != nil {
 		return nil, err
 	}
