@@ -69,8 +69,7 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 			return runRun(cmd.Context(), cmd, &o, args)
 		},
 	}
-	graceful(cmd)
-	f := cmd.Flags()
+	f := cmd.Flags() // graceful once its run directory exists (gracefulFromNow)
 	f.StringVar(&o.out, "out", "results", "root folder of run directories")
 	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
 	markPath(f, "out")
@@ -133,7 +132,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		man = &prev.Manifest
 		if studyPath == "" {
-			studyPath = prev.Manifest.StudyPath
+			studyPath = resumeStudyPath(prev)
 		}
 	}
 	s, err := loadStudy(studyPath, o.allowOutside) // as validate and plan: the checklist section too
@@ -197,6 +196,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 	}
 	defer w.Close()
+	gracefulFromNow(ctx)
 	exe, err := os.Executable()
 	if err != nil {
 		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the workers: %w", err))
@@ -209,6 +209,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	// them itself.
 	trialCommand := func(id string) string {
 		args := append([]string{"run", studyAbs, "--trial", id}, setFlags(cmd, slices.Concat(study.OverrideFlags, []string{"trial", "resume", "run-id", "json"})...)...)
+		if o.resume != "" && !cmd.Flags().Changed("out") {
+			args = append(args, "--out="+resumedOut(w.Dir))
+		}
 		return commandLine(append(args, overrideFlagArgs(overrides)...)...)
 	}
 	resumeCommand := commandLine(append([]string{"run", studyAbs, "--resume", absPath(w.Dir)},

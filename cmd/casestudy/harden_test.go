@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/internal/exitcode"
+)
+
+// copyRun copies a crafted run directory of package report into a temporary
+// folder (the readers' tests change it).
+func copyRun(t *testing.T, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(name))
+	require.NoError(t, os.MkdirAll(dst, 0o755))
+	for _, f := range []string{"manifest.json", "trials.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(fixture(name), f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, f), b, 0o644))
+	}
+	return dst
+}
+
+// TestRunStopsWhileReadingItsStudy (audit N14, G-15): `run` of a study on a
+// FIFO nobody writes stops at SIGTERM, SIGINT and SIGHUP with 128 + the
+// signal's number, as every other command does; it used to ignore them
+// until its sweep started.
+func TestRunStopsWhileReadingItsStudy(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 143}, {syscall.SIGHUP, 129}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "studies"), 0o755))
+			fifo := filepath.Join(dir, "studies", "study.yaml")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+			cmd, out := startMain(t, dir, "run", fifo, "--out", filepath.Join(dir, "results"))
+			opened := make(chan *os.File, 1)
+			go func() {
+				if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+					opened <- f
+				}
+			}()
+			select {
+			case f := <-opened:
+				defer f.Close()
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("run never opened the FIFO: %s", out.String())
+			}
+			require.NoError(t, cmd.Process.Signal(tc.sig))
+			assert.Equal(t, tc.code, exitStatus(t, cmd), out.String())
+			assert.Contains(t, out.String(), "stopped by "+exitcode.SignalName(tc.sig))
+		})
+	}
+}
+
+// TestBaselineNeverOverwritesItsRun (audit N6, M-4): `baseline RUN -o
+// RUN/trials.jsonl` (or manifest.json) is refused with exit status 2 and the
+// run stays readable.
+func TestBaselineNeverOverwritesItsRun(t *testing.T) {
+	run := copyRun(t, "runs/bert-grid")
+	for _, f := range []string{"trials.jsonl", "manifest.json"} {
+		before, err := os.ReadFile(filepath.Join(run, f))
+		require.NoError(t, err)
+		code, _, stderr := runCLI(t, "baseline", run, "-o", filepath.Join(run, f))
+		assert.Equal(t, exitcode.Input, code, stderr)
+		assert.Contains(t, stderr, "refusing to overwrite")
+		after, err := os.ReadFile(filepath.Join(run, f))
+		require.NoError(t, err)
+		assert.Equal(t, before, after)
+	}
+	code, _, stderr := runCLI(t, "status", run)
+	assert.Equal(t, 0, code, stderr)
+}
+
+// TestCompareThresholdNaNIsRefused (audit N2, M-2): --threshold NaN or nan%
+// would pass every regression; it is bad input, exit status 2.
+func TestCompareThresholdNaNIsRefused(t *testing.T) {
+	for _, v := range []string{"NaN", "nan%"} {
+		code, _, stderr := runCLI(t, "compare", fixture("runs/bert-grid"), fixture("runs/bert-grid-slower"), "--threshold", v)
+		assert.Equal(t, exitcode.Input, code, v+": "+stderr)
+		assert.Contains(t, stderr, "--threshold")
+	}
+}
+
+// TestReadersRefuseAFIFOAtOnce (audit N8, K-29/30): every reading command
+// given a run whose manifest.json or trials.jsonl is a FIFO stops at once
+// with exit status 2, naming the file, instead of blocking.
+func TestReadersRefuseAFIFOAtOnce(t *testing.T) {
+	for _, f := range []string{"manifest.json", "trials.jsonl"} {
+		run := copyRun(t, "runs/bert-grid")
+		p := filepath.Join(run, f)
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, syscall.Mkfifo(p, 0o600))
+		for _, args := range [][]string{
+			{"status", run}, {"report", run, "--out", t.TempDir()}, {"check", run}, {"timeline", run},
+			{"export", run}, {"baseline", run, "-o", filepath.Join(t.TempDir(), "b.json")},
+			{"compare", fixture("runs/bert-grid"), run},
+		} {
+			done := make(chan [3]any, 1)
+			go func() {
+				code, _, stderr := runCLI(t, args...)
+				done <- [3]any{code, stderr}
+			}()
+			select {
+			case r := <-done:
+				assert.Equal(t, exitcode.Input, r[0], "%v: %s", args, r[1])
+				assert.Contains(t, r[1], p, args)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%v blocked on the FIFO %s", args, p)
+			}
+		}
+	}
+}
