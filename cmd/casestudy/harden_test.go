@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/store"
 )
 
 // copyRun copies a crafted run directory of package report into a temporary
@@ -119,4 +121,26 @@ func TestReadersRefuseAFIFOAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCheckRereadsRecordedSourcesFromAnywhere (audit N12, P-17): a run whose
+// study extends a parent (every smoke study does) is checked from any folder
+// with the study files gone: the manifest's sources hold the whole chain.
+func TestCheckRereadsRecordedSourcesFromAnywhere(t *testing.T) {
+	parent := checkStudy + "checklist:\n  thresholds:\n    precision: {min_speedup: 3}\n"
+	child := "extends: ../parent.yaml\nname: crafted\n"
+	dir := writeCheckRun(t, child)
+	var m store.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	m.StudyPath = filepath.Join("studies", "gpt", "x.yaml")
+	m.Sources = []store.StudySource{{Path: m.StudyPath, Text: child}, {Path: filepath.Join("studies", "parent.yaml"), Text: parent}}
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644))
+
+	code, out, stderr := runCLI(t, "check", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "the study text in "+filepath.Join(dir, "manifest.json"))
 }
