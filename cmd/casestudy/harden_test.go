@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -11,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -143,4 +148,57 @@ func TestCheckRereadsRecordedSourcesFromAnywhere(t *testing.T) {
 	code, out, stderr := runCLI(t, "check", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "the study text in "+filepath.Join(dir, "manifest.json"))
+}
+
+// TestPipeGuardTurnsSIGPIPEIntoAStop (audit N11): a write to a pipe whose
+// reader has gone fails with EPIPE instead of killing the process; the guard
+// says so once and sends the rest to standard error.
+func TestPipeGuardTurnsSIGPIPEIntoAStop(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer w.Close()
+	var errb bytes.Buffer
+	g := guardPipe(w, &errb)
+	require.NotNil(t, g)
+	_, err = g.Write([]byte("first\n"))
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = g.Write([]byte("resume with: x\n"))
+	require.NoError(t, err)
+	select {
+	case <-g.broken:
+	default:
+		t.Fatal("the broken pipe was not noticed")
+	}
+	assert.Equal(t, "resume with: x\n", errb.String())
+	assert.Nil(t, guardPipe(&errb, &errb), "not a file")
+}
+
+// TestRunIntoAClosedPipeIsInterrupted (audit N11, S-9): `casestudy run |
+// head -1`: the reader goes after the first line; the run stops as after
+// Ctrl-C (exit 141, the trial in flight recorded interrupted, the resume
+// command on standard error) and --resume completes it.
+func TestRunIntoAClosedPipeIsInterrupted(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	out := t.TempDir()
+	study := tinyStudy(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "run", "--out", out, study)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1", engine.EnvLibrary+"="+lib)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var errb syncbuf.Buffer
+	cmd.Stderr = &errb
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, errb.String())
+	require.NotEmpty(t, line)
+	require.NoError(t, stdout.Close())
+	assert.Equal(t, 141, exitStatus(t, cmd), errb.String())
+	assert.Contains(t, errb.String(), "resume with:")
+	dir := onlyRunDir(t, out)
+	code, _, stderr := runCLI(t, "run", study, "--resume", dir, "--engine-lib", lib)
+	require.Equal(t, 0, code, stderr)
+	assertEveryTrialOnce(t, dir)
 }
