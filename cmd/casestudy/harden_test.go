@@ -202,3 +202,28 @@ func TestRunIntoAClosedPipeIsInterrupted(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assertEveryTrialOnce(t, dir)
 }
+
+// TestTerminalOutputIsNeutralized (audit N18, A-8/A-9): an escape sequence
+// planted in a run's knob value reaches no terminal through the reading
+// commands, and a formula-like value is neutralised in CSV.
+func TestTerminalOutputIsNeutralized(t *testing.T) {
+	run := copyRun(t, "runs/bert-grid")
+	payload := `@SUM(1)\u001b]0;PWNED\u0007\u001b[31m`
+	for _, f := range []string{"manifest.json", "trials.jsonl"} {
+		p := filepath.Join(run, f)
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, bytes.ReplaceAll(b, []byte(`"fp16"`), []byte(`"`+payload+`"`)), 0o644))
+	}
+	for _, args := range [][]string{{"status", run}, {"timeline", run}, {"export", run, "--format", "csv"}, {"export", run},
+		{"compare", fixture("runs/bert-grid"), run}, {"history", filepath.Dir(run)}} {
+		code, stdout, stderr := runCLI(t, args...)
+		assert.LessOrEqual(t, code, 1, "%v: %s", args, stderr)
+		assert.NotContains(t, stdout, "\x1b", args)
+		assert.NotContains(t, stdout, "\x07", args)
+		assert.NotContains(t, stderr, "\x1b", args)
+		if args[0] == "export" && len(args) > 2 {
+			assert.Contains(t, stdout, `'@SUM(1)`, "a formula cell is neutralised")
+		}
+	}
+}

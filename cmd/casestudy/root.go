@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/internal/version"
 )
@@ -28,7 +29,7 @@ func newRootCommand() *cobra.Command {
 		// "did you mean" for commands up to two edits away
 		SuggestionsMinimumDistance: 2,
 		// every command: tell runMain whether it stops on its own at a signal
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) { markGraceful(cmd) },
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { markGraceful(cmd); neutralizeOutput(cmd) },
 	}
 	root.PersistentFlags().String("engine-lib", "",
 		"path of libcasestudy_engine.so (default: $CASESTUDY_ENGINE_LIB, next to the binary or in ../lib, where make built it)")
@@ -88,7 +89,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var silent exitcode.Silent
 	if !errors.As(err, &silent) {
-		fmt.Fprintf(stderr, "casestudy: %v\n", err)
+		fmt.Fprintf(stderr, "casestudy: %s\n", ansi.Neutralize(err.Error())) // errors quote run data too
 	}
 	return exitcode.Of(err)
 }
