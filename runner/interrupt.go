@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
@@ -110,3 +112,12 @@ func (w *watcher) allocationEnded() string {
 	}
 	return w.o.AllocationEnded()
 }
+
+// rankEndSignals are the signals a rank reports before it ends by them
+// (endBySignal): the stop signals, and SIGABRT, SIGQUIT, SIGSEGV, SIGBUS and
+// SIGFPE sent from outside, which Go's runtime would otherwise turn into a
+// goroutine dump and exit status 2, hiding the signal (audit N16). A real
+// fault inside the process (synchronous SIGSEGV) is not delivered here: the
+// runtime still handles it.
+var rankEndSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
+	syscall.SIGABRT, syscall.SIGQUIT, syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE}

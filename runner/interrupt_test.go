@@ -192,3 +192,43 @@ func TestEnvironmentFaultStopsTheSweep(t *testing.T) {
 	}
 	assert.Equal(t, len(f.plan.Trials), ok)
 }
+
+// TestOutsideAbortOfARankIsItsSignal (audit N16, G-13): SIGABRT, SIGSEGV or
+// SIGQUIT sent to a rank from outside is recorded as that signal on that
+// rank, not as "exited with code 2" (Go's runtime handler).
+func TestOutsideAbortOfARankIsItsSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGABRT, syscall.SIGSEGV, syscall.SIGQUIT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			f := newFixture(t, strings.NewReplacer("micro_batch: [1, 2]", "micro_batch: [1]", "steps: 2", "steps: 2000",
+				"ranks: 1", "ranks: 2", "repeats: 2", "repeats: 1").Replace(repeatStudy))
+			o := f.options()
+			mark := "CASESTUDY_TEST_MARK=" + f.dir
+			o.Env = append(o.Env, mark)
+			go func() {
+				deadline := time.Now().Add(30 * time.Second)
+				for time.Now().Before(deadline) {
+					for _, pid := range processesWith(mark, -1) {
+						if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ")); strings.Contains(string(b), "\x00CASESTUDY_RANK=1\x00") &&
+							stepping(f.w.Dir) {
+							time.Sleep(300 * time.Millisecond) // inside its steps
+							_ = syscall.Kill(pid, sig)
+							return
+						}
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+			run, err := f.run(t, context.Background(), o)
+			require.NoError(t, err)
+			require.Len(t, run.Trials, 1)
+			tr := run.Trials[0]
+			assert.Equal(t, store.Crashed, tr.Outcome, tr.Error)
+			assert.Equal(t, 1, tr.FailedRank, tr.Error)
+			assert.Equal(t, unixSignalName(sig), tr.Signal, tr.Error)
+		})
+	}
+}
+
+func unixSignalName(sig syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGABRT: "SIGABRT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGQUIT: "SIGQUIT"}[sig]
+}

@@ -319,14 +319,15 @@ func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, fi
 	return func() { beating.Store(false) }
 }
 
-// endBySignal makes SIGTERM, SIGINT and SIGHUP end the rank by that signal,
+// endBySignal makes SIGTERM, SIGINT, SIGHUP (and the rankEndSignals sent from
+// outside: SIGABRT, SIGQUIT, SIGSEGV, ...) end the rank by that signal,
 // after telling the runner (when joined) and waiting for its reply: the report
 // reaches the runner before any peer can notice the end, so the rank that was
 // signalled is the one blamed. The runner's own stop is a SIGTERM too; by
 // then the trial's cause is recorded and the report changes nothing.
 func endBySignal(log io.Writer, client func() *rendezvous.Client) (stop func()) {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, rankEndSignals...)
 	done := make(chan struct{})
 	go func() {
 		select {
