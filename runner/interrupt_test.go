@@ -232,3 +232,48 @@ func TestOutsideAbortOfARankIsItsSignal(t *testing.T) {
 func unixSignalName(sig syscall.Signal) string {
 	return map[syscall.Signal]string{syscall.SIGABRT: "SIGABRT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGQUIT: "SIGQUIT"}[sig]
 }
+
+// breakLogsAt replaces the run's logs folder by a file when the n-th launch
+// is about to start: the storage fault of a results folder turned read-only
+// or out of inodes mid-sweep, injected without privileges (root ignores
+// permission bits).
+type breakLogsAt struct {
+	nopProgress
+	n, seen int
+	dir     string
+}
+
+func (b *breakLogsAt) TrialStart(n, total int, rec *store.TrialRecord, rep, reps int) {
+	if b.seen++; b.seen == b.n {
+		_ = os.RemoveAll(filepath.Join(b.dir, "logs"))
+		_ = os.WriteFile(filepath.Join(b.dir, "logs"), []byte("not a folder"), 0o644)
+	}
+}
+
+// TestStorageFaultMidSweepStopsForResume (audit N7, S-3/S-4): the run's
+// storage refuses new files mid-sweep; the sweep stops with exit status 3,
+// the trial it cut is recorded interrupted and the rest are not run; once
+// the storage is back, --resume runs every one of them.
+func TestStorageFaultMidSweepStopsForResume(t *testing.T) {
+	f := newFixture(t, strings.NewReplacer("micro_batch: [1, 2]", "micro_batch: [1, 2, 3, 4]", "repeats: 2", "repeats: 1").Replace(repeatStudy))
+	o := f.options()
+	o.Progress = &breakLogsAt{n: 2, dir: f.w.Dir}
+	run, err := f.run(t, context.Background(), o)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err), err.Error())
+	outcomes := map[store.Outcome]int{}
+	for _, tr := range run.Trials {
+		outcomes[tr.Outcome]++
+	}
+	assert.Equal(t, map[store.Outcome]int{store.OK: 1, store.Interrupted: 1}, outcomes)
+
+	require.NoError(t, os.Remove(filepath.Join(f.w.Dir, "logs")))
+	resumed := resume(t, f)
+	ok := map[string]bool{}
+	for _, tr := range resumed.Trials {
+		if tr.Outcome == store.OK {
+			ok[tr.ID] = true
+		}
+	}
+	assert.Len(t, ok, len(f.plan.Trials))
+}
