@@ -227,3 +227,21 @@ func TestTerminalOutputIsNeutralized(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitWithANewlineInOutLeavesNothing (audit N24): `run --submit` with
+// a line break in --out is refused with exit status 2 and creates no
+// folder (it used to leave an empty <run>.slurm behind).
+func TestSubmitWithANewlineInOutLeavesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "studies")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, "s.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"), 0o644))
+	parent := t.TempDir()
+	out := filepath.Join(parent, "res\nults")
+	t.Setenv("SLURM_JOB_ID", "")
+	code, _, stderr := runCLI(t, "run", path, "--launcher", "slurm", "--submit", "--out", out)
+	assert.Equal(t, exitcode.Input, code, stderr)
+	left, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing created")
+}
