@@ -72,6 +72,7 @@ func ReadTrials(path string) ([]TrialRecord, error) {
 			return nil, fmt.Errorf("%s:%d: schema %d is newer than this casestudy understands (%d): upgrade casestudy to read this run",
 				path, line, t.Schema, SchemaVersion)
 		}
+		capErrors(&t) // bounded for every reader, whatever wrote the file
 		out = append(out, t)
 	}
 	if err := sc.Err(); err != nil {

@@ -371,6 +371,7 @@ func syncDir(root *os.Root, dir string) error {
 // error is returned and the record is not committed.
 func (w *Writer) Append(rec *TrialRecord) error {
 	rec.Schema = SchemaVersion
+	capErrors(rec)
 	line, err := json.Marshal(rec)
 	if err != nil {
 		return err
