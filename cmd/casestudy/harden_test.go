@@ -198,6 +198,7 @@ func TestRunIntoAClosedPipeIsInterrupted(t *testing.T) {
 	assert.Equal(t, 141, exitStatus(t, cmd), errb.String())
 	assert.Contains(t, errb.String(), "resume with:")
 	dir := onlyRunDir(t, out)
+	t.Setenv(asMainEnv, "1") // the resume's workers are this binary as casestudy
 	code, _, stderr := runCLI(t, "run", study, "--resume", dir, "--engine-lib", lib)
 	require.Equal(t, 0, code, stderr)
 	assertEveryTrialOnce(t, dir)
@@ -244,4 +245,48 @@ func TestSubmitWithANewlineInOutLeavesNothing(t *testing.T) {
 	left, err := os.ReadDir(parent)
 	require.NoError(t, err)
 	assert.Empty(t, left, "nothing created")
+}
+
+// TestDamagedEngineLibraryIsAnEnvironmentError (audit N15, E-6..E-8): a
+// library that kills the process loading it (here a truncated copy of a
+// real one, or a file of garbage) is probed in a child process: the runner
+// gets a one-line error naming the library, exit status 3, and lives.
+func TestDamagedEngineLibraryIsAnEnvironmentError(t *testing.T) {
+	t.Setenv(asMainEnv, "1")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "libgarbage.so")
+	require.NoError(t, os.WriteFile(garbage, bytes.Repeat([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0}, 4096), 0o644))
+	libs := []string{garbage}
+	if lib, err := engine.Discover(""); err == nil {
+		b, err := os.ReadFile(lib)
+		require.NoError(t, err)
+		cut := filepath.Join(dir, "libtruncated.so")
+		require.NoError(t, os.WriteFile(cut, b[:min(len(b), 800<<10)], 0o644))
+		libs = append(libs, cut)
+	}
+	for _, lib := range libs {
+		_, _, err := probeEngineIn(exe, os.Environ(), lib)
+		require.Error(t, err, lib)
+		assert.Equal(t, exitcode.Environment, exitcode.Of(err), err.Error())
+		assert.Contains(t, err.Error(), lib)
+		assert.NotContains(t, err.Error(), "\n", "one line")
+	}
+}
+
+// TestEngineProbeThatDiesBySignal: the probe's child killed by a signal
+// (SIGBUS in dlopen of a truncated file) is reported as that crash, in one
+// line, exit status 3.
+func TestEngineProbeThatDiesBySignal(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libcasestudy_engine.so")
+	require.NoError(t, os.WriteFile(lib, []byte("x"), 0o644))
+	fake := filepath.Join(dir, "casestudy")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nkill -BUS $$\n"), 0o755))
+	_, _, err := probeEngineIn(fake, os.Environ(), lib)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err), err.Error())
+	assert.Contains(t, err.Error(), "crashed the process (SIGBUS)")
+	assert.Contains(t, err.Error(), lib)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/console"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
@@ -177,7 +176,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	}
 	gpus := nvmlgpu.Open()
 	defer gpus.Close()
-	machine, err := runner.Preflight(s, plan, binding.Probe, gpus, engineLibFlag(cmd), os.Environ())
+	machine, err := runner.Preflight(s, plan, probeEngine, gpus, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
