@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -289,4 +290,23 @@ func TestEngineProbeThatDiesBySignal(t *testing.T) {
 	assert.Equal(t, exitcode.Environment, exitcode.Of(err), err.Error())
 	assert.Contains(t, err.Error(), "crashed the process (SIGBUS)")
 	assert.Contains(t, err.Error(), lib)
+}
+
+// fullWriter is standard output on a full device.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestLostStdoutIsEnvironment (audit N19, S-8): every command whose output
+// cannot be written (`> /dev/full`) exits 3 and says so on standard error,
+// whatever it would have exited otherwise.
+func TestLostStdoutIsEnvironment(t *testing.T) {
+	run := fixture("runs/bert-grid")
+	for _, args := range [][]string{{"status", run}, {"status", run, "--json"}, {"timeline", run}, {"export", run},
+		{"compare", run, run}, {"knobs"}, {"validate", filepath.Join("..", "..", "studies", "gpt", "smoke.yaml")}} {
+		var errb bytes.Buffer
+		code := execute(context.Background(), args, fullWriter{}, &errb)
+		assert.Equal(t, exitcode.Environment, code, "%v: %s", args, errb.String())
+		assert.Contains(t, errb.String(), "writing standard output", args)
+	}
 }

@@ -77,6 +77,7 @@ func engineLibFlag(cmd *cobra.Command) string {
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand()
 	root.SetArgs(args)
+	stdout, lost := watchStdout(stdout)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -84,6 +85,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	usageArgs(root)
 	err := root.ExecuteContext(ctx)
+	if lost != nil && lost.first() != nil && exitcode.Of(err) < exitcode.Input { // output lost: the environment (stdouterr.go)
+		err = exitcode.With(exitcode.Environment, fmt.Errorf("writing standard output: %w", lost.first()))
+	}
 	if err == nil {
 		return 0
 	}
