@@ -44,7 +44,12 @@ func fakeWorkerMain() int {
 		fmt.Fprintln(os.Stderr, "host:1:1 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..1}")
 	}
 	err := RunWorker(context.Background(), WorkerOptions{Log: os.Stderr,
-		Open: func(lib string) (Backend, error) { return fakeBackend{}, nil }})
+		Open: func(lib string) (Backend, error) {
+			if lib == goneLibrary { // stands in for a library replaced mid-run by one of another ABI
+				return nil, &engine.LoadError{Path: lib, Err: engine.ErrABIMismatch}
+			}
+			return fakeBackend{}, nil
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1

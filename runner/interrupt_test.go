@@ -277,3 +277,22 @@ func TestStorageFaultMidSweepStopsForResume(t *testing.T) {
 	}
 	assert.Len(t, ok, len(f.plan.Trials))
 }
+
+// goneLibrary is an engine library path the fake worker cannot open.
+const goneLibrary = "replaced-by-another-abi.so"
+
+// TestEngineLibraryGoneStopsTheSweep (audit N7, E-10): the engine library
+// replaced mid-run by one the ranks cannot load is the machine's fault: the
+// sweep stops with exit status 3 and the cut trial is recorded interrupted,
+// not every remaining trial failed.
+func TestEngineLibraryGoneStopsTheSweep(t *testing.T) {
+	f := newFixture(t, strings.Replace(repeatStudy, "repeats: 2", "repeats: 1", 1))
+	o := f.options()
+	o.Machine.EngineLib = goneLibrary
+	run, err := f.run(t, context.Background(), o)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err), err.Error())
+	require.Len(t, run.Trials, 1, "the sweep stopped at the first")
+	assert.Equal(t, store.Interrupted, run.Trials[0].Outcome)
+	assert.Contains(t, run.Trials[0].Error, "ABI")
+}

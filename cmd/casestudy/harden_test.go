@@ -310,3 +310,46 @@ func TestLostStdoutIsEnvironment(t *testing.T) {
 		assert.Contains(t, errb.String(), "writing standard output", args)
 	}
 }
+
+// TestCheckIgnoresAFIFOStudyPath (audit N8, A-11/K-31): a manifest whose
+// study_path names a FIFO does not block check: it reads only a regular
+// file there, else the study text the manifest holds.
+func TestCheckIgnoresAFIFOStudyPath(t *testing.T) {
+	dir := writeCheckRun(t, checkStudy)
+	fifo := filepath.Join(t.TempDir(), "study.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	var m store.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	m.StudyPath = fifo
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644))
+	done := make(chan int, 1)
+	go func() { code, _, _ := runCLI(t, "check", dir); done <- code }()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("check blocked on the FIFO study path")
+	}
+}
+
+// TestResumeFindsItsStudyAndOut (audit D18 residue, N21): a resume without
+// STUDY from another folder finds the relative study path from the run's
+// output root, and resumed trials' commands carry that root as --out.
+func TestResumeFindsItsStudyAndOut(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "studies"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "studies", "s.yaml"), []byte("name: s\n"), 0o644))
+	runDir := filepath.Join(root, "results", "s", "r1")
+	require.NoError(t, os.MkdirAll(runDir, 0o755))
+	run := &store.Run{Dir: runDir, Manifest: store.Manifest{StudyPath: filepath.Join("studies", "s.yaml")}}
+	t.Chdir(t.TempDir())
+	got := resumeStudyPath(run)
+	b, err := os.ReadFile(got)
+	require.NoError(t, err, got)
+	assert.Equal(t, "name: s\n", string(b))
+	assert.Equal(t, filepath.Join(root, "results"), resumedOut(runDir))
+}
