@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,8 +210,8 @@ func TestOutsideAbortOfARankIsItsSignal(t *testing.T) {
 				for time.Now().Before(deadline) {
 					for _, pid := range processesWith(mark, -1) {
 						if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ")); strings.Contains(string(b), "\x00CASESTUDY_RANK=1\x00") &&
-							stepping(f.w.Dir) {
-							time.Sleep(300 * time.Millisecond) // inside its steps
+							workerStarted(f.w.Dir, 1) {
+							time.Sleep(300 * time.Millisecond) // inside RunWorker, its signals caught
 							_ = syscall.Kill(pid, sig)
 							return
 						}
@@ -295,4 +296,16 @@ func TestEngineLibraryGoneStopsTheSweep(t *testing.T) {
 	require.Len(t, run.Trials, 1, "the sweep stopped at the first")
 	assert.Equal(t, store.Interrupted, run.Trials[0].Outcome)
 	assert.Contains(t, run.Trials[0].Error, "ABI")
+}
+
+// workerStarted says whether the fake worker of rank has reached RunWorker
+// (its log has the lines fakeWorkerMain prints just before).
+func workerStarted(dir string, rank int) bool {
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*", fmt.Sprintf("rank%d.*", rank)))
+	for _, l := range logs {
+		if b, _ := os.ReadFile(l); strings.Contains(string(b), "env NCCL_DEBUG_SUBSYS=") {
+			return true
+		}
+	}
+	return false
 }
