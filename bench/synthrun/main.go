@@ -51,7 +51,7 @@ func write(dir string, n, repeats, steps int) error {
 		Workload:    map[string]any{"device": "cpu", "ranks": 1, "steps": steps, "repeats": repeats},
 		Measurement: &store.Measurement{Repeats: repeats, Alpha: 0.05, LookAlpha: 0.05, Interleave: true},
 		Model:       map[string]any{"family": "gpt", "preset": "tiny"}, Env: map[string]string{},
-		Host:        store.Host{Hostname: "synthetic", OS: "linux", CPU: "synthetic", CPUs: 1}}
+		Host: store.Host{Hostname: "synthetic", OS: "linux", CPU: "synthetic", CPUs: 1}}
 	for i := 0; i < n; i++ {
 		m.Plan = append(m.Plan, store.PlannedTrial{ID: id(i), Index: i, Knobs: knobs(i), Changed: changed(i)})
 	}
