@@ -50,19 +50,7 @@ func TestRunStopsWhileReadingItsStudy(t *testing.T) {
 			fifo := filepath.Join(dir, "studies", "study.yaml")
 			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 			cmd, out := startMain(t, dir, "run", fifo, "--out", filepath.Join(dir, "results"))
-			opened := make(chan *os.File, 1)
-			go func() {
-				if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
-					opened <- f
-				}
-			}()
-			select {
-			case f := <-opened:
-				defer f.Close()
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("run never opened the FIFO: %s", out.String())
-			}
+			waitForReader(t, fifo, cmd, out)
 			require.NoError(t, cmd.Process.Signal(tc.sig))
 			assert.Equal(t, tc.code, exitStatus(t, cmd), out.String())
 			assert.Contains(t, out.String(), "stopped by "+exitcode.SignalName(tc.sig))
@@ -352,4 +340,24 @@ func TestResumeFindsItsStudyAndOut(t *testing.T) {
 	require.NoError(t, err, got)
 	assert.Equal(t, "name: s\n", string(b))
 	assert.Equal(t, filepath.Join(root, "results"), resumedOut(runDir))
+}
+
+// waitForReader returns once cmd opened fifo to read (opening it for writing
+// returns then; it is closed at the test's end); cmd then waits for data that
+// never comes.
+func waitForReader(t *testing.T, fifo string, cmd *exec.Cmd, out *syncbuf.Buffer) {
+	t.Helper()
+	opened := make(chan *os.File, 1)
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			opened <- f
+		}
+	}()
+	select {
+	case f := <-opened:
+		t.Cleanup(func() { f.Close() })
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%v never opened the FIFO: %s", cmd.Args, out.String())
+	}
 }
