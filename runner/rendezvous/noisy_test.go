@@ -2,8 +2,10 @@ package rendezvous
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,4 +28,35 @@ func TestRefusalFloodIsSummarized(t *testing.T) {
 	assert.LessOrEqual(t, len(lines), noiseLines+1, strings.Join(lines, "\n"))
 	require.NotEmpty(t, lines)
 	assert.Contains(t, lines[len(lines)-1], "190 more refused or dropped connections were not shown")
+}
+
+// TestSilentStrangersAreEvictedFirst (audit N13, R-10): when too many
+// connections wait without a hello, the one dropped is the oldest that has
+// sent nothing: a connection whose hello waits unread (a rank's, or its
+// Gloo store's, under a churn of strangers) is not pushed out.
+func TestSilentStrangersAreEvictedFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var server []net.Conn
+	dial := func(send string) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		if send != "" {
+			_, err = c.Write([]byte(send))
+			require.NoError(t, err)
+		}
+		sc, err := ln.Accept()
+		require.NoError(t, err)
+		t.Cleanup(func() { sc.Close() })
+		server = append(server, sc)
+	}
+	dial(`{"type":"hello"}` + "\n") // the oldest: a rank whose hello is not read yet
+	dial("")
+	dial("")
+	require.Eventually(t, func() bool { return hasSpoken(server[0]) }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 1, evictable(server, hasSpoken), "the oldest silent one")
+	assert.False(t, hasSpoken(server[1]))
+	assert.Equal(t, 0, evictable(server[:1], hasSpoken), "all spoke: the oldest")
 }

@@ -134,10 +134,11 @@ func (s *Server) admit(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) >= maxUnauthenticated {
-		oldest := s.pending[0]
-		s.pending = s.pending[1:]
+		i := evictable(s.pending, hasSpoken)
+		oldest := s.pending[i]
+		s.pending = append(s.pending[:i], s.pending[i+1:]...)
 		oldest.Close()
-		s.noisyf("rendezvous: more than %d connections without a hello; dropped the oldest, from %s", maxUnauthenticated, oldest.RemoteAddr())
+		s.noisyf("rendezvous: more than %d connections without a hello; dropped the oldest silent one, from %s", maxUnauthenticated, oldest.RemoteAddr())
 	}
 	s.pending = append(s.pending, c)
 }
