@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,8 +76,12 @@ func ended(ctx context.Context, err error) error {
 // interruption too.
 func (w *watcher) settle(ctx context.Context) {
 	c := w.first
-	if c != nil && c.scheduler && c.outcome == store.Failed { // srun could not start a step: is the job gone?
-		if why := w.allocationEnded(); why != "" {
+	if c != nil && c.scheduler && c.outcome == store.Failed { // Slurm cancelled the step, or could not start it: is the job gone?
+		why := w.allocationEnded()
+		if why == "" && strings.Contains(c.msg, "preemption") { // "CANCELLED ... DUE TO PREEMPTION"
+			why = "Slurm preempted the job"
+		}
+		if why != "" {
 			w.first = &cause{outcome: store.Interrupted, rank: -1, halt: errors.New(why),
 				msg: fmt.Sprintf("%s (%s); --resume runs it again", why, c.msg)}
 		}

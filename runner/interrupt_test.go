@@ -88,6 +88,19 @@ func TestOutsideStopSignalIsAnInterruption(t *testing.T) {
 	w.settle(context.Background())
 	assert.Equal(t, store.Interrupted, w.first.outcome, w.first.msg)
 	require.Error(t, w.first.halt)
+
+	// a step cancelled for preemption, whatever Slurm says of the job now
+	w = signalWatcher(&Options{Launcher: verdictLauncher{}, KillGrace: time.Second, AllocationEnded: func() string { return "" }})
+	w.exit(launch.Exit{Rank: 0, Code: -1, Signal: "SIGKILL", Outcome: "failed", Reason: "Slurm cancelled job 7 on node1: preemption", At: time.Now()})
+	w.settle(context.Background())
+	assert.Equal(t, store.Interrupted, w.first.outcome, w.first.msg)
+	require.Error(t, w.first.halt)
+
+	// a step Slurm failed for another reason while the job runs: the trial's failure
+	w = signalWatcher(&Options{Launcher: verdictLauncher{}, KillGrace: time.Second, AllocationEnded: func() string { return "" }})
+	w.exit(launch.Exit{Rank: 0, Code: 1, Outcome: "failed", Reason: "Slurm reported a node failure on node1", At: time.Now()})
+	w.settle(context.Background())
+	assert.Equal(t, store.Failed, w.first.outcome, w.first.msg)
 }
 
 // TestPreemptionThenResume (audit N1, G-1): SIGTERM to the runner process
