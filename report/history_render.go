@@ -57,7 +57,7 @@ func historyMethod(h *History) string {
 func historyHeader(h *History) []string {
 	head := []string{"trial", "knobs"}
 	for _, r := range h.Runs {
-		head = append(head, r.Created.Format("01-02 15:04"))
+		head = append(head, r.Created.Format("2006-01-02 15:04")) // with the year: runs a year apart differ (audit T-2)
 	}
 	return append(head, "last vs first")
 }
