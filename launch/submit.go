@@ -32,7 +32,7 @@ func SubmissionFile(runDir string) string { return filepath.Join(runDir+".slurm"
 // ReadSubmission reads the submission of the run in runDir; nil when there
 // is none.
 func ReadSubmission(runDir string) (*Submission, error) {
-	b, err := os.ReadFile(SubmissionFile(runDir))
+	b, err := store.ReadRegular(SubmissionFile(runDir), 1<<20) // not a FIFO (audit N8)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

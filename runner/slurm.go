@@ -29,7 +29,7 @@ type SlurmFacts struct {
 
 // ReadSlurmFacts reads slurm.json of the run in dir; nil when there is none.
 func ReadSlurmFacts(dir string) *SlurmFacts {
-	b, err := os.ReadFile(filepath.Join(dir, "slurm.json"))
+	b, err := store.ReadRegular(filepath.Join(dir, "slurm.json"), 1<<20) // not a FIFO (audit N8)
 	var f SlurmFacts
 	if err != nil || json.Unmarshal(b, &f) != nil || f.JobID == "" {
 		return nil
