@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,22 @@ func TestReadersRefuseWhatNoCasestudyWrites(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "trials.jsonl"),
 		[]byte(`{"schema":1,"id":"t1","outcome":"interrupted"}`+"\n"+`{"schema":1,"id":"t1","outcome":"ok"}`+"\n"), 0o644))
 	require.NoError(t, readWithin(t, dir), "an interrupted record and its rerun")
+
+	// a trial the plan of a sweep planned whole does not hold (K-25); greedy plans later rounds as it goes
+	for strategy, refused := range map[string]bool{"list": true, "grid": true, "greedy": false} {
+		dir := goodRun(t)
+		m := fmt.Sprintf(`{"schema":1,"study":"s","workload":{"strategy":%q},"plan":[{"id":"t1"}]}`, strategy)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(m), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "trials.jsonl"),
+			[]byte(`{"schema":1,"id":"t9","outcome":"ok"}`+"\n"+`{"schema":1,"id":"skipped-ab","outcome":"skipped"}`+"\n"), 0o644))
+		err := readWithin(t, dir)
+		if refused {
+			require.Error(t, err, strategy)
+			assert.Contains(t, err.Error(), "trial t9 is not in the plan")
+		} else {
+			require.NoError(t, err, strategy)
+		}
+	}
 }
 
 // TestOverlongLineNamesTheFile (audit K-33): a line beyond LineLimit is an

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // knownOutcomes are the outcomes a record may hold.
@@ -11,7 +12,8 @@ var knownOutcomes = map[Outcome]bool{OK: true, Failed: true, OOM: true, Timeout:
 
 // validate refuses run contents no casestudy writes (audit N17): a manifest
 // without a schema (null, {}, another JSON file), a plan with one ID twice, a record with an
-// unknown outcome, and a trial recorded twice (an interrupted record aside:
+// unknown outcome, a trial of a sweep planned whole that its plan does not
+// hold, and a trial recorded twice (an interrupted record aside:
 // resume replaces it).
 func (r *Run) validate() error {
 	m := &r.Manifest
@@ -28,10 +30,18 @@ func (r *Run) validate() error {
 	}
 	tpath := filepath.Join(r.Dir, "trials.jsonl")
 	done := make(map[string]bool, len(r.Trials))
+	// A sweep planned whole (not greedy, whose later rounds are planned
+	// from results) records every trial it may run in the plan; the
+	// combinations it dropped are "skipped-" records.
+	strategy, _ := m.Workload["strategy"].(string)
+	whole := strategy == "grid" || strategy == "list" || strategy == "one-at-a-time"
 	for i := range r.Trials {
 		t := &r.Trials[i]
 		if !knownOutcomes[t.Outcome] {
 			return fmt.Errorf("%s: trial %s has the outcome %q, which casestudy does not write", tpath, t.ID, t.Outcome)
+		}
+		if whole && !planned[t.ID] && !strings.HasPrefix(t.ID, "skipped-") {
+			return fmt.Errorf("%s: trial %s is not in the plan of %s: a record of another run, or an edited file", tpath, t.ID, mpath)
 		}
 		if t.Outcome == Interrupted {
 			continue
