@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sort"
 	"time"
 
@@ -56,7 +57,7 @@ func LoadHistory(dir string) (*History, error) {
 	h := &History{Dir: dir}
 	var sums []*Summary
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") { // .<run>.new: a run being created, or one a kill left half made
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
