@@ -401,6 +401,10 @@ func (w *Writer) appendLine(f syncWriter, line []byte) error {
 		if n > 0 {
 			_ = f.Truncate(w.size)
 		}
+		var pe *os.PathError
+		if errors.As(err, &pe) { // its path may be the directory's name before Create renamed it (.<run>.new)
+			err = pe.Err
+		}
 		return environment(fmt.Errorf("committing a trial to %s: %w", filepath.Join(w.Dir, "trials.jsonl"), err))
 	}
 	w.size += int64(n)

@@ -138,6 +138,7 @@ func TestAppendOnTinyTmpfs(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		if err := w.Append(&TrialRecord{ID: "t", Error: big}); err != nil {
 			assert.True(t, errors.Is(err, syscall.ENOSPC), err)
+			assert.NotContains(t, err.Error(), ".new", "the path after the rename only (audit note)")
 			break
 		}
 		committed++
