@@ -361,3 +361,11 @@ func waitForReader(t *testing.T, fifo string, cmd *exec.Cmd, out *syncbuf.Buffer
 		t.Fatalf("%v never opened the FIFO: %s", cmd.Args, out.String())
 	}
 }
+
+// TestRunRefusesAnEmptyOut (audit P-6 note): `--out ""` would write run
+// directories into the current folder; it is bad input, exit 2.
+func TestRunRefusesAnEmptyOut(t *testing.T) {
+	code, _, stderr := runCLI(t, "run", filepath.Join("..", "..", "studies", "gpt", "smoke.yaml"), "--out", "")
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, `--out ""`)
+}

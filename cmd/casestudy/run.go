@@ -106,6 +106,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
 	case !slices.Contains(runner.OverlapModes, o.overlap):
 		return exitcode.Usage(fmt.Errorf("--overlap %q: give one of %s", o.overlap, strings.Join(runner.OverlapModes, ", ")))
+	case o.out == "" && cmd.Flags().Changed("out"): // it would write into the current folder (audit P-6 note)
+		return exitcode.Usage(errors.New(`--out "": give the folder for run directories (default results)`))
 	case o.maxTrials < 0:
 		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}
