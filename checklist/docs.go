@@ -21,7 +21,10 @@ func Markdown() []byte {
 	b.WriteString("`casestudy check RUN_DIR` applies these rules to a run's results and environment; " +
 		"`casestudy checklist` lists them. Each rule gives **pass**, **finding** (with the numbers, the trials " +
 		"they come from and a recommendation) or **not applicable** (with why: the run did not measure what " +
-		"the rule needs). Comparisons use clean pairs: trials that differ in exactly one knob. " +
+		"the rule needs). Comparisons use clean pairs: trials that differ in exactly one knob, each trial of a group " +
+		"(trials equal in every other knob) against the group's references (the trials holding the knob's baseline value, " +
+		"`false` or `auto`; the group's first trial when none does). A sweep of n values thus gives n−1 pairs, not " +
+		"n(n−1)/2, and `check` stays linear in the trials (20,000 trials: docs/perf.md). " +
 		"`--fail-on warning|error` makes `check` exit 1 when a finding of that severity or above exists.\n\n")
 	b.WriteString("Severities: **error** means the study's numbers cannot be trusted or are incomplete (launches " +
 		"that failed or were tainted, ...), so `casestudy check RUN_DIR --fail-on error` is the nightly gate; " +

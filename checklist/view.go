@@ -286,8 +286,40 @@ type pair struct {
 	A, B *trial
 }
 
-// pairs returns every pair of ok trials that differ only in knob, in plan order.
+// pairs returns the pairs of ok trials that differ only in knob, in plan
+// order: within each group of trials equal in every other knob, each trial
+// against the group's references (the trials that hold the knob's baseline
+// value, "false" or "auto": what the rules compare against), or against the
+// group's first trial when it holds none. A star, not every pair: a sweep of
+// n values of one knob gives n-1 pairs rather than n(n-1)/2, which at 20,000
+// trials is the difference between a few MB and tens of GB (audit N3).
 func (v *runView) pairs(knob string) []pair {
+	var out []pair
+	v.groups(knob, func(g []*trial) {
+		refs := v.references(knob, g)
+		isRef := map[*trial]bool{}
+		for _, r := range refs {
+			isRef[r] = true
+		}
+		for _, r := range refs {
+			for _, t := range g {
+				if t == r || r.knob(knob) == t.knob(knob) || (isRef[t] && t.rec.Index < r.rec.Index) {
+					continue // the same value, or a pair of references already made
+				}
+				a, b := r, t
+				if b.rec.Index < a.rec.Index {
+					a, b = b, a
+				}
+				out = append(out, pair{Knob: knob, A: a, B: b})
+			}
+		}
+	})
+	return out
+}
+
+// groups calls fn with each group of ok trials that hold knob and are equal
+// in every other knob, in plan order, skipping groups of a single value.
+func (v *runView) groups(knob string, fn func([]*trial)) {
 	groups := map[string][]*trial{}
 	var order []string
 	for _, t := range v.ok {
@@ -300,18 +332,31 @@ func (v *runView) pairs(knob string) []pair {
 		}
 		groups[k] = append(groups[k], t)
 	}
-	var out []pair
 	for _, k := range order {
 		g := groups[k]
-		for i := range g {
-			for j := i + 1; j < len(g); j++ {
-				if g[i].knob(knob) != g[j].knob(knob) {
-					out = append(out, pair{Knob: knob, A: g[i], B: g[j]})
-				}
+		for _, t := range g[1:] {
+			if t.knob(knob) != g[0].knob(knob) {
+				fn(g)
+				break
 			}
 		}
 	}
-	return out
+}
+
+// references are the trials of a group the others are compared with: those
+// holding the knob's baseline value, "false" or "auto"; else the first.
+func (v *runView) references(knob string, g []*trial) []*trial {
+	base := v.baseline(knob)
+	var refs []*trial
+	for _, t := range g {
+		if val := t.knob(knob); val == base || val == "false" || val == "auto" {
+			refs = append(refs, t)
+		}
+	}
+	if len(refs) == 0 {
+		refs = g[:1]
+	}
+	return refs
 }
 
 // varied returns the knobs for which at least one pair exists, sorted.
@@ -324,7 +369,9 @@ func (v *runView) varied() []string {
 	}
 	var out []string
 	for k := range seen {
-		if len(v.pairs(k)) > 0 {
+		found := false
+		v.groups(k, func([]*trial) { found = true })
+		if found {
 			out = append(out, k)
 		}
 	}

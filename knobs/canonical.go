@@ -105,8 +105,11 @@ func (k *Knob) canonical(s string) (string, error) {
 		if s == "" {
 			return "", fmt.Errorf("empty value (use auto to leave it to the library)")
 		}
+		if len(s) > MaxStringValue { // it reaches the ranks as an environment variable (audit N20)
+			return "", fmt.Errorf("a value of %d bytes is longer than the %d bytes an environment variable may hold on Linux", len(s), MaxStringValue)
+		}
 		for _, r := range s {
-			if r < 0x20 || r == 0x7f {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
 				return "", fmt.Errorf("%q contains a control character", s)
 			}
 		}
@@ -198,3 +201,8 @@ func ParseSize(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// MaxStringValue is the longest string knob value: it reaches the ranks as
+// NAME=value in their environment, and Linux refuses (E2BIG) one string over
+// 128 KiB (MAX_ARG_STRLEN) at exec; 256 bytes are left for the name.
+const MaxStringValue = 128<<10 - 256

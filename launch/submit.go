@@ -32,7 +32,7 @@ func SubmissionFile(runDir string) string { return filepath.Join(runDir+".slurm"
 // ReadSubmission reads the submission of the run in runDir; nil when there
 // is none.
 func ReadSubmission(runDir string) (*Submission, error) {
-	b, err := os.ReadFile(SubmissionFile(runDir))
+	b, err := store.ReadRegular(SubmissionFile(runDir), 1<<20) // not a FIFO (audit N8)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -85,9 +85,6 @@ func SubmitStudy(ctx context.Context, s *study.Study, plan *study.Plan, o Submit
 	runID := store.NewRunID(time.Now())
 	runDir := store.RunDir(outAbs, s.Name, runID)
 	subDir := runDir + ".slurm"
-	if err := os.MkdirAll(subDir, 0o755); err != nil {
-		return nil, b, exitcode.With(exitcode.Environment, fmt.Errorf("creating %s: %w", subDir, err))
-	}
 	b.JobName = "casestudy-" + store.SafeName(s.Name)
 	b.Output = filepath.Join(subDir, "job-%j.out") // %j: each submission (requeue) its own
 	b.Chdir = cwd
@@ -103,6 +100,10 @@ func SubmitStudy(ctx context.Context, s *study.Study, plan *study.Plan, o Submit
 	text, err := b.Script()
 	if err != nil {
 		return nil, b, exitcode.Usage(err)
+	}
+	// created only once the script is known good: a refused --out leaves nothing behind (audit N24)
+	if err := os.MkdirAll(subDir, 0o755); err != nil {
+		return nil, b, exitcode.With(exitcode.Environment, fmt.Errorf("creating %s: %w", subDir, err))
 	}
 	script := filepath.Join(subDir, "job.sbatch")
 	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {

@@ -96,6 +96,9 @@ func RelevantEnv(environ []string) map[string]string {
 	out := map[string]string{}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
+		if k == "CASESTUDY_TOKEN" { // a rendezvous secret (a parent run's, inherited): never written down (audit B-11 note)
+			continue
+		}
 		for _, p := range relevantPrefixes {
 			if strings.HasPrefix(k, p) {
 				out[k] = v

@@ -109,7 +109,7 @@ func ParseThreshold(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	p, pct := strings.CutSuffix(t, "%")
 	v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-	if err != nil || v <= 0 {
+	if err != nil || !(v > 0) { // NaN too: every comparison with it is false, which would pass every gate
 		return 0, fmt.Errorf("threshold %q is not a positive percentage: write it like 5%% or 0.05", s)
 	}
 	if pct {

@@ -135,7 +135,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "mfu_bf16", "tflops", "mem_peak_bytes", "mem_held_bytes", "final_loss",
 		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "error", "command")
 	cw := csv.NewWriter(w)
-	if err := cw.Write(head); err != nil {
+	if err := cw.Write(csvSafe(head)); err != nil {
 		return err
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -170,7 +170,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 			row = append(row, slicesRepeat("", 31)...)
 		}
 		row = append(row, t.Error, t.Command)
-		if err := cw.Write(row); err != nil {
+		if err := cw.Write(csvSafe(row)); err != nil {
 			return err
 		}
 	}

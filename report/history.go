@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/casestudy/casestudy/stats"
@@ -68,7 +69,7 @@ func LoadHistory(dir string) (*History, error) {
 	var sums []*Summary
 	rehearsals := 0
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") { // .<run>.new: a run being created, or one a kill left half made
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

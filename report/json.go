@@ -21,7 +21,7 @@ func WriteJSON(w io.Writer, s *Summary) error {
 
 // ReadSummary reads a summary.json or baseline file and checks its schema.
 func ReadSummary(path string) (*Summary, error) {
-	b, err := os.ReadFile(path)
+	b, err := store.ReadRegular(path, store.ManifestLimit) // not a FIFO or a device (audit N8)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -103,7 +104,7 @@ func Render(w io.Writer, s *Summary, format string) error {
 	case "html":
 		return WriteHTML(w, s)
 	case "md":
-		return WriteMarkdown(w, s)
+		return WriteMarkdown(ansi.NewWriter(w), s) // a text file: no escape sequence from run data (audit N18)
 	case "json":
 		return WriteJSON(w, s)
 	}

@@ -117,7 +117,9 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 		for _, id := range ids {
 			p := ps[id]
 			if !p.over && sched.Stopped(id) == "" && !p.rec.Started.IsZero() {
-				p.rec.Outcome, p.rec.Error = store.Interrupted, "stopped by a signal before its last launch; --resume runs it again"
+				if p.rec.Outcome != store.Interrupted { // stopEnvironment said why
+					p.rec.Outcome, p.rec.Error = store.Interrupted, "stopped by a signal before its last launch; --resume runs it again"
+				}
 				if err := finish(p); err != nil {
 					return out, err
 				}
@@ -249,9 +251,13 @@ func (r *Runner) launchCounted(ctx context.Context, p *pending, sched *stats.Sch
 		if err != nil && ctx.Err() != nil {
 			return // recorded interrupted by the caller
 		}
-		if err != nil { // infrastructure failure after every retry
-			p.rec.Outcome, p.rec.Error = store.Failed, err.Error()
-			sched.Stop(p.rec.ID, stats.StopFailed)
+		if err != nil { // infrastructure failure after every retry: the environment, not the trial
+			r.stopEnvironment(p, err)
+			return
+		}
+		if rr.halt != nil { // the engine library or the allocation went away mid-run
+			p.rec.Repeats = append(p.rec.Repeats, rr.Rec)
+			r.stopEnvironment(p, rr.halt)
 			return
 		}
 		if o.measured != nil {

@@ -51,7 +51,12 @@ func fakeWorkerMain() int {
 		fmt.Fprintf(os.Stderr, "host:1:2 [%s] NCCL INFO Channel 00/0 : %s[%s] -> 0[0] via %s\n", os.Getenv("CASESTUDY_RANK"), os.Getenv("CASESTUDY_RANK"), os.Getenv("CASESTUDY_RANK"), via)
 	}
 	err := RunWorker(context.Background(), WorkerOptions{Log: os.Stderr,
-		Open: func(lib string) (Backend, error) { return fakeBackend{}, nil }})
+		Open: func(lib string) (Backend, error) {
+			if lib == goneLibrary { // stands in for a library replaced mid-run by one of another ABI
+				return nil, &engine.LoadError{Path: lib, Err: engine.ErrABIMismatch}
+			}
+			return fakeBackend{}, nil
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1

@@ -18,7 +18,8 @@ type repeatResult struct {
 	FailedRank int // first failing rank, -1 none
 	ExitCode   int
 	Signal     string
-	Throttled  bool // tainted by thermal or hardware slowdown in the measured window
+	Throttled  bool  // tainted by thermal or hardware slowdown in the measured window
+	halt       error // an environment fault ended it: the sweep stops (stopEnvironment)
 	ranks      []*rankState
 }
 

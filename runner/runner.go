@@ -53,6 +53,9 @@ type Options struct {
 	Previous       map[string]*store.TrialRecord // records committed before (--resume), by ID; greedy reuses them
 	NoisyCV        float64
 	OOMKills       func() (uint64, bool) // the kernel's OOM-kill count; nil: /proc/vmstat oom_kill
+	// AllocationEnded says why the scheduler's allocation the trials run in
+	// is ending ("" while it runs); nil: no scheduler (UseSlurm sets it)
+	AllocationEnded func() string
 
 	// RehearsalEstimates: a rehearsal's plan-time memory estimate per rank,
 	// by trial ID (CheckRehearsalFit), recorded with each trial.
@@ -82,6 +85,8 @@ type Runner struct {
 	upcoming  *nextLaunch // the launch to prepare during the next one (overlap), set by the batch
 	lastEnd   time.Time   // when the last launch ended (its timeline's end), or the run began
 	commitMS  float64     // record commits since lastEnd
+
+	halt context.CancelCauseFunc // stops the sweep on an environment fault (stopEnvironment)
 }
 
 // Result is what a sweep did.
@@ -153,6 +158,8 @@ func (r *Runner) logf(format string, args ...any) { r.opts.Progress.Log(fmt.Spri
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.lastEnd = time.Now()
 	defer r.discardPrepared()
+	ctx, r.halt = context.WithCancelCause(ctx)
+	defer r.halt(nil)
 	res := &Result{Outcomes: map[store.Outcome]int{}}
 	r.start = time.Now()
 	if err := r.commitDropped(r.opts.Plan.Dropped, res); err != nil {
@@ -162,10 +169,10 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		return res, r.runRehearsal(ctx, res)
 	}
 	if r.opts.Plan.Strategy == "greedy" && len(r.opts.Only) == 0 {
-		return res, r.runGreedy(ctx, res)
+		return res, ended(ctx, r.runGreedy(ctx, res))
 	}
 	_, err := r.runBatch(ctx, r.select_(r.opts.Plan.Trials), res)
-	return res, err
+	return res, ended(ctx, err)
 }
 
 // select_ keeps the trials of --trial, minus those already committed.

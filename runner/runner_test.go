@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -304,19 +306,6 @@ func TestMPSLifecycle(t *testing.T) {
 	assert.Contains(t, lines[1], "stdin=quit")
 }
 
-func TestInfrastructureFailureIsRetriedAndTheSweepGoesOn(t *testing.T) {
-	f := newFixture(t, envStudy)
-	o := f.options()
-	o.Executable = filepath.Join(t.TempDir(), "no-such-casestudy")
-	o.Retries = 2
-	run, err := f.run(t, context.Background(), o)
-	require.NoError(t, err)
-	require.Len(t, run.Trials, 1)
-	assert.Equal(t, store.Failed, run.Trials[0].Outcome)
-	assert.Equal(t, 3, run.Trials[0].Attempts)
-	assert.Contains(t, run.Trials[0].Error, "infrastructure")
-}
-
 type recorder struct {
 	nopProgress
 	mu     sync.Mutex
@@ -477,13 +466,21 @@ func fakeRunnerMain() int {
 	o := f.options()
 	o.Env = append(os.Environ(), roleEnv+"=worker")
 	r, _ := New(o)
-	_, err = r.Run(context.Background())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	_, err = r.Run(ctx)
 	_ = t
+	if errors.Is(err, ErrInterrupted) {
+		return fakeRunnerInterrupted
+	}
 	if err != nil {
 		return 1
 	}
 	return 0
 }
+
+// fakeRunnerInterrupted is fakeRunnerMain's exit status after a signal.
+const fakeRunnerInterrupted = 4
 
 // TestKill9ThenResume kills the runner process with SIGKILL mid-sweep; its
 // workers die with it, and --resume completes the run with every trial

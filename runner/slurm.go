@@ -29,7 +29,7 @@ type SlurmFacts struct {
 
 // ReadSlurmFacts reads slurm.json of the run in dir; nil when there is none.
 func ReadSlurmFacts(dir string) *SlurmFacts {
-	b, err := os.ReadFile(filepath.Join(dir, "slurm.json"))
+	b, err := store.ReadRegular(filepath.Join(dir, "slurm.json"), 1<<20) // not a FIFO (audit N8)
 	var f SlurmFacts
 	if err != nil || json.Unmarshal(b, &f) != nil || f.JobID == "" {
 		return nil
@@ -47,6 +47,7 @@ func UseSlurm(o *Options, host string, env []string, srunArgs []string, w *store
 		return exitcode.With(exitcode.Environment, err)
 	}
 	o.Launcher = l
+	o.AllocationEnded = func() string { return allocationEnded(l.JobID, env) }
 	nodes, _ := launch.LookupEnv(env, "SLURM_JOB_NODELIST")
 	facts := SlurmFacts{JobID: l.JobID, Nodes: nodes, Rendezvous: host, Started: time.Now().UTC().Format(time.RFC3339)}
 	if facts.Hosts, err = recordNodes(l, env, o.Machine.EngineLib, w, man); err != nil {
@@ -108,4 +109,14 @@ func recordNodes(l *launch.Slurm, env []string, engineLib string, w *store.Write
 	sort.Slice(others, func(i, j int) bool { return others[i].Hostname < others[j].Hostname })
 	man.Host.Nodes = others // a resumed run may land on other nodes: the latest set
 	return hosts, w.WriteManifest(man)
+}
+
+// allocationEnded says why Slurm job id no longer runs (scancel, preemption,
+// its time limit): "" while it runs or when Slurm cannot tell.
+func allocationEnded(id string, env []string) string {
+	state, source, err := launch.JobState(context.Background(), id, env)
+	if err != nil || state == "" || state == "RUNNING" {
+		return ""
+	}
+	return fmt.Sprintf("Slurm job %s is %s (%s)", id, state, source)
 }

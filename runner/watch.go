@@ -30,6 +30,9 @@ type cause struct {
 	primary   bool // a rank's own end or error, not the runner's doing
 	reported  bool // a signal the rank reported
 	scheduler bool // the scheduler's verdict on a rank's end
+
+	outside bool  // a stop signal from outside (settle: an interruption when the runner stops too)
+	halt    error // an environment fault: the sweep stops and --resume runs the trial again
 }
 
 type rankState struct {
@@ -104,6 +107,7 @@ func (r *Runner) watch(ctx context.Context, l *launchRun) *repeatResult {
 		}
 	}
 	drain()
+	w.settle(ctx)
 	return w.result()
 }
 
@@ -113,7 +117,7 @@ func (w *watcher) fail(c cause) {
 	switch {
 	case w.first == nil:
 		w.first = &c
-	case w.first.weak && c.primary, w.first.reported && c.scheduler:
+	case w.first.weak && c.primary, w.first.reported && c.scheduler, w.first.outside && c.outcome == store.Interrupted:
 		w.first = &c
 	}
 	if w.killed.IsZero() {
@@ -169,11 +173,15 @@ func (w *watcher) event(ev rendezvous.Event) {
 		if m.Status == rendezvous.StatusComm {
 			c.weak, c.primary = true, false
 		}
+		if m.Status == StatusEnvironment {
+			c.halt = fmt.Errorf("rank %d: %s", m.Rank, m.Message)
+		}
 		w.fail(c)
 	case rendezvous.TypeSignal:
 		st.signalled = m.Signal
 		w.fail(cause{outcome: store.Crashed, rank: m.Rank, code: -1, signal: m.Signal, primary: w.killed.IsZero(), reported: true,
-			msg: fmt.Sprintf("rank %d received %s from outside casestudy; see %s", m.Rank, m.Signal, store.LogName(w.sp.Trial.ID, m.Rank, w.rep))})
+			outside: w.killed.IsZero() && isStopSignal(m.Signal),
+			msg:     fmt.Sprintf("rank %d received %s from outside casestudy; see %s", m.Rank, m.Signal, store.LogName(w.sp.Trial.ID, m.Rank, w.rep))})
 	}
 }
 
@@ -221,6 +229,7 @@ func (w *watcher) exit(ex launch.Exit) {
 		return
 	}
 	c := cause{outcome: store.Crashed, rank: ex.Rank, code: ex.Code, signal: ex.Signal, primary: w.ownEnd(ex)}
+	c.outside = c.primary && ex.Killed() && isStopSignal(ex.Signal) && ex.Outcome == ""
 	switch {
 	case ex.Killed():
 		c.msg = fmt.Sprintf("rank %d was killed by %s", ex.Rank, ex.Signal)
@@ -291,6 +300,7 @@ func (w *watcher) result() *repeatResult {
 	if c := w.first; c != nil {
 		res.Rec.Outcome, res.Rec.Error = c.outcome, c.msg
 		res.FailedRank, res.ExitCode, res.Signal = c.rank, c.code, c.signal
+		res.halt = c.halt
 	}
 	for _, st := range w.ranks {
 		st.rec.LastStep = st.lastStep

@@ -97,8 +97,8 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	wk.stopBeats = heartbeat(wk.c, time.Duration(max(wk.w.HeartbeatMS, 10))*time.Millisecond, &wk.step, wk.progress, wk.finished)
 
 	be, err := wk.o.Open(wk.w.EngineLib)
-	if err != nil {
-		return wk.report(ctx, err)
+	if err != nil { // the library is the machine's, not the trial's: the sweep stops
+		return wk.reportAs(ctx, StatusEnvironment, err)
 	}
 	wk.backend.Store(&be)
 	wk.mark(timeline.MarkLoaded, time.Now())
@@ -172,9 +172,14 @@ func (wk *worker) exitWhenLost() {
 // report tells the runner why the rank stops (with the engine error's
 // status) and returns err.
 func (wk *worker) report(ctx context.Context, err error) error {
+	return wk.reportAs(ctx, workerStatus(err), err)
+}
+
+// reportAs tells the runner why the rank stops, with the given status.
+func (wk *worker) reportAs(ctx context.Context, status string, err error) error {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if rerr := wk.c.Error(rctx, workerStatus(err), err.Error()); rerr != nil {
+	if rerr := wk.c.Error(rctx, status, err.Error()); rerr != nil {
 		fmt.Fprintf(wk.o.Log, "worker: could not report the error: %v\n", rerr)
 	}
 	return err
@@ -438,14 +443,15 @@ func heartbeat(c *rendezvous.Client, every time.Duration, step *atomic.Int64, pr
 	return func() { beating.Store(false) }
 }
 
-// endBySignal makes SIGTERM, SIGINT and SIGHUP end the rank by that signal,
+// endBySignal makes SIGTERM, SIGINT, SIGHUP (and the rankEndSignals sent from
+// outside: SIGABRT, SIGQUIT, SIGSEGV, ...) end the rank by that signal,
 // after telling the runner (when joined) and waiting for its reply: the report
 // reaches the runner before any peer can notice the end, so the rank that was
 // signalled is the one blamed. The runner's own stop is a SIGTERM too; by
 // then the trial's cause is recorded and the report changes nothing.
 func endBySignal(log io.Writer, client func() *rendezvous.Client) (stop func()) {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, rankEndSignals...)
 	done := make(chan struct{})
 	go func() {
 		select {

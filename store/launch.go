@@ -17,8 +17,20 @@ type Phase struct {
 	MS   float64 `json:"ms"`
 }
 
-// WallMS is End − Start in milliseconds.
-func (t *Timeline) WallMS() float64 { return float64(t.End.Sub(t.Start)) / float64(time.Millisecond) }
+// WallMS is End − Start in milliseconds. Start and End are wall-clock
+// readings: a clock stepped back between them (NTP, a VM restored) would make
+// that negative, so then it is the sum of the phases, which were measured on
+// the monotonic clock (audit N22).
+func (t *Timeline) WallMS() float64 {
+	if !t.End.Before(t.Start) {
+		return float64(t.End.Sub(t.Start)) / float64(time.Millisecond)
+	}
+	ms := 0.0
+	for _, p := range t.Phases {
+		ms += max(p.MS, 0)
+	}
+	return ms
+}
 
 // PhaseMS is the time of the phases called name (0 when there is none).
 func (t *Timeline) PhaseMS(name string) float64 {

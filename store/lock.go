@@ -13,8 +13,11 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 )
 
-// LockName is the lock file of a run directory: its writer holds an advisory
-// lock (flock) on it for as long as it writes, and the file names the holder.
+// LockName is the lock file of a run directory: it names the writer. The
+// writer holds an advisory lock (flock) on the run directory itself, an inode
+// nobody can unlink while the run exists (audit N9: deleting writer.lock let
+// a second writer in), and on this file too, for casestudy versions that
+// locked only the file.
 const LockName = "writer.lock"
 
 // ErrLocked is returned when another process writes the run directory.
@@ -23,7 +26,8 @@ var ErrLocked = errors.New("the run directory is in use")
 // RunLock is the writer's lock on a run directory. The kernel releases it
 // when the process ends, however it ends.
 type RunLock struct {
-	f *os.File
+	d *os.File // the run directory
+	f *os.File // its writer.lock
 }
 
 // LockRun takes the writer's lock of the run directory dir without waiting.
@@ -43,19 +47,25 @@ var holderGrace = 3 * time.Second
 
 func lockDir(dir string) (*RunLock, error) {
 	path := filepath.Join(dir, LockName)
+	d, err := os.Open(dir)
+	if err != nil { // the machine's fault (permissions, a vanished folder): exit status 3
+		return nil, exitcode.With(exitcode.Environment, fmt.Errorf("locking %s: %w", dir, err))
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	if err != nil { // read-only or foreign-owned: exit status 3 (audit N19)
+		d.Close()
+		return nil, exitcode.With(exitcode.Environment, fmt.Errorf("locking %s: %w (the run directory must be writable to resume it)", dir, err))
 	}
 	deadline := time.Now().Add(holderGrace)
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err = flockBoth(d, f)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
+			d.Close()
 			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
+			return nil, exitcode.With(exitcode.Environment, fmt.Errorf("locking %s: %w", path, err))
 		}
 		holder, _ := os.ReadFile(path)
 		who := strings.TrimSpace(string(holder))
@@ -64,6 +74,7 @@ func lockDir(dir string) (*RunLock, error) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		d.Close()
 		f.Close()
 		switch {
 		case who == "":
@@ -79,7 +90,20 @@ func lockDir(dir string) (*RunLock, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(info), 0) // the holder's name is informational; the lock is what counts
 	}
-	return &RunLock{f: f}, nil
+	return &RunLock{d: d, f: f}, nil
+}
+
+// flockBoth takes the exclusive lock of the directory, then of the file,
+// without waiting; it holds neither when it fails.
+func flockBoth(d, f *os.File) error {
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = unix.Flock(int(d.Fd()), unix.LOCK_UN)
+		return err
+	}
+	return nil
 }
 
 // holderEnded reports whether the lock file's holder line names a process
@@ -112,6 +136,9 @@ func (l *RunLock) Close() error {
 		return nil
 	}
 	err := l.f.Close()
-	l.f = nil
+	if derr := l.d.Close(); err == nil {
+		err = derr
+	}
+	l.f, l.d = nil, nil
 	return err
 }

@@ -19,7 +19,7 @@ type Run struct {
 // trials.jsonl (a run killed mid-append) is ignored; any other bad line is an error.
 func ReadRun(dir string) (*Run, error) {
 	r := &Run{Dir: dir}
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	b, err := ReadRegular(filepath.Join(dir, "manifest.json"), ManifestLimit)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a run directory: %w", dir, err)
 	}
@@ -34,12 +34,15 @@ func ReadRun(dir string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
 // ReadTrials reads a trials.jsonl file; a missing file is an empty run.
 func ReadTrials(path string) ([]TrialRecord, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
@@ -49,7 +52,7 @@ func ReadTrials(path string) ([]TrialRecord, error) {
 	defer f.Close()
 	var out []TrialRecord
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	sc.Buffer(make([]byte, 0, 64<<10), lineLimit)
 	var pendingErr error
 	line := 0
 	for sc.Scan() {
@@ -69,7 +72,14 @@ func ReadTrials(path string) ([]TrialRecord, error) {
 			return nil, fmt.Errorf("%s:%d: schema %d is newer than this casestudy understands (%d): upgrade casestudy to read this run",
 				path, line, t.Schema, SchemaVersion)
 		}
+		capErrors(&t) // bounded for every reader, whatever wrote the file
 		out = append(out, t)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		if err == bufio.ErrTooLong {
+			return nil, fmt.Errorf("%s:%d: a line longer than %d MiB: not a record casestudy wrote", path, line+1, lineLimit>>20)
+		}
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return out, nil
 }

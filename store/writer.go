@@ -315,8 +315,12 @@ func (w *Writer) writeFileAtomic(name string, data []byte) error {
 // WriteFileAtomic writes data to path whole, the same way the run directory's
 // files are written: a temporary file beside it, fsync, rename, fsync of the
 // folder. A reader sees the old file or the new one, never half of one. The
-// folder must exist.
+// folder must exist. A path that names a data file of a run directory
+// (manifest.json, trials.jsonl, ...) is refused with exit status 2.
 func WriteFileAtomic(path string, data []byte) error {
+	if err := refuseRunFile(path); err != nil {
+		return err
+	}
 	root, err := os.OpenRoot(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -325,11 +329,11 @@ func WriteFileAtomic(path string, data []byte) error {
 	return writeAtomic(root, filepath.Base(path), data, path)
 }
 
-// writeAtomic writes name under root through name.tmp; shown is the path
-// errors name.
+// writeAtomic writes name under root through a temporary file of a unique
+// name beside it (tempName); shown is the path errors name.
 func writeAtomic(root *os.Root, name string, data []byte, shown string) (err error) {
-	tmp := name + ".tmp"
-	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	tmp := tempName(name)
+	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -367,6 +371,7 @@ func syncDir(root *os.Root, dir string) error {
 // error is returned and the record is not committed.
 func (w *Writer) Append(rec *TrialRecord) error {
 	rec.Schema = SchemaVersion
+	capErrors(rec)
 	line, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -395,6 +400,10 @@ func (w *Writer) appendLine(f syncWriter, line []byte) error {
 	if err != nil {
 		if n > 0 {
 			_ = f.Truncate(w.size)
+		}
+		var pe *os.PathError
+		if errors.As(err, &pe) { // its path may be the directory's name before Create renamed it (.<run>.new)
+			err = pe.Err
 		}
 		return environment(fmt.Errorf("committing a trial to %s: %w", filepath.Join(w.Dir, "trials.jsonl"), err))
 	}

@@ -216,6 +216,9 @@ func (s *Study) dropReason(values map[string]string, changed []string) string {
 		World: s.WorldFor(values), AllowNVLS: s.Sweep.AllowNVLS}); r != "" {
 		return r
 	}
+	if r := s.seqLenReason(values); r != "" {
+		return r
+	}
 	for i, ex := range s.Sweep.Exclude {
 		if matches(values, ex) {
 			return fmt.Sprintf("excluded by sweep.exclude[%d] (%s)", i, FormatKnobs(ex, nil))

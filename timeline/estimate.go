@@ -153,7 +153,11 @@ func costOf(rp store.RepeatRecord) (launchCost, bool) {
 	if n == 0 || stepsMS <= 0 {
 		return launchCost{}, false
 	}
-	return launchCost{fixedMS: tl.WallMS() - stepsMS, stepMS: stepsMS / float64(n)}, true
+	fixed := tl.WallMS() - stepsMS
+	if fixed < 0 { // an edited record, or clocks that disagree: no usable split (audit N22)
+		return launchCost{}, false
+	}
+	return launchCost{fixedMS: fixed, stepMS: stepsMS / float64(n)}, true
 }
 
 func medianCost(cs []launchCost) (fixed, step float64) {

@@ -118,7 +118,7 @@ func studyChecklist(run *store.Run, studyFlag string, allowOutside bool) (checkl
 			candidates = append(candidates, filepath.Join(run.Dir, "..", "..", "..", m.StudyPath))
 		}
 		for _, p := range candidates {
-			if _, err := os.Stat(p); err != nil {
+			if !isRegular(p) { // not a FIFO or a device the manifest names (audit N8)
 				continue
 			}
 			if s, err := study.Load(p, study.LoadOptions{AllowOutside: allowOutside}); err == nil && s.SHA256 == m.StudySHA256 {
@@ -138,8 +138,8 @@ func studyChecklist(run *store.Run, studyFlag string, allowOutside bool) (checkl
 	if b := filepath.Base(m.StudyPath); m.StudyPath != "" && filepath.IsLocal(b) {
 		name = b
 	}
-	path := filepath.Join(tmp, name)
-	if err := os.WriteFile(path, []byte(m.StudyText), 0o600); err != nil {
+	path, err := writeRecordedSources(tmp, name, &m)
+	if err != nil {
 		return checklist.Config{}, "", err
 	}
 	s, err := study.Load(path, study.LoadOptions{Root: tmp})

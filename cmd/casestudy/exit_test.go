@@ -96,22 +96,7 @@ func TestSignalsStopEveryCommand(t *testing.T) {
 			fifo := filepath.Join(dir, "study.yaml")
 			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 			cmd, out := startMain(t, dir, "validate", fifo)
-			// Opening the FIFO for writing returns once validate opened it to
-			// read; validate then waits for data that never comes.
-			opened := make(chan *os.File, 1)
-			go func() {
-				f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-				if err == nil {
-					opened <- f
-				}
-			}()
-			select {
-			case f := <-opened:
-				defer f.Close()
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatalf("validate never opened the FIFO: %s", out.String())
-			}
+			waitForReader(t, fifo, cmd, out)
 			require.NoError(t, cmd.Process.Signal(tc.sig))
 			assert.Equal(t, tc.code, exitStatus(t, cmd), out.String())
 			assert.Contains(t, out.String(), "casestudy: stopped by "+exitcode.SignalName(tc.sig))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/internal/version"
 )
@@ -28,7 +29,7 @@ func newRootCommand() *cobra.Command {
 		// "did you mean" for commands up to two edits away
 		SuggestionsMinimumDistance: 2,
 		// every command: tell runMain whether it stops on its own at a signal
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) { markGraceful(cmd) },
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { markGraceful(cmd); neutralizeOutput(cmd) },
 	}
 	root.PersistentFlags().String("engine-lib", "",
 		"path of libcasestudy_engine.so (default: $CASESTUDY_ENGINE_LIB, next to the binary or in ../lib, where make built it)")
@@ -76,6 +77,7 @@ func engineLibFlag(cmd *cobra.Command) string {
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand()
 	root.SetArgs(args)
+	stdout, lost := watchStdout(stdout)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -83,12 +85,15 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	usageArgs(root)
 	err := root.ExecuteContext(ctx)
+	if lost != nil && lost.first() != nil && exitcode.Of(err) < exitcode.Input { // output lost: the environment (stdouterr.go)
+		err = exitcode.With(exitcode.Environment, fmt.Errorf("writing standard output: %w", lost.first()))
+	}
 	if err == nil {
 		return 0
 	}
 	var silent exitcode.Silent
 	if !errors.As(err, &silent) {
-		fmt.Fprintf(stderr, "casestudy: %v\n", err)
+		fmt.Fprintf(stderr, "casestudy: %s\n", ansi.Neutralize(err.Error())) // errors quote run data too
 	}
 	return exitcode.Of(err)
 }

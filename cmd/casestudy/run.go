@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/console"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
@@ -72,8 +71,7 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 			return runRun(cmd.Context(), cmd, &o, args)
 		},
 	}
-	graceful(cmd)
-	f := cmd.Flags()
+	f := cmd.Flags() // graceful once its run directory exists (gracefulFromNow)
 	f.StringVar(&o.out, "out", "results", "root folder of run directories")
 	f.StringVar(&o.resume, "resume", "", "finish the run in `RUN_DIR`: run only trials without a committed record")
 	markPath(f, "out")
@@ -114,6 +112,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		return exitcode.Usage(fmt.Errorf("--noisy-cv %g: give a positive fraction, like 0.05", o.noisyCV))
 	case !slices.Contains(runner.OverlapModes, o.overlap):
 		return exitcode.Usage(fmt.Errorf("--overlap %q: give one of %s", o.overlap, strings.Join(runner.OverlapModes, ", ")))
+	case o.out == "" && cmd.Flags().Changed("out"): // it would write into the current folder (audit P-6 note)
+		return exitcode.Usage(errors.New(`--out "": give the folder for run directories (default results)`))
 	case o.maxTrials < 0:
 		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}
@@ -139,7 +139,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 		man = &prev.Manifest
 		if studyPath == "" {
-			studyPath = prev.Manifest.StudyPath
+			studyPath = resumeStudyPath(prev)
 		}
 	}
 	s, err := loadStudy(studyPath, o.allowOutside) // as validate and plan: the checklist section too
@@ -198,7 +198,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	}
 	gpus := nvmlgpu.Open()
 	defer gpus.Close()
-	machine, err := runner.Preflight(s, plan, binding.Probe, gpus, engineLibFlag(cmd), os.Environ())
+	machine, err := runner.Preflight(s, plan, probeEngine, gpus, engineLibFlag(cmd), os.Environ())
 	if err != nil {
 		return err
 	}
@@ -227,6 +227,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 	}
 	defer w.Close()
+	gracefulFromNow(ctx)
 	exe, err := os.Executable()
 	if err != nil {
 		return exitcode.With(exitcode.Environment, fmt.Errorf("locating the casestudy binary for the workers: %w", err))
@@ -239,6 +240,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	// them itself.
 	trialCommand := func(id string) string {
 		args := append([]string{"run", studyAbs, "--trial", id}, setFlags(cmd, slices.Concat(study.OverrideFlags, []string{"trial", "resume", "run-id", "json"})...)...)
+		if o.resume != "" && !cmd.Flags().Changed("out") {
+			args = append(args, "--out="+resumedOut(w.Dir))
+		}
 		return commandLine(append(args, overrideFlagArgs(overrides)...)...)
 	}
 	resumeCommand := commandLine(append([]string{"run", studyAbs, "--resume", absPath(w.Dir)},

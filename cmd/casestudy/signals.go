@@ -49,11 +49,22 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var isGraceful atomic.Bool
 	ctx = context.WithValue(ctx, gracefulKey{}, &isGraceful)
 
+	var broken <-chan struct{} // stdout is a pipe whose reader has gone (pipeGuard)
+	if g := guardPipe(stdout, stderr); g != nil {
+		stdout, broken = g, g.broken
+	}
 	done := make(chan int, 1)
 	go func() { done <- execute(ctx, args, stdout, stderr) }()
 	select {
 	case code := <-done:
 		return code
+	case <-broken: // as a SIGPIPE would: 141, silently unless graceful (run records the interruption)
+		stop := exitcode.Interrupt{Signal: syscall.SIGPIPE}
+		cancel(stop)
+		if isGraceful.Load() {
+			return <-done
+		}
+		return stop.ExitCode()
 	case sig := <-sigs:
 		stop := exitcode.Interrupt{Signal: sig}
 		cancel(stop)

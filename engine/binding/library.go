@@ -216,6 +216,10 @@ func (l *Library) callJSON(call func() (string, error), op string, v any) error 
 // newer engine may add some.
 func decode(op, out string, v any) error {
 	if err := json.Unmarshal([]byte(out), v); err != nil {
+		var nf *engine.NonFiniteError
+		if errors.As(err, &nf) { // NaN or infinity: the launch fails with this reason
+			return &engine.Error{Status: engine.StatusRuntime, Op: op, Msg: nf.Error()}
+		}
 		return &engine.Error{Status: engine.StatusRuntime, Op: op, Msg: fmt.Sprintf("engine returned invalid JSON (%v): %.200q", err, out)}
 	}
 	return nil

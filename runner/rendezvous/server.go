@@ -35,6 +35,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	pending   []net.Conn // connected, not yet authenticated; oldest first
+	noise     int        // refused or dropped connections so far (strangers: noisy.go)
 	stores    []net.Conn // authenticated store connections
 	joined    map[int]net.Conn
 	kv        map[string]string
@@ -99,6 +100,7 @@ func (s *Server) Close() {
 	for _, c := range s.stores {
 		c.Close()
 	}
+	s.summarizeNoise()
 	s.mu.Unlock()
 	s.ln.Close()
 	s.wg.Wait()
@@ -132,10 +134,11 @@ func (s *Server) admit(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) >= maxUnauthenticated {
-		oldest := s.pending[0]
-		s.pending = s.pending[1:]
+		i := evictable(s.pending, hasSpoken)
+		oldest := s.pending[i]
+		s.pending = append(s.pending[:i], s.pending[i+1:]...)
 		oldest.Close()
-		s.logf("rendezvous: more than %d connections without a hello; dropped the oldest, from %s", maxUnauthenticated, oldest.RemoteAddr())
+		s.noisyf("rendezvous: more than %d connections without a hello; dropped the oldest silent one, from %s", maxUnauthenticated, oldest.RemoteAddr())
 	}
 	s.pending = append(s.pending, c)
 }
@@ -190,7 +193,9 @@ func (c *conn) sendJSON(m any) {
 // refuse answers a join it turns down. The event speaks for no rank (Rank
 // -1): whoever sent it is not known to be one, and must not look alive.
 func (s *Server) refuse(c *conn, hello Message, why string) {
-	s.logf("rendezvous: refused a join from %s (claimed rank %d): %s", c.RemoteAddr(), hello.Rank, why)
+	s.mu.Lock()
+	s.noisyf("rendezvous: refused a join from %s (claimed rank %d): %s", c.RemoteAddr(), hello.Rank, why)
+	s.mu.Unlock()
 	s.emit(Message{Type: TypeRefused, Rank: -1, Message: fmt.Sprintf("%s (claimed rank %d, from %s)", why, hello.Rank, c.RemoteAddr())})
 	c.send(Message{Type: TypeRefused, ID: hello.ID, Rank: hello.Rank, Message: why})
 }
