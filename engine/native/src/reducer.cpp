@@ -27,7 +27,6 @@
 #include "model.h"
 
 #ifdef CS_WITH_NCCL
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -406,13 +405,14 @@ class Reducer : public GradReducer {
     std::fprintf(stderr, "injected fault: stall of %d ms before bucket %zu\n", stall_ms_, bi);
 #ifdef CS_WITH_NCCL
     if (buckets_[bi].flat.is_cuda()) {
-      const int index = buckets_[bi].flat.device().index();
-      // The clock rate attribute is in kHz: cycles per millisecond (CUDA 13
-      // dropped cudaDeviceProp::clockRate; the attribute stays).
+      // The SM clock in kHz is cycles per millisecond (cudaDeviceProp's
+      // clockRate is gone from CUDA 13; the attribute stays); 2 GHz, faster
+      // than any GPU's clock (a longer stall), where it cannot be read.
       int khz = 0;
-      if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, index) != cudaSuccess || khz <= 0) khz = 2000000;
-      const int64_t per_ms = int64_t(khz);
-      at::cuda::sleep(per_ms * stall_ms_);
+      if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, buckets_[bi].flat.device().index()) != cudaSuccess ||
+          khz <= 0)
+        khz = 2000000;
+      at::cuda::sleep(int64_t(khz) * stall_ms_);
       return;
     }
 #endif

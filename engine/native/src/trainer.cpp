@@ -295,7 +295,8 @@ json Trainer::info() const {
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
   j["affinity_cpus"] = affinity_cpus();
-  for (const auto& kv : gpu_identity(device_).items()) j[kv.key()] = kv.value();
+  const json gpu = gpu_identity(device_);  // items() must not outlive it
+  for (const auto& kv : gpu.items()) j[kv.key()] = kv.value();
   j["torch"] = compat::torch_version();
   j["init_phases"] = phases_.to_json();
   if (pipe_) j["pipeline"] = pipe_->info();

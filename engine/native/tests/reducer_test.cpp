@@ -93,8 +93,9 @@ int topk_residual_unscaled() {
   CS_CHECK(out.equal(torch::tensor({0.f, 0.f, 4.f, 0.f})));
   CS_CHECK(torch::isfinite(out).all().item<bool>());
 
-  // Step 4 without loss scaling: what is left, [0, 1, 0, 0.5], gives 1.
-  out = reduce(*r, p, torch::zeros({4}), torch::Tensor(), torch::Tensor());
+  // Step 4 at scale 1 with no found_inf (end_step keeps the new residual
+  // unconditionally): what is left, [0, 1, 0, 0.5], gives 1.
+  out = reduce(*r, p, torch::zeros({4}), torch::full({}, 1.f), torch::Tensor());
   CS_CHECK(out.equal(torch::tensor({0.f, 1.f, 0.f, 0.f})));
 
   // Every all-gather was counted, issued and completed.
