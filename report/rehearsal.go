@@ -284,6 +284,7 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		}
 	}
 	if m.PeakBytes == 0 {
+		m.Method = "no memory statistics: the engine reports allocator peaks on CUDA devices only"
 		return m
 	}
 	if m.CapacityBytes <= 0 {
@@ -436,6 +437,14 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		return l // rehearseTrial says why
 	}
 	l.Reference = ref.Losses
+	if c := knobs["ddp.compression"]; c != "" && c != "none" && info.Stages <= 1 {
+		n := min(len(l.Trial), len(ref.Losses))
+		for i := 0; i < n; i++ {
+			l.MaxRel = max(l.MaxRel, relDiff(l.Trial[i], ref.Losses[i]))
+		}
+		l.Detail = fmt.Sprintf("shown, not judged: compression %s changes the gradients by design (largest difference %.2g)", c, l.MaxRel)
+		return l
+	}
 	if dp > 1 && familyHasBatchNorm(ranks) {
 		l.Detail = "not comparable: BatchNorm normalises over each rank's micro-batch, the reference over the global batch"
 		return l

@@ -30,6 +30,13 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		ran = "did not run: " + t.Error
 	}
 	add("ran", ran)
+	if m := t.Memory; m != nil && m.PeakBytes == 0 && m.Method != "" {
+		v := m.Method
+		if m.EstimateBytes > 0 {
+			v += fmt.Sprintf("; plan-time estimate %s", gib(m.EstimateBytes))
+		}
+		add("memory per rank", v)
+	}
 	if m := t.Memory; m != nil && m.PeakBytes > 0 {
 		v := fmt.Sprintf("peak %s (rank %d), reserved %s", gib(m.PeakBytes), m.PeakRank, gib(m.ReservedBytes))
 		if m.EstimateBytes > 0 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -34,7 +33,8 @@ type rehearsalFault struct {
 	kind     string        // fault.kind (runner/fault.go: worker side; engine side too)
 	expected store.Outcome // what the runner must record, naming the rank
 	// heartbeat, when set, is the heartbeat limit of the launch (hang: the
-	// rank goes silent and the runner must name it without waiting a minute).
+	// rank goes silent and the runner must name it without waiting a minute;
+	// long enough for ranks that start slowly on a shared machine).
 	heartbeat time.Duration
 }
 
@@ -46,7 +46,7 @@ type rehearsalFault struct {
 // {"stall", store.Failed, 0} once the engine has it.
 var rehearsalFaults = []rehearsalFault{
 	{kind: faultCrash, expected: store.Crashed},
-	{kind: faultHang, expected: store.Timeout, heartbeat: 5 * time.Second},
+	{kind: faultHang, expected: store.Timeout, heartbeat: 15 * time.Second},
 }
 
 // rehearseSpec turns a trial's spec into its rehearsal: every rank of a
@@ -211,8 +211,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				next++
 			}
 		}
-		rec.Finished = time.Now().UTC()
-		rec.Summary = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV, Metric: r.metric})
+		rec.Finished = time.Now().UTC() // no Summary: a rehearsal's timings are no value of the trial
 		if err := r.commit(rec, res); err != nil {
 			return err
 		}
