@@ -98,7 +98,7 @@ type RehearsalPipeline struct {
 	Microbatches int      `json:"microbatches"`
 	BalanceBy    string   `json:"balance_by"`
 	Balance      []int    `json:"balance"` // layers per stage
-	Stages       []string `json:"stages"`  // "stage 0: layers 0-3"
+	Stages       []string `json:"stages"`  // "stage 0: layers 0-3" (inclusive)
 }
 
 // RehearsalChecksums says whether ranks that must hold equal parameters do.
@@ -351,7 +351,7 @@ func rehearsalPipeline(ranks []store.RankRecord, knobs map[string]string) *Rehea
 		}
 		if !seen[pi.Stage] {
 			seen[pi.Stage] = true
-			p.Stages = append(p.Stages, fmt.Sprintf("stage %d: layers %d-%d", pi.Stage, pi.FirstLayer, pi.LastLayer))
+			p.Stages = append(p.Stages, fmt.Sprintf("stage %d: layers %d-%d", pi.Stage, pi.FirstLayer, pi.LastLayer-1))
 		}
 	}
 	if p != nil {

@@ -128,6 +128,15 @@ func floats(xs []float64) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
+// rehearsalCounts is the headline without its label ("3 of 3 trials ran").
+func rehearsalCounts(s *Summary) string {
+	c := strings.TrimPrefix(s.Headline.Text, store.RehearsalNote+": ")
+	if c == "" {
+		return "No trial"
+	}
+	return strings.ToUpper(c[:1]) + c[1:]
+}
+
 func rehearsalTitle(t *RehearsalTrial) string {
 	if t.Label != "" && t.Label != t.ID {
 		return t.ID + " (" + t.Label + ")"
@@ -140,7 +149,7 @@ func WriteRehearsalMarkdown(w io.Writer, s *Summary) error {
 	r := s.Rehearsal
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s: rehearsal\n\n", s.Study)
-	fmt.Fprintf(&b, "**%s.** %s: %s.\n\n", strings.ToUpper(r.Note[:1])+r.Note[1:], s.Headline.Text, r.Why)
+	fmt.Fprintf(&b, "**%s.** %s: %s.\n\n", strings.ToUpper(r.Note[:1])+r.Note[1:], rehearsalCounts(s), r.Why)
 	dev := r.Device
 	if len(r.GPUs) > 0 {
 		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, gib(r.GPUMem))
@@ -164,7 +173,7 @@ var rehearsalHTML = template.Must(template.New("rehearsal").Parse(`<!doctype htm
 table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}td{border-top:1px solid #ddd;padding:.3rem .5rem;vertical-align:top}
 td:first-child{white-space:nowrap;font-weight:600;width:11rem}</style></head><body>
 <h1>{{.S.Study}}: rehearsal</h1>
-<p class="label"><strong>{{.S.Rehearsal.Note}}.</strong> {{.S.Headline.Text}}: {{.S.Rehearsal.Why}}.</p>
+<p class="label"><strong>{{.S.Rehearsal.Note}}.</strong> {{.Counts}}: {{.S.Rehearsal.Why}}.</p>
 <p>Backend {{.S.Rehearsal.Backend}} on {{.S.Rehearsal.Device}}{{if .S.Rehearsal.GPUs}} ({{.S.Rehearsal.GPU}}){{end}}. Run {{.S.RunID}}.</p>
 <h2 id="rehearsal">Rehearsal</h2>
 {{range .Trials}}<h3>{{.Title}}</h3><table>{{range .Lines}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>
@@ -184,8 +193,9 @@ func WriteRehearsalHTML(w io.Writer, s *Summary) error {
 	}
 	return rehearsalHTML.Execute(w, struct {
 		S      *Summary
+		Counts string
 		Trials []row
-	}{s, rows})
+	}{s, rehearsalCounts(s), rows})
 }
 
 // WriteRehearsalLines prints a rehearsal's trials at the end of `casestudy
