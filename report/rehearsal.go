@@ -152,7 +152,7 @@ func buildRehearsal(run *store.Run) *Summary {
 	for _, id := range ids {
 		rec := byID[id]
 		s.Counts[string(rec.Outcome)]++
-		s.Trials = append(s.Trials, Trial{ID: rec.ID, Index: rec.Index, Knobs: rec.Knobs, Changed: nonNil(rec.Changed),
+		s.Trials = append(s.Trials, Trial{ID: rec.ID, Index: rec.Index, Knobs: rec.Knobs, Changed: rhNonNil(rec.Changed),
 			Outcome: rec.Outcome, Error: rec.Error, Command: rec.Command, Baseline: len(rec.Changed) == 0})
 		if rec.Outcome == store.Skipped {
 			continue
@@ -182,7 +182,7 @@ func buildRehearsal(run *store.Run) *Summary {
 	return s
 }
 
-func nonNil(xs []string) []string {
+func rhNonNil(xs []string) []string {
 	if xs == nil {
 		return []string{}
 	}
@@ -216,7 +216,7 @@ func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
 			t.Error += fmt.Sprintf(" on rank %d", rec.FailedRank)
 		}
 		if rec.Error != "" {
-			t.Error += ": " + firstLine(rec.Error)
+			t.Error += ": " + rhFirstLine(rec.Error)
 		}
 	}
 	if len(rec.Repeats) == 0 {
@@ -242,20 +242,20 @@ func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
 		t.StepMS = stats.DescribeOf(ms).Median
 	}
 	if info.Reference != nil && info.Reference.Outcome != store.OK && info.Reference.Outcome != "" {
-		t.Losses = orLosses(t.Losses)
-		t.Losses.Detail = fmt.Sprintf("the one-rank reference did not run: %s: %s", info.Reference.Outcome, firstLine(info.Reference.Error))
+		t.Losses = rhOrLosses(t.Losses)
+		t.Losses.Detail = fmt.Sprintf("the one-rank reference did not run: %s: %s", info.Reference.Outcome, rhFirstLine(info.Reference.Error))
 	}
 	return t
 }
 
-func orLosses(l *RehearsalLosses) *RehearsalLosses {
+func rhOrLosses(l *RehearsalLosses) *RehearsalLosses {
 	if l == nil {
 		return &RehearsalLosses{}
 	}
 	return l
 }
 
-func firstLine(s string) string {
+func rhFirstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
@@ -440,7 +440,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 	if c := knobs["ddp.compression"]; c != "" && c != "none" && info.Stages <= 1 {
 		n := min(len(l.Trial), len(ref.Losses))
 		for i := 0; i < n; i++ {
-			l.MaxRel = max(l.MaxRel, relDiff(l.Trial[i], ref.Losses[i]))
+			l.MaxRel = max(l.MaxRel, rhRelDiff(l.Trial[i], ref.Losses[i]))
 		}
 		l.Detail = fmt.Sprintf("shown, not judged: compression %s changes the gradients by design (largest difference %.2g)", c, l.MaxRel)
 		return l
@@ -455,7 +455,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		return l
 	}
 	for i := 0; i < n; i++ {
-		l.MaxRel = max(l.MaxRel, relDiff(l.Trial[i], ref.Losses[i]))
+		l.MaxRel = max(l.MaxRel, rhRelDiff(l.Trial[i], ref.Losses[i]))
 	}
 	l.Tolerance = RehearsalFP32Tol
 	what := "fp32: 1e-5 relative"
@@ -467,7 +467,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		}
 		gap := 0.0
 		for i := 0; i < n; i++ {
-			gap = max(gap, relDiff(ref.Losses[i], noise.Losses[i]))
+			gap = max(gap, rhRelDiff(ref.Losses[i], noise.Losses[i]))
 		}
 		l.Tolerance = max(RehearsalFP32Tol, rehearsalNoiseK*gap)
 		what = fmt.Sprintf("%s: %g relative, twice the measured %s noise (the reference in %s against fp32: %.2g)", p, l.Tolerance, p, p, gap)
@@ -483,7 +483,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 	return l
 }
 
-func relDiff(a, b float64) float64 {
+func rhRelDiff(a, b float64) float64 {
 	if b == 0 {
 		return math.Abs(a)
 	}

@@ -33,17 +33,17 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	if m := t.Memory; m != nil && m.PeakBytes == 0 && m.Method != "" {
 		v := m.Method
 		if m.EstimateBytes > 0 {
-			v += fmt.Sprintf("; plan-time estimate %s", gib(m.EstimateBytes))
+			v += fmt.Sprintf("; plan-time estimate %s", rhGiB(m.EstimateBytes))
 		}
 		add("memory per rank", v)
 	}
 	if m := t.Memory; m != nil && m.PeakBytes > 0 {
-		v := fmt.Sprintf("peak %s (rank %d), reserved %s", gib(m.PeakBytes), m.PeakRank, gib(m.ReservedBytes))
+		v := fmt.Sprintf("peak %s (rank %d), reserved %s", rhGiB(m.PeakBytes), m.PeakRank, rhGiB(m.ReservedBytes))
 		if m.EstimateBytes > 0 {
-			v += fmt.Sprintf("; plan-time estimate %s", gib(m.EstimateBytes))
+			v += fmt.Sprintf("; plan-time estimate %s", rhGiB(m.EstimateBytes))
 		}
 		if m.CapacityBytes > 0 {
-			v += fmt.Sprintf("; against one GPU's %s", gib(m.CapacityBytes))
+			v += fmt.Sprintf("; against one GPU's %s", rhGiB(m.CapacityBytes))
 			if m.Fits != nil && !*m.Fits {
 				v += ": DOES NOT FIT"
 			}
@@ -58,24 +58,24 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	if b := t.Buckets; b != nil {
 		sizes := make([]string, len(b.Bytes))
 		for i, x := range b.Bytes {
-			sizes[i] = mib(x)
+			sizes[i] = rhMiB(x)
 		}
-		add("buckets", fmt.Sprintf("%d (%s), first %s: %s", b.Count, b.Ops, mib(b.FirstBytes), strings.Join(sizes, " ")))
+		add("buckets", fmt.Sprintf("%d (%s), first %s: %s", b.Count, b.Ops, rhMiB(b.FirstBytes), strings.Join(sizes, " ")))
 	}
 	if p := t.Pipeline; p != nil {
 		add("pipeline", fmt.Sprintf("%s, %d micro-batches, balance %v by %s: %s", p.Schedule, p.Microbatches, p.Balance, p.BalanceBy,
 			strings.Join(p.Stages, "; ")))
 	}
 	if c := t.Checksums; c != nil {
-		add("checksums", verdictWord(c.DataParallelEqual, c.ReplicasEqual)+c.Detail)
+		add("checksums", rhVerdict(c.DataParallelEqual, c.ReplicasEqual)+c.Detail)
 	}
 	if l := t.Losses; l != nil {
-		v := verdictWord(l.Agree) + l.Detail
+		v := rhVerdict(l.Agree) + l.Detail
 		if len(l.Trial) > 0 {
-			v += fmt.Sprintf("; losses %s", floats(l.Trial))
+			v += fmt.Sprintf("; losses %s", rhFloats(l.Trial))
 		}
 		if len(l.Reference) > 0 {
-			v += fmt.Sprintf(", one rank %s", floats(l.Reference))
+			v += fmt.Sprintf(", one rank %s", rhFloats(l.Reference))
 		}
 		add("losses", v)
 	}
@@ -103,7 +103,7 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	return out
 }
 
-func verdictWord(bs ...*bool) string {
+func rhVerdict(bs ...*bool) string {
 	for _, b := range bs {
 		if b != nil && !*b {
 			return "DISAGREE: "
@@ -117,10 +117,10 @@ func verdictWord(bs ...*bool) string {
 	return ""
 }
 
-func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
-func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+func rhGiB(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+func rhMiB(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
 
-func floats(xs []float64) string {
+func rhFloats(xs []float64) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
 		parts[i] = fmt.Sprintf("%.6g", x)
@@ -152,7 +152,7 @@ func WriteRehearsalMarkdown(w io.Writer, s *Summary) error {
 	fmt.Fprintf(&b, "**%s.** %s: %s.\n\n", strings.ToUpper(r.Note[:1])+r.Note[1:], rehearsalCounts(s), r.Why)
 	dev := r.Device
 	if len(r.GPUs) > 0 {
-		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, gib(r.GPUMem))
+		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, rhGiB(r.GPUMem))
 	}
 	fmt.Fprintf(&b, "Backend %s on %s. Run %s.\n\n## Rehearsal\n", r.Backend, dev, s.RunID)
 	for i := range r.Trials {
@@ -209,10 +209,10 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 		ran := string(t.Outcome)
 		sums, losses, faults := "-", "-", "-"
 		if c := t.Checksums; c != nil {
-			sums = strings.TrimSuffix(verdictWord(c.DataParallelEqual, c.ReplicasEqual), ": ")
+			sums = strings.TrimSuffix(rhVerdict(c.DataParallelEqual, c.ReplicasEqual), ": ")
 		}
 		if l := t.Losses; l != nil && l.Agree != nil {
-			losses = strings.TrimSuffix(verdictWord(l.Agree), ": ")
+			losses = strings.TrimSuffix(rhVerdict(l.Agree), ": ")
 		}
 		if len(t.Faults) > 0 {
 			n := 0
@@ -223,7 +223,7 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 			}
 			faults = fmt.Sprintf("%d/%d classified", n, len(t.Faults))
 		}
-		fmt.Fprintf(tw, "%s\t%dx%d mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), t.DataPar, t.Stages, t.MicroBatch, ran, orDash(sums), orDash(losses), faults)
+		fmt.Fprintf(tw, "%s\t%dx%d mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), t.DataPar, t.Stages, t.MicroBatch, ran, rhOrDash(sums), rhOrDash(losses), faults)
 	}
 	return tw.Flush()
 }
@@ -238,7 +238,7 @@ func renderRehearsal(w io.Writer, s *Summary, format string) error {
 	return fmt.Errorf("unknown report format %q", format)
 }
 
-func orDash(s string) string {
+func rhOrDash(s string) string {
 	if s == "" {
 		return "-"
 	}

@@ -114,7 +114,7 @@ func referenceConfig(c engine.Config) engine.Config {
 
 // subSpec is a launch of the rehearsal beside the trial's own: the same trial
 // (its logs go with the trial's, as further repeats) with other configs.
-func subSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpec {
+func rehearsalSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpec {
 	s := *sp
 	s.Ranks = len(configs)
 	s.Configs = configs
@@ -187,7 +187,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		next := 1 // the repeat number of the next launch's logs
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
 			ref := referenceConfig(sp.Configs[0])
-			key := configKey(ref)
+			key := rehearsalConfigKey(ref)
 			if refs[key] == nil {
 				refs[key] = r.rehearseReference(ctx, sp, ref, next)
 				next++
@@ -196,7 +196,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
 				noise := ref
 				noise.Precision = "fp32"
-				key := configKey(noise)
+				key := rehearsalConfigKey(noise)
 				if refs[key] == nil {
 					refs[key] = r.rehearseReference(ctx, sp, noise, next)
 					next++
@@ -229,7 +229,7 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 		dev[0] = sp.Devices[0]
 	}
 	out := &store.RehearsalLaunch{MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
-	rr, err := r.runRepeat(ctx, subSpec(sp, []engine.Config{ref}, dev), rep)
+	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, []engine.Config{ref}, dev), rep)
 	if err != nil {
 		out.Outcome, out.Error = store.Failed, err.Error()
 		return out
@@ -258,7 +258,7 @@ func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFa
 		r.opts.HeartbeatLimit = f.heartbeat
 		defer func() { r.opts.HeartbeatLimit = saved }()
 	}
-	rr, err := r.runRepeat(ctx, subSpec(sp, configs, slices.Clone(sp.Devices)), rep)
+	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, configs, slices.Clone(sp.Devices)), rep)
 	if err != nil {
 		out.Outcome, out.Error = store.Failed, err.Error()
 		return out
@@ -274,10 +274,10 @@ func pathKey(sp *trialSpec) string {
 	c := sp.Configs[0]
 	dp, stages, micro := layoutOf(sp)
 	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
-		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), orNone(c.DDP.Compression), orNone(c.Pipeline.Schedule))
+		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), rehearsalOrNone(c.DDP.Compression), rehearsalOrNone(c.Pipeline.Schedule))
 }
 
-func orNone(s string) string {
+func rehearsalOrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
@@ -296,7 +296,7 @@ func ranksPerGPU(devices []string) int {
 }
 
 // configKey identifies an engine config (for sharing reference launches).
-func configKey(c engine.Config) string { return fmt.Sprintf("%+v", c) }
+func rehearsalConfigKey(c engine.Config) string { return fmt.Sprintf("%+v", c) }
 
 // RehearsalFor is the manifest's mark of a rehearsal on machine m.
 func RehearsalFor(m *Machine) *store.Rehearsal {

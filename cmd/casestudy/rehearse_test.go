@@ -17,7 +17,7 @@ import (
 )
 
 // writeStudy writes a study file under a fresh studies folder.
-func writeStudy(t *testing.T, name, text string) string {
+func writeRehearsalStudy(t *testing.T, name, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "studies", name)
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -37,7 +37,7 @@ func TestRunRehearseCPU(t *testing.T) {
 	lib := engineLibOrSkip(t)
 	t.Setenv(asMainEnv, "1")
 	t.Setenv(engine.EnvLibrary, lib)
-	path := writeStudy(t, "rehearse.yaml", `name: rehearse-tiny
+	path := writeRehearsalStudy(t, "rehearse.yaml", `name: rehearse-tiny
 model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 32}
 workload: {device: cpu, ranks: 4, warmup_steps: 1, steps: 2, timeout: 2m, threads: 1}
 baseline: {pipeline.stages: 2, pipeline.microbatches: 2, pipeline.schedule: 1f1b}
@@ -152,7 +152,7 @@ sweep:
 func TestRunRehearseRefusesWhatDoesNotFit(t *testing.T) {
 	lib := engineLibOrSkip(t)
 	t.Setenv(engine.EnvLibrary, lib)
-	path := writeStudy(t, "huge.yaml", `name: rehearse-huge
+	path := writeRehearsalStudy(t, "huge.yaml", `name: rehearse-huge
 model: {family: gpt, preset: 1.5b, micro_batch: 8}
 workload: {device: cpu, ranks: 256, rehearse: true}
 `)
