@@ -30,13 +30,20 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		ran = "did not run: " + t.Error
 	}
 	add("ran", ran)
-	if m := t.Memory; m != nil && m.PeakBytes > 0 {
-		v := fmt.Sprintf("peak %s (rank %d), reserved %s", gib(m.PeakBytes), m.PeakRank, gib(m.ReservedBytes))
+	if m := t.Memory; m != nil && m.PeakBytes == 0 && m.Method != "" {
+		v := m.Method
 		if m.EstimateBytes > 0 {
-			v += fmt.Sprintf("; plan-time estimate %s", gib(m.EstimateBytes))
+			v += fmt.Sprintf("; plan-time estimate %s", rhGiB(m.EstimateBytes))
+		}
+		add("memory per rank", v)
+	}
+	if m := t.Memory; m != nil && m.PeakBytes > 0 {
+		v := fmt.Sprintf("peak %s (rank %d), reserved %s", rhGiB(m.PeakBytes), m.PeakRank, rhGiB(m.ReservedBytes))
+		if m.EstimateBytes > 0 {
+			v += fmt.Sprintf("; plan-time estimate %s", rhGiB(m.EstimateBytes))
 		}
 		if m.CapacityBytes > 0 {
-			v += fmt.Sprintf("; against one GPU's %s", gib(m.CapacityBytes))
+			v += fmt.Sprintf("; against one GPU's %s", rhGiB(m.CapacityBytes))
 			if m.Fits != nil && !*m.Fits {
 				v += ": DOES NOT FIT"
 			}
@@ -51,24 +58,24 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	if b := t.Buckets; b != nil {
 		sizes := make([]string, len(b.Bytes))
 		for i, x := range b.Bytes {
-			sizes[i] = mib(x)
+			sizes[i] = rhMiB(x)
 		}
-		add("buckets", fmt.Sprintf("%d (%s), first %s: %s", b.Count, b.Ops, mib(b.FirstBytes), strings.Join(sizes, " ")))
+		add("buckets", fmt.Sprintf("%d (%s), first %s: %s", b.Count, b.Ops, rhMiB(b.FirstBytes), strings.Join(sizes, " ")))
 	}
 	if p := t.Pipeline; p != nil {
 		add("pipeline", fmt.Sprintf("%s, %d micro-batches, balance %v by %s: %s", p.Schedule, p.Microbatches, p.Balance, p.BalanceBy,
 			strings.Join(p.Stages, "; ")))
 	}
 	if c := t.Checksums; c != nil {
-		add("checksums", verdictWord(c.DataParallelEqual, c.ReplicasEqual)+c.Detail)
+		add("checksums", rhVerdict(c.DataParallelEqual, c.ReplicasEqual)+c.Detail)
 	}
 	if l := t.Losses; l != nil {
-		v := verdictWord(l.Agree) + l.Detail
+		v := rhVerdict(l.Agree) + l.Detail
 		if len(l.Trial) > 0 {
-			v += fmt.Sprintf("; losses %s", floats(l.Trial))
+			v += fmt.Sprintf("; losses %s", rhFloats(l.Trial))
 		}
 		if len(l.Reference) > 0 {
-			v += fmt.Sprintf(", one rank %s", floats(l.Reference))
+			v += fmt.Sprintf(", one rank %s", rhFloats(l.Reference))
 		}
 		add("losses", v)
 	}
@@ -96,7 +103,7 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	return out
 }
 
-func verdictWord(bs ...*bool) string {
+func rhVerdict(bs ...*bool) string {
 	for _, b := range bs {
 		if b != nil && !*b {
 			return "DISAGREE: "
@@ -110,15 +117,24 @@ func verdictWord(bs ...*bool) string {
 	return ""
 }
 
-func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
-func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+func rhGiB(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+func rhMiB(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
 
-func floats(xs []float64) string {
+func rhFloats(xs []float64) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
 		parts[i] = fmt.Sprintf("%.6g", x)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// rehearsalCounts is the headline without its label ("3 of 3 trials ran").
+func rehearsalCounts(s *Summary) string {
+	c := strings.TrimPrefix(s.Headline.Text, store.RehearsalNote+": ")
+	if c == "" {
+		return "No trial"
+	}
+	return strings.ToUpper(c[:1]) + c[1:]
 }
 
 func rehearsalTitle(t *RehearsalTrial) string {
@@ -133,10 +149,10 @@ func WriteRehearsalMarkdown(w io.Writer, s *Summary) error {
 	r := s.Rehearsal
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s: rehearsal\n\n", s.Study)
-	fmt.Fprintf(&b, "**%s.** %s: %s.\n\n", strings.ToUpper(r.Note[:1])+r.Note[1:], s.Headline.Text, r.Why)
+	fmt.Fprintf(&b, "**%s.** %s: %s.\n\n", strings.ToUpper(r.Note[:1])+r.Note[1:], rehearsalCounts(s), r.Why)
 	dev := r.Device
 	if len(r.GPUs) > 0 {
-		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, gib(r.GPUMem))
+		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, rhGiB(r.GPUMem))
 	}
 	fmt.Fprintf(&b, "Backend %s on %s. Run %s.\n\n## Rehearsal\n", r.Backend, dev, s.RunID)
 	for i := range r.Trials {
@@ -157,7 +173,7 @@ var rehearsalHTML = template.Must(template.New("rehearsal").Parse(`<!doctype htm
 table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}td{border-top:1px solid #ddd;padding:.3rem .5rem;vertical-align:top}
 td:first-child{white-space:nowrap;font-weight:600;width:11rem}</style></head><body>
 <h1>{{.S.Study}}: rehearsal</h1>
-<p class="label"><strong>{{.S.Rehearsal.Note}}.</strong> {{.S.Headline.Text}}: {{.S.Rehearsal.Why}}.</p>
+<p class="label"><strong>{{.S.Rehearsal.Note}}.</strong> {{.Counts}}: {{.S.Rehearsal.Why}}.</p>
 <p>Backend {{.S.Rehearsal.Backend}} on {{.S.Rehearsal.Device}}{{if .S.Rehearsal.GPUs}} ({{.S.Rehearsal.GPU}}){{end}}. Run {{.S.RunID}}.</p>
 <h2 id="rehearsal">Rehearsal</h2>
 {{range .Trials}}<h3>{{.Title}}</h3><table>{{range .Lines}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>
@@ -177,8 +193,9 @@ func WriteRehearsalHTML(w io.Writer, s *Summary) error {
 	}
 	return rehearsalHTML.Execute(w, struct {
 		S      *Summary
+		Counts string
 		Trials []row
-	}{s, rows})
+	}{s, rehearsalCounts(s), rows})
 }
 
 // WriteRehearsalLines prints a rehearsal's trials at the end of `casestudy
@@ -192,10 +209,10 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 		ran := string(t.Outcome)
 		sums, losses, faults := "-", "-", "-"
 		if c := t.Checksums; c != nil {
-			sums = strings.TrimSuffix(verdictWord(c.DataParallelEqual, c.ReplicasEqual), ": ")
+			sums = strings.TrimSuffix(rhVerdict(c.DataParallelEqual, c.ReplicasEqual), ": ")
 		}
 		if l := t.Losses; l != nil && l.Agree != nil {
-			losses = strings.TrimSuffix(verdictWord(l.Agree), ": ")
+			losses = strings.TrimSuffix(rhVerdict(l.Agree), ": ")
 		}
 		if len(t.Faults) > 0 {
 			n := 0
@@ -206,7 +223,7 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 			}
 			faults = fmt.Sprintf("%d/%d classified", n, len(t.Faults))
 		}
-		fmt.Fprintf(tw, "%s\t%dx%d mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), t.DataPar, t.Stages, t.MicroBatch, ran, orDash(sums), orDash(losses), faults)
+		fmt.Fprintf(tw, "%s\t%dx%d mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), t.DataPar, t.Stages, t.MicroBatch, ran, rhOrDash(sums), rhOrDash(losses), faults)
 	}
 	return tw.Flush()
 }
@@ -221,7 +238,7 @@ func renderRehearsal(w io.Writer, s *Summary, format string) error {
 	return fmt.Errorf("unknown report format %q", format)
 }
 
-func orDash(s string) string {
+func rhOrDash(s string) string {
 	if s == "" {
 		return "-"
 	}

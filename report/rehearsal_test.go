@@ -43,8 +43,8 @@ func TestBuildRehearsal(t *testing.T) {
 	bad.ID, bad.Index = "bad", 1
 	bad.Repeats = []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
 		rehearsalRank(0, "a", losses, 5<<30, nil, "fp32"), rehearsalRank(1, "b", []float64{10, 9.5, 9}, 5<<30, nil, "fp32")}}}
-	p0 := &engine.PipelineInfo{Stages: 2, Stage: 0, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 0, LastLayer: 1}
-	p1 := &engine.PipelineInfo{Stages: 2, Stage: 1, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 2, LastLayer: 3}
+	p0 := &engine.PipelineInfo{Stages: 2, Stage: 0, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 0, LastLayer: 2}
+	p1 := &engine.PipelineInfo{Stages: 2, Stage: 1, Schedule: "gpipe", Balance: []int{2, 2}, FirstLayer: 2, LastLayer: 4}
 	noise := &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.01, 9, 8}}
 	pp := store.TrialRecord{ID: "pp", Index: 2, Outcome: store.OK, FailedRank: -1,
 		Knobs: map[string]string{"pipeline.microbatches": "4"},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -34,7 +33,8 @@ type rehearsalFault struct {
 	kind     string        // fault.kind (runner/fault.go: worker side; engine side too)
 	expected store.Outcome // what the runner must record, naming the rank
 	// heartbeat, when set, is the heartbeat limit of the launch (hang: the
-	// rank goes silent and the runner must name it without waiting a minute).
+	// rank goes silent and the runner must name it without waiting a minute;
+	// long enough for ranks that start slowly on a shared machine).
 	heartbeat time.Duration
 }
 
@@ -46,7 +46,7 @@ type rehearsalFault struct {
 // {"stall", store.Failed, 0} once the engine has it.
 var rehearsalFaults = []rehearsalFault{
 	{kind: faultCrash, expected: store.Crashed},
-	{kind: faultHang, expected: store.Timeout, heartbeat: 5 * time.Second},
+	{kind: faultHang, expected: store.Timeout, heartbeat: 15 * time.Second},
 }
 
 // rehearseSpec turns a trial's spec into its rehearsal: every rank of a
@@ -114,7 +114,7 @@ func referenceConfig(c engine.Config) engine.Config {
 
 // subSpec is a launch of the rehearsal beside the trial's own: the same trial
 // (its logs go with the trial's, as further repeats) with other configs.
-func subSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpec {
+func rehearsalSpec(sp *trialSpec, configs []engine.Config, devices []string) *trialSpec {
 	s := *sp
 	s.Ranks = len(configs)
 	s.Configs = configs
@@ -187,7 +187,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		next := 1 // the repeat number of the next launch's logs
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
 			ref := referenceConfig(sp.Configs[0])
-			key := configKey(ref)
+			key := rehearsalConfigKey(ref)
 			if refs[key] == nil {
 				refs[key] = r.rehearseReference(ctx, sp, ref, next)
 				next++
@@ -196,7 +196,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
 				noise := ref
 				noise.Precision = "fp32"
-				key := configKey(noise)
+				key := rehearsalConfigKey(noise)
 				if refs[key] == nil {
 					refs[key] = r.rehearseReference(ctx, sp, noise, next)
 					next++
@@ -211,8 +211,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				next++
 			}
 		}
-		rec.Finished = time.Now().UTC()
-		rec.Summary = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV, Metric: r.metric})
+		rec.Finished = time.Now().UTC() // no Summary: a rehearsal's timings are no value of the trial
 		if err := r.commit(rec, res); err != nil {
 			return err
 		}
@@ -230,7 +229,7 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 		dev[0] = sp.Devices[0]
 	}
 	out := &store.RehearsalLaunch{MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
-	rr, err := r.runRepeat(ctx, subSpec(sp, []engine.Config{ref}, dev), rep)
+	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, []engine.Config{ref}, dev), rep)
 	if err != nil {
 		out.Outcome, out.Error = store.Failed, err.Error()
 		return out
@@ -259,7 +258,7 @@ func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFa
 		r.opts.HeartbeatLimit = f.heartbeat
 		defer func() { r.opts.HeartbeatLimit = saved }()
 	}
-	rr, err := r.runRepeat(ctx, subSpec(sp, configs, slices.Clone(sp.Devices)), rep)
+	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, configs, slices.Clone(sp.Devices)), rep)
 	if err != nil {
 		out.Outcome, out.Error = store.Failed, err.Error()
 		return out
@@ -275,10 +274,10 @@ func pathKey(sp *trialSpec) string {
 	c := sp.Configs[0]
 	dp, stages, micro := layoutOf(sp)
 	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
-		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), orNone(c.DDP.Compression), orNone(c.Pipeline.Schedule))
+		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), rehearsalOrNone(c.DDP.Compression), rehearsalOrNone(c.Pipeline.Schedule))
 }
 
-func orNone(s string) string {
+func rehearsalOrNone(s string) string {
 	if s == "" {
 		return "none"
 	}
@@ -297,7 +296,7 @@ func ranksPerGPU(devices []string) int {
 }
 
 // configKey identifies an engine config (for sharing reference launches).
-func configKey(c engine.Config) string { return fmt.Sprintf("%+v", c) }
+func rehearsalConfigKey(c engine.Config) string { return fmt.Sprintf("%+v", c) }
 
 // RehearsalFor is the manifest's mark of a rehearsal on machine m.
 func RehearsalFor(m *Machine) *store.Rehearsal {

@@ -95,7 +95,7 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 	devices := 1
 	if m.Device == "cuda" {
 		mem, name := m.gpuMemory()
-		capacity, what, devices = mem, fmt.Sprintf("one %s's memory", orWord(name, "GPU")), max(len(m.GPUs), 1)
+		capacity, what, devices = mem, fmt.Sprintf("one %s's memory", rehearsalOr(name, "GPU")), max(len(m.GPUs), 1)
 	}
 	out := map[string]int64{}
 	var refused []string
@@ -123,7 +123,7 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 		dp, stages, micro := layoutOf(sp)
 		refused = append(refused, fmt.Sprintf("trial %s (%d ranks: data parallel %d x %d stages, micro-batch %d): %d ranks share %s, "+
 			"about %s each (estimate), %s in all against %s of %s; %d ranks per device fit (%d ranks on this machine)",
-			t.ID, sp.Ranks, dp, stages, micro, shared, deviceWord(m), gib(per), gib(int64(shared)*per), gib(budget), what, fit, fit*devices))
+			t.ID, sp.Ranks, dp, stages, micro, shared, rehearsalDevice(m), rehearsalGiB(per), rehearsalGiB(int64(shared)*per), rehearsalGiB(budget), what, fit, fit*devices))
 	}
 	if len(refused) > 0 {
 		return out, exitcode.With(exitcode.Environment, fmt.Errorf(
@@ -133,21 +133,21 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 	return out, nil
 }
 
-func deviceWord(m *Machine) string {
+func rehearsalDevice(m *Machine) string {
 	if m.Device == "cuda" {
 		return "one GPU"
 	}
 	return "the host"
 }
 
-func orWord(s, def string) string {
+func rehearsalOr(s, def string) string {
 	if s == "" {
 		return def
 	}
 	return s
 }
 
-func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+func rehearsalGiB(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 // gpuMemory is one GPU's memory and name from NVML (0 and "" without it).
 func (m *Machine) gpuMemory() (int64, string) {

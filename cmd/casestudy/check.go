@@ -68,6 +68,9 @@ func runCheck(stdout, stderr io.Writer, dir string, opts checkOptions) error {
 	if err != nil {
 		return exitcode.Usage(err)
 	}
+	if run.Manifest.IsRehearsal() { // its rules read timings a rehearsal does not measure
+		return exitcode.Usage(store.RefuseRehearsal(dir, "the checklist's rules"))
+	}
 	cfg, from, err := studyChecklist(run, opts.study, opts.allowOutside)
 	if err != nil {
 		return exitcode.Usage(err)
