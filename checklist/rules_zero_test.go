@@ -23,7 +23,7 @@ func TestZeroMemoryNotTime(t *testing.T) {
 		{name: "DDP near the limit", status: Pass, run: mkRun([]spec{ddp("d", 75<<30, 100), zero("z2", "2", 60<<30, 80)}, gpu),
 			contains: []string{"peaked at 93.8% of the GPU"}},
 		{name: "DDP out of memory", status: Pass,
-			run: mkRun([]spec{{id: "d", set: set("zero.stage", "0"), outcome: store.OOM}, zero("z2", "2", 60<<30, 80)}, gpu),
+			run:      mkRun([]spec{{id: "d", set: set("zero.stage", "0"), outcome: store.OOM}, zero("z2", "2", 60<<30, 80)}, gpu),
 			contains: []string{"ran out of memory"}},
 		{name: "min_loss raised", status: Pass, run: mkRun([]spec{ddp("d", 30<<30, 100), zero("z1", "1", 24<<30, 90)}, gpu),
 			cfg: Config{Thresholds: map[string]map[string]float64{"zero-memory-not-time": {"min_loss": 0.2}}}},

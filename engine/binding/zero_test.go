@@ -16,7 +16,13 @@ import (
 // clip coefficient and the same per-element update on each rank's pieces, so any
 // difference is a bug: bit-identical parameters and equal losses and norms.
 // Stage 2 reduce-scatters the same bucket sums and clips by a norm summed from
-// pieces of parameters in float64: within float32 reduction-order noise.
+// pieces of parameters in float64: within float32 reduction-order noise. The
+// float32 norm of a parameter's pieces is not its whole norm: observed up to
+// 5e-6 relative on BERT tiny's norm at step 0 (identical gradients, only the
+// norm's summation differs) and 6e-6 on GPT tiny's parameter sum after 4 steps
+// at lr 3e-2 on 4 ranks; zeroTol is 1e-5. A dropped bucket, a wrong block or a
+// missing average moves them by far more (1e-3 and up).
+const zeroTol = 1e-5
 
 // zeroCases: the three families, with buckets small enough that every model
 // spans several (the first a tenth of the model, then a quarter), so the
@@ -112,14 +118,14 @@ func TestZeroMatchesDDP(t *testing.T) {
 						} else {
 							assert.Equal(t, opCount(want)["all_reduce"], ops["reduce_scatter"], "step %d: one reduce-scatter per DDP bucket", i)
 							assert.Equal(t, 1, ops["all_reduce"], "step %d: the norm's float64 all-reduce", i)
-							assert.InEpsilon(t, want.Loss, m.Loss, 1e-6, "step %d loss", i)
-							assert.InEpsilon(t, want.GradNorm, m.GradNorm, 1e-6, "step %d grad norm", i)
+							assert.InEpsilon(t, want.Loss, m.Loss, zeroTol, "step %d loss", i)
+							assert.InEpsilon(t, want.GradNorm, m.GradNorm, zeroTol, "step %d grad norm", i)
 						}
 					}
 					if stage == 1 {
 						assert.Equal(t, ddp[0].Checksum, rs[0].Checksum, "ZeRO-1 parameters differ from DDP's")
 					} else {
-						assert.InEpsilon(t, ddp[0].Checksum.Sum, rs[0].Checksum.Sum, 1e-6, "parameter sum")
+						assert.InEpsilon(t, ddp[0].Checksum.Sum, rs[0].Checksum.Sum, zeroTol, "parameter sum")
 					}
 				})
 			}
@@ -174,9 +180,9 @@ func TestZeroClipAndVariants(t *testing.T) {
 			z2 := runRanks(t, lib, withZero(cfg, 2), tt.world, steps)
 			sameParams(t, z2)
 			for i, n := range gradNorms(z2[0].Metrics) {
-				assert.InEpsilon(t, norms[i], n, 1e-6, "step %d grad norm", i)
+				assert.InEpsilon(t, norms[i], n, zeroTol, "step %d grad norm", i)
 			}
-			assert.InEpsilon(t, ddp[0].Checksum.Sum, z2[0].Checksum.Sum, 1e-6, "parameter sum")
+			assert.InEpsilon(t, ddp[0].Checksum.Sum, z2[0].Checksum.Sum, zeroTol, "parameter sum")
 			assert.False(t, math.IsNaN(z2[0].Checksum.Sum))
 		})
 	}
