@@ -1052,6 +1052,12 @@ for m in ("transformers", "torchvision"):
 EOF
 }
 
+# The image's torch wheel has c10d's ProcessGroupGloo.hpp but not gloo's own
+# headers, so without them the engine builds without Gloo (no rehearsal, no
+# staged ranks). Bring Debian's (libgloo-dev) from the CPU machine:
+#   mkdir -p .gloo/include && cp -r /usr/include/gloo .gloo/include/
+# and carry .gloo; the build finds them through CS_GLOO_INCLUDE (CMakeLists.txt).
+[[ -d .gloo/include/gloo ]] && export CS_GLOO_INCLUDE=${CS_GLOO_INCLUDE:-$PWD/.gloo/include}
 # build LOGSUFFIX CMAKE_ARGS...: configure and build, each under the time left.
 build() {
   local sfx=$1
