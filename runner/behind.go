@@ -60,20 +60,31 @@ func bucketText(p *engine.CommProgress) string {
 }
 
 // commDeadlineMS is the collective deadline (dist.timeout_ms) a rank's
-// engine starts with: the study's workload.timeout, at most 10 minutes. It
-// covers communicator set-up and the first steps (cuDNN autotuning, lazy
-// initialisation), whose length nothing knows yet.
+// engine starts with: the study's workload.timeout and 30 s more, at most 10
+// minutes. It covers communicator set-up and the first steps (cuDNN
+// autotuning, lazy initialisation), whose length nothing knows yet; past the
+// launch's own limit, so that a rank stuck before the warm step is ended by
+// that limit (the runner's timeout, or Slurm's --time) and recorded as a
+// timeout, not as its peers' failed collective. The warm step then lowers
+// it (warmDeadlineMS).
 func commDeadlineMS(workloadTimeoutMS int64) int {
 	const ceiling = 10 * 60 * 1000
-	if workloadTimeoutMS <= 0 || workloadTimeoutMS > ceiling {
+	const margin = 30 * 1000
+	if workloadTimeoutMS <= 0 || workloadTimeoutMS+margin > ceiling {
 		return ceiling
 	}
-	return int(workloadTimeoutMS)
+	return int(workloadTimeoutMS + margin)
 }
 
 // warmDeadlineMS is the deadline once the step time is known:
-// max(60 s, 5 × the warm step), at most the initial one.
+// max(60 s, 5 × the warm step), where that is shorter than the trial's own
+// timeout (the initial deadline less its 30 s margin); otherwise the initial
+// one stays, so the launch's limit (the runner's, or Slurm's --time) still
+// ends a hang first and records it as a timeout.
 func warmDeadlineMS(warmStepMS float64, initialMS int) int {
 	ms := max(60000, int(5*warmStepMS))
-	return min(ms, max(initialMS, 60000))
+	if ms >= initialMS-30000 {
+		return initialMS
+	}
+	return ms
 }

@@ -48,10 +48,11 @@ func TestBehindNamesTheRankOthersWaitFor(t *testing.T) {
 func TestCommDeadlines(t *testing.T) {
 	assert.Equal(t, 600000, commDeadlineMS(0), "no workload timeout: the engine's 10 minutes")
 	assert.Equal(t, 600000, commDeadlineMS((30 * time.Minute).Milliseconds()))
-	assert.Equal(t, 180000, commDeadlineMS((3 * time.Minute).Milliseconds()), "never past the trial's own timeout")
+	assert.Equal(t, 210000, commDeadlineMS((3 * time.Minute).Milliseconds()), "30 s past the trial's own timeout: the launch's limit ends a rank stuck before the warm step")
 	assert.Equal(t, 60000, warmDeadlineMS(5, 600000), "at least 60 s")
 	assert.Equal(t, 100000, warmDeadlineMS(20000, 600000), "5 x the warm step")
 	assert.Equal(t, 600000, warmDeadlineMS(500000, 600000), "never above the initial deadline")
+	assert.Equal(t, 90000, warmDeadlineMS(5, 90000), "a 1 min trial keeps its initial deadline: its own limit ends a hang first")
 }
 
 // TestStallFaultNamesTheRankBehind: rank 1 stalls before its first bucket at
@@ -81,7 +82,7 @@ sweep:
 	require.Len(t, tr.Repeats, 1)
 	for _, r := range tr.Repeats[0].Ranks {
 		require.NotNil(t, r.Comm, "rank %d's heartbeats carried its progress", r.Rank)
-		assert.Equal(t, 60000, r.Comm.DeadlineMS, "rank %d: the runner set dist.timeout_ms from workload.timeout (60 s; the warm step, 5 ms, gives no lower one)", r.Rank)
+		assert.Equal(t, 90000, r.Comm.DeadlineMS, "rank %d: the runner set dist.timeout_ms from workload.timeout (60 s) and its 30 s margin; the warm step, 5 ms, gives no lower one", r.Rank)
 	}
 	assert.Less(t, time.Since(start), 30*time.Second, "ended by the collective's deadline, not the stall or the trial timeout")
 	assert.False(t, strings.Contains(tr.Error, "exceeded its timeout"))

@@ -208,7 +208,9 @@ func TestTerminalOutputIsNeutralized(t *testing.T) {
 	for _, args := range [][]string{{"status", run}, {"timeline", run}, {"export", run, "--format", "csv"}, {"export", run},
 		{"compare", fixture("runs/bert-grid"), run}, {"history", filepath.Dir(run)}} {
 		code, stdout, stderr := runCLI(t, args...)
-		assert.LessOrEqual(t, code, 1, "%v: %s", args, stderr)
+		// compare's gate may say inconclusive (4) on a copy it cannot judge;
+		// what matters here is that nothing planted reaches the terminal.
+		assert.Contains(t, []int{0, 1, 4}, code, "%v: %s", args, stderr)
 		assert.NotContains(t, stdout, "\x1b", args)
 		assert.NotContains(t, stdout, "\x07", args)
 		assert.NotContains(t, stderr, "\x1b", args)

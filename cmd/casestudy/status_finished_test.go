@@ -140,7 +140,13 @@ func TestCompareStudyBaseline(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "launch_detail", "a baseline file keeps launch values, not every step")
 	assert.Less(t, len(b), 200_000)
+	// The run against its own baseline: the gate passes every trial it can
+	// judge; the eager baseline's two launches leave one undecided (exit 4),
+	// which --inconclusive=pass maps to 0. What is tested is that OLD comes
+	// from the study's compare.baseline.
 	code, out, stderr := runCLI(t, "compare", dir)
+	assert.Equal(t, 4, code, stderr)
+	code, out, stderr = runCLI(t, "compare", "--inconclusive=pass", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "old: "+filepath.Join(studies, "bert.baseline.json"))
 }
