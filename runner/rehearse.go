@@ -308,9 +308,14 @@ func RehearsalFor(m *Machine) *store.Rehearsal {
 	return rh
 }
 
-// rehearsalSteps caps a rehearsal's steps: it checks paths, not speed (1
-// warm-up and 4 measured steps unless the command line says otherwise).
+// RehearsalSteps caps a rehearsal's steps: it checks paths, not speed (1
+// warm-up and 4 measured steps unless the command line says otherwise). The
+// time floors of measured runs (workload.warmup_seconds, measure_seconds) are
+// off: on a GPU they would stretch those steps to seconds of load, and the
+// losses compared against the one-rank run would start after a warm-up of
+// unplanned length.
 func RehearsalSteps(w *study.Workload, warmupSet, stepsSet bool) {
+	w.WarmupSeconds, w.MeasureSeconds = 0, 0
 	if !warmupSet {
 		w.WarmupSteps = min(w.WarmupSteps, 1)
 	}
