@@ -71,7 +71,7 @@ class Engine:
     """The few C ABI calls a benchmark needs (engine/native/include/casestudy_engine.h):
     the engine allocates every answer and message, cs_free releases them."""
 
-    ABI = 3  # CS_ABI_VERSION
+    ABI = 4  # CS_ABI_VERSION
 
     def __init__(self, path, name):
         self.name = name
