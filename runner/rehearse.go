@@ -160,6 +160,14 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			continue
 		}
 		key := pathKey(sp)
+		if why := o.RehearsalUnfit[t.ID]; o.RehearseDistinct && why != "" {
+			now := time.Now().UTC()
+			rec.Started, rec.Finished, rec.Outcome, rec.Error = now, now, store.Skipped, why
+			if err := r.commit(rec, res); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.RehearseDistinct && covered[key] != "" {
 			now := time.Now().UTC()
 			rec.Started, rec.Finished, rec.Outcome = now, now, store.Skipped

@@ -35,11 +35,11 @@ func rehearsalSetup(cmd *cobra.Command, o *runOptions, s *study.Study) error {
 
 // rehearsalFit is the plan-time memory check (runner.CheckRehearsalFit) with
 // the machine's engine library describing the models.
-func rehearsalFit(s *study.Study, plan *study.Plan, m *runner.Machine, gpus provenance.GPUs) (map[string]int64, error) {
+func rehearsalFit(s *study.Study, plan *study.Plan, m *runner.Machine, gpus provenance.GPUs, distinct bool) (*runner.RehearsalFit, error) {
 	lib, err := binding.Load(m.EngineLib)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Environment, err)
 	}
 	defer lib.Close()
-	return runner.CheckRehearsalFit(s, plan, m, lib.Describe, provenance.ReadHost(gpus))
+	return runner.CheckRehearsalFit(s, plan, m, lib.Describe, m.RehearsalTarget(provenance.ReadHost(gpus)), distinct)
 }

@@ -202,9 +202,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
-	var estimates map[string]int64
+	fit := &runner.RehearsalFit{}
 	if machine.Rehearse = s.Workload.Rehearse; machine.Rehearse {
-		if estimates, err = rehearsalFit(s, plan, machine, gpus); err != nil {
+		if fit, err = rehearsalFit(s, plan, machine, gpus, o.rehearseDistinct); err != nil {
 			return err
 		}
 	}
@@ -252,7 +252,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
-		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: estimates, RehearseDistinct: o.rehearseDistinct}
+		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: fit.Estimates, RehearsalUnfit: fit.Unfit, RehearseDistinct: o.rehearseDistinct}
 	if man.Measurement != nil {
 		d := stats.Design(*man.Measurement)
 		ropts.Design = &d
