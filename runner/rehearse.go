@@ -246,6 +246,7 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 	if len(rr.Rec.Ranks) > 0 {
 		for _, s := range rr.Rec.Ranks[0].Steps {
 			out.Losses = append(out.Losses, s.Loss)
+			out.Steps = append(out.Steps, s.Step)
 		}
 	}
 	return out
