@@ -212,7 +212,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				rh.NoiseReference = refs[key]
 			}
 		}
-		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && ctx.Err() == nil {
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && !o.RehearseNoFaults && ctx.Err() == nil {
 			faulted = true
 			for _, f := range rehearsalFaults {
 				rh.Faults = append(rh.Faults, r.rehearseFault(ctx, sp, f, next))
@@ -278,12 +278,17 @@ func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFa
 }
 
 // pathKey names what a trial's rehearsal exercises: its layout and the
-// knobs that choose other code (precision, accumulation, compression, schedule).
+// knobs that choose other code (precision, accumulation, compression,
+// schedule, ZeRO stage).
 func pathKey(sp *trialSpec) string {
 	c := sp.Configs[0]
 	dp, stages, micro := layoutOf(sp)
-	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
+	key := fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
 		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), rehearsalOrNone(c.DDP.Compression), rehearsalOrNone(c.Pipeline.Schedule))
+	if c.Zero.Stage > 0 { // ZeRO reduce-scatters and gathers: other code
+		key += fmt.Sprintf(", zero %d", c.Zero.Stage)
+	}
+	return key
 }
 
 func rehearsalOrNone(s string) string {

@@ -67,6 +67,9 @@ type Options struct {
 	// fit but whose layout a trial that fits rehearses (CheckRehearsalFit's
 	// Unfit), recorded skipped with the reason.
 	RehearsalUnfit map[string]string
+	// RehearseNoFaults: no fault launches (--rehearse-faults=false: another
+	// study's rehearsal already checked how the runner classifies them).
+	RehearseNoFaults bool
 
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial

@@ -22,6 +22,8 @@ func rehearsalSetup(cmd *cobra.Command, o *runOptions, s *study.Study) error {
 	switch {
 	case o.rehearseDistinct && !s.Workload.Rehearse:
 		return exitcode.Usage(errors.New("--rehearse-distinct goes with --rehearse (or workload.rehearse: true)"))
+	case cmd.Flags().Changed("rehearse-faults") && !s.Workload.Rehearse:
+		return exitcode.Usage(errors.New("--rehearse-faults goes with --rehearse (or workload.rehearse: true)"))
 	case o.resume != "":
 		return exitcode.Usage(errors.New("--resume with a rehearsal: a rehearsal is quick; run it again instead"))
 	case o.launcher.submit:
