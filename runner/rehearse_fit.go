@@ -69,9 +69,11 @@ type FitRow struct {
 // share (cuda: one GPU's memory for the ranks round-robin on it; cpu: the
 // host's memory for all ranks) and refuses the plan when one does not fit,
 // naming the trial and how many ranks would. With distinct (one trial per
-// pathKey), a trial that does not fit is no refusal when another trial of
-// its layout and paths fits (that one is rehearsed instead: the first that
-// fits, in plan order); it is in Unfit with the reason.
+// pathKey), the trials that fit run and those that do not are in Unfit with
+// the reason (the runner records them skipped): another trial of the same
+// layout and paths rehearses it (the first that fits, in plan order), or
+// none fits and the layout is refused with the number that would; the plan
+// is refused only when no trial fits at all.
 func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
 	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}}
 	budget := int64(float64(target.Capacity) * fitHeadroom)
@@ -115,13 +117,19 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			}
 			continue
 		}
-		if by := firstFit[row.Layout]; distinct && by != "" {
+		refusals = append(refusals, refusalOf[i])
+		switch by := firstFit[row.Layout]; {
+		case !distinct:
+		case by != "":
 			row.CoveredBy = by
 			out.Unfit[row.ID] = fmt.Sprintf("does not fit this machine (%s); its layout and paths are rehearsed by trial %s (%s)",
 				refusalOf[i], by, row.Layout)
-			continue
+		default:
+			out.Unfit[row.ID] = fmt.Sprintf("refused at plan time, not rehearsed: %s; no trial of its layout and paths fits (%s)", refusalOf[i], row.Layout)
 		}
-		refusals = append(refusals, refusalOf[i])
+	}
+	if distinct && len(firstFit) > 0 {
+		refusals = nil // the trials that fit run; the others are skipped with their reasons
 	}
 	if len(refusals) > 0 {
 		return out, exitcode.With(exitcode.Environment, fmt.Errorf(

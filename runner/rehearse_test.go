@@ -74,7 +74,7 @@ func TestReferenceConfig(t *testing.T) {
 // compression or a schedule does not.
 func TestPathKey(t *testing.T) {
 	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 2}\n"+
-		"sweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 50, ddp.overlap: false}, {ddp.compression: bf16}]}\n")
+		"sweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 50, ddp.overlap: false}, {ddp.compression: bf16}, {zero.stage: 1}]}\n")
 	m := &Machine{Device: "cpu", Rehearse: true}
 	var keys []string
 	for _, tr := range p.Trials {
@@ -82,10 +82,12 @@ func TestPathKey(t *testing.T) {
 		require.NoError(t, err)
 		keys = append(keys, pathKey(sp))
 	}
-	require.Len(t, keys, 3)
+	require.Len(t, keys, 4)
 	assert.Equal(t, keys[0], keys[1])
 	assert.NotEqual(t, keys[0], keys[2])
 	assert.Contains(t, keys[2], "compression bf16")
+	assert.NotEqual(t, keys[0], keys[3], "ZeRO runs other collectives")
+	assert.Contains(t, keys[3], "zero 1")
 }
 
 // TestRankEstimate: the plan-time estimate grows with the micro-batch, falls
@@ -163,6 +165,19 @@ func TestCheckRehearsalFitDistinct(t *testing.T) {
 	assert.True(t, fit.Rows[0].Fits)
 	assert.False(t, fit.Rows[1].Fits)
 	assert.Equal(t, p.Trials[0].ID, fit.Rows[1].CoveredBy)
+
+	// Distinct, and the study's other layout fits: the layout that does not
+	// is skipped, refused with the number that would fit, and the rest runs.
+	s3, p3 := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 2}\nworkload: {device: cpu, ranks: 4}\n"+
+		"baseline: {pipeline.stages: 2, pipeline.microbatches: 16}\nsweep: {strategy: grid, knobs: {pipeline.schedule: [1f1b, gpipe]}}\n")
+	require.Len(t, p3.Trials, 2)
+	fit, err = CheckRehearsalFit(s3, p3, m, describe, m.RehearsalTarget(host), true)
+	require.NoError(t, err)
+	assert.Empty(t, fit.Unfit[p3.Trials[0].ID], "1F1B holds 2 micro-batches in flight: fits")
+	assert.Contains(t, fit.Unfit[p3.Trials[1].ID], "refused at plan time, not rehearsed")
+	assert.Contains(t, fit.Unfit[p3.Trials[1].ID], "ranks per device fit")
+	_, err = CheckRehearsalFit(s3, p3, m, describe, m.RehearsalTarget(host), false)
+	require.Error(t, err, "without distinct the study is refused")
 
 	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(e2)}), true)
 	require.Error(t, err, "distinct, but no trial of the layout fits")

@@ -64,21 +64,26 @@ func writeRehearsalFit(w io.Writer, s *study.Study, plan *study.Plan, libFlag st
 	fmt.Fprintf(w, "\nrehearsal on %d GPU(s) of %g GiB (estimate per rank: docs/rehearsal.md; a device's ranks may use 90%%):\n", o.gpus, o.gib)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  trial\tranks/GPU\tper rank\ton one GPU\trehearsal\tlayout")
+	runs, skipped, refused, most := 0, 0, 0, 0
 	for _, r := range fit.Rows {
 		what := "runs"
 		switch {
 		case !r.Fits && r.CoveredBy != "":
-			what = "skipped: does not fit; covered by " + r.CoveredBy
+			what, skipped = "skipped: does not fit; covered by "+r.CoveredBy, skipped+1
 		case !r.Fits:
-			what = "REFUSED: does not fit"
+			what, refused = "REFUSED: does not fit", refused+1
 		case r.CoveredBy != "":
-			what = "skipped: covered by " + r.CoveredBy
+			what, skipped = "skipped: covered by "+r.CoveredBy, skipped+1
+		default:
+			runs, most = runs+1, max(most, r.Ranks)
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%.1f GiB\t%.1f GiB\t%s\t%s\n", r.ID, r.Shared, gib(r.Estimate), gib(int64(r.Shared)*r.Estimate), what, r.Layout)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// One line for scripts (scripts/gpu-rehearse.sh sizes its time cap on it).
+	fmt.Fprintf(w, "rehearsal: %d trials run, %d skipped, %d refused; at most %d ranks a trial\n", runs, skipped, refused, most)
 	if ferr != nil {
 		return ferr
 	}
