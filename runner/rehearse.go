@@ -101,10 +101,9 @@ func referenceConfig(c engine.Config) engine.Config {
 	dp := max(c.Dist.WorldSize/stages, 1)
 	ref := c
 	ref.MicroBatch = c.MicroBatch * dp
-	ref.GradAccum = max(c.GradAccum, 1)
-	if stages > 1 {
-		ref.GradAccum *= max(c.Pipeline.Microbatches, 1)
-	}
+	// The engine runs pipeline.microbatches x grad_accum micro-batches a step,
+	// with one stage too (trainer.cpp: then it is gradient accumulation).
+	ref.GradAccum = max(c.GradAccum, 1) * max(c.Pipeline.Microbatches, 1)
 	ref.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
 	ref.Dist = engine.DistConfig{WorldSize: 1}
 	ref.DDP = engine.DDPConfig{}

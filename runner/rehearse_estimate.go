@@ -75,7 +75,7 @@ func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 	if dp > 1 {
 		static += float64(params) * dpBucketBytes
 	}
-	if cfg.GradAccum > 1 {
+	if cfg.GradAccum > 1 || (stages == 1 && cfg.Pipeline.Microbatches > 1) { // one stage: micro-batches accumulate
 		static += float64(params) * accumBytes
 	}
 	switch cfg.DDP.Compression {

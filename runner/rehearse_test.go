@@ -67,6 +67,16 @@ func TestReferenceConfig(t *testing.T) {
 	ref = referenceConfig(dp)
 	assert.Equal(t, 16, ref.MicroBatch)
 	assert.Equal(t, 2, ref.GradAccum)
+
+	// One stage with pipeline.microbatches: the engine accumulates them
+	// (trainer.cpp), so the reference does too (gpt/pipeline.yaml's
+	// one-stage trials, 4 to 16 micro-batches over 4 ranks).
+	one := engine.Config{MicroBatch: 4, GradAccum: 1, Dist: engine.DistConfig{WorldSize: 4},
+		Pipeline: engine.PipelineConfig{Stages: 1, Microbatches: 8, Schedule: "1f1b"}}
+	ref = referenceConfig(one)
+	assert.Equal(t, 16, ref.MicroBatch)
+	assert.Equal(t, 8, ref.GradAccum, "8 micro-batches accumulated, as the 4 ranks do")
+	assert.Equal(t, 1, ref.Pipeline.Microbatches, "not twice")
 }
 
 // TestPathKey: trials that differ only in knobs that choose no other code
