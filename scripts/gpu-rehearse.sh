@@ -22,8 +22,9 @@
 #
 # Expected on one H100 (80 GB): about 400 s for DEFAULT_STUDIES, most
 # important first; bert ddp8 and the three multinode layouts (16 ranks) are
-# refused on one 80 GB GPU (they need 2: rehearse them on nvidia-h100-x2 or
-# one H200), as is bert/zero.yaml's zero.stage 0 (ZeRO 1 and 2 run).
+# refused on one 80 GB GPU (gpt and resnet50 multinode fit 2 H100s or one
+# H200, bert multinode 3 GPUs), as is bert/zero.yaml's zero.stage 0 (ZeRO 1
+# and 2 run).
 #
 # $OUT (default build/gpu-rehearse-out) gets rehearse.md (per study: its plan
 # line, exit status and its report.md's Rehearsal section) and rehearse.tgz
