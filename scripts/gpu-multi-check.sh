@@ -42,7 +42,7 @@
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
 # (build/engine), ENGINE_LIB (use this library, no build), GPUS (default
 # nvidia-smi -L | wc -l), STAGES (default "build rehearse tests study bench transport"),
-# MODELS (default gpt; "bert resnet50" for a second call, STAGES="build study
+# MODELS (default gpt; "bert resnet50" for a second call, STAGES="build rehearse study
 # bench transport"). A stage is a function stage_NAME run in STAGES' order;
 # one that fails sets status=1 and the script goes on to the next.
 # NVLink multicast stays off: NCCL_NVLS_ENABLE must be unset or 0 (it is
