@@ -195,6 +195,9 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
 			ref := referenceConfig(sp.Configs[0])
 			key := rehearsalConfigKey(ref)
+			if why := o.RehearsalNoReference[t.ID]; why != "" && refs[key] == nil {
+				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
+			}
 			if refs[key] == nil {
 				refs[key] = r.rehearseReference(ctx, sp, ref, next)
 				next++

@@ -50,7 +50,12 @@ type RehearsalFit struct {
 	// but whose layout and paths (pathKey) a trial that fits rehearses; the
 	// runner records them skipped with this reason.
 	Unfit map[string]string
-	Rows  []FitRow // every trial, in plan order (casestudy plan --rehearse)
+	// NoReference: the multi-rank trials whose one-rank reference (the
+	// global batch on one rank, alone on a device) does not fit one device;
+	// the runner records it skipped with this reason and the losses are not
+	// compared.
+	NoReference map[string]string
+	Rows        []FitRow // every trial, in plan order (casestudy plan --rehearse)
 }
 
 // FitRow is one trial's estimate against its target.
@@ -63,6 +68,7 @@ type FitRow struct {
 	Budget    int64 // 90% of one device (0: unknown)
 	Fits      bool
 	CoveredBy string // distinct: the trial that rehearses this layout ("" for itself)
+	Reference int64  // the one-rank reference's estimate (0: one rank, none)
 }
 
 // CheckRehearsalFit estimates every trial's ranks against the device they
@@ -75,7 +81,7 @@ type FitRow struct {
 // none fits and the layout is refused with the number that would; the plan
 // is refused only when no trial fits at all.
 func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
-	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}}
+	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}}
 	budget := int64(float64(target.Capacity) * fitHeadroom)
 	devices := max(target.Devices, 1)
 	var refusals []string
@@ -96,6 +102,14 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 		shared := (sp.Ranks + devices - 1) / devices
 		row := FitRow{ID: t.ID, Layout: pathKey(sp), Ranks: sp.Ranks, Shared: shared, Estimate: per, Budget: budget,
 			Fits: target.Capacity <= 0 || int64(shared)*per <= budget}
+		if cfg.Dist.WorldSize > 1 {
+			ref := referenceConfig(cfg)
+			row.Reference = RankEstimate(ref, d)
+			if target.Capacity > 0 && row.Reference > budget {
+				out.NoReference[t.ID] = fmt.Sprintf("the one-rank reference (micro-batch %d, grad_accum %d) needs about %s (estimate), more than %s of %s: not launched, the losses are not compared",
+					ref.MicroBatch, ref.GradAccum, rehearsalGiB(row.Reference), rehearsalGiB(budget), target.What)
+			}
+		}
 		if row.Fits && firstFit[row.Layout] == "" {
 			firstFit[row.Layout] = t.ID
 		}

@@ -193,3 +193,26 @@ func TestCheckRehearsalFitDistinct(t *testing.T) {
 	require.Error(t, err, "distinct, but no trial of the layout fits")
 	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
 }
+
+// TestCheckRehearsalFitReference: ranks spread over 8 GPUs fit one each, but
+// the one-rank reference trains the global batch (8 micro-batches) alone on
+// one GPU: when that does not fit, the trial still runs and the reference
+// is recorded as not launched, with the reason.
+func TestCheckRehearsalFitReference(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 8}\nbaseline: {graphs: false}\n")
+	m := &Machine{Device: "cuda", Rehearse: true, GPUs: []string{"0", "1", "2", "3", "4", "5", "6", "7"}}
+	d := engine.Description{Params: 1 << 20, Shapes: map[string]int{"layers": 4, "hidden": 1024, "seq_len": 1024, "vocab": 1024, "positions": 1024}}
+	describe := func(engine.Config) (engine.Description, error) { return d, nil }
+	wide, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 8, Capacity: 1 << 50, What: "a GPU"}, false)
+	require.NoError(t, err)
+	id := p.Trials[0].ID
+	row := wide.Rows[0]
+	require.Greater(t, row.Reference, row.Estimate, "the global batch on one rank holds more")
+	assert.Empty(t, wide.NoReference[id])
+
+	capacity := int64(float64(row.Estimate+row.Reference) / 2 / fitHeadroom) // one rank fits, the reference does not
+	fit, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 8, Capacity: capacity, What: "a GPU"}, false)
+	require.NoError(t, err, "the trial's ranks fit, one a GPU")
+	assert.Contains(t, fit.NoReference[id], "the one-rank reference (micro-batch 64, grad_accum 1)")
+	assert.Contains(t, fit.NoReference[id], "the losses are not compared")
+}

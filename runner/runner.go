@@ -67,6 +67,9 @@ type Options struct {
 	// fit but whose layout a trial that fits rehearses (CheckRehearsalFit's
 	// Unfit), recorded skipped with the reason.
 	RehearsalUnfit map[string]string
+	// RehearsalNoReference: the trials whose one-rank reference does not fit
+	// one device (CheckRehearsalFit's NoReference), recorded skipped.
+	RehearsalNoReference map[string]string
 	// RehearseNoFaults: no fault launches (--rehearse-faults=false: another
 	// study's rehearsal already checked how the runner classifies them).
 	RehearseNoFaults bool

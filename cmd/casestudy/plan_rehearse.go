@@ -76,6 +76,9 @@ func writeRehearsalFit(w io.Writer, s *study.Study, plan *study.Plan, libFlag st
 			what, skipped = "skipped: covered by "+r.CoveredBy, skipped+1
 		default:
 			runs, most = runs+1, max(most, r.Ranks)
+			if fit.NoReference[r.ID] != "" {
+				what += fmt.Sprintf(" (its one-rank reference, %.1f GiB, does not fit: losses not compared)", gib(r.Reference))
+			}
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%.1f GiB\t%.1f GiB\t%s\t%s\n", r.ID, r.Shared, gib(r.Estimate), gib(int64(r.Shared)*r.Estimate), what, r.Layout)
 	}
