@@ -454,6 +454,10 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		l.Detail = "no measured steps to compare"
 		return l
 	}
+	if why := stepsDiffer(ranks, ref, "the one-rank run"); why != "" {
+		l.Detail, l.Agree = why, new(bool) // fails closed: the check did not run
+		return l
+	}
 	for i := 0; i < n; i++ {
 		l.MaxRel = max(l.MaxRel, rhRelDiff(l.Trial[i], ref.Losses[i]))
 	}
@@ -463,6 +467,10 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		noise := info.NoiseReference
 		if noise == nil || noise.Outcome != store.OK || len(noise.Losses) < n {
 			l.Detail = fmt.Sprintf("precision %s: no fp32 reference measured its noise, so the losses are shown, not judged", p)
+			return l
+		}
+		if why := stepsDiffer(ranks, noise, "the fp32 one-rank run"); why != "" {
+			l.Detail, l.Agree = why+": the bf16 noise is not measured", new(bool)
 			return l
 		}
 		gap := 0.0
@@ -481,6 +489,20 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 	l.Detail = fmt.Sprintf("the first %d steps follow one rank training the same global batch %s the tolerance (%s): largest difference %.2g",
 		n, verb, what, l.MaxRel)
 	return l
+}
+
+// stepsDiffer says why a one-rank launch's losses are not step for step the
+// trial's: its measured steps are other steps (a warm-up of another length);
+// "" when they are the same, or when the record has no step numbers.
+func stepsDiffer(ranks []store.RankRecord, ref *store.RehearsalLaunch, what string) string {
+	n := min(len(ranks[0].Steps), len(ref.Steps))
+	for i := 0; i < n; i++ {
+		if ranks[0].Steps[i].Step != ref.Steps[i] {
+			return fmt.Sprintf("not comparable, so failed: the trial's measured step %d is step %d, %s's step %d (warm-ups of other lengths; every launch of a rehearsal must run the same steps)",
+				i+1, ranks[0].Steps[i].Step, what, ref.Steps[i])
+		}
+	}
+	return ""
 }
 
 func rhRelDiff(a, b float64) float64 {

@@ -132,3 +132,41 @@ func TestRehearsalNeverCompared(t *testing.T) {
 	_, err := ReadSummary(path)
 	assert.ErrorContains(t, err, "is the summary of a rehearsal")
 }
+
+// TestRehearsalLossesSameSteps: the losses are compared step for step only
+// when the one-rank runs measured the same steps as the trial (the first
+// H100 rehearsal's references ran warm-ups of other lengths): other steps
+// fail the check instead of passing or failing it on numbers that do not
+// match; the bf16 tolerance comes from the fp32 run's measured gap.
+func TestRehearsalLossesSameSteps(t *testing.T) {
+	losses := []float64{10, 9, 8}
+	ranks := []store.RankRecord{rehearsalRank(0, "a", losses, 1<<30, nil, "bf16"), rehearsalRank(1, "a", losses, 1<<30, nil, "bf16")}
+	info := func(refSteps, noiseSteps []int) *store.RehearsalTrial {
+		return &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1,
+			Reference:      &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10, 9.0009, 8}, Steps: refSteps},
+			NoiseReference: &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.001, 9, 8}, Steps: noiseSteps}}
+	}
+	l := rehearsalLosses(ranks, info([]int{0, 1, 2}, []int{0, 1, 2}), map[string]string{}, 2)
+	require.NotNil(t, l.Agree)
+	assert.True(t, *l.Agree, l.Detail)
+	assert.InDelta(t, 2*0.001/10, l.Tolerance, 1e-12, "twice the measured bf16-vs-fp32 gap")
+
+	l = rehearsalLosses(ranks, info([]int{20, 21, 22}, []int{0, 1, 2}), map[string]string{}, 2)
+	require.NotNil(t, l.Agree)
+	assert.False(t, *l.Agree)
+	assert.Contains(t, l.Detail, "not comparable")
+	assert.Contains(t, l.Detail, "step 20")
+
+	l = rehearsalLosses(ranks, info([]int{0, 1, 2}, []int{5, 6, 7}), map[string]string{}, 2)
+	require.NotNil(t, l.Agree)
+	assert.False(t, *l.Agree)
+	assert.Contains(t, l.Detail, "bf16 noise is not measured")
+
+	// Tighter than the measured noise: outside the tolerance.
+	tight := info([]int{0, 1, 2}, []int{0, 1, 2})
+	tight.Reference.Losses = []float64{10.001, 9, 8}
+	tight.NoiseReference.Losses = []float64{10.001, 9, 8}
+	l = rehearsalLosses(ranks, tight, map[string]string{}, 2)
+	require.NotNil(t, l.Agree)
+	assert.False(t, *l.Agree, "%s (tolerance %g)", l.Detail, l.Tolerance)
+}

@@ -101,10 +101,9 @@ func referenceConfig(c engine.Config) engine.Config {
 	dp := max(c.Dist.WorldSize/stages, 1)
 	ref := c
 	ref.MicroBatch = c.MicroBatch * dp
-	ref.GradAccum = max(c.GradAccum, 1)
-	if stages > 1 {
-		ref.GradAccum *= max(c.Pipeline.Microbatches, 1)
-	}
+	// The engine runs pipeline.microbatches x grad_accum micro-batches a step,
+	// with one stage too (trainer.cpp: then it is gradient accumulation).
+	ref.GradAccum = max(c.GradAccum, 1) * max(c.Pipeline.Microbatches, 1)
 	ref.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
 	ref.Dist = engine.DistConfig{WorldSize: 1}
 	ref.DDP = engine.DDPConfig{}
@@ -160,6 +159,14 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			continue
 		}
 		key := pathKey(sp)
+		if why := o.RehearsalUnfit[t.ID]; o.RehearseDistinct && why != "" {
+			now := time.Now().UTC()
+			rec.Started, rec.Finished, rec.Outcome, rec.Error = now, now, store.Skipped, why
+			if err := r.commit(rec, res); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.RehearseDistinct && covered[key] != "" {
 			now := time.Now().UTC()
 			rec.Started, rec.Finished, rec.Outcome = now, now, store.Skipped
@@ -188,6 +195,9 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
 			ref := referenceConfig(sp.Configs[0])
 			key := rehearsalConfigKey(ref)
+			if why := o.RehearsalNoReference[t.ID]; why != "" && refs[key] == nil {
+				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
+			}
 			if refs[key] == nil {
 				refs[key] = r.rehearseReference(ctx, sp, ref, next)
 				next++
@@ -204,7 +214,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				rh.NoiseReference = refs[key]
 			}
 		}
-		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && ctx.Err() == nil {
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && !o.RehearseNoFaults && ctx.Err() == nil {
 			faulted = true
 			for _, f := range rehearsalFaults {
 				rh.Faults = append(rh.Faults, r.rehearseFault(ctx, sp, f, next))
@@ -238,6 +248,7 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 	if len(rr.Rec.Ranks) > 0 {
 		for _, s := range rr.Rec.Ranks[0].Steps {
 			out.Losses = append(out.Losses, s.Loss)
+			out.Steps = append(out.Steps, s.Step)
 		}
 	}
 	return out
@@ -269,12 +280,17 @@ func (r *Runner) rehearseFault(ctx context.Context, sp *trialSpec, f rehearsalFa
 }
 
 // pathKey names what a trial's rehearsal exercises: its layout and the
-// knobs that choose other code (precision, accumulation, compression, schedule).
+// knobs that choose other code (precision, accumulation, compression,
+// schedule, ZeRO stage).
 func pathKey(sp *trialSpec) string {
 	c := sp.Configs[0]
 	dp, stages, micro := layoutOf(sp)
-	return fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
+	key := fmt.Sprintf("ranks %d, dp %d x pp %d, micro-batch %d, %s, grad_accum %d, compression %s, schedule %s",
 		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), rehearsalOrNone(c.DDP.Compression), rehearsalOrNone(c.Pipeline.Schedule))
+	if c.Zero.Stage > 0 { // ZeRO reduce-scatters and gathers: other code
+		key += fmt.Sprintf(", zero %d", c.Zero.Stage)
+	}
+	return key
 }
 
 func rehearsalOrNone(s string) string {

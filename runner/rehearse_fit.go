@@ -15,90 +15,78 @@ import (
 // refused before the first launch, with the number that would, instead of
 // being discovered as an out-of-memory error.
 //
-// One rank's memory is estimated from the model's static facts (cs_describe):
-//
-//	weights, gradients and AdamW's two moments: 16 bytes per parameter of the
-//	  rank's stage (parameters / stages), plus the DDP compression's wire copy;
-//	activations: per sample and layer of the stage, Korthikanti et al.'s
-//	  s*h*34 bytes for a transformer block in 16-bit (twice that in fp32),
-//	  plus the logits and their gradient (s*V*8 bytes, fp32); ResNet-50:
-//	  100 MiB per 224x224 sample in fp32 (half in 16-bit), by the image's area;
-//	  times the micro-batches a stage holds (GPipe: all of them; 1F1B: at
-//	  most the stage count);
-//	the process: 512 MiB (CUDA context and libraries; on CPU the runtime).
-//
-// It is an estimate (the report shows it beside the measured peak), so a
-// rank count is refused only when the ranks sharing one device need more
-// than 90% of its memory.
+// One rank's memory is estimated by RankEstimate (rehearse_estimate.go,
+// calibrated on measured peaks). It is an estimate (the report shows it
+// beside the measured peak), so a rank count is refused only when the ranks
+// sharing one device need more than 90% of its memory.
 
-const (
-	fitProcessBytes = 512 << 20
-	fitHeadroom     = 0.9
-	bytesPerParam   = 16
-	resnetSample    = 100 << 20
-)
+const fitHeadroom = 0.9
 
 // DescribeModel is binding.Library.Describe: a model's static facts.
 type DescribeModel func(cfg engine.Config) (engine.Description, error)
 
-// RankEstimate is the estimated memory of one rank of cfg, in bytes.
-func RankEstimate(cfg engine.Config, d engine.Description) int64 {
-	stages := max(cfg.Pipeline.Stages, 1)
-	params := float64(d.Params) / float64(stages)
-	static := params * bytesPerParam
-	switch cfg.DDP.Compression {
-	case "fp16", "bf16":
-		static += params * 2
-	case "topk":
-		static += params * 4 // the error-feedback residual (fp32)
+// FitTarget is what a rehearsal's ranks share: Devices GPUs of Capacity
+// bytes each (cuda), or the host's memory (cpu).
+type FitTarget struct {
+	Device   string // cuda | cpu
+	Devices  int    // GPUs the ranks go round-robin over (cpu: 1)
+	Capacity int64  // bytes of one device; 0: unknown, nothing is refused
+	What     string // "one NVIDIA H100 80GB HBM3's memory", "the host's memory"
+}
+
+// RehearsalTarget is this machine's FitTarget: its GPUs (NVML) or its host.
+func (m *Machine) RehearsalTarget(host store.Host) FitTarget {
+	if m.Device == "cuda" {
+		mem, name := m.gpuMemory()
+		return FitTarget{Device: "cuda", Devices: max(len(m.GPUs), 1), Capacity: mem, What: fmt.Sprintf("one %s's memory", rehearsalOr(name, "GPU"))}
 	}
-	half := cfg.Precision == "bf16" || cfg.Precision == "fp16"
-	sh := d.Shapes
-	var perSample float64
-	switch {
-	case sh["image_size"] > 0:
-		side := float64(sh["image_size"]) / 224
-		perSample = resnetSample * side * side / float64(stages)
-		if half {
-			perSample /= 2
-		}
-	default:
-		s, h, layers, vocab := float64(sh["seq_len"]), float64(sh["hidden"]), float64(sh["layers"]), float64(sh["vocab"])
-		if cfg.SeqLen > 0 {
-			s = float64(cfg.SeqLen)
-		}
-		block := s * h * 34
-		if !half {
-			block *= 2
-		}
-		perSample = block*layers/float64(stages) + s*vocab*8/float64(stages)
-	}
-	inFlight := 1 // accumulated micro-batches free their activations one by one
-	if stages > 1 {
-		m := max(cfg.Pipeline.Microbatches, 1)
-		inFlight = m
-		if cfg.Pipeline.Schedule == "1f1b" {
-			inFlight = min(m, stages)
-		}
-	}
-	acts := perSample * float64(max(cfg.MicroBatch, 1)) * float64(inFlight)
-	return int64(static+acts) + fitProcessBytes
+	return FitTarget{Device: "cpu", Devices: 1, Capacity: int64(host.MemBytes), What: "the host's memory"}
+}
+
+// RehearsalFit is the plan-time check of a rehearsal's memory.
+type RehearsalFit struct {
+	Estimates map[string]int64 // per rank, by trial ID
+	// Unfit: with --rehearse-distinct, the trials whose ranks do not fit
+	// but whose layout and paths (pathKey) a trial that fits rehearses; the
+	// runner records them skipped with this reason.
+	Unfit map[string]string
+	// NoReference: the multi-rank trials whose one-rank reference (the
+	// global batch on one rank, alone on a device) does not fit one device;
+	// the runner records it skipped with this reason and the losses are not
+	// compared.
+	NoReference map[string]string
+	Rows        []FitRow // every trial, in plan order (casestudy plan --rehearse)
+}
+
+// FitRow is one trial's estimate against its target.
+type FitRow struct {
+	ID        string
+	Layout    string // pathKey: ranks, dp x pp, micro-batch, precision, ...
+	Ranks     int
+	Shared    int   // ranks on the busiest device
+	Estimate  int64 // one rank
+	Budget    int64 // 90% of one device (0: unknown)
+	Fits      bool
+	CoveredBy string // distinct: the trial that rehearses this layout ("" for itself)
+	Reference int64  // the one-rank reference's estimate (0: one rank, none)
 }
 
 // CheckRehearsalFit estimates every trial's ranks against the device they
-// share (m.Device cuda: one GPU's memory for the ranks round-robin on it;
-// cpu: the host's memory for all ranks) and refuses the plan when one does
-// not fit, naming the trial and how many ranks would. It returns each
-// trial's estimate per rank, by trial ID.
-func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, host store.Host) (map[string]int64, error) {
-	capacity, what := int64(host.MemBytes), "the host's memory"
-	devices := 1
-	if m.Device == "cuda" {
-		mem, name := m.gpuMemory()
-		capacity, what, devices = mem, fmt.Sprintf("one %s's memory", rehearsalOr(name, "GPU")), max(len(m.GPUs), 1)
-	}
-	out := map[string]int64{}
-	var refused []string
+// share (cuda: one GPU's memory for the ranks round-robin on it; cpu: the
+// host's memory for all ranks) and refuses the plan when one does not fit,
+// naming the trial and how many ranks would. With distinct (one trial per
+// pathKey), the trials that fit run and those that do not are in Unfit with
+// the reason (the runner records them skipped): another trial of the same
+// layout and paths rehearses it (the first that fits, in plan order), or
+// none fits and the layout is refused with the number that would; the plan
+// is refused only when no trial fits at all.
+func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
+	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}}
+	budget := int64(float64(target.Capacity) * fitHeadroom)
+	devices := max(target.Devices, 1)
+	var refusals []string
+	refusalOf := map[int]string{}
+	firstFit := map[string]string{} // pathKey -> first trial that fits
 	for _, t := range plan.Trials {
 		sp, err := buildSpec(s, t, m)
 		if err != nil {
@@ -110,31 +98,63 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			return nil, fmt.Errorf("trial %s: describing %s %s: %w", t.ID, cfg.Family, cfg.Preset, err)
 		}
 		per := RankEstimate(cfg, d)
-		out[t.ID] = per
-		if capacity <= 0 {
-			continue // unknown capacity: nothing to refuse against
-		}
+		out.Estimates[t.ID] = per
 		shared := (sp.Ranks + devices - 1) / devices
-		budget := int64(float64(capacity) * fitHeadroom)
-		if int64(shared)*per <= budget {
+		row := FitRow{ID: t.ID, Layout: pathKey(sp), Ranks: sp.Ranks, Shared: shared, Estimate: per, Budget: budget,
+			Fits: target.Capacity <= 0 || int64(shared)*per <= budget}
+		if cfg.Dist.WorldSize > 1 {
+			ref := referenceConfig(cfg)
+			row.Reference = RankEstimate(ref, d)
+			if target.Capacity > 0 && row.Reference > budget {
+				out.NoReference[t.ID] = fmt.Sprintf("the one-rank reference (micro-batch %d, grad_accum %d) needs about %s (estimate), more than %s of %s: not launched, the losses are not compared",
+					ref.MicroBatch, ref.GradAccum, rehearsalGiB(row.Reference), rehearsalGiB(budget), target.What)
+			}
+		}
+		if row.Fits && firstFit[row.Layout] == "" {
+			firstFit[row.Layout] = t.ID
+		}
+		if !row.Fits {
+			fit := int(budget / per)
+			dp, stages, micro := layoutOf(sp)
+			refusalOf[len(out.Rows)] = fmt.Sprintf("trial %s (%d ranks: data parallel %d x %d stages, micro-batch %d): %d ranks share %s, "+
+				"about %s each (estimate), %s in all against %s of %s; %d ranks per device fit (%d ranks on this machine)",
+				t.ID, sp.Ranks, dp, stages, micro, shared, rehearsalDevice(target.Device), rehearsalGiB(per), rehearsalGiB(int64(shared)*per),
+				rehearsalGiB(budget), target.What, fit, fit*devices)
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	for i := range out.Rows {
+		row := &out.Rows[i]
+		if row.Fits {
+			if distinct && firstFit[row.Layout] != row.ID {
+				row.CoveredBy = firstFit[row.Layout]
+			}
 			continue
 		}
-		fit := int(budget / per)
-		dp, stages, micro := layoutOf(sp)
-		refused = append(refused, fmt.Sprintf("trial %s (%d ranks: data parallel %d x %d stages, micro-batch %d): %d ranks share %s, "+
-			"about %s each (estimate), %s in all against %s of %s; %d ranks per device fit (%d ranks on this machine)",
-			t.ID, sp.Ranks, dp, stages, micro, shared, rehearsalDevice(m), rehearsalGiB(per), rehearsalGiB(int64(shared)*per), rehearsalGiB(budget), what, fit, fit*devices))
+		refusals = append(refusals, refusalOf[i])
+		switch by := firstFit[row.Layout]; {
+		case !distinct:
+		case by != "":
+			row.CoveredBy = by
+			out.Unfit[row.ID] = fmt.Sprintf("does not fit this machine (%s); its layout and paths are rehearsed by trial %s (%s)",
+				refusalOf[i], by, row.Layout)
+		default:
+			out.Unfit[row.ID] = fmt.Sprintf("refused at plan time, not rehearsed: %s; no trial of its layout and paths fits (%s)", refusalOf[i], row.Layout)
+		}
 	}
-	if len(refused) > 0 {
+	if distinct && len(firstFit) > 0 {
+		refusals = nil // the trials that fit run; the others are skipped with their reasons
+	}
+	if len(refusals) > 0 {
 		return out, exitcode.With(exitcode.Environment, fmt.Errorf(
 			"%s: the rehearsal does not fit this machine (docs/rehearsal.md):\n  %s\nlower workload.gpus or the micro-batch, or rehearse on a machine with more GPUs",
-			s.Path, strings.Join(refused, "\n  ")))
+			s.Path, strings.Join(refusals, "\n  ")))
 	}
 	return out, nil
 }
 
-func rehearsalDevice(m *Machine) string {
-	if m.Device == "cuda" {
+func rehearsalDevice(device string) string {
+	if device == "cuda" {
 		return "one GPU"
 	}
 	return "the host"

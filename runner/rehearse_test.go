@@ -67,6 +67,16 @@ func TestReferenceConfig(t *testing.T) {
 	ref = referenceConfig(dp)
 	assert.Equal(t, 16, ref.MicroBatch)
 	assert.Equal(t, 2, ref.GradAccum)
+
+	// One stage with pipeline.microbatches: the engine accumulates them
+	// (trainer.cpp), so the reference does too (gpt/pipeline.yaml's
+	// one-stage trials, 4 to 16 micro-batches over 4 ranks).
+	one := engine.Config{MicroBatch: 4, GradAccum: 1, Dist: engine.DistConfig{WorldSize: 4},
+		Pipeline: engine.PipelineConfig{Stages: 1, Microbatches: 8, Schedule: "1f1b"}}
+	ref = referenceConfig(one)
+	assert.Equal(t, 16, ref.MicroBatch)
+	assert.Equal(t, 8, ref.GradAccum, "8 micro-batches accumulated, as the 4 ranks do")
+	assert.Equal(t, 1, ref.Pipeline.Microbatches, "not twice")
 }
 
 // TestPathKey: trials that differ only in knobs that choose no other code
@@ -74,7 +84,7 @@ func TestReferenceConfig(t *testing.T) {
 // compression or a schedule does not.
 func TestPathKey(t *testing.T) {
 	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 2}\n"+
-		"sweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 50, ddp.overlap: false}, {ddp.compression: bf16}]}\n")
+		"sweep: {strategy: list, trials: [{ddp.bucket_mb: 5}, {ddp.bucket_mb: 50, ddp.overlap: false}, {ddp.compression: bf16}, {zero.stage: 1}]}\n")
 	m := &Machine{Device: "cpu", Rehearse: true}
 	var keys []string
 	for _, tr := range p.Trials {
@@ -82,20 +92,22 @@ func TestPathKey(t *testing.T) {
 		require.NoError(t, err)
 		keys = append(keys, pathKey(sp))
 	}
-	require.Len(t, keys, 3)
+	require.Len(t, keys, 4)
 	assert.Equal(t, keys[0], keys[1])
 	assert.NotEqual(t, keys[0], keys[2])
 	assert.Contains(t, keys[2], "compression bf16")
+	assert.NotEqual(t, keys[0], keys[3], "ZeRO runs other collectives")
+	assert.Contains(t, keys[3], "zero 1")
 }
 
 // TestRankEstimate: the plan-time estimate grows with the micro-batch, falls
 // with the stages, and a GPipe stage holds more in flight than 1F1B's.
 func TestRankEstimate(t *testing.T) {
-	d := engine.Description{Params: 124_000_000, Shapes: map[string]int{"layers": 12, "hidden": 768, "seq_len": 1024, "vocab": 50304}}
-	c := engine.Config{MicroBatch: 8, Precision: "bf16", Pipeline: engine.PipelineConfig{Stages: 1}}
+	d := engine.Description{Params: 124_000_000, Shapes: map[string]int{"layers": 12, "hidden": 768, "seq_len": 1024, "vocab": 50304, "positions": 1024}}
+	c := engine.Config{Family: "gpt", MicroBatch: 8, Precision: "bf16", Pipeline: engine.PipelineConfig{Stages: 1}}
 	one := RankEstimate(c, d)
-	// 16 bytes x 124M = 1.98 GB static; 12 x 1024 x 768 x 34 + 1024 x 50304 x 8 = 0.73 GB a sample.
-	assert.InDelta(t, 16*124e6+8*(12*1024*768*34+1024*50304*8)+fitProcessBytes, float64(one), 1)
+	// 16 bytes x 124M static; 12 x 1024 x 768 x 28 + 1024 x 50304 x 3.6 a sample.
+	assert.InDelta(t, 16*124e6+8*(12*1024*768*actBlock16+1024*50304*actLogit16)+fitProcessBytes, float64(one), 1)
 	c.MicroBatch = 16
 	assert.Greater(t, RankEstimate(c, d), one)
 	c.Pipeline = engine.PipelineConfig{Stages: 4, Microbatches: 8, Schedule: "gpipe"}
@@ -103,7 +115,7 @@ func TestRankEstimate(t *testing.T) {
 	c.Pipeline.Schedule = "1f1b"
 	assert.Less(t, RankEstimate(c, d), gpipe)
 	img := engine.Description{Params: 25_000_000, Shapes: map[string]int{"image_size": 224}}
-	assert.InDelta(t, 16*25e6+2*resnetSample+fitProcessBytes, float64(RankEstimate(engine.Config{MicroBatch: 2, Precision: "fp32"}, img)), 1)
+	assert.InDelta(t, 12*25e6+2*2*resnetSample16+fitProcessBytes, float64(RankEstimate(engine.Config{Family: "resnet50", MicroBatch: 2, Precision: "fp32"}, img)), 1)
 }
 
 // TestCheckRehearsalFit: ranks sharing the host beyond its memory are refused
@@ -114,14 +126,14 @@ func TestCheckRehearsalFit(t *testing.T) {
 	describe := func(engine.Config) (engine.Description, error) {
 		return engine.Description{Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256}}, nil
 	}
-	per := RankEstimate(engine.Config{MicroBatch: 2, Precision: "fp32", Pipeline: engine.PipelineConfig{Stages: 1}},
+	per := RankEstimate(engine.Config{Family: "gpt", MicroBatch: 2, Precision: "fp32", Pipeline: engine.PipelineConfig{Stages: 1}, Dist: engine.DistConfig{WorldSize: 8}},
 		engine.Description{Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256}})
 
-	est, err := CheckRehearsalFit(s, p, m, describe, store.Host{MemBytes: uint64(per) * 100})
+	est, err := CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(per) * 100}), false)
 	require.NoError(t, err)
-	assert.Equal(t, per, est[p.Trials[0].ID])
+	assert.Equal(t, per, est.Estimates[p.Trials[0].ID])
 
-	_, err = CheckRehearsalFit(s, p, m, describe, store.Host{MemBytes: uint64(per) * 4})
+	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(per) * 4}), false)
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
 	assert.Contains(t, err.Error(), "8 ranks share the host")
@@ -129,6 +141,78 @@ func TestCheckRehearsalFit(t *testing.T) {
 
 	_, err = CheckRehearsalFit(s, p, m, func(engine.Config) (engine.Description, error) {
 		return engine.Description{}, errors.New("no such preset")
-	}, store.Host{MemBytes: 1 << 40})
+	}, m.RehearsalTarget(store.Host{MemBytes: 1 << 40}), false)
 	assert.ErrorContains(t, err, "no such preset")
+}
+
+// TestCheckRehearsalFitDistinct: with --rehearse-distinct a trial that does
+// not fit is skipped when a trial of its layout and paths (here GPipe with
+// fewer micro-batches) fits; without it, or when none fits, the plan is
+// refused.
+func TestCheckRehearsalFitDistinct(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 2}\nworkload: {device: cpu, ranks: 4}\n"+
+		"baseline: {pipeline.stages: 2, pipeline.schedule: gpipe}\nsweep: {strategy: grid, knobs: {pipeline.microbatches: [2, 16]}}\n")
+	require.Len(t, p.Trials, 2)
+	m := &Machine{Device: "cpu", Rehearse: true}
+	d := engine.Description{Params: 1 << 20, Shapes: map[string]int{"layers": 2, "hidden": 512, "seq_len": 512, "vocab": 1024, "positions": 512}}
+	describe := func(engine.Config) (engine.Description, error) { return d, nil }
+	small, err := CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: 1 << 50}), true)
+	require.NoError(t, err)
+	e2, e16 := small.Estimates[p.Trials[0].ID], small.Estimates[p.Trials[1].ID]
+	require.Greater(t, e16, e2, "16 micro-batches in flight hold more")
+	host := store.Host{MemBytes: uint64(float64(4*(e2+e16)/2) / fitHeadroom)} // 4 ranks of the small one fit, not of the large
+
+	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(host), false)
+	require.Error(t, err, "every trial rehearsed: the large one does not fit")
+	assert.Contains(t, err.Error(), "trial "+p.Trials[1].ID)
+	assert.NotContains(t, err.Error(), "trial "+p.Trials[0].ID)
+
+	fit, err := CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(host), true)
+	require.NoError(t, err)
+	assert.Contains(t, fit.Unfit[p.Trials[1].ID], "rehearsed by trial "+p.Trials[0].ID)
+	assert.Empty(t, fit.Unfit[p.Trials[0].ID])
+	require.Len(t, fit.Rows, 2)
+	assert.True(t, fit.Rows[0].Fits)
+	assert.False(t, fit.Rows[1].Fits)
+	assert.Equal(t, p.Trials[0].ID, fit.Rows[1].CoveredBy)
+
+	// Distinct, and the study's other layout fits: the layout that does not
+	// is skipped, refused with the number that would fit, and the rest runs.
+	s3, p3 := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 2}\nworkload: {device: cpu, ranks: 4}\n"+
+		"baseline: {pipeline.stages: 2, pipeline.microbatches: 16}\nsweep: {strategy: grid, knobs: {pipeline.schedule: [1f1b, gpipe]}}\n")
+	require.Len(t, p3.Trials, 2)
+	fit, err = CheckRehearsalFit(s3, p3, m, describe, m.RehearsalTarget(host), true)
+	require.NoError(t, err)
+	assert.Empty(t, fit.Unfit[p3.Trials[0].ID], "1F1B holds 2 micro-batches in flight: fits")
+	assert.Contains(t, fit.Unfit[p3.Trials[1].ID], "refused at plan time, not rehearsed")
+	assert.Contains(t, fit.Unfit[p3.Trials[1].ID], "ranks per device fit")
+	_, err = CheckRehearsalFit(s3, p3, m, describe, m.RehearsalTarget(host), false)
+	require.Error(t, err, "without distinct the study is refused")
+
+	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(e2)}), true)
+	require.Error(t, err, "distinct, but no trial of the layout fits")
+	assert.Equal(t, exitcode.Environment, exitcode.Of(err))
+}
+
+// TestCheckRehearsalFitReference: ranks spread over 8 GPUs fit one each, but
+// the one-rank reference trains the global batch (8 micro-batches) alone on
+// one GPU: when that does not fit, the trial still runs and the reference
+// is recorded as not launched, with the reason.
+func TestCheckRehearsalFitReference(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 8}\nbaseline: {graphs: false}\n")
+	m := &Machine{Device: "cuda", Rehearse: true, GPUs: []string{"0", "1", "2", "3", "4", "5", "6", "7"}}
+	d := engine.Description{Params: 1 << 20, Shapes: map[string]int{"layers": 4, "hidden": 1024, "seq_len": 1024, "vocab": 1024, "positions": 1024}}
+	describe := func(engine.Config) (engine.Description, error) { return d, nil }
+	wide, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 8, Capacity: 1 << 50, What: "a GPU"}, false)
+	require.NoError(t, err)
+	id := p.Trials[0].ID
+	row := wide.Rows[0]
+	require.Greater(t, row.Reference, row.Estimate, "the global batch on one rank holds more")
+	assert.Empty(t, wide.NoReference[id])
+
+	capacity := int64(float64(row.Estimate+row.Reference) / 2 / fitHeadroom) // one rank fits, the reference does not
+	fit, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 8, Capacity: capacity, What: "a GPU"}, false)
+	require.NoError(t, err, "the trial's ranks fit, one a GPU")
+	assert.Contains(t, fit.NoReference[id], "the one-rank reference (micro-batch 64, grad_accum 1)")
+	assert.Contains(t, fit.NoReference[id], "the losses are not compared")
 }

@@ -63,6 +63,16 @@ type Options struct {
 	// RehearseDistinct: rehearse only the first trial of each distinct layout
 	// and path (--rehearse-distinct); the others are recorded as covered.
 	RehearseDistinct bool
+	// RehearsalUnfit: with RehearseDistinct, the trials whose ranks do not
+	// fit but whose layout a trial that fits rehearses (CheckRehearsalFit's
+	// Unfit), recorded skipped with the reason.
+	RehearsalUnfit map[string]string
+	// RehearsalNoReference: the trials whose one-rank reference does not fit
+	// one device (CheckRehearsalFit's NoReference), recorded skipped.
+	RehearsalNoReference map[string]string
+	// RehearseNoFaults: no fault launches (--rehearse-faults=false: another
+	// study's rehearsal already checked how the runner classifies them).
+	RehearseNoFaults bool
 
 	Progress     Progress
 	TrialCommand func(id string) string // the command that re-runs one trial

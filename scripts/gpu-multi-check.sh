@@ -41,8 +41,8 @@
 # Environment: OUT (default build/gpu-multi-out), WORK (default
 # build/gpu-multi-check), BUDGET_S (470), RESERVE_S (10), ENGINE_BUILD
 # (build/engine), ENGINE_LIB (use this library, no build), GPUS (default
-# nvidia-smi -L | wc -l), STAGES (default "build tests study bench transport"),
-# MODELS (default gpt; "bert resnet50" for a second call, STAGES="build study
+# nvidia-smi -L | wc -l), STAGES (default "build rehearse tests study bench transport"),
+# MODELS (default gpt; "bert resnet50" for a second call, STAGES="build rehearse study
 # bench transport"). A stage is a function stage_NAME run in STAGES' order;
 # one that fails sets status=1 and the script goes on to the next.
 # NVLink multicast stays off: NCCL_NVLS_ENABLE must be unset or 0 (it is
@@ -198,7 +198,7 @@ LOG=$WORK/logs
 # Caps (s): a stage's timeout is min(cap, time left). Estimates for 8 H200s:
 # build ~70, tests ~150, the studies ~90 and ~40, the benchmark ~40.
 CAP_BUILD=240 CAP_TESTS=230 CAP_STUDY_G=150 CAP_STUDY_1=80 CAP_BENCH=90
-CAP_REHEARSE=${CAP_REHEARSE:-90}
+CAP_REHEARSE=${CAP_REHEARSE:-150}
 
 export PATH=/usr/local/cuda/bin:$PATH
 if [[ -n ${NCCL_NVLS_ENABLE:-} && $NCCL_NVLS_ENABLE != 0 ]]; then
@@ -395,7 +395,11 @@ study() {
 stage_rehearse() {
   local m studies="" rc=0
   for m in $MODELS; do studies="$studies studies/$m/ddp$G-quick.yaml"; done
-  timed "$CAP_REHEARSE" rehearse env STUDIES="$studies" BUDGET_S="$(min "$CAP_REHEARSE" "$(left)")" \
+  # The faults once, in the first study; each study's timeout comes from its
+  # plan (gpu-rehearse.sh), within what is left of CAP_REHEARSE.
+  local first=${studies# }
+  timed "$CAP_REHEARSE" rehearse env STUDIES="$studies" FAULT_STUDIES="${first%% *}" \
+    BUDGET_S="$(min "$CAP_REHEARSE" "$(left)")" GPUS="$GPUS" \
     ENGINE_LIB="$LIB" OUT="$OUT" WORK="$WORK/rehearse" scripts/gpu-rehearse.sh || rc=$?
   if ((rc == 0)); then
     log_status "rehearse: ok,$studies (rehearse.md)"

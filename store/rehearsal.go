@@ -55,6 +55,9 @@ type RehearsalLaunch struct {
 	MicroBatch int       `json:"micro_batch"`
 	GradAccum  int       `json:"grad_accum"`
 	Losses     []float64 `json:"losses,omitempty"` // measured steps, in order
+	// Steps: the step number of each loss, so that the report compares the
+	// same steps (absent in records before 2026-12-06's second session).
+	Steps []int `json:"steps,omitempty"`
 }
 
 // RehearsalFault is one injected fault and what the runner made of it.

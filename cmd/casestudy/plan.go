@@ -23,8 +23,9 @@ type planOptions struct {
 	json         bool
 	maxTrials    int
 	allowOutside bool
-	gpus         int    // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
-	engineLib    string // --engine-lib: the library that describes the model (ZeRO memory estimate)
+	gpus         int                 // --gpus: plan for this many GPUs per node; 0: this machine's (workload.gpus: all) or the study's
+	engineLib    string              // --engine-lib: the library that describes the model (ZeRO memory estimate)
+	rehearse     planRehearseOptions // plan_rehearse.go
 }
 
 func newPlanCommand() *cobra.Command {
@@ -49,6 +50,7 @@ func newPlanCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&opts.allowOutside, "allow-outside", false, "let extends reach files outside the studies tree")
 	cmd.Flags().IntVar(&opts.gpus, "gpus", 0, "plan for N GPUs per node, from any machine (default: the study's workload.gpus; all: this machine's GPUs)")
 	withPlanTopology(cmd) // predict.go: --topology
+	withPlanRehearse(cmd, &opts.rehearse)
 	return cmd
 }
 
@@ -94,6 +96,9 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 	}
 	writeEstimate(w, s, plan, est, opts.out)
 	writeModelStates(w, s, plan, opts.engineLib)
+	if opts.rehearse.on {
+		return writeRehearsalFit(w, s, plan, opts.engineLib, opts.rehearse)
+	}
 	return nil
 }
 

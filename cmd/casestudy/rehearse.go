@@ -22,6 +22,8 @@ func rehearsalSetup(cmd *cobra.Command, o *runOptions, s *study.Study) error {
 	switch {
 	case o.rehearseDistinct && !s.Workload.Rehearse:
 		return exitcode.Usage(errors.New("--rehearse-distinct goes with --rehearse (or workload.rehearse: true)"))
+	case cmd.Flags().Changed("rehearse-faults") && !s.Workload.Rehearse:
+		return exitcode.Usage(errors.New("--rehearse-faults goes with --rehearse (or workload.rehearse: true)"))
 	case o.resume != "":
 		return exitcode.Usage(errors.New("--resume with a rehearsal: a rehearsal is quick; run it again instead"))
 	case o.launcher.submit:
@@ -35,11 +37,11 @@ func rehearsalSetup(cmd *cobra.Command, o *runOptions, s *study.Study) error {
 
 // rehearsalFit is the plan-time memory check (runner.CheckRehearsalFit) with
 // the machine's engine library describing the models.
-func rehearsalFit(s *study.Study, plan *study.Plan, m *runner.Machine, gpus provenance.GPUs) (map[string]int64, error) {
+func rehearsalFit(s *study.Study, plan *study.Plan, m *runner.Machine, gpus provenance.GPUs, distinct bool) (*runner.RehearsalFit, error) {
 	lib, err := binding.Load(m.EngineLib)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Environment, err)
 	}
 	defer lib.Close()
-	return runner.CheckRehearsalFit(s, plan, m, lib.Describe, provenance.ReadHost(gpus))
+	return runner.CheckRehearsalFit(s, plan, m, lib.Describe, m.RehearsalTarget(provenance.ReadHost(gpus)), distinct)
 }

@@ -64,6 +64,18 @@ sweep:
 			require.NotNil(t, r.Info)
 			assert.Equal(t, "gloo-staged", r.Info.Backend, "trial %s rank %d", tr.ID, r.Rank)
 		}
+		// The one-rank run measured the same steps as the trial (1 warm-up,
+		// then steps 1 and 2), so its losses compare step for step; with one
+		// stage the baseline's 2 pipeline micro-batches accumulate, in both.
+		ref := tr.Rehearsal.Reference
+		require.NotNil(t, ref, tr.ID)
+		var steps []int
+		for _, st := range tr.Repeats[0].Ranks[0].Steps {
+			steps = append(steps, st.Step)
+		}
+		assert.Equal(t, []int{1, 2}, steps)
+		assert.Equal(t, steps, ref.Steps, "trial %s: the reference's measured steps", tr.ID)
+		assert.Equal(t, 2, ref.GradAccum, "trial %s: 2 micro-batches accumulated", tr.ID)
 	}
 
 	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))

@@ -40,6 +40,7 @@ type runOptions struct {
 	json             bool
 	rehearse         bool            // --rehearse (rehearse.go)
 	rehearseDistinct bool            // --rehearse-distinct
+	rehearseFaults   bool            // --rehearse-faults
 	launcher         launcherOptions // launcher.go: --launcher, --submit, --rdzv-addr, ...
 	predict          predictFlags    // predict.go: --predict N, --topology, --fit
 }
@@ -89,6 +90,7 @@ stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).`,
 	f.StringVar(&o.overlap, "overlap", runner.OverlapTail, "start the next launch's processes (spawn, rendezvous, engine library) while the current launch ends: "+
 		"tail (once its steps are done), on (as soon as it starts), off, or aa / aa-tail (A/A tests of on and tail; see docs/launch-cost.md)")
 	f.BoolVar(&o.rehearse, "rehearse", false, "rehearse the study: every trial with its real ranks and layout as processes sharing the GPUs present (or CPU ranks), host-staged; checks, not measurements (docs/rehearsal.md)")
+	f.BoolVar(&o.rehearseFaults, "rehearse-faults", true, "with --rehearse: inject the faults (a rank killed, a rank stalled) once in the first multi-rank trial; false to leave them to another study's rehearsal")
 	f.BoolVar(&o.rehearseDistinct, "rehearse-distinct", false, "with --rehearse: rehearse one trial per distinct layout and path (ranks, data parallel x stages, micro-batch, precision, grad_accum, compression, schedule); the others are recorded as covered by it")
 	f.BoolVar(&o.json, "json", false, "print the final summary as JSON on standard output (progress goes to standard error)")
 	addLauncherFlags(f, &o.launcher)
@@ -164,7 +166,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		s.Baseline["profile"] = v // not part of trial IDs: --trial and --resume still match
 	}
 	s.Workload.Rehearse = s.Workload.Rehearse || o.rehearse
-	if s.Workload.Rehearse || o.rehearseDistinct {
+	if s.Workload.Rehearse || o.rehearseDistinct || cmd.Flags().Changed("rehearse-faults") {
 		if err := rehearsalSetup(cmd, o, s); err != nil {
 			return err
 		}
@@ -202,9 +204,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if err != nil {
 		return err
 	}
-	var estimates map[string]int64
+	fit := &runner.RehearsalFit{}
 	if machine.Rehearse = s.Workload.Rehearse; machine.Rehearse {
-		if estimates, err = rehearsalFit(s, plan, machine, gpus); err != nil {
+		if fit, err = rehearsalFit(s, plan, machine, gpus, o.rehearseDistinct); err != nil {
 			return err
 		}
 	}
@@ -252,7 +254,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
-		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: estimates, RehearseDistinct: o.rehearseDistinct}
+		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: fit.Estimates, RehearsalUnfit: fit.Unfit, RehearsalNoReference: fit.NoReference, RehearseDistinct: o.rehearseDistinct,
+		RehearseNoFaults: !o.rehearseFaults}
 	if man.Measurement != nil {
 		d := stats.Design(*man.Measurement)
 		ropts.Design = &d
