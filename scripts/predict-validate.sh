@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
-# (issue 40, docs/predict.md). It runs studies/gpt/predict-cpu.yaml as a world
-# of one with the reducer on (run --predict), fits `bench allreduce` on N Gloo
-# ranks, predicts the study on N ranks, runs it on N ranks and compares, for
-# N in $RANKS (default "2 4"): the median absolute error of the step time and
-# whether the predicted best trial is the measured best.
+# (issue 40, docs/predict.md). It fits `bench allreduce` on N Gloo ranks, then
+# in ROUNDS interleaved rounds runs studies/gpt/predict-cpu.yaml once as a
+# world of one with the reducer on (run --predict, the one-rank input) and
+# once on each N ranks (the measurement), one launch per trial each time, so
+# that a busy host's load falls alike on both; then predicts the study on N
+# ranks from every one-rank round (launches pooled, medians) and compares
+# with every N-rank round, for N in $RANKS (default "2 4"): the median
+# absolute error of the step time and whether the predicted best trial is
+# the measured best. Run it on a quiet machine.
 #
 #   scripts/predict-validate.sh [OUT]    (default OUT: results/predict-validate)
 #
@@ -15,19 +19,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/predict-validate}
 RANKS=${RANKS:-2 4}
+ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-bin/casestudy}
 STUDY=studies/gpt/predict-cpu.yaml
 SIZES=${SIZES:-16K,256K,1M,4M,16M}
 [[ -x $BIN ]] || { echo "predict-validate.sh: no $BIN (make cli)" >&2; exit 3; }
 command -v jq >/dev/null || { echo "predict-validate.sh: needs jq" >&2; exit 3; }
 rm -rf "$OUT" && mkdir -p "$OUT"
+ones=()
 
 for n in $RANKS; do
   "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n.json"
 done
 first=${RANKS%% *}
-"$BIN" run "$STUDY" --out "$OUT/one" --run-id one --predict "$first" --fit "$OUT/bench$first.json" >"$OUT/one.log" 2>&1
-one=$OUT/one/gpt-predict-cpu/one
+for r in $(seq "$ROUNDS"); do
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  "$BIN" run "$STUDY" --out "$OUT/one" --run-id "one$r" --repeats 1 --predict "$first" --fit "$OUT/bench$first.json" >"$OUT/one$r.log" 2>&1
+  ones+=("$OUT/one/gpt-predict-cpu/one$r")
+  for n in $RANKS; do
+    "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
+  done
+  echo "round $r done (load at its start $load)" >&2
+done
 status=0
 {
   echo "| ranks | trial | predicted | measured | error | in band |"
@@ -35,8 +48,8 @@ status=0
 } >"$OUT/table.md"
 : >"$OUT/summary.md"
 for n in $RANKS; do
-  "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n" --ranks "$n" >"$OUT/r$n.log" 2>&1
-  "$BIN" predict "$one" --gpus "$n" --fit "$OUT/bench$n.json" --against "$OUT/r$n/gpt-predict-cpu/r$n" \
+  against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$ROUNDS"))
+  "$BIN" predict "${ones[@]}" --gpus "$n" --fit "$OUT/bench$n.json" --against "${against%,}" \
     --out "$OUT" --json >"$OUT/predicted$n.json"
   jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
     "$OUT/predicted$n.json" >>"$OUT/table.md"

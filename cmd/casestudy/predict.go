@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"text/tabwriter"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/predict/runs"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -33,7 +35,7 @@ type predictFlags struct {
 	proto    string
 	kappa    float64
 	cores    int
-	against  string
+	against  []string
 	out      string
 	json     bool
 }
@@ -54,16 +56,18 @@ func newPredictCommand() *cobra.Command {
 	var o predictFlags
 	var published bool
 	cmd := &cobra.Command{
-		Use:   "predict RUN_DIR",
+		Use:   "predict RUN_DIR...",
 		Short: "Predict a one-rank run's trials on N GPUs (predicted.json, predicted.md); never measurements",
 		Long: "predict reads a run whose trials ran as a world of one with the reducer on (casestudy run --predict N " +
 			"records it), simulates each trial's reducer schedule on --gpus ranks with a collective cost model " +
 			"(--topology: NCCL's tuning formulas on a named machine; --fit: an alpha-beta fit to a bench allreduce " +
 			"result) and writes predicted.json and predicted.md into the run directory or --out. With --against a " +
 			"measured run of the same study on those ranks, it prints each trial's error, the median absolute error " +
-			"and whether the best trial is the same. Predictions never enter verdicts, baselines, compare or history. " +
+			"and whether the best trial is the same. Several RUN_DIRs (one-rank runs of the same study) and several --against " +
+			"runs pool their launches by trial, for launches interleaved in time on a busy host. " +
+			"Predictions never enter verdicts, baselines, compare or history. " +
 			"See docs/predict.md.",
-		Args: cobra.MaximumNArgs(1),
+
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if published {
 				rows, err := predict.Reproduce()
@@ -73,17 +77,18 @@ func newPredictCommand() *cobra.Command {
 				fmt.Fprint(cmd.OutOrStdout(), predict.ReproductionTable(rows))
 				return nil
 			}
-			if len(args) != 1 {
+			if len(args) == 0 {
 				return exitcode.Usage(errors.New("predict needs RUN_DIR (or --published)"))
 			}
-			return runPredict(cmd.OutOrStdout(), args[0], o)
+			return runPredict(cmd.OutOrStdout(), args, o)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
 	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
 	addPredictModelFlags(f, &o)
-	f.StringVar(&o.against, "against", "", "a measured run of the same study on --gpus ranks to check the predictions against")
+	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
+		"(several, repeated or comma-separated: their launches pooled)")
 	f.StringVar(&o.out, "out", "", "folder for predicted.json and predicted.md (default: the run directory)")
 	f.BoolVar(&o.json, "json", false, "print predicted.json's content instead of the Markdown")
 	return cmd
@@ -129,7 +134,7 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
 }
 
-func runPredict(w io.Writer, dir string, o predictFlags) error {
+func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	if o.gpus < 2 {
 		return exitcode.Usage(fmt.Errorf("--gpus %d: give the ranks to predict for, 2 or more", o.gpus))
 	}
@@ -139,23 +144,28 @@ func runPredict(w io.Writer, dir string, o predictFlags) error {
 	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
 		return err
 	}
-	run, err := store.ReadRun(dir)
-	if err != nil {
-		return exitcode.Usage(err)
+	var rs []*store.Run
+	for _, dir := range dirs {
+		run, err := store.ReadRun(dir)
+		if err != nil {
+			return exitcode.Usage(err)
+		}
+		rs = append(rs, run)
 	}
-	preds, v, err := predictRun(run, o)
+	run := rs[0]
+	preds, v, err := predictRun(o, rs...)
 	if err != nil {
 		return err
 	}
 	out := o.out
 	if out == "" {
-		out = dir
+		out = dirs[0]
 	}
 	if err := runs.Write(out, run, preds, v); err != nil {
 		return err
 	}
 	if o.json {
-		return writeJSON(w, runs.File{Note: "predictions, not measurements (docs/predict.md)", Ranks: o.gpus,
+		return writeJSON(w, runs.File{Note: predict.Note, Ranks: o.gpus,
 			Model: preds[0].Model, Predictions: preds, Validation: v})
 	}
 	fmt.Fprint(w, predict.Markdown(preds, runs.Changed(run), v))
@@ -163,19 +173,26 @@ func runPredict(w io.Writer, dir string, o predictFlags) error {
 	return nil
 }
 
-// predictRun predicts every trial of a one-rank run, and checks them against
+// predictRun predicts every trial of one-rank runs of a study (the first
+// names the trials; the others add launches), and checks them against
 // o.against when given.
-func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.Validation, error) {
+func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predict.Validation, error) {
 	cost, cerr, err := o.costModel(o.gpus)
 	if err != nil {
 		return nil, nil, err
 	}
-	ins, err := runs.Inputs(run)
-	if err != nil {
-		return nil, nil, exitcode.Usage(err)
+	run := rs[0]
+	var sets [][]predict.TrialInput
+	for _, r := range rs {
+		in, err := runs.Inputs(r)
+		if err != nil {
+			return nil, nil, exitcode.Usage(err)
+		}
+		sets = append(sets, in)
 	}
-	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa,
-		ComputeScale: runs.ComputeScale(run, o.gpus, o.cores)}
+	ins := runs.Merge(sets...)
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa}
+	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
 	var preds []predict.Prediction
 	for _, in := range ins {
 		setup.Cost = cost
@@ -194,14 +211,18 @@ func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.
 		}
 		preds = append(preds, p)
 	}
-	if o.against == "" {
+	if len(o.against) == 0 {
 		return preds, nil, nil
 	}
-	meas, err := store.ReadRun(o.against)
-	if err != nil {
-		return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
+	var meas []*store.Run
+	for _, dir := range o.against {
+		m, err := store.ReadRun(dir)
+		if err != nil {
+			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
+		}
+		meas = append(meas, m)
 	}
-	v := predict.Validate(preds, runs.Measured(meas), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
+	v := predict.Validate(preds, runs.Measured(meas...), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
 	return preds, &v, nil
 }
 
@@ -235,13 +256,29 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 	return plan, err
 }
 
+// predictThreads is `run --predict N` on CPU ranks: the one-rank run computes
+// with the threads each of the N ranks will get (the runner's default for N
+// ranks: cores/N), not with every core, so that its compute is what one rank
+// of the N-rank run computes (docs/predict.md); the manifest records it and
+// the prediction's inputs carry it. A study's own workload.threads stays.
+func predictThreads(s *study.Study, m *runner.Machine, o predictFlags) {
+	if o.gpus < 2 || m.Device != "cpu" || s.Workload.Threads != 0 {
+		return
+	}
+	cores := o.cores
+	if cores <= 0 {
+		cores = runtime.NumCPU()
+	}
+	s.Workload.Threads = max(1, cores/o.gpus)
+}
+
 // predictAfterRun writes the run's predicted trials (run --predict).
 func predictAfterRun(w io.Writer, dir string, o predictFlags) error {
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return err
 	}
-	preds, _, err := predictRun(run, o)
+	preds, _, err := predictRun(o, run)
 	if err != nil {
 		return err
 	}

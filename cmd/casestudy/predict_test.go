@@ -60,8 +60,7 @@ func TestPlanTopology(t *testing.T) {
 // median absolute error of the step time at most 10% and the same best trial.
 // It times real runs, so it runs alone (`make predict-check`, which sets
 // CASESTUDY_PREDICT_CHECK=1), not among the parallel packages of `go test
-// ./...`. docs/predict.md has the errors measured so far: the bar was not met
-// on the shared 2-core development host.
+// ./...`. docs/predict.md has the errors measured so far.
 func TestPredictCPUGloo(t *testing.T) {
 	if os.Getenv("CASESTUDY_PREDICT_CHECK") != "1" {
 		t.Skip("a timing check: runs alone with CASESTUDY_PREDICT_CHECK=1 (make predict-check)")
@@ -79,19 +78,27 @@ func TestPredictCPUGloo(t *testing.T) {
 	fit := filepath.Join(dir, "bench2.json")
 	require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
 
-	small := []string{"--warmup", "2", "--steps", "5"} // CI size
-	code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "one"), "--predict", "2", "--fit", fit}, small...)...)
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	one := onlyRunDir(t, filepath.Join(dir, "one"))
-	assert.Contains(t, stdout, "predicted 4 trials on 2 ranks")
-	_, err := os.Stat(filepath.Join(one, runs.JSONFile))
-	require.NoError(t, err)
+	// CI size, one launch per trial per run; the one-rank and the two-rank
+	// runs alternate so that the host's load falls alike on both.
+	small := []string{"--warmup", "2", "--steps", "5", "--repeats", "1"}
+	var ones []string
+	var twos []string
+	for r := range 2 {
+		code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("one", r)), "--predict", "2", "--fit", fit}, small...)...)
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		one := onlyRunDir(t, filepath.Join(dir, fmt.Sprint("one", r)))
+		assert.Contains(t, stdout, "predicted 4 trials on 2 ranks")
+		_, err := os.Stat(filepath.Join(one, runs.JSONFile))
+		require.NoError(t, err)
+		ones = append(ones, one)
 
-	code, stdout, stderr = runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "two"), "--ranks", "2"}, small...)...)
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	two := onlyRunDir(t, filepath.Join(dir, "two"))
+		code, stdout, stderr = runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("two", r)), "--ranks", "2"}, small...)...)
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		twos = append(twos, onlyRunDir(t, filepath.Join(dir, fmt.Sprint("two", r))))
+	}
 
-	code, stdout, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", two, "--json")
+	code, stdout, stderr := runCLI(t, append(append([]string{"predict"}, ones...), "--gpus", "2", "--fit", fit,
+		"--against", strings.Join(twos, ","), "--json")...)
 	require.Equal(t, 0, code, stderr)
 	var f runs.File
 	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)

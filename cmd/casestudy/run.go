@@ -209,6 +209,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 	}
 	machine.DPWorldOfOne = o.predict.gpus > 0
+	predictThreads(s, machine, o.predict)
 	if prev != nil {
 		if w, err = store.Reopen(prev, lock); err != nil {
 			return fmt.Errorf("--resume: %w", err)
