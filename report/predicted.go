@@ -83,6 +83,9 @@ func predictedInputs(p predict.Prediction) string {
 	in := p.Inputs
 	s := fmt.Sprintf("forward %.2f ms, backward %.2f ms, tail %.2f ms, optimizer %.2f ms, %d buckets (medians over %d launch(es)); κ %.3g, compute scale %.3g, cost model error ±%.1f%%",
 		in.ForwardMS, in.BackwardMS, in.TailMS, in.OptimizerMS, len(in.Buckets), p.Launches, p.Kappa, p.ComputeScale, 100*p.CostError)
+	if c := p.Calibration; c != nil {
+		s += fmt.Sprintf(" (measured: backward %.2f ms alone, %.2f ms beside a %.1f GB/s load)", c.BackwardMS, c.LoadedBackwardMS, c.LoadGBps)
+	}
 	if p.Threads > 0 {
 		s += fmt.Sprintf("; %d thread(s) per rank on %d cores", p.Threads, p.Cores)
 	}

@@ -34,10 +34,16 @@ type predictFlags struct {
 	algo     string
 	proto    string
 	kappa    float64
+	kappaArg string // --kappa: a factor, or auto (parseKappa)
+	auto     bool   // --kappa auto: κ from the calibration launch (predict_kappa.go)
+	load     string // run --interfere C:B: this run is a κ calibration launch
 	cores    int
 	against  []string
 	out      string
 	json     bool
+
+	calibration *predict.Calibration // --kappa auto's evidence
+	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
@@ -48,7 +54,9 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result instead of a topology")
 	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
 	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
-	f.Float64Var(&o.kappa, "kappa", 1, "backward slowdown while a collective overlaps it (1: none; docs/predict.md)")
+	f.StringVar(&o.kappaArg, "kappa", "1", "backward slowdown while a collective overlaps it: a factor (1: none), or auto: "+
+		"measured by the κ calibration launch (run --predict runs it; predict reads RUN_DIR/kappa or a calibration run given "+
+		"as a RUN_DIR) (docs/predict.md)")
 	f.IntVar(&o.cores, "cores", 0, "CPU ranks: the cores they share (default: this machine's)")
 }
 
@@ -87,6 +95,8 @@ func newPredictCommand() *cobra.Command {
 	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
 	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
 	addPredictModelFlags(f, &o)
+	f.IntVar(&o.perGPU, "ranks-per-gpu", 1, "the target's ranks share GPUs, this many to a GPU (a one-GPU rehearsal, "+
+		"run --rehearse: all of them): each rank's GPU compute is that many times slower (docs/predict.md)")
 	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
 		"(several, repeated or comma-separated: their launches pooled)")
 	f.StringVar(&o.out, "out", "", "folder for predicted.json and predicted.md (default: the run directory)")
@@ -138,21 +148,27 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	if o.gpus < 2 {
 		return exitcode.Usage(fmt.Errorf("--gpus %d: give the ranks to predict for, 2 or more", o.gpus))
 	}
-	if o.kappa < 1 {
-		return exitcode.Usage(fmt.Errorf("--kappa %g: give 1 or more (a slowdown factor)", o.kappa))
+	if err := o.parseKappa(); err != nil {
+		return err
+	}
+	if o.perGPU < 1 || o.perGPU > o.gpus {
+		return exitcode.Usage(fmt.Errorf("--ranks-per-gpu %d: give 1 to --gpus (%d)", o.perGPU, o.gpus))
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
 		return err
 	}
-	var rs []*store.Run
-	for _, dir := range dirs {
-		run, err := store.ReadRun(dir)
-		if err != nil {
-			return exitcode.Usage(err)
-		}
-		rs = append(rs, run)
+	rs, loaded, err := readPredictRuns(dirs, o.auto)
+	if err != nil {
+		return err
 	}
 	run := rs[0]
+	if o.auto {
+		cal, err := runs.Kappa(rs, loaded)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))
+		}
+		o.kappa, o.calibration = cal.Kappa, &cal
+	}
 	preds, v, err := predictRun(o, rs...)
 	if err != nil {
 		return err
@@ -191,8 +207,11 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		sets = append(sets, in)
 	}
 	ins := runs.Merge(sets...)
-	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa}
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
+	if o.perGPU > 1 { // ranks time-sharing a GPU, as a rehearsal's do
+		setup.ComputeScale *= float64(o.perGPU)
+	}
 	var preds []predict.Prediction
 	for _, in := range ins {
 		setup.Cost = cost
@@ -231,6 +250,7 @@ func addRunPredictFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.IntVar(&o.gpus, "predict", 0, "plan the study on `N` GPUs (ranks on cpu), run each trial as a world of one with "+
 		"the reducer on, and write the trials predicted for N into predicted.json and predicted.md (docs/predict.md)")
 	addPredictModelFlags(f, o)
+	addRunInterfereFlag(f, o)
 }
 
 // expandPredicted is `run --predict N`'s plan: the study expanded on N ranks
@@ -241,6 +261,9 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 	}
 	if o.topology == "" && o.fit == "" {
 		return nil, exitcode.Usage(errors.New("--predict needs --topology NAME or --fit BENCH.json (the collective cost model)"))
+	}
+	if err := o.parseKappa(); err != nil {
+		return nil, err
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil {
 		return nil, err
@@ -272,11 +295,37 @@ func predictThreads(s *study.Study, m *runner.Machine, o predictFlags) {
 	s.Workload.Threads = max(1, cores/o.gpus)
 }
 
-// predictAfterRun writes the run's predicted trials (run --predict).
-func predictAfterRun(w io.Writer, dir string, o predictFlags) error {
+// predictAfterRun writes the run's predicted trials (run --predict), after
+// the κ calibration launch with --kappa auto; a calibration launch itself
+// predicts nothing.
+func predictAfterRun(cmd *cobra.Command, w io.Writer, dir, studyPath string, o predictFlags) error {
+	if o.load != "" {
+		fmt.Fprintf(w, "κ calibration launch (a load of %s beside each backward pass): no predictions from it\n", o.load)
+		return nil
+	}
+	if err := o.parseKappa(); err != nil {
+		return err
+	}
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return err
+	}
+	if o.auto {
+		kdir, err := calibrate(cmd, w, dir, studyPath, o)
+		if err != nil {
+			return err
+		}
+		k, err := store.ReadRun(kdir)
+		if err != nil {
+			return fmt.Errorf("the κ calibration launch: %w", err)
+		}
+		cal, err := runs.Kappa([]*store.Run{run}, []*store.Run{k})
+		if err != nil {
+			return err
+		}
+		o.kappa, o.calibration = cal.Kappa, &cal
+		fmt.Fprintf(w, "κ = %.3f: backward %.2f ms alone, %.2f ms beside the load (%.1f GB/s reached, %d steps)\n",
+			cal.Kappa, cal.BackwardMS, cal.LoadedBackwardMS, cal.LoadGBps, cal.Steps)
 	}
 	preds, _, err := predictRun(o, run)
 	if err != nil {
