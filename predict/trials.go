@@ -51,8 +51,8 @@ type Prediction struct {
 	Inputs        Profile           `json:"inputs"` // the one-rank profile it used (medians over every measured step)
 	Kappa         float64           `json:"kappa"`
 	ComputeScale  float64           `json:"compute_scale"`
-	Threads       int               `json:"threads,omitempty"` // CPU ranks: the one-rank run's threads
-	Cores         int               `json:"cores,omitempty"`   // CPU ranks: the cores the target ranks share
+	Threads       int               `json:"threads,omitempty"`           // CPU ranks: the one-rank run's threads
+	Cores         int               `json:"cores,omitempty"`             // CPU ranks: the cores the target ranks share
 	Calibration   *Calibration      `json:"kappa_calibration,omitempty"` // κ measured (--kappa auto); absent: κ given
 	CostError     float64           `json:"cost_error"`
 	Launches      int               `json:"launches"`
