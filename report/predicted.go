@@ -89,6 +89,9 @@ func predictedInputs(p predict.Prediction) string {
 	if p.Threads > 0 {
 		s += fmt.Sprintf("; %d thread(s) per rank on %d cores", p.Threads, p.Cores)
 	}
+	if p.Concurrent {
+		s += fmt.Sprintf("; inputs measured as %d copies at once, sharing the host as the ranks do", p.Ranks)
+	}
 	return s
 }
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
 # (issue 40, docs/predict.md). It fits `bench allreduce` on N Gloo ranks, then
-# in ROUNDS interleaved rounds runs studies/gpt/predict-cpu.yaml once as a
-# world of one with the reducer on (run --predict, the one-rank input) and
-# once on each N ranks (the measurement), one launch per trial each time, so
-# that a busy host's load falls alike on both; then predicts the study on N
-# ranks from every one-rank round (launches pooled, medians) and compares
-# with every N-rank round, for N in $RANKS (default "2 4"): the median
-# absolute error of the step time and whether the predicted best trial is
-# the measured best. Run it on a quiet machine.
+# in ROUNDS interleaved rounds, for N in $RANKS (default "2 4"), measures the
+# one-rank inputs of studies/gpt/predict-cpu.yaml (run --predict N: a world of
+# one with the reducer on) as N copies at once, sharing this host as the N
+# ranks will, and then measures the study on N ranks, one launch per trial
+# each time, so that a busy host's load falls alike on both. It predicts the
+# study on N ranks from every input launch (pooled, medians;
+# --concurrent-inputs) and compares with every N-rank launch: the median
+# absolute error of the step time and whether the predicted best trial is the
+# measured best. Run it on a quiet machine.
 #
 #   scripts/predict-validate.sh [OUT]    (default OUT: results/predict-validate)
 #
@@ -26,17 +27,22 @@ SIZES=${SIZES:-16K,256K,1M,4M,16M}
 [[ -x $BIN ]] || { echo "predict-validate.sh: no $BIN (make cli)" >&2; exit 3; }
 command -v jq >/dev/null || { echo "predict-validate.sh: needs jq" >&2; exit 3; }
 rm -rf "$OUT" && mkdir -p "$OUT"
-ones=()
 
 for n in $RANKS; do
   "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n.json"
 done
-first=${RANKS%% *}
 for r in $(seq "$ROUNDS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
-  "$BIN" run "$STUDY" --out "$OUT/one" --run-id "one$r" --repeats 1 --predict "$first" --fit "$OUT/bench$first.json" >"$OUT/one$r.log" 2>&1
-  ones+=("$OUT/one/gpt-predict-cpu/one$r")
   for n in $RANKS; do
+    # The one-rank inputs: N copies at once, each a world of one, sharing the
+    # host as the N ranks will (predict --concurrent-inputs).
+    pids=()
+    for k in $(seq "$n"); do
+      "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" --repeats 1 --predict "$n" --fit "$OUT/bench$n.json" \
+        >"$OUT/one$n-$r-$k.log" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
     "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
   done
   echo "round $r done (load at its start $load)" >&2
@@ -49,8 +55,8 @@ status=0
 : >"$OUT/summary.md"
 for n in $RANKS; do
   against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$ROUNDS"))
-  "$BIN" predict "${ones[@]}" --gpus "$n" --fit "$OUT/bench$n.json" --against "${against%,}" \
-    --out "$OUT" --json >"$OUT/predicted$n.json"
+  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "$OUT/bench$n.json" --against "${against%,}" \
+    --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
     "$OUT/predicted$n.json" >>"$OUT/table.md"
   jq -r --arg n "$n" '.validation | "\($n) ranks: median |error| \(.median_abs_error*1000|round/10)%, best predicted \(.predicted_best), measured \(.measured_best) (\(if .same_best then "same" else "different" end))"' \

@@ -44,6 +44,7 @@ type predictFlags struct {
 
 	calibration *predict.Calibration // --kappa auto's evidence
 	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
+	concurrent  bool                 // predict --concurrent-inputs: CPU inputs measured as N copies at once
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
@@ -95,6 +96,9 @@ func newPredictCommand() *cobra.Command {
 	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
 	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
 	addPredictModelFlags(f, &o)
+	f.BoolVar(&o.concurrent, "concurrent-inputs", false, "CPU ranks: the one-rank RUN_DIRs ran as --gpus copies at once on "+
+		"this host, sharing it as the ranks do (scripts/predict-validate.sh): their compute is taken as it is, not scaled by "+
+		"ranks x threads / cores (docs/predict.md)")
 	f.IntVar(&o.perGPU, "ranks-per-gpu", 1, "the target's ranks share GPUs, this many to a GPU (a one-GPU rehearsal, "+
 		"run --rehearse: all of them): each rank's GPU compute is that many times slower (docs/predict.md)")
 	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
@@ -209,6 +213,9 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 	ins := runs.Merge(sets...)
 	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
+	if o.concurrent { // the inputs already shared the host as N ranks do
+		setup.ComputeScale, setup.Concurrent = 1, true
+	}
 	if o.perGPU > 1 { // ranks time-sharing a GPU, as a rehearsal's do
 		setup.ComputeScale *= float64(o.perGPU)
 	}

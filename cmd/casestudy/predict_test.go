@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/predict/runs"
 )
 
@@ -32,6 +34,8 @@ func TestPredictBadInput(t *testing.T) {
 		{"too many GPUs", []string{"predict", notRun, "--gpus", "16", "--topology", "h100-sxm-8"}, "has 8 GPUs"},
 		{"not a run", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8"}, "not a run directory"},
 		{"kappa", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "0.5"}, "--kappa"},
+		{"kappa word", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "fast"}, "or auto"},
+		{"ranks per GPU", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--ranks-per-gpu", "3"}, "--ranks-per-gpu 3"},
 		{"fit file", []string{"predict", notRun, "--gpus", "2", "--fit", filepath.Join(notRun, "none.json")}, "--fit"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
@@ -78,27 +82,33 @@ func TestPredictCPUGloo(t *testing.T) {
 	fit := filepath.Join(dir, "bench2.json")
 	require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
 
-	// CI size, one launch per trial per run; the one-rank and the two-rank
-	// runs alternate so that the host's load falls alike on both.
+	// CI size, one launch per trial per run. The one-rank inputs run as two
+	// copies at once, sharing the host as the two ranks will
+	// (--concurrent-inputs); the inputs and the two-rank runs alternate so
+	// that the host's load falls alike on both.
 	small := []string{"--warmup", "2", "--steps", "5", "--repeats", "1"}
-	var ones []string
-	var twos []string
+	var ones, twos []string
 	for r := range 2 {
-		code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("one", r)), "--predict", "2", "--fit", fit}, small...)...)
-		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-		one := onlyRunDir(t, filepath.Join(dir, fmt.Sprint("one", r)))
-		assert.Contains(t, stdout, "predicted 4 trials on 2 ranks")
-		_, err := os.Stat(filepath.Join(one, runs.JSONFile))
-		require.NoError(t, err)
-		ones = append(ones, one)
-
-		code, stdout, stderr = runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("two", r)), "--ranks", "2"}, small...)...)
+		var cmds []*exec.Cmd
+		var outs []*syncbuf.Buffer
+		for k := range 2 {
+			out := filepath.Join(dir, fmt.Sprintf("one%d-%d", r, k))
+			cmd, buf := startMain(t, repoRoot(t), append([]string{"run", study, "--out", out, "--engine-lib", lib, "--predict", "2", "--fit", fit}, small...)...)
+			cmds, outs = append(cmds, cmd), append(outs, buf)
+			ones = append(ones, out)
+		}
+		for k, cmd := range cmds {
+			require.NoError(t, cmd.Wait(), outs[k].String())
+			assert.Contains(t, outs[k].String(), "predicted 4 trials on 2 ranks")
+			ones[len(ones)-2+k] = onlyRunDir(t, ones[len(ones)-2+k])
+		}
+		code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("two", r)), "--ranks", "2"}, small...)...)
 		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 		twos = append(twos, onlyRunDir(t, filepath.Join(dir, fmt.Sprint("two", r))))
 	}
 
 	code, stdout, stderr := runCLI(t, append(append([]string{"predict"}, ones...), "--gpus", "2", "--fit", fit,
-		"--against", strings.Join(twos, ","), "--json")...)
+		"--concurrent-inputs", "--against", strings.Join(twos, ","), "--json")...)
 	require.Equal(t, 0, code, stderr)
 	var f runs.File
 	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)
