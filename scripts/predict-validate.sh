@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
-# (issue 40, docs/predict.md). It fits `bench allreduce` on N Gloo ranks, then
-# in ROUNDS interleaved rounds, for N in $RANKS (default "2 4"), measures the
+# (issue 40, docs/predict.md). In ROUNDS interleaved rounds, for N in $RANKS
+# (default "2 4"), it benchmarks Gloo's all-reduce on N ranks, measures the
 # one-rank inputs of studies/gpt/predict-cpu.yaml (run --predict N: a world of
 # one with the reducer on) as N copies at once, sharing this host as the N
 # ranks will, and then measures the study on N ranks, one launch per trial
@@ -28,17 +28,16 @@ SIZES=${SIZES:-16K,256K,1M,4M,16M}
 command -v jq >/dev/null || { echo "predict-validate.sh: needs jq" >&2; exit 3; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 
-for n in $RANKS; do
-  "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n.json"
-done
 for r in $(seq "$ROUNDS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   for n in $RANKS; do
+    # The collectives' fit: a benchmark each round, all rounds' points in one fit.
+    "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n-$r.json"
     # The one-rank inputs: N copies at once, each a world of one, sharing the
     # host as the N ranks will (predict --concurrent-inputs).
     pids=()
     for k in $(seq "$n"); do
-      "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" --repeats 1 --predict "$n" --fit "$OUT/bench$n.json" \
+      "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" \
         >"$OUT/one$n-$r-$k.log" 2>&1 &
       pids+=($!)
     done
@@ -55,7 +54,8 @@ status=0
 : >"$OUT/summary.md"
 for n in $RANKS; do
   against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$ROUNDS"))
-  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "$OUT/bench$n.json" --against "${against%,}" \
+  fits=$(printf "$OUT/bench$n-%s.json," $(seq "$ROUNDS"))
+  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "${fits%,}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
     "$OUT/predicted$n.json" >>"$OUT/table.md"

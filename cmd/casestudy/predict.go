@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ type predictFlags struct {
 func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
 		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
-	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result instead of a topology")
+	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result (several, comma-separated: one fit to all their points) instead of a topology")
 	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
 	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
 	f.StringVar(&o.kappaArg, "kappa", "1", "backward slowdown while a collective overlaps it: a factor (1: none), or auto: "+
@@ -127,23 +128,36 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 		}
 		return predict.NCCL{Topo: t, Algo: o.algo, Proto: o.proto}, e, nil
 	case o.fit != "":
-		b, err := os.ReadFile(o.fit)
-		if err != nil {
-			return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
-		}
-		var r bench.Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", o.fit, err))
-		}
+		// Several results (comma-separated, the same ranks): one fit to all
+		// their points, benchmarks interleaved with the runs they predict.
 		var pts []predict.Point
-		for _, row := range r.Rows {
-			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
+		ranks, backend := 0, ""
+		for _, file := range strings.Split(o.fit, ",") {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
+			}
+			var r bench.Result
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", file, err))
+			}
+			if ranks != 0 && r.Ranks != ranks {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %d ranks, the others %d: give results of one rank count", file, r.Ranks, ranks))
+			}
+			ranks, backend = r.Ranks, r.Backend
+			for _, row := range r.Rows {
+				pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
+			}
 		}
-		m, err := predict.FitAlphaBeta(pts, r.Ranks, fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(o.fit), r.Backend, r.Ranks))
+		name := filepath.Base(o.fit)
+		if n := strings.Count(o.fit, ",") + 1; n > 1 {
+			name = fmt.Sprintf("%d results", n)
+		}
+		m, err := predict.FitAlphaBeta(pts, ranks, fmt.Sprintf("%s (%s, %d ranks)", name, backend, ranks))
 		if err != nil {
 			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %w", o.fit, err))
 		}
-		return m, predict.FitError(m, pts, r.Ranks), nil
+		return m, predict.FitError(m, pts, ranks), nil
 	}
 	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
 }
