@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -139,7 +140,16 @@ class DeviceInterference : public Interference {
     copied_ = torch::zeros({kSlots}, torch::TensorOptions().dtype(torch::kInt64).device(device));
     check(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming), "event");
   }
-  ~DeviceInterference() override { cudaEventDestroy(start_); }
+  ~DeviceInterference() override {
+    // A backward that threw never stopped its kernel: stop every one, and wait.
+    try {
+      c10::cuda::CUDAGuard guard(device_);
+      flag_.fill_(int64_t(std::numeric_limits<int>::max()));
+      cudaStreamSynchronize(side_.stream());
+    } catch (...) {
+    }
+    cudaEventDestroy(start_);
+  }
   void begin() override {
     c10::cuda::CUDAGuard guard(device_);
     cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
