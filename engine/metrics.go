@@ -3,14 +3,17 @@ package engine
 // StepMetrics is what cs_step returns for one training step on one rank.
 // Times are milliseconds measured with CUDA events on GPUs, the host clock on CPU.
 type StepMetrics struct {
-	Step             int             `json:"step"`
-	Loss             float64         `json:"loss"`
-	GradNorm         float64         `json:"grad_norm"`
-	StepMS           float64         `json:"step_ms"`
-	ForwardMS        float64         `json:"forward_ms"`      // 0 when replaying a graph
-	BackwardMS       float64         `json:"backward_ms"`     // 0 when replaying a graph
-	OptimizerMS      float64         `json:"optimizer_ms"`    // 0 when replaying a graph
-	TailMS           float64         `json:"tail_ms"`         // the reducer's finalize (wait, divide); docs/predict.md
+	Step        int     `json:"step"`
+	Loss        float64 `json:"loss"`
+	GradNorm    float64 `json:"grad_norm"`
+	StepMS      float64 `json:"step_ms"`
+	ForwardMS   float64 `json:"forward_ms"`   // 0 when replaying a graph
+	BackwardMS  float64 `json:"backward_ms"`  // 0 when replaying a graph
+	OptimizerMS float64 `json:"optimizer_ms"` // 0 when replaying a graph
+	TailMS      float64 `json:"tail_ms"`      // the reducer's finalize (wait, divide); docs/predict.md
+	// InterfereGBps is the κ calibration's load (CASESTUDY_INTERFERE,
+	// docs/predict.md): GB/s read + written beside the backward pass; 0 without.
+	InterfereGBps    float64         `json:"interfere_gbps,omitempty"`
 	CommMS           float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
 	ExposedCommMS    float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
 	BubbleMS         float64         `json:"bubble_ms"`       // pipeline idle time

@@ -13,9 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Local starts ranks as child processes of this one, each in its own process
-// group (so a terminal's Ctrl-C reaches only the runner, and a kill reaches
-// everything a rank started). Children get SIGKILL if the runner dies
+// Local starts ranks as child processes of this one, each in its own session
+// and so its own process group (a terminal's Ctrl-C reaches only the runner,
+// and a kill reaches everything a rank started). Its own session is also its
+// own scheduling group where the kernel groups by session
+// (sched_autogroup_enabled): without it the N ranks of a run shared one
+// group's CPU time on a busy host, and each rank computed up to N times slower
+// than a one-rank run of the same work (docs/predict.md). Children get SIGKILL if the runner dies
 // (Pdeathsig), and workers also exit when the rendezvous connection drops.
 type Local struct{}
 
@@ -36,7 +40,7 @@ func (Local) Start(ctx context.Context, spec Spec) (Group, error) {
 		cmd.Env = r.Env
 		cmd.Dir = spec.Dir
 		cmd.Stdout, cmd.Stderr = r.Log, r.Log
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 		if err := startOnSpawner(cmd); err != nil {
 			g.signal(syscall.SIGKILL)
 			go func() { wg.Wait(); close(g.exits) }()

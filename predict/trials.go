@@ -25,6 +25,14 @@ type Setup struct {
 	CostError    float64
 	Kappa        float64
 	ComputeScale float64
+	// CPU ranks: the threads the one-rank run computed with (the threads each
+	// target rank gets) and the cores the target ranks share; 0 on GPUs.
+	Threads, Cores int
+	// Calibration is where Kappa came from when it was measured (--kappa auto).
+	Calibration *Calibration
+	// Concurrent: CPU inputs measured as Ranks copies at once on the host
+	// (sharing it as the ranks do), so ComputeScale is 1.
+	Concurrent bool
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -46,6 +54,10 @@ type Prediction struct {
 	Inputs        Profile           `json:"inputs"` // the one-rank profile it used (medians over every measured step)
 	Kappa         float64           `json:"kappa"`
 	ComputeScale  float64           `json:"compute_scale"`
+	Threads       int               `json:"threads,omitempty"`           // CPU ranks: the one-rank run's threads
+	Cores         int               `json:"cores,omitempty"`             // CPU ranks: the cores the target ranks share
+	Calibration   *Calibration      `json:"kappa_calibration,omitempty"` // κ measured (--kappa auto); absent: κ given
+	Concurrent    bool              `json:"concurrent_inputs,omitempty"` // CPU inputs measured as Ranks copies at once
 	CostError     float64           `json:"cost_error"`
 	Launches      int               `json:"launches"`
 }
@@ -98,7 +110,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
 		StepMS: r.StepMS, LowMS: math.Min(lo, r.StepMS), HighMS: math.Max(hi, r.StepMS), CommMS: r.CommMS,
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
-		ComputeScale: opts.ComputeScale, CostError: s.CostError, Launches: len(in.Launches)}
+		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if pr.Kappa == 0 {
 		pr.Kappa = 1
 	}

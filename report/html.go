@@ -70,6 +70,7 @@ type htmlData struct {
 	Launches    template.HTML // report/launches_render.go
 	Intervals   string        // why two intervals for one ratio (report/intervals.go)
 	NCCL        template.HTML // report/nccl.go
+	Predicted   template.HTML // report/predicted.go
 }
 
 // WriteHTML writes report.html: one self-contained page (inline CSS, SVG
@@ -106,6 +107,9 @@ func WriteHTML(w io.Writer, s *Summary) error {
 		return err
 	}
 	d.NCCL = ncclHTML(s.NCCL)
+	if d.Predicted, err = predictedHTML(s); err != nil {
+		return err
+	}
 	if d.Measured, err = measuredHTML(s); err != nil {
 		return err
 	}

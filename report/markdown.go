@@ -55,6 +55,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		b.WriteString("\n")
 	}
 
+	writePredictedMD(&b, s)
 	writeProfilesMD(&b, s.Profiles)
 
 	writeNCCLMD(&b, s.NCCL)

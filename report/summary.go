@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/checklist"
+	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -74,6 +75,11 @@ type Summary struct {
 	// Rehearsal is a rehearsal's section (report/rehearsal.go; kind
 	// "rehearsal"): checks, not measurements.
 	Rehearsal *RehearsalSection `json:"rehearsal,omitempty"`
+
+	// Predicted is predicted.json beside the run (report/predicted.go): shown
+	// in a section of its own, never written to summary.json, so no verdict,
+	// baseline, compare or history reads a prediction.
+	Predicted *predict.File `json:"-"`
 
 	// ValueBasis is what the launches' samples/s divide by: window (the
 	// measured window's wall clock), steps (summed step times: older runs) or

@@ -66,6 +66,11 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 		return nil, fmt.Errorf("creating the report folder: %w", err)
 	}
 	s := Build(run, findings)
+	pred, err := LoadPredicted(run.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s.Predicted = pred
 	if s.Profiles != nil && run.Dir != "" { // trace links are relative to the run directory
 		if rel, err := filepath.Rel(outDir, run.Dir); err == nil && rel != "." {
 			s.Profiles.LinkBase = filepath.ToSlash(rel)

@@ -111,10 +111,16 @@
 #             STAGES=study STUDY=studies/gpt.yaml EST_STUDY=540 CAP_STUDY=580
 #             BUDGET_S=590
 #   predict   (not in the default STAGES) bin/casestudy run $PREDICT_STUDY (default
-#             studies/gpt/ddp1-quick.yaml) --predict 8 --topology h100-sxm-8: one GPU
-#             measures each trial's DDP inputs as a world of one, predicted.md (8 x
-#             H100) into $OUT/predict.md, the run into $OUT/predict.tgz;
-#             EST_PREDICT/CAP_PREDICT (120/300 s); docs/predict.md
+#             studies/gpt/ddp1-quick.yaml) --predict 8 --topology h100-sxm-8 --kappa auto:
+#             one GPU measures each trial's DDP inputs as a world of one, then the
+#             κ calibration launch (a copy kernel beside backward), predicted.md (8 x
+#             H100) into $OUT/predict.md, the run into $OUT/predict.tgz; then the
+#             one-GPU rehearsal predicted and measured the same way: a Gloo fit
+#             (bench allreduce --device cpu --ranks $REHEARSE_RANKS, default 8), the
+#             one-rank inputs of $REHEARSE_STUDY (default studies/gpt/ddp8-quick.yaml)
+#             with --predict, the study run --rehearse, and predict --ranks-per-gpu
+#             --against it into $OUT/predict-rehearsal.md; EST_PREDICT/CAP_PREDICT
+#             (120/300 s), EST_PREDICT_RH/CAP_PREDICT_RH (240/420 s); docs/predict.md
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -876,9 +882,9 @@ stage_predict() {
   fits "$est" "predict: bin/casestudy run $study --predict 8 --topology h100-sxm-8" ||
     { [[ $DRY == 1 ]] || log_status "predict: skipped, needs ~$est s, $(left0) s left"; return; }
   timed "$cap" predict bin/casestudy run "$study" --engine-lib "$LIB" --out "$WORK/predict" \
-    --predict 8 --topology h100-sxm-8 || rc=$?
+    --predict 8 --topology h100-sxm-8 --kappa auto || rc=$?
   advance "$est"
-  [[ $DRY == 1 ]] && return
+  [[ $DRY == 1 ]] && { predict_rehearsal; return; }
   dir=$(find "$WORK/predict" -mindepth 2 -maxdepth 2 -type d 2>/dev/null | head -1)
   [[ -n $dir ]] && tar -czf "$OUT/predict.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
   if ((rc == 0)) && [[ -f $dir/predicted.md ]]; then
@@ -886,6 +892,38 @@ stage_predict() {
     log_status "predict: ok, ${dir#"$WORK"/} (predict.md, predict.tgz)"
   else
     log_status "predict: FAIL (exit $rc, logs/predict.err; predicted.md written: $([[ -f $dir/predicted.md ]] && echo yes || echo no))"
+    status=1
+  fi
+  predict_rehearsal
+}
+
+# predict_rehearsal: issue 40 (b): the one-GPU rehearsal (issue 24, ranks
+# sharing this GPU through the host-staged backend) predicted from one-rank
+# inputs and a Gloo fit, then measured; the error per trial and whether the
+# winner is the same go to $OUT/predict-rehearsal.md. The fit times Gloo on
+# host buffers: the staging copies (device to host and back) are not in it.
+predict_rehearsal() {
+  local rc=0 n=${REHEARSE_RANKS:-8} study=${REHEARSE_STUDY:-studies/gpt/ddp8-quick.yaml}
+  local est=${EST_PREDICT_RH:-240} cap=${CAP_PREDICT_RH:-420} out=$WORK/predict-rh name
+  fits "$est" "predict: the one-GPU rehearsal of $study on $n ranks, predicted and measured" ||
+    { [[ $DRY == 1 ]] || log_status "predict-rehearsal: skipped, needs ~$est s, $(left0) s left"; return; }
+  [[ $DRY == 1 ]] || rm -rf "$out"
+  timed 120 predict-rh-bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cpu --ranks "$n" \
+    --sizes 1M,4M,16M,64M --iters 10 --warmup 2 --json || rc=$?
+  ((rc == 0)) && { timed "$cap" predict-rh-one bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" --run-id one \
+    --predict "$n" --fit "$LOG/predict-rh-bench.out" || rc=$?; }
+  ((rc == 0)) && { timed "$cap" predict-rh-rehearse bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" \
+    --run-id rehearsal --rehearse || rc=$?; }
+  advance "$est"
+  [[ $DRY == 1 ]] && return
+  name=$(find "$out" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1)
+  ((rc == 0)) && { timed 60 predict-rh-check bin/casestudy predict "$name/one" --gpus "$n" --fit "$LOG/predict-rh-bench.out" \
+    --ranks-per-gpu "$n" --against "$name/rehearsal" --out "$out" || rc=$?; }
+  if ((rc == 0)) && [[ -s $LOG/predict-rh-check.out ]]; then
+    cp "$LOG/predict-rh-check.out" "$OUT/predict-rehearsal.md"
+    log_status "predict-rehearsal: ok, $(grep -m1 '^Median absolute error' "$OUT/predict-rehearsal.md") (predict-rehearsal.md)"
+  else
+    log_status "predict-rehearsal: FAIL (exit $rc, logs/predict-rh-*.err)"
     status=1
   fi
 }

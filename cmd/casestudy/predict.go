@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/predict/runs"
+	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -32,10 +35,17 @@ type predictFlags struct {
 	algo     string
 	proto    string
 	kappa    float64
+	kappaArg string // --kappa: a factor, or auto (parseKappa)
+	auto     bool   // --kappa auto: κ from the calibration launch (predict_kappa.go)
+	load     string // run --interfere C:B: this run is a κ calibration launch
 	cores    int
-	against  string
+	against  []string
 	out      string
 	json     bool
+
+	calibration *predict.Calibration // --kappa auto's evidence
+	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
+	concurrent  bool                 // predict --concurrent-inputs: CPU inputs measured as N copies at once
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
@@ -43,10 +53,12 @@ type predictFlags struct {
 func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
 		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
-	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result instead of a topology")
+	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result (several, comma-separated: one fit to all their points) instead of a topology")
 	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
 	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
-	f.Float64Var(&o.kappa, "kappa", 1, "backward slowdown while a collective overlaps it (1: none; docs/predict.md)")
+	f.StringVar(&o.kappaArg, "kappa", "1", "backward slowdown while a collective overlaps it: a factor (1: none), or auto: "+
+		"measured by the κ calibration launch (run --predict runs it; predict reads RUN_DIR/kappa or a calibration run given "+
+		"as a RUN_DIR) (docs/predict.md)")
 	f.IntVar(&o.cores, "cores", 0, "CPU ranks: the cores they share (default: this machine's)")
 }
 
@@ -54,16 +66,18 @@ func newPredictCommand() *cobra.Command {
 	var o predictFlags
 	var published bool
 	cmd := &cobra.Command{
-		Use:   "predict RUN_DIR",
+		Use:   "predict RUN_DIR...",
 		Short: "Predict a one-rank run's trials on N GPUs (predicted.json, predicted.md); never measurements",
 		Long: "predict reads a run whose trials ran as a world of one with the reducer on (casestudy run --predict N " +
 			"records it), simulates each trial's reducer schedule on --gpus ranks with a collective cost model " +
 			"(--topology: NCCL's tuning formulas on a named machine; --fit: an alpha-beta fit to a bench allreduce " +
 			"result) and writes predicted.json and predicted.md into the run directory or --out. With --against a " +
 			"measured run of the same study on those ranks, it prints each trial's error, the median absolute error " +
-			"and whether the best trial is the same. Predictions never enter verdicts, baselines, compare or history. " +
+			"and whether the best trial is the same. Several RUN_DIRs (one-rank runs of the same study) and several --against " +
+			"runs pool their launches by trial, for launches interleaved in time on a busy host. " +
+			"Predictions never enter verdicts, baselines, compare or history. " +
 			"See docs/predict.md.",
-		Args: cobra.MaximumNArgs(1),
+
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if published {
 				rows, err := predict.Reproduce()
@@ -73,17 +87,23 @@ func newPredictCommand() *cobra.Command {
 				fmt.Fprint(cmd.OutOrStdout(), predict.ReproductionTable(rows))
 				return nil
 			}
-			if len(args) != 1 {
+			if len(args) == 0 {
 				return exitcode.Usage(errors.New("predict needs RUN_DIR (or --published)"))
 			}
-			return runPredict(cmd.OutOrStdout(), args[0], o)
+			return runPredict(cmd.OutOrStdout(), args, o)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&published, "published", false, "print the published collective figures next to the NCCL model on each topology, and exit")
 	f.IntVar(&o.gpus, "gpus", 0, "ranks to predict for (required)")
 	addPredictModelFlags(f, &o)
-	f.StringVar(&o.against, "against", "", "a measured run of the same study on --gpus ranks to check the predictions against")
+	f.BoolVar(&o.concurrent, "concurrent-inputs", false, "CPU ranks: the one-rank RUN_DIRs ran as --gpus copies at once on "+
+		"this host, sharing it as the ranks do (scripts/predict-validate.sh): their compute is taken as it is, not scaled by "+
+		"ranks x threads / cores (docs/predict.md)")
+	f.IntVar(&o.perGPU, "ranks-per-gpu", 1, "the target's ranks share GPUs, this many to a GPU (a one-GPU rehearsal, "+
+		"run --rehearse: all of them): each rank's GPU compute is that many times slower (docs/predict.md)")
+	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
+		"(several, repeated or comma-separated: their launches pooled)")
 	f.StringVar(&o.out, "out", "", "folder for predicted.json and predicted.md (default: the run directory)")
 	f.BoolVar(&o.json, "json", false, "print predicted.json's content instead of the Markdown")
 	return cmd
@@ -108,54 +128,78 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 		}
 		return predict.NCCL{Topo: t, Algo: o.algo, Proto: o.proto}, e, nil
 	case o.fit != "":
-		b, err := os.ReadFile(o.fit)
-		if err != nil {
-			return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
-		}
-		var r bench.Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", o.fit, err))
-		}
+		// Several results (comma-separated, the same ranks): one fit to all
+		// their points, benchmarks interleaved with the runs they predict.
 		var pts []predict.Point
-		for _, row := range r.Rows {
-			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
+		ranks, backend := 0, ""
+		for _, file := range strings.Split(o.fit, ",") {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
+			}
+			var r bench.Result
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", file, err))
+			}
+			if ranks != 0 && r.Ranks != ranks {
+				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %d ranks, the others %d: give results of one rank count", file, r.Ranks, ranks))
+			}
+			ranks, backend = r.Ranks, r.Backend
+			for _, row := range r.Rows {
+				pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
+			}
 		}
-		m, err := predict.FitAlphaBeta(pts, r.Ranks, fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(o.fit), r.Backend, r.Ranks))
+		name := filepath.Base(o.fit)
+		if n := strings.Count(o.fit, ",") + 1; n > 1 {
+			name = fmt.Sprintf("%d results", n)
+		}
+		m, err := predict.FitAlphaBeta(pts, ranks, fmt.Sprintf("%s (%s, %d ranks)", name, backend, ranks))
 		if err != nil {
 			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %w", o.fit, err))
 		}
-		return m, predict.FitError(m, pts, r.Ranks), nil
+		return m, predict.FitError(m, pts, ranks), nil
 	}
 	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
 }
 
-func runPredict(w io.Writer, dir string, o predictFlags) error {
+func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	if o.gpus < 2 {
 		return exitcode.Usage(fmt.Errorf("--gpus %d: give the ranks to predict for, 2 or more", o.gpus))
 	}
-	if o.kappa < 1 {
-		return exitcode.Usage(fmt.Errorf("--kappa %g: give 1 or more (a slowdown factor)", o.kappa))
+	if err := o.parseKappa(); err != nil {
+		return err
+	}
+	if o.perGPU < 1 || o.perGPU > o.gpus {
+		return exitcode.Usage(fmt.Errorf("--ranks-per-gpu %d: give 1 to --gpus (%d)", o.perGPU, o.gpus))
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
 		return err
 	}
-	run, err := store.ReadRun(dir)
+	rs, loaded, err := readPredictRuns(dirs, o.auto)
 	if err != nil {
-		return exitcode.Usage(err)
+		return err
 	}
-	preds, v, err := predictRun(run, o)
+	run := rs[0]
+	if o.auto {
+		cal, err := runs.Kappa(rs, loaded)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))
+		}
+		o.kappa, o.calibration = cal.Kappa, &cal
+	}
+	preds, v, err := predictRun(o, rs...)
 	if err != nil {
 		return err
 	}
 	out := o.out
 	if out == "" {
-		out = dir
+		out = dirs[0]
 	}
 	if err := runs.Write(out, run, preds, v); err != nil {
 		return err
 	}
 	if o.json {
-		return writeJSON(w, runs.File{Note: "predictions, not measurements (docs/predict.md)", Ranks: o.gpus,
+		return writeJSON(w, runs.File{Note: predict.Note, Ranks: o.gpus,
 			Model: preds[0].Model, Predictions: preds, Validation: v})
 	}
 	fmt.Fprint(w, predict.Markdown(preds, runs.Changed(run), v))
@@ -163,19 +207,32 @@ func runPredict(w io.Writer, dir string, o predictFlags) error {
 	return nil
 }
 
-// predictRun predicts every trial of a one-rank run, and checks them against
+// predictRun predicts every trial of one-rank runs of a study (the first
+// names the trials; the others add launches), and checks them against
 // o.against when given.
-func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.Validation, error) {
+func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predict.Validation, error) {
 	cost, cerr, err := o.costModel(o.gpus)
 	if err != nil {
 		return nil, nil, err
 	}
-	ins, err := runs.Inputs(run)
-	if err != nil {
-		return nil, nil, exitcode.Usage(err)
+	run := rs[0]
+	var sets [][]predict.TrialInput
+	for _, r := range rs {
+		in, err := runs.Inputs(r)
+		if err != nil {
+			return nil, nil, exitcode.Usage(err)
+		}
+		sets = append(sets, in)
 	}
-	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa,
-		ComputeScale: runs.ComputeScale(run, o.gpus, o.cores)}
+	ins := runs.Merge(sets...)
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration}
+	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
+	if o.concurrent { // the inputs already shared the host as N ranks do
+		setup.ComputeScale, setup.Concurrent = 1, true
+	}
+	if o.perGPU > 1 { // ranks time-sharing a GPU, as a rehearsal's do
+		setup.ComputeScale *= float64(o.perGPU)
+	}
 	var preds []predict.Prediction
 	for _, in := range ins {
 		setup.Cost = cost
@@ -194,14 +251,18 @@ func predictRun(run *store.Run, o predictFlags) ([]predict.Prediction, *predict.
 		}
 		preds = append(preds, p)
 	}
-	if o.against == "" {
+	if len(o.against) == 0 {
 		return preds, nil, nil
 	}
-	meas, err := store.ReadRun(o.against)
-	if err != nil {
-		return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
+	var meas []*store.Run
+	for _, dir := range o.against {
+		m, err := store.ReadRun(dir)
+		if err != nil {
+			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
+		}
+		meas = append(meas, m)
 	}
-	v := predict.Validate(preds, runs.Measured(meas), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
+	v := predict.Validate(preds, runs.Measured(meas...), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
 	return preds, &v, nil
 }
 
@@ -210,6 +271,7 @@ func addRunPredictFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.IntVar(&o.gpus, "predict", 0, "plan the study on `N` GPUs (ranks on cpu), run each trial as a world of one with "+
 		"the reducer on, and write the trials predicted for N into predicted.json and predicted.md (docs/predict.md)")
 	addPredictModelFlags(f, o)
+	addRunInterfereFlag(f, o)
 }
 
 // expandPredicted is `run --predict N`'s plan: the study expanded on N ranks
@@ -220,6 +282,9 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 	}
 	if o.topology == "" && o.fit == "" {
 		return nil, exitcode.Usage(errors.New("--predict needs --topology NAME or --fit BENCH.json (the collective cost model)"))
+	}
+	if err := o.parseKappa(); err != nil {
+		return nil, err
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil {
 		return nil, err
@@ -235,13 +300,55 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 	return plan, err
 }
 
-// predictAfterRun writes the run's predicted trials (run --predict).
-func predictAfterRun(w io.Writer, dir string, o predictFlags) error {
+// predictThreads is `run --predict N` on CPU ranks: the one-rank run computes
+// with the threads each of the N ranks will get (the runner's default for N
+// ranks: cores/N), not with every core, so that its compute is what one rank
+// of the N-rank run computes (docs/predict.md); the manifest records it and
+// the prediction's inputs carry it. A study's own workload.threads stays.
+func predictThreads(s *study.Study, m *runner.Machine, o predictFlags) {
+	if o.gpus < 2 || m.Device != "cpu" || s.Workload.Threads != 0 {
+		return
+	}
+	cores := o.cores
+	if cores <= 0 {
+		cores = runtime.NumCPU()
+	}
+	s.Workload.Threads = max(1, cores/o.gpus)
+}
+
+// predictAfterRun writes the run's predicted trials (run --predict), after
+// the κ calibration launch with --kappa auto; a calibration launch itself
+// predicts nothing.
+func predictAfterRun(cmd *cobra.Command, w io.Writer, dir, studyPath string, o predictFlags) error {
+	if o.load != "" {
+		fmt.Fprintf(w, "κ calibration launch (a load of %s beside each backward pass): no predictions from it\n", o.load)
+		return nil
+	}
+	if err := o.parseKappa(); err != nil {
+		return err
+	}
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return err
 	}
-	preds, _, err := predictRun(run, o)
+	if o.auto {
+		kdir, err := calibrate(cmd, w, dir, studyPath, o)
+		if err != nil {
+			return err
+		}
+		k, err := store.ReadRun(kdir)
+		if err != nil {
+			return fmt.Errorf("the κ calibration launch: %w", err)
+		}
+		cal, err := runs.Kappa([]*store.Run{run}, []*store.Run{k})
+		if err != nil {
+			return err
+		}
+		o.kappa, o.calibration = cal.Kappa, &cal
+		fmt.Fprintf(w, "κ = %.3f: backward %.2f ms alone, %.2f ms beside the load (%.1f GB/s reached, %d steps)\n",
+			cal.Kappa, cal.BackwardMS, cal.LoadedBackwardMS, cal.LoadGBps, cal.Steps)
+	}
+	preds, _, err := predictRun(o, run)
 	if err != nil {
 		return err
 	}

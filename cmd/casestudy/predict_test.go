@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/predict/runs"
 )
 
@@ -32,6 +34,8 @@ func TestPredictBadInput(t *testing.T) {
 		{"too many GPUs", []string{"predict", notRun, "--gpus", "16", "--topology", "h100-sxm-8"}, "has 8 GPUs"},
 		{"not a run", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8"}, "not a run directory"},
 		{"kappa", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "0.5"}, "--kappa"},
+		{"kappa word", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "fast"}, "or auto"},
+		{"ranks per GPU", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--ranks-per-gpu", "3"}, "--ranks-per-gpu 3"},
 		{"fit file", []string{"predict", notRun, "--gpus", "2", "--fit", filepath.Join(notRun, "none.json")}, "--fit"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
@@ -53,15 +57,16 @@ func TestPlanTopology(t *testing.T) {
 	assert.Regexp(t, `100 MiB\s+\S+ ms\s+3\d\d\.\d GB/s\s+Ring/Simple`, stdout)
 }
 
-// TestPredictCPUGloo is the CPU validation of docs/predict.md at CI size:
+// TestPredictCPUGloo is the CPU validation of docs/predict.md at CI size, as
+// scripts/predict-validate.sh does it for 2 ranks in two interleaved rounds:
 // studies/gpt/predict-cpu.yaml as a world of one with the reducer
-// (run --predict 2), an alpha-beta fit to `bench allreduce` on 2 Gloo ranks,
-// the same study measured on 2 ranks, and the predictions checked against it:
+// (run --predict 2) in two copies at once, an alpha-beta fit to `bench
+// allreduce` on 2 Gloo ranks, the same study measured on 2 ranks, and the
+// predictions checked against it:
 // median absolute error of the step time at most 10% and the same best trial.
 // It times real runs, so it runs alone (`make predict-check`, which sets
 // CASESTUDY_PREDICT_CHECK=1), not among the parallel packages of `go test
-// ./...`. docs/predict.md has the errors measured so far: the bar was not met
-// on the shared 2-core development host.
+// ./...`. docs/predict.md has the errors measured so far.
 func TestPredictCPUGloo(t *testing.T) {
 	if os.Getenv("CASESTUDY_PREDICT_CHECK") != "1" {
 		t.Skip("a timing check: runs alone with CASESTUDY_PREDICT_CHECK=1 (make predict-check)")
@@ -72,26 +77,42 @@ func TestPredictCPUGloo(t *testing.T) {
 	dir := t.TempDir()
 	study := filepath.Join(repoRoot(t), "studies", "gpt", "predict-cpu.yaml")
 
-	var out, errb bytes.Buffer
-	code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib, "--ranks", "2",
-		"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--json"}, &out, &errb)
-	require.Equal(t, 0, code, errb.String())
-	fit := filepath.Join(dir, "bench2.json")
-	require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
 
-	small := []string{"--warmup", "2", "--steps", "5"} // CI size
-	code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "one"), "--predict", "2", "--fit", fit}, small...)...)
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	one := onlyRunDir(t, filepath.Join(dir, "one"))
-	assert.Contains(t, stdout, "predicted 4 trials on 2 ranks")
-	_, err := os.Stat(filepath.Join(one, runs.JSONFile))
-	require.NoError(t, err)
+	// CI size, one launch per trial per run. The one-rank inputs run as two
+	// copies at once, sharing the host as the two ranks will
+	// (--concurrent-inputs); the inputs and the two-rank runs alternate so
+	// that the host's load falls alike on both.
+	small := []string{"--warmup", "2", "--steps", "5", "--repeats", "1"}
+	var ones, twos, fits []string
+	for r := range 2 {
+		// The collectives' fit: a benchmark each round, one fit to all.
+		var out, errb bytes.Buffer
+		code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib, "--ranks", "2",
+			"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--json"}, &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		fit := filepath.Join(dir, fmt.Sprintf("bench2-%d.json", r))
+		require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
+		fits = append(fits, fit)
+		var cmds []*exec.Cmd
+		var outs []*syncbuf.Buffer
+		for k := range 2 {
+			out := filepath.Join(dir, fmt.Sprintf("one%d-%d", r, k))
+			cmd, buf := startMain(t, repoRoot(t), append([]string{"run", study, "--out", out, "--engine-lib", lib, "--predict", "2", "--fit", fit}, small...)...)
+			cmds, outs = append(cmds, cmd), append(outs, buf)
+			ones = append(ones, out)
+		}
+		for k, cmd := range cmds {
+			require.NoError(t, cmd.Wait(), outs[k].String())
+			assert.Contains(t, outs[k].String(), "predicted 4 trials on 2 ranks")
+			ones[len(ones)-2+k] = onlyRunDir(t, ones[len(ones)-2+k])
+		}
+		code, stdout, stderr := runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, fmt.Sprint("two", r)), "--ranks", "2"}, small...)...)
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		twos = append(twos, onlyRunDir(t, filepath.Join(dir, fmt.Sprint("two", r))))
+	}
 
-	code, stdout, stderr = runCLI(t, append([]string{"run", study, "--out", filepath.Join(dir, "two"), "--ranks", "2"}, small...)...)
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	two := onlyRunDir(t, filepath.Join(dir, "two"))
-
-	code, stdout, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", two, "--json")
+	code, stdout, stderr := runCLI(t, append(append([]string{"predict"}, ones...), "--gpus", "2", "--fit", strings.Join(fits, ","),
+		"--concurrent-inputs", "--against", strings.Join(twos, ","), "--json")...)
 	require.Equal(t, 0, code, stderr)
 	var f runs.File
 	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)

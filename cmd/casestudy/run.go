@@ -211,6 +211,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		}
 	}
 	machine.DPWorldOfOne = o.predict.gpus > 0
+	if err := predictSetup(s, machine, o.predict); err != nil {
+		return err
+	}
 	if prev != nil {
 		if w, err = store.Reopen(prev, lock); err != nil {
 			return fmt.Errorf("--resume: %w", err)
@@ -282,7 +285,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	progress.Close()
 	fmt.Fprintf(text, "trials: %s\n", res)
 	if o.predict.gpus > 0 && runErr == nil {
-		if err := predictAfterRun(text, w.Dir, o.predict); err != nil {
+		if err := predictAfterRun(cmd, text, w.Dir, studyArg(args), o.predict); err != nil {
 			fmt.Fprintf(text, "casestudy: no predictions: %v\n", err)
 		}
 	}

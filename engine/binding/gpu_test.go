@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -285,4 +286,48 @@ func TestGPUPipelineOneStage(t *testing.T) {
 			assert.Equal(t, a.MicroBatch*m, s.Samples)
 		})
 	}
+}
+
+// TestGPUInterference: the κ calibration's side-stream copy kernel
+// (CASESTUDY_INTERFERE=C:B, engine/native/src/cuda/interfere.cu) runs beside
+// each backward pass on a GPU, stops with it (the steps finish: the kernel saw
+// its stop flag), streams no faster than its pace, and slows the backward pass
+// no less than 0% (κ >= 1 within noise) when unpaced on 16 multiprocessors.
+func TestGPUInterference(t *testing.T) {
+	lib := gpuLibrary(t)
+	backward := func(env string) (ms, gbps float64) {
+		t.Setenv("CASESTUDY_INTERFERE", env)
+		e, err := lib.Create(gpuGPT("124m", "bf16", false))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, e.Close()) }()
+		steps, err := e.Steps(8)
+		require.NoError(t, err)
+		var b, g []float64
+		for _, m := range steps[3:] {
+			b, g = append(b, m.BackwardMS), append(g, m.InterfereGBps)
+		}
+		return median(b), median(g)
+	}
+	base, none := backward("")
+	assert.Zero(t, none)
+	paced, pg := backward("8:200")
+	loaded, lg := backward("16:0")
+	t.Logf("backward %.2f ms alone; %.2f ms beside 8 blocks paced to 200 GB/s (reached %.1f GB/s); %.2f ms beside 16 unpaced blocks (%.1f GB/s): κ %.3f and %.3f",
+		base, paced, pg, loaded, lg, paced/base, loaded/base)
+	assert.Positive(t, pg, "the paced load streamed beside backward")
+	assert.LessOrEqual(t, pg, 1.2*200, "the pace bounds the paced load")
+	assert.Positive(t, lg, "the unpaced load streamed beside backward")
+	assert.Greater(t, loaded, 0.97*base, "a concurrent copy does not speed backward up")
+	t.Setenv("CASESTUDY_INTERFERE", "100000")
+	_, err := lib.Create(gpuGPT("124m", "bf16", false))
+	require.ErrorContains(t, err, "multiprocessors", "more blocks than the GPU has")
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }

@@ -51,3 +51,37 @@ func TestBucketReadyTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestInterferenceCPU: CASESTUDY_INTERFERE=C:B runs the κ calibration's load
+// (docs/predict.md) beside each backward pass of CPU ranks, a memory-streaming
+// thread here, and each step reports the traffic it reached; a malformed
+// value is a configuration error naming the variable. No timing is asserted
+// (κ itself is measured by `casestudy run --predict --kappa auto`).
+func TestInterferenceCPU(t *testing.T) {
+	lib := glooLibrary(t)
+	cfg := tinyGPT("fp32")
+	t.Setenv("CASESTUDY_INTERFERE", "1:2")
+	e, err := lib.Create(cfg)
+	require.NoError(t, err)
+	steps, err := e.Steps(2)
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	for _, m := range steps {
+		t.Logf("step %d: backward %.2f ms, load %.2f GB/s", m.Step, m.BackwardMS, m.InterfereGBps)
+		assert.Positive(t, m.InterfereGBps, "the load streamed during backward")
+		assert.Less(t, m.InterfereGBps, 2.5, "paced to 2 GB/s")
+	}
+	for _, bad := range []string{"0", "x", "2:", "2:-1", "2:1:3"} {
+		t.Setenv("CASESTUDY_INTERFERE", bad)
+		_, err := lib.Create(cfg)
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "CASESTUDY_INTERFERE="+bad, bad)
+	}
+	t.Setenv("CASESTUDY_INTERFERE", "")
+	e, err = lib.Create(cfg)
+	require.NoError(t, err)
+	steps, err = e.Steps(1)
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	assert.Zero(t, steps[0].InterfereGBps, "no load without the variable")
+}

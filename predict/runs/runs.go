@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/store"
@@ -20,8 +21,9 @@ import (
 
 // The files a prediction writes into a run directory.
 const (
-	JSONFile     = "predicted.json"
-	MarkdownFile = "predicted.md"
+	JSONFile     = predict.JSONFile
+	MarkdownFile = predict.MarkdownFile
+	ChartFile    = predict.ChartFile
 )
 
 // Inputs are a one-rank run's ok trials with their ok launches (rank 0's
@@ -65,32 +67,61 @@ func Key(values map[string]string) string {
 
 // Measured is a run's step time per trial key: each launch's slowest rank's
 // mean step time (the throughput's definition, docs/architecture.md), the
-// median over its ok launches.
-func Measured(run *store.Run) map[string]float64 {
-	out := map[string]float64{}
-	for _, t := range run.Trials {
-		var per []float64
-		for _, rp := range t.Repeats {
-			if rp.Outcome != store.OK {
-				continue
-			}
-			slowest := 0.0
-			for _, r := range rp.Ranks {
-				if len(r.Steps) == 0 {
+// median over its ok launches. Several runs of the same study (launches
+// interleaved with the one-rank run's, scripts/predict-validate.sh) pool
+// their launches.
+func Measured(rs ...*store.Run) map[string]float64 {
+	per := map[string][]float64{}
+	for _, run := range rs {
+		for _, t := range run.Trials {
+			for _, rp := range t.Repeats {
+				if rp.Outcome != store.OK {
 					continue
 				}
-				sum := 0.0
-				for _, s := range r.Steps {
-					sum += s.StepMS
+				if s := slowestMean(rp.Ranks); s > 0 {
+					per[Key(t.Knobs)] = append(per[Key(t.Knobs)], s)
 				}
-				slowest = max(slowest, sum/float64(len(r.Steps)))
-			}
-			if slowest > 0 {
-				per = append(per, slowest)
 			}
 		}
-		if len(per) > 0 {
-			out[Key(t.Knobs)] = predict.Median(per)
+	}
+	out := map[string]float64{}
+	for k, v := range per {
+		out[k] = predict.Median(v)
+	}
+	return out
+}
+
+func slowestMean(ranks []store.RankRecord) float64 {
+	slowest := 0.0
+	for _, r := range ranks {
+		if len(r.Steps) == 0 {
+			continue
+		}
+		sum := 0.0
+		for _, s := range r.Steps {
+			sum += s.StepMS
+		}
+		slowest = max(slowest, sum/float64(len(r.Steps)))
+	}
+	return slowest
+}
+
+// Merge pools the inputs of several one-rank runs of the same study by trial
+// (its knob values): each trial's launches from every run, in the first
+// run's trial order.
+func Merge(sets ...[]predict.TrialInput) []predict.TrialInput {
+	var out []predict.TrialInput
+	at := map[string]int{}
+	for _, set := range sets {
+		for _, in := range set {
+			k := Key(in.Knobs)
+			if i, ok := at[k]; ok {
+				out[i].Launches = append(out[i].Launches, in.Launches...)
+				continue
+			}
+			at[k] = len(out)
+			in.Launches = append([][]engine.StepMetrics(nil), in.Launches...)
+			out = append(out, in)
 		}
 	}
 	return out
@@ -98,22 +129,24 @@ func Measured(run *store.Run) map[string]float64 {
 
 // ComputeScale is what CPU ranks lose to sharing cores: max(1, ranks x the
 // threads of each rank / cores); 1 on GPUs. threads is the one-rank run's
-// workload.threads (0: the runner gave the one rank every core).
-func ComputeScale(run *store.Run, ranks, cores int) float64 {
+// workload.threads (0: the runner gave the one rank every core); `run
+// --predict N` on CPU sets it to the threads each of N ranks gets (cores/N),
+// so that the one-rank input computes as one rank of the N-rank run does.
+// It also returns the threads and cores it used (0, 0 on GPUs).
+func ComputeScale(run *store.Run, ranks, cores int) (scale float64, threads, usedCores int) {
 	if device(run) != "cpu" {
-		return 1
+		return 1, 0, 0
 	}
 	if cores <= 0 {
 		cores = runtime.NumCPU()
 	}
-	threads := 0
 	if v, ok := run.Manifest.Workload["threads"].(float64); ok {
 		threads = int(v)
 	}
 	if threads <= 0 {
 		threads = cores
 	}
-	return max(1, float64(ranks*threads)/float64(cores))
+	return max(1, float64(ranks*threads)/float64(cores)), threads, cores
 }
 
 func device(run *store.Run) string {
@@ -141,20 +174,14 @@ func Changed(run *store.Run) func(predict.Prediction) string {
 }
 
 // File is predicted.json.
-type File struct {
-	Note        string               `json:"note"`
-	Ranks       int                  `json:"ranks"`
-	Model       string               `json:"model"`
-	Predictions []predict.Prediction `json:"predictions"`
-	Validation  *predict.Validation  `json:"validation,omitempty"`
-}
+type File = predict.File
 
 // Write writes predicted.json, predicted.md and its chart predicted.svg into dir.
 func Write(dir string, run *store.Run, preds []predict.Prediction, v *predict.Validation) error {
 	if len(preds) == 0 {
 		return fmt.Errorf("no predictions to write")
 	}
-	f := File{Note: "predictions, not measurements (docs/predict.md)", Ranks: preds[0].Ranks, Model: preds[0].Model,
+	f := File{Note: predict.Note, Ranks: preds[0].Ranks, Model: preds[0].Model,
 		Predictions: preds, Validation: v}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
@@ -163,7 +190,7 @@ func Write(dir string, run *store.Run, preds []predict.Prediction, v *predict.Va
 	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	svg, err := Chart(preds, Changed(run), v)
+	svg, err := predict.Chart(preds, Changed(run), v)
 	if err != nil {
 		return fmt.Errorf("the predictions' chart: %w", err)
 	}

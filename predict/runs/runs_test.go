@@ -159,3 +159,49 @@ func TestInputsRefuseMultiRankRuns(t *testing.T) {
 		t.Errorf("a two-rank run as input: %v", err)
 	}
 }
+
+// loadedTrial is oneRankTrial measured with the κ calibration's load: its
+// backward takes loadedMS.
+func loadedTrial(id, overlap string, loadedMS float64) *store.TrialRecord {
+	t := oneRankTrial(id, overlap, 80)
+	for i := range t.Repeats[0].Ranks[0].Steps {
+		s := &t.Repeats[0].Ranks[0].Steps[i]
+		s.BackwardMS, s.InterfereGBps = loadedMS, 100
+	}
+	return t
+}
+
+func TestKappaFromTheCalibrationLaunch(t *testing.T) {
+	clean, err := store.ReadRun(writeRun(t, oneRankTrial("aaaa0001", "true", 70), oneRankTrial("aaaa0002", "false", 70)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := store.ReadRun(writeRun(t, loadedTrial("aaaa0001", "true", 50)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Loaded(clean) || !Loaded(cal) {
+		t.Fatalf("Loaded: clean %t, calibration %t", Loaded(clean), Loaded(cal))
+	}
+	c, err := Kappa([]*store.Run{clean}, []*store.Run{cal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 ms of backward alone, 50 ms beside the load.
+	if c.Kappa != 1.25 || c.Ratio != 1.25 || c.BackwardMS != 40 || c.LoadedBackwardMS != 50 || c.LoadGBps != 100 || c.Steps != 4 {
+		t.Errorf("calibration %+v, want κ 1.25 from 40 and 50 ms", c)
+	}
+	faster, _ := store.ReadRun(writeRun(t, loadedTrial("aaaa0001", "true", 30)))
+	if c, err := Kappa([]*store.Run{clean}, []*store.Run{faster}); err != nil || c.Kappa != 1 || c.Ratio != 0.75 {
+		t.Errorf("a loaded backward faster than the clean one (noise): κ %g (ratio %g, %v), want 1 and the ratio kept", c.Kappa, c.Ratio, err)
+	}
+	if _, err := Kappa([]*store.Run{clean}, nil); err == nil || !strings.Contains(err.Error(), "--kappa auto") {
+		t.Errorf("no calibration: %v", err)
+	}
+	ins, _ := Inputs(clean)
+	p, err := predict.PredictTrial(ins[0], predict.Setup{Ranks: 8, Cost: predict.AlphaBeta{AlphaMS: 0.01, BetaMSPerB: 1e-7},
+		Kappa: c.Kappa, Calibration: &c})
+	if err != nil || p.Calibration == nil || p.Kappa != 1.25 {
+		t.Errorf("the prediction carries its κ and where it came from: %+v, %v", p.Calibration, err)
+	}
+}

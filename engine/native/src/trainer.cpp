@@ -13,6 +13,7 @@
 #include "comm_watch.h"
 #include "compat.h"
 #include "cudnn_tuning.h"
+#include "interfere.h"
 #include "kernels.h"
 #include "pipeline.h"
 #include "rank_facts.h"
@@ -160,6 +161,13 @@ void Trainer::init_device() {
   name_ = device_name(device_);
   peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
   if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
+  try {  // CASESTUDY_INTERFERE: the κ calibration's load beside each backward (interfere.h)
+    interf_ = Interference::from_env(device_);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
+  }
+  if (interf_ && (cfg_.graphs || cfg_.pipeline.stages > 1))
+    throw UnsupportedError("CASESTUDY_INTERFERE (the κ calibration) with graphs or a pipeline");
 }
 
 void Trainer::build_model() {
@@ -346,7 +354,9 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     loss = backward_scale.defined() ? loss * backward_scale : loss / double(ga);
     if (reducer_ && scaler_ && i == ga - 1) reducer_->set_loss_scale(scaler_->scale());
     if (reducer_) reducer_->prepare(i == ga - 1);
+    if (interf_) interf_->begin();
     loss.backward();
+    if (interf_) interf_->end();
     mark(int(2 + 2 * i));
   }
   if (reducer_) reducer_->finalize();
@@ -532,6 +542,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
   // or cast back (the tail of the multi-GPU prediction, docs/predict.md).
   m["tail_ms"] = replayed || pipe_ ? 0.0 : tl.ms(int(2 * ga), int(2 * ga + 1));
   m["graphed"] = replayed;
+  if (interf_) m["interfere_gbps"] = interf_->take_gbps(bwd, int(ga));
   const int64_t samples = cfg_.model.micro_batch * ga;
   const int64_t tokens = samples * facts_.tokens_per_sample;
   const double sec = step_ms / 1e3;

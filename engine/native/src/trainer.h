@@ -129,6 +129,9 @@ class Trainer {
   // ZeRO (zero.h): set when zero.stage > 0, in place of optim_; destroyed
   // before reducer_ and comm_, which it (and its reducer) use.
   std::unique_ptr<class ZeroOptimizer> zero_;
+
+  // CASESTUDY_INTERFERE's load beside each backward (interfere.h); null unset.
+  std::unique_ptr<class Interference> interf_;
 };
 
 }  // namespace cs

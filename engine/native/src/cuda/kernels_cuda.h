@@ -140,5 +140,14 @@ using kern::AdamwJob;
 cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, const float* step,
                        const float* grad_scale, const float* found_inf, cudaStream_t stream);
 
+// ---- interfere.cu ----------------------------------------------------------------
+// The κ calibration's load (interfere.cpp): blocks blocks copy src to dst
+// (bytes, 16-byte aligned, each block its own slice) round after round until
+// *stop (device memory) reaches epoch, paced to gbps GB/s read + written in all
+// (0: unpaced); *copied gains the bytes read and written. Launch it on a side
+// stream: it runs until something else sets *stop.
+cudaError_t interfere_copy(const void* src, void* dst, int64_t bytes, int blocks, double gbps,
+                           const int* stop, int epoch, unsigned long long* copied, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace cs

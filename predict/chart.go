@@ -1,4 +1,4 @@
-package runs
+package predict
 
 import (
 	"bytes"
@@ -8,12 +8,28 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-
-	"github.com/casestudy/casestudy/predict"
 )
 
-// ChartFile is the predicted trials' chart (predicted.md shows it).
-const ChartFile = "predicted.svg"
+// The files a prediction writes into a run directory (predict/runs.Write):
+// the report reads JSONFile for its Predicted section.
+const (
+	JSONFile     = "predicted.json"
+	MarkdownFile = "predicted.md"
+	ChartFile    = "predicted.svg"
+)
+
+// File is predicted.json: the predicted trials of a one-rank run on Ranks,
+// and, when they were checked against a measured run, the check.
+type File struct {
+	Note        string       `json:"note"`
+	Ranks       int          `json:"ranks"`
+	Model       string       `json:"model"`
+	Predictions []Prediction `json:"predictions"`
+	Validation  *Validation  `json:"validation,omitempty"`
+}
+
+// Note is what predicted.json says it is.
+const Note = "predictions, not measurements (docs/predict.md)"
 
 type band struct {
 	xys    plotter.XYs
@@ -26,7 +42,7 @@ func (b band) YError(i int) (float64, float64) { return b.xys[i].Y - b.lo[i], b.
 
 // Chart draws each predicted trial's step time with its band (and, with a
 // validation, the measured step time beside it) as SVG.
-func Chart(preds []predict.Prediction, changed func(predict.Prediction) string, v *predict.Validation) ([]byte, error) {
+func Chart(preds []Prediction, changed func(Prediction) string, v *Validation) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Predicted step time on %d ranks (not measured)", preds[0].Ranks)
 	p.Y.Label.Text = "step (ms)"

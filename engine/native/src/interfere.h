@@ -1,0 +1,31 @@
+// interfere.h: the κ calibration of the multi-GPU prediction (issue 40,
+// docs/predict.md). With CASESTUDY_INTERFERE=C[:B] in its environment, a
+// trainer runs a load beside every backward pass, as a concurrent collective
+// would: on a GPU a copy kernel on a side stream with C blocks (C
+// multiprocessors) streaming B GB/s (0 or none: as fast as C blocks go),
+// started when the backward starts on the GPU and stopped when it ends; on
+// CPU ranks C threads streaming memory at B GB/s in all. The step's
+// backward_ms with the load over that without is κ. Each step reports the
+// traffic reached (interfere_gbps).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+namespace cs {
+
+class Interference {
+ public:
+  // The load CASESTUDY_INTERFERE asks for on device; null when it is unset.
+  // Throws on a malformed value or a device it cannot load.
+  static std::unique_ptr<Interference> from_env(torch::Device device);
+  virtual ~Interference() = default;
+  virtual void begin() = 0;  // at the backward pass's start (in stream order on a GPU)
+  virtual void end() = 0;    // at its end
+  // GB/s read + written during the oldest n backward passes not taken yet
+  // (a step's grad_accum passes), over their ms milliseconds.
+  virtual double take_gbps(double ms, int n) = 0;
+};
+
+}  // namespace cs
