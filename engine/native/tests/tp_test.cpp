@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -293,7 +294,7 @@ int conjugates(const tp::Context& c, int r) {
 // the LayerNorms and residual adds on sequence shards and all-reduces their
 // parameters' (and the row-parallel biases') gradients over the tensor group.
 struct TinyGPT {
-  static constexpr int64_t V = 32, D = 16, H = 4, L = 2, S = 8, NB = 2;
+  static constexpr int64_t V = 32, D = 16, H = 4, L = 2, S = 8, NB = 4;
   // Per layer: ln1 w, b, qkv w, b, proj w, b, ln2 w, b, fc w, b, fc2 w, b.
   std::vector<torch::Tensor> p;  // wte, wpe, layers..., ln_f w, b
   std::vector<torch::Tensor> seq_params;  // replicated, seeing a sequence shard under SP
@@ -340,29 +341,43 @@ struct TinyGPT {
         .mean();
   }
 
-  // Three SGD steps on one batch; returns the losses.
-  std::vector<double> train(const tp::Context& c) {
+  // Three SGD steps on one global batch of NB rows; returns the losses. With a
+  // data group (tp × dp) the replica takes its NB/dp rows, and the gradients
+  // and the loss are averaged over the data group.
+  std::vector<double> train(const tp::Context& c, PipeGroup* data = nullptr) {
+    const int dp = data ? data->size() : 1, d = data ? data->rank() : 0;
+    const int64_t rows = NB / dp;
     std::vector<double> losses;
     for (int step = 0; step < 3; step++) {
       auto gen = at::detail::createCPUGenerator(100);  // one batch: the loss must fall
-      auto tokens = torch::randint(0, V, {NB, S + 1}, gen, torch::kLong);
+      auto tokens = torch::randint(0, V, {NB, S + 1}, gen, torch::kLong).narrow(0, d * rows, rows);
       for (auto& t : p) t.mutable_grad() = torch::Tensor();
       auto l = loss(tokens.narrow(1, 0, S), tokens.narrow(1, 1, S), c);
       l.backward();
       tp::allreduce_sequence_parallel_grads(seq_params, c);
       torch::NoGradGuard ng;
+      auto lv = l.detach().clone().reshape({1});
+      if (data) {
+        for (auto& t : p) {
+          data->all_reduce_sum(t.mutable_grad());
+          t.mutable_grad().div_(dp);
+        }
+        data->all_reduce_sum(lv);
+        lv.div_(dp);
+      }
       for (auto& t : p) t.sub_(t.grad(), 0.3);
-      losses.push_back(l.item<double>());
+      losses.push_back(lv.item<double>());
     }
     return losses;
   }
 };
 
-int model(const tp::Context& c, int r) {
-  const int n = c.size();
-  TinyGPT full(0, 1), mine(r, n);
+// r: the rank in the world; t: its tensor rank.
+int check_model(const tp::Context& c, PipeGroup* data, int r) {
+  const int n = c.size(), t = c.rank();
+  TinyGPT full(0, 1), mine(t, n);
   auto want = full.train(tp::Context{});
-  auto got = mine.train(c);
+  auto got = mine.train(c, data);
   for (size_t i = 0; i < want.size(); i++) {
     if (std::abs(got[i] - want[i]) > 1e-5 * std::abs(want[i])) {
       std::cerr << "FAIL tp model loss of step " << i << " (rank " << r << "): " << got[i] << " vs "
@@ -380,17 +395,58 @@ int model(const tp::Context& c, int r) {
     const auto& f = full.p[i];
     torch::Tensor want_p = f;
     const size_t k = i < 2 ? 12 : (i - 2) % 12;
-    if (i == 0) want_p = tp::shard(f, 0, r, n);
+    if (i == 0) want_p = tp::shard(f, 0, t, n);
     else if (i >= 2 && i < full.p.size() - 2) {
-      if (k == 2 || k == 3) want_p = tp::shard_qkv(f, r, n);
-      else if (k == 4 || k == 10) want_p = tp::shard(f, 1, r, n);
-      else if (k == 8 || k == 9) want_p = tp::shard(f, 0, r, n);
+      if (k == 2 || k == 3) want_p = tp::shard_qkv(f, t, n);
+      else if (k == 4 || k == 10) want_p = tp::shard(f, 1, t, n);
+      else if (k == 8 || k == 9) want_p = tp::shard(f, 0, t, n);
     }
     if (!close(("model parameter " + std::to_string(i)).c_str(), r, mine.p[i].detach(), want_p.detach(),
                1e-5))
       return 1;
   }
   return 0;
+}
+
+int model(const tp::Context& c, int r) { return check_model(c, nullptr, r); }
+
+// The tiny GPT on a tp × dp mesh (tp::Mesh: tensor groups of consecutive
+// ranks, data groups across them), each group its own Gloo process group.
+int on_mesh(int tpn, int dpn, bool sp) {
+  const auto m = tp::Mesh::of(tpn * dpn, tpn, 1);
+  const auto parts = m.partitions();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < m.world(); r++) {
+    ranks.emplace_back([&, r] {
+      int rc = 1;
+      try {
+        std::unique_ptr<PipeGroup> groups[2];  // tensor, data
+        for (int k = 0; k < 2; k++)
+          for (size_t g = 0; g < parts[size_t(k)].size(); g++)
+            for (size_t i = 0; i < parts[size_t(k)][g].size(); i++)
+              if (parts[size_t(k)][g][i] == r)
+                groups[k] = std::make_unique<GlooGroup>(
+                    c10::make_intrusive<c10d::PrefixStore>(
+                        "mesh" + std::to_string(k) + "/" + std::to_string(g) + "/", store),
+                    int(i), int(parts[size_t(k)][g].size()));
+        tp::Context c;
+        c.group = groups[0].get();
+        c.sequence_parallel = sp;
+        if (c.rank() != m.coords(r).tensor || groups[1]->rank() != m.coords(r).data)
+          throw std::logic_error("the mesh's coordinates disagree with its groups");
+        rc = check_model(c, groups[1].get(), r);
+      } catch (const std::exception& e) {
+        std::cerr << "FAIL tp mesh (rank " << r << "): " << e.what() << "\n";
+      }
+      if (rc) failed++;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (failed)
+    std::cerr << "  case tiny gpt tp " << tpn << " x dp " << dpn << (sp ? " sequence parallel" : "") << "\n";
+  return failed ? 1 : 0;
 }
 #endif  // CS_WITH_GLOO
 
@@ -435,7 +491,9 @@ int tp_tests() {
   for (int n : {2, 4})
     for (bool sp : {false, true})
       for (const auto& kv : cases) failed |= on_ranks(kv.first, n, sp, kv.second), ran++;
-  std::cout << "tp: " << ran << " cases on Gloo thread ranks (tp 2 and 4, sequence parallel off and on)"
+  for (bool sp : {false, true}) failed |= on_mesh(2, 2, sp), ran++;
+  std::cout << "tp: " << ran
+            << " cases on Gloo thread ranks (tp 2 and 4, tp 2 x dp 2, sequence parallel off and on)"
             << std::endl;
   at::set_num_threads(threads);
 #else
