@@ -1,0 +1,503 @@
+// tp_test.cpp: tensor and sequence parallelism's layers (src/tp.h) against the
+// full computation, in the style of Megatron's and fairscale's model-parallel
+// tests: every rank builds the full master weights and inputs from one seed,
+// runs its shard, and compares its output and its share of dW, db and dX with
+// the full layer's, fp32, relative error below 1e-6. Ranks are threads, each a
+// rank of a real Gloo process group (c10d over an in-process HashStore), at
+// tensor degrees 2 and 4. Also the mesh's rank layout and the dropout seeds.
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "native_test.h"
+#include "tp.h"
+
+#ifdef CS_WITH_GLOO
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+
+using namespace cs;
+
+namespace {
+
+constexpr double kTol = 1e-6;
+
+// The full tensors every rank draws alike (a generator of its own per call:
+// the ranks are threads, the global generator is shared).
+torch::Tensor randn(std::vector<int64_t> sizes, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return torch::randn(sizes, gen, torch::kFloat);
+}
+
+// Prints and fails when ||a - b|| / ||b|| ≥ kTol.
+bool close(const char* what, int rank, const torch::Tensor& a, const torch::Tensor& b,
+           double tol = kTol) {
+  if (a.sizes() != b.sizes()) {
+    std::cerr << "FAIL tp " << what << " (rank " << rank << "): shape " << a.sizes() << " vs "
+              << b.sizes() << "\n";
+    return false;
+  }
+  const double e = rel_err(a, b);
+  if (e < tol) return true;
+  std::cerr << "FAIL tp " << what << " (rank " << rank << "): relative error " << e << "\n";
+  return false;
+}
+
+#define TP_CLOSE(what, a, b) \
+  do {                       \
+    if (!close(what, r, a, b)) return 1; \
+  } while (0)
+
+#ifdef CS_WITH_GLOO
+// A rank of a Gloo process group as the PipeGroup the layers take.
+class GlooGroup : public PipeGroup {
+ public:
+  GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) : rank_(rank), size_(size) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    opts->threads = 1;
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void exchange(const std::vector<P2POp>&) override { throw std::logic_error("not used"); }
+  void all_reduce_sum(torch::Tensor t) override {
+    std::vector<at::Tensor> v{t};
+    pg_->allreduce(v)->wait();
+  }
+
+ private:
+  int rank_, size_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+// Runs body(context, rank) on n thread ranks of one Gloo group; 0 when every
+// rank returned 0.
+int on_ranks(const std::string& name, int n, bool sp,
+             const std::function<int(const tp::Context&, int)>& body) {
+  static std::atomic<int> serial{0};
+  auto store = c10::make_intrusive<c10d::PrefixStore>("tp" + std::to_string(serial++) + "/",
+                                                      c10::make_intrusive<c10d::HashStore>());
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; r++) {
+    ranks.emplace_back([&, r] {
+      int rc = 1;
+      try {
+        GlooGroup g(store, r, n);
+        tp::Context c;
+        c.group = &g;
+        c.sequence_parallel = sp;
+        rc = body(c, r);
+      } catch (const std::exception& e) {
+        std::cerr << "FAIL tp " << name << " (rank " << r << "): " << e.what() << "\n";
+      }
+      if (rc) failed++;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (failed) std::cerr << "  case " << name << " tp " << n << (sp ? " sequence parallel" : "") << "\n";
+  return failed ? 1 : 0;
+}
+
+constexpr int64_t B = 2, T = 8, IN = 12, OUT = 16;
+
+// Column-parallel linear: output columns, dW rows, db, and the all-reduced dX.
+int column(const tp::Context& c, int r) {
+  const int n = c.size();
+  auto x = randn({B, T, IN}, 1), w = randn({OUT, IN}, 2), b = randn({OUT}, 3), gy = randn({B, T, OUT}, 4);
+  auto X = x.clone().requires_grad_(), W = w.clone().requires_grad_(), Bb = b.clone().requires_grad_();
+  auto Y = torch::linear(X, W, Bb);
+  (Y * gy).sum().backward();
+
+  // Sequence parallel: the input arrives split along the sequence, the input
+  // gradient leaves split the same way.
+  auto xs = (c.sequence_parallel ? tp::shard(x, 1, r, n) : x.clone()).requires_grad_();
+  auto ws = tp::shard(w, 0, r, n).requires_grad_(), bs = tp::shard(b, 0, r, n).requires_grad_();
+  auto y = tp::column_parallel_linear(xs, ws, bs, c);
+  TP_CLOSE("column output", y, tp::shard(Y, -1, r, n));
+  (y * tp::shard(gy, -1, r, n)).sum().backward();
+  TP_CLOSE("column dW", ws.grad(), tp::shard(W.grad(), 0, r, n));
+  TP_CLOSE("column db", bs.grad(), tp::shard(Bb.grad(), 0, r, n));
+  TP_CLOSE("column dX", xs.grad(), c.sequence_parallel ? tp::shard(X.grad(), 1, r, n) : X.grad());
+  // gather_from reassembles the full output; its backward hands back the shard.
+  auto xg = (c.sequence_parallel ? tp::shard(x, 1, r, n) : x.clone()).requires_grad_();
+  auto full = tp::gather_from(tp::column_parallel_linear(xg, ws.detach(), bs.detach(), c), c.group);
+  TP_CLOSE("column gathered output", full, Y);
+  (full * gy).sum().backward();
+  TP_CLOSE("column gathered dX", xg.grad(),
+           c.sequence_parallel ? tp::shard(X.grad(), 1, r, n) : X.grad());
+  return 0;
+}
+
+// Row-parallel linear: the input split by columns, the full output (sequence
+// parallel: the rank's sequence shard), dW columns, the full db (sequence
+// parallel: after the all-reduce of the bias's gradient), dX's columns.
+int row(const tp::Context& c, int r) {
+  const int n = c.size();
+  auto x = randn({B, T, OUT}, 5), w = randn({IN, OUT}, 6), b = randn({IN}, 7), gy = randn({B, T, IN}, 8);
+  auto X = x.clone().requires_grad_(), W = w.clone().requires_grad_(), Bb = b.clone().requires_grad_();
+  auto Y = torch::linear(X, W, Bb);
+  (Y * gy).sum().backward();
+
+  auto xs = tp::shard(x, -1, r, n).requires_grad_();
+  auto ws = tp::shard(w, 1, r, n).requires_grad_(), bs = b.clone().requires_grad_();
+  auto y = tp::row_parallel_linear(xs, ws, bs, c);
+  auto want = c.sequence_parallel ? tp::shard(Y, 1, r, n) : Y;
+  TP_CLOSE("row output", y, want);
+  (y * (c.sequence_parallel ? tp::shard(gy, 1, r, n) : gy)).sum().backward();
+  TP_CLOSE("row dW", ws.grad(), tp::shard(W.grad(), 1, r, n));
+  if (c.sequence_parallel) {
+    // Before the all-reduce the bias gradient covers this rank's sequence shard only.
+    if (rel_err(bs.grad(), Bb.grad()) < kTol) {
+      std::cerr << "FAIL tp row db: equal to the full gradient before the all-reduce\n";
+      return 1;
+    }
+    tp::allreduce_sequence_parallel_grads({bs}, c);
+  }
+  TP_CLOSE("row db", bs.grad(), Bb.grad());
+  TP_CLOSE("row dX", xs.grad(), tp::shard(X.grad(), -1, r, n));
+  return 0;
+}
+
+// Causal self-attention with the heads split: fused QKV column-parallel
+// (shard_qkv), heads/tp heads per rank, the projection row-parallel.
+torch::Tensor attention(const torch::Tensor& x, const torch::Tensor& wqkv, const torch::Tensor& bqkv,
+                        const torch::Tensor& wo, const torch::Tensor& bo, int64_t heads,
+                        const tp::Context& c) {
+  auto qkv = tp::column_parallel_linear(x, wqkv, bqkv, c);  // [B, T, 3 d/tp]
+  const int64_t b = qkv.size(0), t = qkv.size(1), dl = qkv.size(2) / 3, hd = dl / heads;
+  auto parts = qkv.split(dl, -1);
+  auto heads_of = [&](const torch::Tensor& z) { return z.reshape({b, t, heads, hd}).transpose(1, 2); };
+  auto q = heads_of(parts[0]), k = heads_of(parts[1]), v = heads_of(parts[2]);
+  auto att = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd));
+  auto mask = torch::ones({t, t}, torch::kBool).triu(1);
+  att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+  auto y = torch::matmul(att, v).transpose(1, 2).reshape({b, t, dl});
+  return tp::row_parallel_linear(y, wo, bo, c);
+}
+
+int heads(const tp::Context& c, int r) {
+  const int n = c.size();
+  constexpr int64_t D = 16, H = 4;
+  auto x = randn({B, T, D}, 9), wqkv = randn({3 * D, D}, 10) * 0.3, bqkv = randn({3 * D}, 11),
+       wo = randn({D, D}, 12), bo = randn({D}, 13), gy = randn({B, T, D}, 14);
+  auto X = x.clone().requires_grad_(), Wqkv = wqkv.clone().requires_grad_(),
+       Bqkv = bqkv.clone().requires_grad_(), Wo = wo.clone().requires_grad_(), Bo = bo.clone().requires_grad_();
+  auto Y = attention(X, Wqkv, Bqkv, Wo, Bo, H, tp::Context{});
+  (Y * gy).sum().backward();
+
+  // Sequence parallel: input, output and dX are the rank's sequence shards.
+  auto seq = [&](const torch::Tensor& t) { return c.sequence_parallel ? tp::shard(t, 1, r, n) : t; };
+  auto xs = seq(x).requires_grad_();
+  auto wq = tp::shard_qkv(wqkv, r, n).requires_grad_(), bq = tp::shard_qkv(bqkv, r, n).requires_grad_();
+  auto wos = tp::shard(wo, 1, r, n).requires_grad_(), bos = bo.clone().requires_grad_();
+  auto y = attention(xs, wq, bq, wos, bos, H / n, c);
+  TP_CLOSE("attention output", y, seq(Y));
+  (y * seq(gy)).sum().backward();
+  tp::allreduce_sequence_parallel_grads({bos}, c);
+  TP_CLOSE("attention dWqkv", wq.grad(), tp::shard_qkv(Wqkv.grad(), r, n));
+  TP_CLOSE("attention dbqkv", bq.grad(), tp::shard_qkv(Bqkv.grad(), r, n));
+  TP_CLOSE("attention dWo", wos.grad(), tp::shard(Wo.grad(), 1, r, n));
+  TP_CLOSE("attention dbo", bos.grad(), Bo.grad());
+  TP_CLOSE("attention dX", xs.grad(), seq(X.grad()));
+  return 0;
+}
+
+// Vocabulary-parallel embedding: the full embedding (sequence parallel: the
+// rank's sequence shard) and the rank's rows of dW.
+int embedding(const tp::Context& c, int r) {
+  const int n = c.size();
+  constexpr int64_t V = 24, D = 8;
+  auto gen = at::detail::createCPUGenerator(15);
+  auto ids = torch::randint(0, V, {B, T}, gen, torch::kLong);
+  auto w = randn({V, D}, 16), gy = randn({B, T, D}, 17);
+  auto W = w.clone().requires_grad_();
+  auto Y = torch::embedding(W, ids);
+  (Y * gy).sum().backward();
+
+  auto ws = tp::shard(w, 0, r, n).requires_grad_();
+  auto y = tp::vocab_parallel_embedding(ids, ws, c);
+  TP_CLOSE("embedding output", y, c.sequence_parallel ? tp::shard(Y, 1, r, n) : Y);
+  (y * (c.sequence_parallel ? tp::shard(gy, 1, r, n) : gy)).sum().backward();
+  TP_CLOSE("embedding dW", ws.grad(), tp::shard(W.grad(), 0, r, n));
+  return 0;
+}
+
+// Vocabulary-parallel cross-entropy behind GPT's tied head: per-row losses,
+// the rank's rows of d(wte), and dh.
+int cross_entropy(const tp::Context& c, int r) {
+  const int n = c.size();
+  constexpr int64_t V = 32, D = 8;
+  auto gen = at::detail::createCPUGenerator(18);
+  auto target = torch::randint(0, V, {B, T}, gen, torch::kLong);
+  auto h = randn({B, T, D}, 19), w = randn({V, D}, 20) * 2.0;
+  auto H = h.clone().requires_grad_(), W = w.clone().requires_grad_();
+  auto L = torch::nn::functional::cross_entropy(
+      torch::linear(H, W).reshape({-1, V}), target.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  L.mean().backward();
+
+  auto hs = (c.sequence_parallel ? tp::shard(h, 1, r, n) : h.clone()).requires_grad_();
+  auto ws = tp::shard(w, 0, r, n).requires_grad_();
+  auto logits = tp::parallel_lm_logits(hs, ws, c);  // [B, T, V/tp]
+  TP_CLOSE("lm logits", logits, tp::shard(torch::linear(h, w), -1, r, n));
+  auto l = tp::vocab_parallel_cross_entropy(logits.reshape({-1, V / n}), target.reshape({-1}), c.group);
+  TP_CLOSE("cross-entropy loss", l, L.detach());
+  l.mean().backward();
+  TP_CLOSE("cross-entropy dW", ws.grad(), tp::shard(W.grad(), 0, r, n));
+  TP_CLOSE("cross-entropy dh", hs.grad(), c.sequence_parallel ? tp::shard(H.grad(), 1, r, n) : H.grad());
+  return 0;
+}
+
+// The conjugate pairs themselves: scatter_to / gather_from and the sequence
+// functions with their backward.
+int conjugates(const tp::Context& c, int r) {
+  const int n = c.size();
+  auto x = randn({B, T, OUT}, 21), gy = randn({B, T, OUT}, 22);
+  auto xs = x.clone().requires_grad_();
+  auto s = tp::scatter_to(xs, c.group);
+  TP_CLOSE("scatter_to", s, tp::shard(x, -1, r, n));
+  (s * tp::shard(gy, -1, r, n)).sum().backward();
+  // d/dx of the rank's block: the all-gather of every rank's block of gy = gy.
+  TP_CLOSE("scatter_to backward", xs.grad(), gy);
+
+  auto xr = x.clone().requires_grad_();
+  auto y = tp::scatter_to_seq(xr, c.group, 1);
+  TP_CLOSE("scatter_to_seq", y, tp::shard(x, 1, r, n));
+  (y * tp::shard(gy, 1, r, n)).sum().backward();
+  TP_CLOSE("scatter_to_seq backward", xr.grad(), gy);
+
+  // reduce_from sums the ranks' partials; its backward passes the gradient on.
+  auto part = (x * double(r + 1)).requires_grad_();
+  auto sum = tp::reduce_from(part, c.group);
+  TP_CLOSE("reduce_from", sum, x * double(n * (n + 1) / 2));
+  (sum * gy).sum().backward();
+  TP_CLOSE("reduce_from backward", part.grad(), gy);
+  return 0;
+}
+// ---- a tiny GPT-2 built from tp.h: 3 SGD steps against degree 1 -------------
+// Two pre-LayerNorm blocks (attention with heads split, GELU MLP), learned
+// position embeddings, a vocabulary-parallel embedding tied to the head and
+// the vocabulary-parallel cross-entropy; the same code at degree 1 (an empty
+// Context: the plain computation) is the reference. Sequence parallelism puts
+// the LayerNorms and residual adds on sequence shards and all-reduces their
+// parameters' (and the row-parallel biases') gradients over the tensor group.
+struct TinyGPT {
+  static constexpr int64_t V = 32, D = 16, H = 4, L = 2, S = 8, NB = 4;
+  // Per layer: ln1 w, b, qkv w, b, proj w, b, ln2 w, b, fc w, b, fc2 w, b.
+  std::vector<torch::Tensor> p;  // wte, wpe, layers..., ln_f w, b
+  std::vector<torch::Tensor> seq_params;  // replicated, seeing a sequence shard under SP
+
+  // The rank's shards of the full model every rank draws from seed 30.
+  TinyGPT(int r, int n) {
+    auto sh = [&](const torch::Tensor& t, int64_t dim) { return tp::shard(t, dim, r, n); };
+    uint64_t seed = 30;
+    auto w = [&](std::vector<int64_t> s) { return randn(s, seed++) * 0.2; };
+    auto ln = [&](bool gain) { return gain ? 1.0 + w({D}) : w({D}); };
+    p.push_back(sh(w({V, D}), 0));
+    p.push_back(w({S, D}));
+    for (int64_t l = 0; l < L; l++) {
+      p.push_back(ln(true)), p.push_back(ln(false));
+      p.push_back(tp::shard_qkv(w({3 * D, D}), r, n)), p.push_back(tp::shard_qkv(w({3 * D}), r, n));
+      p.push_back(sh(w({D, D}), 1)), p.push_back(w({D}));
+      p.push_back(ln(true)), p.push_back(ln(false));
+      p.push_back(sh(w({4 * D, D}), 0)), p.push_back(sh(w({4 * D}), 0));
+      p.push_back(sh(w({D, 4 * D}), 1)), p.push_back(w({D}));
+    }
+    p.push_back(ln(true)), p.push_back(ln(false));
+    for (auto& t : p) t.requires_grad_();
+    for (int64_t l = 0; l < L; l++)
+      for (int i : {0, 1, 5, 6, 7, 11}) seq_params.push_back(p[size_t(2 + 12 * l + i)]);
+    seq_params.push_back(p[p.size() - 2]), seq_params.push_back(p.back());
+  }
+
+  torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& target, const tp::Context& c) {
+    const int n = c.size();
+    auto pos = p[1].narrow(0, 0, S);
+    auto x = tp::vocab_parallel_embedding(ids, p[0], c) +
+             (c.sequence_parallel ? tp::scatter_to_seq(pos, c.group, 0) : pos);
+    for (int64_t l = 0; l < L; l++) {
+      const auto* q = &p[size_t(2 + 12 * l)];
+      auto h = torch::layer_norm(x, {D}, q[0], q[1], 1e-5);
+      x = x + attention(h, q[2], q[3], q[4], q[5], H / n, c);
+      h = torch::layer_norm(x, {D}, q[6], q[7], 1e-5);
+      h = torch::gelu(tp::column_parallel_linear(h, q[8], q[9], c), "tanh");
+      x = x + tp::row_parallel_linear(h, q[10], q[11], c);
+    }
+    x = torch::layer_norm(x, {D}, p[p.size() - 2], p.back(), 1e-5);
+    auto logits = tp::parallel_lm_logits(x, p[0], c);
+    return tp::vocab_parallel_cross_entropy(logits.reshape({-1, V / n}), target.reshape({-1}), c.group)
+        .mean();
+  }
+
+  // Three SGD steps on one global batch of NB rows; returns the losses. With a
+  // data group (tp × dp) the replica takes its NB/dp rows, and the gradients
+  // and the loss are averaged over the data group.
+  std::vector<double> train(const tp::Context& c, PipeGroup* data = nullptr) {
+    const int dp = data ? data->size() : 1, d = data ? data->rank() : 0;
+    const int64_t rows = NB / dp;
+    std::vector<double> losses;
+    for (int step = 0; step < 3; step++) {
+      auto gen = at::detail::createCPUGenerator(100);  // one batch: the loss must fall
+      auto tokens = torch::randint(0, V, {NB, S + 1}, gen, torch::kLong).narrow(0, d * rows, rows);
+      for (auto& t : p) t.mutable_grad() = torch::Tensor();
+      auto l = loss(tokens.narrow(1, 0, S), tokens.narrow(1, 1, S), c);
+      l.backward();
+      tp::allreduce_sequence_parallel_grads(seq_params, c);
+      torch::NoGradGuard ng;
+      auto lv = l.detach().clone().reshape({1});
+      if (data) {
+        for (auto& t : p) {
+          data->all_reduce_sum(t.mutable_grad());
+          t.mutable_grad().div_(dp);
+        }
+        data->all_reduce_sum(lv);
+        lv.div_(dp);
+      }
+      for (auto& t : p) t.sub_(t.grad(), 0.3);
+      losses.push_back(lv.item<double>());
+    }
+    return losses;
+  }
+};
+
+// r: the rank in the world; t: its tensor rank.
+int check_model(const tp::Context& c, PipeGroup* data, int r) {
+  const int n = c.size(), t = c.rank();
+  TinyGPT full(0, 1), mine(t, n);
+  auto want = full.train(tp::Context{});
+  auto got = mine.train(c, data);
+  for (size_t i = 0; i < want.size(); i++) {
+    if (std::abs(got[i] - want[i]) > 1e-5 * std::abs(want[i])) {
+      std::cerr << "FAIL tp model loss of step " << i << " (rank " << r << "): " << got[i] << " vs "
+                << want[i] << "\n";
+      return 1;
+    }
+  }
+  if (!(want.back() < want.front())) {
+    std::cerr << "FAIL tp model: the reference's loss did not fall (" << want.front() << " -> "
+              << want.back() << ")\n";
+    return 1;
+  }
+  // The rank's parameters after 3 steps: its shards of the reference's.
+  for (size_t i = 0; i < full.p.size(); i++) {
+    const auto& f = full.p[i];
+    torch::Tensor want_p = f;
+    const size_t k = i < 2 ? 12 : (i - 2) % 12;
+    if (i == 0) want_p = tp::shard(f, 0, t, n);
+    else if (i >= 2 && i < full.p.size() - 2) {
+      if (k == 2 || k == 3) want_p = tp::shard_qkv(f, t, n);
+      else if (k == 4 || k == 10) want_p = tp::shard(f, 1, t, n);
+      else if (k == 8 || k == 9) want_p = tp::shard(f, 0, t, n);
+    }
+    if (!close(("model parameter " + std::to_string(i)).c_str(), r, mine.p[i].detach(), want_p.detach(),
+               1e-5))
+      return 1;
+  }
+  return 0;
+}
+
+int model(const tp::Context& c, int r) { return check_model(c, nullptr, r); }
+
+// The tiny GPT on a tp × dp mesh (tp::Mesh: tensor groups of consecutive
+// ranks, data groups across them), each group its own Gloo process group.
+int on_mesh(int tpn, int dpn, bool sp) {
+  const auto m = tp::Mesh::of(tpn * dpn, tpn, 1);
+  const auto parts = m.partitions();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < m.world(); r++) {
+    ranks.emplace_back([&, r] {
+      int rc = 1;
+      try {
+        std::unique_ptr<PipeGroup> groups[2];  // tensor, data
+        for (int k = 0; k < 2; k++)
+          for (size_t g = 0; g < parts[size_t(k)].size(); g++)
+            for (size_t i = 0; i < parts[size_t(k)][g].size(); i++)
+              if (parts[size_t(k)][g][i] == r)
+                groups[k] = std::make_unique<GlooGroup>(
+                    c10::make_intrusive<c10d::PrefixStore>(
+                        "mesh" + std::to_string(k) + "/" + std::to_string(g) + "/", store),
+                    int(i), int(parts[size_t(k)][g].size()));
+        tp::Context c;
+        c.group = groups[0].get();
+        c.sequence_parallel = sp;
+        if (c.rank() != m.coords(r).tensor || groups[1]->rank() != m.coords(r).data)
+          throw std::logic_error("the mesh's coordinates disagree with its groups");
+        rc = check_model(c, groups[1].get(), r);
+      } catch (const std::exception& e) {
+        std::cerr << "FAIL tp mesh (rank " << r << "): " << e.what() << "\n";
+      }
+      if (rc) failed++;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (failed)
+    std::cerr << "  case tiny gpt tp " << tpn << " x dp " << dpn << (sp ? " sequence parallel" : "") << "\n";
+  return failed ? 1 : 0;
+}
+#endif  // CS_WITH_GLOO
+
+int mesh() {
+  // 8 ranks, tp 2, pp 2 (so dp 2): tensor fastest, then data, then pipeline.
+  auto m = tp::Mesh::of(8, 2, 2);
+  CS_CHECK(m.dp == 2);
+  auto p = m.partitions();
+  CS_CHECK((p[0] == Partition{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  CS_CHECK((p[1] == Partition{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  CS_CHECK((p[2] == Partition{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  for (int r = 0; r < 8; r++) CS_CHECK(m.rank(m.coords(r)) == r);
+  auto c = m.coords(6);
+  CS_CHECK(c.tensor == 0 && c.data == 1 && c.pipe == 1);
+  bool threw = false;
+  try {
+    tp::Mesh::of(6, 4, 1);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  CS_CHECK(threw);
+  // Seeds: the replicated one equal on every tensor rank, the parallel ones distinct.
+  CS_CHECK(tp::seeds(7, 0).replicated == tp::seeds(7, 3).replicated);
+  CS_CHECK(tp::seeds(7, 0).parallel != tp::seeds(7, 1).parallel);
+  CS_CHECK(tp::seeds(7, 1).parallel != tp::seeds(7, 1).replicated);
+  return 0;
+}
+
+}  // namespace
+
+int tp_tests() {
+  int failed = run_case("tp", "mesh", [] { return mesh(); });
+#ifdef CS_WITH_GLOO
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const std::vector<std::pair<std::string, std::function<int(const tp::Context&, int)>>> cases = {
+      {"column", column},       {"row", row},
+      {"attention heads", heads}, {"vocab embedding", embedding},
+      {"vocab cross-entropy", cross_entropy}, {"conjugates", conjugates},
+      {"tiny gpt 3 steps", model}};
+  int ran = 0;
+  for (int n : {2, 4})
+    for (bool sp : {false, true})
+      for (const auto& kv : cases) failed |= on_ranks(kv.first, n, sp, kv.second), ran++;
+  for (bool sp : {false, true}) failed |= on_mesh(2, 2, sp), ran++;
+  std::cout << "tp: " << ran
+            << " cases on Gloo thread ranks (tp 2 and 4, tp 2 x dp 2, sequence parallel off and on)"
+            << std::endl;
+  at::set_num_threads(threads);
+#else
+  std::cerr << "tp: no Gloo in this build; the multi-rank layer tests did not run\n";
+#endif
+  return failed;
+}
