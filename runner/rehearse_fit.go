@@ -52,7 +52,7 @@ func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 	case "topk":
 		static += params * 4 // the error-feedback residual (fp32)
 	}
-	half := cfg.Precision == "bf16" || cfg.Precision == "fp16"
+	half := cfg.Precision == "bf16" || cfg.Precision == "fp16" || cfg.Precision == "fp8" // fp8: bf16 activations
 	sh := d.Shapes
 	var perSample float64
 	switch {
