@@ -63,3 +63,4 @@ int stem_conv_tests();
 int linear_casts_tests();
 int adamw_tests();
 int reducer_tests();
+int fp8_linear_tests();
