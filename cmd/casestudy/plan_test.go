@@ -167,7 +167,7 @@ func TestKnobsCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	var k map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &k))
-	assert.Equal(t, []any{"fp32", "tf32", "bf16", "fp16"}, k["values"])
+	assert.Equal(t, []any{"fp32", "tf32", "bf16", "fp16", "fp8"}, k["values"])
 	assert.Equal(t, "engine", k["apply"])
 
 	code, stdout, stderr := studyCLI(t, "knobs", "bucket_mbs")
