@@ -13,9 +13,10 @@ import (
 var fp8Recipes = []engine.FP8Config{{Scaling: "tensor", Grad: "e5m2"}, {Scaling: "row", Grad: "e5m2"}, {Scaling: "tensor", Grad: "e4m3"}}
 
 // TestGPUFP8Trains: the tiny GPT in precision fp8 (its transformer blocks'
-// linear layers through FP8 scaled matmuls) trains 20 steps with every loss
-// finite, learns (the last loss well below the first), and follows bf16 from
-// the same seed: the first loss (forward only: e4m3 rounding of activations
+// linear layers through FP8 scaled matmuls) trains 20 steps (lr 2e-3, as
+// TestTinyGPTLearns) with every loss finite, learns (its loss falls by at
+// least half as much as bf16's from the same seed, which must fall too), and
+// follows bf16: the first loss (forward only: e4m3 rounding of activations
 // and weights, a relative error of a few percent per value that averages out
 // over the dot products) within 2%, the last within 5%. Needs a GPU of
 // compute capability 8.9 or more (H100, H200); below, the engine must refuse
@@ -24,6 +25,7 @@ func TestGPUFP8Trains(t *testing.T) {
 	lib := gpuLibrary(t)
 	const steps = 20
 	cfg := gpuGPT("tiny", "bf16", false)
+	cfg.LearningRate = 2e-3
 	probe := cfg
 	probe.Precision = "fp8"
 	if e, err := lib.Create(probe); err != nil {
@@ -34,13 +36,14 @@ func TestGPUFP8Trains(t *testing.T) {
 		require.NoError(t, e.Close())
 	}
 	bf16 := trainGPU(t, lib, cfg, steps)
+	require.Less(t, bf16[steps-1], bf16[0], "bf16 does not learn: %v", bf16)
 	for _, r := range fp8Recipes {
 		t.Run(r.Scaling+"-"+r.Grad, func(t *testing.T) {
 			c := cfg
 			c.Precision, c.FP8 = "fp8", &engine.FP8Config{Scaling: r.Scaling, Grad: r.Grad}
 			fp8 := trainGPU(t, lib, c, steps) // every loss finite and positive
 			t.Logf("bf16 %v\nfp8  %v", bf16, fp8)
-			assert.Less(t, fp8[steps-1], 0.9*fp8[0], "fp8 does not learn")
+			assert.GreaterOrEqual(t, fp8[0]-fp8[steps-1], 0.5*(bf16[0]-bf16[steps-1]), "fp8 learns less than half as much as bf16")
 			assert.InEpsilon(t, bf16[0], fp8[0], 0.02, "first loss")
 			assert.InEpsilon(t, bf16[steps-1], fp8[steps-1], 0.05, "last loss")
 		})
