@@ -126,7 +126,7 @@ func winner(cs []comparison, minSpeedup float64) (win, top *comparison) {
 
 // precisionRank orders precisions from full to reduced.
 func precisionRank(p string) int {
-	return map[string]int{"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 2}[p]
+	return map[string]int{"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 2, "fp8": 3}[p]
 }
 
 func precisionName(p string) string {
@@ -135,6 +135,8 @@ func precisionName(p string) string {
 		return p + " autocast"
 	case "tf32":
 		return "TF32 matmuls"
+	case "fp8":
+		return "fp8 (FP8 linear layers)"
 	}
 	return p
 }

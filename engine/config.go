@@ -19,7 +19,7 @@ type Config struct {
 	DeviceIndex int    `json:"device_index"` // CUDA ordinal within CUDA_VISIBLE_DEVICES
 	Threads     int    `json:"threads"`      // intra-op CPU threads; 0: all cores
 
-	Precision               string `json:"precision"` // fp32 | tf32 | bf16 | fp16
+	Precision               string `json:"precision"` // fp32 | tf32 | bf16 | fp16 | fp8
 	Graphs                  bool   `json:"graphs"`    // capture and replay the whole step
 	GradAccum               int    `json:"grad_accum"`
 	ActivationCheckpointing bool   `json:"activation_checkpointing"`
@@ -33,6 +33,7 @@ type Config struct {
 	DDP      DDPConfig      `json:"ddp"`
 	Pipeline PipelineConfig `json:"pipeline"`
 	Zero     ZeroConfig     `json:"zero"`
+	FP8      *FP8Config     `json:"fp8,omitempty"` // precision fp8 only
 	Fault    FaultConfig    `json:"fault"`
 }
 
@@ -79,6 +80,14 @@ type PipelineConfig struct {
 // the data-parallel ranks (engine/native/src/zero.h; docs/zero.md).
 type ZeroConfig struct {
 	Stage int `json:"stage"` // 0: none (DDP) | 1 | 2
+}
+
+// FP8Config is precision fp8's recipe (engine/native/src/fp8_linear.h): the
+// linear layers' operands scaled from their amax per tensor or per row, and
+// the gradients in e5m2 or e4m3. "": the engine's default (tensor, e5m2).
+type FP8Config struct {
+	Scaling string `json:"scaling,omitempty"` // tensor | row
+	Grad    string `json:"grad,omitempty"`    // e5m2 | e4m3
 }
 
 // FaultConfig injects a fault for tests of the runner's failure handling.

@@ -87,6 +87,11 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 
 	cfg.Zero.Stage = r.integer("zero.stage")
 
+	cfg.FP8 = nil
+	if cfg.Precision == "fp8" {
+		cfg.FP8 = &engine.FP8Config{Scaling: r.str("fp8.scaling"), Grad: r.str("fp8.grad")}
+	}
+
 	cfg.Fault = engine.FaultConfig{}
 	if kind := r.str("fault.kind"); kind != "none" {
 		cfg.Fault = engine.FaultConfig{Kind: kind, Rank: r.integer("fault.rank"),

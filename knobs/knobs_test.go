@@ -181,6 +181,12 @@ func TestEngineConfig(t *testing.T) {
 	assert.Equal(t, "fp32", cfg.Precision)
 	assert.Equal(t, "", cfg.Fault.Kind)
 
+	assert.Nil(t, cfg.FP8, "fp8 recipe only with precision fp8")
+
+	cfg = engine.Config{}
+	require.NoError(t, EngineConfig(map[string]string{"precision": "fp8", "fp8.scaling": "row"}, &cfg))
+	assert.Equal(t, &engine.FP8Config{Scaling: "row", Grad: "e5m2"}, cfg.FP8)
+
 	assert.Error(t, EngineConfig(map[string]string{"grad_accum": "two"}, &cfg))
 }
 
@@ -244,6 +250,15 @@ func TestCheck(t *testing.T) {
 		{"topk ratio ok", map[string]string{"ddp.topk_ratio": "0.1", "ddp.compression": "topk"}, all("ddp.topk_ratio"), gpu8, ""},
 		{"schedule no stages", map[string]string{"pipeline.schedule": "gpipe"}, all("pipeline.schedule"), gpu8, "without pipeline stages"},
 		{"mps pct without mps", map[string]string{"mps.active_thread_pct": "50"}, all("mps.active_thread_pct"), gpu8, "unless mps is true"},
+		{"fp8 gpt hopper", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cuda", Ranks: 1, Family: "gpt", ComputeCap: 90}, ""},
+		{"fp8 bert ada", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cuda", Ranks: 1, Family: "bert", ComputeCap: 89}, ""},
+		{"fp8 capability unknown", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "auto", Ranks: 1, Family: "gpt"}, ""},
+		{"fp8 resnet", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50", ComputeCap: 90}, "resnet50 is convolutions"},
+		{"fp8 cpu", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cpu", Ranks: 1, Family: "gpt"}, "this study runs on cpu"},
+		{"fp8 cpu baseline", map[string]string{"precision": "fp8"}, nil, Setting{Device: "cpu", Ranks: 1, Family: "gpt"}, "this study runs on cpu"},
+		{"fp8 a100", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cuda", Ranks: 1, Family: "gpt", ComputeCap: 80}, "this node's GPUs are 8.0"},
+		{"fp8 scaling without fp8", map[string]string{"precision": "bf16", "fp8.scaling": "row"}, all("fp8.scaling"), gpu8, "unless precision is fp8"},
+		{"fp8 scaling with fp8", map[string]string{"precision": "fp8", "fp8.scaling": "row"}, all("fp8.scaling"), Setting{Device: "cuda", Ranks: 1, Family: "gpt"}, ""},
 	}
 	for _, tt := range tests {
 		got := Check(tt.values, tt.changed, tt.s)

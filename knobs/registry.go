@@ -81,10 +81,25 @@ func knobList() []*Knob {
 				"cut the first step from 3.6 s to 0.7 s at a steady step 0.3% slower; docs/perf.md."},
 
 		// ---- engine ----
-		{Name: "precision", Type: Enum, Values: []string{"fp32", "tf32", "bf16", "fp16"}, Apply: Engine, Chapter: 23, Default: "fp32",
+		{Name: "precision", Type: Enum, Values: []string{"fp32", "tf32", "bf16", "fp16", "fp8"}, Apply: Engine, Chapter: 23, Default: "fp32",
+			Constraint: "fp8: gpt and bert only, on device cuda with FP8 tensor cores (compute capability 8.9 or more); " +
+				"the planner drops it for resnet50, on cpu and on a node whose GPUs are older, and the engine refuses it there",
 			Doc: "Numeric precision of the training step: fp32; tf32 (fp32 storage, TensorFloat-32 matmuls); bf16 " +
 				"(autocast, fp32 master weights); fp16 (autocast with dynamic loss scaling: steps with inf/nan " +
-				"gradients are skipped and counted). Gradients are all-reduced in the parameter dtype."},
+				"gradients are skipped and counted); fp8 (bf16 autocast, and the transformer blocks' linear layers " +
+				"multiply in FP8 through libtorch's scaled matmul: e4m3 activations and weights, gradients in " +
+				"fp8.grad, scales from the current amax per fp8.scaling; docs/engine.md). Gradients are all-reduced " +
+				"in the parameter dtype."},
+		{Name: "fp8.scaling", Type: Enum, Values: []string{"tensor", "row"}, Apply: Engine, Chapter: 23, Default: "tensor", Families: []string{"gpt", "bert"},
+			Constraint: "only with precision fp8",
+			Doc: "How precision fp8 scales each operand into FP8's range (dynamic scaling, from the amax of the " +
+				"current values): tensor, one scale per tensor; row, one per row of each operand (per output row " +
+				"and weight row forward, along the other axis in the backward), closer to each value's range at " +
+				"the cost of quantizing the backward's operands again."},
+		{Name: "fp8.grad", Type: Enum, Values: []string{"e5m2", "e4m3"}, Apply: Engine, Chapter: 23, Default: "e5m2", Families: []string{"gpt", "bert"},
+			Constraint: "only with precision fp8",
+			Doc: "The FP8 format of the output gradients in precision fp8's backward matmuls: e5m2 (range, the " +
+				"usual hybrid recipe) or e4m3 (precision, as the forward)."},
 		{Name: "graphs", Type: Bool, Apply: Engine, Chapter: 27, Default: "false",
 			Constraint: "needs device cuda (on cpu the engine refuses it and the trial is unsupported) and one rank " +
 				"in the communicator (with data parallel or pipeline stages the planner drops the trial)",

@@ -13,7 +13,14 @@ type Setting struct {
 	Ranks     int    // total ranks (processes) of the trial
 	World     int    // ranks that form one communicator; 0: Ranks (procs_per_gpu > 1 runs independent replicas)
 	AllowNVLS bool   // the study set sweep.allow_nvls: true
+	Family    string // gpt | bert | resnet50; "": not judged
+	// ComputeCap is the compute capability of the GPUs the plan is for (89 =
+	// 8.9), where the planner could read it (NVML on the node); 0: unknown.
+	ComputeCap int
 }
+
+// FP8ComputeCap is the lowest compute capability with FP8 tensor cores (Ada).
+const FP8ComputeCap = 89
 
 // Check returns why a trial should not be planned, "" when it may run.
 // Invalid combinations (a forced NCCL algorithm with one rank, more pipeline
@@ -76,6 +83,9 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 			return fmt.Sprintf("zero.stage=2 reduce-scatters fp32 gradients: ddp.compression=%s is not supported with it (use zero.stage 1)", get("ddp.compression"))
 		}
 	}
+	if r := fp8Reason(get("precision"), s); r != "" {
+		return r
+	}
 	if get("graphs") == "true" && world > 1 {
 		return fmt.Sprintf("graphs=true with %d ranks in the communicator: the engine captures the step of a single rank only (no data parallel or pipeline stages yet); set graphs: false", world)
 	}
@@ -104,9 +114,29 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		// only the schedule and the balance lose their meaning.
 		case (n == "pipeline.schedule" || n == "pipeline.balance") && stages == 1:
 			return fmt.Sprintf("%s=%s has no effect without pipeline stages (pipeline.stages=1)", n, v)
+		case strings.HasPrefix(n, "fp8.") && get("precision") != "fp8":
+			return fmt.Sprintf("%s=%s has no effect unless precision is fp8 (precision=%s)", n, v, get("precision"))
 		case n == "mps.active_thread_pct" && v != Auto && get("mps") != "true":
 			return fmt.Sprintf("mps.active_thread_pct=%s has no effect unless mps is true", v)
 		}
+	}
+	return ""
+}
+
+// fp8Reason says why precision p cannot run in setting s: FP8 is the linear
+// layers of gpt and bert on FP8 tensor cores (the engine refuses the rest at
+// init with the same reasons).
+func fp8Reason(p string, s Setting) string {
+	if p != "fp8" {
+		return ""
+	}
+	switch {
+	case s.Family == "resnet50":
+		return "precision=fp8 puts the linear layers of gpt and bert in FP8; resnet50 is convolutions, which have no FP8 path: use bf16"
+	case s.Device == "cpu":
+		return "precision=fp8 needs FP8 tensor cores (device cuda, compute capability 8.9 or more: Ada, Hopper, Blackwell); this study runs on cpu"
+	case s.ComputeCap > 0 && s.ComputeCap < FP8ComputeCap:
+		return fmt.Sprintf("precision=fp8 needs FP8 tensor cores (compute capability 8.9 or more: Ada, Hopper, Blackwell); this node's GPUs are %d.%d", s.ComputeCap/10, s.ComputeCap%10)
 	}
 	return ""
 }

@@ -80,6 +80,7 @@ func globalBatchOf(t *Trial, w *Measured) int {
 var precisionNote = map[string]string{
 	"fp16": "fp16 autocast with dynamic loss scaling: 5-bit exponent, steps with inf/nan gradients are skipped",
 	"bf16": "bf16 autocast: 8-bit mantissa in matmuls and activations",
+	"fp8":  "fp8: the linear layers' matmuls in float8 (e4m3, 3-bit mantissa; gradients e5m2) with dynamic scaling, the rest bf16 autocast",
 	"tf32": "TF32 matmuls: inputs rounded to a 10-bit mantissa",
 	"fp32": "full fp32",
 }

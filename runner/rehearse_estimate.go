@@ -93,7 +93,7 @@ func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 // stageActivations is the activation bytes per sample of the first and the
 // last stage (the same stage without a pipeline).
 func stageActivations(cfg engine.Config, d engine.Description, stages int) (first, last float64) {
-	half := cfg.Precision == "bf16" || cfg.Precision == "fp16"
+	half := cfg.Precision == "bf16" || cfg.Precision == "fp16" || cfg.Precision == "fp8" // fp8: bf16 activations
 	sh := d.Shapes
 	if sh["image_size"] > 0 {
 		side := float64(sh["image_size"]) / 224

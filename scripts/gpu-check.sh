@@ -27,7 +27,17 @@
 #             LOSS_SEEDS (1 2 3 4 5): the engine's kernels (bf16), the portable
 #             path (bf16) and fp32; the kernels pass when the seeds do not show
 #             their curves further from fp32 than the portable bf16 curves
-#             (engine/native/tools/losscurve.py)
+#             (engine/native/tools/losscurve.py). LOSS_FP8=1 adds precision fp8
+#             (fp8.scaling LOSS_FP8_SCALING, tensor) from each seed and a second
+#             verdict: fp8's curves no further from fp32 than bf16's (the
+#             kernels' runs) beyond the seeds' spread (losscurve.py --labels fp8,bf16)
+#   fp8       (not by default) precision fp8 against bf16, CUDA graphs both,
+#             each size its own group: GPT-2 124M 16 x 1024, 350M 8 x 1024,
+#             774M 4 x 1024 (FP8_SIZES), engine bf16 and fp8 with each of
+#             FP8_SCALINGS (tensor row), and the nanoGPT-style reference
+#             compiled in bf16 and with the same FP8 recipe (gpt2_nano.py
+#             --precision fp8; FP8_REF=0 leaves the references out); BERT-large
+#             32 x 128 and 32 x 512, engine bf16 and fp8 (FP8_BERT=0: none)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
 #             without each kernel switch in BERT_OFF, default res), bf16 without
@@ -204,10 +214,19 @@ EST_WIN=110 CAP_WIN=220 # each windows run: pre-heat + 10 launches (the shipped 
 WINDOW_ROUNDS=${WINDOW_ROUNDS:-1}
 EST_MIX=60 CAP_MIX=150 # each kernelmix study: 2 launches (~15 s each: start, 18 steps, profile, trace), report
 LOSS_STEPS=${LOSS_STEPS:-200} LOSS_SEEDS=${LOSS_SEEDS:-1 2 3 4 5}
-EST_LOSSCURVE=$((15 * 3 * $(wc -w <<<"$LOSS_SEEDS")))
+LOSS_FP8=${LOSS_FP8:-0} LOSS_FP8_SCALING=${LOSS_FP8_SCALING:-tensor}
+EST_LOSSCURVE=$((15 * (LOSS_FP8 == 1 ? 4 : 3) * $(wc -w <<<"$LOSS_SEEDS")))
+FP8_SIZES=${FP8_SIZES:-124m 350m 774m} FP8_SCALINGS=${FP8_SCALINGS:-tensor row} FP8_REF=${FP8_REF:-1} FP8_BERT=${FP8_BERT:-1}
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
+for v in $FP8_SIZES; do
+  [[ $v =~ ^(124m|350m|774m)$ ]] || { echo "gpu-check.sh: FP8_SIZES: '$v': want 124m, 350m or 774m" >&2; exit 2; }
+done
+for v in $FP8_SCALINGS $LOSS_FP8_SCALING; do
+  [[ $v =~ ^(tensor|row)$ ]] || { echo "gpu-check.sh: FP8_SCALINGS/LOSS_FP8_SCALING: '$v': want tensor or row" >&2; exit 2; }
+done
+[[ $LOSS_FP8 =~ ^[01]$ && $FP8_REF =~ ^[01]$ && $FP8_BERT =~ ^[01]$ ]] || { echo "gpu-check.sh: LOSS_FP8, FP8_REF, FP8_BERT: want 0 or 1" >&2; exit 2; }
 for v in WINDOW_ROUNDS BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
@@ -223,8 +242,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study predict)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | fp8 | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve fp8 bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study predict)" >&2; exit 2 ;;
   esac
 done
 
@@ -578,19 +597,25 @@ stage_resnet50_best() {
 # fp32 ones as the portable bf16 curves do, in the status lines and
 # logs/losscurve.txt (the losses of every run in $OUT/losscurve.tgz).
 stage_losscurve() {
-  local c='{"family":"gpt","preset":"124m","micro_batch":4,"seq_len":1024,"device":"cuda"' n k p rc seed
-  local files=()
-  fits "$EST_LOSSCURVE" "losscurve: GPT-2 124M 4x1024, $LOSS_STEPS steps, kernels / native / fp32, seeds $LOSS_SEEDS" ||
+  local c='{"family":"gpt","preset":"124m","micro_batch":4,"seq_len":1024,"device":"cuda"' n k p rc seed extra arms="kernels native fp32"
+  local files=() fp8files=()
+  [[ $LOSS_FP8 == 1 ]] && arms="$arms fp8"
+  fits "$EST_LOSSCURVE" "losscurve: GPT-2 124M 4x1024, $LOSS_STEPS steps, ${arms// / \/ }, seeds $LOSS_SEEDS" ||
     { [[ $DRY == 1 ]] || log_status "losscurve: skipped, needs ~$EST_LOSSCURVE s, $(left0) s left"; return; }
   for seed in $LOSS_SEEDS; do
-    for n in kernels native fp32; do
-      k=$KERNELS p=bf16
-      [[ $n != kernels ]] && k=native
+    for n in $arms; do
+      k=$KERNELS p=bf16 extra=
+      [[ $n == native || $n == fp32 ]] && k=native
       [[ $n == fp32 ]] && p=fp32
-      files+=("$WORK/losscurve-$n-s$seed.json")
+      [[ $n == fp8 ]] && p=fp8 extra=",\"fp8\":{\"scaling\":\"$LOSS_FP8_SCALING\"}"
+      if [[ $n == fp8 ]]; then # the triple fp8, bf16 (the kernels' run), fp32
+        fp8files+=("$WORK/losscurve-fp8-s$seed.json" "$WORK/losscurve-kernels-s$seed.json" "$WORK/losscurve-fp32-s$seed.json")
+      else
+        files+=("$WORK/losscurve-$n-s$seed.json")
+      fi
       rc=0
       timed 120 "losscurve-$n-s$seed" env CASESTUDY_KERNELS="$k" "$PY" engine/native/tools/cs_bench.py --lib "$LIB" \
-        --name "losscurve-$n-s$seed" --config "$c,\"seed\":$seed,\"precision\":\"$p\"}" --warmup 0 --steps "$LOSS_STEPS" \
+        --name "losscurve-$n-s$seed" --config "$c,\"seed\":$seed,\"precision\":\"$p\"$extra}" --warmup 0 --steps "$LOSS_STEPS" \
         --losses "$WORK/losscurve-$n-s$seed.json" || rc=$?
       [[ $DRY == 1 ]] && continue
       ((rc == 0)) || { log_status "losscurve: FAIL, the $n run of seed $seed (exit $rc, logs/losscurve-$n-s$seed.err)"; status=1; return; }
@@ -598,13 +623,60 @@ stage_losscurve() {
   done
   advance "$EST_LOSSCURVE"
   [[ $DRY == 1 ]] && return
-  tar czf "$OUT/losscurve.tgz" -C "$WORK" "${files[@]#"$WORK"/}"
+  local all=("${files[@]}")
+  [[ $LOSS_FP8 == 1 ]] && all+=($(printf '%s\n' "${fp8files[@]}" | grep -- '-fp8-'))
+  tar czf "$OUT/losscurve.tgz" -C "$WORK" "${all[@]#"$WORK"/}"
   if "$PY" engine/native/tools/losscurve.py "${files[@]}" >"$LOG/losscurve.txt" 2>&1; then
     log_status "losscurve: ok, $(tail -1 "$LOG/losscurve.txt")"
   else
     log_status "losscurve: FAIL, $(tail -1 "$LOG/losscurve.txt") (logs/losscurve.txt)"
     status=1
   fi
+  [[ $LOSS_FP8 == 1 ]] || return
+  if "$PY" engine/native/tools/losscurve.py --labels fp8,bf16 "${fp8files[@]}" >"$LOG/losscurve-fp8.txt" 2>&1; then
+    log_status "losscurve fp8 ($LOSS_FP8_SCALING): ok, $(tail -1 "$LOG/losscurve-fp8.txt")"
+  else
+    log_status "losscurve fp8 ($LOSS_FP8_SCALING): FAIL, $(tail -1 "$LOG/losscurve-fp8.txt") (logs/losscurve-fp8.txt)"
+    status=1
+  fi
+}
+
+# fp8: precision fp8 against bf16 (both with CUDA graphs, the engine's fastest)
+# at the sizes of studies/gpt/fp8.yaml, each size its own group, and the
+# nanoGPT-style reference compiled in bf16 and with the same FP8 recipe
+# (gpt2_nano.py --precision fp8); BERT-large at 128 and 512 tokens.
+stage_fp8() {
+  local size mb g c s arch
+  for size in $FP8_SIZES; do
+    case $size in
+      124m) mb=16 arch=(--layers 12 --hidden 768 --heads 12) ;;
+      350m) mb=8 arch=(--layers 24 --hidden 1024 --heads 16) ;;
+      774m) mb=4 arch=(--layers 36 --hidden 1280 --heads 20) ;;
+    esac
+    g="gpt-$size ${mb}x1024 fp8"
+    c='{"family":"gpt","preset":"'$size'","micro_batch":'$mb',"seq_len":1024,"device":"cuda","seed":1,"graphs":true'
+    engine "$g" engine-bf16-graphs 10 "$c,\"precision\":\"bf16\"}"
+    for s in $FP8_SCALINGS; do
+      engine "$g" "engine-fp8-$s-graphs" 10 "$c,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"$s\"}}"
+    done
+    if [[ $FP8_REF == 1 ]]; then
+      ref_pre=nano reference "$g" gpt2_nano.py 0 40 --micro-batch "$mb" --seq-len 1024 "${arch[@]}"
+      for s in $FP8_SCALINGS; do
+        ref_pre=nano-fp8-$s reference "$g" gpt2_nano.py 0 45 --micro-batch "$mb" --seq-len 1024 "${arch[@]}" \
+          --precision fp8 --fp8-scaling "$s"
+      done
+    fi
+  done
+  [[ $FP8_BERT == 1 ]] || return 0
+  local seq
+  for seq in 128 512; do
+    g="bert-large 32x$seq fp8"
+    c=$(bert_cfg "$seq")
+    engine "$g" engine-bf16-graphs 15 "$c,\"graphs\":true}"
+    for s in $FP8_SCALINGS; do
+      engine "$g" "engine-fp8-$s-graphs" 15 "${c/\"bf16\"/\"fp8\"},\"fp8\":{\"scaling\":\"$s\"},\"graphs\":true}"
+    done
+  done
 }
 
 # profile_pair KEY SHAPE EST_ENGINE EST_REFERENCE SCRIPT CONFIG ARGS...: the
@@ -638,7 +710,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp fp8_linear"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -1124,6 +1196,11 @@ else
   if [[ ${SKIP_BUILD:-0} == 1 || -n ${ENGINE_LIB:-} ]]; then
     log_status "build: skipped, using $LIB"
   elif build "" || {
+    # precision fp8 (src/fp8_linear.cpp) first: without it every other stage still runs.
+    echo "the build failed (logs/cmake.*, build.*); retrying without precision fp8"
+    rm -rf "$BUILD_DIR"
+    build -nofp8 -DCS_WITH_FP8=OFF && log_status "build: WITHOUT precision fp8 (CS_WITH_FP8=OFF; the first build's errors in logs/build.*)" && status=1
+  } || {
     echo "the build failed (logs/cmake.*, build.*); retrying without the engine's CUDA kernels"
     rm -rf "$BUILD_DIR"
     build -nokernels -DCS_WITH_KERNELS=OFF && log_status "build: WITHOUT the engine's CUDA kernels (logs/build.*)" && status=1
@@ -1154,6 +1231,7 @@ for s in $STAGES; do
     gpt-ab) stage_gpt_ab ;;
     gpt-more) stage_gpt_more ;;
     losscurve) stage_losscurve ;;
+    fp8) stage_fp8 ;;
     resnet50-fp16) stage_resnet50_fp16 ;;
     resnet50-padstem) stage_resnet50_padstem ;;
     resnet50-best) stage_resnet50_best ;;

@@ -213,7 +213,8 @@ func (s *Study) dropReason(values map[string]string, changed []string) string {
 		set[c] = true
 	}
 	if r := knobs.Check(values, set, knobs.Setting{Device: s.Workload.Device, Ranks: s.RanksFor(values),
-		World: s.WorldFor(values), AllowNVLS: s.Sweep.AllowNVLS}); r != "" {
+		World: s.WorldFor(values), AllowNVLS: s.Sweep.AllowNVLS, Family: s.Model.Family,
+		ComputeCap: s.Workload.ComputeCap}); r != "" {
 		return r
 	}
 	if r := s.seqLenReason(values); r != "" {

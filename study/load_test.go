@@ -86,7 +86,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown workload key", head + "workload: {stepz: 5}\n", []string{`unknown key "stepz" in workload (did you mean "steps"?)`}},
 		{"knob directly under sweep", head + "sweep: {strategy: grid, precision: [fp32]}\n", []string{`unknown key "precision" in sweep (knobs to sweep go under sweep.knobs)`}},
 		{"unknown baseline knob", head + "baseline: {precison: bf16}\n", []string{`3:12: unknown key "precison" in baseline (did you mean "precision"?)`}},
-		{"value outside domain", head + "baseline: {precision: bf61}\n", []string{`3:23: precision: "bf61" is not one of fp32 | tf32 | bf16 | fp16 (did you mean "bf16"?)`}},
+		{"value outside domain", head + "baseline: {precision: bf61}\n", []string{`3:23: precision: "bf61" is not one of fp32 | tf32 | bf16 | fp16 | fp8 (did you mean "bf16"?)`}},
 		{"wrong type: list for a value", head + "baseline: {graphs: [true]}\n", []string{`graphs: expected a single value, got a list`}},
 		{"wrong type: steps", head + "workload: {steps: many}\n", []string{`3:19: workload.steps: expected an integer, got "many"`}},
 		{"wrong type: section", head + "workload: 5\n", []string{`workload must be a mapping of keys, got an integer`}},
@@ -298,10 +298,10 @@ func TestExtendsRefusals(t *testing.T) {
 	})
 	t.Run("parent problems name the parent", func(t *testing.T) {
 		got := loadErr(t, map[string]string{
-			"p.yaml":   "name: p\n" + body + "baseline: {precision: fp8}\n",
+			"p.yaml":   "name: p\n" + body + "baseline: {precision: fp4}\n",
 			"g/c.yaml": "name: c\nextends: ../p.yaml\n",
 		}, "g/c.yaml", LoadOptions{})
-		assert.Contains(t, got, `p.yaml:3:23: precision: "fp8" is not one of`)
+		assert.Contains(t, got, `p.yaml:3:23: precision: "fp4" is not one of`)
 	})
 
 	outside := t.TempDir()

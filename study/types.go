@@ -73,6 +73,10 @@ type Workload struct {
 	// ranks and layout as processes sharing the GPUs present, host-staged;
 	// nothing measured. casestudy run --rehearse sets it too.
 	Rehearse bool
+	// ComputeCap is the compute capability of the node's GPUs (89 = 8.9, the
+	// lowest where they differ) where the command that plans could read it;
+	// 0: unknown. The planner drops precision fp8 below 8.9.
+	ComputeCap int
 }
 
 // Sweep is the study's search space.

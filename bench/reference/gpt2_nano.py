@@ -13,7 +13,16 @@ process. Steps timed with CUDA events as the other references (common.py);
 FLOPs per sample are the engine's formula with the real vocabulary (50,257),
 so MFU and throughput ratios agree with the engine's.
 
-  python3 bench/reference/gpt2_nano.py --micro-batch 16 --seq-len 1024 [--mode both]
+--precision fp8 is the engine's precision fp8 recipe in PyTorch (its
+reference): the blocks' linear layers through torch._scaled_mm, activations
+and weights in float8 e4m3 scaled from their current amax per tensor (or per
+row, --fp8-scaling row), the backward's output gradients in e5m2 (or e4m3,
+--fp8-grad), dX and dW through _scaled_mm too, the output in bf16; the
+forward with fast accumulation, the backward without; everything else under
+bf16 autocast, the tied head included (engine/native/src/fp8_linear.h). Under
+torch.compile the quantization's elementwise work fuses into few kernels.
+
+  python3 bench/reference/gpt2_nano.py --micro-batch 16 --seq-len 1024 [--mode both] [--precision fp8]
 """
 import argparse
 import gc
@@ -26,15 +35,81 @@ from common import MODES, measured_fields, mode_path, peak_tflops, profiler, tim
 VOCAB, PADDED_VOCAB, POSITIONS = 50257, 50304, 1024
 
 
+def fp8_linear(torch, scaling, grad):
+    """nn.Linear whose products run in FP8 through torch._scaled_mm (the
+    engine's recipe, engine/native/src/fp8_linear.cpp)."""
+    e4 = torch.float8_e4m3fn
+    g8 = torch.float8_e5m2 if grad == "e5m2" else e4
+    row = scaling == "row"
+
+    def quant(t, dt, dim):
+        """t ~ q * inv: amax over all of t (dim None, inv [1, 1]), each row
+        (dim 1, [rows, 1]) or each column (dim 0, [1, cols]) to dt's max."""
+        fmax = torch.finfo(dt).max
+        a = t.float().abs()
+        amax = (a.amax() if dim is None else a.amax(dim=dim, keepdim=True)).clamp(min=1e-12)
+        if dim is None:
+            amax = amax.reshape(1, 1)
+        return (t.float() * (fmax / amax)).to(dt), amax / fmax
+
+    def mm(a, b, sa, sb, out, bias=None, fast=False):
+        return torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out, use_fast_accum=fast)
+
+    def col_major(m):
+        return m.t().contiguous().t()
+
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            with torch.autocast("cuda", enabled=False):
+                shape = x.shape
+                x2 = x.reshape(-1, shape[-1])
+                ax = 1 if row else None
+                xq, xs = quant(x2, e4, ax)
+                wq, ws = quant(w, e4, ax)
+                y = mm(xq, wq.t(), xs, ws.reshape(1, -1), torch.bfloat16, b.to(torch.bfloat16), True)
+                ctx.save_for_backward(*((x2, w) if row else (xq, xs, wq, ws)))
+                ctx.shape, ctx.x_dtype = shape, x.dtype
+                return y.view(*shape[:-1], w.shape[0])
+
+        @staticmethod
+        def backward(ctx, dy):
+            with torch.autocast("cuda", enabled=False):
+                dy = dy.reshape(-1, dy.shape[-1]).contiguous()
+                db = dy.float().sum(0)
+                if not row:
+                    xq, xs, wq, ws = ctx.saved_tensors
+                    gq, gs = quant(dy, g8, None)
+                    dx = mm(gq, col_major(wq), gs, ws, torch.bfloat16)
+                    dw = mm(gq.t().contiguous(), col_major(xq), gs, xs, torch.float32)
+                else:  # the scales along the dimensions not summed over
+                    x2, w = ctx.saved_tensors
+                    gq, gs = quant(dy, g8, 1)
+                    wq, ws = quant(w, e4, 0)
+                    dx = mm(gq, col_major(wq), gs, ws, torch.bfloat16)
+                    gq, gs = quant(dy, g8, 0)
+                    xq, xs = quant(x2, e4, 0)
+                    dw = mm(gq.t().contiguous(), col_major(xq), gs.reshape(-1, 1), xs, torch.float32)
+                return dx.to(ctx.x_dtype).view(ctx.shape), dw, db
+
+    class Fp8Linear(torch.nn.Linear):
+        def forward(self, x):
+            return Fn.apply(x, self.weight, self.bias)
+
+    return Fp8Linear
+
+
 def build(torch, a):
     nn, F = torch.nn, torch.nn.functional
     d, L, H = a.hidden, a.layers, a.heads
+    # The blocks' linear layers (not the tied head): FP8 under --precision fp8.
+    Linear = fp8_linear(torch, a.fp8_scaling, a.fp8_grad) if a.precision == "fp8" else nn.Linear
 
     class Attention(nn.Module):
         def __init__(self):
             super().__init__()
-            self.c_attn = nn.Linear(d, 3 * d)
-            self.c_proj = nn.Linear(d, d)
+            self.c_attn = Linear(d, 3 * d)
+            self.c_proj = Linear(d, d)
 
         def forward(self, x):
             B, T, C = x.size()
@@ -46,9 +121,9 @@ def build(torch, a):
     class MLP(nn.Module):
         def __init__(self):
             super().__init__()
-            self.c_fc = nn.Linear(d, 4 * d)
+            self.c_fc = Linear(d, 4 * d)
             self.gelu = nn.GELU(approximate="tanh")
-            self.c_proj = nn.Linear(4 * d, d)
+            self.c_proj = Linear(4 * d, d)
 
         def forward(self, x):
             return self.c_proj(self.gelu(self.c_fc(x)))
@@ -113,7 +188,8 @@ def bench(torch, a, compiled, warmup):
     n = n_params - (PADDED_VOCAB - VOCAB) * a.hidden - POSITIONS * a.hidden
     flops_per_sample = 6.0 * n * T + 12.0 * a.layers * a.hidden * T * T
     name = torch.cuda.get_device_name(dev)
-    peak = peak_tflops(name, a.peak_tflops, a.precision)
+    # fp8: against the bf16 peak, as the engine (MFU compares across precisions).
+    peak = peak_tflops(name, a.peak_tflops, "bf16" if a.precision == "fp8" else a.precision)
     gen = torch.Generator(device=dev).manual_seed(1)
 
     def batch(_):  # drawn outside the timed step
@@ -121,7 +197,7 @@ def bench(torch, a, compiled, warmup):
         return t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
     def step(xy):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision in ("bf16", "fp8")):
             loss = step_model(*xy)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
@@ -136,6 +212,7 @@ def bench(torch, a, compiled, warmup):
         "model": f"gpt-{preset}", "reference": "nanoGPT-style GPT-2 (SDPA, padded vocabulary, tied head)",
         "device_name": name, "torch": torch.__version__,
         "precision": a.precision, "micro_batch": B, "seq_len": T,
+        **({"fp8_scaling": a.fp8_scaling, "fp8_grad": a.fp8_grad} if a.precision == "fp8" else {}),
         "params": n_params, "flops_per_sample": flops_per_sample,
         "warmup": warmup, "steps": a.steps,
         **measured_fields(torch, dev, times, losses, B, flops_per_sample, T, peak),
@@ -150,7 +227,9 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--hidden", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--precision", choices=["bf16", "fp32", "fp8"], default="bf16")
+    ap.add_argument("--fp8-scaling", choices=["tensor", "row"], default="tensor")
+    ap.add_argument("--fp8-grad", choices=["e5m2", "e4m3"], default="e5m2")
     ap.add_argument("--compile", action="store_true", help="same as --mode compile")
     ap.add_argument("--mode", choices=sorted(MODES), default="eager",
                     help="both: eager, then compiled, one JSON line each")

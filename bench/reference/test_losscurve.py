@@ -43,6 +43,16 @@ class VerdictTest(unittest.TestCase):
         self.assertFalse(ok, msg)
         self.assertIn("NOT within bf16 noise", msg)
 
+    def test_fp8_labels(self):
+        # precision fp8's check: the same criterion, fp8 against bf16 (gpu-check.sh losscurve with LOSS_FP8=1)
+        ok, msg = losscurve.verdict(seeds([0.3, -0.5, 0.4, 0.2, -0.6], [0.5, 0.3, -0.4, 0.6, 0.2]), "fp8", "bf16")
+        self.assertTrue(ok, msg)
+        self.assertIn("within bf16 noise", msg)
+        self.assertIn("mean |fp8 - fp32|", msg)
+        ok, msg = losscurve.verdict(seeds([0.9, -1.0, 1.1, 0.95, -1.05], [0.3, -0.2, 0.25, -0.3, 0.2]), "fp8", "bf16")
+        self.assertFalse(ok, msg)
+        self.assertIn("NOT within bf16 noise: fp8 moves the curve further from fp32 than bf16 does", msg)
+
     def test_one_seed_cannot_decide(self):
         ok, msg = losscurve.verdict(seeds([0.0], [0.5], n=1))
         self.assertFalse(ok)
@@ -77,6 +87,12 @@ class VerdictTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("within bf16 noise", r.stdout.splitlines()[-1])
             self.assertIn("losscurve-kernels-s3", r.stdout)
+            r = subprocess.run([sys.executable, script, "--labels", "fp8,bf16"] + paths, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("mean |fp8 - fp32|", r.stdout.splitlines()[-1])
+            self.assertIn("fp8      bf16", r.stdout.splitlines()[0])
+            r = subprocess.run([sys.executable, script, "--labels", "fp8"] + paths, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stdout)
             r = subprocess.run([sys.executable, script] + paths[:4], capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, "files not in triples: " + r.stdout)
             with open(paths[0], "w") as fh:

@@ -22,10 +22,23 @@ func nodeGPUs() int {
 	return min(len(launch.VisibleGPUs(os.Environ(), len(info.GPUs))), len(info.GPUs))
 }
 
+// nodeComputeCap is the lowest compute capability of this node's GPUs (89 =
+// 8.9); 0 without a GPU or a driver.
+func nodeComputeCap() int {
+	g := nvmlgpu.Open()
+	defer g.Close()
+	return g.ComputeCapability()
+}
+
 // resolveGPUs gives a study with workload.gpus: all this node's GPU count
-// (a --gpus override already replaced it). A batch job submitted from a login
-// node cannot count the GPUs it will get: it needs --gpus.
+// (a --gpus override already replaced it), and, where this node runs it, the
+// compute capability of its GPUs (the planner drops precision fp8 below 8.9).
+// A batch job submitted from a login node cannot count the GPUs it will get:
+// it needs --gpus.
 func resolveGPUs(s *study.Study, submit bool) error {
+	if !submit && s.Workload.Device != "cpu" {
+		s.Workload.ComputeCap = nodeComputeCap()
+	}
 	if !s.Workload.GPUsAll {
 		return nil
 	}

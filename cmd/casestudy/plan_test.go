@@ -40,13 +40,13 @@ func TestValidateErrors(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(good, []byte("name: g\nmodel: {family: gpt, preset: tiny}\n"), 0o644))
-	require.NoError(t, os.WriteFile(bad, []byte("name: b\nmodel: {family: gpt, preset: tiny}\nsweep:\n  strategy: grid\n  knobs:\n    bucket_mbs: [1, 5]\n    precision: [fp8]\n"), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte("name: b\nmodel: {family: gpt, preset: tiny}\nsweep:\n  strategy: grid\n  knobs:\n    bucket_mbs: [1, 5]\n    precision: [fp4]\n"), 0o644))
 
 	code, stdout, stderr := studyCLI(t, "validate", good, bad)
 	assert.Equal(t, exitcode.Input, code)
 	assert.Contains(t, stdout, "ok  "+good)
 	assert.Contains(t, stderr, bad+`:6:5: unknown key "bucket_mbs" in sweep (did you mean "ddp.bucket_mb"?)`)
-	assert.Contains(t, stderr, bad+`:7:17: precision: "fp8" is not one of fp32 | tf32 | bf16 | fp16`)
+	assert.Contains(t, stderr, bad+`:7:17: precision: "fp4" is not one of fp32 | tf32 | bf16 | fp16 | fp8`)
 	assert.Contains(t, stderr, "1 of 2 study files have problems")
 
 	rules := filepath.Join(dir, "rules.yaml")
@@ -167,7 +167,7 @@ func TestKnobsCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	var k map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &k))
-	assert.Equal(t, []any{"fp32", "tf32", "bf16", "fp16"}, k["values"])
+	assert.Equal(t, []any{"fp32", "tf32", "bf16", "fp16", "fp8"}, k["values"])
 	assert.Equal(t, "engine", k["apply"])
 
 	code, stdout, stderr := studyCLI(t, "knobs", "bucket_mbs")

@@ -227,7 +227,7 @@ func TestBadConfig(t *testing.T) {
 		})
 	}
 	t.Run("unknown precision", func(t *testing.T) {
-		_, err := lib.Create(tinyGPT("fp8"))
+		_, err := lib.Create(tinyGPT("fp4"))
 		assertConfigError(t, err, "cs_create", "precision")
 	})
 	t.Run("unknown device", func(t *testing.T) {
@@ -268,6 +268,36 @@ func TestUnsupportedKnobs(t *testing.T) {
 	assert.Nil(t, e)
 	assert.ErrorIs(t, err, engine.ErrUnsupported)
 	assert.Contains(t, err.Error(), "graphs")
+}
+
+// TestFP8RefusedOnCPU: precision fp8 needs FP8 tensor cores, so the engine
+// refuses it at init on the CPU with the reason (unsupported, not a config
+// error: the trial is recorded as such), and for resnet50 (convolutions) on
+// any device; a bad fp8.scaling is a config error naming the field.
+func TestFP8RefusedOnCPU(t *testing.T) {
+	lib := realLibrary(t)
+	for _, family := range []string{"gpt", "bert"} {
+		cfg := tinyGPT("fp8")
+		cfg.Family = family
+		cfg.FP8 = &engine.FP8Config{Scaling: "row"}
+		e, err := lib.Create(cfg)
+		require.Error(t, err, family)
+		assert.Nil(t, e)
+		assert.ErrorIs(t, err, engine.ErrUnsupported, family)
+		assert.Contains(t, err.Error(), "FP8 tensor cores", family)
+		assert.Contains(t, err.Error(), "compute capability 8.9", family)
+		assert.Contains(t, err.Error(), "device is cpu", family)
+	}
+	cfg := tinyGPT("fp8")
+	cfg.Family = "resnet50"
+	_, err := lib.Create(cfg)
+	assert.ErrorIs(t, err, engine.ErrUnsupported)
+	assert.Contains(t, err.Error(), "resnet50 is convolutions")
+
+	cfg = tinyGPT("fp8")
+	cfg.FP8 = &engine.FP8Config{Scaling: "block"}
+	_, err = lib.Create(cfg)
+	assertConfigError(t, err, "cs_create", "fp8.scaling")
 }
 
 func TestFaultKnobs(t *testing.T) {

@@ -81,6 +81,29 @@ func handles() ([]nvml.Device, error) {
 	return devs, nil
 }
 
+// ComputeCapability is the lowest CUDA compute capability of the node's GPUs
+// as major*10+minor (90: Hopper); 0 without a GPU or a driver.
+func (s *Source) ComputeCapability() int {
+	if s.err != nil {
+		return 0
+	}
+	devs, err := handles()
+	if err != nil {
+		return 0
+	}
+	low := 0
+	for _, d := range devs {
+		major, minor, ret := d.GetCudaComputeCapability()
+		if ret != nvml.SUCCESS {
+			return 0
+		}
+		if c := major*10 + minor; low == 0 || c < low {
+			low = c
+		}
+	}
+	return low
+}
+
 // Devices returns readers of the GPUs named by index or UUID.
 func (s *Source) Devices(names []string) []provenance.Device {
 	if s.err != nil || len(names) == 0 {

@@ -120,7 +120,8 @@ Precision parse_precision(const std::string& p) {
   if (p == "tf32") return Precision::TF32;
   if (p == "bf16") return Precision::BF16;
   if (p == "fp16") return Precision::FP16;
-  throw ConfigError("precision must be one of fp32, tf32, bf16, fp16, got \"" + p + "\"");
+  if (p == "fp8") return Precision::FP8;
+  throw ConfigError("precision must be one of fp32, tf32, bf16, fp16, fp8, got \"" + p + "\"");
 }
 
 }  // namespace
@@ -131,6 +132,7 @@ const char* precision_name(Precision p) {
     case Precision::TF32: return "tf32";
     case Precision::BF16: return "bf16";
     case Precision::FP16: return "fp16";
+    case Precision::FP8: return "fp8";
   }
   return "?";
 }
@@ -201,6 +203,10 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   Fields z(f.object("zero"), "zero.");
   c.zero.stage = int(z.integer("stage", 0));
 
+  Fields f8(f.object("fp8"), "fp8.");
+  c.fp8.scaling = f8.str("scaling", "tensor");
+  c.fp8.grad = f8.str("grad", "e5m2");
+
   Fields fl(f.object("fault"), "fault.");
   c.fault.kind = fl.str("kind", "");
   c.fault.rank = int(fl.integer("rank", 0));
@@ -213,6 +219,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   dp.refuse_unknown();
   p.refuse_unknown();
   z.refuse_unknown();
+  f8.refuse_unknown();
   fl.refuse_unknown();
   if (model_only) return c;
 
@@ -264,6 +271,11 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   if (c.pipeline.balance_by == "time" && !c.pipeline.balance.empty())
     throw ConfigError("pipeline.balance_by time measures the split; leave pipeline.balance unset "
                       "or set balance_by params");
+
+  if (c.fp8.scaling.empty()) c.fp8.scaling = "tensor";
+  one_of("fp8.scaling", c.fp8.scaling, {"tensor", "row"});
+  if (c.fp8.grad.empty()) c.fp8.grad = "e5m2";
+  one_of("fp8.grad", c.fp8.grad, {"e5m2", "e4m3"});
 
   if (c.zero.stage < 0 || c.zero.stage > 2)
     throw ConfigError("zero.stage must be 0, 1 or 2, got " + std::to_string(c.zero.stage));

@@ -19,7 +19,7 @@ struct OOMError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Precision { FP32, TF32, BF16, FP16 };
+enum class Precision { FP32, TF32, BF16, FP16, FP8 };
 const char* precision_name(Precision p);
 
 struct PipelineOptions {
@@ -40,6 +40,14 @@ struct FaultOptions {
   int bucket = 0;       // stall: the DDP bucket it comes before
 };
 
+// precision fp8 (fp8_linear.h): how the linear layers' FP8 operands are scaled
+// (tensor: one amax per tensor; row: one per row of each operand) and the
+// format of the gradients (e5m2, or e4m3 as the activations and weights).
+struct Fp8Options {
+  std::string scaling = "tensor";  // tensor | row
+  std::string grad = "e5m2";       // e5m2 | e4m3
+};
+
 struct EngineConfig {
   ModelConfig model;
   std::string device = "cpu";  // cpu | cuda
@@ -54,6 +62,7 @@ struct EngineConfig {
   DDPOptions ddp;
   PipelineOptions pipeline;
   ZeroOptions zero;
+  Fp8Options fp8;
   FaultOptions fault;
 };
 

@@ -55,7 +55,10 @@ double table_peak_tflops(const std::string& name, Precision p) {
     if (name.find(e.match) == std::string::npos) continue;
     switch (p) {
       case Precision::BF16:
-      case Precision::FP16: return e.half;
+      case Precision::FP16:
+      // fp8: against the bf16 peak, so that MFU compares across precisions
+      // (only the linear layers run FP8; its dense peak is twice bf16's).
+      case Precision::FP8: return e.half;
       case Precision::TF32: return e.tf32;
       case Precision::FP32: return e.fp32;
     }

@@ -2,6 +2,7 @@
 #include "linear_act.h"
 
 #include "compat.h"
+#include "fp8_linear.h"
 #include "kernels.h"
 #include "kernels_glue.h"
 #include "linear_casts.h"
@@ -156,6 +157,8 @@ bool linear_act_fused(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& weight,
                          const torch::Tensor& bias, Act act) {
+  // precision fp8: the matmuls in FP8 (fp8_linear.h), the activation as autograd's.
+  if (fp8::active(x, weight)) return activation(fp8::linear(x, weight, bias, fp8::current()), act);
   if (linear_act_fused(x, weight)) return LinearAct::apply(x, weight, bias, int64_t(act));
   return activation(torch::linear(x, weight, bias), act);
 }
@@ -168,7 +171,7 @@ bool linear_qkv_fused(const torch::Tensor& x, const torch::Tensor& weight, int64
 std::array<torch::Tensor, 3> linear_qkv(const torch::Tensor& x, const torch::Tensor& weight,
                                         const torch::Tensor& bias, int64_t heads) {
   const int64_t B = x.size(0), T = x.size(1), d = weight.size(0) / 3;
-  if (linear_qkv_fused(x, weight, heads)) {
+  if (!fp8::active(x, weight) && linear_qkv_fused(x, weight, heads)) {
     auto o = LinearQKV::apply(x, weight, bias, heads);
     return {o[0], o[1], o[2]};
   }

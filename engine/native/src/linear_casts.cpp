@@ -2,6 +2,7 @@
 #include "linear_casts.h"
 
 #include "compat.h"
+#include "fp8_linear.h"
 #include "kernels.h"
 #include "kernels_glue.h"
 
@@ -18,6 +19,8 @@ LinearCasts::LinearCasts(const std::vector<torch::Tensor>& params) : outer_(inne
   const auto& first = params.front();
   const auto dev = first.device().type();
   if (!glue::runs_here(first) || !compat::autocast_enabled(dev)) return;
+  // precision fp8: the weights go to FP8 from fp32 (fp8_linear.h), not through bf16.
+  if (fp8::on() && first.is_cuda()) return;
   const auto dt = compat::autocast_dtype(dev);
   if (dt != torch::kBFloat16 && dt != torch::kHalf) return;
   torch::NoGradGuard no_grad;

@@ -6,6 +6,10 @@
 namespace cs {
 
 void check_precision(Precision p, const torch::Device& d) {
+  if (p == Precision::FP8) {
+    auto why = fp8::unsupported_reason(d);
+    if (!why.empty()) throw UnsupportedError(why);
+  }
   if (p == Precision::FP16 && d.is_cpu() && !CS_HAS_CPU_FP16_AUTOCAST)
     throw UnsupportedError("precision fp16 on CPU needs libtorch ≥ 2.1 (CPU autocast in " +
                            compat::torch_version() +
@@ -19,14 +23,16 @@ void apply_math_mode(Precision p) {
 }
 
 AutocastScope::AutocastScope(const torch::Device& d, Precision p) : dev_(d.type()) {
-  if (p != Precision::BF16 && p != Precision::FP16) return;
+  if (p != Precision::BF16 && p != Precision::FP16 && p != Precision::FP8) return;
   on_ = true;
   prev_ = compat::autocast_enabled(dev_);
   prev_dtype_ = compat::autocast_dtype(dev_);
-  compat::set_autocast(dev_, true, p == Precision::BF16 ? at::kBFloat16 : at::kHalf);
+  compat::set_autocast(dev_, true, p == Precision::FP16 ? at::kHalf : at::kBFloat16);
+  if (p == Precision::FP8) fp8_ = std::make_unique<fp8::Scope>();
 }
 
 AutocastScope::~AutocastScope() {
+  fp8_.reset();
   if (!on_) return;
   compat::set_autocast(dev_, prev_, prev_dtype_);
   if (!prev_) at::autocast::clear_cache();

@@ -3,11 +3,16 @@
 //   tf32: fp32 storage, TF32 tensor-core math for matmuls and convolutions (CUDA).
 //   bf16: autocast to bfloat16 in the forward pass (CUDA and CPU).
 //   fp16: autocast to float16 + dynamic loss scaling (LossScaler).
+//   fp8: bf16 autocast, and the transformer blocks' linear layers in FP8
+//        (fp8_linear.h; CUDA with compute capability ≥ 8.9 only).
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
+
 #include "config.h"
+#include "fp8_linear.h"
 
 namespace cs {
 
@@ -18,7 +23,8 @@ void check_precision(Precision p, const torch::Device& d);
 void apply_math_mode(Precision p);
 
 // Autocast for the forward pass of one micro-batch: enabled in the constructor
-// (bf16/fp16 only), disabled and its weight-cast cache cleared in the destructor.
+// (bf16/fp16/fp8 only; fp8 autocasts to bf16 and switches FP8 on for the linear
+// layers, fp8::Scope), disabled and its weight-cast cache cleared in the destructor.
 // Autocast state is thread-local, so a scope never outlives one ABI call.
 class AutocastScope {
  public:
@@ -31,6 +37,7 @@ class AutocastScope {
   c10::DeviceType dev_;
   bool on_ = false, prev_ = false;
   at::ScalarType prev_dtype_;
+  std::unique_ptr<fp8::Scope> fp8_;
 };
 
 // LayerNorm over the last dimension for transformer blocks. Under CUDA autocast

@@ -132,7 +132,12 @@ void Trainer::init_device() {
   // Slurm's --cpu-bind narrows (hardware_concurrency counts the whole machine).
   threads_ = cfg_.threads > 0 ? cfg_.threads : affinity_cpus();
   set_threads();
+  if (cfg_.precision == Precision::FP8 && family_->convolutions)
+    throw UnsupportedError("precision fp8 puts the linear layers of gpt and bert in FP8; " +
+                           cfg_.model.family +
+                           " is convolutions, which have no FP8 path here: use precision bf16");
   check_precision(cfg_.precision, device_);
+  if (cfg_.precision == Precision::FP8) fp8::configure(fp8::options(cfg_.fp8.scaling, cfg_.fp8.grad));
   try {
     kernels::in_use();  // reads CASESTUDY_KERNELS: a bad value fails here, not mid-step
     cudnn_ = cudnn_tuning_from_env();

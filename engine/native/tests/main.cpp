@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
                           {"profile_spans", profile_spans_tests},
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
                           {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests},
-                          {"reducer", reducer_tests}, {"tp", tp_tests}}) {
+                          {"reducer", reducer_tests}, {"tp", tp_tests},
+                          {"fp8_linear", fp8_linear_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;

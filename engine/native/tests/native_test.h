@@ -64,3 +64,4 @@ int linear_casts_tests();
 int adamw_tests();
 int reducer_tests();
 int tp_tests();
+int fp8_linear_tests();

@@ -20,7 +20,12 @@ mean - t(0.95, S-1) sd / sqrt(S), is at most 0. At least 3 seeds. Prints the
 per-window means over the seeds, a row per seed and, last, one verdict line;
 exit 0 pass, 1 fail, 2 bad input.
 
-  python3 engine/native/tools/losscurve.py K1.json N1.json F1.json K2.json N2.json F2.json ...
+--labels ARM,BASE names the two arms otherwise (default kernels,native): with
+--labels fp8,bf16 the triples are (precision fp8, bf16, fp32) and the verdict
+is precision fp8's: its curve no further from fp32 than bf16's, beyond the
+seeds' spread.
+
+  python3 engine/native/tools/losscurve.py [--labels ARM,BASE] K1.json N1.json F1.json K2.json N2.json F2.json ...
 """
 import json
 import math
@@ -63,8 +68,9 @@ def tail(xs):
     return sum(xs[-20:]) / len(xs[-20:])
 
 
-def verdict(seeds):
-    """(ok, message) for a list of (kernels, native, fp32) loss lists, one per seed."""
+def verdict(seeds, arm="kernels", base="native"):
+    """(ok, message) for a list of (arm, base, fp32) loss lists, one per seed:
+    (kernels, native bf16, fp32) by default."""
     if len(seeds) < MIN_SEEDS:
         return False, "%d seed(s): the criterion needs at least %d" % (len(seeds), MIN_SEEDS)
     n = min(min(len(k), len(na), len(f)) for k, na, f in seeds)
@@ -78,14 +84,26 @@ def verdict(seeds):
     m, sd = statistics.mean(d), statistics.stdev(d)
     lower = m - t95(len(d) - 1) * sd / math.sqrt(len(d))
     ok = lower <= 0 and not stuck
-    head = ("within bf16 noise" if ok else "does not learn (seeds %s, counted from 1)" % [i + 1 for i in stuck] if stuck else
-            "NOT within bf16 noise: the kernels move the curve further from fp32 than native bf16 does")
-    return ok, ("%s: over %d seeds of %d steps, mean |kernels - fp32| %.4f, |native - fp32| %.4f; "
+    if arm == "kernels":
+        bad = "NOT within bf16 noise: the kernels move the curve further from fp32 than native bf16 does"
+    else:
+        bad = "NOT within %s noise: %s moves the curve further from fp32 than %s does" % (base, arm, base)
+    head = (("within %s noise" % ("bf16" if arm == "kernels" else base)) if ok else
+            "does not learn (seeds %s, counted from 1)" % [i + 1 for i in stuck] if stuck else bad)
+    return ok, ("%s: over %d seeds of %d steps, mean |%s - fp32| %.4f, |%s - fp32| %.4f; "
                 "difference %+.4f, one-sided 95%% lower bound %+.4f (pass: <= 0)" % (
-                    head, len(seeds), n, statistics.mean(dk), statistics.mean(dn), m, lower))
+                    head, len(seeds), n, arm, statistics.mean(dk), base, statistics.mean(dn), m, lower))
 
 
 def main(argv):
+    arm, base = "kernels", "native"
+    if argv and argv[0].startswith("--labels"):
+        spec = argv[0].partition("=")[2] if "=" in argv[0] else (argv[1] if len(argv) > 1 else "")
+        argv = argv[1:] if "=" in argv[0] else argv[2:]
+        arm, _, base = spec.partition(",")
+        if not arm or not base:
+            print("losscurve.py: --labels wants ARM,BASE (e.g. fp8,bf16)")
+            sys.exit(2)
     if len(argv) < 3 or len(argv) % 3:
         print(__doc__.strip().splitlines()[-1])
         sys.exit(2)
@@ -93,17 +111,17 @@ def main(argv):
     seeds = [(files[i][1], files[i + 1][1], files[i + 2][1]) for i in range(0, len(files), 3)]
     n = min(min(len(k), len(na), len(f)) for k, na, f in seeds)
     mean = statistics.mean
-    print("steps    kernels  native   fp32     (means over %d seeds)" % len(seeds))
+    print("steps    %-8s %-8s fp32     (means over %d seeds)" % (arm, base, len(seeds)))
     for s in range(0, n, 20):
         e = min(s + 20, n)
         cols = [mean([mean(run[j][s:e]) for run in seeds]) for j in range(3)]
         print("%3d-%-3d  %.4f   %.4f   %.4f" % (s, e - 1, *cols))
-    print("%-24s |kernels-fp32|  |native-fp32|  last 20: kernels  native  fp32" % "run (kernels)")
+    print("%-24s |%s-fp32|  |%s-fp32|  last 20: %s  %s  fp32" % ("run (%s)" % arm, arm, base, arm, base))
     for i, (k, na, f) in enumerate(seeds):
         k, na, f = k[:n], na[:n], f[:n]
         print("%-24s %14.4f  %13.4f  %16.4f  %6.4f  %6.4f" % (files[3 * i][0], mad(k, f), mad(na, f), tail(k), tail(na),
                                                           tail(f)))
-    ok, msg = verdict(seeds)
+    ok, msg = verdict(seeds, arm, base)
     print(msg)
     sys.exit(0 if ok else 1)
 
