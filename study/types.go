@@ -73,6 +73,12 @@ type Workload struct {
 	// ranks and layout as processes sharing the GPUs present, host-staged;
 	// nothing measured. casestudy run --rehearse sets it too.
 	Rehearse bool
+	// WorldOfOne: a one-rank trial runs as a data-parallel world of one
+	// (dist.backend nccl on cuda, gloo on cpu; world size 1): the
+	// communicator and the reducer run, and the host syncs every step, as
+	// on N ranks. The 1-GPU reference of a scaling efficiency 1 -> G sets it
+	// (studies/*/ddp1-quick.yaml); casestudy run --predict does too.
+	WorldOfOne bool
 }
 
 // Sweep is the study's search space.
