@@ -7,7 +7,30 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/casestudy/casestudy/engine"
 )
+
+// assertBestCut: a two-stage split by time is the best contiguous one for
+// the measured layer times (no other cut has a lighter heaviest stage).
+func assertBestCut(t *testing.T, p *engine.PipelineInfo) {
+	t.Helper()
+	heaviest := func(cut int) float64 {
+		a, b := 0.0, 0.0
+		for i, ms := range p.LayerMS {
+			if i < cut {
+				a += ms
+			} else {
+				b += ms
+			}
+		}
+		return max(a, b)
+	}
+	chosen := heaviest(p.Balance[0])
+	for cut := 1; cut < len(p.LayerMS); cut++ {
+		assert.LessOrEqual(t, chosen, heaviest(cut)+1e-9, "cut after layer %d is lighter than %v (times %v)", cut, p.Balance, p.LayerMS)
+	}
+}
 
 // TestGPUPipelineBalanceByTime (CASESTUDY_GPU_TESTS=1): pipeline.balance_by
 // time on the GPU, ResNet tiny, its stages and replicas CUDA ranks sharing
@@ -47,21 +70,7 @@ func TestGPUPipelineBalanceByTime(t *testing.T) {
 					assert.False(t, math.IsNaN(l) || math.IsInf(l, 0), "rank %d step %d", r, i)
 				}
 			}
-			heaviest := func(cut int) float64 {
-				a, b := 0.0, 0.0
-				for i, ms := range p0.LayerMS {
-					if i < cut {
-						a += ms
-					} else {
-						b += ms
-					}
-				}
-				return max(a, b)
-			}
-			chosen := heaviest(p0.Balance[0])
-			for cut := 1; cut < len(p0.LayerMS); cut++ {
-				assert.LessOrEqual(t, chosen, heaviest(cut)+1e-9, "cut after layer %d is lighter than %v (times %v)", cut, p0.Balance, p0.LayerMS)
-			}
+			assertBestCut(t, p0)
 			t.Logf("GPU layer ms %v -> balance %v", p0.LayerMS, p0.Balance)
 			if dp == 1 {
 				// BatchNorm normalises per micro-batch, so only one replica
