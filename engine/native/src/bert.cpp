@@ -418,7 +418,6 @@ class BertData : public DataSource {
     torch::NoGradGuard ng;
     const int64_t B = spec_.micro_batch, T = spec_.seq_len, V = spec_.vocab;
     auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device_);
-    auto fopt = torch::TensorOptions().dtype(torch::kFloat).device(device_);
     auto seg = segments(0, lopt);
     auto other = segments(2, lopt);
     auto nsp = (rows_.uniform(4, 1).view({B}) < 0.5).to(torch::kLong);  // 1: B is random
