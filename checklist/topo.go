@@ -128,28 +128,32 @@ func (m *topoMatrix) nvlinkGroup() []string {
 }
 
 // usedGPUs returns the matrix names (GPU<i>) of the GPUs the run's trials ran
-// on, from each rank's CUDA_VISIBLE_DEVICES entry; every GPU of the matrix when
-// the entries are not indexes. It assumes CUDA numbers devices as nvidia-smi
-// does (PCI bus order: CUDA_DEVICE_ORDER=PCI_BUS_ID, or identical GPUs).
+// on: each rank's own GPU UUID (its cs_info) where the host's GPUs list it,
+// else its CUDA_VISIBLE_DEVICES entry (an index, or a UUID); every GPU of the
+// matrix when a rank's GPU cannot be placed (a UUID of another node). An
+// index assumes CUDA numbers devices as nvidia-smi does (PCI bus order:
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, or identical GPUs); a UUID assumes nothing.
 func (v *runView) usedGPUs(m *topoMatrix) []string {
+	byUUID := map[string]int{}
+	for _, g := range v.run.Manifest.Host.GPUs {
+		if g.UUID != "" {
+			byUUID[g.UUID] = g.Index
+		}
+	}
 	seen := map[string]bool{}
-	numeric := true
+	placed := true
 	for _, t := range v.all {
 		for _, rp := range t.rec.Repeats {
 			for _, rk := range rp.Ranks {
-				if rk.GPU == "" {
-					continue
+				if i, ok := rankGPUIndex(rk, byUUID); ok {
+					seen["GPU"+strconv.Itoa(i)] = true
+				} else if rk.GPU != "" || (rk.Info != nil && rk.Info.GPUUUID != "") {
+					placed = false
 				}
-				i, err := strconv.Atoi(strings.TrimSpace(rk.GPU))
-				if err != nil {
-					numeric = false
-					continue
-				}
-				seen["GPU"+strconv.Itoa(i)] = true
 			}
 		}
 	}
-	if !numeric || len(seen) == 0 {
+	if !placed || len(seen) == 0 {
 		return m.GPUs()
 	}
 	var out []string
@@ -159,6 +163,24 @@ func (v *runView) usedGPUs(m *topoMatrix) []string {
 		}
 	}
 	return out
+}
+
+// rankGPUIndex is the nvidia-smi index of the GPU a rank ran on: from the
+// UUID it reported, else from its device entry (an index or a UUID).
+func rankGPUIndex(rk store.RankRecord, byUUID map[string]int) (int, bool) {
+	if rk.Info != nil && rk.Info.GPUUUID != "" {
+		i, ok := byUUID[rk.Info.GPUUUID]
+		return i, ok
+	}
+	e := strings.TrimSpace(rk.GPU)
+	if e == "" {
+		return 0, false
+	}
+	if i, ok := byUUID[e]; ok {
+		return i, true
+	}
+	i, err := strconv.Atoi(e)
+	return i, err == nil
 }
 
 // linkCapacity is the per-direction bandwidth class of the links between the

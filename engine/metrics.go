@@ -121,6 +121,11 @@ type Info struct {
 	// itself saw it (nvidia-smi's spelling); empty on the CPU.
 	GPUUUID  string `json:"gpu_uuid,omitempty"`
 	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// DataVersion is the synthetic data generator's version: 2 draws every
+	// value from (seed, step, row of the global batch), so a data-parallel
+	// rank generates only its rows; absent (0) is the generator before it,
+	// whose losses differ (docs/data-parallel.md "Input").
+	DataVersion int `json:"data_version,omitempty"`
 	// OptimStateBytes is this rank's optimizer states; Zero its ZeRO shard
 	// (zero.stage > 0).
 	OptimStateBytes int64     `json:"optimizer_state_bytes"`

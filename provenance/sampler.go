@@ -2,6 +2,7 @@ package provenance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,9 @@ func StartSampler(devs []Device, interval time.Duration) *Sampler {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
+			s.mu.Lock()
+			devs := s.devs
+			s.mu.Unlock()
 			for _, d := range devs {
 				sm := d.Sample()
 				sm.T, sm.GPU = time.Since(s.start).Seconds(), d.Index()
@@ -64,8 +68,32 @@ func (s *Sampler) WindowStart() { s.readCounters(s.begin) }
 // WindowEnd reads them again as it closes.
 func (s *Sampler) WindowEnd() { s.readCounters(s.end) }
 
+// Retarget samples devs from now on instead of the devices it started with,
+// and drops the samples already taken of GPUs not among devs: the runner's
+// guess of a launch's GPUs gives way to the GPUs its ranks reported (Slurm).
+// Call it before the measured window opens. A sampler started without
+// devices stays without.
+func (s *Sampler) Retarget(devs []Device) {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	keep := map[int]bool{}
+	for _, d := range devs {
+		keep[d.Index()] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.devs = devs
+	s.samples = slices.DeleteFunc(s.samples, func(g store.GPUSample) bool { return !keep[g.GPU] })
+}
+
 func (s *Sampler) readCounters(into map[int]ClockEventCounters) {
-	for _, d := range s.devs {
+	s.mu.Lock()
+	devs := s.devs
+	s.mu.Unlock()
+	for _, d := range devs {
 		if c, ok := d.Counters(); ok {
 			s.mu.Lock()
 			into[d.Index()] = c

@@ -452,6 +452,7 @@ func provenance(run *store.Run) Provenance {
 			p.GPUUUIDs = append(p.GPUUUIDs, g.UUID)
 		}
 	}
+	p.RankGPUs, p.BNBuffers = rankGPUs(run), bnBufferFact(bnBufferTrials(run))
 	if e := m.Engine; e != nil {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)
 	}

@@ -191,10 +191,12 @@ func provenanceRows(s *Summary) [][2]string {
 		{"host", p.Host},
 		{"CPU", p.CPU},
 		{"GPUs", strings.Join(p.GPUs, "; ")},
+		{"ranks' GPUs", strings.Join(p.RankGPUs, "; ")},
 		{"driver", driver},
 		{"libraries", strings.Join(libs, ", ")},
 		{"nodes", fmt.Sprint(p.Nodes)},
 		{"NVLink multicast", nvlsFact(s)},
+		{"BatchNorm buffers", p.BNBuffers},
 	}
 	var rows [][2]string
 	for _, kv := range all {

@@ -237,6 +237,13 @@ type Provenance struct {
 	Model       map[string]any    `json:"model,omitempty"`
 	Workload    map[string]any    `json:"workload,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
+
+	// RankGPUs is each GPU the ranks reported running on, with its ranks
+	// (report/facts_dp.go).
+	RankGPUs []string `json:"rank_gpus,omitempty"`
+	// BNBuffers states the BatchNorm-buffer policy when ResNet trials ran
+	// data parallel ("" otherwise).
+	BNBuffers string `json:"bn_buffers,omitempty"`
 }
 
 // OK reports whether the trial finished with a measurement.

@@ -41,6 +41,9 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 	if s.Workload.GPUsAll {
 		man.Workload["gpus_all"] = true // workload.gpus: all, resolved to "gpus" on this node
 	}
+	if s.Workload.WorldOfOne {
+		man.Workload["world_of_one"] = true // one-rank trials as a data-parallel world of one
+	}
 	if len(overrides) > 0 {
 		man.Overrides = overrides
 	}

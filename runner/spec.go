@@ -65,7 +65,7 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	// each its own world of one; otherwise one data-parallel world.
 	world := place.World
 	switch {
-	case world == 1 && (!m.DPWorldOfOne || place.ProcsPerGPU > 1):
+	case world == 1 && (!(m.DPWorldOfOne || s.Workload.WorldOfOne) || place.ProcsPerGPU > 1):
 		base.Dist.Backend = ""
 	case m.Device == "cuda":
 		base.Dist.Backend = "nccl"

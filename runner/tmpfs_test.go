@@ -3,8 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/testfs"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -22,24 +21,16 @@ import (
 // status 3 and the cut trial is interrupted; with inodes again, --resume runs
 // every remaining trial (it used to commit them all failed and rerun none).
 func TestInodesRunOutMidSweep(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
 	dir := t.TempDir()
+	mnt := testfs.Tmpfs(t, filepath.Join(dir, "results"), "size=64m,nr_inodes=1000")
 	writeStudy(t, dir, strings.NewReplacer("micro_batch: [1, 2]", "micro_batch: [1, 2, 3]", "repeats: 2", "repeats: 1").Replace(repeatStudy))
-	mnt := filepath.Join(dir, "results")
-	require.NoError(t, os.MkdirAll(mnt, 0o755))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,nr_inodes=1000", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
 	f := loadFixture(t, dir, nil)
 	var st syscall.Statfs_t
 	require.NoError(t, syscall.Statfs(mnt, &st))
 	used := st.Files - st.Ffree
 	// the first trial's logs folder, its folder and one rank's log: then none
-	if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,nr_inodes=%d", used+3), mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot limit the tmpfs's inodes: %v %s", err, out)
+	if err := testfs.Remount(mnt, fmt.Sprintf("nr_inodes=%d", used+3)); err != nil {
+		t.Skipf("cannot limit the tmpfs's inodes: %v", err)
 	}
 	run, err := f.run(t, context.Background(), f.options())
 	require.Error(t, err)
@@ -51,7 +42,7 @@ func TestInodesRunOutMidSweep(t *testing.T) {
 	assert.Equal(t, 1, outcomes[store.OK], "%v", outcomes)
 	assert.Zero(t, outcomes[store.Failed], "no trial failed for the storage's sake")
 
-	require.NoError(t, exec.Command("mount", "-o", "remount,nr_inodes=1000", mnt).Run())
+	require.NoError(t, testfs.Remount(mnt, "nr_inodes=1000"))
 	resumed := resume(t, f)
 	ok := map[string]bool{}
 	for _, tr := range resumed.Trials {

@@ -146,7 +146,7 @@ func (w *watcher) event(ev rendezvous.Event) {
 		w.window(m.Name)
 		w.steps(m.Name)
 	case rendezvous.TypeInfo:
-		st.rec.Info = m.Info
+		w.rankInfo(st, m.Info)
 	case rendezvous.TypeStep:
 		if m.Metrics == nil {
 			return

@@ -29,7 +29,9 @@
 #           fails, and so does no channel line at all (nothing to check)
 #   numbers from the runs' trials.jsonl and the benchmark (--analyze below),
 #           per model: scaling efficiency 1 -> G GPUs (samples/s per GPU at G
-#           over at 1), exposed-communication share of the step at the default
+#           over at 1; the 1-GPU reference runs as an NCCL world of one,
+#           workload.world_of_one in ddp1-quick.yaml, so it has the reducer
+#           and the same host sync every step as G ranks), exposed-communication share of the step at the default
 #           bucket size (with and without overlap), the largest bucket's busbw
 #           against the microbenchmark's at that size
 # $OUT stays flat, at most 8 files, brought up to date after every stage:
@@ -108,6 +110,10 @@ def numbers(run_g, run_1, notes):
         m.update(gpus=g, samples_per_s_1=base_1["summary"]["samples_per_s"],
                  samples_per_s_g=base_g["summary"]["samples_per_s"])
         m["scaling_efficiency"] = m["samples_per_s_g"] / g / m["samples_per_s_1"]
+        # the reference's backend: "nccl" when it ran as a world of one (the
+        # reducer and a host sync every step, as the G-GPU run)
+        info = (base_1["repeats"][0]["ranks"][0].get("info") or {}) if base_1["repeats"] else {}
+        m["reference_backend"] = info.get("backend") or "none"
     else:
         notes.append("scaling efficiency: needs the ok baseline trials of both runs (%s, %s)" % (run_g, run_1))
     for name, t in (("overlap", base_g), ("no_overlap", nolap_g)):
@@ -150,8 +156,12 @@ for pair in pairs:
     notes += ["%s: %s" % (model, n) for n in mnotes]
     if "scaling_efficiency" in m:
         rows.append((model, "scaling efficiency 1 -> %d GPUs" % m["gpus"], pct(m["scaling_efficiency"]),
-                     "samples/s per GPU %.1f at %d GPUs vs %.1f at 1 (baseline trials, median of repeats)"
-                     % (m["samples_per_s_g"] / m["gpus"], m["gpus"], m["samples_per_s_1"])))
+                     "samples/s per GPU %.1f at %d GPUs vs %.1f at 1 (baseline trials, median of repeats; %s)"
+                     % (m["samples_per_s_g"] / m["gpus"], m["gpus"], m["samples_per_s_1"],
+                        "1-GPU reference: NCCL world of one, reducer on, host sync every step as at G"
+                        if m["reference_backend"] == "nccl" else
+                        "1-GPU reference ran without the reducer (backend %s): not a world of one, so the ratio "
+                        "also holds run-ahead and reducer overhead" % m["reference_backend"])))
     for name, what in (("overlap", "ddp.overlap true"), ("no_overlap", "ddp.overlap false")):
         if "exposed_comm_share_" + name in m:
             rows.append((model, "exposed communication, %s" % what, pct(m["exposed_comm_share_" + name]),

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,21 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
+	"github.com/casestudy/casestudy/internal/testfs"
 )
 
 // tinyTmpfs mounts a tmpfs of size bytes (root only: the tests that need a
 // really full device skip elsewhere, the logic has fake-device tests).
 func tinyTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-	return mnt
+	return testfs.Tmpfs(t, "", "size="+size)
 }
 
 // fill writes a file that leaves about keep bytes free on dir's device.

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -122,14 +121,8 @@ func TestAppendDiskFullKeepsWholeLines(t *testing.T) {
 // TestAppendOnTinyTmpfs fills a real 64 KiB tmpfs: the append that does not fit
 // fails with ENOSPC and every committed record reads back intact.
 func TestAppendOnTinyTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root; TestAppendDiskFullKeepsWholeLines covers the logic")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	// Without root TestAppendDiskFullKeepsWholeLines covers the logic.
+	mnt := tinyTmpfs(t, "64k")
 	w, err := Create(mnt, "full", "run", &Manifest{})
 	require.NoError(t, err)
 	defer w.Close()

@@ -92,6 +92,7 @@ func build(r, child *rawStudy, ps *problems) *Study {
 	w.Threads = r.Threads.V
 	w.Interleave = !r.Interleave.Set || r.Interleave.Bad || r.Interleave.V
 	w.Rehearse = r.Rehearse.Set && !r.Rehearse.Bad && r.Rehearse.V
+	w.WorldOfOne = r.WorldOfOne.Set && !r.WorldOfOne.Bad && r.WorldOfOne.V
 	checkRepeats(r, w, ps)
 	w.Timeout = 10 * time.Minute
 	if r.Timeout.Set && !r.Timeout.Bad {

@@ -65,6 +65,7 @@ type rawStudy struct {
 	Seed                   val[int64]
 	Interleave             val[bool]
 	Rehearse               val[bool]
+	WorldOfOne             val[bool]
 	ProcsPerGPU            val[string]
 	Baseline               *point
 	Sweep                  *rawSweep
@@ -108,7 +109,7 @@ type rawConstraint struct {
 var (
 	topKeys       = []string{"name", "description", "extends", "model", "workload", "baseline", "sweep", "objective", "checklist", "report", "compare", "launcher"}
 	modelKeys     = []string{"family", "preset", "layers", "hidden", "micro_batch", "seq_len", "image_size"}
-	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "warmup_seconds", "measure_seconds", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave", "rehearse"}
+	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "warmup_seconds", "measure_seconds", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave", "rehearse", "world_of_one"}
 	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls"}
 	objectiveKeys = []string{"metric", "goal"}
 	checklistKeys = []string{"disable", "thresholds"}

@@ -160,6 +160,8 @@ func (d *decoder) workload(n *yaml.Node, r *rawStudy) {
 			r.Interleave = d.boolean(v, f)
 		case "rehearse":
 			r.Rehearse = d.boolean(v, f)
+		case "world_of_one":
+			r.WorldOfOne = d.boolean(v, f)
 		}
 	})
 }

@@ -244,6 +244,9 @@ func merge(p, c *rawStudy) *rawStudy {
 	if !m.Rehearse.Set {
 		m.Rehearse = p.Rehearse
 	}
+	if !m.WorldOfOne.Set {
+		m.WorldOfOne = p.WorldOfOne
+	}
 	if !m.Threshold.Set {
 		m.Threshold = p.Threshold
 	}

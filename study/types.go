@@ -77,6 +77,12 @@ type Workload struct {
 	// lowest where they differ) where the command that plans could read it;
 	// 0: unknown. The planner drops precision fp8 below 8.9.
 	ComputeCap int
+	// WorldOfOne: a one-rank trial runs as a data-parallel world of one
+	// (dist.backend nccl on cuda, gloo on cpu; world size 1): the
+	// communicator and the reducer run, and the host syncs every step, as
+	// on N ranks. The 1-GPU reference of a scaling efficiency 1 -> G sets it
+	// (studies/*/ddp1-quick.yaml); casestudy run --predict does too.
+	WorldOfOne bool
 }
 
 // Sweep is the study's search space.

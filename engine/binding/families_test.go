@@ -23,10 +23,17 @@ func tinyBERT() engine.Config {
 	}
 }
 
+// tinyResNet's seed: with micro-batch 8 the losses are noisy. Surveyed over
+// seeds 1-12 (2026-12-06, CPU, per-row keyed data, data_version 2): the
+// last-5/first-5 ratio over 30 steps has median 0.48 (0.34-0.66, only seed
+// 11 above 0.6; the generator before: median 0.47, 0.28-0.61), while "loss at
+// step 5 below step 0" (TestActivationCheckpointingSameLoss) holds for only 5
+// of the 12 seeds: it is a sanity check of this seed, not of learning. Seed 12
+// passes both (0.53; 2.73 -> 2.26); 11, the seed before, now fails the first.
 func tinyResNet() engine.Config {
 	return engine.Config{
 		Family: "resnet50", Preset: "tiny", MicroBatch: 8,
-		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 11,
+		Device: "cpu", Threads: 2, Precision: "fp32", GradAccum: 1, Seed: 12,
 		Dist: engine.DistConfig{WorldSize: 1},
 	}
 }

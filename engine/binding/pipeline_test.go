@@ -305,22 +305,8 @@ func TestPipelineBalanceByTime(t *testing.T) {
 		assert.Equal(t, p0.Balance, res.Info.Pipeline.Balance, "rank %d split differently", r)
 		assertFollows(t, want, res.Losses, fmt.Sprintf("rank %d", r))
 	}
-	heaviest := func(cut int) float64 {
-		a, b := 0.0, 0.0
-		for i, ms := range p0.LayerMS {
-			if i < cut {
-				a += ms
-			} else {
-				b += ms
-			}
-		}
-		return max(a, b)
-	}
 	require.Len(t, p0.Balance, stages)
-	chosen := heaviest(p0.Balance[0])
-	for cut := 1; cut < len(p0.LayerMS); cut++ {
-		assert.LessOrEqual(t, chosen, heaviest(cut)+1e-9, "cut after layer %d is lighter than %v (times %v)", cut, p0.Balance, p0.LayerMS)
-	}
+	assertBestCut(t, p0)
 	t.Logf("layer ms %v -> balance %v", p0.LayerMS, p0.Balance)
 
 	for _, tt := range []struct {

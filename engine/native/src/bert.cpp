@@ -26,6 +26,7 @@
 #include "linear_casts.h"
 #include "linear_ce.h"
 #include "precision.h"
+#include "row_random.h"
 
 namespace cs {
 namespace {
@@ -370,15 +371,21 @@ at::Generator seeded_generator(torch::Device device, uint64_t seed) {
 // Masked sentence pairs from a seeded Markov chain. Every ordinary token has
 // kSuccessors fixed successors (from the config seed, the same on every rank;
 // Zipf-distributed over the vocabulary) taken with probabilities kSuccessorProbs, so a masked token is predictable
-// from its neighbours. A pool of chains is generated once per rank; a sample is
+// from its neighbours. A pool of chains is generated once, the same on every
+// rank (its size from the global batch); a sample is
 // [CLS] A [SEP] B [SEP] where A is a chain segment and B either continues it
 // (NSP label 0) or comes from another chain (label 1, half the samples).
 // Exactly masked_per_sequence(T) ordinary positions are masked: 80% become
-// [MASK], 10% a random token, 10% stay; labels are -100 elsewhere.
+// [MASK], 10% a random token, 10% stay; labels are -100 elsewhere. A sample's
+// draws depend on the seed, the step and its row of the global batch
+// (RowRandom): a data-parallel rank draws only its own rows.
 class BertData : public DataSource {
  public:
-  BertData(const BertSpec& s, const ModelConfig& cfg, torch::Device device, int64_t rank)
-      : spec_(s), device_(device) {
+  BertData(const BertSpec& s, const ModelConfig& cfg, torch::Device device, int64_t rank,
+           int64_t world_size)
+      : spec_(s),
+        device_(device),
+        rows_(uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL + 1, rank * s.micro_batch, s.micro_batch, device) {
     torch::NoGradGuard ng;
     const uint64_t seed = uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL;
     at::Generator shared = seeded_generator(device, seed);
@@ -390,17 +397,17 @@ class BertData : public DataSource {
                     .view({s.vocab, kSuccessors});
     auto probs = torch::tensor(std::vector<double>(kSuccessorProbs, kSuccessorProbs + kSuccessors),
                                torch::TensorOptions().dtype(torch::kFloat).device(device));
-    gen_ = seeded_generator(device, seed + 1 + uint64_t(rank));
+    at::Generator chains = seeded_generator(device, seed + 1);
     body_ = s.seq_len - 3;
     len_a_ = body_ / 2;
     chain_len_ = 2 * body_;
-    const int64_t pool = std::max<int64_t>(kPoolChains, 4 * s.micro_batch);
+    const int64_t pool = std::max<int64_t>(kPoolChains, 4 * s.micro_batch * std::max<int64_t>(world_size, 1));
     std::vector<torch::Tensor> cols;
-    auto cur = at::multinomial(zipf, pool, true, gen_) + kFirstToken;
+    auto cur = at::multinomial(zipf, pool, true, chains) + kFirstToken;
     cols.push_back(cur);
     auto flat = succ.reshape(-1);
     for (int64_t i = 1; i < chain_len_; ++i) {
-      auto choice = at::multinomial(probs, pool, /*replacement=*/true, gen_);
+      auto choice = at::multinomial(probs, pool, /*replacement=*/true, chains);
       cur = flat.index_select(0, cur * kSuccessors + choice);
       cols.push_back(cur);
     }
@@ -411,10 +418,9 @@ class BertData : public DataSource {
     torch::NoGradGuard ng;
     const int64_t B = spec_.micro_batch, T = spec_.seq_len, V = spec_.vocab;
     auto lopt = torch::TensorOptions().dtype(torch::kLong).device(device_);
-    auto fopt = torch::TensorOptions().dtype(torch::kFloat).device(device_);
-    auto seg = segments(B, lopt);
-    auto other = segments(B, lopt);
-    auto nsp = (at::rand({B}, gen_, fopt) < 0.5).to(torch::kLong);  // 1: B is random
+    auto seg = segments(0, lopt);
+    auto other = segments(2, lopt);
+    auto nsp = (rows_.uniform(4, 1).view({B}) < 0.5).to(torch::kLong);  // 1: B is random
     auto a = seg.narrow(1, 0, len_a_);
     auto b = torch::where(nsp.unsqueeze(1).to(torch::kBool), other.narrow(1, len_a_, body_ - len_a_),
                           seg.narrow(1, len_a_, body_ - len_a_));
@@ -425,13 +431,14 @@ class BertData : public DataSource {
 
     // Pick k ordinary positions per row: random scores, specials scored -1.
     const int64_t k = masked_per_sequence(T);
-    auto score = at::rand({B, T}, gen_, fopt);
+    auto score = rows_.uniform(5, T);
     score.index_fill_(1, torch::tensor({int64_t(0), len_a_ + 1, T - 1}, lopt), -1.0);
     auto pos = std::get<1>(torch::topk(score, k, 1));
     auto orig = ids.gather(1, pos);
     auto labels = torch::full({B, T}, -100, lopt).scatter_(1, pos, orig);
-    auto r = at::rand({B, k}, gen_, fopt);
-    auto random_tok = at::randint(kFirstToken, V, {B, k}, gen_, lopt);
+    auto r = rows_.uniform(6, k);
+    auto random_tok = rows_.randint(7, k, kFirstToken, V);
+    rows_.next_step();
     auto repl = torch::where(r < 0.8, torch::full_like(orig, kMASK),
                              torch::where(r < 0.9, random_tok, orig));
     ids.scatter_(1, pos, repl);
@@ -439,10 +446,11 @@ class BertData : public DataSource {
   }
 
  private:
-  // B random windows of body_ tokens from the chain pool.
-  torch::Tensor segments(int64_t B, const torch::TensorOptions& lopt) {
-    auto rows = at::randint(0, pool_.size(0), {B}, gen_, lopt);
-    auto off = at::randint(0, chain_len_ - body_ + 1, {B, 1}, gen_, lopt);
+  // A random window of body_ tokens from the chain pool per row (RowRandom
+  // streams stream and stream + 1).
+  torch::Tensor segments(uint32_t stream, const torch::TensorOptions& lopt) {
+    auto rows = rows_.randint(stream, 1, 0, pool_.size(0)).view(-1);
+    auto off = rows_.randint(stream + 1, 1, 0, chain_len_ - body_ + 1);
     auto idx = off + torch::arange(body_, lopt).unsqueeze(0);
     return pool_.index_select(0, rows).gather(1, idx);
   }
@@ -452,7 +460,7 @@ class BertData : public DataSource {
   static constexpr int64_t kPoolChains = 2048;
   BertSpec spec_;
   torch::Device device_;
-  at::Generator gen_;
+  RowRandom rows_;
   torch::Tensor pool_;
   int64_t body_ = 0, len_a_ = 0, chain_len_ = 0;
 };
@@ -485,8 +493,8 @@ Family bert_family() {
                                   uint64_t(cfg.seed));
   };
   f.data = [](const ModelConfig& cfg, torch::Device device, int64_t rank,
-              int64_t /*world_size*/) -> std::unique_ptr<DataSource> {
-    return std::make_unique<BertData>(resolve(cfg), cfg, device, rank);
+              int64_t world_size) -> std::unique_ptr<DataSource> {
+    return std::make_unique<BertData>(resolve(cfg), cfg, device, rank, world_size);
   };
   f.presets = {"tiny", "base", "large"};
   f.optimizer = OptimizerKind::AdamW;

@@ -88,18 +88,6 @@ std::string nccl_unique_id_hex();
 // header documents its JSON in and out).
 nlohmann::json bench_allreduce(const char* config_json);
 
-class DataSource;  // model.h
-
-// Data parallel input with DistributedSampler semantics (shard.cpp): rank r of R
-// trains on rows [r*b, (r+1)*b) of the batch of R*b samples a single rank would
-// draw, so R ranks with micro-batch b follow single-rank training with batch R*b
-// (engine/dp_test.go checks it). global is the family's source built for rank 0
-// of 1 with micro_batch R*b. The trainer, when dist.world_size > 1:
-//   ModelConfig g = cfg.model; g.micro_batch *= world_size;
-//   data = shard_data(family.data(g, device, 0, 1), rank, world_size);
-std::unique_ptr<DataSource> shard_data(std::unique_ptr<DataSource> global, int64_t rank,
-                                       int64_t world_size);
-
 // ZeRO optimizer-state sharding (engine config "zero"; zero.h).
 struct ZeroOptions {
   int stage = 0;  // 0: none (DDP); 1: optimizer states; 2: and gradients

@@ -15,6 +15,7 @@
 #include "linear_ce.h"
 #include "model.h"
 #include "precision.h"
+#include "row_random.h"
 
 namespace cs {
 namespace {
@@ -314,7 +315,9 @@ class GPT : public Model {
 // lets a full-size model's loss fall within tens of steps (first towards ln A, as
 // it learns which tokens occur) instead of needing thousands of steps to see
 // each of 50257 tokens' successors; the logits still span the whole vocabulary.
-// The chain is the same for every run; the sample stream depends on seed and rank.
+// The chain is the same for every run; a sample depends on the seed, the step
+// and its row of the global batch (RowRandom), so a data-parallel rank draws
+// only its rows [rank*B, (rank+1)*B).
 class MarkovTokens : public DataSource {
  public:
   static constexpr int64_t kActiveVocab = 4096;
@@ -322,22 +325,21 @@ class MarkovTokens : public DataSource {
       : B_(c.micro_batch),
         T_(shape_of(c).seq_len),
         V_(std::min<int64_t>(shape_of(c).vocab, kActiveVocab)),
-        dev_(dev) {
+        dev_(dev),
+        rows_(uint64_t(c.seed) * 1000003ULL + 1, rank * c.micro_batch, c.micro_batch, dev) {
     auto chain = at::detail::createCPUGenerator(0x6a09e667f3bcc908ULL);
     auto i64 = torch::TensorOptions().dtype(torch::kInt64);
     perm_ = torch::randperm(shape_of(c).vocab, chain, i64).narrow(0, 0, V_).to(dev);
     offsets_ = torch::randint(1, V_, {4}, chain, i64).to(dev);
     thresholds_ = torch::tensor({0.55, 0.80, 0.92}, torch::dtype(torch::kFloat32)).to(dev);
-    gen_ = make_generator(dev, uint64_t(c.seed) * 1000003ULL + uint64_t(rank) + 1);
   }
 
   Batch next() override {
     torch::NoGradGuard ng;
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev_);
-    auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev_);
-    auto u = torch::rand({B_, T_}, gen_, f32);
+    auto u = rows_.uniform(0, T_);
     auto choice = (u.unsqueeze(-1) > thresholds_).sum(-1);  // 0..3
-    auto y0 = torch::randint(0, V_, {B_, 1}, gen_, i64);
+    auto y0 = rows_.randint(1, 1, 0, V_);
+    rows_.next_step();
     auto y = torch::cat({y0, y0 + offsets_.index_select(0, choice.view(-1)).view({B_, T_}).cumsum(1)},
                         1)
                  .remainder(V_);
@@ -352,7 +354,7 @@ class MarkovTokens : public DataSource {
   int64_t B_, T_, V_;  // V_: walk states, the active vocabulary
   torch::Device dev_;
   torch::Tensor perm_, offsets_, thresholds_;
-  at::Generator gen_;
+  RowRandom rows_;
 };
 
 }  // namespace

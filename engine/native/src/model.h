@@ -81,10 +81,11 @@ class Model : public torch::nn::Module {
 };
 
 // Synthetic, learnable data from a fixed seed; batches are made on the device.
-// Data parallel ranks do not draw from their own stream: the trainer wraps the
-// rank-0 source of micro-batch R*b in shard_data (dist.h), so rank r trains on
-// rows [r*b, (r+1)*b) of what a single rank would draw (DistributedSampler
-// semantics). Every Batch tensor therefore has the sample as dim 0.
+// Every random draw is keyed by (seed, step, row of the global batch)
+// (row_random.h), so data parallel rank r of R with micro-batch b generates
+// only rows [r*b, (r+1)*b) of the global batch, equal to the rows a single
+// rank with batch R*b draws (DistributedSampler semantics). Every Batch tensor
+// has the sample as dim 0.
 class DataSource {
  public:
   virtual ~DataSource() = default;
@@ -100,7 +101,8 @@ struct Family {
   // with it), on the device where that saves a host pass and a copy (the
   // trainer moves whatever is still on the CPU).
   std::function<std::shared_ptr<Model>(const ModelConfig&, torch::Device)> build;
-  // rank and world_size let data parallel ranks draw different samples.
+  // The source of rank `rank` of `world_size` with the config's micro_batch
+  // per rank: rows [rank*b, (rank+1)*b) of the global batch of world_size*b.
   std::function<std::unique_ptr<DataSource>(const ModelConfig&, torch::Device, int64_t rank,
                                             int64_t world_size)>
       data;

@@ -17,6 +17,7 @@
 #include "bn_relu.h"
 #include "device.h"
 #include "max_pool.h"
+#include "row_random.h"
 #include "stem_conv.h"
 
 namespace cs {
@@ -313,29 +314,32 @@ at::Generator seeded_generator(torch::Device device, uint64_t seed) {
 // Labelled images: each class has a fixed random low-resolution pattern
 // (kProtoSide^2 x 3, from the config seed, the same on every rank), upsampled
 // to the image size; a sample is its class's pattern plus Gaussian noise.
-// Labels and noise come from a per-rank generator.
+// Labels and noise depend on the seed, the step and the sample's row of the
+// global batch (RowRandom): a data-parallel rank draws only its own rows.
 class ImageData : public DataSource {
  public:
   ImageData(const ResNetSpec& s, const ModelConfig& cfg, torch::Device device, int64_t rank)
-      : spec_(s), channels_last_(cfg.channels_last), device_(device) {
+      : spec_(s),
+        channels_last_(cfg.channels_last),
+        device_(device),
+        rows_(uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL + 1, rank * s.micro_batch, s.micro_batch, device) {
     auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
     at::Generator shared = seeded_generator(device, uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL);
     protos_ = at::randn({s.classes, 3, kProtoSide, kProtoSide}, shared, opts);
-    gen_ = seeded_generator(device, uint64_t(cfg.seed) * 0x9E3779B97F4A7C15ULL + 1 + rank);
   }
 
   Batch next() override {
     torch::NoGradGuard ng;
-    auto opts = torch::TensorOptions().device(device_);
     int64_t n = spec_.micro_batch, side = spec_.image;
-    torch::Tensor labels = at::randint(0, spec_.classes, {n}, gen_, opts.dtype(torch::kLong));
+    torch::Tensor labels = rows_.randint(0, 1, 0, spec_.classes).view({n});
     torch::Tensor img = torch::nn::functional::interpolate(
         protos_.index_select(0, labels),
         torch::nn::functional::InterpolateFuncOptions()
             .size(std::vector<int64_t>{side, side})
             .mode(torch::kBilinear)
             .align_corners(false));
-    img.add_(at::randn({n, 3, side, side}, gen_, opts.dtype(torch::kFloat)), kNoiseStd);
+    img.add_(rows_.normal(1, 3 * side * side).view({n, 3, side, side}), kNoiseStd);
+    rows_.next_step();
     if (channels_last_) img = img.contiguous(at::MemoryFormat::ChannelsLast);
     return Batch{img, labels, torch::Tensor(), torch::Tensor()};
   }
@@ -345,7 +349,7 @@ class ImageData : public DataSource {
   bool channels_last_;
   torch::Device device_;
   torch::Tensor protos_;
-  at::Generator gen_;
+  RowRandom rows_;
 };
 
 Facts describe(const ModelConfig& cfg) {

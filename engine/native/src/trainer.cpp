@@ -17,6 +17,7 @@
 #include "kernels.h"
 #include "pipeline.h"
 #include "rank_facts.h"
+#include "row_random.h"
 #include "zero.h"
 
 #ifdef CS_WITH_CUDA
@@ -217,20 +218,15 @@ void Trainer::build_optimizer() {
 
 void Trainer::build_data() {
   const auto& d = cfg_.dist;
+  // DistributedSampler semantics: rank r of R generates only rows
+  // [r*b, (r+1)*b) of the global batch of R*b, the rows a single rank with
+  // batch R*b would draw (the families' data is keyed by row: row_random.h).
   if (pipe_) {  // the first stage reads inputs, the last targets: the same stream
-    const int dp = pipe_->dp_size();
-    ModelConfig global = cfg_.model;
-    global.micro_batch *= dp;
-    if (pipe_->needs_data() && dp > 1)
-      data_ = shard_data(family_->data(global, device_, 0, 1), pipe_->dp_rank(), dp);
-    else if (pipe_->needs_data())
-      data_ = family_->data(cfg_.model, device_, 0, 1);
-  } else if (d.world_size > 1) {  // DistributedSampler semantics (dist.h shard_data)
-    ModelConfig global = cfg_.model;
-    global.micro_batch *= d.world_size;
-    data_ = shard_data(family_->data(global, device_, 0, 1), d.rank, d.world_size);
-  } else {
+    if (pipe_->needs_data()) data_ = family_->data(cfg_.model, device_, pipe_->dp_rank(), pipe_->dp_size());
+  } else if (d.world_size > 1) {
     data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
+  } else {
+    data_ = family_->data(cfg_.model, device_, 0, 1);
   }
 }
 
@@ -308,6 +304,7 @@ json Trainer::info() const {
   j["grad_accum"] = cfg_.grad_accum;
   j["threads"] = threads_;
   j["affinity_cpus"] = affinity_cpus();
+  j["data_version"] = kDataVersion;
   const json gpu = gpu_identity(device_);  // items() must not outlive it
   for (const auto& kv : gpu.items()) j[kv.key()] = kv.value();
   j["torch"] = compat::torch_version();

@@ -9,6 +9,8 @@
 
 #include "native_test.h"
 
+int row_random_tests();  // row_random_test.cpp
+
 int main(int argc, char** argv) {
   int failed = 0, ran = 0;
   for (auto [name, fn] : {std::pair{"optim", optim_tests}, {"kernels", kernels_tests},
@@ -19,7 +21,8 @@ int main(int argc, char** argv) {
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
                           {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests},
                           {"reducer", reducer_tests}, {"tp", tp_tests},
-                          {"fp8_linear", fp8_linear_tests}}) {
+                          {"fp8_linear", fp8_linear_tests},
+                          {"row_random", row_random_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;
