@@ -77,7 +77,6 @@ func TestPredictCPUGloo(t *testing.T) {
 	dir := t.TempDir()
 	study := filepath.Join(repoRoot(t), "studies", "gpt", "predict-cpu.yaml")
 
-
 	// CI size, one launch per trial per run. The one-rank inputs run as two
 	// copies at once, sharing the host as the two ranks will
 	// (--concurrent-inputs); the inputs and the two-rank runs alternate so
