@@ -95,7 +95,10 @@ func layoutOf(sp *trialSpec) (dp, stages, micro int) {
 
 // referenceConfig is one rank training the trial's global batch: the
 // micro-batch times the data-parallel size, the pipeline's micro-batches
-// accumulated, no pipeline and no communicator (engine/binding's singleRank).
+// accumulated, no pipeline and no communicator (engine/binding's singleRank),
+// and no ZeRO: sharding needs data-parallel ranks, and ZeRO-1/2 compute what
+// DDP does (bit-identical and within the fp32 reduction order, docs/zero.md),
+// so one unsharded rank is their reference too.
 func referenceConfig(c engine.Config) engine.Config {
 	stages := max(c.Pipeline.Stages, 1)
 	dp := max(c.Dist.WorldSize/stages, 1)
@@ -107,6 +110,7 @@ func referenceConfig(c engine.Config) engine.Config {
 	ref.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1, Schedule: "gpipe"}
 	ref.Dist = engine.DistConfig{WorldSize: 1}
 	ref.DDP = engine.DDPConfig{}
+	ref.Zero = engine.ZeroConfig{}
 	ref.Fault = engine.FaultConfig{}
 	return ref
 }

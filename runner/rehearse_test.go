@@ -77,6 +77,13 @@ func TestReferenceConfig(t *testing.T) {
 	assert.Equal(t, 16, ref.MicroBatch)
 	assert.Equal(t, 8, ref.GradAccum, "8 micro-batches accumulated, as the 4 ranks do")
 	assert.Equal(t, 1, ref.Pipeline.Microbatches, "not twice")
+
+	// ZeRO needs data-parallel ranks (the engine refuses it on one rank):
+	// the reference is one unsharded rank, which ZeRO-1/2 reproduce.
+	z := engine.Config{MicroBatch: 4, GradAccum: 1, Dist: engine.DistConfig{WorldSize: 8}, Zero: engine.ZeroConfig{Stage: 2}}
+	ref = referenceConfig(z)
+	assert.Zero(t, ref.Zero.Stage)
+	assert.Equal(t, 32, ref.MicroBatch)
 }
 
 // TestPathKey: trials that differ only in knobs that choose no other code
