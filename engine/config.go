@@ -33,6 +33,7 @@ type Config struct {
 	DDP      DDPConfig      `json:"ddp"`
 	Pipeline PipelineConfig `json:"pipeline"`
 	Zero     ZeroConfig     `json:"zero"`
+	TP       *TPConfig      `json:"tp,omitempty"`  // tensor parallelism; nil: none
 	FP8      *FP8Config     `json:"fp8,omitempty"` // precision fp8 only
 	Fault    FaultConfig    `json:"fault"`
 }
@@ -80,6 +81,14 @@ type PipelineConfig struct {
 // the data-parallel ranks (engine/native/src/zero.h; docs/zero.md).
 type ZeroConfig struct {
 	Stage int `json:"stage"` // 0: none (DDP) | 1 | 2
+}
+
+// TPConfig splits GPT's and BERT's layers across a tensor-parallel group
+// (Megatron-LM; engine/native/src/tp.h; docs/tensor-parallel.md). Ranks are
+// ordered tensor-fastest, then data, then pipeline: rank = t + degree*(d + dp*p).
+type TPConfig struct {
+	Degree           int  `json:"degree"`            // ranks per tensor group (1: none)
+	SequenceParallel bool `json:"sequence_parallel"` // LayerNorm and dropout on sequence shards
 }
 
 // FP8Config is precision fp8's recipe (engine/native/src/fp8_linear.h): the
