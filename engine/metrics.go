@@ -13,25 +13,29 @@ type StepMetrics struct {
 	TailMS      float64 `json:"tail_ms"`      // the reducer's finalize (wait, divide); docs/predict.md
 	// InterfereGBps is the κ calibration's load (CASESTUDY_INTERFERE,
 	// docs/predict.md): GB/s read + written beside the backward pass; 0 without.
-	InterfereGBps    float64         `json:"interfere_gbps,omitempty"`
-	CommMS           float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
-	ExposedCommMS    float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
-	BubbleMS         float64         `json:"bubble_ms"`       // pipeline idle time
-	Samples          int             `json:"samples"`         // samples this rank processed in the step
-	Tokens           int             `json:"tokens"`          // tokens this rank processed (0 for images)
-	SamplesPerS      float64         `json:"samples_per_s"`
-	TokensPerS       float64         `json:"tokens_per_s"`
-	TFLOPS           float64         `json:"tflops"` // achieved, from model FLOPs
-	MFU              float64         `json:"mfu"`    // TFLOPS / peak; 0 when the peak is unknown
-	MemPeakBytes     int64           `json:"mem_peak_bytes"`
-	MemReservedBytes int64           `json:"mem_reserved_bytes"`
-	Skipped          bool            `json:"skipped"`    // fp16: step skipped for inf/nan gradients
-	LossScale        float64         `json:"loss_scale"` // fp16 dynamic loss scale; 0 otherwise
-	CommBytes        int64           `json:"comm_bytes"`
-	Collectives      int             `json:"collectives"`
-	Buckets          []BucketMetrics `json:"buckets,omitempty"`
-	Stages           []StageMetrics  `json:"stages,omitempty"`
-	OptimStateBytes  int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
+	InterfereGBps float64 `json:"interfere_gbps,omitempty"`
+	// InterfereTimeouts counts the load's kernels that outlived their backward
+	// pass and stopped at their deadline (2 s), so far in the launch: the
+	// backward waited for the whole device and the calibration is void.
+	InterfereTimeouts int64           `json:"interfere_timeouts,omitempty"`
+	CommMS            float64         `json:"comm_ms"`         // all collectives of the step (comm stream)
+	ExposedCommMS     float64         `json:"exposed_comm_ms"` // communication not hidden behind compute
+	BubbleMS          float64         `json:"bubble_ms"`       // pipeline idle time
+	Samples           int             `json:"samples"`         // samples this rank processed in the step
+	Tokens            int             `json:"tokens"`          // tokens this rank processed (0 for images)
+	SamplesPerS       float64         `json:"samples_per_s"`
+	TokensPerS        float64         `json:"tokens_per_s"`
+	TFLOPS            float64         `json:"tflops"` // achieved, from model FLOPs
+	MFU               float64         `json:"mfu"`    // TFLOPS / peak; 0 when the peak is unknown
+	MemPeakBytes      int64           `json:"mem_peak_bytes"`
+	MemReservedBytes  int64           `json:"mem_reserved_bytes"`
+	Skipped           bool            `json:"skipped"`    // fp16: step skipped for inf/nan gradients
+	LossScale         float64         `json:"loss_scale"` // fp16 dynamic loss scale; 0 otherwise
+	CommBytes         int64           `json:"comm_bytes"`
+	Collectives       int             `json:"collectives"`
+	Buckets           []BucketMetrics `json:"buckets,omitempty"`
+	Stages            []StageMetrics  `json:"stages,omitempty"`
+	OptimStateBytes   int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.

@@ -725,9 +725,14 @@ native_tests() {
   for e in $NATIVE_SUITES; do
     suite=${e%%:*} kernel=
     [[ $e == *:* ]] && kernel=${e#*:}
-    if timed 120 "native-tests-$suite" "$BUILD_DIR/cs_native_tests" "$suite"; then
+    local rc=0
+    timed 120 "native-tests-$suite" "$BUILD_DIR/cs_native_tests" "$suite" || rc=$?
+    if ((rc == 0)); then
       ok+=("$suite")
     else
+      # A suite killed by a signal writes nothing of its own: say how it ended
+      # (124: the 120 s cap; 128+N: signal N).
+      echo "FAIL $suite: exit status $rc$( ((rc > 128)) && echo " (signal $((rc - 128)))")" >>"$LOG/native-tests-$suite.err"
       failed+=("$suite")
       [[ -n $kernel ]] && off+=("-$kernel")
     fi

@@ -318,6 +318,17 @@ func TestGPUInterference(t *testing.T) {
 	assert.LessOrEqual(t, pg, 1.2*200, "the pace bounds the paced load")
 	assert.Positive(t, lg, "the unpaced load streamed beside backward")
 	assert.Greater(t, loaded, 0.97*base, "a concurrent copy does not speed backward up")
+	// The calibration launch of `run --predict N --kappa auto` on a study with
+	// world_of_one (studies/gpt/ddp1-quick.yaml): DDP over NCCL with one rank,
+	// its bucket hooks inside the backward pass, the default load of 12 blocks.
+	// A wait for the whole device inside the backward would wait for the load,
+	// which waits for the backward's end: the load stops at its 2 s deadline and
+	// says so, instead of hanging (it hung the first GPU calibration, 2026-12-06).
+	rs := runGPURanks(t, lib, multiGPT("124m", "bf16"), 1, 6, "CASESTUDY_INTERFERE=12:675.9")
+	for i, m := range rs[0].Metrics {
+		assert.Zero(t, m.InterfereTimeouts, "step %d: the load outlived the backward pass (%.1f ms)", i, m.BackwardMS)
+		assert.Positive(t, m.InterfereGBps, "step %d", i)
+	}
 	t.Setenv("CASESTUDY_INTERFERE", "100000")
 	_, err := lib.Create(gpuGPT("124m", "bf16", false))
 	require.ErrorContains(t, err, "multiprocessors", "more blocks than the GPU has")

@@ -51,6 +51,11 @@ func Kappa(clean, loaded []*store.Run) (predict.Calibration, error) {
 		}
 		return bw, gb
 	}
+	if n := timeouts(loaded); n > 0 {
+		return predict.Calibration{}, fmt.Errorf("κ calibration void: the load outlived the backward pass %d time(s) and "+
+			"stopped at its deadline, so something in the backward waited for the whole device (a device-wide "+
+			"synchronisation); the loaded backward times measure that wait, not the load", n)
+	}
 	cleanBW, _ := backward(clean, false)
 	loadedBW, gbps := backward(loaded, true)
 	best := ""
@@ -64,4 +69,24 @@ func Kappa(clean, loaded []*store.Run) (predict.Calibration, error) {
 			"(casestudy run STUDY --predict N --kappa auto runs the calibration launch)")
 	}
 	return predict.Calibrate(best, cleanBW[best], loadedBW[best], gbps[best])
+}
+
+// timeouts is the most interfere_timeouts any rank reported (a running count
+// within a launch), summed over launches.
+func timeouts(rs []*store.Run) int64 {
+	var n int64
+	for _, run := range rs {
+		for _, t := range run.Trials {
+			for _, rp := range t.Repeats {
+				for _, r := range rp.Ranks {
+					var m int64
+					for _, s := range r.Steps {
+						m = max(m, s.InterfereTimeouts)
+					}
+					n += m
+				}
+			}
+		}
+	}
+	return n
 }

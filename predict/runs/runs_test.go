@@ -195,6 +195,14 @@ func TestKappaFromTheCalibrationLaunch(t *testing.T) {
 	if c, err := Kappa([]*store.Run{clean}, []*store.Run{faster}); err != nil || c.Kappa != 1 || c.Ratio != 0.75 {
 		t.Errorf("a loaded backward faster than the clean one (noise): κ %g (ratio %g, %v), want 1 and the ratio kept", c.Kappa, c.Ratio, err)
 	}
+	stuck := loadedTrial("aaaa0001", "true", 2000)
+	stuck.Repeats[0].Ranks[0].Steps[1].InterfereTimeouts = 12 // the 12 blocks of one pass stopped at their deadline
+	stuck.Repeats[0].Ranks[0].Steps[2].InterfereTimeouts = 12 // a running count: still that pass
+	void, _ := store.ReadRun(writeRun(t, stuck))
+	if _, err := Kappa([]*store.Run{clean}, []*store.Run{void}); err == nil || !strings.Contains(err.Error(), "void") ||
+		!strings.Contains(err.Error(), "12 time") {
+		t.Errorf("a load that stopped at its deadline voids the calibration: %v", err)
+	}
 	if _, err := Kappa([]*store.Run{clean}, nil); err == nil || !strings.Contains(err.Error(), "--kappa auto") {
 		t.Errorf("no calibration: %v", err)
 	}

@@ -137,7 +137,7 @@ class DeviceInterference : public Interference {
     src_ = torch::ones({kBytes}, u8);
     dst_ = torch::empty({kBytes}, u8);
     flag_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(device));
-    copied_ = torch::zeros({kSlots}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    copied_ = torch::zeros({kSlots + 1}, torch::TensorOptions().dtype(torch::kInt64).device(device));
     check(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming), "event");
   }
   ~DeviceInterference() override {
@@ -160,7 +160,8 @@ class DeviceInterference : public Interference {
     auto* slot = reinterpret_cast<unsigned long long*>(copied_.data_ptr<int64_t>() + begun_++ % kSlots);
     check(cudaMemsetAsync(slot, 0, sizeof(*slot), side_.stream()), "counter");
     check(cs::cuda::interfere_copy(src_.data_ptr(), dst_.data_ptr(), kBytes, blocks_, gbps_,
-                                   static_cast<const int*>(flag_.data_ptr()), int(begun_), slot, side_.stream()),
+                                   static_cast<const int*>(flag_.data_ptr()), int(begun_), slot, kMaxNs,
+                                   timeouts_ptr(), side_.stream()),
           "copy kernel");
   }
   void end() override {
@@ -178,8 +179,20 @@ class DeviceInterference : public Interference {
     }
     return ms > 0 ? b / (ms * 1e6) : 0.0;
   }
+  int64_t timeouts() override {
+    c10::cuda::CUDAGuard guard(device_);
+    check(cudaStreamSynchronize(side_.stream()), "side stream");
+    int64_t v = 0;
+    check(cudaMemcpy(&v, timeouts_ptr(), sizeof(v), cudaMemcpyDeviceToHost), "timeouts");
+    return v;
+  }
 
  private:
+  // The last of copied_'s slots counts the blocks that stopped at kMaxNs.
+  unsigned long long* timeouts_ptr() {
+    return reinterpret_cast<unsigned long long*>(copied_.data_ptr<int64_t>() + kSlots);
+  }
+  static constexpr uint64_t kMaxNs = 2'000'000'000;  // 2 s: far above any backward pass studied
   torch::Device device_;
   int blocks_;
   double gbps_;

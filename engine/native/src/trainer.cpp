@@ -544,7 +544,10 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
   // or cast back (the tail of the multi-GPU prediction, docs/predict.md).
   m["tail_ms"] = replayed || pipe_ ? 0.0 : tl.ms(int(2 * ga), int(2 * ga + 1));
   m["graphed"] = replayed;
-  if (interf_) m["interfere_gbps"] = interf_->take_gbps(bwd, int(ga));
+  if (interf_) {
+    m["interfere_gbps"] = interf_->take_gbps(bwd, int(ga));
+    m["interfere_timeouts"] = interf_->timeouts();
+  }
   const int64_t samples = cfg_.model.micro_batch * ga;
   const int64_t tokens = samples * facts_.tokens_per_sample;
   const double sec = step_ms / 1e3;

@@ -145,9 +145,11 @@ cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, con
 // (bytes, 16-byte aligned, each block its own slice) round after round until
 // *stop (device memory) reaches epoch, paced to gbps GB/s read + written in all
 // (0: unpaced); *copied gains the bytes read and written. Launch it on a side
-// stream: it runs until something else sets *stop.
+// stream: it runs until something else sets *stop, or max_ns have passed (each
+// block that stops so adds 1 to *timeouts).
 cudaError_t interfere_copy(const void* src, void* dst, int64_t bytes, int blocks, double gbps,
-                           const int* stop, int epoch, unsigned long long* copied, cudaStream_t stream);
+                           const int* stop, int epoch, unsigned long long* copied, uint64_t max_ns,
+                           unsigned long long* timeouts, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace cs
