@@ -327,7 +327,11 @@ func TestGPUInterference(t *testing.T) {
 	rs := runGPURanks(t, lib, multiGPT("124m", "bf16"), 1, 6, "CASESTUDY_INTERFERE=12:675.9")
 	for i, m := range rs[0].Metrics {
 		assert.Zero(t, m.InterfereTimeouts, "step %d: the load outlived the backward pass (%.1f ms)", i, m.BackwardMS)
-		assert.Positive(t, m.InterfereGBps, "step %d", i)
+		if i < 3 {
+			assert.Zero(t, m.InterfereGBps, "step %d: the first three passes load CUDA's kernels without the load", i)
+		} else {
+			assert.Positive(t, m.InterfereGBps, "step %d", i)
+		}
 	}
 	t.Setenv("CASESTUDY_INTERFERE", "100000")
 	_, err := lib.Create(gpuGPT("124m", "bf16", false))

@@ -3,7 +3,8 @@
 // trainer runs a load beside every backward pass, as a concurrent collective
 // would: on a GPU a copy kernel on a side stream with C blocks (C
 // multiprocessors) streaming B GB/s (0 or none: as fast as C blocks go),
-// started when the backward starts on the GPU and stopped when it ends; on
+// started when the backward starts on the GPU and stopped when it ends (from
+// the fourth backward pass: the first three load the step's kernels); on
 // CPU ranks C threads streaming memory at B GB/s in all. The step's
 // backward_ms with the load over that without is κ. Each step reports the
 // traffic reached (interfere_gbps).
