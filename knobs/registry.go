@@ -166,6 +166,26 @@ func knobList() []*Knob {
 				"layer's forward and backward time on the trial's GPUs first and splits by that.",
 			parse: parseBalance},
 
+		{Name: "tp.degree", Type: Enum, Values: []string{"1", "2", "4", "8"}, Apply: Engine, Chapter: 12, Default: "1",
+			Constraint: "gpt and bert only (ResNet-50 is not tensor-parallel); divides the preset's attention heads; " +
+				"tp.degree x pipeline.stages divides the trial's ranks; a tensor group stays inside a node (the ranks " +
+				"per node are a multiple of tp.degree) unless the study sets sweep.allow_tp_across_nodes: true",
+			Doc: "Tensor (Megatron-style) parallelism: the transformer blocks' linear layers are split across a group " +
+				"of this many ranks (attention heads and the MLP's hidden units column-wise, the output projections " +
+				"row-wise, the vocabulary of the embedding and the tied head by rows), with two all-reduces per block " +
+				"in the forward and two in the backward. Ranks are ordered tensor-fastest, then data, then pipeline " +
+				"(rank = t + tp.degree x (d + dp x p)); the data-parallel ranks are the trial's ranks / (tp.degree x " +
+				"pipeline.stages). Each rank holds about 1/tp.degree of the weights, gradients, optimizer states and " +
+				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
+				"group on NVLink (docs/tensor-parallel.md)."},
+		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
+			Constraint: "needs tp.degree > 1",
+			Doc: "Sequence parallelism (Korthikanti et al. 2022) on top of tp.degree: LayerNorm and dropout run on " +
+				"1/tp.degree of the sequence per rank, and each block's all-reduces become an all-gather before and a " +
+				"reduce-scatter after the parallel region (the same bytes in principle), so the activations outside " +
+				"the parallel regions are divided by tp.degree too. The LayerNorm weights' gradients are all-reduced " +
+				"over the tensor group."},
+
 		// ---- fault injection (tests of the runner only) ----
 		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "term", "exit", "hang", "leak", "slow", "oom", "error", "stall"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the fault injected on fault.rank at fault.at_step: the worker does crash (SIGKILL), abort (SIGABRT), " +
