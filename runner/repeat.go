@@ -110,14 +110,18 @@ func mpsLogName(trialID string, rep int) string {
 // of a pipelined rank covers the parameters its stage owns). After the same
 // all-reduced updates they must be identical; a difference means wrong
 // reductions (e.g. a forced NCCL protocol that sums wrongly, a broken stage
-// all-reduce).
+// all-reduce). With tensor parallelism each rank holds its tensor rank's
+// shard (ranks tensor-fastest: tensor rank = rank mod tp.degree), so the
+// replicas compared are the data-parallel ranks of equal tensor rank.
 func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 	c := sp.Configs[0]
 	if c.Dist.WorldSize < 2 || len(ranks) < 2 {
 		return ""
 	}
-	groups := map[int][]store.RankRecord{} // stage -> its replicas, in rank order
-	var order []int
+	type shard struct{ stage, tensor int }
+	tp := tpDegree(c)
+	groups := map[shard][]store.RankRecord{} // a shard -> its replicas, in rank order
+	var order []shard
 	for _, r := range ranks {
 		stage := 0
 		if c.Pipeline.Stages > 1 {
@@ -126,13 +130,14 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 			}
 			stage = r.Info.Pipeline.Stage
 		}
-		if _, ok := groups[stage]; !ok {
-			order = append(order, stage)
+		k := shard{stage, r.Rank % tp}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
 		}
-		groups[stage] = append(groups[stage], r)
+		groups[k] = append(groups[k], r)
 	}
-	for _, stage := range order {
-		g := groups[stage]
+	for _, k := range order {
+		g, stage := groups[k], k.stage
 		ref := g[0].Checksum
 		for _, r := range g[1:] {
 			if ref == nil || r.Checksum == nil {
@@ -144,6 +149,9 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 			what := "data-parallel ranks"
 			if c.Pipeline.Stages > 1 {
 				what = fmt.Sprintf("the data-parallel replicas of pipeline stage %d", stage)
+			}
+			if tp > 1 {
+				what = fmt.Sprintf("the data-parallel replicas of tensor rank %d (tp.degree %d)", k.tensor, tp)
 			}
 			return fmt.Sprintf("parameters differ across %s after the last step: rank %d %s (sum %g), rank %d %s (sum %g)",
 				what, g[0].Rank, ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
