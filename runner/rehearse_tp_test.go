@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/stretchr/testify/assert"
 )
@@ -33,9 +34,9 @@ func TestReferenceConfigTP(t *testing.T) {
 	assert.NotContains(t, pathKey(sp), "sequence parallel")
 }
 
-// TestChecksumsDisagreeTP: with tp 2 x dp 2 (ranks t + 2d) the shards of
-// tensor ranks 0 and 1 differ by design; the replicas of one shard (ranks
-// 1 and 3) must not.
+// TestChecksumsDisagreeTP: with tp 2 x dp 2 (ranks t + 2d) the replicas of
+// a shard (ranks 1 and 3) must agree, and so must the tensor ranks, whose
+// checksums are of the model gathered over the tensor group.
 func TestChecksumsDisagreeTP(t *testing.T) {
 	sp := &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 4}, TP: &engine.TPConfig{Degree: 2}}}}
 	rk := func(hashes ...string) []store.RankRecord {
@@ -45,13 +46,44 @@ func TestChecksumsDisagreeTP(t *testing.T) {
 		}
 		return out
 	}
-	assert.Empty(t, checksumsDisagree(sp, rk("t0", "t1", "t0", "t1")), "shards differ, replicas agree")
-	got := checksumsDisagree(sp, rk("t0", "t1", "t0", "xx"))
+	assert.Empty(t, checksumsDisagree(sp, rk("g", "g", "g", "g")))
+	got := checksumsDisagree(sp, rk("g", "g", "g", "xx"))
 	assert.Contains(t, got, "the data-parallel replicas of tensor rank 1 (tp.degree 2)")
-	assert.Contains(t, got, "rank 1 t1")
+	assert.Contains(t, got, "rank 1 g")
 	assert.Contains(t, got, "rank 3 xx")
-	sp.Configs[0].TP = nil // without tp every rank must agree
-	assert.Contains(t, checksumsDisagree(sp, rk("t0", "t1", "t0", "t1")), "data-parallel ranks")
-	sp.Configs[0].TP = &engine.TPConfig{Degree: 4} // one replica per shard
-	assert.Empty(t, checksumsDisagree(sp, rk("a", "b", "c", "d")))
+	assert.Contains(t, checksumsDisagree(sp, rk("t0", "t1", "t0", "t1")), "the gathered parameters differ across the tensor-parallel group")
+	sp.Configs[0].TP = &engine.TPConfig{Degree: 4} // one replica per shard: the gather is still compared
+	assert.Empty(t, checksumsDisagree(sp, rk("a", "a", "a", "a")))
+	assert.Contains(t, checksumsDisagree(sp, rk("a", "a", "b", "a")), "rank 0 a (sum 0), rank 2 b")
+}
+
+// TestCountSamplesOnce: a tensor group's ranks share one micro-batch, so
+// only tensor rank 0 keeps its samples and tokens (the throughput sums them
+// over ranks); without tp nothing changes.
+func TestCountSamplesOnce(t *testing.T) {
+	step := engine.StepMetrics{Samples: 4, Tokens: 4096, SamplesPerS: 40, TokensPerS: 40960, StepMS: 100}
+	ranks := func() []store.RankRecord {
+		var out []store.RankRecord
+		for i := 0; i < 4; i++ {
+			out = append(out, store.RankRecord{Rank: i, Steps: []engine.StepMetrics{step, step}})
+		}
+		return out
+	}
+	sp := &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 4}, TP: &engine.TPConfig{Degree: 2}}}}
+	r := ranks()
+	countSamplesOnce(sp, r)
+	sps, tps := stats.Throughput(r)
+	assert.InDelta(t, 2*8/0.2, sps, 1e-9, "2 data-parallel replicas x 2 steps x 4 samples in 0.2 s")
+	assert.InDelta(t, 2*8192/0.2, tps, 1e-9)
+	assert.Zero(t, r[1].Steps[0].Samples)
+	assert.Equal(t, 4, r[2].Steps[1].Samples, "rank 2 is tensor rank 0 of replica 1")
+	countSamplesOnce(sp, r) // idempotent
+	sps2, _ := stats.Throughput(r)
+	assert.Equal(t, sps, sps2)
+
+	sp.Configs[0].TP = nil
+	r = ranks()
+	countSamplesOnce(sp, r)
+	sps, _ = stats.Throughput(r)
+	assert.InDelta(t, 4*8/0.2, sps, 1e-9, "data parallel: every rank's samples")
 }

@@ -118,7 +118,6 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 	if c.Dist.WorldSize < 2 || len(ranks) < 2 {
 		return ""
 	}
-	type shard struct{ stage, tensor int }
 	tp := tpDegree(c)
 	groups := map[shard][]store.RankRecord{} // a shard -> its replicas, in rank order
 	var order []shard
@@ -155,6 +154,38 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 			}
 			return fmt.Sprintf("parameters differ across %s after the last step: rank %d %s (sum %g), rank %d %s (sum %g)",
 				what, g[0].Rank, ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
+		}
+	}
+	if tp > 1 {
+		return tensorGroupDisagree(groups, order)
+	}
+	return ""
+}
+
+// shard is what a rank holds: its pipeline stage's parameters, split by its
+// tensor rank.
+type shard struct{ stage, tensor int }
+
+// tensorGroupDisagree: the engine's checksum of a tensor-parallel rank is of
+// the whole model gathered over its tensor group, in the one-rank layout
+// (docs/tensor-parallel.md), so the tensor ranks of one stage report the same
+// hash too; a difference means a broken gather or shards updated apart.
+func tensorGroupDisagree(groups map[shard][]store.RankRecord, order []shard) string {
+	first := map[int]store.RankRecord{} // stage -> the first shard's first replica
+	for _, k := range order {
+		r := groups[k][0]
+		f, ok := first[k.stage]
+		if !ok {
+			first[k.stage] = r
+			continue
+		}
+		if f.Checksum == nil || r.Checksum == nil {
+			return ""
+		}
+		if f.Checksum.Hash != r.Checksum.Hash {
+			return fmt.Sprintf("the gathered parameters differ across the tensor-parallel group after the last step (the checksum "+
+				"of every tensor rank is of the whole model): rank %d %s (sum %g), rank %d %s (sum %g)",
+				f.Rank, f.Checksum.Hash, f.Checksum.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
 		}
 	}
 	return ""
