@@ -17,11 +17,10 @@ type Setting struct {
 	// ComputeCap is the compute capability of the GPUs the plan is for (89 =
 	// 8.9), where the planner could read it (NVML on the node); 0: unknown.
 	ComputeCap int
-	// The model's attention heads and vocabulary (engine.ShapeOf; 0: not
-	// judged) and its name for messages ("gpt 350m"): tensor parallelism
-	// splits both.
-	Heads, Vocab int
-	Model        string
+	// The model's attention heads (engine.ShapeOf; 0: not judged) and its
+	// name for messages ("gpt 350m"): tensor parallelism splits the heads.
+	Heads int
+	Model string
 	// Nodes and RanksPerNode place the ranks (0: one node); a tensor group
 	// spanning nodes is refused unless AllowTPAcrossNodes (the study set
 	// sweep.allow_tp_across_nodes: true).

@@ -36,7 +36,9 @@ func (l TPLayout) TensorRank(rank int) int { return rank % max(l.TP, 1) }
 func (l TPLayout) DataRank(rank int) int { return (rank / max(l.TP, 1)) % max(l.DP, 1) }
 
 // tpReason says why a tensor-parallel trial cannot run ("" when it may): the
-// combinations the engine builds a mesh for (docs/tensor-parallel.md).
+// combinations the engine builds a mesh for (docs/tensor-parallel.md). The
+// vocabulary needs no rule: the engine pads it with zero rows to a multiple
+// of the degree (GPT-2's 50257 divides by none), masking the padding's logits.
 func tpReason(get func(string) string, world, stages int, s Setting) string {
 	tp, _ := strconv.Atoi(get("tp.degree"))
 	sp := get("tp.sequence_parallel") == "true"
@@ -52,9 +54,6 @@ func tpReason(get func(string) string, world, stages int, s Setting) string {
 	if s.Heads > 0 && s.Heads%tp != 0 {
 		return fmt.Sprintf("tp.degree=%d does not divide the %d attention heads of %s: every tensor rank holds whole heads (use a degree that divides %d)", tp, s.Heads, s.Model, s.Heads)
 	}
-	if r := tpVocabReason(tp, s); r != "" {
-		return r
-	}
 	if r := tpEngineReason(get, tp, stages, s); r != "" {
 		return r
 	}
@@ -69,13 +68,6 @@ func tpReason(get func(string) string, world, stages int, s Setting) string {
 	return ""
 }
 
-// tpVocabReason: the vocabulary is split across the tensor ranks by rows.
-func tpVocabReason(tp int, s Setting) string {
-	if s.Vocab > 0 && s.Vocab%tp != 0 {
-		return fmt.Sprintf("tp.degree=%d does not divide the vocabulary of %d tokens of %s: the embedding and the tied head are split by vocabulary rows", tp, s.Vocab, s.Model)
-	}
-	return ""
-}
 
 // tpPhrase is "tp.degree N, " for a tensor-parallel trial, "" otherwise: the
 // layout in the data-parallel rules' messages.

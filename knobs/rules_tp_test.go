@@ -18,9 +18,8 @@ func TestCheckTensorParallel(t *testing.T) {
 		}
 		return m
 	}
-	// GPT-2 350M (16 heads) and 774M (20 heads) on one node of 8 GPUs; the
-	// vocabulary is a multiple of 8 here so that only the heads are judged.
-	gpt350 := Setting{Device: "cuda", Ranks: 8, Family: "gpt", Model: "gpt 350m", Heads: 16, Vocab: 50304, Nodes: 1, RanksPerNode: 8}
+	// GPT-2 350M (16 heads) and 774M (20 heads) on one node of 8 GPUs.
+	gpt350 := Setting{Device: "cuda", Ranks: 8, Family: "gpt", Model: "gpt 350m", Heads: 16, Nodes: 1, RanksPerNode: 8}
 	gpt774 := gpt350
 	gpt774.Heads, gpt774.Model = 20, "gpt 774m"
 	twoNodes := gpt350
@@ -41,7 +40,6 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"resnet", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 8, Family: "resnet50"}, "ResNet-50 is not tensor-parallel"},
 		{"heads 774m tp 4", map[string]string{"tp.degree": "4"}, nil, gpt774, ""},
 		{"heads 774m tp 8", map[string]string{"tp.degree": "8"}, nil, gpt774, "does not divide the 20 attention heads of gpt 774m"},
-		{"vocab", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 8, Family: "gpt", Model: "gpt x", Heads: 16, Vocab: 50257}, "vocabulary of 50257 tokens"},
 		{"tp x pp ranks", map[string]string{"tp.degree": "4"}, nil, Setting{Device: "cuda", Ranks: 6, Family: "gpt", Heads: 16}, "tp.degree=4 x pipeline.stages=1 = 4 does not divide the trial's 6 ranks"},
 		{"tp > ranks", map[string]string{"tp.degree": "8"}, nil, Setting{Device: "cuda", Ranks: 4, Family: "gpt", Heads: 16}, "does not divide the trial's 4 ranks"},
 		{"replicas", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 2, World: 1, Family: "gpt", Heads: 16}, "does not divide the trial's 1 ranks"},
@@ -50,7 +48,7 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp across nodes allowed", map[string]string{"tp.degree": "8"}, nil, across, ""},
 		{"tp pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, gpt350, "with pipeline.stages=2 is not implemented"},
 		{"tp zero", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, "with zero.stage=1 is not implemented"},
-		{"tp bert", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 8, Family: "bert", Heads: 16, Vocab: 30522}, "gpt only"},
+		{"tp bert", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 8, Family: "bert", Heads: 16}, "gpt only"},
 		{"tp fp8", map[string]string{"tp.degree": "2", "precision": "fp8"}, nil, gpt350, "use bf16"},
 		{"tp compression", map[string]string{"tp.degree": "2", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
 		{"tp checkpointing", map[string]string{"tp.degree": "2", "activation_checkpointing": "true"}, nil, gpt350, "activation_checkpointing"},

@@ -7,6 +7,7 @@ import (
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReferenceConfigTP: the one-rank reference of a tensor-parallel trial
@@ -86,4 +87,31 @@ func TestCountSamplesOnce(t *testing.T) {
 	countSamplesOnce(sp, r)
 	sps, _ = stats.Throughput(r)
 	assert.InDelta(t, 4*8/0.2, sps, 1e-9, "data parallel: every rank's samples")
+}
+
+// TestCheckRehearsalFitTP: a tensor-parallel trial is described as the whole
+// model (the estimate takes a tensor rank's share itself), its ranks estimated
+// smaller than data parallel's, and a refusal names the tensor layout.
+func TestCheckRehearsalFitTP(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 2}\nworkload: {device: cpu, ranks: 4}\n"+
+		"sweep: {strategy: grid, knobs: {tp.degree: [1, 2, 4]}}\n")
+	require.Len(t, p.Trials, 3)
+	m := &Machine{Device: "cpu", Rehearse: true}
+	d := engine.Description{Family: "gpt", Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256, "positions": 256}}
+	var described []*engine.TPConfig
+	describe := func(c engine.Config) (engine.Description, error) {
+		described = append(described, c.TP)
+		return d, nil
+	}
+	fit, err := CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: 1 << 50}), false)
+	require.NoError(t, err)
+	assert.Equal(t, []*engine.TPConfig{nil, nil, nil}, described, "described without tp")
+	e1, e2, e4 := fit.Estimates[p.Trials[0].ID], fit.Estimates[p.Trials[1].ID], fit.Estimates[p.Trials[2].ID]
+	assert.Greater(t, e1, e2)
+	assert.Greater(t, e2, e4)
+	assert.Contains(t, fit.Rows[2].Layout, "tp 4")
+
+	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(3 * e4)}), false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tensor parallel 4 x data parallel 1 x 1 stages")
 }

@@ -1,6 +1,11 @@
 package runner
 
-import "github.com/casestudy/casestudy/store"
+import (
+	"fmt"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
+)
 
 // countSamplesOnce makes a tensor-parallel launch's samples and tokens count
 // once per data-parallel replica, as the throughput sums them over ranks
@@ -27,4 +32,13 @@ func countSamplesOnce(sp *trialSpec, ranks []store.RankRecord) {
 			s.Samples, s.Tokens, s.SamplesPerS, s.TokensPerS = 0, 0, 0, 0
 		}
 	}
+}
+
+// tpLayoutPhrase is "tensor parallel N x " for a tensor-parallel config, ""
+// otherwise: the front of a layout's words.
+func tpLayoutPhrase(c engine.Config) string {
+	if tp := tpDegree(c); tp > 1 {
+		return fmt.Sprintf("tensor parallel %d x ", tp)
+	}
+	return ""
 }

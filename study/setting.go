@@ -17,7 +17,7 @@ func (s *Study) setting(values map[string]string) knobs.Setting {
 		Model: fmt.Sprintf("%s %s", s.Model.Family, s.Model.Preset), Nodes: p.Nodes, RanksPerNode: p.RanksPerNode,
 		AllowTPAcrossNodes: s.Sweep.AllowTPAcrossNodes}
 	if sh, ok := engine.ShapeOf(s.Model.Family, s.Model.Preset, s.Model.Layers, s.Model.Hidden); ok {
-		out.Heads, out.Vocab = sh.Heads, sh.Vocab
+		out.Heads = sh.Heads
 	}
 	return out
 }
