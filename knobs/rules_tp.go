@@ -68,7 +68,6 @@ func tpReason(get func(string) string, world, stages int, s Setting) string {
 	return ""
 }
 
-
 // tpPhrase is "tp.degree N, " for a tensor-parallel trial, "" otherwise: the
 // layout in the data-parallel rules' messages.
 func tpPhrase(get func(string) string) string {
