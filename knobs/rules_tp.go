@@ -101,3 +101,14 @@ func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	}
 	return ""
 }
+
+// tpNoReducer says why the ddp.* knobs do nothing in a tensor-parallel trial
+// ("" without tp): the engine averages the data-parallel group's gradients in
+// one flat all-reduce after the backward (docs/tensor-parallel.md), not
+// through the bucketed, overlapped reducer they configure.
+func tpNoReducer(get func(string) string) string {
+	if tp, _ := strconv.Atoi(get("tp.degree")); tp > 1 {
+		return fmt.Sprintf("tp.degree=%d: the engine averages the data-parallel group's gradients in one flat all-reduce after the backward, not through the bucketed reducer the ddp.* knobs configure", tp)
+	}
+	return ""
+}
