@@ -547,5 +547,12 @@ func rehearsalPaths(knobs map[string]string, b *RehearsalBuckets, stages int) []
 	if stages > 1 {
 		out = append(out, "pipeline stage exchanges")
 	}
+	if tp := atoiOr(knobs["tp.degree"], 1); tp > 1 {
+		p := fmt.Sprintf("tensor-parallel layers over groups of %d ranks", tp)
+		if knobs["tp.sequence_parallel"] == "true" {
+			p += " with sequence parallelism"
+		}
+		out = append(out, p)
+	}
 	return out
 }

@@ -43,6 +43,7 @@ func TestRehearsalTPChecksums(t *testing.T) {
 	gather := got["gather"]
 	assert.False(t, *gather.Checksums.DataParallelEqual, "replicas agree, the tensor ranks' gathered models do not")
 	assert.Contains(t, gather.Checksums.Detail, "tensor rank 1 (rank 1) gathered other parameters than tensor rank 0 (rank 0)")
+	assert.Contains(t, good.Paths, "tensor-parallel layers over groups of 2 ranks")
 	lines := rehearsalLines(&good)
 	assert.Contains(t, lines[0][1], "tensor parallel 2 x data parallel 2 x 1 stages")
 
