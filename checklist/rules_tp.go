@@ -11,6 +11,25 @@ import (
 
 var tpRules = []*Rule{
 	{
+		ID: "tp-memory-not-time", Title: "Tensor parallelism where memory is not the limit", Chapter: 12, Severity: Warning,
+		Rationale: "Tensor parallelism divides a rank's weights, gradients, optimizer states and most activations by " +
+			"tp.degree, for collectives on the critical path of every block and smaller matrix products. Like ZeRO " +
+			"(zero-memory-not-time, whose judgement it shares), it pays where plain data parallelism runs out of " +
+			"memory or near it; where data parallelism fits with room, it is communication for nothing. Each " +
+			"tensor-parallel trial is judged against its twin with tp.degree 1 (every other knob equal).",
+		Needs: []string{"knob tp.degree", "mem_peak_bytes", "GPU memory", "oom outcomes"},
+		Thresholds: []Threshold{
+			{Name: "near_limit", Default: 0.80, Unit: "fraction", Doc: "the tp.degree 1 twin's peak memory share of the GPU that counts as near the limit"},
+			{Name: "min_loss", Default: 0.03, Unit: "fraction", Doc: "slowdown against the tp.degree 1 twin that counts"},
+		},
+		check: func(c *evalContext) verdict {
+			return checkShardingMemory(c, sharding{knob: "tp.degree", off: "1", name: "tensor-parallel", twin: "tp.degree 1 twin",
+				none: "no completed tensor-parallel trial (tp.degree > 1)",
+				recommendation: "keep tp.degree: 1 (data parallel) for this model on this machine, or spend the memory tensor " +
+					"parallelism frees on a larger micro_batch or model"})
+		},
+	},
+	{
 		ID: "tp-across-nodes", Title: "Tensor parallelism across nodes", Chapter: 12, Severity: Warning,
 		Rationale: "A tensor-parallel group all-reduces (or all-gathers and reduce-scatters) activations twice per " +
 			"transformer block in the forward pass and twice in the backward, on the critical path: nothing " +

@@ -67,3 +67,22 @@ func TestSPSmallDegree(t *testing.T) {
 			run: mkRun([]spec{tr("a", "2", "false", 0, 100), tr("b", "2", "true", 0, 95)})},
 	})
 }
+
+func TestTPMemoryNotTime(t *testing.T) {
+	gpu := onGPUs(8, "NVIDIA H100 80GB HBM3", 80<<30, 18, "")
+	tr := func(id, degree string, mem int64, thr float64) spec {
+		return spec{id: id, set: set("tp.degree", degree), ranks: 8, thr: thr, stepMS: 1000 / thr, mem: mem}
+	}
+	runCases(t, "tp-memory-not-time", []ruleCase{
+		{name: "slower with room", status: Finding, run: mkRun([]spec{tr("d", "1", 30<<30, 100), tr("t2", "2", 18<<30, 80)}, gpu),
+			contains: []string{"20.0% slower than its tp.degree 1 twin d", "37.5% of 80.0 GiB", "keep tp.degree: 1"},
+			trials:   []string{"t2", "d"}},
+		{name: "data parallel near the limit", status: Pass, run: mkRun([]spec{tr("d", "1", 75<<30, 100), tr("t2", "2", 40<<30, 80)}, gpu),
+			contains: []string{"peaked at 93.8% of the GPU"}},
+		{name: "data parallel out of memory", status: Pass,
+			run:      mkRun([]spec{{id: "d", set: set("tp.degree", "1"), outcome: store.OOM}, tr("t8", "8", 20<<30, 50)}, gpu),
+			contains: []string{"ran out of memory"}},
+		{name: "no twin", status: NotApplicable, run: mkRun([]spec{tr("t2", "2", 18<<30, 80)}, gpu)},
+		{name: "no tp", status: NotApplicable, run: mkRun([]spec{tr("d", "1", 30<<30, 100)}, gpu)},
+	})
+}
