@@ -91,7 +91,7 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		case stages > 1:
 			return fmt.Sprintf("zero.stage=%s with pipeline.stages=%d: the engine shards over plain data-parallel ranks only (not under a pipeline yet)", z, stages)
 		case dp <= 1:
-			return fmt.Sprintf("zero.stage=%s needs more than one data-parallel rank (this trial has %d: %d ranks, %spipeline.stages %d): with one rank there is nothing to shard", z, dp, world, tpPhrase(get), stages)
+			return fmt.Sprintf("zero.stage=%s needs more than one data-parallel rank (this trial has %d: ranks %d, %spipeline.stages %d): with one rank there is nothing to shard", z, dp, world, tpPhrase(get), stages)
 		case z == "2" && get("ddp.compression") != "none":
 			return fmt.Sprintf("zero.stage=2 reduce-scatters fp32 gradients: ddp.compression=%s is not supported with it (use zero.stage 1)", get("ddp.compression"))
 		}

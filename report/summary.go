@@ -153,15 +153,13 @@ type Trial struct {
 	Noisy      bool           `json:"noisy"`
 	Throttled  bool           `json:"throttled,omitempty"`
 
-	MFU          float64 `json:"mfu"`              // against the peak at the trial's own precision (the engine's)
-	MFUBF16      float64 `json:"mfu_bf16"`         // against Summary.MFUPeak, the same for every trial; 0 when unknown
-	TFLOPS       float64 `json:"tflops"`           // achieved model TFLOP/s per GPU
-	MemPeakBytes int64   `json:"mem_peak_bytes"`   // peak allocated: leaves out a CUDA graph's pool (see Memory)
-	Memory       *Memory `json:"memory,omitempty"` // what the trial holds, per rank (report/memory.go)
-	// Layout: tensor x data x pipeline ranks and the ZeRO stage (report/layout.go); nil for one rank.
-	Layout    *Layout    `json:"layout,omitempty"`
-	FinalLoss float64    `json:"final_loss"`
-	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	MFU          float64    `json:"mfu"`              // against the peak at the trial's own precision (the engine's)
+	MFUBF16      float64    `json:"mfu_bf16"`         // against Summary.MFUPeak, the same for every trial; 0 when unknown
+	TFLOPS       float64    `json:"tflops"`           // achieved model TFLOP/s per GPU
+	MemPeakBytes int64      `json:"mem_peak_bytes"`   // peak allocated: leaves out a CUDA graph's pool (see Memory)
+	Memory       *Memory    `json:"memory,omitempty"` // what the trial holds, per rank (report/memory.go)
+	FinalLoss    float64    `json:"final_loss"`
+	Breakdown    *Breakdown `json:"breakdown,omitempty"`
 	// LaunchDetail is every launch as recorded: value, steps, SM clock and
 	// power over the window (report/launches.go).
 	LaunchDetail []LaunchDetail `json:"launch_detail,omitempty"`
@@ -173,6 +171,10 @@ type Trial struct {
 
 	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
 	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`
+
+	// Layout: a tensor-parallel or ZeRO trial's tensor x data x pipeline
+	// ranks and ZeRO stage (report/layout.go); nil otherwise.
+	Layout *Layout `json:"layout,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or

@@ -24,18 +24,18 @@ type Rehearsal struct {
 // RehearsalTrial is what the rehearsal of one trial found besides its launch
 // (TrialRecord.Repeats holds the launch itself).
 type RehearsalTrial struct {
-	Ranks      int `json:"ranks"`
-	DataPar    int `json:"data_parallel"`
-	Stages     int `json:"stages"`
-	MicroBatch int `json:"micro_batch"`
-	// TensorPar is the tensor-parallel degree (0: none): ranks are
-	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
-	TensorPar   int `json:"tensor_parallel,omitempty"`
+	Ranks       int `json:"ranks"`
+	DataPar     int `json:"data_parallel"`
+	Stages      int `json:"stages"`
+	MicroBatch  int `json:"micro_batch"`
 	RanksPerGPU int `json:"ranks_per_gpu,omitempty"` // the most ranks one GPU held (0 on cpu)
 	// Devices is each rank's CUDA_VISIBLE_DEVICES entry (round-robin).
 	Devices []string `json:"devices,omitempty"`
 	// EstimateBytes is the plan-time estimate of one rank's memory.
 	EstimateBytes int64 `json:"estimate_bytes,omitempty"`
+	// TensorPar is the tensor-parallel degree (0: none): ranks are
+	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
+	TensorPar int `json:"tensor_parallel,omitempty"`
 	// NotApplicable lists knobs a rehearsal cannot exercise (nccl.*: the ranks
 	// talk Gloo), knob -> value, each also in Notes.
 	NotApplicable map[string]string `json:"not_applicable,omitempty"`
