@@ -53,7 +53,7 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp compression", map[string]string{"tp.degree": "2", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
 		{"tp checkpointing", map[string]string{"tp.degree": "2", "activation_checkpointing": "true"}, nil, gpt350, "activation_checkpointing"},
 		// dp = 8 / (tp x pp): the DDP knobs lose their effect at tp 8 (one
-	// data-parallel rank), and with any tp (no bucketed reducer).
+		// data-parallel rank), and with any tp (no bucketed reducer).
 		{"ddp tp 8", map[string]string{"tp.degree": "8", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, "no effect with one data-parallel rank (ranks 8, tp.degree 8, pipeline.stages 1)"},
 		{"ddp tp 4", map[string]string{"tp.degree": "4", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, "not through the bucketed reducer"},
 		{"ddp overlap tp 2", map[string]string{"tp.degree": "2", "ddp.overlap": "false"}, changed("ddp.overlap"), gpt350, "has no effect with tp.degree=2"},
