@@ -57,7 +57,7 @@ var (
 // communication, NCCL evidence, links, pipeline, resources, the run as a
 // whole, then what makes its numbers untrustworthy.
 func init() {
-	for _, group := range [][]*Rule{computeRules, profileRules, commRules, ncclRules, topoRules, transportRules, pipelineRules, zeroRules, resourceRules, runRules, trustRules} {
+	for _, group := range [][]*Rule{computeRules, profileRules, commRules, ncclRules, topoRules, transportRules, pipelineRules, zeroRules, tpRules, resourceRules, runRules, trustRules} {
 		register(group...)
 	}
 }

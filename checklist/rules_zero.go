@@ -26,14 +26,34 @@ var zeroRules = []*Rule{
 }
 
 func checkZeroMemory(c *evalContext) verdict {
+	return checkShardingMemory(c, sharding{knob: "zero.stage", off: "0", name: "ZeRO", twin: "DDP twin",
+		none: "no completed ZeRO trial (zero.stage 1 or 2)",
+		recommendation: "keep zero.stage: 0 for this model on this machine, or spend the memory ZeRO frees: sweep a larger " +
+			"micro_batch with zero.stage 1/2 against DDP's largest that fits"})
+}
+
+// sharding is a knob that divides model states across ranks for
+// communication (zero.stage, tp.degree) as checkShardingMemory judges it.
+type sharding struct {
+	knob, off      string // the knob and its value that shards nothing
+	name, twin     string // "ZeRO", "DDP twin": the words of the messages
+	none           string // the message without such a trial
+	recommendation string
+}
+
+// checkShardingMemory judges each trial that shards (knob != off) against its
+// twin that does not (every other knob equal): justified where the twin ran
+// out of memory or peaked near the GPU's capacity, a finding where it is
+// slower by min_loss or more while the twin had room.
+func checkShardingMemory(c *evalContext, sh sharding) verdict {
 	var zs []*trial
 	for _, t := range c.run.ok {
-		if z := t.knob("zero.stage"); z != "" && z != "0" {
+		if z := t.knob(sh.knob); z != "" && z != sh.off {
 			zs = append(zs, t)
 		}
 	}
 	if len(zs) == 0 {
-		return na("no completed ZeRO trial (zero.stage 1 or 2)")
+		return na("%s", sh.none)
 	}
 	capacity := float64(c.run.gpuMemBytes())
 	if capacity == 0 {
@@ -42,13 +62,13 @@ func checkZeroMemory(c *evalContext) verdict {
 	var evidence, trials, justified []string
 	judged := 0
 	for _, t := range zs {
-		tw := c.run.twin(t, "zero.stage", "0")
+		tw := c.run.twin(t, sh.knob, sh.off)
 		if tw == nil {
 			continue
 		}
 		judged++
 		if tw.rec.Outcome == store.OOM {
-			justified = append(justified, fmt.Sprintf("%s runs where its DDP twin %s ran out of memory", t.ID, tw.ID))
+			justified = append(justified, fmt.Sprintf("%s runs where its %s %s ran out of memory", t.ID, sh.twin, tw.ID))
 			continue
 		}
 		if tw.rec.Outcome != store.OK || tw.MemPeak == 0 {
@@ -56,31 +76,30 @@ func checkZeroMemory(c *evalContext) verdict {
 		}
 		frac := float64(tw.MemPeak) / capacity
 		if frac >= c.t("near_limit") {
-			justified = append(justified, fmt.Sprintf("%s's DDP twin %s peaked at %s of the GPU", t.ID, tw.ID, pct(frac)))
+			justified = append(justified, fmt.Sprintf("%s's %s %s peaked at %s of the GPU", t.ID, sh.twin, tw.ID, pct(frac)))
 			continue
 		}
 		if sp := speedup(t, tw); sp < 1-c.t("min_loss") {
-			evidence = append(evidence, fmt.Sprintf("%s is %s slower than its DDP twin %s, which peaked at %s, %s of %s (ZeRO: %s)",
-				t.label(), pct(1-sp), tw.ID, gib(float64(tw.MemPeak)), pct(frac), gib(capacity), gib(float64(t.MemPeak))))
+			evidence = append(evidence, fmt.Sprintf("%s is %s slower than its %s %s, which peaked at %s, %s of %s (%s: %s)",
+				t.label(), pct(1-sp), sh.twin, tw.ID, gib(float64(tw.MemPeak)), pct(frac), gib(capacity), sh.name, gib(float64(t.MemPeak))))
 			trials = append(trials, t.ID, tw.ID)
 		}
 	}
 	if judged == 0 {
-		return na("no ZeRO trial has a twin with zero.stage 0 and every other knob equal")
+		return na("no %s trial has a twin with %s %s and every other knob equal", sh.name, sh.knob, sh.off)
 	}
 	if len(evidence) == 0 {
-		msg := fmt.Sprintf("%d ZeRO trial(s) judged against their DDP twins: none is slower by %s where DDP had room", judged, pct(c.t("min_loss")))
+		msg := fmt.Sprintf("%d %s trial(s) judged against their %ss: none is slower by %s where the twin had room", judged, sh.name, sh.twin, pct(c.t("min_loss")))
 		if len(justified) > 0 {
 			msg += "; " + justified[0]
 		}
 		return pass("%s", msg)
 	}
 	return verdict{
-		Status:   Finding,
-		Message:  fmt.Sprintf("%d ZeRO trial(s) cost time where DDP fits with room: %s", len(evidence), evidence[0]),
-		Evidence: limit(evidence, 8),
-		Trials:   trials,
-		Recommendation: "keep zero.stage: 0 for this model on this machine, or spend the memory ZeRO frees: sweep a larger " +
-			"micro_batch with zero.stage 1/2 against DDP's largest that fits",
+		Status:         Finding,
+		Message:        fmt.Sprintf("%d %s trial(s) cost time where their %s fits with room: %s", len(evidence), sh.name, sh.twin, evidence[0]),
+		Evidence:       limit(evidence, 8),
+		Trials:         trials,
+		Recommendation: sh.recommendation,
 	}
 }

@@ -254,8 +254,12 @@ func (t *trial) label() string {
 // stages is the pipeline depth (1 without a pipeline).
 func (t *trial) stages() int { return max(1, t.knobInt("pipeline.stages", 1)) }
 
-// dataParallel is the number of data-parallel replicas.
-func (t *trial) dataParallel() int { return max(1, t.World/t.stages()) }
+// dataParallel is the number of data-parallel replicas: the ranks /
+// (tp.degree x pipeline stages).
+func (t *trial) dataParallel() int { return knobs.LayoutOf(t.Knobs, t.World).DP }
+
+// tensorParallel is the tensor-parallel degree (1 without tp).
+func (t *trial) tensorParallel() int { return max(1, t.knobInt("tp.degree", 1)) }
 
 // steps returns every measured step of every rank of every ok repeat.
 func (t *trial) steps(fn func(rank int, s engine.StepMetrics)) {

@@ -87,6 +87,11 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 
 	cfg.Zero.Stage = r.integer("zero.stage")
 
+	cfg.TP = nil // tensor parallelism only when the degree splits something
+	if d := r.integer("tp.degree"); d > 1 {
+		cfg.TP = &engine.TPConfig{Degree: d, SequenceParallel: r.boolean("tp.sequence_parallel")}
+	}
+
 	cfg.FP8 = nil
 	if cfg.Precision == "fp8" {
 		cfg.FP8 = &engine.FP8Config{Scaling: r.str("fp8.scaling"), Grad: r.str("fp8.grad")}

@@ -123,19 +123,19 @@ func knobList() []*Knob {
 			Doc: "Stores images and convolution weights in NHWC order (resnet50), which tensor-core convolutions " +
 				"prefer under bf16/fp16."},
 		{Name: "ddp.bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 16, Default: "25",
-			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
 			Doc: "Gradient bucket size in MiB for the data-parallel all-reduce (PyTorch DDP's bucket_cap_mb). " +
 				"Small buckets start communication early but pay per-collective latency; large ones overlap less."},
 		{Name: "ddp.first_bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 11, Default: "1",
-			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
 			Doc: "Size in MiB of the first bucket (the last layers' gradients, ready first), kept small so " +
 				"communication starts as early as possible in the backward pass."},
 		{Name: "ddp.overlap", Type: Bool, Apply: Engine, Chapter: 15, Default: "true",
-			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
 			Doc: "Launches each bucket's all-reduce on a communication stream as soon as its gradients are ready " +
 				"during backward; false waits for the whole backward first (the exposed-communication baseline)."},
 		{Name: "ddp.compression", Type: Enum, Values: []string{"none", "fp16", "bf16", "topk"}, Apply: Engine, Chapter: 24, Default: "none",
-			Constraint: "no effect with one data-parallel rank or with pipeline.stages > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
 			Doc: "Gradient compression before the all-reduce: fp16/bf16 casts halve the bytes; topk sends the " +
 				"largest ratio of entries with error feedback (`topk:0.01`, or topk with ddp.topk_ratio).",
 			parse: parseCompression},
@@ -165,6 +165,31 @@ func knobList() []*Knob {
 				"(or auto) splits so that the heaviest stage holds the fewest parameters; `time` measures each " +
 				"layer's forward and backward time on the trial's GPUs first and splits by that.",
 			parse: parseBalance},
+
+		{Name: "tp.degree", Type: Enum, Values: []string{"1", "2", "4", "8"}, Apply: Engine, Chapter: 12, Default: "1",
+			Constraint: "gpt only (ResNet-50 is not tensor-parallel; bert not yet); divides the model's attention heads; " +
+				"tp.degree x pipeline.stages divides the trial's ranks; a tensor group stays inside a node (the ranks " +
+				"per node are a multiple of tp.degree) unless the study sets sweep.allow_tp_across_nodes: true",
+			Doc: "Tensor (Megatron-style) parallelism: the transformer blocks' linear layers are split across a group " +
+				"of this many ranks (attention heads and the MLP's hidden units column-wise, the output projections " +
+				"row-wise, the vocabulary of the embedding and the tied head by rows, padded to a multiple of the degree), " +
+				"with two all-reduces per block " +
+				"in the forward and two in the backward. Ranks are ordered tensor-fastest, then data, then pipeline " +
+				"(rank = t + tp.degree x (d + dp x p)); the data-parallel ranks are the trial's ranks / (tp.degree x " +
+				"pipeline.stages). Each rank holds about 1/tp.degree of the weights, gradients, optimizer states and " +
+				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
+				"group on NVLink. The data-parallel group averages its gradients in one flat all-reduce after the " +
+				"backward (the ddp.* knobs have no effect). The engine builds it for gpt, without pipeline stages, ZeRO, " +
+				"CUDA graphs, fp8, activation checkpointing or ddp.compression; the planner drops those combinations " +
+				"with the reason (docs/tensor-parallel.md)."},
+		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
+			Constraint: "needs tp.degree > 1",
+			Doc: "Sequence parallelism (Korthikanti et al. 2022) on top of tp.degree: LayerNorm and dropout run on " +
+				"1/tp.degree of the sequence per rank, and each block's all-reduces become an all-gather before and a " +
+				"reduce-scatter after the parallel region (the same bytes as the all-reduce in principle; the engine builds " +
+				"both from all-reduces for now, up to tp.degree times the traffic), so the activations outside " +
+				"the parallel regions are divided by tp.degree too. The LayerNorm weights' gradients are all-reduced " +
+				"over the tensor group."},
 
 		// ---- fault injection (tests of the runner only) ----
 		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "term", "exit", "hang", "leak", "slow", "oom", "error", "stall"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,

@@ -17,6 +17,15 @@ type Setting struct {
 	// ComputeCap is the compute capability of the GPUs the plan is for (89 =
 	// 8.9), where the planner could read it (NVML on the node); 0: unknown.
 	ComputeCap int
+	// The model's attention heads (engine.ShapeOf; 0: not judged) and its
+	// name for messages ("gpt 350m"): tensor parallelism splits the heads.
+	Heads int
+	Model string
+	// Nodes and RanksPerNode place the ranks (0: one node); a tensor group
+	// spanning nodes is refused unless AllowTPAcrossNodes (the study set
+	// sweep.allow_tp_across_nodes: true).
+	Nodes, RanksPerNode int
+	AllowTPAcrossNodes  bool
 }
 
 // FP8ComputeCap is the lowest compute capability with FP8 tensor cores (Ada).
@@ -73,12 +82,16 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 	if b := Balance(get("pipeline.balance")); b != nil && len(b) != stages {
 		return fmt.Sprintf("pipeline.balance=%s has %d entries for %d pipeline stages", get("pipeline.balance"), len(b), stages)
 	}
+	if r := tpReason(get, world, stages, s); r != "" {
+		return r
+	}
+	dp := LayoutOf(values, world).DP
 	if z := get("zero.stage"); z != "0" && z != "" {
 		switch {
 		case stages > 1:
 			return fmt.Sprintf("zero.stage=%s with pipeline.stages=%d: the engine shards over plain data-parallel ranks only (not under a pipeline yet)", z, stages)
-		case world <= 1:
-			return fmt.Sprintf("zero.stage=%s needs more than one data-parallel rank (this trial has %d): with one rank there is nothing to shard", z, world)
+		case dp <= 1:
+			return fmt.Sprintf("zero.stage=%s needs more than one data-parallel rank (this trial has %d: ranks %d, %spipeline.stages %d): with one rank there is nothing to shard", z, dp, world, tpPhrase(get), stages)
 		case z == "2" && get("ddp.compression") != "none":
 			return fmt.Sprintf("zero.stage=2 reduce-scatters fp32 gradients: ddp.compression=%s is not supported with it (use zero.stage 1)", get("ddp.compression"))
 		}
@@ -98,14 +111,15 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		}
 	}
 	sort.Strings(names)
-	dp := world / stages
 	for _, n := range names {
 		v := get(n)
 		switch {
 		case s.Device == "cpu" && (strings.HasPrefix(n, "nccl.") || strings.HasPrefix(n, "cuda.")) && v != Auto:
 			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
 		case strings.HasPrefix(n, "ddp.") && dp <= 1:
-			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, pipeline.stages %d)", n, v, world, stages)
+			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, %spipeline.stages %d)", n, v, world, tpPhrase(get), stages)
+		case strings.HasPrefix(n, "ddp.") && tpNoReducer(get) != "":
+			return fmt.Sprintf("%s=%s has no effect with %s", n, v, tpNoReducer(get))
 		case strings.HasPrefix(n, "ddp.") && stages > 1:
 			return fmt.Sprintf("%s=%s has no effect with pipeline.stages=%d: a pipeline averages each stage's gradients in one flat all-reduce over its replicas, not through the bucketed reducer the ddp.* knobs configure", n, v, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":

@@ -144,6 +144,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 		return t
 	}
 	t.Memory = memoryOf(rec)
+	t.Layout = layoutOf(rec)
 	if t.Launches.N() == 0 {
 		t.Warnings = append(t.Warnings, "recorded ok but no clean launch measured "+metric.Name+": nothing to summarise")
 		if t.Error == "" {

@@ -32,6 +32,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 
 	if ok := okTrials(s); len(ok) > 0 {
 		writeTrialsMD(&b, s, ok)
+		writeRankMemoryMD(&b, ok)
 	}
 	writeLaunchNotesMD(&b, s)
 	writeLaunchesMD(&b, s)

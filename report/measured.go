@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	knobreg "github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -78,13 +79,13 @@ func measuredOf(m *store.Manifest, s *Summary, run *store.Run) *Measured {
 			w.Params, w.Shapes = info.Params, info.Shapes
 			w.Family, w.Preset = info.Family, info.Preset
 			if info.WorldSize > 0 {
-				w.DataRanks = info.WorldSize / max(1, atoiOr(rec.Knobs["pipeline.stages"], 1))
+				w.DataRanks = knobreg.LayoutOf(rec.Knobs, info.WorldSize).DP // ranks / (tp.degree x stages)
 			}
 		}
 	}
 	if w.DataRanks == 0 { // no engine description: the workload's ranks
 		if r := int(stats.Number(m.Workload["ranks"])); r > 0 && base != nil {
-			w.DataRanks = r / atoiOr(base.Knobs["pipeline.stages"], 1)
+			w.DataRanks = knobreg.LayoutOf(base.Knobs, r).DP
 		}
 	}
 	if w.MicroBatch == 0 && w.Shapes != nil {

@@ -152,6 +152,9 @@ func memTip(t *Trial) string {
 	}
 	tip := fmt.Sprintf("held (reserved by the caching allocator) %s: peak allocated %s + %s %s",
 		units.Bytes(m.HeldBytes), units.Bytes(m.PeakAllocatedBytes), pool, units.Bytes(m.PoolAndCacheBytes))
+	if t.Layout.Sharded() {
+		tip = t.Layout.String() + "; " + tip
+	}
 	if len(m.Ranks) > 1 {
 		for _, r := range m.Ranks {
 			tip += fmt.Sprintf("; rank %d %s held, %s allocated", r.Rank, units.Bytes(r.HeldBytes), units.Bytes(r.PeakAllocatedBytes))

@@ -53,6 +53,7 @@ type RehearsalTrial struct {
 	Error       string   `json:"error,omitempty"`
 	Ranks       int      `json:"ranks"`
 	DataPar     int      `json:"data_parallel"`
+	TensorPar   int      `json:"tensor_parallel,omitempty"` // 0: none
 	Stages      int      `json:"stages"`
 	MicroBatch  int      `json:"micro_batch"`
 	RanksPerGPU int      `json:"ranks_per_gpu,omitempty"`
@@ -209,6 +210,7 @@ func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
 		info = &store.RehearsalTrial{}
 	}
 	t.Ranks, t.DataPar, t.Stages, t.MicroBatch = info.Ranks, info.DataPar, info.Stages, info.MicroBatch
+	t.TensorPar = info.TensorPar
 	t.RanksPerGPU, t.Devices, t.Faults, t.NotApplied = info.RanksPerGPU, info.Devices, info.Faults, info.Notes
 	if rec.Outcome != store.OK {
 		t.Error = string(rec.Outcome)
@@ -230,7 +232,11 @@ func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
 	t.Buckets = rehearsalBuckets(ranks[0])
 	t.Pipeline = rehearsalPipeline(ranks, rec.Knobs)
 	if rec.Outcome == store.OK {
-		t.Checksums = rehearsalChecksums(ranks, t.DataPar, t.Stages)
+		if t.TensorPar > 1 {
+			t.Checksums = rehearsalTPChecksums(ranks, t.TensorPar, t.DataPar, t.Stages)
+		} else {
+			t.Checksums = rehearsalChecksums(ranks, t.DataPar, t.Stages)
+		}
 		t.Losses = rehearsalLosses(ranks, info, rec.Knobs, t.DataPar)
 	}
 	t.Paths = rehearsalPaths(rec.Knobs, t.Buckets, t.Stages)
@@ -540,6 +546,13 @@ func rehearsalPaths(knobs map[string]string, b *RehearsalBuckets, stages int) []
 	}
 	if stages > 1 {
 		out = append(out, "pipeline stage exchanges")
+	}
+	if tp := atoiOr(knobs["tp.degree"], 1); tp > 1 {
+		p := fmt.Sprintf("tensor-parallel layers over groups of %d ranks", tp)
+		if knobs["tp.sequence_parallel"] == "true" {
+			p += " with sequence parallelism"
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -21,6 +21,10 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	var out [][2]string
 	add := func(k, v string) { out = append(out, [2]string{k, v}) }
 	layout := fmt.Sprintf("%d ranks: data parallel %d x %d stages, micro-batch %d per rank", t.Ranks, t.DataPar, t.Stages, t.MicroBatch)
+	if t.TensorPar > 1 {
+		layout = fmt.Sprintf("%d ranks: tensor parallel %d x data parallel %d x %d stages, micro-batch %d per data-parallel rank",
+			t.Ranks, t.TensorPar, t.DataPar, t.Stages, t.MicroBatch)
+	}
 	if t.RanksPerGPU > 0 {
 		layout += fmt.Sprintf("; up to %d ranks per GPU (%s)", t.RanksPerGPU, strings.Join(t.Devices, ","))
 	}
@@ -223,7 +227,11 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 			}
 			faults = fmt.Sprintf("%d/%d classified", n, len(t.Faults))
 		}
-		fmt.Fprintf(tw, "%s\t%dx%d mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), t.DataPar, t.Stages, t.MicroBatch, ran, rhOrDash(sums), rhOrDash(losses), faults)
+		grid := fmt.Sprintf("%dx%d", t.DataPar, t.Stages)
+		if t.TensorPar > 1 {
+			grid = fmt.Sprintf("tp%dx%dx%d", t.TensorPar, t.DataPar, t.Stages)
+		}
+		fmt.Fprintf(tw, "%s\t%s mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), grid, t.MicroBatch, ran, rhOrDash(sums), rhOrDash(losses), faults)
 	}
 	return tw.Flush()
 }

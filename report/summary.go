@@ -171,6 +171,10 @@ type Trial struct {
 
 	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
 	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`
+
+	// Layout: a tensor-parallel or ZeRO trial's tensor x data x pipeline
+	// ranks and ZeRO stage (report/layout.go); nil otherwise.
+	Layout *Layout `json:"layout,omitempty"`
 }
 
 // LaunchNote is one launch the report lists: left out of the statistics, or

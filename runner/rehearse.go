@@ -85,11 +85,12 @@ func notApplicable(knobs map[string]string) (map[string]string, []string) {
 	return out, notes
 }
 
-// layoutOf is a spec's data-parallel size, stages and micro-batch.
+// layoutOf is a spec's data-parallel size, stages and micro-batch: data
+// parallel is the ranks / (tp.degree x stages).
 func layoutOf(sp *trialSpec) (dp, stages, micro int) {
 	c := sp.Configs[0]
 	stages = max(c.Pipeline.Stages, 1)
-	dp = max(c.Dist.WorldSize/stages, 1)
+	dp = max(c.Dist.WorldSize/(stages*tpDegree(c)), 1)
 	return dp, stages, c.MicroBatch
 }
 
@@ -98,10 +99,13 @@ func layoutOf(sp *trialSpec) (dp, stages, micro int) {
 // accumulated, no pipeline and no communicator (engine/binding's singleRank),
 // and no ZeRO: sharding needs data-parallel ranks, and ZeRO-1/2 compute what
 // DDP does (bit-identical and within the fp32 reduction order, docs/zero.md),
-// so one unsharded rank is their reference too.
+// so one unsharded rank is their reference too. No tensor parallelism either:
+// a tensor group computes the full model's step (every tensor rank of a
+// data-parallel rank reads the same batch), so the one rank trains the
+// data-parallel ranks' batches with the whole model.
 func referenceConfig(c engine.Config) engine.Config {
 	stages := max(c.Pipeline.Stages, 1)
-	dp := max(c.Dist.WorldSize/stages, 1)
+	dp := max(c.Dist.WorldSize/(stages*tpDegree(c)), 1)
 	ref := c
 	ref.MicroBatch = c.MicroBatch * dp
 	// The engine runs pipeline.microbatches x grad_accum micro-batches a step,
@@ -111,6 +115,7 @@ func referenceConfig(c engine.Config) engine.Config {
 	ref.Dist = engine.DistConfig{WorldSize: 1}
 	ref.DDP = engine.DDPConfig{}
 	ref.Zero = engine.ZeroConfig{}
+	ref.TP = nil
 	ref.Fault = engine.FaultConfig{}
 	return ref
 }
@@ -143,6 +148,9 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		}
 		dp, stages, micro := layoutOf(sp)
 		rh := &store.RehearsalTrial{Ranks: sp.Ranks, DataPar: dp, Stages: stages, MicroBatch: micro}
+		if tp := tpDegree(sp.Configs[0]); tp > 1 {
+			rh.TensorPar = tp
+		}
 		if o.Machine.Device == "cuda" {
 			rh.Devices = slices.Clone(sp.Devices)
 			rh.RanksPerGPU = ranksPerGPU(sp.Devices)
@@ -293,6 +301,12 @@ func pathKey(sp *trialSpec) string {
 		sp.Ranks, dp, stages, micro, c.Precision, max(c.GradAccum, 1), rehearsalOrNone(c.DDP.Compression), rehearsalOrNone(c.Pipeline.Schedule))
 	if c.Zero.Stage > 0 { // ZeRO reduce-scatters and gathers: other code
 		key += fmt.Sprintf(", zero %d", c.Zero.Stage)
+	}
+	if tp := tpDegree(c); tp > 1 { // tensor-parallel layers, and SP's gathers and scatters
+		key += fmt.Sprintf(", tp %d", tp)
+		if c.TP.SequenceParallel {
+			key += " with sequence parallel"
+		}
 	}
 	return key
 }

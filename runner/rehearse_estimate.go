@@ -46,6 +46,10 @@ import (
 //	micro-batches in flight: stage i of a pipeline holds every micro-batch
 //	  with GPipe and min(micro-batches, stages - i) with 1F1B; the last
 //	  stage holds the logits, so the larger of the first and last stage counts;
+//	tensor parallelism (tp.degree > 1): the model states and buckets of
+//	  one tensor rank's share of the parameters (study.TensorShare), the
+//	  blocks' activations by tpActivationShare, the logits by the degree
+//	  (vocabulary-parallel); data parallel is the ranks / (tp x stages);
 //	the process: 512 MiB (CUDA context and libraries; not in the allocator's
 //	  peak), which with the 90% headroom of CheckRehearsalFit also covers the
 //	  allocator's reserve above its peak (2-4% in the rehearsal records).
@@ -63,14 +67,17 @@ const (
 
 // RankEstimate is the estimated memory of one rank of cfg, in bytes.
 func RankEstimate(cfg engine.Config, d engine.Description) int64 {
-	stages := max(cfg.Pipeline.Stages, 1)
-	dp := max(cfg.Dist.WorldSize/stages, 1)
+	stages, tp := max(cfg.Pipeline.Stages, 1), tpDegree(cfg)
+	dp := max(cfg.Dist.WorldSize/(stages*tp), 1)
 	sh := d.Shapes
 	emb := int64(0) // parameters every stage at an end holds whole
 	if sh["image_size"] == 0 && stages > 1 {
 		emb = int64(sh["vocab"]+sh["positions"]) * int64(sh["hidden"])
 	}
 	params := (d.Params-emb)/int64(stages) + emb
+	if tp > 1 { // one tensor rank's share (the engine has no tp with stages: no overlap with emb)
+		params = study.TensorShare(params, study.TensorShardedParams(cfg.Family, sh), tp)
+	}
 	static := float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
 	if dp > 1 {
 		static += float64(params) * dpBucketBytes
@@ -119,6 +126,10 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 	if m := sh["masked_per_sequence"]; m > 0 {
 		positions = float64(m)
 	}
+	if tp := tpDegree(cfg); tp > 1 {
+		block *= tpActivationShare(tp, cfg.TP.SequenceParallel)
+		vocab /= float64(tp) // vocabulary-parallel logits: each rank its columns
+	}
 	blocks := s * h * block * layers
 	if cfg.ActivationCheckpointing {
 		blocks = s*h*actCkptInput*layers + s*h*block
@@ -128,6 +139,30 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 		return blocks + logits, blocks + logits
 	}
 	return blocks, blocks + logits
+}
+
+// tpDegree is cfg's tensor-parallel degree (1 without tp).
+func tpDegree(cfg engine.Config) int {
+	if cfg.TP == nil {
+		return 1
+	}
+	return max(cfg.TP.Degree, 1)
+}
+
+// tpActivationShare is the share of a transformer block's activations one
+// tensor rank keeps (Korthikanti et al. 2022, "Reducing Activation
+// Recomputation in Large Transformer Models", table 2, without the attention
+// scores, which fused attention does not keep): of the 34 bytes per token and
+// hidden unit, 24 are inside the parallel regions and divided by the degree;
+// the other 10 (the LayerNorms' inputs, the dropout masks, the inputs of the
+// q|k|v and first MLP layers) are replicated on every tensor rank unless
+// sequence parallelism splits them too. A prediction from the paper's
+// accounting, not calibrated on a tensor-parallel record (none measured yet).
+func tpActivationShare(tp int, sequenceParallel bool) float64 {
+	if sequenceParallel {
+		return 1 / float64(tp)
+	}
+	return (10 + 24/float64(tp)) / 34
 }
 
 // inFlight is the micro-batches whose activations stage i holds at once.

@@ -93,7 +93,9 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			return nil, err
 		}
 		cfg := sp.Configs[0]
-		d, err := describe(cfg)
+		whole := cfg // the whole model's static facts: RankEstimate takes a tensor rank's share itself
+		whole.TP = nil
+		d, err := describe(whole)
 		if err != nil {
 			return nil, fmt.Errorf("trial %s: describing %s %s: %w", t.ID, cfg.Family, cfg.Preset, err)
 		}
@@ -116,9 +118,9 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 		if !row.Fits {
 			fit := int(budget / per)
 			dp, stages, micro := layoutOf(sp)
-			refusalOf[len(out.Rows)] = fmt.Sprintf("trial %s (%d ranks: data parallel %d x %d stages, micro-batch %d): %d ranks share %s, "+
+			refusalOf[len(out.Rows)] = fmt.Sprintf("trial %s (%d ranks: %sdata parallel %d x %d stages, micro-batch %d): %d ranks share %s, "+
 				"about %s each (estimate), %s in all against %s of %s; %d ranks per device fit (%d ranks on this machine)",
-				t.ID, sp.Ranks, dp, stages, micro, shared, rehearsalDevice(target.Device), rehearsalGiB(per), rehearsalGiB(int64(shared)*per),
+				t.ID, sp.Ranks, tpLayoutPhrase(cfg), dp, stages, micro, shared, rehearsalDevice(target.Device), rehearsalGiB(per), rehearsalGiB(int64(shared)*per),
 				rehearsalGiB(budget), target.What, fit, fit*devices)
 		}
 		out.Rows = append(out.Rows, row)

@@ -110,14 +110,17 @@ func mpsLogName(trialID string, rep int) string {
 // of a pipelined rank covers the parameters its stage owns). After the same
 // all-reduced updates they must be identical; a difference means wrong
 // reductions (e.g. a forced NCCL protocol that sums wrongly, a broken stage
-// all-reduce).
+// all-reduce). With tensor parallelism each rank holds its tensor rank's
+// shard (ranks tensor-fastest: tensor rank = rank mod tp.degree), so the
+// replicas compared are the data-parallel ranks of equal tensor rank.
 func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 	c := sp.Configs[0]
 	if c.Dist.WorldSize < 2 || len(ranks) < 2 {
 		return ""
 	}
-	groups := map[int][]store.RankRecord{} // stage -> its replicas, in rank order
-	var order []int
+	tp := tpDegree(c)
+	groups := map[shard][]store.RankRecord{} // a shard -> its replicas, in rank order
+	var order []shard
 	for _, r := range ranks {
 		stage := 0
 		if c.Pipeline.Stages > 1 {
@@ -126,13 +129,14 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 			}
 			stage = r.Info.Pipeline.Stage
 		}
-		if _, ok := groups[stage]; !ok {
-			order = append(order, stage)
+		k := shard{stage, r.Rank % tp}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
 		}
-		groups[stage] = append(groups[stage], r)
+		groups[k] = append(groups[k], r)
 	}
-	for _, stage := range order {
-		g := groups[stage]
+	for _, k := range order {
+		g, stage := groups[k], k.stage
 		ref := g[0].Checksum
 		for _, r := range g[1:] {
 			if ref == nil || r.Checksum == nil {
@@ -145,8 +149,43 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 			if c.Pipeline.Stages > 1 {
 				what = fmt.Sprintf("the data-parallel replicas of pipeline stage %d", stage)
 			}
+			if tp > 1 {
+				what = fmt.Sprintf("the data-parallel replicas of tensor rank %d (tp.degree %d)", k.tensor, tp)
+			}
 			return fmt.Sprintf("parameters differ across %s after the last step: rank %d %s (sum %g), rank %d %s (sum %g)",
 				what, g[0].Rank, ref.Hash, ref.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
+		}
+	}
+	if tp > 1 {
+		return tensorGroupDisagree(groups, order)
+	}
+	return ""
+}
+
+// shard is what a rank holds: its pipeline stage's parameters, split by its
+// tensor rank.
+type shard struct{ stage, tensor int }
+
+// tensorGroupDisagree: the engine's checksum of a tensor-parallel rank is of
+// the whole model gathered over its tensor group, in the one-rank layout
+// (docs/tensor-parallel.md), so the tensor ranks of one stage report the same
+// hash too; a difference means a broken gather or shards updated apart.
+func tensorGroupDisagree(groups map[shard][]store.RankRecord, order []shard) string {
+	first := map[int]store.RankRecord{} // stage -> the first shard's first replica
+	for _, k := range order {
+		r := groups[k][0]
+		f, ok := first[k.stage]
+		if !ok {
+			first[k.stage] = r
+			continue
+		}
+		if f.Checksum == nil || r.Checksum == nil {
+			return ""
+		}
+		if f.Checksum.Hash != r.Checksum.Hash {
+			return fmt.Sprintf("the gathered parameters differ across the tensor-parallel group after the last step (the checksum "+
+				"of every tensor rank is of the whole model): rank %d %s (sum %g), rank %d %s (sum %g)",
+				f.Rank, f.Checksum.Hash, f.Checksum.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
 		}
 	}
 	return ""

@@ -53,9 +53,9 @@ LIB=${ENGINE_LIB:-$BUILD_DIR/libcasestudy_engine.so}
 [[ $LIB == /* ]] || LIB=$PWD/$LIB
 DRY=${DRY_RUN:-0}
 # Most important first: the paths nothing else runs on CUDA (pipeline stages,
-# compression, ZeRO), then every model at 2, 4 and 8 ranks; the studies that
+# compression, ZeRO, tensor parallelism), then every model at 2, 4 and 8 ranks; the studies that
 # do not fit one 80 GB GPU last (a plan-time refusal costs a second).
-DEFAULT_STUDIES="studies/gpt/ddp2-quick.yaml studies/gpt/pipeline.yaml studies/gpt/ddp.yaml studies/bert/zero.yaml
+DEFAULT_STUDIES="studies/gpt/ddp2-quick.yaml studies/gpt/pipeline.yaml studies/gpt/ddp.yaml studies/bert/zero.yaml studies/gpt/tp.yaml
 studies/bert/ddp2-quick.yaml studies/resnet50/ddp2-quick.yaml studies/gpt/ddp4-quick.yaml studies/bert/ddp4-quick.yaml
 studies/resnet50/ddp4-quick.yaml studies/resnet50/ddp8-quick.yaml studies/gpt/ddp8-quick.yaml studies/bert/ddp8-quick.yaml
 studies/gpt/multinode.yaml studies/bert/multinode.yaml studies/resnet50/multinode.yaml"

@@ -33,6 +33,9 @@ type RehearsalTrial struct {
 	Devices []string `json:"devices,omitempty"`
 	// EstimateBytes is the plan-time estimate of one rank's memory.
 	EstimateBytes int64 `json:"estimate_bytes,omitempty"`
+	// TensorPar is the tensor-parallel degree (0: none): ranks are
+	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
+	TensorPar int `json:"tensor_parallel,omitempty"`
 	// NotApplicable lists knobs a rehearsal cannot exercise (nccl.*: the ranks
 	// talk Gloo), knob -> value, each also in Notes.
 	NotApplicable map[string]string `json:"not_applicable,omitempty"`

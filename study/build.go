@@ -303,6 +303,7 @@ func buildSweep(r *rawSweep, family string, ps *problems, applies func(string, P
 		sw.MaxTrials = r.MaxTrials.V
 	}
 	sw.AllowNVLS = r.AllowNVLS.V && !r.AllowNVLS.Bad
+	sw.AllowTPAcrossNodes = r.AllowTPAcrossNodes.V && !r.AllowTPAcrossNodes.Bad
 	return sw
 }
 

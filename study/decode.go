@@ -91,6 +91,8 @@ type rawSweep struct {
 	Constraints []rawConstraint
 	MaxTrials   val[int]
 	AllowNVLS   val[bool]
+	// AllowTPAcrossNodes plans tensor groups that span nodes (knobs.Check).
+	AllowTPAcrossNodes val[bool]
 }
 
 type rawAxis struct {
@@ -110,7 +112,7 @@ var (
 	topKeys       = []string{"name", "description", "extends", "model", "workload", "baseline", "sweep", "objective", "checklist", "report", "compare", "launcher"}
 	modelKeys     = []string{"family", "preset", "layers", "hidden", "micro_batch", "seq_len", "image_size"}
 	workloadKeys  = []string{"gpus", "nodes", "ranks", "procs_per_gpu", "device", "warmup_steps", "steps", "warmup_seconds", "measure_seconds", "repeats", "min_repeats", "max_repeats", "max_time", "timeout", "seed", "threads", "interleave", "rehearse", "world_of_one"}
-	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls"}
+	sweepKeys     = []string{"strategy", "knobs", "trials", "exclude", "constraints", "max_trials", "allow_nvls", "allow_tp_across_nodes"}
 	objectiveKeys = []string{"metric", "goal"}
 	checklistKeys = []string{"disable", "thresholds"}
 	reportKeys    = []string{"formats"}

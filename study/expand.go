@@ -212,9 +212,7 @@ func (s *Study) dropReason(values map[string]string, changed []string) string {
 	for _, c := range changed {
 		set[c] = true
 	}
-	if r := knobs.Check(values, set, knobs.Setting{Device: s.Workload.Device, Ranks: s.RanksFor(values),
-		World: s.WorldFor(values), AllowNVLS: s.Sweep.AllowNVLS, Family: s.Model.Family,
-		ComputeCap: s.Workload.ComputeCap}); r != "" {
+	if r := knobs.Check(values, set, s.setting(values)); r != "" {
 		return r
 	}
 	if r := s.seqLenReason(values); r != "" {

@@ -236,6 +236,8 @@ func (d *decoder) sweep(n *yaml.Node) *rawSweep {
 			s.MaxTrials = d.integer(v, "sweep.max_trials", 1, MaxTrialsCeiling)
 		case "allow_nvls":
 			s.AllowNVLS = d.boolean(v, "sweep.allow_nvls")
+		case "allow_tp_across_nodes":
+			s.AllowTPAcrossNodes = d.boolean(v, "sweep.allow_tp_across_nodes")
 		default:
 			hint := didYouMean(knobs.Closest(key, sweepKeys))
 			if hint == "" {

@@ -1,6 +1,10 @@
 package study
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/casestudy/casestudy/engine"
+)
 
 // ModelStates is the planner's estimate of one rank's model states: the
 // fp32 weights, their gradients and the optimizer states, as the engine keeps
@@ -37,12 +41,58 @@ func EstimateModelStates(params int64, family string, stages, dp, zero int) Mode
 	return m
 }
 
-// ModelStatesFor is EstimateModelStates for a trial's knob values.
+// ModelStatesFor is EstimateModelStates for a trial's knob values: with
+// tp.degree > 1, of one tensor rank's share of the parameters (TensorShare,
+// the model's shapes from engine.ShapeOf).
 func (s *Study) ModelStatesFor(params int64, values map[string]string) ModelStates {
 	stages, err := strconv.Atoi(values["pipeline.stages"])
 	if err != nil || stages < 1 {
 		stages = 1
 	}
 	zero, _ := strconv.Atoi(values["zero.stage"])
+	if tp, _ := strconv.Atoi(values["tp.degree"]); tp > 1 {
+		if sh, ok := engine.ShapeOf(s.Model.Family, s.Model.Preset, s.Model.Layers, s.Model.Hidden); ok {
+			shapes := map[string]int{"layers": sh.Layers, "hidden": sh.Hidden, "vocab": sh.Vocab}
+			if s.Model.Family == "bert" {
+				shapes["intermediate"] = 4 * sh.Hidden // bert.cpp: 4 x hidden, its presets too
+			}
+			params = TensorShare(params, TensorShardedParams(s.Model.Family, shapes), tp)
+		}
+	}
 	return EstimateModelStates(params, s.Model.Family, stages, s.DataParallelFor(values), zero)
+}
+
+// TensorShardedParams is how many of a transformer's parameters tensor
+// parallelism splits across a tensor group (Megatron-LM's layout, as
+// engine/native/src/tp.h shards them), from the model's shapes (cs_describe's
+// shapes, or engine.ShapeOf): every block's linear weights (GPT: q|k|v, the
+// attention projection and the MLP, 12 hidden² a block; BERT: 4 hidden² +
+// 2 hidden x intermediate), the column-parallel biases (q|k|v and the MLP's
+// first layer) and the vocabulary embedding with its tied head. LayerNorms,
+// the row-parallel biases (added after the all-reduce) and the position
+// embeddings are replicated on every tensor rank. 0 for a model without
+// these shapes (resnet50).
+func TensorShardedParams(family string, shapes map[string]int) int64 {
+	l, h, v := int64(shapes["layers"]), int64(shapes["hidden"]), int64(shapes["vocab"])
+	if l == 0 || h == 0 {
+		return 0
+	}
+	inter := int64(shapes["intermediate"])
+	if inter == 0 {
+		inter = 4 * h // GPT-2's MLP
+	}
+	switch family {
+	case "gpt", "bert":
+		return l*(4*h*h+2*h*inter+3*h+inter) + v*h
+	}
+	return 0
+}
+
+// TensorShare is one tensor rank's parameters: its 1/tp of the sharded ones
+// (rounded up) and every replicated one.
+func TensorShare(params, sharded int64, tp int) int64 {
+	if tp <= 1 || sharded <= 0 || sharded > params {
+		return params
+	}
+	return params - sharded + (sharded+int64(tp)-1)/int64(tp)
 }

@@ -1,6 +1,10 @@
 package study
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/casestudy/casestudy/knobs"
+)
 
 // Placement is where a trial's ranks run: the one computation the planner,
 // preflight, the runner and --submit's batch job all use.
@@ -51,13 +55,10 @@ func (s *Study) WorldFor(values map[string]string) int {
 	return s.PlacementFor(values, "").World
 }
 
-// DataParallelFor is WorldFor divided by the trial's pipeline stages.
+// DataParallelFor is WorldFor divided by the trial's tp.degree x
+// pipeline.stages (knobs.LayoutOf).
 func (s *Study) DataParallelFor(values map[string]string) int {
-	stages, err := strconv.Atoi(values["pipeline.stages"])
-	if err != nil || stages < 1 {
-		stages = 1
-	}
-	return max(s.WorldFor(values)/stages, 1)
+	return knobs.LayoutOf(values, s.WorldFor(values)).DP
 }
 
 // procsPerGPU is the trial's procs_per_gpu (its own value, else the

@@ -95,6 +95,9 @@ type Sweep struct {
 	Constraints []string            // expressions that must hold (see docs/study-format.md)
 	MaxTrials   int                 // lowers the trial limit for this study (the CLI's --max-trials raises it)
 	AllowNVLS   bool                // plan nccl.algo NVLS/NVLSTree (dropped otherwise); NCCL_NVLS_ENABLE is never set to 1
+	// AllowTPAcrossNodes plans tp.degree values whose tensor groups span
+	// nodes (dropped otherwise: two all-reduces per layer on the network).
+	AllowTPAcrossNodes bool
 
 	pos   Pos     // of the sweep section, for errors of Expand
 	exprs []*Expr // parsed Constraints

@@ -11,15 +11,17 @@ import (
 
 // writeModelStates prints the planner's per-rank memory estimate of the model
 // states (weights, gradients, optimizer states; study.EstimateModelStates) for
-// each trial, when the plan sweeps or sets zero.stage: what ZeRO divides. The
+// each trial, when the plan sweeps or sets zero.stage or tp.degree: what ZeRO
+// and tensor parallelism divide (the latter a tensor rank's share). The
 // parameter count comes from the engine library (cs_describe); without one the
 // line says so and the plan is otherwise unchanged.
 func writeModelStates(w io.Writer, s *study.Study, plan *study.Plan, libFlag string) {
-	zero := false
+	zero, tp := false, false
 	for _, t := range plan.Trials {
 		zero = zero || (t.Knobs["zero.stage"] != "" && t.Knobs["zero.stage"] != "0")
+		tp = tp || (t.Knobs["tp.degree"] != "" && t.Knobs["tp.degree"] != "1")
 	}
-	if !zero {
+	if !zero && !tp {
 		return
 	}
 	params, err := describeParams(s, libFlag)
@@ -32,8 +34,12 @@ func writeModelStates(w io.Writer, s *study.Study, plan *study.Plan, libFlag str
 	const gib = 1 << 30
 	for _, t := range plan.Trials {
 		m := s.ModelStatesFor(params, t.Knobs)
-		fmt.Fprintf(w, "  %s  zero.stage=%s  %.2f GiB (weights %.2f, gradients %.2f, optimizer states %.2f)\n",
-			t.ID, t.Knobs["zero.stage"], float64(m.Total())/gib, float64(m.Weights)/gib, float64(m.Grads)/gib, float64(m.OptimStates)/gib)
+		layout := "zero.stage=" + t.Knobs["zero.stage"]
+		if tp {
+			layout = fmt.Sprintf("tp.degree=%s dp=%d %s", t.Knobs["tp.degree"], s.DataParallelFor(t.Knobs), layout)
+		}
+		fmt.Fprintf(w, "  %s  %s  %.2f GiB (weights %.2f, gradients %.2f, optimizer states %.2f)\n",
+			t.ID, layout, float64(m.Total())/gib, float64(m.Weights)/gib, float64(m.Grads)/gib, float64(m.OptimStates)/gib)
 	}
 }
 

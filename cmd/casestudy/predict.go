@@ -297,6 +297,13 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: maxTrials})
 	s.Workload = w
 	s.Workload.GPUs, s.Workload.Ranks, s.Workload.Nodes = 1, 1, 1
+	if err == nil {
+		for _, t := range plan.Trials {
+			if d := t.Knobs["tp.degree"]; d != "" && d != "1" {
+				return nil, exitcode.Usage(fmt.Errorf("--predict: trial %s has tp.degree %s; predictions cover data parallelism only (a world of one has no tensor group)", t.ID, d))
+			}
+		}
+	}
 	return plan, err
 }
 

@@ -39,6 +39,7 @@ func TestPredictBadInput(t *testing.T) {
 		{"fit file", []string{"predict", notRun, "--gpus", "2", "--fit", filepath.Join(notRun, "none.json")}, "--fit"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
+		{"run --predict with tensor parallelism", []string{"run", "../../studies/gpt/tp.yaml", "--predict", "8", "--topology", "h100-sxm-8"}, "has tp.degree 2; predictions cover data parallelism only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -1,0 +1,48 @@
+package runner
+
+import (
+	"testing"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/study"
+	"github.com/stretchr/testify/assert"
+)
+
+// TestRankEstimateTensorParallel: tensor parallelism divides one rank's
+// model states (of the sharded parameters), the blocks' activations inside
+// the parallel regions and the logits by the degree; sequence parallelism
+// also the rest of the activations; data parallel is ranks / tp, so tp 8 on
+// 8 ranks has no reducer buckets.
+func TestRankEstimateTensorParallel(t *testing.T) {
+	d := engine.Description{Family: "gpt", Params: 354_823_168, Shapes: map[string]int{"layers": 24, "hidden": 1024,
+		"seq_len": 1024, "vocab": 50257, "positions": 1024}}
+	c := engine.Config{Family: "gpt", MicroBatch: 4, Precision: "bf16", Dist: engine.DistConfig{WorldSize: 8}}
+	ddp := RankEstimate(c, d)
+	est := map[int]int64{}
+	for _, tp := range []int{2, 4, 8} {
+		c.TP = &engine.TPConfig{Degree: tp}
+		est[tp] = RankEstimate(c, d)
+		c.TP.SequenceParallel = true
+		sp := RankEstimate(c, d)
+		assert.Less(t, sp, est[tp], "tp %d: sequence parallel splits the replicated activations too", tp)
+	}
+	assert.Less(t, est[2], ddp)
+	assert.Less(t, est[4], est[2])
+	assert.Less(t, est[8], est[4])
+
+	// The static part exactly: tp 8 on 8 ranks is one data-parallel rank (no
+	// buckets), its states those of one tensor rank's share.
+	c.TP = &engine.TPConfig{Degree: 8}
+	share := study.TensorShare(d.Params, study.TensorShardedParams("gpt", d.Shapes), 8)
+	states := study.EstimateModelStates(share, "gpt", 1, 1, 0).Total()
+	c.MicroBatch = 1
+	one := RankEstimate(c, d)
+	c.MicroBatch = 2
+	two := RankEstimate(c, d)
+	acts := two - one // one sample's activations
+	assert.InDelta(t, float64(states+fitProcessBytes), float64(one-acts), 2, "tp 8: states of the share, no DP buckets")
+	// One sample: 1024 tokens x 1024 hidden x 28 bytes x 24 blocks x (10+24/8)/34,
+	// plus 1024 positions x 50257/8 logits x 3.6 bytes.
+	want := 1024.0*1024*28*24*(10+3.0)/34 + 1024*50257.0/8*3.6
+	assert.InDelta(t, want, float64(acts), 2)
+}
