@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
@@ -41,6 +42,11 @@ type AllReduce struct {
 	Warmup  int
 	Mode    string        // sync (default: one host wait per iteration) | nccl-tests (back to back, one wait)
 	Timeout time.Duration // for the whole benchmark
+	// Beside is the busy compute threads each rank runs while it times
+	// (CPU ranks): the collective's cost beside the compute it overlaps in
+	// a training step, where the ranks' compute threads and the
+	// communicator's share the cores (docs/predict.md).
+	Beside int
 
 	// One rank (RankArgs): which, and how it meets the others.
 	Rank   int
@@ -59,6 +65,8 @@ func (o AllReduce) Validate() error {
 		return fmt.Errorf("--iters must be at least 1, got %d", o.Iters)
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup must not be negative, got %d", o.Warmup)
+	case o.Beside < 0 || o.Beside > 0 && o.Device != "cpu":
+		return fmt.Errorf("--beside %d: give 0 or more busy threads per rank, with --device cpu", o.Beside)
 	case o.Mode != "" && o.Mode != ModeSync && o.Mode != ModeNCCLTests:
 		return fmt.Errorf("--mode must be %s or %s, got %q", ModeSync, ModeNCCLTests, o.Mode)
 	}
@@ -88,7 +96,7 @@ func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
 	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
 		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
 		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup),
-		"--mode", o.mode()}, rendezvous...)
+		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside)}, rendezvous...)
 }
 
 // ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
@@ -167,7 +175,8 @@ type Result struct {
 	DType   string `json:"dtype"`
 	Iters   int    `json:"iters"`
 	Warmup  int    `json:"warmup"`
-	Mode    string `json:"mode"` // sync | nccl-tests
+	Mode    string `json:"mode"`             // sync | nccl-tests
+	Beside  int    `json:"beside,omitempty"` // busy compute threads per rank while timing (AllReduce.Beside)
 	Rows    []Row  `json:"rows"`
 }
 
@@ -190,7 +199,9 @@ func (o AllReduce) RunRank(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop := busy(o.Beside)
 	out, err := lib.BenchAllReduce(raw)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -239,6 +250,10 @@ func (o AllReduce) Run(ctx context.Context, exe string) (Result, error) {
 	}
 	for r := 0; r < o.Ranks; r++ {
 		cmd := exec.CommandContext(ctx, exe, o.RankArgs(r, rendezvous)...)
+		// Each rank in a session of its own, as launch.Local starts a
+		// training rank: with the kernel's autogroup scheduling a session is
+		// a scheduling group, so the ranks share the CPU as the trained ones.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Start(); err != nil {
@@ -290,7 +305,7 @@ func lastLines(s string, n int) string {
 func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 	r0 := ranks[0]
 	res := Result{Op: "all_reduce_sum", Backend: r0.Backend, Version: r0.Version, Device: r0.Device,
-		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode()}
+		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode(), Beside: o.Beside}
 	n := float64(len(ranks))
 	for i, size := range r0.Results {
 		iters := len(size.MS)

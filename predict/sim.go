@@ -35,6 +35,33 @@ type Options struct {
 	// share of cores each rank loses, max(1, ranks·threads/cores).
 	ComputeScale float64
 	Cost         CostModel
+	// Beside is the collectives' cost while the ranks compute (CPU ranks: a
+	// benchmark beside busy compute threads, bench allreduce --beside); nil:
+	// Cost throughout. A collective runs at Beside's pace until every rank's
+	// backward ended and at Cost's after (commEnd).
+	Beside CostModel
+}
+
+// commEnd is when a collective that starts at start ends, done being when
+// the ranks' compute ends: at the pace of its time beside compute (beside;
+// 0: none) before done, at its time alone after.
+func commEnd(start, done, alone, beside float64) float64 {
+	if beside <= 0 || start >= done {
+		return start + alone
+	}
+	if start+beside <= done {
+		return start + beside
+	}
+	return done + (1-(done-start)/beside)*alone
+}
+
+// besideTime is a bucket's time beside compute (0 without o.Beside).
+func (o Options) besideTime(op string, bytes int64) (float64, error) {
+	if o.Beside == nil {
+		return 0, nil
+	}
+	ms, _, err := o.Beside.Time(op, bytes, o.Ranks)
+	return ms, err
 }
 
 // BucketTiming is one bucket's simulated collective.
@@ -107,6 +134,10 @@ func Simulate(p Profile, o Options) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
 		}
+		bms, err := o.besideTime(b.Op, n)
+		if err != nil {
+			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
 		ready := bwd
 		if o.Overlap {
 			if b.ReadyMS < 0 {
@@ -115,7 +146,8 @@ func Simulate(p Profile, o Options) (Result, error) {
 			ready = b.ReadyMS * cs * kappa
 		}
 		start := max(ready, end)
-		end = start + ms
+		end = commEnd(start, bwd, ms, bms)
+		ms = end - start
 		r.CommMS += ms
 		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: n, ReadyMS: ready, StartMS: start, EndMS: end, MS: ms, How: how})
 	}
