@@ -159,8 +159,9 @@ type Row struct {
 	MS        float64 `json:"ms"`
 	SkewMS    float64 `json:"skew_ms"`
 	SlowestMS float64 `json:"slowest_ms"`
-	MinMS     float64 `json:"min_ms"` // sync: the fastest iteration's transfer time (nccl-tests: MS)
-	MaxMS     float64 `json:"max_ms"` // sync: the slowest iteration's transfer time (nccl-tests: MS)
+	MinMS     float64 `json:"min_ms"`  // sync: the fastest iteration's transfer time (nccl-tests: MS)
+	MaxMS     float64 `json:"max_ms"`  // sync: the slowest iteration's transfer time (nccl-tests: MS)
+	MeanMS    float64 `json:"mean_ms"` // sync: the mean over iterations of the transfer time (nccl-tests: MS)
 	AlgBWGBs  float64 `json:"algbw_gbs"`
 	BusBWGBs  float64 `json:"busbw_gbs"`
 }
@@ -338,7 +339,7 @@ func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 		slices.Sort(least)
 		row := Row{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(least).Median,
 			SkewMS: stats.DescribeOf(skew).Median, SlowestMS: stats.DescribeOf(most).Median,
-			MinMS: least[0], MaxMS: least[len(least)-1]}
+			MinMS: least[0], MaxMS: least[len(least)-1], MeanMS: mean(least)}
 		if row.MS > 0 {
 			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
 			row.BusBWGBs = row.AlgBWGBs * 2 * (n - 1) / n
@@ -346,4 +347,12 @@ func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 		res.Rows = append(res.Rows, row)
 	}
 	return res, nil
+}
+
+func mean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
 }
