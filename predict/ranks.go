@@ -34,24 +34,12 @@ type RanksResult struct {
 // leaves out: the mean above the median of a noisy rank, and the wait for
 // the slowest of N (the rank skew that each collective's start absorbs).
 func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
-	if o.Ranks < 1 {
-		return RanksResult{}, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
-	}
-	if o.Cost == nil {
-		return RanksResult{}, fmt.Errorf("predict: no cost model")
+	kappa, cs, err := o.factors()
+	if err != nil {
+		return RanksResult{}, err
 	}
 	if len(steps) == 0 {
 		return RanksResult{}, fmt.Errorf("predict: no measured steps")
-	}
-	kappa, cs := o.Kappa, o.ComputeScale
-	if kappa == 0 {
-		kappa = 1
-	}
-	if cs == 0 {
-		cs = 1
-	}
-	if kappa < 1 || cs < 1 {
-		return RanksResult{}, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
 	}
 	if !o.Overlap {
 		kappa = 1

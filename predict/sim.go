@@ -55,6 +55,27 @@ func commEnd(start, done, alone, beside float64) float64 {
 	return done + (1-(done-start)/beside)*alone
 }
 
+// factors checks o and gives its κ and compute scale (0: 1).
+func (o Options) factors() (kappa, cs float64, err error) {
+	if o.Ranks < 1 {
+		return 0, 0, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
+	}
+	if o.Cost == nil {
+		return 0, 0, errors.New("predict: no cost model")
+	}
+	kappa, cs = o.Kappa, o.ComputeScale
+	if kappa == 0 {
+		kappa = 1
+	}
+	if cs == 0 {
+		cs = 1
+	}
+	if kappa < 1 || cs < 1 {
+		return 0, 0, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
+	}
+	return kappa, cs, nil
+}
+
 // besideTime is a bucket's time beside compute (0 without o.Beside).
 func (o Options) besideTime(op string, bytes int64) (float64, error) {
 	if o.Beside == nil {
@@ -99,21 +120,9 @@ func (b Bucket) wireBytes(world, ranks int) int64 {
 // max(backward·κ, the last bucket's end) + tail + optimizer; without it the
 // collectives run after backward, one after another.
 func Simulate(p Profile, o Options) (Result, error) {
-	if o.Ranks < 1 {
-		return Result{}, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
-	}
-	if o.Cost == nil {
-		return Result{}, errors.New("predict: no cost model")
-	}
-	kappa, cs := o.Kappa, o.ComputeScale
-	if kappa == 0 {
-		kappa = 1
-	}
-	if cs == 0 {
-		cs = 1
-	}
-	if kappa < 1 || cs < 1 {
-		return Result{}, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
+	kappa, cs, err := o.factors()
+	if err != nil {
+		return Result{}, err
 	}
 	tail, err := p.tailCompute()
 	if err != nil {
