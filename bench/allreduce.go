@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
@@ -41,6 +42,11 @@ type AllReduce struct {
 	Warmup  int
 	Mode    string        // sync (default: one host wait per iteration) | nccl-tests (back to back, one wait)
 	Timeout time.Duration // for the whole benchmark
+	// Beside is the busy compute threads each rank runs while it times
+	// (CPU ranks): the collective's cost beside the compute it overlaps in
+	// a training step, where the ranks' compute threads and the
+	// communicator's share the cores (docs/predict.md).
+	Beside int
 
 	// One rank (RankArgs): which, and how it meets the others.
 	Rank   int
@@ -59,6 +65,8 @@ func (o AllReduce) Validate() error {
 		return fmt.Errorf("--iters must be at least 1, got %d", o.Iters)
 	case o.Warmup < 0:
 		return fmt.Errorf("--warmup must not be negative, got %d", o.Warmup)
+	case o.Beside < 0 || o.Beside > 0 && o.Device != "cpu":
+		return fmt.Errorf("--beside %d: give 0 or more busy threads per rank, with --device cpu", o.Beside)
 	case o.Mode != "" && o.Mode != ModeSync && o.Mode != ModeNCCLTests:
 		return fmt.Errorf("--mode must be %s or %s, got %q", ModeSync, ModeNCCLTests, o.Mode)
 	}
@@ -88,7 +96,7 @@ func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
 	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
 		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
 		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup),
-		"--mode", o.mode()}, rendezvous...)
+		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside)}, rendezvous...)
 }
 
 // ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
@@ -151,8 +159,9 @@ type Row struct {
 	MS        float64 `json:"ms"`
 	SkewMS    float64 `json:"skew_ms"`
 	SlowestMS float64 `json:"slowest_ms"`
-	MinMS     float64 `json:"min_ms"` // sync: the fastest iteration's transfer time (nccl-tests: MS)
-	MaxMS     float64 `json:"max_ms"` // sync: the slowest iteration's transfer time (nccl-tests: MS)
+	MinMS     float64 `json:"min_ms"`  // sync: the fastest iteration's transfer time (nccl-tests: MS)
+	MaxMS     float64 `json:"max_ms"`  // sync: the slowest iteration's transfer time (nccl-tests: MS)
+	MeanMS    float64 `json:"mean_ms"` // sync: the mean over iterations of the transfer time (nccl-tests: MS)
 	AlgBWGBs  float64 `json:"algbw_gbs"`
 	BusBWGBs  float64 `json:"busbw_gbs"`
 }
@@ -167,7 +176,8 @@ type Result struct {
 	DType   string `json:"dtype"`
 	Iters   int    `json:"iters"`
 	Warmup  int    `json:"warmup"`
-	Mode    string `json:"mode"` // sync | nccl-tests
+	Mode    string `json:"mode"`             // sync | nccl-tests
+	Beside  int    `json:"beside,omitempty"` // busy compute threads per rank while timing (AllReduce.Beside)
 	Rows    []Row  `json:"rows"`
 }
 
@@ -190,7 +200,9 @@ func (o AllReduce) RunRank(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop := busy(o.Beside)
 	out, err := lib.BenchAllReduce(raw)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -239,6 +251,10 @@ func (o AllReduce) Run(ctx context.Context, exe string) (Result, error) {
 	}
 	for r := 0; r < o.Ranks; r++ {
 		cmd := exec.CommandContext(ctx, exe, o.RankArgs(r, rendezvous)...)
+		// Each rank in a session of its own, as launch.Local starts a
+		// training rank: with the kernel's autogroup scheduling a session is
+		// a scheduling group, so the ranks share the CPU as the trained ones.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Start(); err != nil {
@@ -290,7 +306,7 @@ func lastLines(s string, n int) string {
 func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 	r0 := ranks[0]
 	res := Result{Op: "all_reduce_sum", Backend: r0.Backend, Version: r0.Version, Device: r0.Device,
-		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode()}
+		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode(), Beside: o.Beside}
 	n := float64(len(ranks))
 	for i, size := range r0.Results {
 		iters := len(size.MS)
@@ -323,7 +339,7 @@ func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 		slices.Sort(least)
 		row := Row{Bytes: size.Bytes, Count: size.Count, MS: stats.DescribeOf(least).Median,
 			SkewMS: stats.DescribeOf(skew).Median, SlowestMS: stats.DescribeOf(most).Median,
-			MinMS: least[0], MaxMS: least[len(least)-1]}
+			MinMS: least[0], MaxMS: least[len(least)-1], MeanMS: mean(least)}
 		if row.MS > 0 {
 			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
 			row.BusBWGBs = row.AlgBWGBs * 2 * (n - 1) / n
@@ -331,4 +347,12 @@ func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 		res.Rows = append(res.Rows, row)
 	}
 	return res, nil
+}
+
+func mean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
 }

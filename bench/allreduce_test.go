@@ -93,3 +93,16 @@ func TestCombineRanksEvenIterations(t *testing.T) {
 	require.Len(t, res.Rows, 1)
 	assert.Equal(t, 2.5, res.Rows[0].MS)
 }
+
+// The mean transfer time (what a mean step pays; predict --fit reads it)
+// beside the median: a slow iteration moves the one, not the other.
+func TestCombineRanksMean(t *testing.T) {
+	var ranks []rankAnswer
+	require.NoError(t, json.Unmarshal([]byte(`[
+	 {"backend":"gloo","world_size":2,"rank":0,"results":[{"bytes":4096,"count":1024,"ms":[1.0,1.0,4.0]}]},
+	 {"rank":1,"results":[{"bytes":4096,"count":1024,"ms":[2.0,1.0,7.0]}]}]`), &ranks))
+	res, err := combineRanks(ranks, AllReduce{Iters: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, res.Rows[0].MS)
+	assert.Equal(t, 2.0, res.Rows[0].MeanMS) // least over ranks 1, 1, 4
+}

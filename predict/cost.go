@@ -49,6 +49,7 @@ type AlphaBeta struct {
 	AlphaMS    float64 // latency per ring step, ms
 	BetaMSPerB float64 // ms per byte on a link
 	Source     string  // what it was fitted to
+	Ranks      int     // the ranks of the points it was fitted to (0: not said)
 }
 
 // Name implements CostModel.

@@ -35,6 +35,54 @@ type Options struct {
 	// share of cores each rank loses, max(1, ranks·threads/cores).
 	ComputeScale float64
 	Cost         CostModel
+	// Beside is the collectives' cost while the ranks compute (CPU ranks: a
+	// benchmark beside busy compute threads, bench allreduce --beside); nil:
+	// Cost throughout. A collective runs at Beside's pace until every rank's
+	// backward ended and at Cost's after (commEnd).
+	Beside CostModel
+}
+
+// commEnd is when a collective that starts at start ends, done being when
+// the ranks' compute ends: at the pace of its time beside compute (beside;
+// 0: none) before done, at its time alone after.
+func commEnd(start, done, alone, beside float64) float64 {
+	if beside <= 0 || start >= done {
+		return start + alone
+	}
+	if start+beside <= done {
+		return start + beside
+	}
+	return done + (1-(done-start)/beside)*alone
+}
+
+// factors checks o and gives its κ and compute scale (0: 1).
+func (o Options) factors() (kappa, cs float64, err error) {
+	if o.Ranks < 1 {
+		return 0, 0, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
+	}
+	if o.Cost == nil {
+		return 0, 0, errors.New("predict: no cost model")
+	}
+	kappa, cs = o.Kappa, o.ComputeScale
+	if kappa == 0 {
+		kappa = 1
+	}
+	if cs == 0 {
+		cs = 1
+	}
+	if kappa < 1 || cs < 1 {
+		return 0, 0, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
+	}
+	return kappa, cs, nil
+}
+
+// besideTime is a bucket's time beside compute (0 without o.Beside).
+func (o Options) besideTime(op string, bytes int64) (float64, error) {
+	if o.Beside == nil {
+		return 0, nil
+	}
+	ms, _, err := o.Beside.Time(op, bytes, o.Ranks)
+	return ms, err
 }
 
 // BucketTiming is one bucket's simulated collective.
@@ -72,21 +120,9 @@ func (b Bucket) wireBytes(world, ranks int) int64 {
 // max(backward·κ, the last bucket's end) + tail + optimizer; without it the
 // collectives run after backward, one after another.
 func Simulate(p Profile, o Options) (Result, error) {
-	if o.Ranks < 1 {
-		return Result{}, fmt.Errorf("predict: ranks must be at least 1, got %d", o.Ranks)
-	}
-	if o.Cost == nil {
-		return Result{}, errors.New("predict: no cost model")
-	}
-	kappa, cs := o.Kappa, o.ComputeScale
-	if kappa == 0 {
-		kappa = 1
-	}
-	if cs == 0 {
-		cs = 1
-	}
-	if kappa < 1 || cs < 1 {
-		return Result{}, fmt.Errorf("predict: kappa (%g) and compute scale (%g) must be at least 1", kappa, cs)
+	kappa, cs, err := o.factors()
+	if err != nil {
+		return Result{}, err
 	}
 	tail, err := p.tailCompute()
 	if err != nil {
@@ -107,6 +143,10 @@ func Simulate(p Profile, o Options) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
 		}
+		bms, err := o.besideTime(b.Op, n)
+		if err != nil {
+			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
 		ready := bwd
 		if o.Overlap {
 			if b.ReadyMS < 0 {
@@ -115,7 +155,8 @@ func Simulate(p Profile, o Options) (Result, error) {
 			ready = b.ReadyMS * cs * kappa
 		}
 		start := max(ready, end)
-		end = start + ms
+		end = commEnd(start, bwd, ms, bms)
+		ms = end - start
 		r.CommMS += ms
 		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: n, ReadyMS: ready, StartMS: start, EndMS: end, MS: ms, How: how})
 	}

@@ -33,6 +33,8 @@ type Setup struct {
 	// Concurrent: CPU inputs measured as Ranks copies at once on the host
 	// (sharing it as the ranks do), so ComputeScale is 1.
 	Concurrent bool
+	// Beside is the collectives' cost while the ranks compute (Options.Beside); nil: Cost.
+	Beside CostModel
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -43,7 +45,7 @@ type Prediction struct {
 	Ranks         int               `json:"ranks"`
 	Model         string            `json:"model"`
 	Overlap       bool              `json:"overlap"`
-	StepMS        float64           `json:"step_ms"`
+	StepMS        float64           `json:"step_ms"`     // N ranks each running a measured step of a launch (SimulateRanks), median over launches
 	LowMS         float64           `json:"step_ms_low"` // the band: the launches' spread and the cost model's error
 	HighMS        float64           `json:"step_ms_high"`
 	CommMS        float64           `json:"comm_ms"`
@@ -60,6 +62,13 @@ type Prediction struct {
 	Concurrent    bool              `json:"concurrent_inputs,omitempty"` // CPU inputs measured as Ranks copies at once
 	CostError     float64           `json:"cost_error"`
 	Launches      int               `json:"launches"`
+
+	// MedianProfileStepMS is the step of the median one-rank profile with
+	// every rank as fast as it (Simulate; Buckets, CommMS and ExposedCommMS
+	// are its); RankDraws: the combinations of measured steps simulated.
+	MedianProfileStepMS float64 `json:"step_ms_median_profile"`
+	RankDraws           int     `json:"rank_draws"`
+	ModelBeside         string  `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
 }
 
 type scaled struct {
@@ -82,7 +91,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		return Prediction{}, fmt.Errorf("trial %s: no measured steps", in.ID)
 	}
 	overlap := in.Knobs["ddp.overlap"] != "false"
-	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost}
+	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost, Beside: s.Beside}
 	prof, err := FromSteps(all, 1)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
@@ -91,35 +100,50 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 	}
+	// The step: N ranks, each running one of a launch's measured steps (its
+	// mean step, as the measurement reports it, with the wait for the
+	// slowest rank); the median over the launches, as runs.Measured takes.
+	var each []float64
+	draws := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, l := range in.Launches {
-		p, err := FromSteps(l, 1)
+		p, err := StepProfiles(l, 1)
 		if err != nil {
 			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
 		}
-		for _, f := range []float64{1 - s.CostError, 1 + s.CostError} {
+		for k, f := range []float64{1, 1 - s.CostError, 1 + s.CostError} {
 			o := opts
 			o.Cost = scaled{s.Cost, f}
-			q, err := Simulate(p, o)
+			if s.Beside != nil {
+				o.Beside = scaled{s.Beside, f}
+			}
+			q, err := SimulateRanks(p, o)
 			if err != nil {
 				return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+			}
+			if k == 0 {
+				each, draws = append(each, q.StepMS), draws+q.Draws
 			}
 			lo, hi = math.Min(lo, q.StepMS), math.Max(hi, q.StepMS)
 		}
 	}
+	step := Median(each)
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
-		StepMS: r.StepMS, LowMS: math.Min(lo, r.StepMS), HighMS: math.Max(hi, r.StepMS), CommMS: r.CommMS,
+		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, CommMS: r.CommMS,
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
+	if s.Beside != nil {
+		pr.ModelBeside = s.Beside.Name()
+	}
 	if pr.Kappa == 0 {
 		pr.Kappa = 1
 	}
 	if pr.ComputeScale == 0 {
 		pr.ComputeScale = 1
 	}
-	if r.StepMS > 0 {
-		pr.SamplesPerS = float64(s.Ranks*all[0].Samples) / (r.StepMS / 1e3)
-		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (r.StepMS / 1e3)
+	if step > 0 {
+		pr.SamplesPerS = float64(s.Ranks*all[0].Samples) / (step / 1e3)
+		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (step / 1e3)
 	}
 	return pr, nil
 }

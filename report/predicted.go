@@ -92,6 +92,12 @@ func predictedInputs(p predict.Prediction) string {
 	if p.Concurrent {
 		s += fmt.Sprintf("; inputs measured as %d copies at once, sharing the host as the ranks do", p.Ranks)
 	}
+	if p.RankDraws > 0 {
+		s += fmt.Sprintf("; %d ranks drawn from the measured steps (%d draws; every rank at the median: %.2f ms)", p.Ranks, p.RankDraws, p.MedianProfileStepMS)
+	}
+	if p.ModelBeside != "" {
+		s += "; collectives beside compute: " + p.ModelBeside
+	}
 	return s
 }
 

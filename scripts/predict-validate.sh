@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
 # (issue 40, docs/predict.md). In ROUNDS interleaved rounds, for N in $RANKS
-# (default "2 4"), it benchmarks Gloo's all-reduce on N ranks, measures the
+# (default "2 4"), it benchmarks Gloo's all-reduce on N ranks (alone, and
+# beside one busy compute thread per rank: --beside 1), measures the
 # one-rank inputs of studies/gpt/predict-cpu.yaml (run --predict N: a world of
 # one with the reducer on) as N copies at once, sharing this host as the N
 # ranks will, and then measures the study on N ranks, one launch per trial
@@ -33,6 +34,10 @@ for r in $(seq "$ROUNDS"); do
   for n in $RANKS; do
     # The collectives' fit: a benchmark each round, all rounds' points in one fit.
     "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n-$r.json"
+    # The collectives beside compute: each rank with one busy thread (the
+    # study's threads per rank) sharing its CPU with Gloo, as a rank's
+    # backward does with the collectives it overlaps (predict --fit-beside).
+    "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json"
     # The one-rank inputs: N copies at once, each a world of one, sharing the
     # host as the N ranks will (predict --concurrent-inputs).
     pids=()
@@ -55,7 +60,8 @@ status=0
 for n in $RANKS; do
   against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$ROUNDS"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$ROUNDS"))
-  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "${fits%,}" --against "${against%,}" \
+  besides=$(printf "$OUT/beside$n-%s.json," $(seq "$ROUNDS"))
+  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
     "$OUT/predicted$n.json" >>"$OUT/table.md"
@@ -64,5 +70,5 @@ for n in $RANKS; do
   jq -e '.validation.median_abs_error <= 0.10 and .validation.same_best' "$OUT/predicted$n.json" >/dev/null || status=1
 done
 cat "$OUT/table.md" && echo && cat "$OUT/summary.md"
-echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD 2>/dev/null)"
 exit $status

@@ -84,6 +84,8 @@ func newBenchAllReduceCommand() *cobra.Command {
 	f.IntVar(&o.Warmup, "warmup", 5, "discarded iterations per size")
 	f.StringVar(&o.Mode, "mode", bench.ModeSync, "sync (each iteration waited for and timed on its own) or nccl-tests (back to back, one wait, as nccl-tests times)")
 	durationVar(f, &o.Timeout, "timeout", 10*time.Minute, time.Second, 24*time.Hour, "deadline for the whole benchmark")
+	f.IntVar(&o.Beside, "beside", 0, "cpu: each rank runs this many busy compute threads while it times, as a training "+
+		"step's compute shares the cores with the collectives it overlaps (predict --fit-beside, docs/predict.md)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	// one rank, started by the parent (bench.AllReduce.RankArgs)
 	f.BoolVar(&child, "child", false, "internal: run one rank")

@@ -20,6 +20,7 @@ func TestBenchAllReduceFlags(t *testing.T) {
 		{"bad device", "--device=tpu"},
 		{"no iterations", "--iters=0"},
 		{"bad mode", "--mode=fast"},
+		{"negative beside", "--beside=-1"},
 		{"a stray argument", "extra"},
 	}
 	for _, tt := range tests {
@@ -62,4 +63,14 @@ func TestBenchAllReduceCPU(t *testing.T) {
 			}
 		})
 	}
+	// Beside one busy thread per rank: the result says so (predict --fit-beside reads it).
+	var out, errb bytes.Buffer
+	code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
+		"--ranks", "2", "--sizes", "64K,1M", "--iters", "3", "--warmup", "1", "--beside", "1", "--json"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	var res bench.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, 1, res.Beside)
+	require.Len(t, res.Rows, 2)
+	assert.Positive(t, res.Rows[1].MS)
 }

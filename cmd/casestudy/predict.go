@@ -32,16 +32,19 @@ type predictFlags struct {
 	gpus     int
 	topology string
 	fit      string
-	algo     string
-	proto    string
-	kappa    float64
-	kappaArg string // --kappa: a factor, or auto (parseKappa)
-	auto     bool   // --kappa auto: κ from the calibration launch (predict_kappa.go)
-	load     string // run --interfere C:B: this run is a κ calibration launch
-	cores    int
-	against  []string
-	out      string
-	json     bool
+	// fitBeside: bench allreduce --beside results, the collectives' cost
+	// while the ranks compute (predict.Options.Beside)
+	fitBeside string
+	algo      string
+	proto     string
+	kappa     float64
+	kappaArg  string // --kappa: a factor, or auto (parseKappa)
+	auto      bool   // --kappa auto: κ from the calibration launch (predict_kappa.go)
+	load      string // run --interfere C:B: this run is a κ calibration launch
+	cores     int
+	against   []string
+	out       string
+	json      bool
 
 	calibration *predict.Calibration // --kappa auto's evidence
 	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
@@ -54,6 +57,9 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
 		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
 	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result (several, comma-separated: one fit to all their points) instead of a topology")
+	f.StringVar(&o.fitBeside, "fit-beside", "", "CPU ranks, with --fit: an alpha-beta fit to `casestudy bench allreduce --beside K --json` "+
+		"results (several, comma-separated), the collectives' cost while the ranks compute: a collective that overlaps the "+
+		"backward runs at this pace until every rank's backward ended (docs/predict.md)")
 	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
 	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
 	f.StringVar(&o.kappaArg, "kappa", "1", "backward slowdown while a collective overlaps it: a factor (1: none), or auto: "+
@@ -128,38 +134,75 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 		}
 		return predict.NCCL{Topo: t, Algo: o.algo, Proto: o.proto}, e, nil
 	case o.fit != "":
-		// Several results (comma-separated, the same ranks): one fit to all
-		// their points, benchmarks interleaved with the runs they predict.
-		var pts []predict.Point
-		ranks, backend := 0, ""
-		for _, file := range strings.Split(o.fit, ",") {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				return nil, 0, exitcode.Usage(fmt.Errorf("--fit: %w", err))
-			}
-			var r bench.Result
-			if err := json.Unmarshal(b, &r); err != nil {
-				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: not a `casestudy bench allreduce --json` result: %w", file, err))
-			}
-			if ranks != 0 && r.Ranks != ranks {
-				return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %d ranks, the others %d: give results of one rank count", file, r.Ranks, ranks))
-			}
-			ranks, backend = r.Ranks, r.Backend
-			for _, row := range r.Rows {
-				pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.MS})
-			}
-		}
-		name := filepath.Base(o.fit)
-		if n := strings.Count(o.fit, ",") + 1; n > 1 {
-			name = fmt.Sprintf("%d results", n)
-		}
-		m, err := predict.FitAlphaBeta(pts, ranks, fmt.Sprintf("%s (%s, %d ranks)", name, backend, ranks))
+		m, pts, err := fitBench("--fit", o.fit, false)
 		if err != nil {
-			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s: %w", o.fit, err))
+			return nil, 0, err
 		}
-		return m, predict.FitError(m, pts, ranks), nil
+		return m, predict.FitError(m, pts, m.Ranks), nil
 	}
 	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
+}
+
+// besideModel is --fit-beside's cost model: the collectives beside busy
+// compute threads (nil without the flag).
+func (o predictFlags) besideModel() (predict.CostModel, error) {
+	if o.fitBeside == "" {
+		return nil, nil
+	}
+	if o.fit == "" {
+		return nil, exitcode.Usage(errors.New("--fit-beside goes with --fit (the collectives alone)"))
+	}
+	m, _, err := fitBench("--fit-beside", o.fitBeside, true)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// fitBench is one alpha-beta fit to all the points of several `bench
+// allreduce --json` results (comma-separated, the same ranks; benchmarks
+// interleaved with the runs they predict), run beside busy compute threads
+// (--beside) or not as beside says.
+func fitBench(flag, files string, beside bool) (predict.AlphaBeta, []predict.Point, error) {
+	var pts []predict.Point
+	ranks, backend := 0, ""
+	for _, file := range strings.Split(files, ",") {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s: %w", flag, err))
+		}
+		var r bench.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s %s: not a `casestudy bench allreduce --json` result: %w", flag, file, err))
+		}
+		if ranks != 0 && r.Ranks != ranks {
+			return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s %s: %d ranks, the others %d: give results of one rank count", flag, file, r.Ranks, ranks))
+		}
+		if beside != (r.Beside > 0) {
+			want := map[bool]string{true: "run with bench allreduce --beside K (K > 0)", false: "run without --beside"}[beside]
+			return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s %s: beside %d: give results %s", flag, file, r.Beside, want))
+		}
+		ranks, backend = r.Ranks, r.Backend
+		for _, row := range r.Rows {
+			// The mean time: a prediction is of the mean step (results
+			// before mean_ms: the median).
+			ms := row.MeanMS
+			if ms <= 0 {
+				ms = row.MS
+			}
+			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: ms})
+		}
+	}
+	name := filepath.Base(files)
+	if n := strings.Count(files, ",") + 1; n > 1 {
+		name = fmt.Sprintf("%d results", n)
+	}
+	m, err := predict.FitAlphaBeta(pts, ranks, fmt.Sprintf("%s (%s, %d ranks)", name, backend, ranks))
+	if err != nil {
+		return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s %s: %w", flag, files, err))
+	}
+	m.Ranks = ranks
+	return m, pts, nil
 }
 
 func runPredict(w io.Writer, dirs []string, o predictFlags) error {
@@ -173,6 +216,9 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 		return exitcode.Usage(fmt.Errorf("--ranks-per-gpu %d: give 1 to --gpus (%d)", o.perGPU, o.gpus))
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil { // the flags first, then the files
+		return err
+	}
+	if _, err := o.besideModel(); err != nil {
 		return err
 	}
 	rs, loaded, err := readPredictRuns(dirs, o.auto)
@@ -225,7 +271,11 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		sets = append(sets, in)
 	}
 	ins := runs.Merge(sets...)
-	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration}
+	beside, err := o.besideModel()
+	if err != nil {
+		return nil, nil, err
+	}
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration, Beside: beside}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
 	if o.concurrent { // the inputs already shared the host as N ranks do
 		setup.ComputeScale, setup.Concurrent = 1, true
@@ -287,6 +337,9 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 		return nil, err
 	}
 	if _, _, err := o.costModel(o.gpus); err != nil {
+		return nil, err
+	}
+	if _, err := o.besideModel(); err != nil {
 		return nil, err
 	}
 	if s.Baseline["pipeline.stages"] != "" && s.Baseline["pipeline.stages"] != "1" {

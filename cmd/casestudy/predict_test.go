@@ -22,6 +22,10 @@ import (
 
 func TestPredictBadInput(t *testing.T) {
 	notRun := t.TempDir()
+	alone, beside := filepath.Join(notRun, "alone.json"), filepath.Join(notRun, "beside.json")
+	rows := `"rows":[{"bytes":1024,"ms":0.1},{"bytes":1048576,"ms":1}]`
+	require.NoError(t, os.WriteFile(alone, []byte(`{"ranks":2,"backend":"gloo",`+rows+`}`), 0o644))
+	require.NoError(t, os.WriteFile(beside, []byte(`{"ranks":2,"backend":"gloo","beside":1,`+rows+`}`), 0o644))
 	tests := []struct {
 		desc string
 		args []string
@@ -37,6 +41,10 @@ func TestPredictBadInput(t *testing.T) {
 		{"kappa word", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--kappa", "fast"}, "or auto"},
 		{"ranks per GPU", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--ranks-per-gpu", "3"}, "--ranks-per-gpu 3"},
 		{"fit file", []string{"predict", notRun, "--gpus", "2", "--fit", filepath.Join(notRun, "none.json")}, "--fit"},
+		{"fit beside without fit", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--fit-beside", "b.json"}, "--fit-beside goes with --fit"},
+		{"fit beside not beside", []string{"predict", notRun, "--gpus", "2", "--fit", alone, "--fit-beside", alone}, "give results run with bench allreduce --beside"},
+		{"fit beside as fit", []string{"predict", notRun, "--gpus", "2", "--fit", beside}, "give results run without --beside"},
+		{"bench beside on cuda", []string{"bench", "allreduce", "--device", "cuda", "--beside", "1"}, "--beside 1"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
 		{"run --predict with tensor parallelism", []string{"run", "../../studies/gpt/tp.yaml", "--predict", "8", "--topology", "h100-sxm-8"}, "has tp.degree 2; predictions cover data parallelism only"},
@@ -61,8 +69,9 @@ func TestPlanTopology(t *testing.T) {
 // TestPredictCPUGloo is the CPU validation of docs/predict.md at CI size, as
 // scripts/predict-validate.sh does it for 2 ranks in two interleaved rounds:
 // studies/gpt/predict-cpu.yaml as a world of one with the reducer
-// (run --predict 2) in two copies at once, an alpha-beta fit to `bench
-// allreduce` on 2 Gloo ranks, the same study measured on 2 ranks, and the
+// (run --predict 2) in two copies at once, alpha-beta fits to `bench
+// allreduce` on 2 Gloo ranks (alone, and beside one busy thread per rank:
+// --fit-beside), the same study measured on 2 ranks, and the
 // predictions checked against it:
 // median absolute error of the step time at most 10% and the same best trial.
 // It times real runs, so it runs alone (`make predict-check`, which sets
@@ -83,7 +92,7 @@ func TestPredictCPUGloo(t *testing.T) {
 	// (--concurrent-inputs); the inputs and the two-rank runs alternate so
 	// that the host's load falls alike on both.
 	small := []string{"--warmup", "2", "--steps", "5", "--repeats", "1"}
-	var ones, twos, fits []string
+	var ones, twos, fits, besides []string
 	for r := range 2 {
 		// The collectives' fit: a benchmark each round, one fit to all.
 		var out, errb bytes.Buffer
@@ -93,6 +102,15 @@ func TestPredictCPUGloo(t *testing.T) {
 		fit := filepath.Join(dir, fmt.Sprintf("bench2-%d.json", r))
 		require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
 		fits = append(fits, fit)
+		// The collectives beside compute: one busy thread per rank, the
+		// study's threads (predict --fit-beside).
+		out.Reset()
+		code = execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib, "--ranks", "2",
+			"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--beside", "1", "--json"}, &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		beside := filepath.Join(dir, fmt.Sprintf("beside2-%d.json", r))
+		require.NoError(t, os.WriteFile(beside, out.Bytes(), 0o644))
+		besides = append(besides, beside)
 		var cmds []*exec.Cmd
 		var outs []*syncbuf.Buffer
 		for k := range 2 {
@@ -112,7 +130,7 @@ func TestPredictCPUGloo(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLI(t, append(append([]string{"predict"}, ones...), "--gpus", "2", "--fit", strings.Join(fits, ","),
-		"--concurrent-inputs", "--against", strings.Join(twos, ","), "--json")...)
+		"--fit-beside", strings.Join(besides, ","), "--concurrent-inputs", "--against", strings.Join(twos, ","), "--json")...)
 	require.Equal(t, 0, code, stderr)
 	var f runs.File
 	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)

@@ -1,0 +1,157 @@
+package predict
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// maxTuples bounds the rank draws of SimulateRanks: every combination of
+// the measured steps when there are at most this many, else this many drawn
+// with a fixed seed (the same inputs give the same prediction).
+const maxTuples = 1 << 14
+
+// RanksResult is the expected step of N ranks, each running one of the
+// measured one-rank steps.
+type RanksResult struct {
+	StepMS float64 `json:"step_ms"` // mean over the draws
+	Draws  int     `json:"draws"`   // N-rank combinations of measured steps averaged
+	Steps  int     `json:"steps"`   // measured one-rank steps drawn from
+}
+
+// SimulateRanks is the step of a synchronous data-parallel world as its
+// measurement defines it (the mean step time; runs.Measured): N ranks, each
+// running a measured step of the one rank, drawn independently from steps
+// (each a one-step Profile of the same trial). A rank's part of a step is
+// its tail and optimizer (after the previous step's last collective),
+// forward and backward; bucket b is ready when it is ready on every rank,
+// starts when ready and the previous bucket ended, and the step ends when
+// the last bucket ended and every rank's backward did (overlap off: the
+// collectives start after the slowest rank's backward); a collective runs at
+// its pace beside compute (Options.Beside) until every rank's backward ended. With one rank it is
+// Simulate's step, step by step; with N it adds what the median profile
+// leaves out: the mean above the median of a noisy rank, and the wait for
+// the slowest of N (the rank skew that each collective's start absorbs).
+func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
+	kappa, cs, err := o.factors()
+	if err != nil {
+		return RanksResult{}, err
+	}
+	if len(steps) == 0 {
+		return RanksResult{}, fmt.Errorf("predict: no measured steps")
+	}
+	if !o.Overlap {
+		kappa = 1
+	}
+	nb := len(steps[0].Buckets)
+	cost, beside := make([]float64, nb), make([]float64, nb)
+	for b, bk := range steps[0].Buckets {
+		n := bk.wireBytes(steps[0].World, o.Ranks)
+		ms, _, err := o.Cost.Time(bk.Op, n, o.Ranks)
+		if err != nil {
+			return RanksResult{}, fmt.Errorf("bucket %d: %w", b, err)
+		}
+		if beside[b], err = o.besideTime(bk.Op, n); err != nil {
+			return RanksResult{}, fmt.Errorf("bucket %d: %w", b, err)
+		}
+		cost[b] = ms
+	}
+	// Each step's times as the simulation uses them.
+	type rankStep struct {
+		pre, bwd float64 // tail + optimizer + forward; backward
+		ready    []float64
+	}
+	rs := make([]rankStep, len(steps))
+	for i, p := range steps {
+		if len(p.Buckets) != nb {
+			return RanksResult{}, fmt.Errorf("measured step %d has %d buckets, the first %d", i, len(p.Buckets), nb)
+		}
+		tail, err := p.tailCompute()
+		if err != nil {
+			return RanksResult{}, err
+		}
+		r := rankStep{pre: (p.ForwardMS + tail + p.OptimizerMS) * cs, bwd: p.BackwardMS * cs * kappa, ready: make([]float64, nb)}
+		for b, bk := range p.Buckets {
+			if o.Overlap && bk.ReadyMS < 0 {
+				return RanksResult{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", b)
+			}
+			r.ready[b] = bk.ReadyMS * cs * kappa
+		}
+		rs[i] = r
+	}
+
+	ready := make([]float64, nb)
+	step := func(tuple []int) float64 {
+		done := 0.0 // every rank's backward ended
+		for b := range ready {
+			ready[b] = 0
+		}
+		for _, k := range tuple {
+			r := rs[k]
+			done = max(done, r.pre+r.bwd)
+			for b := range ready {
+				if o.Overlap {
+					ready[b] = max(ready[b], r.pre+r.ready[b])
+				}
+			}
+		}
+		end := 0.0
+		if !o.Overlap {
+			end = done
+		}
+		for b := range ready {
+			end = commEnd(max(ready[b], end), done, cost[b], beside[b])
+		}
+		return max(done, end)
+	}
+
+	m, n := len(rs), o.Ranks
+	tuple := make([]int, n)
+	sum, draws := 0.0, 0
+	if total, ok := power(m, n, maxTuples); ok { // every combination
+		for d := 0; d < total; d++ {
+			for i, x := 0, d; i < n; i, x = i+1, x/m {
+				tuple[i] = x % m
+			}
+			sum += step(tuple)
+		}
+		draws = total
+	} else {
+		rng := rand.New(rand.NewPCG(uint64(m), uint64(n)))
+		for d := 0; d < maxTuples; d++ {
+			for i := range tuple {
+				tuple[i] = rng.IntN(m)
+			}
+			sum += step(tuple)
+		}
+		draws = maxTuples
+	}
+	return RanksResult{StepMS: sum / float64(draws), Draws: draws, Steps: m}, nil
+}
+
+// power is m^n when it is at most limit.
+func power(m, n, limit int) (int, bool) {
+	p := 1
+	for range n {
+		if p > limit/m {
+			return 0, false
+		}
+		p *= m
+	}
+	return p, true
+}
+
+// StepProfiles are the one-step Profiles of measured steps (FromSteps of
+// each step alone).
+func StepProfiles(steps []engine.StepMetrics, world int) ([]Profile, error) {
+	out := make([]Profile, 0, len(steps))
+	for i := range steps {
+		p, err := FromSteps(steps[i:i+1], world)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

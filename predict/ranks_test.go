@@ -1,0 +1,129 @@
+package predict
+
+import (
+	"testing"
+
+	"github.com/casestudy/casestudy/engine"
+)
+
+// One rank drawing from identical steps is Simulate's step.
+func TestSimulateRanksOneRankIsSimulate(t *testing.T) {
+	c := fixed{latMS: 1, msPerByte: 1e-3}
+	for _, overlap := range []bool{true, false} {
+		o := Options{Ranks: 1, Overlap: overlap, Cost: c}
+		want, err := Simulate(profile3(), Options{Ranks: 4, Overlap: overlap, Cost: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Ranks = 4
+		got, err := SimulateRanks([]Profile{profile3(), profile3(), profile3()}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, "step", got.StepMS, want.StepMS)
+		if got.Draws != 81 || got.Steps != 3 {
+			t.Errorf("draws %d steps %d, want every 3^4 combination of 3 steps", got.Draws, got.Steps)
+		}
+	}
+}
+
+// Two ranks, two measured steps (backward 20 or 40, one bucket ready at the
+// end of backward, 5 ms): every pair equally likely, the step waits for the
+// slower rank: (fwd+tail+opt 14) + max(backward) + 5, averaged over
+// (20,20), (20,40), (40,20), (40,40); the median profile says 14+30+5.
+func TestSimulateRanksWaitsForTheSlowest(t *testing.T) {
+	step := func(bwd float64) Profile {
+		return Profile{ForwardMS: 10, BackwardMS: bwd, TailMS: 1, OptimizerMS: 3, World: 1,
+			Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: bwd}}}
+	}
+	c := fixed{latMS: 5}
+	got, err := SimulateRanks([]Profile{step(20), step(40)}, Options{Ranks: 2, Overlap: true, Cost: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "step", got.StepMS, 14+(20+40+40+40)/4.0+5)
+	one, err := SimulateRanks([]Profile{step(20), step(40)}, Options{Ranks: 1, Overlap: true, Cost: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "one rank: the mean step", one.StepMS, 14+30)
+}
+
+// Past maxTuples combinations the draws are a fixed-seed sample: the same
+// inputs give the same prediction, between the mean step and the slowest.
+func TestSimulateRanksSampledIsDeterministic(t *testing.T) {
+	var steps []Profile
+	for i := range 40 {
+		steps = append(steps, Profile{ForwardMS: 10, BackwardMS: float64(20 + i), World: 1,
+			Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: float64(20 + i)}}})
+	}
+	o := Options{Ranks: 8, Overlap: true, Cost: fixed{latMS: 1}}
+	a, err := SimulateRanks(steps, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := SimulateRanks(steps, o)
+	if a.Draws != maxTuples || a.StepMS != b.StepMS {
+		t.Fatalf("draws %d (want %d), steps %g and %g (want equal)", a.Draws, maxTuples, a.StepMS, b.StepMS)
+	}
+	if a.StepMS <= 10+39.5/2+20+1 || a.StepMS > 10+59+1 {
+		t.Errorf("step %g: want above the mean step and at most the slowest", a.StepMS)
+	}
+}
+
+// A collective runs at its pace beside compute until compute ends, then at
+// its pace alone.
+func TestCommEnd(t *testing.T) {
+	near(t, "after compute", commEnd(12, 10, 5, 20), 17)
+	near(t, "within compute", commEnd(0, 30, 5, 20), 20)
+	near(t, "across its end: half done beside, the other half alone", commEnd(0, 10, 5, 20), 12.5)
+	near(t, "no beside model", commEnd(0, 10, 5, 0), 5)
+}
+
+// Simulate with a beside model: one bucket ready at 5 ms of a 20 ms
+// backward, 4 ms alone and 30 ms beside compute: half of it by the end of
+// backward (15 of 30 ms), the rest at 2 ms: ends at 22, 2 ms exposed.
+func TestSimulateBesideCompute(t *testing.T) {
+	p := Profile{ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 3, World: 1,
+		Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: 5}}}
+	r, err := Simulate(p, Options{Ranks: 2, Overlap: true, Cost: fixed{latMS: 4}, Beside: fixed{latMS: 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "exposed", r.ExposedCommMS, 2)
+	near(t, "comm", r.CommMS, 17)
+	near(t, "step", r.StepMS, 10+20+2+1+3)
+	q, err := SimulateRanks([]Profile{p}, Options{Ranks: 2, Overlap: true, Cost: fixed{latMS: 4}, Beside: fixed{latMS: 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "ranks", q.StepMS, r.StepMS)
+}
+
+// A trial's predicted step is the median over its launches of each
+// launch's N-rank step; the median profile's step is kept beside it.
+func TestPredictTrialRanksFromLaunches(t *testing.T) {
+	mk := func(bwd ...float64) []engine.StepMetrics {
+		var out []engine.StepMetrics
+		for i, b := range bwd {
+			r := b
+			out = append(out, engine.StepMetrics{Step: i, StepMS: 10 + b, ForwardMS: 10, BackwardMS: b,
+				Buckets: []engine.BucketMetrics{{Op: AllReduce, Bytes: 1000, ReadyMS: &r}}})
+		}
+		return out
+	}
+	in := TrialInput{ID: "t", Knobs: map[string]string{"ddp.overlap": "true"},
+		Launches: [][]engine.StepMetrics{mk(20, 20), mk(20, 40), mk(40, 40)}}
+	p, err := PredictTrial(in, Setup{Ranks: 2, Cost: fixed{latMS: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// launches: 10+20+5 = 35; (35+55+55+55)/4 = 50; 10+40+5 = 55: median 50
+	near(t, "step", p.StepMS, 50)
+	near(t, "low", p.LowMS, 35)
+	near(t, "high", p.HighMS, 55)
+	near(t, "median profile", p.MedianProfileStepMS, 10+30+5) // the median backward of 20,20,20,40,40,40
+	if p.RankDraws != 12 {
+		t.Errorf("rank draws %d, want 3 launches x 4 pairs", p.RankDraws)
+	}
+}
