@@ -161,6 +161,20 @@ func TestTPRefused(t *testing.T) {
 	})
 }
 
+// tpGPUCases: the GPU tests' layouts, tp 2 on 2 ranks and tp 2 x dp 2 with
+// sequence parallelism on 4, GPT tiny in fp32 on CUDA.
+var tpGPUCases = []struct {
+	name  string
+	world int
+	sp    bool
+}{{"tp 2", 2, false}, {"tp 2 x dp 2 sequence parallel", 4, true}}
+
+func tpGPUConfig(sp bool) engine.Config {
+	cfg := tpGPT(2, sp)
+	cfg.Device, cfg.Threads = "cuda", 0
+	return cfg
+}
+
 // TestGPUTPStaged (CASESTUDY_GPU_TESTS=1): a tensor-parallel rehearsal: tp 2
 // (and tp 2 x dp 2 with sequence parallelism) as ranks sharing GPU 0 through
 // the host-staged Gloo groups (comm_staged.cpp's StagedPipeGroup carries the
@@ -169,14 +183,9 @@ func TestTPRefused(t *testing.T) {
 func TestGPUTPStaged(t *testing.T) {
 	lib := gpuLibrary(t)
 	const steps = 3
-	for _, tt := range []struct {
-		name  string
-		world int
-		sp    bool
-	}{{"tp 2", 2, false}, {"tp 2 x dp 2 sequence parallel", 4, true}} {
+	for _, tt := range tpGPUCases {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := tpGPT(2, tt.sp)
-			cfg.Device, cfg.Threads = "cuda", 0
+			cfg := tpGPUConfig(tt.sp)
 			rs := tpFollows(t, lib, cfg, tt.world, steps, rankOpts{staged: true})
 			for r, res := range rs {
 				assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
@@ -193,17 +202,12 @@ func TestGPUTPStaged(t *testing.T) {
 func TestGPUMultiTP(t *testing.T) {
 	lib, n := multiGPU(t)
 	const steps = 3
-	for _, tt := range []struct {
-		name  string
-		world int
-		sp    bool
-	}{{"tp 2", 2, false}, {"tp 2 x dp 2 sequence parallel", 4, true}} {
+	for _, tt := range tpGPUCases {
 		if tt.world > n {
 			continue
 		}
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := tpGPT(2, tt.sp)
-			cfg.Device, cfg.Threads = "cuda", 0
+			cfg := tpGPUConfig(tt.sp)
 			rs := runGPURanks(t, lib, cfg, tt.world, steps)
 			tpCheck(t, lib, cfg, rs, steps, 1e-4)
 			for r, res := range rs {
