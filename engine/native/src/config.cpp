@@ -124,6 +124,49 @@ Precision parse_precision(const std::string& p) {
   throw ConfigError("precision must be one of fp32, tf32, bf16, fp16, fp8, got \"" + p + "\"");
 }
 
+// tp (docs/tensor-parallel.md): the degree against the world, and the
+// combinations this engine does not implement, each refused with its reason.
+void check_tp(const EngineConfig& c) {
+  const TpOptions& t = c.tp;
+  if (t.degree == 0) throw ConfigError("tp.degree must be ≥ 1, got 0 (1: no tensor parallelism)");
+  at_least("tp.degree", t.degree, 1);
+  if (t.degree == 1) {
+    if (t.sequence_parallel)
+      throw ConfigError("tp.sequence_parallel splits a tensor-parallel group's activations along "
+                        "the sequence: it needs tp.degree > 1");
+    return;
+  }
+  const std::string what = "tp.degree " + std::to_string(t.degree);
+  if (c.model.family == "resnet50")
+    throw UnsupportedError("ResNet-50 is not tensor-parallel: " + what +
+                           " applies to gpt only (use data parallel for resnet50)");
+  if (c.model.family != "gpt")
+    throw UnsupportedError(what + ": tensor parallelism is implemented for gpt only, not for " +
+                           c.model.family + " yet (docs/tensor-parallel.md)");
+  if (c.dist.world_size % t.degree != 0)
+    throw ConfigError(what + " must divide dist.world_size (" + std::to_string(c.dist.world_size) +
+                      "): ranks form tensor groups of tp.degree consecutive ranks");
+  if (c.pipeline.stages > 1)
+    throw UnsupportedError(what + " with pipeline.stages > 1 is not implemented (the pipeline lays "
+                                  "ranks out stage-fastest, the tensor mesh tensor-fastest)");
+  if (c.zero.stage > 0)
+    throw UnsupportedError(what + " with zero.stage " + std::to_string(c.zero.stage) +
+                           " is not implemented (ZeRO shards over every rank; with tp it would "
+                           "shard over the data group only)");
+  if (c.graphs) throw UnsupportedError(what + " with graphs is not implemented");
+  if (c.precision == Precision::FP8)
+    throw UnsupportedError(what + " with precision fp8 is not implemented (the tensor-parallel "
+                                  "layers are plain linear layers): use bf16");
+  if (c.model.activation_checkpointing)
+    throw UnsupportedError(what + " with activation_checkpointing is not implemented");
+  if (c.ddp.compression != "none")
+    throw UnsupportedError(what + " with ddp.compression " + c.ddp.compression +
+                           " is not implemented: the data group all-reduces fp32 gradients");
+  if (c.fault.kind == "stall")
+    throw UnsupportedError(what + ": fault.kind stall stalls a DDP bucket; a tensor-parallel run "
+                                  "has no DDP reducer");
+}
+
 }  // namespace
 
 const char* precision_name(Precision p) {
@@ -203,6 +246,10 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   Fields z(f.object("zero"), "zero.");
   c.zero.stage = int(z.integer("stage", 0));
 
+  Fields tp(f.object("tp"), "tp.");
+  c.tp.degree = int(tp.integer("degree", 1));
+  c.tp.sequence_parallel = tp.boolean("sequence_parallel", false);
+
   Fields f8(f.object("fp8"), "fp8.");
   c.fp8.scaling = f8.str("scaling", "tensor");
   c.fp8.grad = f8.str("grad", "e5m2");
@@ -219,6 +266,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   dp.refuse_unknown();
   p.refuse_unknown();
   z.refuse_unknown();
+  tp.refuse_unknown();
   f8.refuse_unknown();
   fl.refuse_unknown();
   if (model_only) return c;
@@ -279,6 +327,8 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
 
   if (c.zero.stage < 0 || c.zero.stage > 2)
     throw ConfigError("zero.stage must be 0, 1 or 2, got " + std::to_string(c.zero.stage));
+
+  check_tp(c);
 
   if (!c.fault.kind.empty())
     one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall"});

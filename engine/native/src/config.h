@@ -48,6 +48,14 @@ struct Fp8Options {
   std::string grad = "e5m2";       // e5m2 | e4m3
 };
 
+// Tensor parallelism (engine config "tp"; tp.h, docs/tensor-parallel.md):
+// degree ranks per tensor group, ranks tensor-fastest (rank = t + degree * d);
+// sequence_parallel splits LayerNorm and the residual stream along the sequence.
+struct TpOptions {
+  int degree = 1;  // 1: none
+  bool sequence_parallel = false;
+};
+
 struct EngineConfig {
   ModelConfig model;
   std::string device = "cpu";  // cpu | cuda
@@ -62,6 +70,7 @@ struct EngineConfig {
   DDPOptions ddp;
   PipelineOptions pipeline;
   ZeroOptions zero;
+  TpOptions tp;
   Fp8Options fp8;
   FaultOptions fault;
 };

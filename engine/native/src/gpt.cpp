@@ -2,8 +2,12 @@
 // of Hugging Face's GPT2LMHeadModel): learned token and position embeddings,
 // pre-LayerNorm blocks of causal self-attention and a 4x GELU(tanh) MLP, a final
 // LayerNorm, and an output head tied to the token embedding. No dropout.
+// With a tensor group (tp_model.h, docs/tensor-parallel.md) the same model is
+// split Megatron-style over the group's ranks.
 #include <cmath>
+#include <limits>
 #include <map>
+#include <unordered_map>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -16,6 +20,7 @@
 #include "model.h"
 #include "precision.h"
 #include "row_random.h"
+#include "tp_model.h"
 
 namespace cs {
 namespace {
@@ -165,6 +170,27 @@ struct BlockImpl : torch::nn::Module {
     return {n2.r, linear_act(h, mlp_proj_w, mlp_proj_b, Act::None)};
   }
 
+  // The block on a tensor group (c.size() > 1): this rank's heads of c_attn
+  // (column-parallel, tp::shard_qkv), attention on them, the row-parallel
+  // projection (bias after the reduce), the column-parallel MLP up and the
+  // row-parallel MLP down. Under sequence parallelism x and the residual
+  // stream are this rank's sequence shard [B, T/tp, d]: the LayerNorms run on
+  // it, the all-gather enters each parallel region and the reduce-scatter
+  // leaves it.
+  torch::Tensor forward_tp(const torch::Tensor& x, const tp::Context& c) {
+    auto enter = [&](const torch::Tensor& t) {
+      return c.sequence_parallel ? tp::gather_from_seq(t, c.group, 1) : tp::copy_to(t, c.group);
+    };
+    auto h = enter(block_layer_norm(x, ln_1_w, ln_1_b, 1e-5));
+    const auto B = h.size(0), T = h.size(1);
+    auto qkv = linear_qkv(h, c_attn_w, c_attn_b, heads / c.size());
+    auto y = compat::causal_attention(qkv[0], qkv[1], qkv[2]);  // [B, H/tp, T, hd]
+    y = y.transpose(1, 2).contiguous().view({B, T, -1});
+    auto r = x + tp::row_parallel_linear(y, attn_proj_w, attn_proj_b, c);
+    h = linear_act(enter(block_layer_norm(r, ln_2_w, ln_2_b, 1e-5)), c_fc_w, c_fc_b, Act::GeluTanh);
+    return r + tp::row_parallel_linear(h, mlp_proj_w, mlp_proj_b, c);
+  }
+
   // The weights and biases its linear layers cast under autocast (LinearCasts).
   std::vector<torch::Tensor> linear_params() const {
     return {c_attn_w, c_attn_b, attn_proj_w, attn_proj_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b};
@@ -175,10 +201,10 @@ struct BlockImpl : torch::nn::Module {
   torch::Tensor ln_2_w, ln_2_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b;
 };
 
-class GPT : public Model {
+class GPT : public Model, public TensorParallelModel {
  public:
-  GPT(const ModelConfig& c, torch::Device device)
-      : s_(shape_of(c)), checkpointing_(c.activation_checkpointing) {
+  GPT(const ModelConfig& c, torch::Device device, const tp::Context& ctx = tp::Context())
+      : s_(shape_of(c)), checkpointing_(c.activation_checkpointing), ctx_(ctx) {
     const int64_t d = s_.hidden;
     const auto o = torch::TensorOptions().device(device);
     wte_ = child(*this, "wte")->register_parameter("weight", torch::empty({s_.vocab, d}, o));
@@ -192,12 +218,15 @@ class GPT : public Model {
     ln_f_w_ = ln_f->register_parameter("weight", torch::ones({d}, o));
     ln_f_b_ = ln_f->register_parameter("bias", torch::zeros({d}, o));
     init_weights(device, uint64_t(c.seed));
+    for (const auto& p : parameters()) full_numel_ += p.numel();
+    if (tp_on()) shard_tensor_parallel(c);
   }
 
   int64_t num_layers() const override { return s_.layers + 2; }
 
   torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x_in,
                                const Batch& b) override {
+    if (tp_on()) return forward_tp(first, last, x_in, b);
     if (!checkpointing_ && (first > 0 ? BlockImpl::fused_norms(x_in) : b.input.is_cuda()))
       return forward_fused(first, last, x_in, b);
     torch::Tensor x = x_in;
@@ -262,8 +291,21 @@ class GPT : public Model {
     return x;
   }
 
-  // The tied head and the cross-entropy, fused (linear_ce.h).
+  // The tied head and the cross-entropy, fused (linear_ce.h). On a tensor
+  // group: this rank's vocabulary columns of the logits (the padding's masked
+  // out) and the vocabulary-parallel cross-entropy, the full model's loss on
+  // every rank.
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    if (tp_on()) {
+      auto logits = tp::parallel_lm_logits(out, wte_, ctx_);
+      logits = logits.reshape({-1, logits.size(-1)});
+      if (vocab_pad_ > 0 && ctx_.rank() == ctx_.size() - 1) {
+        const int64_t cols = logits.size(1);
+        auto pad = torch::arange(cols, logits.options().dtype(torch::kInt64)) >= cols - vocab_pad_;
+        logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());
+      }
+      return tp::vocab_parallel_cross_entropy(logits, b.target.reshape({-1}), ctx_.group).mean();
+    }
     return linear_cross_entropy(out.reshape({-1, s_.hidden}), wte_, b.target.reshape({-1}));
   }
 
@@ -280,6 +322,52 @@ class GPT : public Model {
   bool decays(const std::string& name) const override {
     return name.find("ln_") == std::string::npos && name.find("bias") == std::string::npos;
   }
+
+  // ---- TensorParallelModel ----
+  bool tensor_sharded(const torch::Tensor& p) const override {
+    auto it = split_.find(p.unsafeGetTensorImpl());
+    return it != split_.end() && it->second != Split::Replicated;
+  }
+
+  std::vector<torch::Tensor> sequence_parallel_params() const override {
+    std::vector<torch::Tensor> out{wpe_, ln_f_w_, ln_f_b_};
+    for (const auto& blk : blocks_)
+      out.insert(out.end(), {blk->ln_1_w, blk->ln_1_b, blk->attn_proj_b, blk->ln_2_w, blk->ln_2_b,
+                             blk->mlp_proj_b});
+    return out;
+  }
+
+  std::vector<torch::Tensor> gathered_parameters() override {
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> out;
+    for (const auto& p : parameters()) {
+      auto it = split_.find(p.unsafeGetTensorImpl());
+      const Split how = it == split_.end() ? Split::Replicated : it->second;
+      auto t = p.detach().contiguous();
+      if (how == Split::Replicated || !tp_on()) {
+        out.push_back(t);
+        continue;
+      }
+      PipeGroup& g = *ctx_.group;
+      if (how == Split::Columns) {
+        out.push_back(tp::all_gather(t, g, 1));
+      } else if (how == Split::Rows) {
+        out.push_back(tp::all_gather(t, g, 0));
+      } else if (how == Split::Vocab) {
+        out.push_back(tp::all_gather(t, g, 0).narrow(0, 0, s_.vocab).contiguous());
+      } else {  // Split::QKV: [rank][q|k|v][rows] back to [q|k|v][rank][rows]
+        auto all = tp::all_gather(t, g, 0);
+        std::vector<int64_t> sz{int64_t(g.size()), 3, t.size(0) / 3};
+        for (int64_t d = 1; d < t.dim(); d++) sz.push_back(t.size(d));
+        auto full = t.sizes().vec();
+        full[0] *= g.size();
+        out.push_back(all.view(sz).transpose(0, 1).reshape(full).contiguous());
+      }
+    }
+    return out;
+  }
+
+  int64_t full_numel() const override { return full_numel_; }
 
  private:
   // GPT-2 initialisation: N(0, 0.02) weights, residual projections scaled by
@@ -300,8 +388,70 @@ class GPT : public Model {
     }
   }
 
+  bool tp_on() const { return ctx_.size() > 1; }
+
+  // The model on a tensor group from layer first on (forward_layers).
+  torch::Tensor forward_tp(int64_t first, int64_t last, const torch::Tensor& x_in, const Batch& b) {
+    torch::Tensor x = x_in;
+    for (int64_t i = first; i < last; i++) {
+      if (i == 0) {
+        const auto T = b.input.size(1);
+        // Sequence parallel: the embedding's sum is reduce-scattered along the
+        // sequence; this rank adds the positions of its shard.
+        const int64_t k = ctx_.sequence_parallel ? T / ctx_.size() : T;
+        const int64_t at = ctx_.sequence_parallel ? int64_t(ctx_.rank()) * k : 0;
+        x = tp::vocab_parallel_embedding(b.input, wte_, ctx_) + wpe_.narrow(0, at, k);
+      } else if (i <= s_.layers) {
+        x = blocks_[size_t(i - 1)]->forward_tp(x, ctx_);
+      } else {
+        x = block_layer_norm(x, ln_f_w_, ln_f_b_, 1e-5);
+      }
+    }
+    return x;
+  }
+
+  // How a parameter is split over the tensor group (gathered_parameters).
+  enum class Split { Replicated, Rows, Columns, QKV, Vocab };
+
+  // Keeps this rank's shards of the degree-1 weights init_weights drew (so
+  // degree N starts from degree 1's model): c_attn by heads (q | k | v each),
+  // c_fc by rows, the projections by columns, wte by vocabulary rows, padded
+  // with zero rows to a multiple of the degree (Megatron pads the vocabulary
+  // too; here the padding's logits are masked out of the loss, so the padded
+  // model computes the unpadded one's loss and its padding rows stay zero).
+  void shard_tensor_parallel(const ModelConfig& c) {
+    torch::NoGradGuard ng;
+    const int r = ctx_.rank(), n = ctx_.size();
+    const std::string what = "tp.degree " + std::to_string(n);
+    if (s_.heads % n != 0)
+      throw ConfigError(what + " must divide the attention heads (" + std::to_string(s_.heads) +
+                        " in gpt " + c.preset + " at hidden " + std::to_string(s_.hidden) + ")");
+    if (ctx_.sequence_parallel && s_.seq_len % n != 0)
+      throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
+                        std::to_string(s_.seq_len) + ") must be a multiple of " + what);
+    vocab_pad_ = (n - s_.vocab % n) % n;
+    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) {
+      p.set_data(shard);
+      split_[p.unsafeGetTensorImpl()] = how;
+    };
+    auto wte = wte_.detach();
+    if (vocab_pad_ > 0) wte = torch::cat({wte, torch::zeros({vocab_pad_, s_.hidden}, wte.options())});
+    keep(wte_, Split::Vocab, tp::shard(wte, 0, r, n));
+    for (auto& blk : blocks_) {
+      keep(blk->c_attn_w, Split::QKV, tp::shard_qkv(blk->c_attn_w.detach(), r, n));
+      keep(blk->c_attn_b, Split::QKV, tp::shard_qkv(blk->c_attn_b.detach(), r, n));
+      keep(blk->attn_proj_w, Split::Columns, tp::shard(blk->attn_proj_w.detach(), 1, r, n));
+      keep(blk->c_fc_w, Split::Rows, tp::shard(blk->c_fc_w.detach(), 0, r, n));
+      keep(blk->c_fc_b, Split::Rows, tp::shard(blk->c_fc_b.detach(), 0, r, n));
+      keep(blk->mlp_proj_w, Split::Columns, tp::shard(blk->mlp_proj_w.detach(), 1, r, n));
+    }
+  }
+
   GPTShape s_;
   bool checkpointing_;
+  tp::Context ctx_;  // the tensor group (none: degree 1)
+  int64_t vocab_pad_ = 0, full_numel_ = 0;
+  std::unordered_map<const c10::TensorImpl*, Split> split_;
   torch::Tensor wte_, wpe_, ln_f_w_, ln_f_b_;
   std::vector<std::shared_ptr<BlockImpl>> blocks_;
 };
@@ -358,6 +508,11 @@ class MarkovTokens : public DataSource {
 };
 
 }  // namespace
+
+std::shared_ptr<Model> make_gpt_tp(const ModelConfig& c, torch::Device device,
+                                   const tp::Context& ctx) {
+  return std::make_shared<GPT>(c, device, ctx);
+}
 
 Family make_gpt_family() {
   Family f;

@@ -18,6 +18,7 @@
 #include "pipeline.h"
 #include "rank_facts.h"
 #include "row_random.h"
+#include "tp_model.h"
 #include "zero.h"
 
 #ifdef CS_WITH_CUDA
@@ -42,6 +43,16 @@ json describe_json(const ModelConfig& m) {
           {"tokens_per_sample", f.tokens_per_sample},
           {"shapes", shapes}};
 }
+
+// Tensor parallelism: the mesh (tp.h: rank = t + tp * d), this rank's tensor
+// and data groups, and the model's tensor-parallel side.
+struct Trainer::TpState {
+  tp::Mesh mesh;
+  tp::MeshCoords at;
+  tp::MeshGroups groups;
+  tp::Context ctx;
+  TensorParallelModel* model = nullptr;  // model_, as tp_model.h sees it
+};
 
 struct Trainer::Graph {
 #ifdef CS_WITH_CUDA
@@ -181,9 +192,17 @@ void Trainer::build_model() {
   // from the same parameters.
   torch::manual_seed(uint64_t(cfg_.model.seed));
   if (family_->convolutions) apply_cudnn_tuning(cudnn_);
-  model_ = family_->build(cfg_.model, device_);
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
-  for (const auto& p : model_->parameters()) numel += p.numel();
+  if (cfg_.tp.degree > 1) {
+    build_mesh();
+    model_ = make_gpt_tp(cfg_.model, device_, tp_->ctx);  // config.cpp refuses other families
+    tp_->model = dynamic_cast<TensorParallelModel*>(model_.get());
+    if (!tp_->model) throw std::logic_error("tp: the model is not tensor-parallel");
+    numel = tp_->model->full_numel();
+  } else {
+    model_ = family_->build(cfg_.model, device_);
+    for (const auto& p : model_->parameters()) numel += p.numel();
+  }
   // The analytic count (cs_describe, FLOPs) must be the model that trains.
   if (numel != facts_.params)
     throw std::logic_error(cfg_.model.family + " " + cfg_.model.preset + ": built model has " +
@@ -201,6 +220,22 @@ void Trainer::build_model() {
   model_->train();
   for (const auto& kv : model_->named_parameters())
     if (!pipe_ || pipe_->holds(kv.value())) params_.push_back(kv.value());
+}
+
+void Trainer::build_mesh() {
+  phases_.begin("comm_init");
+  tp_ = std::make_unique<TpState>();
+  try {
+    tp_->mesh = tp::Mesh::of(cfg_.dist.world_size, cfg_.tp.degree, 1);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  tp_->at = tp_->mesh.coords(cfg_.dist.rank);
+  comm_ = make_communicator(cfg_.dist, device_);
+  tp_->groups = tp::make_mesh_groups(cfg_.dist, device_, *comm_, tp_->mesh);
+  tp_->ctx.group = tp_->groups.tensor.get();
+  tp_->ctx.sequence_parallel = cfg_.tp.sequence_parallel;
+  phases_.begin("model_build");
 }
 
 void Trainer::build_optimizer() {
@@ -223,6 +258,8 @@ void Trainer::build_data() {
   // batch R*b would draw (the families' data is keyed by row: row_random.h).
   if (pipe_) {  // the first stage reads inputs, the last targets: the same stream
     if (pipe_->needs_data()) data_ = family_->data(cfg_.model, device_, pipe_->dp_rank(), pipe_->dp_size());
+  } else if (tp_) {  // every rank of a tensor group reads its data-parallel rank's rows
+    data_ = family_->data(cfg_.model, device_, tp_->at.data, tp_->mesh.dp);
   } else if (d.world_size > 1) {
     data_ = family_->data(cfg_.model, device_, d.rank, d.world_size);
   } else {
@@ -234,6 +271,7 @@ void Trainer::connect() {
   if (cfg_.fault.kind == "stall" && !data_parallel())
     throw ConfigError("fault.kind stall stalls a DDP bucket: it needs data parallel "
                       "(dist.world_size > 1, or dist.backend set)");
+  if (tp_) return;  // build_mesh connected; every rank built its shards from the seed
   if (!pipe_ && !data_parallel()) return;
   if (!comm_) comm_ = make_communicator(cfg_.dist, device_);
   if (pipe_) {
@@ -274,6 +312,9 @@ void Trainer::close() {
   else
     synchronize(device_);
   if (pipe_) pipe_->close();
+  if (tp_)
+    for (auto* g : {tp_->groups.tensor.get(), tp_->groups.data.get(), tp_->groups.pipe.get()})
+      if (g) g->close();
   zero_.reset();
   reducer_.reset();  // its hooks and buckets, before the communicator they use
   if (comm_) comm_->close();
@@ -310,6 +351,10 @@ json Trainer::info() const {
   j["torch"] = compat::torch_version();
   j["init_phases"] = phases_.to_json();
   if (pipe_) j["pipeline"] = pipe_->info();
+  if (tp_)
+    j["tp"] = {{"degree", tp_->mesh.tp},          {"sequence_parallel", tp_->ctx.sequence_parallel},
+               {"dp", tp_->mesh.dp},              {"tensor_rank", tp_->at.tensor},
+               {"data_rank", tp_->at.data},       {"vocab_parallel", true}};
   return j;
 }
 
@@ -378,7 +423,10 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     clip = zero_->step(inv_scale, kMaxGradNorm, scaler_ != nullptr);
   } else {
     const bool fold = !pipe_ && optim_->folds_grad_coef();
-    if (!pipe_) clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
+    if (tp_)
+      clip = reduce_and_clip_tp(inv_scale, /*apply=*/!fold);
+    else if (!pipe_)
+      clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
     optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
   }
   if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
@@ -386,6 +434,38 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   if (scaler_) scaler_->update(clip.found_inf);
   torch::Tensor skipped = scaler_ ? clip.found_inf : torch::zeros({}, f32);
   metrics_ = torch::stack({loss_sum / double(ga), clip.norm, skipped, scale});
+}
+
+ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool apply) {
+  torch::NoGradGuard ng;
+  // Sequence parallel: LayerNorms, row-parallel biases and positions saw
+  // only this rank's sequence shard; their sums make them replicated again.
+  tp::allreduce_sequence_parallel_grads(tp_->model->sequence_parallel_params(), tp_->ctx);
+  std::vector<torch::Tensor> grads, sharded, replicated;
+  for (const auto& p : params_) {
+    if (!p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    (tp_->model->tensor_sharded(p) ? sharded : replicated).push_back(p.grad());
+  }
+  if (grads.empty()) throw std::runtime_error("no parameter received a gradient");
+  if (PipeGroup* dp = tp_->groups.data.get()) {  // the data group's average, one flat all-reduce
+    std::vector<torch::Tensor> parts;
+    for (const auto& g : grads) parts.push_back(g.reshape({-1}));
+    auto flat = torch::cat(parts);
+    dp->all_reduce_sum(flat);
+    flat.div_(double(dp->size()));
+    int64_t off = 0;
+    for (auto& g : grads) {
+      g.copy_(flat.narrow(0, off, g.numel()).view_as(g));
+      off += g.numel();
+    }
+  }
+  // The whole model's squared norm: the shards' squares summed over the
+  // tensor group, the replicated parameters' (equal on every tensor rank) once.
+  auto sumsq = grad_sumsq(sharded, device_).reshape({1});
+  tp_->ctx.group->all_reduce_sum(sumsq);
+  sumsq = sumsq.reshape({}) + grad_sumsq(replicated, device_);
+  return clip_grads(grads, sumsq, inv_scale, kMaxGradNorm, apply);
 }
 
 void Trainer::capture(const std::vector<Batch>& batches) {
@@ -555,7 +635,11 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
   m["tokens"] = tokens;
   m["samples_per_s"] = sec > 0 ? double(samples) / sec : 0.0;
   m["tokens_per_s"] = sec > 0 ? double(tokens) / sec : 0.0;
-  const double tflops = sec > 0 ? facts_.flops_per_sample * double(samples) / sec / 1e12 : 0.0;
+  // A tensor group's ranks share its samples' FLOPs: this rank does 1/tp of
+  // the model's (its shards' matmuls; the replicated LayerNorms are noise).
+  const double flop_share = tp_ ? 1.0 / double(tp_->mesh.tp) : 1.0;
+  const double tflops =
+      sec > 0 ? facts_.flops_per_sample * flop_share * double(samples) / sec / 1e12 : 0.0;
   m["tflops"] = tflops;
   m["mfu"] = peak_tflops_ > 0 ? tflops / peak_tflops_ : 0.0;
   m["mem_peak_bytes"] = mem.peak;
@@ -591,8 +675,10 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
 json Trainer::checksum() {
   Guards guards(*this);
   std::vector<torch::Tensor> owned;
+  if (tp_)  // the whole model, gathered over the tensor group (a collective)
+    owned = tp_->model->gathered_parameters();
   for (const auto& p : params_)
-    if (!pipe_ || pipe_->owns(p)) owned.push_back(p);  // a tied copy: counted on its owner stage
+    if (!tp_ && (!pipe_ || pipe_->owns(p))) owned.push_back(p);  // a tied copy: counted on its owner stage
   const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h
   return {{"sum", c.sum}, {"hash", c.hex()}};
 }

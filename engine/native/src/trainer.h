@@ -76,6 +76,10 @@ class Trainer {
   void build_optimizer();  // optimizer states, loss scaler
   void build_data();       // this rank's data source
   void connect();          // communicator, equal start, DDP reducer or pipeline groups
+  void build_mesh();       // tp.degree > 1: the communicator and the tensor and data groups
+  // tp.degree > 1, after the backward: sequence-parallel gradients summed over
+  // the tensor group, the data group's average, the norm over the whole model.
+  ClipResult reduce_and_clip_tp(const torch::Tensor& inv_scale, bool apply);
   bool data_parallel() const;
   void set_threads() const;
   std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time
@@ -125,6 +129,11 @@ class Trainer {
   // Pipeline parallelism (pipeline.h): set when pipeline.stages > 1; destroyed
   // before comm_, whose Gloo store its groups use.
   std::unique_ptr<class Pipeline> pipe_;
+
+  // Tensor parallelism (tp.h, tp_model.h): set when tp.degree > 1; destroyed
+  // before comm_, whose store its Gloo groups use.
+  struct TpState;
+  std::unique_ptr<TpState> tp_;
 
   // ZeRO (zero.h): set when zero.stage > 0, in place of optim_; destroyed
   // before reducer_ and comm_, which it (and its reducer) use.

@@ -1,0 +1,228 @@
+package binding
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/casestudy/casestudy/engine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tensor parallelism (engine/native/src/tp.h, tp_model.h, gpt.cpp;
+// docs/tensor-parallel.md): real rank processes through the cgo path, as the
+// data parallel tests. A tensor group of tp ranks computes exactly the degree-1
+// model, split: each rank starts from its shards of the weights one rank draws
+// from the seed, the vocabulary-parallel cross-entropy gives every rank the
+// full model's loss, and the checksum is of the whole model gathered over the
+// tensor group (every rank reports the same). So tp ranks follow one rank with
+// the global batch (the data group's rows), up to float32 summation order:
+// the partial products of the row-parallel layers summed by the all-reduce,
+// the logsumexp of the vocabulary in pieces. tpTol bounds it (observed: see
+// the test log); a shard dropped, a wrong head split, a missing all-reduce or
+// a norm counted twice moves the loss or the parameters by 1e-3 and more.
+const tpTol = 1e-5
+
+func tpGPT(degree int, sequenceParallel bool) engine.Config {
+	c := dpGPT()
+	c.LearningRate = 3e-3
+	c.TP = &engine.TPConfig{Degree: degree, SequenceParallel: sequenceParallel}
+	return c
+}
+
+// tpFollows runs cfg on world ranks and checks them against one rank (tpCheck).
+func tpFollows(t *testing.T, lib *Library, cfg engine.Config, world, steps int, o rankOpts) []rankResult {
+	t.Helper()
+	rs, errs := startRanks(t, lib, cfg, world, steps, o)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	tpCheck(t, lib, cfg, rs, steps, tpTol)
+	return rs
+}
+
+// tpCheck trains one rank on the same global batch as the ranks rs of cfg
+// and checks the losses, the gradient norms (the whole model's: sharded
+// squares summed over the tensor group, replicated ones once), the gathered
+// parameters' sum (within tol) and that every rank reports the same whole
+// model.
+func tpCheck(t *testing.T, lib *Library, cfg engine.Config, rs []rankResult, steps int, tol float64) {
+	t.Helper()
+	world := len(rs)
+	sameParams(t, rs) // tensor ranks gather the same model; data replicas are equal
+	dp := world / cfg.TP.Degree
+	single := cfg
+	single.TP = nil
+	single.MicroBatch = cfg.MicroBatch * dp
+	single.Dist = engine.DistConfig{WorldSize: 1}
+	e, err := lib.Create(single)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, e.Close()) })
+	var want, wantNorm []float64
+	for i := 0; i < steps; i++ {
+		m, err := e.Step()
+		require.NoError(t, err, "one rank, step %d", i)
+		want, wantNorm = append(want, m.Loss), append(wantNorm, m.GradNorm)
+	}
+	wantSum, err := e.Checksum()
+	require.NoError(t, err)
+	got := globalLosses(rs)
+	t.Logf("losses: tp %d on %d ranks %v, one rank %v; grad norms %v, %v; parameter sums %v, %v",
+		cfg.TP.Degree, world, got, want, gradNorms(rs[0].Metrics), wantNorm, rs[0].Checksum.Sum, wantSum.Sum)
+	for i := range want {
+		assert.InEpsilon(t, want[i], got[i], tol, "step %d loss (one rank %v, got %v)", i, want, got)
+	}
+	for r, res := range rs {
+		// A tensor group's ranks report the same (full model's) loss.
+		peer := rs[r-r%cfg.TP.Degree]
+		assert.Equal(t, peer.Losses, res.Losses, "rank %d: losses differ from its tensor group's first rank", r)
+		for i, m := range res.Metrics {
+			assert.InEpsilon(t, wantNorm[i], m.GradNorm, tol, "rank %d step %d grad norm (one rank %v)", r, i, wantNorm)
+		}
+	}
+	assert.InEpsilon(t, wantSum.Sum, rs[0].Checksum.Sum, tol, "parameter sum of the gathered model")
+}
+
+// TestTPMatchesOneRank: GPT tiny at tp 2 with sequence parallelism off and
+// on, tp 4 and tp 2 x dp 2 with it, and tp 3 at hidden 48 (3 heads; the
+// vocabulary of 256 is padded to 258, the padding's logits masked out), 3
+// steps each against one rank. Sequence parallelism changes where LayerNorm
+// runs, not what the model computes: tp 2 with it on and off end with the
+// same losses and parameters within tpTol.
+func TestTPMatchesOneRank(t *testing.T) {
+	lib := glooLibrary(t)
+	const steps = 3
+	tests := []struct {
+		name  string
+		world int
+		cfg   engine.Config
+	}{
+		{"tp 2", 2, tpGPT(2, false)},
+		{"tp 2 sequence parallel", 2, tpGPT(2, true)},
+		{"tp 4 sequence parallel", 4, tpGPT(4, true)},
+		{"tp 2 x dp 2 sequence parallel", 4, tpGPT(2, true)},
+		{"tp 3 padded vocabulary", 3, func() engine.Config { c := tpGPT(3, false); c.Hidden = 48; return c }()},
+	}
+	results := map[string][]rankResult{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := tpFollows(t, lib, tt.cfg, tt.world, steps, rankOpts{})
+			for r, res := range rs {
+				assert.Equal(t, tt.cfg.MicroBatch, res.Metrics[0].Samples, "rank %d: its data rank's rows", r)
+			}
+			results[tt.name] = rs
+		})
+	}
+	t.Run("sequence parallel on and off agree", func(t *testing.T) {
+		off, on := results["tp 2"], results["tp 2 sequence parallel"]
+		require.NotEmpty(t, off)
+		require.NotEmpty(t, on)
+		for i := range off[0].Losses {
+			assert.InEpsilon(t, off[0].Losses[i], on[0].Losses[i], tpTol, "step %d loss", i)
+		}
+		assert.InEpsilon(t, off[0].Checksum.Sum, on[0].Checksum.Sum, tpTol, "parameter sum")
+	})
+}
+
+// TestTPRefused: what the engine does not implement is refused by name,
+// never silently ignored.
+func TestTPRefused(t *testing.T) {
+	lib := realLibrary(t)
+	one := func(c engine.Config) engine.Config {
+		c.Dist = engine.DistConfig{WorldSize: 1}
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  engine.Config
+		want string
+	}{
+		{"resnet", func() engine.Config {
+			c := tpGPT(2, false)
+			c.Family, c.Preset = "resnet50", "tiny"
+			return c
+		}(), "ResNet-50 is not tensor-parallel"},
+		{"bert", func() engine.Config { c := tpGPT(2, false); c.Family = "bert"; return c }(), "gpt only"},
+		{"degree does not divide the world", one(tpGPT(2, false)), "must divide dist.world_size"},
+		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
+		{"zero", func() engine.Config { c := tpGPT(2, false); c.Zero.Stage = 1; return c }(), "zero.stage 1 is not implemented"},
+		{"pipeline", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 2; return c }(), "pipeline.stages > 1 is not implemented"},
+		{"compression", func() engine.Config { c := tpGPT(2, false); c.DDP.Compression = "bf16"; return c }(), "ddp.compression bf16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.cfg
+			if c.Dist.WorldSize == 0 {
+				c.Dist = engine.DistConfig{WorldSize: 4, Rank: 0}
+			}
+			_, err := lib.Create(c)
+			require.Error(t, err)
+			assert.True(t, strings.Contains(err.Error(), tt.want), "error %q does not say %q", err, tt.want)
+		})
+	}
+	// Heads that do not split: gpt tiny has 4.
+	t.Run("heads", func(t *testing.T) {
+		_, errs := startRanks(t, lib, tpGPT(3, false), 3, 1, rankOpts{})
+		for r, err := range errs {
+			require.Error(t, err, "rank %d", r)
+			assert.Contains(t, err.Error(), "must divide the attention heads", fmt.Sprintf("rank %d", r))
+		}
+	})
+}
+
+// tpGPUCases: the GPU tests' layouts, tp 2 on 2 ranks and tp 2 x dp 2 with
+// sequence parallelism on 4, GPT tiny in fp32 on CUDA.
+var tpGPUCases = []struct {
+	name  string
+	world int
+	sp    bool
+}{{"tp 2", 2, false}, {"tp 2 x dp 2 sequence parallel", 4, true}}
+
+func tpGPUConfig(sp bool) engine.Config {
+	cfg := tpGPT(2, sp)
+	cfg.Device, cfg.Threads = "cuda", 0
+	return cfg
+}
+
+// TestGPUTPStaged (CASESTUDY_GPU_TESTS=1): a tensor-parallel rehearsal: tp 2
+// (and tp 2 x dp 2 with sequence parallelism) as ranks sharing GPU 0 through
+// the host-staged Gloo groups (comm_staged.cpp's StagedPipeGroup carries the
+// tensor group's all-reduces of CUDA activations), against one rank on the
+// GPU: fp32 losses and the gathered parameters' sum within tpTol.
+func TestGPUTPStaged(t *testing.T) {
+	lib := gpuLibrary(t)
+	const steps = 3
+	for _, tt := range tpGPUCases {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tpGPUConfig(tt.sp)
+			rs := tpFollows(t, lib, cfg, tt.world, steps, rankOpts{staged: true})
+			for r, res := range rs {
+				assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
+			}
+		})
+	}
+}
+
+// TestGPUMultiTP (CASESTUDY_GPU_TESTS=1, CASESTUDY_GPUS >= 2): tp 2 on two
+// GPUs over the tensor group's NCCL communicator (the pipeline's id exchange,
+// pipeline_group_nccl.cpp), and tp 2 x dp 2 with sequence parallelism on four
+// GPUs where there are four, against one GPU: fp32 losses and the gathered
+// parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test).
+func TestGPUMultiTP(t *testing.T) {
+	lib, n := multiGPU(t)
+	const steps = 3
+	for _, tt := range tpGPUCases {
+		if tt.world > n {
+			continue
+		}
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tpGPUConfig(tt.sp)
+			rs := runGPURanks(t, lib, cfg, tt.world, steps)
+			tpCheck(t, lib, cfg, rs, steps, 1e-4)
+			for r, res := range rs {
+				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
+			}
+		})
+	}
+}
