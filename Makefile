@@ -76,8 +76,13 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# OMP_WAIT_POLICY=PASSIVE: go test runs two packages at once on CI's 2 cores,
+# each training on the CPU with up to 2 intra-op threads; libtorch's OpenMP
+# threads spin at every barrier by default, and oversubscribed they spin
+# through each other's time slices: TestTinyFamiliesLearn took 150-330 s
+# spinning and 11-17 s passive on a loaded 2-core host. It changes no result.
 test: deps lint engine engine-tests cli install-check
-	CI=$${CI:-} $(GO) test -count=1 -timeout 15m ./...
+	CI=$${CI:-} OMP_WAIT_POLICY=PASSIVE $(GO) test -count=1 -timeout 15m ./...
 	# The PyTorch reference scripts and cs_bench.py (they run on GPU machines
 	# only): pyflakes finds undefined names and unused imports, and their shared
 	# timing code is tested against a stand-in for CUDA events.
