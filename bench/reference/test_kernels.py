@@ -307,9 +307,13 @@ class MarkdownTest(unittest.TestCase):
 
 @functools.lru_cache(maxsize=None)
 def python_with_torch():
-    """A python that imports torch: this one, or Debian's (python3-torch)."""
+    """A python that has torch: this one, or Debian's (python3-torch). It finds
+    the package without importing it (an import of torch is seconds, and every
+    test that uses this python imports it again in its own process; a torch
+    that is there but broken fails those tests instead of skipping them)."""
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
     for py in (sys.executable, "/usr/bin/python3"):
-        if os.path.exists(py) and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+        if os.path.exists(py) and subprocess.run([py, "-c", probe], capture_output=True).returncode == 0:
             return py
     return None
 

@@ -2,9 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,40 +11,15 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
-// TestCheckOnSmokeRun runs studies/gpt/smoke.yaml for real on the CPU with
-// bin/casestudy and the engine, then checks that every rule gives a verdict on
-// the run. Without the binary, the engine or the study it fails under CI=true
-// and is skipped (with the reason) elsewhere.
+// TestCheckOnSmokeRun: on a real run of studies/gpt/smoke.yaml on the CPU
+// (smokeRun's, shared with TestRunSmokeEndToEnd: the same 9 launches ran here
+// a second time before) every rule gives a verdict. Without the engine it
+// fails under CI=true and is skipped (with the reason) elsewhere.
 func TestCheckOnSmokeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: trains a tiny model")
 	}
-	repo := repoRoot(t)
-	bin := filepath.Join(repo, "bin", "casestudy")
-	studyPath := filepath.Join(repo, "studies", "gpt", "smoke.yaml")
-	missing := func(what string, err error) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and %s: %v", what, err)
-		}
-		t.Skipf("%s (run `make cli engine`): %v", what, err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		missing("no bin/casestudy", err)
-	}
-	if _, err := os.Stat(studyPath); err != nil {
-		missing("no studies/gpt/smoke.yaml", err)
-	}
-	lib := engineLibOrSkip(t)
-
-	out := t.TempDir()
-	cmd := exec.Command(bin, "run", studyPath, "--out", out, "--engine-lib", lib)
-	cmd.Dir = repo
-	logs, err := cmd.CombinedOutput()
-	require.NoError(t, err, "casestudy run:\n%s", logs)
-	manifests, err := filepath.Glob(filepath.Join(out, "*", "*", "manifest.json"))
-	require.NoError(t, err)
-	require.Len(t, manifests, 1, "one run directory under %s", out)
-	dir := filepath.Dir(manifests[0])
+	_, dir, _ := smokeRun(t)
 
 	run, err := store.ReadRun(dir)
 	require.NoError(t, err)

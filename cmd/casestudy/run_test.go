@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" { // as main() does
 		os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeSmokeRun() // smoke_shared_test.go
+	os.Exit(code)
 }
 
 // engineLibOrSkip finds the built engine library; without it the test fails
@@ -68,15 +70,13 @@ func onlyRunDir(t *testing.T, out string) string {
 
 // TestRunSmokeEndToEnd runs studies/gpt/smoke.yaml through the real engine:
 // several trials, each in fresh worker processes, recorded with provenance.
+// The run is smokeRun's, shared with TestCheckOnSmokeRun.
 func TestRunSmokeEndToEnd(t *testing.T) {
 	lib := engineLibOrSkip(t)
 	t.Setenv(asMainEnv, "1")
 	t.Setenv(engine.EnvLibrary, lib)
-	out := t.TempDir()
 	study := filepath.Join(repoRoot(t), "studies", "gpt", "smoke.yaml")
-	code, stdout, stderr := runCLI(t, "run", study, "--out", out)
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	dir := onlyRunDir(t, out)
+	out, dir, stdout := smokeRun(t)
 	assert.Contains(t, stdout, "results: "+dir)
 
 	run, err := store.ReadRun(dir)
@@ -110,7 +110,7 @@ func TestRunSmokeEndToEnd(t *testing.T) {
 	tutorialGate(t, dir)
 
 	// The run is history now: plan estimates from it, status and timeline read it.
-	code, stdout, stderr = runCLI(t, "plan", study, "--out", out)
+	code, stdout, stderr := runCLI(t, "plan", study, "--out", out)
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, `estimate: \S+ for 9 launches, \d+% of it measured steps`, stdout)
 	assert.Contains(t, stdout, "earlier runs: "+dir)

@@ -26,10 +26,10 @@ func tinyBERT() engine.Config {
 // tinyResNet's seed: with micro-batch 8 the losses are noisy. Surveyed over
 // seeds 1-12 (2026-12-06, CPU, per-row keyed data, data_version 2): the
 // last-5/first-5 ratio over 30 steps has median 0.48 (0.34-0.66, only seed
-// 11 above 0.6; the generator before: median 0.47, 0.28-0.61), while "loss at
-// step 5 below step 0" (TestActivationCheckpointingSameLoss) holds for only 5
-// of the 12 seeds: it is a sanity check of this seed, not of learning. Seed 12
-// passes both (0.53; 2.73 -> 2.26); 11, the seed before, now fails the first.
+// 11 above 0.6; the generator before: median 0.47, 0.28-0.61); seed 12 gives
+// 0.53, and 11, the seed before, now fails TestTinyFamiliesLearn's 0.6. (A
+// single-step comparison, "loss at step 5 below step 0", holds for only 5 of
+// the 12 seeds: no test asks it any more.)
 func tinyResNet() engine.Config {
 	return engine.Config{
 		Family: "resnet50", Preset: "tiny", MicroBatch: 8,
@@ -132,22 +132,36 @@ func TestTinyFamiliesLearn(t *testing.T) {
 }
 
 // Activation checkpointing recomputes each block in backward: same seed, same
-// losses. On the CPU in fp32 the recomputation runs the same kernels on the
-// same inputs, so the losses agree to float32 rounding; the tolerance, 1e-5
-// relative, allows for a differently ordered gradient accumulation.
+// losses, same parameters. On the CPU in fp32 the recomputation runs the same
+// kernels on the same inputs, so the losses agree to float32 rounding; the
+// tolerance, 1e-5 relative, allows for a differently ordered gradient
+// accumulation. Measured over seeds 1-12 (2026-12-06, data_version 2): every
+// loss of both families agreed bit for bit. The parameters after the steps
+// agree too (their sum to 1e-6): the updates, made from the recomputed
+// gradients, are the plain run's. (This test asked before that the
+// checkpointed loss at step 5 be below step 0's; for the tiny ResNet at
+// micro-batch 8 that held for 5 of those 12 seeds, with or without
+// checkpointing alike: batch-to-batch noise, not a property of checkpointing.
+// That the configuration learns is TestTinyFamiliesLearn's question, over 30
+// steps; the C++ suite "checkpoint" compares gradients and BatchNorm's
+// running statistics directly.)
 func TestActivationCheckpointingSameLoss(t *testing.T) {
 	lib := realLibrary(t)
 	for _, base := range []engine.Config{tinyBERT(), tinyResNet()} {
 		t.Run(base.Family, func(t *testing.T) {
 			const steps = 6
-			plain, _ := train(t, lib, base, steps)
+			plain, pe := train(t, lib, base, steps)
 			ckpt := base
 			ckpt.ActivationCheckpointing = true
-			recomputed, _ := train(t, lib, ckpt, steps)
+			recomputed, ce := train(t, lib, ckpt, steps)
 			for i := range plain {
 				assert.InEpsilon(t, plain[i], recomputed[i], 1e-5, "step %d: %v vs %v", i, plain, recomputed)
 			}
-			assert.Less(t, recomputed[steps-1], recomputed[0], "no learning with checkpointing: %v", recomputed)
+			ps, err := pe.Checksum()
+			require.NoError(t, err)
+			cs, err := ce.Checksum()
+			require.NoError(t, err)
+			assert.InEpsilon(t, ps.Sum, cs.Sum, 1e-6, "parameter sum after %d steps, without and with checkpointing", steps)
 		})
 	}
 }

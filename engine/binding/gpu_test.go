@@ -194,33 +194,70 @@ func TestGPUGraphsStudyCombos(t *testing.T) {
 }
 
 // TestGPUBF16TracksFP32 trains the tiny GPT, BERT and ResNet from the same
-// seed in fp32 and in bf16 and compares the losses. GPT and BERT: every loss
-// of 8 steps within 1% relative, and bf16 learns; bf16 there runs the
-// autocast matmuls, the blocks' LayerNorms and BERT's residual stream in bf16
-// (precision.h's block_layer_norm) and GPT's fused head (linear_ce.h). ResNet:
-// the first loss (same weights, one forward pass) within 1%; the tiny
-// ResNet's later steps are too chaotic to compare across precisions (its
-// losses after 6 steps differ by 10% between fp32 and tf32). A LayerNorm that
-// lost its affine parameters, or a head with the wrong padding, would be far off.
+// seed in fp32, fp16 and bf16 (and tf32, logged) and compares the losses
+// with fp32's. bf16 runs the autocast matmuls, the blocks' LayerNorms and
+// BERT's residual stream in bf16 (precision.h's block_layer_norm) and GPT's
+// fused head (linear_ce.h); fp16 runs the same code with 3 more mantissa
+// bits, so its deviation from fp32 is the same computation's rounding noise,
+// as this GPU and these kernels amplify it, at 1/8 of bf16's unit roundoff
+// (2^-11 against 2^-8).
+//
+// Step 0 (same weights, same batch: one forward pass, nothing amplified):
+// bf16 within 1% of fp32 for every family. Later steps (GPT, BERT): every
+// bf16 loss within max(1%, 16x fp16's largest deviation) of fp32's, and fp16
+// itself within 1% at every step (a skipped fp16 step, or a fault both
+// half-precision paths share, fails there); bf16 learns. 16 = 8, the ratio
+// of the unit roundoffs, times 2 for the largest of a few chaotic
+// deviations under another rounding pattern. Why the later steps need the
+// measured floor: AdamW's first update is lr*g/(|g|+eps), lr*sign(g) for
+// every element above eps, so gradient elements that rounding decides
+// (near-cancelling sums) move by a full lr either way, and the next losses
+// follow. H100, aaf0371, BERT tiny (seed 11, data_version 2): bf16 was
+// 4e-6 from fp32 at step 0, 1.08% at step 1, 0.64% at step 2, 0.04% at
+// step 7; at step 5, tf32 1.5e-5, fp16 3e-5 and bf16 2.4e-4 (bf16/fp16 = 8,
+// the roundoff ratio); before per-row data (data_version 1) bf16 was within
+// 0.01% at every step. On the CPU, where bf16 is the autocast matmuls only
+// (LayerNorms and the residual stream stay fp32), bf16 is within 0.022% of
+// fp32 at every step for seeds 1, 2, 3 and 11 with either data version: the
+// step-1 jump needs the GPU's bf16 LayerNorm outputs and residual stream (or
+// its kernels), which fp16 shares. ResNet: the first loss only; its later steps
+// are chaotic at every precision (after 6 steps fp32 and tf32 differ by
+// 10%). A LayerNorm that lost its affine parameters in bf16 alone, or a head
+// with the wrong padding, is far off fp16's floor.
 func TestGPUBF16TracksFP32(t *testing.T) {
 	lib := gpuLibrary(t)
-	const steps, tol = 8, 0.01
+	const steps, tol, roundoffRatio = 8, 0.01, 8.0
 	for _, family := range []string{"gpt", "bert", "resnet50"} {
 		t.Run(family, func(t *testing.T) {
-			cfg := gpuFamily(family, "tiny", "fp32", false)
-			if family == "gpt" {
-				cfg = gpuGPT("tiny", "fp32", false)
+			run := func(precision string) []float64 {
+				cfg := gpuFamily(family, "tiny", precision, false)
+				if family == "gpt" {
+					cfg = gpuGPT("tiny", precision, false)
+				}
+				return trainGPU(t, lib, cfg, steps)
 			}
-			fp32 := trainGPU(t, lib, cfg, steps)
-			cfg.Precision = "bf16"
-			bf16 := trainGPU(t, lib, cfg, steps)
-			t.Logf("fp32 %v\nbf16 %v", fp32, bf16)
+			fp32, tf32, fp16, bf16 := run("fp32"), run("tf32"), run("fp16"), run("bf16")
+			devs := func(l []float64) (d []float64, worst float64) {
+				for i := range l {
+					d = append(d, math.Abs(l[i]-fp32[i])/math.Abs(fp32[i]))
+					worst = math.Max(worst, d[i])
+				}
+				return d, worst
+			}
+			dTF32, _ := devs(tf32)
+			dFP16, floor := devs(fp16)
+			dBF16, _ := devs(bf16)
+			bar := math.Max(tol, 2*roundoffRatio*floor)
+			t.Logf("fp32 %v\ntf32 %v\nfp16 %v\nbf16 %v", fp32, tf32, fp16, bf16)
+			t.Logf("relative deviation from fp32 per step:\ntf32 %.2g\nfp16 %.2g\nbf16 %.2g\nbf16's bar after step 0: %.3g (fp16's largest %.2g)",
+				dTF32, dFP16, dBF16, bar, floor)
+			assert.LessOrEqual(t, dBF16[0], tol, "step 0: bf16 %v, fp32 %v", bf16[0], fp32[0])
 			if family == "resnet50" {
-				assert.InEpsilon(t, fp32[0], bf16[0], tol, "step 0")
 				return
 			}
 			for i := range fp32 {
-				assert.InEpsilon(t, fp32[i], bf16[i], tol, "step %d", i)
+				assert.LessOrEqual(t, dFP16[i], tol, "step %d: fp16 %v, fp32 %v", i, fp16[i], fp32[i])
+				assert.LessOrEqual(t, dBF16[i], bar, "step %d: bf16 %v, fp32 %v", i, bf16[i], fp32[i])
 			}
 			assert.Less(t, bf16[steps-1], bf16[0], "bf16 does not learn")
 		})

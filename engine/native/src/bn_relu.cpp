@@ -3,6 +3,7 @@
 
 #include "kernels.h"
 #include "kernels_glue.h"
+#include "recompute.h"
 
 namespace cs {
 namespace {
@@ -109,11 +110,52 @@ bool batch_norm_act_fused(const torch::nn::BatchNorm2dImpl& m, const torch::Tens
 
 namespace {
 
-// batch_norm_act, its output once (twin false) or twice.
+// m's running statistics and batch count as they are now, to put back.
+struct RunningStats {
+  torch::Tensor mean, var, count;
+  explicit RunningStats(const torch::nn::BatchNorm2dImpl& m) {
+    torch::NoGradGuard ng;
+    for (auto [from, to] : {std::pair{&m.running_mean, &mean}, {&m.running_var, &var},
+                            {&m.num_batches_tracked, &count}})
+      if (from->defined()) *to = from->clone();
+  }
+  // Through variable_data(): the same storage under a version counter of its
+  // own, so the batch norm that just ran, which saved running_mean and
+  // running_var for its backward, does not see them as modified in place
+  // (its training-mode backward reads only the batch statistics).
+  void restore(torch::nn::BatchNorm2dImpl& m) const {
+    torch::NoGradGuard ng;
+    if (mean.defined()) m.running_mean.variable_data().copy_(mean);
+    if (var.defined()) m.running_var.variable_data().copy_(var);
+    if (count.defined()) m.num_batches_tracked.variable_data().copy_(count);
+  }
+};
+
+std::pair<torch::Tensor, torch::Tensor> bn_act_once(torch::nn::BatchNorm2dImpl& m,
+                                                    const torch::Tensor& x,
+                                                    const torch::Tensor& residual, bool relu,
+                                                    bool twin);
+
+// batch_norm_act, its output once (twin false) or twice. In a checkpointed
+// block's recomputation (recompute.h) the same kernels run again on the same
+// input, so the output, and the gradient through it, are the forward's; the
+// running statistics and count that pass updates a second time in the step
+// are put back (before, a checkpointed ResNet moved them twice per step).
 std::pair<torch::Tensor, torch::Tensor> bn_act(torch::nn::BatchNorm2dImpl& m,
                                                const torch::Tensor& x,
                                                const torch::Tensor& residual, bool relu,
                                                bool twin) {
+  if (!recomputing() || !m.is_training()) return bn_act_once(m, x, residual, relu, twin);
+  const RunningStats before(m);
+  auto out = bn_act_once(m, x, residual, relu, twin);
+  before.restore(m);
+  return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> bn_act_once(torch::nn::BatchNorm2dImpl& m,
+                                                    const torch::Tensor& x,
+                                                    const torch::Tensor& residual, bool relu,
+                                                    bool twin) {
   if (batch_norm_act_fused(m, x, residual)) {
     twin = twin && kernels::enabled("res");
     {

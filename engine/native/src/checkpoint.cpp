@@ -3,13 +3,18 @@
 // enabled and backpropagates through the recomputed graph (reentrant, like
 // torch.utils.checkpoint with use_reentrant=True). The autocast state of the
 // forward is restored for the recomputation, which may run on another thread.
+// The recomputation runs under RecomputeScope (recompute.h): BatchNorm puts
+// back the running statistics its second pass in the step would update again.
 #include <torch/torch.h>
 
 #include "compat.h"
 #include "model.h"
+#include "recompute.h"
 
 namespace cs {
 namespace {
+
+thread_local bool t_recomputing = false;
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -63,6 +68,7 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
       torch::AutoGradMode grad_on(true);
       forward_state.apply();
       try {
+        RecomputeScope recompute;
         y = fn(xd);
       } catch (...) {
         here.apply();
@@ -77,6 +83,10 @@ struct Checkpoint : torch::autograd::Function<Checkpoint> {
 };
 
 }  // namespace
+
+bool recomputing() { return t_recomputing; }
+RecomputeScope::RecomputeScope() : outer_(t_recomputing) { t_recomputing = true; }
+RecomputeScope::~RecomputeScope() { t_recomputing = outer_; }
 
 torch::Tensor checkpoint(const Fn& fn, const torch::Tensor& x) {
   return Checkpoint::apply(x, fn);

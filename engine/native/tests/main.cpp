@@ -10,6 +10,7 @@
 #include "native_test.h"
 
 int row_random_tests();  // row_random_test.cpp
+int checkpoint_tests();  // checkpoint_test.cpp
 
 int main(int argc, char** argv) {
   int failed = 0, ran = 0;
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
                           {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests},
                           {"reducer", reducer_tests}, {"tp", tp_tests},
                           {"fp8_linear", fp8_linear_tests},
-                          {"row_random", row_random_tests}}) {
+                          {"row_random", row_random_tests}, {"checkpoint", checkpoint_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;
