@@ -37,7 +37,10 @@
 #             FP8_SCALINGS (tensor row), and the nanoGPT-style reference
 #             compiled in bf16 and with the same FP8 recipe (gpt2_nano.py
 #             --precision fp8; FP8_REF=0 leaves the references out); BERT-large
-#             32 x 128 and 32 x 512, engine bf16 and fp8 (FP8_BERT=0: none)
+#             32 x 128 and 32 x 512, engine bf16 and fp8 (FP8_BERT=0: none);
+#             per group a status line "fp8 GROUP: ok|FAIL, tensor/bf16 R x
+#             (fp8 / bf16 ms), loss ..." (bench/reference/fp8_ratios.py: FAIL
+#             where an fp8 loss ends over 2% above bf16's, or no result)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
 #             without each kernel switch in BERT_OFF, default res), bf16 without
@@ -641,10 +644,26 @@ stage_losscurve() {
   fi
 }
 
+# fp8_verdict GROUP: the group's fp8/bf16 step-time ratios and last losses
+# (bench/reference/fp8_ratios.py) as a status line; FAIL when bf16 or every
+# fp8 run gave no result, or an fp8 run's loss ends above bf16's by over 2%
+# (no verdict where runs were skipped for time).
+fp8_verdict() {
+  [[ $DRY == 1 ]] && return 0
+  local line rc=0
+  line=$("$PY" bench/reference/fp8_ratios.py "$JSONL" "$1" 2>&1) || rc=$?
+  case $rc in
+    0) log_status "fp8 $1: ok, $line" ;;
+    3) log_status "fp8 $1: $line" ;;
+    *) log_status "fp8 $1: FAIL, $line"; status=1 ;;
+  esac
+}
+
 # fp8: precision fp8 against bf16 (both with CUDA graphs, the engine's fastest)
 # at the sizes of studies/gpt/fp8.yaml, each size its own group, and the
 # nanoGPT-style reference compiled in bf16 and with the same FP8 recipe
-# (gpt2_nano.py --precision fp8); BERT-large at 128 and 512 tokens.
+# (gpt2_nano.py --precision fp8); BERT-large at 128 and 512 tokens. After
+# each group, a status line with the fp8/bf16 ratios (fp8_verdict).
 stage_fp8() {
   local size mb g c s arch
   for size in $FP8_SIZES; do
@@ -659,6 +678,7 @@ stage_fp8() {
     for s in $FP8_SCALINGS; do
       engine "$g" "engine-fp8-$s-graphs" 10 "$c,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"$s\"}}"
     done
+    fp8_verdict "$g"
     if [[ $FP8_REF == 1 ]]; then
       ref_pre=nano reference "$g" gpt2_nano.py 0 40 --micro-batch "$mb" --seq-len 1024 "${arch[@]}"
       for s in $FP8_SCALINGS; do
@@ -676,6 +696,7 @@ stage_fp8() {
     for s in $FP8_SCALINGS; do
       engine "$g" "engine-fp8-$s-graphs" 15 "${c/\"bf16\"/\"fp8\"},\"fp8\":{\"scaling\":\"$s\"},\"graphs\":true}"
     done
+    fp8_verdict "$g"
   done
 }
 
