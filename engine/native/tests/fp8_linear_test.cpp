@@ -318,7 +318,7 @@ int check_fp8cast() {
   failed += check_amax(mis) + check_quantize(mis);
   // Non-finite: a nan anywhere makes the amax nan.
   auto n = spread(64, 64, at::kBFloat16);
-  n[5][7] = std::numeric_limits<float>::quiet_NaN();
+  n.select(0, 5).select(0, 7).fill_(std::numeric_limits<float>::quiet_NaN());
   auto got = torch::empty({1}, n.options().dtype(torch::kFloat));
   CS_CHECK(cuda::fp8_amax(n.data_ptr(), cuda::DType::BF16, 64, 64, cuda::Fp8Axis::Tensor,
                           got.data_ptr<float>(), c10::cuda::getCurrentCUDAStream().stream()) == cudaSuccess);
