@@ -185,7 +185,10 @@ int check_case(const Case& c) {
   const double edb = rel_err(b.grad(), db_exact);
   std::cout << "    " << name(c) << ": vs emulation y " << ey << " dx " << edx << " dw " << edw
             << "; vs exact y " << xy << " dx " << xdx << " dw " << xdw << " db " << edb << "\n";
-  CS_CHECK(ey < 1e-2 && edx < 1e-2 && edw < 1e-2);
+  // The forward's fast accumulation keeps ~14 bits a step on Hopper (DeepSeek-V3's
+  // measurement: errors near 2% at K = 4096): 2e-2 where the sum runs over 2048
+  // values or more; a wrong scale, axis or layout is off by far more.
+  CS_CHECK(ey < (in >= 2048 ? 2e-2 : 1e-2) && edx < 1e-2 && edw < 1e-2);
   const double grad_hi = c.grad_e4m3 ? 0.06 : 0.10;
   CS_CHECK(xy < 0.06 && xdx < grad_hi && xdw < grad_hi);
   if (c.act == Act::None) {  // FP8 really ran (the GELU's flat part may hide some of its error)
@@ -240,7 +243,7 @@ torch::Tensor spread(int64_t rows, int64_t cols, at::ScalarType dt) {
   t.masked_fill_(torch::rand({rows, cols}, opt) < 0.05, 0.0);
   t.select(0, 0).zero_();
   t.select(1, cols - 1).zero_();
-  return t.to(dt);
+  return t.clamp_(-6e4, 6e4).to(dt);  // finite in fp16 too
 }
 
 cuda::DType kdtype(at::ScalarType t) {
