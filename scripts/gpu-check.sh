@@ -37,7 +37,12 @@
 #             FP8_SCALINGS (tensor row), and the nanoGPT-style reference
 #             compiled in bf16 and with the same FP8 recipe (gpt2_nano.py
 #             --precision fp8; FP8_REF=0 leaves the references out); BERT-large
-#             32 x 128 and 32 x 512, engine bf16 and fp8 (FP8_BERT=0: none)
+#             32 x 128 and 32 x 512, engine bf16 and fp8 (FP8_BERT=0: none);
+#             per group a status line "fp8 GROUP: ok|FAIL, tensor/bf16 R x
+#             (fp8 / bf16 ms), loss ..." (bench/reference/fp8_ratios.py: FAIL
+#             where an fp8 loss ends over 2% above bf16's, or no result);
+#             FP8_PROFILE=1: each size's kernel profile, fp8 tensor against
+#             bf16 (graphs off: kernels.py's tables, profiles.tgz)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
 #             without each kernel switch in BERT_OFF, default res), bf16 without
@@ -217,6 +222,7 @@ LOSS_STEPS=${LOSS_STEPS:-200} LOSS_SEEDS=${LOSS_SEEDS:-1 2 3 4 5}
 LOSS_FP8=${LOSS_FP8:-0} LOSS_FP8_SCALING=${LOSS_FP8_SCALING:-tensor}
 EST_LOSSCURVE=$((15 * (LOSS_FP8 == 1 ? 4 : 3) * $(wc -w <<<"$LOSS_SEEDS")))
 FP8_SIZES=${FP8_SIZES:-124m 350m 774m} FP8_SCALINGS=${FP8_SCALINGS:-tensor row} FP8_REF=${FP8_REF:-1} FP8_BERT=${FP8_BERT:-1}
+FP8_PROFILE=${FP8_PROFILE:-0}
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
@@ -226,7 +232,7 @@ done
 for v in $FP8_SCALINGS $LOSS_FP8_SCALING; do
   [[ $v =~ ^(tensor|row)$ ]] || { echo "gpu-check.sh: FP8_SCALINGS/LOSS_FP8_SCALING: '$v': want tensor or row" >&2; exit 2; }
 done
-[[ $LOSS_FP8 =~ ^[01]$ && $FP8_REF =~ ^[01]$ && $FP8_BERT =~ ^[01]$ ]] || { echo "gpu-check.sh: LOSS_FP8, FP8_REF, FP8_BERT: want 0 or 1" >&2; exit 2; }
+[[ $LOSS_FP8 =~ ^[01]$ && $FP8_REF =~ ^[01]$ && $FP8_BERT =~ ^[01]$ && $FP8_PROFILE =~ ^[01]$ ]] || { echo "gpu-check.sh: LOSS_FP8, FP8_REF, FP8_BERT, FP8_PROFILE: want 0 or 1" >&2; exit 2; }
 for v in WINDOW_ROUNDS BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
@@ -641,10 +647,26 @@ stage_losscurve() {
   fi
 }
 
+# fp8_verdict GROUP: the group's fp8/bf16 step-time ratios and last losses
+# (bench/reference/fp8_ratios.py) as a status line; FAIL when bf16 or every
+# fp8 run gave no result, or an fp8 run's loss ends above bf16's by over 2%
+# (no verdict where runs were skipped for time).
+fp8_verdict() {
+  [[ $DRY == 1 ]] && return 0
+  local line rc=0
+  line=$("$PY" bench/reference/fp8_ratios.py "$JSONL" "$1" 2>&1) || rc=$?
+  case $rc in
+    0) log_status "fp8 $1: ok, $line" ;;
+    3) log_status "fp8 $1: $line" ;;
+    *) log_status "fp8 $1: FAIL, $line"; status=1 ;;
+  esac
+}
+
 # fp8: precision fp8 against bf16 (both with CUDA graphs, the engine's fastest)
 # at the sizes of studies/gpt/fp8.yaml, each size its own group, and the
 # nanoGPT-style reference compiled in bf16 and with the same FP8 recipe
-# (gpt2_nano.py --precision fp8); BERT-large at 128 and 512 tokens.
+# (gpt2_nano.py --precision fp8); BERT-large at 128 and 512 tokens. After
+# each group, a status line with the fp8/bf16 ratios (fp8_verdict).
 stage_fp8() {
   local size mb g c s arch
   for size in $FP8_SIZES; do
@@ -659,6 +681,25 @@ stage_fp8() {
     for s in $FP8_SCALINGS; do
       engine "$g" "engine-fp8-$s-graphs" 10 "$c,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"$s\"}}"
     done
+    # Per-tensor scaling diverged here on 2026-12-06 with graphs. Beside it,
+    # one change each: no graphs (a capture problem), e4m3 gradients (e5m2's
+    # numerics), the quantization in ATen ops (the fp8cast kernels).
+    if [[ $size == 124m && " $FP8_SCALINGS " == *" tensor "* ]]; then
+      local t8='"precision":"fp8","fp8":{"scaling":"tensor"' k=$KERNELS
+      engine "$g" engine-fp8-tensor-eager 10 "${c/\"graphs\":true/\"graphs\":false},$t8}}"
+      engine "$g" engine-fp8-tensor-e4m3-graphs 10 "$c,$t8,\"grad\":\"e4m3\"}}"
+      if [[ -z $k || $k == all ]]; then k=-fp8cast; elif [[ $k == -* ]]; then k="$k,-fp8cast"; fi
+      run_env="CASESTUDY_KERNELS=$k" engine "$g" engine-fp8-tensor-aten-graphs 10 "$c,$t8}}"
+    fi
+    fp8_verdict "$g"
+    if [[ $FP8_PROFILE == 1 ]]; then # where the fp8 step's time goes, against bf16's (kernels.py)
+      [[ $DRY == 1 ]] || mkdir -p "$PROF"
+      local pf="$PROF/fp8-$size-engine-fp8-tensor.json" pb="$PROF/fp8-$size-engine-bf16.json"
+      prof_pairs+=("fp8 $g (engine: fp8 tensor; reference: bf16)" "$pf" "$pb")
+      local ce=${c/\"graphs\":true/\"graphs\":false}
+      run_warmup=$PROFILE_WARMUP run_steps=$PROFILE_STEPS engine "profile fp8 $g" engine-bf16 15 "$ce,\"precision\":\"bf16\"}" --profile "$pb"
+      run_warmup=$PROFILE_WARMUP run_steps=$PROFILE_STEPS engine "profile fp8 $g" engine-fp8-tensor 15 "$ce,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"tensor\"}}" --profile "$pf"
+    fi
     if [[ $FP8_REF == 1 ]]; then
       ref_pre=nano reference "$g" gpt2_nano.py 0 40 --micro-batch "$mb" --seq-len 1024 "${arch[@]}"
       for s in $FP8_SCALINGS; do
@@ -676,6 +717,7 @@ stage_fp8() {
     for s in $FP8_SCALINGS; do
       engine "$g" "engine-fp8-$s-graphs" 15 "${c/\"bf16\"/\"fp8\"},\"fp8\":{\"scaling\":\"$s\"},\"graphs\":true}"
     done
+    fp8_verdict "$g"
   done
 }
 
@@ -710,7 +752,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp fp8_linear"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp fp8_linear fp8_cast:fp8cast"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then

@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "compat.h"
+#include "kernels.h"
+#include "kernels_glue.h"
 #include "model.h"  // UnsupportedError
 
 #ifdef CS_WITH_CUDA
@@ -77,25 +79,17 @@ bool active(const torch::Tensor& x, const torch::Tensor& weight) {
 #if CS_HAS_SCALED_MM
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
 constexpr double kE4M3Max = 448.0;    // largest finite float8_e4m3fn
 constexpr double kE5M2Max = 57344.0;  // largest finite float8_e5m2
 
-// A 2-D tensor in FP8 and its dequantization scale (float32): t ≈ q * inv,
-// inv [1, 1] (per tensor), [rows, 1] (per row) or [1, cols] (per column).
-struct Quant {
-  torch::Tensor q, inv;
-};
-
-enum class Axis { Tensor, Rows, Cols };
-
-// Dynamic scaling: the amax of t (over all of it, each row or each column)
-// maps to the format's largest finite value. |t * scale| ≤ max up to float
+// The recipe in ATen ops (the fallback of the fp8cast kernels, and their
+// tests' reference): the amax of t (over all of it, each row or each column)
+// maps to the format's largest finite value. |t * scale| <= max up to float
 // rounding, which the conversion rounds back to max (no saturation needed);
-// an inf or nan in t gives nan, which the loss then shows.
-Quant quantize(const torch::Tensor& t, at::ScalarType dt, Axis axis) {
+// an inf or nan in t gives nan, which the loss then shows. Four passes over
+// t or more (the amax, t * scale in fp32, the cast, the transposing copy).
+Quantized quantize_aten(const torch::Tensor& t, at::ScalarType dt, Axis axis, bool want_q,
+                        bool want_qt) {
   const double fmax = dt == at::kFloat8_e4m3fn ? kE4M3Max : kE5M2Max;
   std::vector<int64_t> dims;
   if (axis == Axis::Tensor) dims = {0, 1};
@@ -108,12 +102,72 @@ Quant quantize(const torch::Tensor& t, at::ScalarType dt, Axis axis) {
   auto scale = at::reciprocal(amax).mul_(fmax);
   // bf16 or fp32 times a 2-D fp32 tensor computes in fp32; then one rounding to
   // FP8, row-major (mul keeps a permuted input's strides).
-  return {t.mul(scale).to(dt).contiguous(), amax.div_(fmax)};
+  auto q = t.mul(scale).to(dt).contiguous();
+  Quantized out;
+  if (want_qt) out.qt = q.t().contiguous();
+  if (want_q) out.q = q;
+  out.inv = amax.div_(fmax);
+  return out;
 }
 
-// _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
-// "TN"); m.t().contiguous().t() is m's values with column-major strides.
-torch::Tensor col_major(const torch::Tensor& m) { return m.t().contiguous().t(); }
+#ifdef CS_WITH_KERNELS
+// The same with the fp8cast kernels (cuda/fp8_cast.cu): one read of t for the
+// amax, one for the cast writing q, qt or both; the scale stays on the device.
+Quantized quantize_fused(const torch::Tensor& t, at::ScalarType dt, Axis axis, bool want_q,
+                         bool want_qt) {
+  auto tc = t.contiguous();
+  const int64_t rows = tc.size(0), cols = tc.size(1);
+  const auto f32 = tc.options().dtype(at::kFloat);
+  const auto ax = cuda::Fp8Axis(int(axis));
+  const int64_t n = axis == Axis::Rows ? rows : axis == Axis::Cols ? cols : 1;
+  auto amax = torch::empty({n}, f32);
+  Quantized out;
+  out.inv = axis == Axis::Rows   ? torch::empty({rows, 1}, f32)
+            : axis == Axis::Cols ? torch::empty({1, cols}, f32)
+                                 : torch::empty({1, 1}, f32);
+  if (want_q) out.q = torch::empty({rows, cols}, tc.options().dtype(dt));
+  if (want_qt) out.qt = torch::empty({cols, rows}, tc.options().dtype(dt));
+  const auto st = glue::stream();
+  const auto t_dt = glue::dtype(tc.scalar_type());
+  glue::check(cuda::fp8_amax(tc.data_ptr(), t_dt, rows, cols, ax, amax.data_ptr<float>(), st),
+              "fp8 amax kernel (CASESTUDY_KERNELS=-fp8cast: ATen ops instead)");
+  glue::check(cuda::fp8_cast(tc.data_ptr(), t_dt, rows, cols, ax, amax.data_ptr<float>(),
+                             dt == at::kFloat8_e5m2 ? cuda::Fp8Format::E5M2 : cuda::Fp8Format::E4M3,
+                             want_q ? static_cast<uint8_t*>(out.q.data_ptr()) : nullptr,
+                             want_qt ? static_cast<uint8_t*>(out.qt.data_ptr()) : nullptr,
+                             out.inv.data_ptr<float>(), st),
+              "fp8 cast kernel (CASESTUDY_KERNELS=-fp8cast: ATen ops instead)");
+  return out;
+}
+#endif
+
+}  // namespace
+
+bool fused_quantize(const torch::Tensor& t) {
+#ifdef CS_WITH_KERNELS
+  return kernels::enabled("fp8cast") && t.defined() && t.is_cuda() && t.dim() == 2 &&
+         glue::has_dtype(t.scalar_type());
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+Quantized quantize(const torch::Tensor& t, bool e5m2, Axis axis, bool want_q, bool want_qt) {
+  TORCH_CHECK(t.dim() == 2, "fp8::quantize: a 2-D tensor, got ", t.dim(), " dimensions");
+  const auto dt = e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
+#ifdef CS_WITH_KERNELS
+  if (fused_quantize(t)) return quantize_fused(t, dt, axis, want_q, want_qt);
+#endif
+  return quantize_aten(t, dt, axis, want_q, want_qt);
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+const char* approximation(kern::Act act) { return act == kern::Act::GeluTanh ? "tanh" : "none"; }
 
 torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sa,
                         const torch::Tensor& sb, const torch::Tensor& bias, at::ScalarType out,
@@ -123,98 +177,141 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
                         std::nullopt, out, fast_accum);
 }
 
-// flags: bit 0 row scaling, bit 1 gradients in e4m3.
+// _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
+// "TN"). A matrix's column-major copy is its transpose's row-major one: qt.t().
+// flags: bit 0 row scaling, bit 1 gradients in e4m3; act: the activation
+// after the product (kern::Act), its backward fused with the bias gradient.
 struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias,
-                               int64_t flags) {
+                               int64_t flags, int64_t act_code) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
     const bool row = flags & 1;
+    const auto act = kern::Act(act_code);
     const int64_t out = weight.size(0), in = weight.size(1);
     auto x2 = x.reshape({-1, in});
-    const Axis ax = row ? Axis::Rows : Axis::Tensor;
-    auto xq = quantize(x2, at::kFloat8_e4m3fn, ax);      // [M, in], inv [M, 1] or [1, 1]
-    auto wq = quantize(weight, at::kFloat8_e4m3fn, ax);  // [out, in], inv [out, 1] or [1, 1]
-    // y [M, out] = x W^T: mat2 W^T [in, out] is wq.q.t(), column-major as it is.
     auto b = bias.defined() ? bias.to(at::kBFloat16) : torch::Tensor();
-    // scale_b: [1, 1], or W^T's columns' [1, out].
-    auto y = scaled_mm(xq.q, wq.q.t(), xq.inv, row ? wq.inv.reshape({1, out}) : wq.inv, b,
-                       at::kBFloat16, /*fast_accum=*/true);
-    if (row) {
-      // The backward scales along the other axis: it quantizes again from these.
-      ctx->save_for_backward({x2, weight});
+    torch::Tensor z;
+    if (!row) {
+      // Per tensor, one cast of each operand writes it row-major for this
+      // product and transposed for the backward's (saved in one byte per value
+      // instead of bf16's two).
+      auto xq = quantize(x2, false, Axis::Tensor, true, true);      // [M, in], [in, M]; inv [1, 1]
+      auto wq = quantize(weight, false, Axis::Tensor, true, true);  // [out, in], [in, out]
+      // z [M, out] = x W^T: mat2 W^T [in, out] is wq.q.t(), column-major as it is.
+      z = scaled_mm(xq.q, wq.q.t(), xq.inv, wq.inv, b, at::kBFloat16, /*fast_accum=*/true);
+      ctx->save_for_backward({xq.qt, xq.inv, wq.qt, wq.inv, act == kern::Act::None ? torch::Tensor() : z});
     } else {
-      // Per tensor, the forward's FP8 operands serve the backward too (saved in
-      // one byte per value instead of bf16's two).
-      ctx->save_for_backward({xq.q, xq.inv, wq.q, wq.inv});
+      auto xq = quantize(x2, false, Axis::Rows, true, false);      // inv [M, 1]
+      auto wq = quantize(weight, false, Axis::Rows, true, false);  // inv [out, 1]
+      // scale_b: W^T's columns' [1, out].
+      z = scaled_mm(xq.q, wq.q.t(), xq.inv, wq.inv.reshape({1, out}), b, at::kBFloat16,
+                    /*fast_accum=*/true);
+      // The backward scales along the other axis: it quantizes again from these.
+      ctx->save_for_backward({x2, weight, act == kern::Act::None ? torch::Tensor() : z});
     }
     ctx->saved_data["flags"] = flags;
+    ctx->saved_data["act"] = act_code;
+    ctx->saved_data["out"] = out;
+    ctx->saved_data["in"] = in;
     ctx->saved_data["x_dtype"] = int64_t(x.scalar_type());
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
     ctx->saved_data["b_dtype"] = int64_t(bias.defined() ? bias.scalar_type() : at::kFloat);
     ctx->saved_data["has_bias"] = bias.defined();
+    auto y = act == kern::Act::None ? z : torch::gelu(z, approximation(act));
     auto shape = x.sizes().vec();
     shape.back() = out;
+    // Not a view (a custom function's view output could not be modified in place).
     return at::_unsafe_view(y, shape);
+  }
+
+  // dz = dy act'(z) and the bias gradient (fp32): the "lin" kernel in one pass
+  // where it runs, else ATen's GELU backward and a column sum.
+  static std::pair<torch::Tensor, torch::Tensor> bias_act_grads(const torch::Tensor& dy,
+                                                                const torch::Tensor& z,
+                                                                kern::Act act) {
+    const int64_t rows = dy.size(0), out = dy.size(1);
+    if (kernels::enabled("lin") && glue::runs_here(dy)) {
+      auto db = torch::empty({out}, dy.options().dtype(torch::kFloat32));
+      auto dz = act == kern::Act::None ? dy : torch::empty_like(dy);
+      auto scratch = torch::empty({CS_KERNEL_FACT(dy, bias_act_bwd_scratch, rows, out)},
+                                  dy.options().dtype(torch::kFloat32));
+      CS_KERNEL(dy, "fp8 linear layer bias (+ GELU) backward kernel", bias_act_bwd, dy.data_ptr(),
+                act == kern::Act::None ? nullptr : z.data_ptr(),
+                act == kern::Act::None ? nullptr : dz.data_ptr(), db.data_ptr<float>(),
+                scratch.data_ptr<float>(), glue::dtype(dy.scalar_type()), act, rows, out);
+      return {dz, db};
+    }
+    auto dz = act == kern::Act::None ? dy : at::gelu_backward(dy, z, approximation(act));
+    return {dz, dz.sum(0, false, at::kFloat)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
     const int64_t flags = ctx->saved_data["flags"].toInt();
-    const bool row = flags & 1;
-    const auto gdt = (flags & 2) ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+    const bool row = flags & 1, g_e5m2 = !(flags & 2);
+    const auto act = kern::Act(ctx->saved_data["act"].toInt());
+    const int64_t out = ctx->saved_data["out"].toInt(), in = ctx->saved_data["in"].toInt();
     const auto x_dtype = at::ScalarType(ctx->saved_data["x_dtype"].toInt());
     const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
     auto saved = ctx->get_saved_variables();
-    const int64_t out = row ? saved[1].size(0) : saved[2].size(0);
-    const int64_t in = row ? saved[1].size(1) : saved[2].size(1);
-    auto dy = grads[0].reshape({-1, out}).contiguous();  // [M, out]
-    torch::Tensor dx, dw, db;
+    // [M, out] in the forward's output dtype (bf16), as the "lin" kernel takes it.
+    auto dy = grads[0].reshape({-1, out}).to(at::kBFloat16).contiguous();
+    auto [dz, db] = bias_act_grads(dy, row ? saved[2] : saved[4], act);
     if (ctx->saved_data["has_bias"].toBool())
-      db = dy.sum(0, false, at::kFloat).to(at::ScalarType(ctx->saved_data["b_dtype"].toInt()));
+      db = db.to(at::ScalarType(ctx->saved_data["b_dtype"].toInt()));
+    else
+      db = torch::Tensor();
+    torch::Tensor dx, dw;
     auto dx_shape = grads[0].sizes().vec();
     dx_shape.back() = in;
     if (!row) {
-      auto xq = saved[0], x_inv = saved[1], wq = saved[2], w_inv = saved[3];
-      auto g = quantize(dy, gdt, Axis::Tensor);
-      // dX [M, in] = dY [M, out] W [out, in].
+      auto xqt = saved[0], x_inv = saved[1], wqt = saved[2], w_inv = saved[3];
+      // dZ row-major for dX, transposed for dW, from one cast.
+      auto g = quantize(dz, g_e5m2, Axis::Tensor, ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+      // dX [M, in] = dZ [M, out] W [out, in]: W column-major is wqt.t().
       if (ctx->needs_input_grad(0))
-        dx = scaled_mm(g.q, col_major(wq), g.inv, w_inv, {}, at::kBFloat16, false);
-      // dW [out, in] = dY^T [out, M] X [M, in].
+        dx = scaled_mm(g.q, wqt.t(), g.inv, w_inv, {}, at::kBFloat16, false);
+      // dW [out, in] = dZ^T [out, M] X [M, in]: X column-major is xqt.t().
       if (ctx->needs_input_grad(1))
-        dw = scaled_mm(g.q.t().contiguous(), col_major(xq), g.inv, x_inv, {}, at::kFloat, false);
+        dw = scaled_mm(g.qt, xqt.t(), g.inv, x_inv, {}, at::kFloat, false);
     } else {
       auto x2 = saved[0], weight = saved[1];
       // Row-wise scales lie along the dimensions that are not summed over.
       if (ctx->needs_input_grad(0)) {
-        // dX: summed over out. dY per row [M, 1]; W per column [1, in].
-        auto g = quantize(dy, gdt, Axis::Rows);
-        auto w = quantize(weight, at::kFloat8_e4m3fn, Axis::Cols);
-        dx = scaled_mm(g.q, col_major(w.q), g.inv, w.inv, {}, at::kBFloat16, false);
+        // dX: summed over out. dZ per row [M, 1]; W per column [1, in], column-major.
+        auto g = quantize(dz, g_e5m2, Axis::Rows, true, false);
+        auto w = quantize(weight, false, Axis::Cols, false, true);
+        dx = scaled_mm(g.q, w.qt.t(), g.inv, w.inv, {}, at::kBFloat16, false);
       }
       if (ctx->needs_input_grad(1)) {
-        // dW: summed over M. dY per column (rows of dY^T) [out, 1]; X per column [1, in].
-        auto g = quantize(dy, gdt, Axis::Cols);
-        auto xc = quantize(x2, at::kFloat8_e4m3fn, Axis::Cols);
-        dw = scaled_mm(g.q.t().contiguous(), col_major(xc.q), g.inv.reshape({out, 1}), xc.inv, {},
-                       at::kFloat, false);
+        // dW: summed over M. dZ per column (rows of dZ^T) [out, 1]; X per column [1, in].
+        auto g = quantize(dz, g_e5m2, Axis::Cols, false, true);
+        auto xc = quantize(x2, false, Axis::Cols, false, true);
+        dw = scaled_mm(g.qt, xc.qt.t(), g.inv.reshape({out, 1}), xc.inv, {}, at::kFloat, false);
       }
     }
     if (dx.defined()) dx = dx.to(x_dtype).view(dx_shape);
     if (dw.defined()) dw = dw.to(w_dtype);
-    return {dx, dw, db, torch::Tensor()};
+    return {dx, dw, db, torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
+#else   // !CS_HAS_SCALED_MM
+bool fused_quantize(const torch::Tensor&) { return false; }
+
+Quantized quantize(const torch::Tensor& t, bool, Axis, bool, bool) {
+  throw UnsupportedError(unsupported_reason(t.device()));
+}
 #endif  // CS_HAS_SCALED_MM
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias, const Options& o) {
+                     const torch::Tensor& bias, const Options& o, kern::Act act) {
   if (!x.is_cuda()) throw UnsupportedError(unsupported_reason(x.device()));
 #if CS_HAS_SCALED_MM
   const int64_t flags = (o.scaling == Scaling::Row ? 1 : 0) | (o.grad_e4m3 ? 2 : 0);
-  return Fp8Linear::apply(x, weight, bias, flags);
+  return Fp8Linear::apply(x, weight, bias, flags, int64_t(act));
 #else
   throw UnsupportedError(unsupported_reason(x.device()));
 #endif

@@ -8,7 +8,9 @@
 // multiply them with libtorch's scaled matrix multiply (at::_scaled_mm, FP8
 // tensor cores, output in bf16). The backward quantizes the output gradient
 // to e5m2 (or e4m3, fp8.grad) and computes dX = dY W and dW = dY^T X through
-// _scaled_mm too. Everything else (attention, layer norms, the embeddings,
+// _scaled_mm too. The quantization runs the engine's fp8cast kernels where
+// built (kernels.h; amax, then scale and cast writing the row-major and the
+// transposed copy from one read), else ATen ops. Everything else (attention, layer norms, the embeddings,
 // the tied head and its loss, the optimizer) stays as in bf16.
 //
 // Needs CUDA, compute capability ≥ 8.9 (Ada, Hopper, Blackwell) and libtorch
@@ -19,6 +21,8 @@
 #include <torch/torch.h>
 
 #include <string>
+
+#include "cuda/dtype.h"
 
 namespace cs {
 namespace fp8 {
@@ -63,11 +67,34 @@ bool on();
 // multiples of 16 and x's rows (numel / in) a multiple of 16.
 bool active(const torch::Tensor& x, const torch::Tensor& weight);
 
-// x weight^T + bias through FP8 scaled matmuls (forward and backward), in
-// bf16: x [..., in], weight [out, in], bias [out] (or undefined). Gradients
-// come back in the dtypes of x, weight and bias. Call where active() holds.
+// act(x weight^T + bias) through FP8 scaled matmuls (forward and backward),
+// in bf16: x [..., in], weight [out, in], bias [out] (or undefined); act None
+// or a GELU, whose backward runs with the bias gradient's sum in the "lin"
+// kernel where it runs (as linear_act's bf16 path). Gradients come back in
+// the dtypes of x, weight and bias. Call where active() holds.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias, const Options& o);
+                     const torch::Tensor& bias, const Options& o, kern::Act act = kern::Act::None);
+
+// The quantization of one operand (dynamic scaling): the amax of t (2-D,
+// bf16, fp16 or fp32) over all of it (Tensor), each row (Rows) or each column
+// (Cols) maps to the format's largest finite value (448 e4m3, 57344 e5m2):
+// q = t * scale in FP8, row-major [rows, cols] (want_q), qt its transpose
+// [cols, rows] row-major (want_qt; _scaled_mm's column-major operand is
+// qt.t()), inv = 1 / scale ([1, 1], [rows, 1] or [1, cols], fp32), with
+// t ~ q * inv. With the "fp8cast" kernels (fused_quantize) two reads of t,
+// the scale never leaving the device; else ATen ops (their reference, bit
+// for bit the same q and qt). CUDA with the scaled matmul only (else throws
+// UnsupportedError).
+enum class Axis { Tensor = 0, Rows = 1, Cols = 2 };
+struct Quantized {
+  torch::Tensor q, qt, inv;
+};
+Quantized quantize(const torch::Tensor& t, bool e5m2, Axis axis, bool want_q, bool want_qt);
+
+// Whether quantize(t, ...) runs the fp8cast kernels: built with the engine's
+// CUDA kernels, "fp8cast" switched on (CASESTUDY_KERNELS), t 2-D on CUDA in
+// bf16, fp16 or fp32.
+bool fused_quantize(const torch::Tensor& t);
 
 // The configured options.
 const Options& current();

@@ -28,6 +28,10 @@
 //   adam the AdamW step of every parameter (fp32) in one launch per 64
 //        tensors, both groups together, the gradients only read
 //        (Optimizer, optim.h; GPT and BERT)
+//   fp8cast precision fp8's operand quantization: the amax (per tensor, row
+//        or column) in one read, then scale and cast to FP8 with the scale
+//        read on the device, the transposed copy the backward needs written
+//        from the same read (fp8_linear.h; GPT and BERT under precision fp8)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -51,7 +55,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast"), "none"
 // when none: for cs_info.
 std::string in_use();
 

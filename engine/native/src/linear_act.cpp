@@ -157,8 +157,9 @@ bool linear_act_fused(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& weight,
                          const torch::Tensor& bias, Act act) {
-  // precision fp8: the matmuls in FP8 (fp8_linear.h), the activation as autograd's.
-  if (fp8::active(x, weight)) return activation(fp8::linear(x, weight, bias, fp8::current()), act);
+  // precision fp8: the matmuls in FP8 (fp8_linear.h), the activation's backward
+  // fused with the bias gradient as below.
+  if (fp8::active(x, weight)) return fp8::linear(x, weight, bias, fp8::current(), act);
   if (linear_act_fused(x, weight)) return LinearAct::apply(x, weight, bias, int64_t(act));
   return activation(torch::linear(x, weight, bias), act);
 }

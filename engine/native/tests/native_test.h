@@ -65,3 +65,4 @@ int adamw_tests();
 int reducer_tests();
 int tp_tests();
 int fp8_linear_tests();
+int fp8_cast_tests();

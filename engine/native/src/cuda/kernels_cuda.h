@@ -1,7 +1,7 @@
 // kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
 // device pointers, so that the .cu files need no torch headers. The C++ glue
 // (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp, max_pool.cpp,
-// stem_conv.cpp, linear_act.cpp, linear_casts.cpp, optim.cpp) checks shapes,
+// stem_conv.cpp, linear_act.cpp, linear_casts.cpp, optim.cpp, fp8_linear.cpp) checks shapes,
 // dtypes, contiguity and alignment and passes the current stream. Every launcher returns the launch's cudaError_t
 // (cudaSuccess when all went well). host_kernels.h has the same computations
 // as host loops, for the tests.
@@ -127,6 +127,25 @@ cudaError_t qkv_bwd(const HeadsGrad& g, void* dz, float* db, float* scratch, DTy
 // in one launch per 64 jobs.
 using kern::CastJob;
 cudaError_t cast_f32_many(const CastJob* jobs, int count, DType to, cudaStream_t stream);
+
+// ---- fp8_cast.cu -----------------------------------------------------------------
+// precision fp8's operand quantization (fp8_linear.cpp): x [rows, cols]
+// (dtype t, row-major, contiguous).
+enum class Fp8Axis { Tensor = 0, Rows = 1, Cols = 2 };
+enum class Fp8Format { E4M3 = 0, E5M2 = 1 };
+// amax = max |x| over all of x (1 float), each row (rows floats) or each
+// column (cols floats), exact; a NaN in x gives NaN.
+cudaError_t fp8_amax(const void* x, DType t, int64_t rows, int64_t cols, Fp8Axis axis, float* amax,
+                     cudaStream_t stream);
+// With a = max(amax, 1e-12) for the element's tensor, row or column (as
+// fp8_amax wrote it) and scale = fmax / a (448 e4m3, 57344 e5m2, rounded as
+// RN(RN(1 / a) * fmax)): q [rows, cols] (null: not written) and its transpose
+// qt [cols, rows] (null: not written) = x * scale rounded to the format (ties
+// to even), from one read of x; inv (null: not written; as many floats as
+// amax) = a / fmax, the dequantization scale _scaled_mm takes.
+cudaError_t fp8_cast(const void* x, DType t, int64_t rows, int64_t cols, Fp8Axis axis,
+                     const float* amax, Fp8Format f, uint8_t* q, uint8_t* qt, float* inv,
+                     cudaStream_t stream);
 
 // ---- adamw.cu --------------------------------------------------------------------
 // One AdamW step (PyTorch 2.11's ADAMW arithmetic: at::_fused_adamw_'s bits) of every
