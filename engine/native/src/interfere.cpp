@@ -156,10 +156,6 @@ class DeviceInterference : public Interference {
     // and that may wait for the whole device, so a backward meeting new kernels
     // waits for the load that waits for it (the 2 s deadline below breaks it).
     // Warm-up steps load them; the runner discards those steps.
-    if (quiet_ > 0) {
-      quiet_--;
-      return;
-    }
     c10::cuda::CUDAGuard guard(device_);
     cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
     check(cudaEventRecord(start_, compute), "event record");
@@ -168,6 +164,10 @@ class DeviceInterference : public Interference {
       throw std::runtime_error(std::string(kEnv) + ": more than " + std::to_string(kSlots) + " backward passes not reported");
     auto* slot = reinterpret_cast<unsigned long long*>(copied_.data_ptr<int64_t>() + begun_++ % kSlots);
     check(cudaMemsetAsync(slot, 0, sizeof(*slot), side_.stream()), "counter");
+    if (quiet_ > 0) {  // a pass without the load still takes its (zero) slot: metrics read passes in order
+      quiet_--;
+      return;
+    }
     check(cs::cuda::interfere_copy(src_.data_ptr(), dst_.data_ptr(), kBytes, blocks_, gbps_,
                                    static_cast<const int*>(flag_.data_ptr()), int(begun_), slot, kMaxNs,
                                    timeouts_ptr(), side_.stream()),
