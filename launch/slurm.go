@@ -371,6 +371,11 @@ func (g *slurmGroup) flush(waitErr error) {
 				if e.Outcome == "" {
 					e.Outcome, e.Reason = "failed", fmt.Sprintf("srun could not start a step in job %s (exit status %d)%s", g.s.JobID, srunCode, last)
 				}
+			} else if e.Outcome == "" && strings.Contains(last, "Application launch failed") {
+				// The step was created but its tasks never launched (e.g. "Job credential
+				// revoked" when the allocation is cancelled in between): the step failed to
+				// start, as above, so the runner asks whether the allocation is ending.
+				e.Outcome, e.Reason = "failed", fmt.Sprintf("srun could not launch the tasks of step %s in job %s (exit status %d)%s", rep.stepID, g.s.JobID, srunCode, last)
 			} else {
 				e.Err = fmt.Errorf("srun (job %s, step %s) reported no end for task %d and exited with %d%s", g.s.JobID, rep.stepID, r.Rank, srunCode, last)
 			}
