@@ -84,11 +84,15 @@ func (t *trial) buckets() bucketStats {
 	return st
 }
 
-// dataParallel returns the ok trials with more than one data-parallel replica.
+// dataParallel returns the ok trials with more than one data-parallel replica
+// whose gradients go through the bucketed reducer: the bucket, overlap and
+// bus-bandwidth rules judge those. A tensor-parallel trial averages its
+// gradients over the data group in one flat all-reduce, with no buckets
+// (docs/tensor-parallel.md), so it is left out.
 func (v *runView) dataParallel() []*trial {
 	var out []*trial
 	for _, t := range v.ok {
-		if t.dataParallel() > 1 {
+		if t.dataParallel() > 1 && t.tensorParallel() == 1 {
 			out = append(out, t)
 		}
 	}

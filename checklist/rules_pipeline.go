@@ -186,9 +186,19 @@ func checkScheduleMemory(c *evalContext) verdict {
 
 // twin returns the trial (any outcome) whose knobs equal t's except knob=value.
 func (v *runView) twin(t *trial, knob, value string) *trial {
-	key := otherKnobsKey(t.Knobs, knob)
+	return v.twinAtBatch(t, knob, value, nil)
+}
+
+// twinAtBatch is twin where the knobs in free may differ too, as long as the
+// global batch (micro_batch x data-parallel ranks) is the same: a study that
+// trades data-parallel ranks for tensor-parallel ones at a fixed global batch
+// (studies/gpt/tp.yaml) changes micro_batch with tp.degree.
+func (v *runView) twinAtBatch(t *trial, knob, value string, free []string) *trial {
+	except := append([]string{knob}, free...)
+	key := otherKnobsKey(t.Knobs, except...)
+	batch := func(x *trial) int { return x.knobInt("micro_batch", 0) * x.dataParallel() }
 	for _, o := range v.all {
-		if o != t && o.knob(knob) == value && otherKnobsKey(o.Knobs, knob) == key {
+		if o != t && o.knob(knob) == value && otherKnobsKey(o.Knobs, except...) == key && (len(free) == 0 || batch(o) == batch(t)) {
 			return o
 		}
 	}

@@ -16,7 +16,8 @@ var tpRules = []*Rule{
 			"tp.degree, for collectives on the critical path of every block and smaller matrix products. Like ZeRO " +
 			"(zero-memory-not-time, whose judgement it shares), it pays where plain data parallelism runs out of " +
 			"memory or near it; where data parallelism fits with room, it is communication for nothing. Each " +
-			"tensor-parallel trial is judged against its twin with tp.degree 1 (every other knob equal).",
+			"tensor-parallel trial is judged against its twin with tp.degree 1 (every other knob equal), or else the " +
+			"one at the same global batch (every other knob equal but micro_batch and tp.sequence_parallel).",
 		Needs: []string{"knob tp.degree", "mem_peak_bytes", "GPU memory", "oom outcomes"},
 		Thresholds: []Threshold{
 			{Name: "near_limit", Default: 0.80, Unit: "fraction", Doc: "the tp.degree 1 twin's peak memory share of the GPU that counts as near the limit"},
@@ -24,6 +25,7 @@ var tpRules = []*Rule{
 		},
 		check: func(c *evalContext) verdict {
 			return checkShardingMemory(c, sharding{knob: "tp.degree", off: "1", name: "tensor-parallel", twin: "tp.degree 1 twin",
+				free: []string{"micro_batch", "tp.sequence_parallel"},
 				none: "no completed tensor-parallel trial (tp.degree > 1)",
 				recommendation: "keep tp.degree: 1 (data parallel) for this model on this machine, or spend the memory tensor " +
 					"parallelism frees on a larger micro_batch or model"})

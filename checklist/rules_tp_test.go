@@ -83,6 +83,16 @@ func TestTPMemoryNotTime(t *testing.T) {
 			run:      mkRun([]spec{{id: "d", set: set("tp.degree", "1"), outcome: store.OOM}, tr("t8", "8", 20<<30, 50)}, gpu),
 			contains: []string{"ran out of memory"}},
 		{name: "no twin", status: NotApplicable, run: mkRun([]spec{tr("t2", "2", 18<<30, 80)}, gpu)},
+		// studies/gpt/tp.yaml: the global batch stays 32 on 8 ranks, so micro_batch
+		// grows with tp.degree (4 ranks of 8 at tp 2), sequence parallel or not.
+		{name: "same global batch", status: Finding, run: mkRun([]spec{
+			{id: "d", set: set("tp.degree", "1", "micro_batch", "4"), ranks: 8, thr: 100, stepMS: 10, mem: 30 << 30},
+			{id: "t2", set: set("tp.degree", "2", "micro_batch", "8", "tp.sequence_parallel", "true"), ranks: 8, thr: 80, stepMS: 12.5, mem: 18 << 30},
+		}, gpu), contains: []string{"20.0% slower than its tp.degree 1 twin d"}, trials: []string{"t2", "d"}},
+		{name: "another global batch", status: NotApplicable, run: mkRun([]spec{
+			{id: "d", set: set("tp.degree", "1", "micro_batch", "4"), ranks: 8, thr: 100, stepMS: 10, mem: 30 << 30},
+			{id: "t2", set: set("tp.degree", "2", "micro_batch", "6"), ranks: 8, thr: 80, stepMS: 12.5, mem: 18 << 30},
+		}, gpu)}, // 6 x 4 data-parallel ranks against 4 x 8
 		{name: "no tp", status: NotApplicable, run: mkRun([]spec{tr("d", "1", 30<<30, 100)}, gpu)},
 	})
 }

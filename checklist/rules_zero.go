@@ -39,6 +39,9 @@ type sharding struct {
 	name, twin     string // "ZeRO", "DDP twin": the words of the messages
 	none           string // the message without such a trial
 	recommendation string
+	// free: knobs that may differ from the twin's at the same global batch
+	// (tp: micro_batch, and sequence parallelism, which tp.degree 1 lacks).
+	free []string
 }
 
 // checkShardingMemory judges each trial that shards (knob != off) against its
@@ -63,6 +66,9 @@ func checkShardingMemory(c *evalContext, sh sharding) verdict {
 	judged := 0
 	for _, t := range zs {
 		tw := c.run.twin(t, sh.knob, sh.off)
+		if tw == nil && len(sh.free) > 0 {
+			tw = c.run.twinAtBatch(t, sh.knob, sh.off, sh.free)
+		}
 		if tw == nil {
 			continue
 		}

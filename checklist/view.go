@@ -2,6 +2,7 @@ package checklist
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -383,10 +384,10 @@ func (v *runView) varied() []string {
 	return out
 }
 
-func otherKnobsKey(knobs map[string]string, except string) string {
+func otherKnobsKey(knobs map[string]string, except ...string) string {
 	keys := make([]string, 0, len(knobs))
 	for k := range knobs {
-		if k != except {
+		if !slices.Contains(except, k) {
 			keys = append(keys, k)
 		}
 	}
