@@ -233,7 +233,7 @@ for v in $FP8_SCALINGS $LOSS_FP8_SCALING; do
   [[ $v =~ ^(tensor|row)$ ]] || { echo "gpu-check.sh: FP8_SCALINGS/LOSS_FP8_SCALING: '$v': want tensor or row" >&2; exit 2; }
 done
 [[ $LOSS_FP8 =~ ^[01]$ && $FP8_REF =~ ^[01]$ && $FP8_BERT =~ ^[01]$ && $FP8_PROFILE =~ ^[01]$ ]] || { echo "gpu-check.sh: LOSS_FP8, FP8_REF, FP8_BERT, FP8_PROFILE: want 0 or 1" >&2; exit 2; }
-for v in WINDOW_ROUNDS BUDGET_S RESERVE_S JOBS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
+for v in WINDOW_ROUNDS BUDGET_S RESERVE_S JOBS EST_TESTS CAP_TESTS WARMUP STEPS PROFILE_WARMUP PROFILE_STEPS LAUNCH_REPEATS EST_SCALE CUDNN_MB CUDNN_WARMUP CUDNN_STEPS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: $v=${!v}: want a whole number" >&2; exit 2; }
 done
 ((CUDNN_STEPS >= 1)) || { echo "gpu-check.sh: CUDNN_STEPS=0: want at least 1" >&2; exit 2; }

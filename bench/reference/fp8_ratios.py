@@ -59,6 +59,8 @@ def verdict(rows):
         label = n[len("engine-fp8-"):].replace("-graphs", "")
         if not ok(r):
             parts.append("%s no result" % label)
+            if not skipped(r):  # crashed or timed out: a failure, not a run left out for time
+                passed = False
             continue
         any_ok = True
         ms, loss = r["step_ms"]["median"], r["loss_last"]

@@ -50,6 +50,11 @@ class Verdict(unittest.TestCase):
         line, passed = fp8_ratios.verdict(failed)
         self.assertFalse(passed)
         self.assertIn("tensor no result", line)
+        # One fp8 run fine, another crashed: the group fails all the same.
+        one_crashed = dict(failed, **{"engine-fp8-row-graphs": run("engine-fp8-row-graphs", 40.0, 8.0)})
+        line, passed = fp8_ratios.verdict(one_crashed)
+        self.assertFalse(passed)
+        self.assertIn("tensor no result", line)
 
     def test_skipped_for_time_is_no_verdict(self):
         skip = {"group": "g", "status": "skipped", "reason": "needs ~15 s, 0 s left"}
