@@ -89,9 +89,7 @@ func notApplicable(knobs map[string]string) (map[string]string, []string) {
 // parallel is the ranks / (tp.degree x stages).
 func layoutOf(sp *trialSpec) (dp, stages, micro int) {
 	c := sp.Configs[0]
-	stages = max(c.Pipeline.Stages, 1)
-	dp = max(c.Dist.WorldSize/(stages*tpDegree(c)), 1)
-	return dp, stages, c.MicroBatch
+	return dataParallelOf(c), max(c.Pipeline.Stages, 1), c.MicroBatch
 }
 
 // referenceConfig is one rank training the trial's global batch: the
@@ -104,10 +102,8 @@ func layoutOf(sp *trialSpec) (dp, stages, micro int) {
 // data-parallel rank reads the same batch), so the one rank trains the
 // data-parallel ranks' batches with the whole model.
 func referenceConfig(c engine.Config) engine.Config {
-	stages := max(c.Pipeline.Stages, 1)
-	dp := max(c.Dist.WorldSize/(stages*tpDegree(c)), 1)
 	ref := c
-	ref.MicroBatch = c.MicroBatch * dp
+	ref.MicroBatch = c.MicroBatch * dataParallelOf(c)
 	// The engine runs pipeline.microbatches x grad_accum micro-batches a step,
 	// with one stage too (trainer.cpp: then it is gradient accumulation).
 	ref.GradAccum = max(c.GradAccum, 1) * max(c.Pipeline.Microbatches, 1)

@@ -67,8 +67,7 @@ const (
 
 // RankEstimate is the estimated memory of one rank of cfg, in bytes.
 func RankEstimate(cfg engine.Config, d engine.Description) int64 {
-	stages, tp := max(cfg.Pipeline.Stages, 1), tpDegree(cfg)
-	dp := max(cfg.Dist.WorldSize/(stages*tp), 1)
+	stages, tp, dp := max(cfg.Pipeline.Stages, 1), tpDegree(cfg), dataParallelOf(cfg)
 	sh := d.Shapes
 	emb := int64(0) // parameters every stage at an end holds whole
 	if sh["image_size"] == 0 && stages > 1 {
@@ -139,14 +138,6 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 		return blocks + logits, blocks + logits
 	}
 	return blocks, blocks + logits
-}
-
-// tpDegree is cfg's tensor-parallel degree (1 without tp).
-func tpDegree(cfg engine.Config) int {
-	if cfg.TP == nil {
-		return 1
-	}
-	return max(cfg.TP.Degree, 1)
 }
 
 // tpActivationShare is the share of a transformer block's activations one

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/casestudy/casestudy/engine"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,37 +55,6 @@ func TestChecksumsDisagreeTP(t *testing.T) {
 	sp.Configs[0].TP = &engine.TPConfig{Degree: 4} // one replica per shard: the gather is still compared
 	assert.Empty(t, checksumsDisagree(sp, rk("a", "a", "a", "a")))
 	assert.Contains(t, checksumsDisagree(sp, rk("a", "a", "b", "a")), "rank 0 a (sum 0), rank 2 b")
-}
-
-// TestCountSamplesOnce: a tensor group's ranks share one micro-batch, so
-// only tensor rank 0 keeps its samples and tokens (the throughput sums them
-// over ranks); without tp nothing changes.
-func TestCountSamplesOnce(t *testing.T) {
-	step := engine.StepMetrics{Samples: 4, Tokens: 4096, SamplesPerS: 40, TokensPerS: 40960, StepMS: 100}
-	ranks := func() []store.RankRecord {
-		var out []store.RankRecord
-		for i := 0; i < 4; i++ {
-			out = append(out, store.RankRecord{Rank: i, Steps: []engine.StepMetrics{step, step}})
-		}
-		return out
-	}
-	sp := &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 4}, TP: &engine.TPConfig{Degree: 2}}}}
-	r := ranks()
-	countSamplesOnce(sp, r)
-	sps, tps := stats.Throughput(r)
-	assert.InDelta(t, 2*8/0.2, sps, 1e-9, "2 data-parallel replicas x 2 steps x 4 samples in 0.2 s")
-	assert.InDelta(t, 2*8192/0.2, tps, 1e-9)
-	assert.Zero(t, r[1].Steps[0].Samples)
-	assert.Equal(t, 4, r[2].Steps[1].Samples, "rank 2 is tensor rank 0 of replica 1")
-	countSamplesOnce(sp, r) // idempotent
-	sps2, _ := stats.Throughput(r)
-	assert.Equal(t, sps, sps2)
-
-	sp.Configs[0].TP = nil
-	r = ranks()
-	countSamplesOnce(sp, r)
-	sps, _ = stats.Throughput(r)
-	assert.InDelta(t, 4*8/0.2, sps, 1e-9, "data parallel: every rank's samples")
 }
 
 // TestCheckRehearsalFitTP: a tensor-parallel trial is described as the whole

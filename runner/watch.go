@@ -321,7 +321,6 @@ func (w *watcher) result() *repeatResult {
 			res.Rec.Outcome, res.Rec.Error = store.Failed, msg
 		}
 	}
-	countSamplesOnce(w.sp, res.Rec.Ranks)
 	if res.Rec.Outcome == store.OK {
 		splitBucketSkew(res.Rec.Ranks)
 		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)

@@ -108,8 +108,12 @@ func TestTPMatchesOneRank(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := tpFollows(t, lib, tt.cfg, tt.world, steps, rankOpts{})
-			for r, res := range rs {
-				assert.Equal(t, tt.cfg.MicroBatch, res.Metrics[0].Samples, "rank %d: its data rank's rows", r)
+			for r, res := range rs { // ranks tensor-fastest: tensor rank r mod degree
+				want := 0 // a tensor group's samples count once, on its tensor rank 0
+				if r%tt.cfg.TP.Degree == 0 {
+					want = tt.cfg.MicroBatch
+				}
+				assert.Equal(t, want, res.Metrics[0].Samples, "rank %d", r)
 			}
 			results[tt.name] = rs
 		})
@@ -149,6 +153,15 @@ func TestTPRefused(t *testing.T) {
 		{"zero", func() engine.Config { c := tpGPT(2, false); c.Zero.Stage = 1; return c }(), "zero.stage 1 is not implemented"},
 		{"pipeline", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 2; return c }(), "pipeline.stages > 1 is not implemented"},
 		{"compression", func() engine.Config { c := tpGPT(2, false); c.DDP.Compression = "bf16"; return c }(), "ddp.compression bf16"},
+		{"graphs", func() engine.Config { c := tpGPT(2, false); c.Graphs = true; return c }(), "with graphs is not implemented"},
+		{"fp8", func() engine.Config { c := tpGPT(2, false); c.Precision = "fp8"; return c }(), "with precision fp8 is not implemented"},
+		{"activation checkpointing", func() engine.Config { c := tpGPT(2, false); c.ActivationCheckpointing = true; return c }(),
+			"with activation_checkpointing is not implemented"},
+		{"stall fault", func() engine.Config {
+			c := tpGPT(2, false)
+			c.Fault = engine.FaultConfig{Kind: "stall", Rank: 0, AtStep: 1, SlowMS: 100}
+			return c
+		}(), "has no DDP reducer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

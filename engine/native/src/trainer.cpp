@@ -642,6 +642,15 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
       sec > 0 ? facts_.flops_per_sample * flop_share * double(samples) / sec / 1e12 : 0.0;
   m["tflops"] = tflops;
   m["mfu"] = peak_tflops_ > 0 ? tflops / peak_tflops_ : 0.0;
+  // A tensor group trains its micro-batch together: its samples count once, on
+  // tensor rank 0 (the runner sums samples over ranks), as a pipeline counts a
+  // replica's on its last stage.
+  if (tp_ && tp_->at.tensor != 0) {
+    m["samples"] = 0;
+    m["tokens"] = 0;
+    m["samples_per_s"] = 0.0;
+    m["tokens_per_s"] = 0.0;
+  }
   m["mem_peak_bytes"] = mem.peak;
   m["mem_reserved_bytes"] = mem.reserved;
   m["bubble_ms"] = 0.0;
