@@ -71,8 +71,8 @@ func Kappa(clean, loaded []*store.Run) (predict.Calibration, error) {
 	return predict.Calibrate(best, cleanBW[best], loadedBW[best], gbps[best])
 }
 
-// timeouts is the most interfere_timeouts any rank reported (a running count
-// within a launch), summed over launches.
+// timeouts is the interfere_timeouts of the calibration runs: each rank's
+// largest (a running count within its launch), summed over ranks and launches.
 func timeouts(rs []*store.Run) int64 {
 	var n int64
 	for _, run := range rs {

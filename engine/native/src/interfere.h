@@ -27,9 +27,10 @@ class Interference {
   // GB/s read + written during the oldest n backward passes not taken yet
   // (a step's grad_accum passes), over their ms milliseconds.
   virtual double take_gbps(double ms, int n) = 0;
-  // Loads that outlived their backward pass and stopped at their deadline, so
-  // far (a GPU's kernel after 2 s: something in the backward waited for the
-  // whole device, and the calibration is void). Host threads never do.
+  // Blocks of the load's kernel that outlived their backward pass and stopped
+  // at their deadline (2 s), so far, as of the last take_gbps: something in the
+  // backward waited for the whole device, and the calibration is void. Host
+  // threads never do.
   virtual int64_t timeouts() { return 0; }
 };
 
