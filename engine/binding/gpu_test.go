@@ -202,31 +202,25 @@ func TestGPUGraphsStudyCombos(t *testing.T) {
 // as this GPU and these kernels amplify it, at 1/8 of bf16's unit roundoff
 // (2^-11 against 2^-8).
 //
-// Step 0 (same weights, same batch: one forward pass, nothing amplified):
-// bf16 within 1% of fp32 for every family. Later steps (GPT, BERT): every
-// bf16 loss within max(1%, 16x fp16's largest deviation) of fp32's, and fp16
-// itself within 1% at every step (a skipped fp16 step, or a fault both
-// half-precision paths share, fails there); bf16 learns. 16 = 8, the ratio
-// of the unit roundoffs, times 2 for the largest of a few chaotic
-// deviations under another rounding pattern. Why the later steps need the
-// measured floor: AdamW's first update is lr*g/(|g|+eps), lr*sign(g) for
-// every element above eps, so gradient elements that rounding decides
-// (near-cancelling sums) move by a full lr either way, and the next losses
-// follow. H100, aaf0371, BERT tiny (seed 11, data_version 2): bf16 was
-// 4e-6 from fp32 at step 0, 1.08% at step 1, 0.64% at step 2, 0.04% at
-// step 7; at step 5, tf32 1.5e-5, fp16 3e-5 and bf16 2.4e-4 (bf16/fp16 = 8,
-// the roundoff ratio); before per-row data (data_version 1) bf16 was within
-// 0.01% at every step. On the CPU, where bf16 is the autocast matmuls only
-// (LayerNorms and the residual stream stay fp32), bf16 is within 0.022% of
-// fp32 at every step for seeds 1, 2, 3 and 11 with either data version: the
-// step-1 jump needs the GPU's bf16 LayerNorm outputs and residual stream (or
-// its kernels), which fp16 shares. ResNet: the first loss only; its later steps
-// are chaotic at every precision (after 6 steps fp32 and tf32 differ by
-// 10%). A LayerNorm that lost its affine parameters in bf16 alone, or a head
-// with the wrong padding, is far off fp16's floor.
+// Every bf16 loss within 1% of fp32's (ResNet: the first loss only; its
+// later steps are chaotic at every precision: after 6 steps fp32 and tf32
+// differ by 10%), fp16's too for GPT and BERT, and bf16 learns. fp16 and tf32
+// are the evidence beside bf16: the same code at 1/8 of bf16's unit roundoff,
+// and fp32 matmuls at tf32's. A LayerNorm that lost its affine parameters in
+// bf16 alone, or a head with the wrong padding, is far off.
+//
+// Known failure, not explained: BERT tiny's bf16 loss at step 1 is 1.08% from
+// fp32's (seed 11, data_version 2; H100 aaf0371 and 6141039, H200 24bd516)
+// while fp16 is 0.041% and tf32 0.015% off: 26x fp16's deviation, more than
+// the 8x of their roundoffs; 1.0% with CASESTUDY_KERNELS=none, so not the
+// engine's kernels (results/reference/gpu-check-2026-12-06e). On the CPU,
+// where bf16 is the autocast matmuls only, bf16 stays within 0.022% of fp32.
+// Before per-row data (data_version 1) bf16 was within 0.01% at every step. A
+// bar scaled from fp16's deviation was tried and dropped: the ratio it
+// assumed did not hold, and the cause is what must be found.
 func TestGPUBF16TracksFP32(t *testing.T) {
 	lib := gpuLibrary(t)
-	const steps, tol, roundoffRatio = 8, 0.01, 8.0
+	const steps, tol = 8, 0.01
 	for _, family := range []string{"gpt", "bert", "resnet50"} {
 		t.Run(family, func(t *testing.T) {
 			run := func(precision string) []float64 {
@@ -247,17 +241,16 @@ func TestGPUBF16TracksFP32(t *testing.T) {
 			dTF32, _ := devs(tf32)
 			dFP16, floor := devs(fp16)
 			dBF16, _ := devs(bf16)
-			bar := math.Max(tol, 2*roundoffRatio*floor)
 			t.Logf("fp32 %v\ntf32 %v\nfp16 %v\nbf16 %v", fp32, tf32, fp16, bf16)
-			t.Logf("relative deviation from fp32 per step:\ntf32 %.2g\nfp16 %.2g\nbf16 %.2g\nbf16's bar after step 0: %.3g (fp16's largest %.2g)",
-				dTF32, dFP16, dBF16, bar, floor)
+			t.Logf("relative deviation from fp32 per step:\ntf32 %.2g\nfp16 %.2g (largest %.2g)\nbf16 %.2g",
+				dTF32, dFP16, floor, dBF16)
 			assert.LessOrEqual(t, dBF16[0], tol, "step 0: bf16 %v, fp32 %v", bf16[0], fp32[0])
 			if family == "resnet50" {
 				return
 			}
 			for i := range fp32 {
 				assert.LessOrEqual(t, dFP16[i], tol, "step %d: fp16 %v, fp32 %v", i, fp16[i], fp32[i])
-				assert.LessOrEqual(t, dBF16[i], bar, "step %d: bf16 %v, fp32 %v", i, bf16[i], fp32[i])
+				assert.LessOrEqual(t, dBF16[i], tol, "step %d: bf16 %v, fp32 %v", i, bf16[i], fp32[i])
 			}
 			assert.Less(t, bf16[steps-1], bf16[0], "bf16 does not learn")
 		})

@@ -187,10 +187,9 @@ int check_case(const Case& c) {
   const double edb = rel_err(b.grad(), db_exact);
   std::cout << "    " << name(c) << ": vs emulation y " << ey << " dx " << edx << " dw " << edw
             << "; vs exact y " << xy << " dx " << xdx << " dw " << xdw << " db " << edb << "\n";
-  // The forward's fast accumulation keeps ~14 bits a step on Hopper (DeepSeek-V3's
-  // measurement: errors near 2% at K = 4096): 2e-2 where the sum runs over 2048
-  // values or more; a wrong scale, axis or layout is off by far more.
-  CS_CHECK(ey < (in >= 2048 ? 2e-2 : 1e-2) && edx < 1e-2 && edw < 1e-2);
+  // The forward's fast accumulation measured at most 0.4% from the emulation at
+  // K = 3072 on an H100 (gpu-check-2026-12-06e): the 1% bar holds at every K here.
+  CS_CHECK(ey < 1e-2 && edx < 1e-2 && edw < 1e-2);
   const double grad_hi = c.grad_e4m3 ? 0.06 : 0.10;
   CS_CHECK(xy < 0.06 && xdx < grad_hi && xdw < grad_hi);
   if (c.act == Act::None) {  // FP8 really ran (the GELU's flat part may hide some of its error)
