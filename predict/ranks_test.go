@@ -6,16 +6,16 @@ import (
 	"github.com/casestudy/casestudy/engine"
 )
 
-// One rank drawing from identical steps is Simulate's step.
+// Four ranks drawing from three identical steps are Simulate's step of the
+// one profile: no draw has a slower rank to wait for.
 func TestSimulateRanksOneRankIsSimulate(t *testing.T) {
 	c := fixed{latMS: 1, msPerByte: 1e-3}
 	for _, overlap := range []bool{true, false} {
-		o := Options{Ranks: 1, Overlap: overlap, Cost: c}
-		want, err := Simulate(profile3(), Options{Ranks: 4, Overlap: overlap, Cost: c})
+		o := Options{Ranks: 4, Overlap: overlap, Cost: c}
+		want, err := Simulate(profile3(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Ranks = 4
 		got, err := SimulateRanks([]Profile{profile3(), profile3(), profile3()}, o)
 		if err != nil {
 			t.Fatal(err)
