@@ -49,7 +49,15 @@ import (
 //	tensor parallelism (tp.degree > 1): the model states and buckets of
 //	  one tensor rank's share of the parameters (study.TensorShare), the
 //	  blocks' activations by tpActivationShare, the logits by the degree
-//	  (vocabulary-parallel); data parallel is the ranks / (tp x stages);
+//	  (vocabulary-parallel), at 10 bytes a logit in 16-bit (12 in fp32) where
+//	  the fused head keeps 3.6: tp.cpp's vocabulary-parallel cross-entropy
+//	  saves the fp32 softmax (4), and its backward clones it (4) and casts
+//	  the gradient to the logits' dtype (2 in 16-bit, 4 in fp32) while every
+//	  block's activations are still held (from the code, not fitted; it
+//	  explains the 11% and 17% the first estimate missed on the two GPT-2
+//	  350M tp 2 records of gpu-check-2026-12-06f and the out-of-memory of
+//	  its tp 4 micro-batch 16 trial, 8 ranks on one 80 GB H100);
+//	  data parallel is the ranks / (tp x stages);
 //	the process: 512 MiB (CUDA context and libraries; not in the allocator's
 //	  peak), which with the 90% headroom of CheckRehearsalFit also covers the
 //	  allocator's reserve above its peak (2-4% in the rehearsal records).
@@ -59,6 +67,8 @@ const (
 	actBlock32      = 42.0
 	actLogit16      = 3.6
 	actLogit32      = 8.0
+	actLogitTP16    = 10.0
+	actLogitTP32    = 12.0
 	actCkptInput    = 4.0
 	resnetSample16  = 44 << 20
 	dpBucketBytes   = 4
@@ -128,6 +138,10 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 	if tp := tpDegree(cfg); tp > 1 {
 		block *= tpActivationShare(tp, cfg.TP.SequenceParallel)
 		vocab /= float64(tp) // vocabulary-parallel logits: each rank its columns
+		logit = actLogitTP32
+		if half {
+			logit = actLogitTP16
+		}
 	}
 	blocks := s * h * block * layers
 	if cfg.ActivationCheckpointing {

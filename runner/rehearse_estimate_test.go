@@ -25,6 +25,7 @@ var calibrationRecords = []string{
 	"bert-h200-kernel-mix-2026-12-02/trials.jsonl",
 	"resnet50-h200-kernel-mix-2026-12-02/trials.jsonl",
 	"gpu-check-2026-12-06/rehearse.tgz",
+	"gpu-check-2026-12-06f/rehearse.tgz", // GPT-2 350M tp 2 (with and without sequence parallel), 8 ranks on one H100
 }
 
 // measuredPeak is one measured trial: its config and the largest allocator

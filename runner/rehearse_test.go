@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,7 +37,9 @@ func TestRehearseSpec(t *testing.T) {
 		assert.Equal(t, 8, c.Dist.WorldSize)
 		assert.Equal(t, r, c.Dist.Rank)
 		assert.Equal(t, 3, c.MicroBatch)
+		assert.Equal(t, max(1, runtime.NumCPU()/8), c.Threads, "the host's cores shared by its 8 ranks")
 	}
+	assert.Zero(t, measured.Configs[0].Threads, "a measured CUDA rank keeps the cores its affinity gives it")
 	dp, stages, micro := layoutOf(sp)
 	assert.Equal(t, [3]int{4, 2, 3}, [3]int{dp, stages, micro})
 	assert.Equal(t, 4, ranksPerGPU(sp.Devices))

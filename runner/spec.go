@@ -58,7 +58,12 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	// The collective deadline until the warm-up shows the step time (the
 	// worker then lowers it: warmDeadlineMS).
 	base.Dist.TimeoutMS = commDeadlineMS(s.Workload.Timeout.Milliseconds())
-	if base.Threads == 0 && m.Device == "cpu" {
+	// Ranks that share this host's cores get their share of them: CPU ranks,
+	// and a rehearsal's CUDA ranks, whose host-staged collectives copy and
+	// reduce on the CPU (8 ranks of 16 threads each on 16 cores took 43 s for
+	// one BERT-large ZeRO-1 step on an H100 host, 2026-12-06). torchrun does
+	// the same with OMP_NUM_THREADS=1 for several processes a node.
+	if base.Threads == 0 && (m.Device == "cpu" || m.Rehearse) {
 		base.Threads = max(1, runtime.NumCPU()/sp.Ranks)
 	}
 	// procs_per_gpu > 1: independent replicas sharing a GPU (the MPS case),
