@@ -217,7 +217,15 @@ func TestZeroRefused(t *testing.T) {
 // fp16's skipped steps and loss scales are DDP's.
 func zeroGPU(t *testing.T, lib *Library, cfg engine.Config, world, steps int, tol float64) {
 	t.Helper()
-	ddp := runGPURanks(t, lib, cfg, world, steps)
+	zeroAgainstDDP(t, func(c engine.Config) []rankResult { return runGPURanks(t, lib, c, world, steps) }, cfg, steps, tol)
+}
+
+// zeroAgainstDDP runs cfg through run at ZeRO stages 0, 1 and 2: stage 1
+// bit-identical to DDP, stage 2 within tol, fp16's skipped steps and loss
+// scales DDP's, every bucket timed.
+func zeroAgainstDDP(t *testing.T, run func(engine.Config) []rankResult, cfg engine.Config, steps int, tol float64) {
+	t.Helper()
+	ddp := run(cfg)
 	sameParams(t, ddp)
 	skips := func(rs []rankResult) (out []string) {
 		for _, m := range rs[0].Metrics {
@@ -227,7 +235,7 @@ func zeroGPU(t *testing.T, lib *Library, cfg engine.Config, world, steps int, to
 	}
 	t.Logf("DDP: losses %v, norms %v, %v", ddp[0].Losses, gradNorms(ddp[0].Metrics), skips(ddp))
 	for _, stage := range []int{1, 2} {
-		rs := runGPURanks(t, lib, withZero(cfg, stage), world, steps)
+		rs := run(withZero(cfg, stage))
 		sameParams(t, rs)
 		z := rs[0].Info.Zero
 		require.NotNil(t, z, "stage %d: no zero object in cs_info", stage)
@@ -261,6 +269,24 @@ func TestGPUZeroWorldOfOne(t *testing.T) {
 			cfg.DDP = engine.DDPConfig{BucketMB: 0.25, FirstBucketMB: 0.05, Overlap: true, Compression: "none"}
 			zeroGPU(t, lib, cfg, 1, 5, 1e-5)
 		})
+	}
+}
+
+// TestGPUStagedZero (CASESTUDY_GPU_TESTS=1): ZeRO-1 and -2 on 2 and 4 CUDA
+// ranks sharing device 0 through the host-staged backend (the rehearsal's
+// path: its reduce-scatter, all-gather and float64 norm all-reduce through
+// Gloo on staged copies), fp32 and fp16, against staged DDP on the same ranks.
+func TestGPUStagedZero(t *testing.T) {
+	lib := gpuLibrary(t)
+	const steps = 4
+	for _, world := range []int{2, 4} {
+		for _, precision := range []string{"fp32", "fp16"} {
+			t.Run(fmt.Sprintf("%d ranks %s", world, precision), func(t *testing.T) {
+				cfg := gpuGPT("tiny", precision, false)
+				cfg.DDP = engine.DDPConfig{BucketMB: 0.25, FirstBucketMB: 0.05, Overlap: true, Compression: "none"}
+				zeroAgainstDDP(t, func(c engine.Config) []rankResult { return stagedRanks(t, lib, c, world, steps) }, cfg, steps, 1e-5)
+			})
+		}
 	}
 }
 
