@@ -147,7 +147,7 @@
 #             |error| <= 10% and the same best trial at each), as many of
 #             PREDICT_CPU_ROUNDS (3) rounds as fit; $OUT/predict-cpu.md (table, host,
 #             loads, verdict) and predict-cpu.tgz; the bar not met fails it;
-#             EST_PREDICT_CPU/CAP_PREDICT_CPU (150/250 s)
+#             EST_PREDICT_CPU/CAP_PREDICT_CPU (110/250 s)
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -1031,7 +1031,7 @@ stage_predict() {
     cp "$dir/predicted.md" "$OUT/predict.md"
     log_status "predict: ok, $(grep -o -m1 'κ = [0-9.e+-]*' "$dir/predicted.md") (measured: --kappa auto), ${dir#"$WORK"/} (predict.md, predict.tgz)"
   else
-    why="exit $rc$( ((rc == 124 || rc == 137)) && echo ", killed at its deadline (CAP_PREDICT $cap s or the budget)"), logs/predict.err: $(tail -c 300 "$LOG/predict.err" | tr '\n' ' ')"
+    why="exit $rc$( ((rc == 124 || rc == 137)) && echo ", killed at its deadline (CAP_PREDICT $cap s or the budget)"), logs/predict.out: $(tail -c 300 "$LOG/predict.out" | tr '\n' ' ') $(tail -c 200 "$LOG/predict.err" | tr '\n' ' ')"
     if [[ -n $dir ]] && timed 30 predict-k1 bin/casestudy predict "$dir" --gpus 8 --topology h100-sxm-8 && [[ -s $LOG/predict-k1.out ]]; then
       {
         echo "**κ NOT measured**: \`run --predict 8 --kappa auto\` gave no predictions ($why). The trials it measured,"
@@ -1089,7 +1089,13 @@ predict_rehearsal() {
   [[ -n $name ]] && tar -czf "$OUT/predict-rehearsal.tgz" -C "$out" "$(basename "$name")"
   if ((rc == 0)) && [[ -s $LOG/predict-rh-check.out ]]; then
     cp "$LOG/predict-rh-check.out" "$OUT/predict-rehearsal.md"
-    log_status "predict-rehearsal: ok, $(grep -m1 '^Median absolute error' "$OUT/predict-rehearsal.md") (predict-rehearsal.md, predict-rehearsal.tgz)"
+    # The bar of issue 40 is stated, not asserted here: the rehearsal's two
+    # approximations (docs/predict.md) are the question.
+    log_status "predict-rehearsal: ok, $(grep -m1 '^Median absolute error' "$OUT/predict-rehearsal.md") $("$PY" -c '
+import json, sys
+v = json.load(open(sys.argv[1]))["validation"]
+print("the bar (<= 10%, the same best):", "met" if v["median_abs_error"] <= 0.10 and v["same_best"] else "NOT met")
+' "$out/predicted.json" 2>&1) (predict-rehearsal.md, predict-rehearsal.tgz)"
   else
     {
       echo "**No prediction checked**: $step failed (exit $rc$( ((rc == 124 || rc == 137)) && echo ": past its deadline"))."
@@ -1108,12 +1114,12 @@ predict_rehearsal() {
 # and 4 CPU ranks from one-rank inputs and a Gloo fit, then measured) on this
 # machine's idle cores, each rank pinned to cores of its own (taskset), as
 # many rounds (PREDICT_CPU_ROUNDS, 3, at most) as fit in the stage's time
-# (EST_PREDICT_CPU/CAP_PREDICT_CPU, 150/250 s, at most what is left). Its
+# (EST_PREDICT_CPU/CAP_PREDICT_CPU, 110/250 s, at most what is left). Its
 # table, summary (host, cores, loads, rounds) and verdict go to
 # $OUT/predict-cpu.md; the bar not met fails the stage (status 1).
 stage_predict_cpu() {
   local rc=0 est cap t out=$WORK/predict-cpu
-  est=$(scaled "${EST_PREDICT_CPU:-150}") cap=${CAP_PREDICT_CPU:-250}
+  est=$(scaled "${EST_PREDICT_CPU:-110}") cap=${CAP_PREDICT_CPU:-250}
   if [[ ! -x bin/casestudy ]]; then
     log_status "predict-cpu: FAIL, no bin/casestudy (make cli here, carry bin)"
     status=1

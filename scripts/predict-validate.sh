@@ -173,9 +173,11 @@ with open(table, "a") as t:
     for c in v["checks"]:
         t.write(f"| {n} | {c['changed']} | {c['predicted_step_ms']:.2f} ms | {c['measured_step_ms']:.2f} ms | "
                 f"{100 * c['error']:+.1f}% | {str(c['in_band']).lower()} |\n")
+name = {c["id"]: c["changed"] for c in v["checks"]}
+best = lambda i: f"{i} ({name.get(i, '?')})"
 with open(summary, "a") as s:
-    s.write(f"{n} ranks: median |error| {100 * v['median_abs_error']:.1f}%, best predicted {v['predicted_best']}, "
-            f"measured {v['measured_best']} ({'same' if v['same_best'] else 'different'})\n")
+    s.write(f"{n} ranks: median |error| {100 * v['median_abs_error']:.1f}%, best predicted {best(v['predicted_best'])}, "
+            f"measured {best(v['measured_best'])} ({'same' if v['same_best'] else 'different'})\n")
 sys.exit(0 if v["median_abs_error"] <= 0.10 and v["same_best"] else 1)
 EOF
 done
