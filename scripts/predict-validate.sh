@@ -37,6 +37,7 @@
 # Exit 0 when every median |error| is at most 10% and the best trial is the
 # same at every N (the bar); 1 when not; 3 when something could not run (a
 # missing tool, a command that failed or ran past its deadline).
+# shellcheck disable=SC2317 # start, on and stop are called indirectly (must, the trap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/predict-validate}
@@ -51,7 +52,8 @@ CORES_PER_RANK=${CORES_PER_RANK:-2}
 BUDGET_S=${BUDGET_S:-0}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
 SECONDS=0
-die() { echo "predict-validate.sh: $*" >&2; exit 3; }
+exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
+die() { echo "predict-validate.sh: $*" >&3; exit 3; }
 for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
@@ -59,7 +61,7 @@ done
 [[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
 maxn=0
 for n in $RANKS; do
-  [[ $n =~ ^[0-9]+$ ]] && ((n >= 2)) || die "RANKS: '$n': want whole numbers of 2 or more"
+  if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 2)); then die "RANKS: '$n': want whole numbers of 2 or more"; fi
   ((n > maxn)) && maxn=$n
 done
 ((maxn > 0)) || die "RANKS is empty"
@@ -71,8 +73,20 @@ if [[ -n ${ENGINE_LIB:-} ]]; then
   export CASESTUDY_ENGINE_LIB=$ENGINE_LIB # the CLI's --engine-lib default
 fi
 
-# Pinning: the N-rank run on cores first..first+N*C-1, copy k on its own C.
-cores=$(nproc)
+# Pinning: the N-rank run on the allowed cores first..first+N*C-1 (by
+# position in this process's affinity list: a container's cpuset need not
+# start at 0), copy k on its own C of them.
+allowed=()
+IFS=, read -ra parts <<<"$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status 2>/dev/null)"
+for p in "${parts[@]}"; do
+  if [[ $p =~ ^([0-9]+)-([0-9]+)$ ]]; then
+    for ((c = BASH_REMATCH[1]; c <= BASH_REMATCH[2]; c++)); do allowed+=("$c"); done
+  elif [[ $p =~ ^[0-9]+$ ]]; then
+    allowed+=("$p")
+  fi
+done
+((${#allowed[@]})) || mapfile -t allowed < <(seq 0 $(($(nproc) - 1)))
+cores=${#allowed[@]}
 need=$((maxn * CORES_PER_RANK))
 first=0
 ((cores > need)) && first=1 # core 0 to the runners and the system
@@ -83,18 +97,36 @@ case $PIN in
      ((cores >= need)) || die "PIN=1: $maxn ranks x $CORES_PER_RANK cores need $need cores, this host has $cores" ;;
   0) pin=0 ;;
 esac
-# cpus FROM COUNT: taskset's list of COUNT cores from core first+FROM.
-cpus() { echo "$((first + $1))-$((first + $1 + $2 - 1))"; }
-# on CPULIST CMD...: CMD under its deadline, pinned to CPULIST when pinning.
-on() {
+# cpus FROM COUNT: taskset's list of COUNT allowed cores from position first+FROM.
+cpus() { local IFS=,; echo "${allowed[*]:first+$1:$2}"; }
+# start CPULIST CMD...: CMD in the background under its deadline, pinned to
+# CPULIST when pinning ($! its pid). Commands run in the background and are
+# waited for, so that a signal to this script is handled at once: the trap
+# below passes it on (timeout(1) passes it to its command: casestudy stops the
+# trial in flight and records it) and exits.
+start() {
   local list=$1
   shift
   if ((pin)); then
-    timeout -k 5 "$LAUNCH_TIMEOUT" taskset -c "$list" "$@"
+    timeout -k 5 "$LAUNCH_TIMEOUT" taskset -c "$list" "$@" &
   else
-    timeout -k 5 "$LAUNCH_TIMEOUT" "$@"
+    timeout -k 5 "$LAUNCH_TIMEOUT" "$@" &
   fi
 }
+# on CPULIST CMD...: start, and wait for it.
+on() {
+  start "$@"
+  wait $!
+}
+stop() {
+  trap - TERM INT
+  echo "predict-validate.sh: stopped by a signal after ${SECONDS} s" >&3
+  # shellcheck disable=SC2046 # one pid a word
+  kill -TERM $(jobs -p) 2>/dev/null
+  wait
+  exit 143
+}
+trap stop TERM INT
 # must WHAT CMD...: CMD, or exit 3 naming WHAT and its log.
 must() {
   local what=$1 rc=0
@@ -106,9 +138,10 @@ must() {
 }
 
 rm -rf "$OUT" && mkdir -p "$OUT"
-host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?')), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+tpc=$(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
+host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 if ((pin)); then
-  host+="; pinned (taskset): each N-rank run and benchmark on cores $first-$((first + need - 1)) or fewer ($CORES_PER_RANK a rank), each one-rank copy on $CORES_PER_RANK of its own"
+  host+="; pinned (taskset): each N-rank run and benchmark on cores $(cpus 0 "$need") or the first of them ($CORES_PER_RANK a rank), each one-rank copy on $CORES_PER_RANK of its own"
 else
   host+="; not pinned"
 fi
@@ -136,8 +169,8 @@ for r in $(seq "$ROUNDS"); do
     # the cores one rank of the N-rank run gets.
     pids=()
     for k in $(seq "$n"); do
-      on "$(cpus $(((k - 1) * CORES_PER_RANK)) "$CORES_PER_RANK")" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
-        --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1 &
+      start "$(cpus $(((k - 1) * CORES_PER_RANK)) "$CORES_PER_RANK")" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
+        --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1
       pids+=($!)
     done
     for k in "${!pids[@]}"; do
@@ -161,11 +194,12 @@ for n in $RANKS; do
   against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$rounds"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
   besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
-  must "predict $n ranks" timeout -k 5 "$LAUNCH_TIMEOUT" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" \
+  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" \
     --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
-  # The table's rows, the summary line and the verdict (exit 1: not met).
-  "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || { (($? == 1)) && status=1 || die "reading $OUT/predicted$n.json"; }
+  # The table's rows, the summary line and the verdict (exit 10: not met).
+  rc=0
+  "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
 import json, sys
 path, n, table, summary = sys.argv[1:]
 v = json.load(open(path))["validation"]
@@ -174,12 +208,17 @@ with open(table, "a") as t:
         t.write(f"| {n} | {c['changed']} | {c['predicted_step_ms']:.2f} ms | {c['measured_step_ms']:.2f} ms | "
                 f"{100 * c['error']:+.1f}% | {str(c['in_band']).lower()} |\n")
 name = {c["id"]: c["changed"] for c in v["checks"]}
-best = lambda i: f"{i} ({name.get(i, '?')})"
+best = lambda i: f"{i} {name[i]}" if name.get(i, "").startswith("(") else f"{i} ({name.get(i, '?')})"
 with open(summary, "a") as s:
     s.write(f"{n} ranks: median |error| {100 * v['median_abs_error']:.1f}%, best predicted {best(v['predicted_best'])}, "
             f"measured {best(v['measured_best'])} ({'same' if v['same_best'] else 'different'})\n")
-sys.exit(0 if v["median_abs_error"] <= 0.10 and v["same_best"] else 1)
+sys.exit(0 if v["median_abs_error"] <= 0.10 and v["same_best"] else 10)  # 1: an error
 EOF
+  case $rc in
+    0) ;;
+    10) status=1 ;;
+    *) die "reading $OUT/predicted$n.json: exit $rc" ;;
+  esac
 done
 {
   echo "$host"
