@@ -999,6 +999,14 @@ stage_study() {
   fi
 }
 
+# has_cli STAGE: whether bin/casestudy is here; if not, STAGE fails saying so.
+has_cli() {
+  [[ -x bin/casestudy ]] && return
+  log_status "$1: FAIL, no bin/casestudy (make cli here, carry bin)"
+  status=1
+  return 1
+}
+
 # stage_predict: one GPU measures the DDP inputs of $PREDICT_STUDY's trials (a
 # world of one with the reducer on) and predicts them on 8 x H100 SXM, NVLS off
 # (docs/predict.md): $OUT/predict.md (predicted.md) and $OUT/predict.tgz. The
@@ -1009,11 +1017,7 @@ stage_study() {
 stage_predict() {
   local rc=0 dir study=${PREDICT_STUDY:-studies/gpt/ddp1-quick.yaml} est cap why
   est=$(scaled "${EST_PREDICT:-70}") cap=${CAP_PREDICT:-110}
-  if [[ ! -x bin/casestudy ]]; then
-    log_status "predict: FAIL, no bin/casestudy (make cli here, carry bin)"
-    status=1
-    return
-  fi
+  has_cli predict || return
   fits "$est" "predict: bin/casestudy run $study --predict 8 --topology h100-sxm-8 --kappa auto" ||
     { [[ $DRY == 1 ]] || log_status "predict: skipped, needs ~$est s, $(left0) s left"; predict_rehearsal; return; }
   [[ $DRY == 1 ]] || rm -rf "$WORK/predict"
@@ -1120,11 +1124,7 @@ print("the bar (<= 10%, the same best):", "met" if v["median_abs_error"] <= 0.10
 stage_predict_cpu() {
   local rc=0 est cap t out=$WORK/predict-cpu
   est=$(scaled "${EST_PREDICT_CPU:-110}") cap=${CAP_PREDICT_CPU:-250}
-  if [[ ! -x bin/casestudy ]]; then
-    log_status "predict-cpu: FAIL, no bin/casestudy (make cli here, carry bin)"
-    status=1
-    return
-  fi
+  has_cli predict-cpu || return
   fits "$est" "predict-cpu: scripts/predict-validate.sh (CPU Gloo ranks ${PREDICT_CPU_RANKS:-2 4}, pinned)" ||
     { [[ $DRY == 1 ]] || log_status "predict-cpu: skipped, needs ~$est s, $(left0) s left"; return; }
   t=$(min "$cap" "$(left)")
