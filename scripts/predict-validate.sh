@@ -24,12 +24,13 @@
 #   RANKS (2 4), ROUNDS (3), BIN (bin/casestudy), ENGINE_LIB (the engine
 #   library; default: the CLI's, $CASESTUDY_ENGINE_LIB or next to the binary),
 #   PYTHON (python3), SIZES (the benchmarks' sizes),
-#   PIN (auto): taskset each N-rank run and benchmark to N x CORES_PER_RANK
-#     cores (default 2: the rank's compute thread, threads: 1 in the study,
-#     and Gloo's) and each of the N one-rank copies to its own CORES_PER_RANK
-#     of them, so that ranks do not share cores; auto pins when taskset exists
-#     and the host has more than the largest N x CORES_PER_RANK cores (core 0
-#     is left to the runners), 1 insists, 0 never,
+#   PIN (auto): taskset each N-rank run, its benchmarks and its N one-rank
+#     copies to the same N x CORES_PER_RANK cores (default 2 a rank: its
+#     compute thread, threads: 1 in the study, and Gloo's), so that ranks need
+#     not share cores and the inputs run where, and as freely as, the ranks
+#     do; auto pins when taskset exists and the host has more than the
+#     largest N x CORES_PER_RANK cores (core 0 is left to the runners), 1
+#     insists, 0 never,
 #   BUDGET_S (0: none): a round starts only if the longest round so far and
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
@@ -75,7 +76,7 @@ fi
 
 # Pinning: the N-rank run on the allowed cores first..first+N*C-1 (by
 # position in this process's affinity list: a container's cpuset need not
-# start at 0), copy k on its own C of them.
+# start at 0), and its N one-rank copies on the same cores.
 allowed=()
 IFS=, read -ra parts <<<"$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status 2>/dev/null)"
 for p in "${parts[@]}"; do
@@ -141,7 +142,7 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 tpc=$(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
 host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 if ((pin)); then
-  host+="; pinned (taskset): each N-rank run and benchmark on cores $(cpus 0 "$need") or the first of them ($CORES_PER_RANK a rank), each one-rank copy on $CORES_PER_RANK of its own"
+  host+="; pinned (taskset): each N-rank run, its benchmarks and its N one-rank copies on the first N x $CORES_PER_RANK of cores $(cpus 0 "$need")"
 else
   host+="; not pinned"
 fi
@@ -165,11 +166,11 @@ for r in $(seq "$ROUNDS"); do
     must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
       --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
     # The one-rank inputs: N copies at once, each a world of one, sharing the
-    # host as the N ranks will (predict --concurrent-inputs); pinned, each on
-    # the cores one rank of the N-rank run gets.
+    # host as the N ranks will (predict --concurrent-inputs), on the N-rank
+    # run's cores.
     pids=()
     for k in $(seq "$n"); do
-      start "$(cpus $(((k - 1) * CORES_PER_RANK)) "$CORES_PER_RANK")" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
+      start "$all" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
         --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1
       pids+=($!)
     done
