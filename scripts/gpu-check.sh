@@ -142,8 +142,8 @@
 #             (70/110 s), EST_PREDICT_RH/CAP_PREDICT_RH (100/150 s); docs/predict.md
 #   predict-cpu  (not in the default STAGES) issue 40 (a) on this machine's idle
 #             CPUs: scripts/predict-validate.sh (studies/gpt/predict-cpu.yaml on
-#             PREDICT_CPU_RANKS, "2 4", CPU Gloo ranks, each pinned to 2 cores of its
-#             own, predicted from one-rank inputs and measured; the bar: median
+#             PREDICT_CPU_RANKS, "2 4", CPU Gloo ranks pinned (taskset) to 2 cores a
+#             rank, predicted from one-rank inputs and measured; the bar: median
 #             |error| <= 10% and the same best trial at each), as many of
 #             PREDICT_CPU_ROUNDS (3) rounds as fit; $OUT/predict-cpu.md (table, host,
 #             loads, verdict) and predict-cpu.tgz; the bar not met fails it;
@@ -1116,7 +1116,7 @@ print("the bar (<= 10%, the same best):", "met" if v["median_abs_error"] <= 0.10
 # stage_predict_cpu: issue 40 (a): the CPU Gloo validation
 # (scripts/predict-validate.sh: studies/gpt/predict-cpu.yaml predicted on 2
 # and 4 CPU ranks from one-rank inputs and a Gloo fit, then measured) on this
-# machine's idle cores, each rank pinned to cores of its own (taskset), as
+# machine's idle cores, pinned (taskset) to 2 cores a rank, as
 # many rounds (PREDICT_CPU_ROUNDS, 3, at most) as fit in the stage's time
 # (EST_PREDICT_CPU/CAP_PREDICT_CPU, 110/250 s, at most what is left). Its
 # table, summary (host, cores, loads, rounds) and verdict go to
