@@ -14,42 +14,176 @@
 #
 #   scripts/predict-validate.sh [OUT]    (default OUT: results/predict-validate)
 #
-# Needs bin/casestudy and the engine (make cli engine). Prints a Markdown
-# summary (docs/predict.md has the committed one) and writes OUT/summary.md.
-# Exit 1 when a median error is above 10% or the best trial differs.
+# Needs bin/casestudy and the engine (make cli engine), and python3 (the
+# verdicts are read from predict's JSON). Prints a Markdown summary
+# (docs/predict.md has the committed ones) and writes OUT/summary.md and
+# OUT/table.md. scripts/gpu-check.sh's stage predict-cpu runs it on the GPU
+# machine's idle cores.
+#
+# Environment:
+#   RANKS (2 4), ROUNDS (3), BIN (bin/casestudy), ENGINE_LIB (the engine
+#   library; default: the CLI's, $CASESTUDY_ENGINE_LIB or next to the binary),
+#   PYTHON (python3), SIZES (the benchmarks' sizes),
+#   PIN (auto): taskset each N-rank run, its benchmarks and its N one-rank
+#     copies to the same N x CORES_PER_RANK cores (default 2 a rank: its
+#     compute thread, threads: 1 in the study, and Gloo's), so that ranks need
+#     not share cores and the inputs run where, and as freely as, the ranks
+#     do; auto pins when taskset exists and the host has more than the
+#     largest N x CORES_PER_RANK cores (core 0 is left to the runners), 1
+#     insists, 0 never,
+#   BUDGET_S (0: none): a round starts only if the longest round so far and
+#     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
+#     summary says how many rounds ran (at least one),
+#   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)).
+# Exit 0 when every median |error| is at most 10% and the best trial is the
+# same at every N (the bar); 1 when not; 3 when something could not run (a
+# missing tool, a command that failed or ran past its deadline).
+# shellcheck disable=SC2317 # start, on and stop are called indirectly (must, the trap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/predict-validate}
 RANKS=${RANKS:-2 4}
 ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-bin/casestudy}
+PY=${PYTHON:-python3}
 STUDY=studies/gpt/predict-cpu.yaml
 SIZES=${SIZES:-16K,256K,1M,4M,16M}
-[[ -x $BIN ]] || { echo "predict-validate.sh: no $BIN (make cli)" >&2; exit 3; }
-command -v jq >/dev/null || { echo "predict-validate.sh: needs jq" >&2; exit 3; }
-rm -rf "$OUT" && mkdir -p "$OUT"
+PIN=${PIN:-auto}
+CORES_PER_RANK=${CORES_PER_RANK:-2}
+BUDGET_S=${BUDGET_S:-0}
+LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
+SECONDS=0
+exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
+die() { echo "predict-validate.sh: $*" >&3; exit 3; }
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
+done
+((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1)) || die "ROUNDS, CORES_PER_RANK and LAUNCH_TIMEOUT: want 1 or more"
+[[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
+maxn=0
+for n in $RANKS; do
+  if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 2)); then die "RANKS: '$n': want whole numbers of 2 or more"; fi
+  ((n > maxn)) && maxn=$n
+done
+((maxn > 0)) || die "RANKS is empty"
+[[ -x $BIN ]] || die "no $BIN (make cli)"
+command -v "$PY" >/dev/null || die "needs $PY (PYTHON) to read predict's JSON"
+command -v timeout >/dev/null || die "needs timeout(1)"
+if [[ -n ${ENGINE_LIB:-} ]]; then
+  [[ -f $ENGINE_LIB ]] || die "ENGINE_LIB=$ENGINE_LIB: no such file"
+  export CASESTUDY_ENGINE_LIB=$ENGINE_LIB # the CLI's --engine-lib default
+fi
 
+# Pinning: the N-rank run on the allowed cores first..first+N*C-1 (by
+# position in this process's affinity list: a container's cpuset need not
+# start at 0), and its N one-rank copies on the same cores.
+allowed=()
+IFS=, read -ra parts <<<"$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status 2>/dev/null)"
+for p in "${parts[@]}"; do
+  if [[ $p =~ ^([0-9]+)-([0-9]+)$ ]]; then
+    for ((c = BASH_REMATCH[1]; c <= BASH_REMATCH[2]; c++)); do allowed+=("$c"); done
+  elif [[ $p =~ ^[0-9]+$ ]]; then
+    allowed+=("$p")
+  fi
+done
+((${#allowed[@]})) || mapfile -t allowed < <(seq 0 $(($(nproc) - 1)))
+cores=${#allowed[@]}
+need=$((maxn * CORES_PER_RANK))
+first=0
+((cores > need)) && first=1 # core 0 to the runners and the system
+case $PIN in
+  auto) pin=0; command -v taskset >/dev/null && ((cores > need)) && pin=1 ;;
+  1) pin=1
+     command -v taskset >/dev/null || die "PIN=1: no taskset"
+     ((cores >= need)) || die "PIN=1: $maxn ranks x $CORES_PER_RANK cores need $need cores, this host has $cores" ;;
+  0) pin=0 ;;
+esac
+# cpus FROM COUNT: taskset's list of COUNT allowed cores from position first+FROM.
+cpus() { local IFS=,; echo "${allowed[*]:first+$1:$2}"; }
+# start CPULIST CMD...: CMD in the background under its deadline, pinned to
+# CPULIST when pinning ($! its pid). Commands run in the background and are
+# waited for, so that a signal to this script is handled at once: the trap
+# below passes it on (timeout(1) passes it to its command: casestudy stops the
+# trial in flight and records it) and exits.
+start() {
+  local list=$1
+  shift
+  if ((pin)); then
+    timeout -k 5 "$LAUNCH_TIMEOUT" taskset -c "$list" "$@" &
+  else
+    timeout -k 5 "$LAUNCH_TIMEOUT" "$@" &
+  fi
+}
+# on CPULIST CMD...: start, and wait for it.
+on() {
+  start "$@"
+  wait $!
+}
+stop() {
+  trap - TERM INT
+  echo "predict-validate.sh: stopped by a signal after ${SECONDS} s" >&3
+  # shellcheck disable=SC2046 # one pid a word
+  kill -TERM $(jobs -p) 2>/dev/null
+  wait
+  exit 143
+}
+trap stop TERM INT
+# must WHAT CMD...: CMD, or exit 3 naming WHAT and its log.
+must() {
+  local what=$1 rc=0
+  shift
+  "$@" || rc=$?
+  ((rc == 0)) && return
+  ((rc == 124 || rc == 137)) && die "$what: past its deadline of ${LAUNCH_TIMEOUT} s (LAUNCH_TIMEOUT)"
+  die "$what: exit $rc"
+}
+
+rm -rf "$OUT" && mkdir -p "$OUT"
+tpc=$(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
+host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+if ((pin)); then
+  host+="; pinned (taskset): each N-rank run, its benchmarks and its N one-rank copies on the first N x $CORES_PER_RANK of cores $(cpus 0 "$need")"
+else
+  host+="; not pinned"
+fi
+echo "$host" >&2
+longest=0 rounds=0 loads=()
 for r in $(seq "$ROUNDS"); do
+  if ((BUDGET_S > 0 && r > 1 && SECONDS + longest + 20 > BUDGET_S)); then
+    echo "round $r not started: ${SECONDS} s gone, the longest round took ${longest} s, BUDGET_S=$BUDGET_S" >&2
+    break
+  fi
+  t0=$SECONDS
   load=$(cut -d' ' -f1 /proc/loadavg)
   for n in $RANKS; do
+    all=$(cpus 0 $((n * CORES_PER_RANK)))
     # The collectives' fit: a benchmark each round, all rounds' points in one fit.
-    "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --json >"$OUT/bench$n-$r.json"
+    must "bench allreduce, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" \
+      --iters 10 --warmup 2 --json >"$OUT/bench$n-$r.json" 2>"$OUT/bench$n-$r.log"
     # The collectives beside compute: each rank with one busy thread (the
     # study's threads per rank) sharing its CPU with Gloo, as a rank's
     # backward does with the collectives it overlaps (predict --fit-beside).
-    "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json"
+    must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
+      --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
     # The one-rank inputs: N copies at once, each a world of one, sharing the
-    # host as the N ranks will (predict --concurrent-inputs).
+    # host as the N ranks will (predict --concurrent-inputs), on the N-rank
+    # run's cores.
     pids=()
     for k in $(seq "$n"); do
-      "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" \
-        >"$OUT/one$n-$r-$k.log" 2>&1 &
+      start "$all" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
+        --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1
       pids+=($!)
     done
-    for p in "${pids[@]}"; do wait "$p"; done
-    "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
+    for k in "${!pids[@]}"; do
+      must "run --predict $n, copy $((k + 1)), round $r (log $OUT/one$n-$r-$((k + 1)).log)" wait "${pids[$k]}"
+    done
+    must "run --ranks $n, round $r (log $OUT/r$n-$r.log)" on "$all" "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" \
+      --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
   done
-  echo "round $r done (load at its start $load)" >&2
+  rounds=$r
+  loads+=("$load")
+  ((SECONDS - t0 > longest)) && longest=$((SECONDS - t0))
+  echo "round $r done in $((SECONDS - t0)) s (load at its start $load)" >&2
 done
 status=0
 {
@@ -58,17 +192,44 @@ status=0
 } >"$OUT/table.md"
 : >"$OUT/summary.md"
 for n in $RANKS; do
-  against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$ROUNDS"))
-  fits=$(printf "$OUT/bench$n-%s.json," $(seq "$ROUNDS"))
-  besides=$(printf "$OUT/beside$n-%s.json," $(seq "$ROUNDS"))
-  "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
+  against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$rounds"))
+  fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
+  besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
+  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" \
+    --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
-  jq -r --arg n "$n" '.validation.checks[] | "| \($n) | \(.changed) | \(.predicted_step_ms*100|round/100) ms | \(.measured_step_ms*100|round/100) ms | \(.error*1000|round/10)% | \(.in_band) |"' \
-    "$OUT/predicted$n.json" >>"$OUT/table.md"
-  jq -r --arg n "$n" '.validation | "\($n) ranks: median |error| \(.median_abs_error*1000|round/10)%, best predicted \(.predicted_best), measured \(.measured_best) (\(if .same_best then "same" else "different" end))"' \
-    "$OUT/predicted$n.json" >>"$OUT/summary.md"
-  jq -e '.validation.median_abs_error <= 0.10 and .validation.same_best' "$OUT/predicted$n.json" >/dev/null || status=1
+  # The table's rows, the summary line and the verdict (exit 10: not met).
+  rc=0
+  "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
+import json, sys
+path, n, table, summary = sys.argv[1:]
+v = json.load(open(path))["validation"]
+with open(table, "a") as t:
+    for c in v["checks"]:
+        t.write(f"| {n} | {c['changed']} | {c['predicted_step_ms']:.2f} ms | {c['measured_step_ms']:.2f} ms | "
+                f"{100 * c['error']:+.1f}% | {str(c['in_band']).lower()} |\n")
+name = {c["id"]: c["changed"] for c in v["checks"]}
+best = lambda i: f"{i} {name[i]}" if name.get(i, "").startswith("(") else f"{i} ({name.get(i, '?')})"
+with open(summary, "a") as s:
+    s.write(f"{n} ranks: median |error| {100 * v['median_abs_error']:.1f}%, best predicted {best(v['predicted_best'])}, "
+            f"measured {best(v['measured_best'])} ({'same' if v['same_best'] else 'different'})\n")
+sys.exit(0 if v["median_abs_error"] <= 0.10 and v["same_best"] else 10)  # 1: an error
+EOF
+  case $rc in
+    0) ;;
+    10) status=1 ;;
+    *) die "reading $OUT/predicted$n.json: exit $rc" ;;
+  esac
 done
+{
+  echo "$host"
+  echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
+  if ((status == 0)); then
+    echo "verdict: the bar is met (median |error| <= 10% and the same best trial at every N)"
+  else
+    echo "verdict: the bar is NOT met"
+  fi
+} >>"$OUT/summary.md"
 cat "$OUT/table.md" && echo && cat "$OUT/summary.md"
-echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD 2>/dev/null)"
 exit $status
