@@ -57,3 +57,44 @@ func TestRehearsalTPChecksums(t *testing.T) {
 	assert.Contains(t, pp.Detail, "stage 1, tensor rank 1: replica 1 (rank 7) differs from replica 0 (rank 5)")
 	assert.True(t, *rehearsalTPChecksums(ranks("a", "a", "a", "a", "c", "c", "c", "c"), 2, 2, 2).ReplicasEqual, "stages differ, each agrees")
 }
+
+// TestRehearsalTPTwinFP32: a tensor-parallel trial in bf16 is judged by its
+// fp32 twin against one rank in fp32 (1e-5), its bf16 distance from one rank
+// shown beside it (the GPT-2 350M tp 2 H100 rehearsal: 1.0e-4, which the
+// one-rank bf16 gap of 3e-5 does not cover); without the twin, shown and not
+// judged; a twin off by more than 1e-5 fails.
+func TestRehearsalTPTwinFP32(t *testing.T) {
+	trial := []float64{10.80293, 9.775615, 9.250983}
+	ranks := []store.RankRecord{rehearsalRank(0, "a", trial, 1<<30, nil, "bf16"), rehearsalRank(1, "a", trial, 1<<30, nil, "bf16")}
+	steps := []int{0, 1, 2}
+	knobs := map[string]string{"tp.degree": "2"}
+	info := func(twin *store.RehearsalLaunch) *store.RehearsalTrial {
+		return &store.RehearsalTrial{Ranks: 2, DataPar: 1, TensorPar: 2, Stages: 1,
+			Reference:      &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.803767, 9.776604, 9.251884}, Steps: steps},
+			NoiseReference: &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.80385, 9.776834, 9.252161}, Steps: steps},
+			TwinFP32:       twin}
+	}
+	l := rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.80386, 9.776830, 9.252170}, Steps: steps}), knobs, 1)
+	require.NotNil(t, l.Agree)
+	assert.True(t, *l.Agree, l.Detail)
+	assert.Contains(t, l.Detail, "in fp32 follows one rank in fp32 within 1e-5")
+	assert.Contains(t, l.Detail, "in bf16, shown, not judged: 0.0001 from one rank in bf16")
+	assert.Equal(t, RehearsalFP32Tol, l.Tolerance)
+
+	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.8, 9.776830, 9.252170}, Steps: steps}), knobs, 1)
+	require.NotNil(t, l.Agree)
+	assert.False(t, *l.Agree, "the twin 2.6e-4 from one rank in fp32: the layout is wrong")
+	assert.Contains(t, l.Detail, "outside 1e-5")
+
+	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OOM, Error: "CUDA out of memory"}), knobs, 1)
+	assert.Nil(t, l.Agree, l.Detail)
+	assert.Contains(t, l.Detail, "the trial's fp32 twin did not run (oom: CUDA out of memory)")
+	l = rehearsalLosses(ranks, info(nil), knobs, 1)
+	assert.Nil(t, l.Agree)
+	assert.Contains(t, l.Detail, "shown, not judged")
+
+	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.80386, 9.776830, 9.252170}, Steps: []int{5, 6, 7}}), knobs, 1)
+	require.NotNil(t, l.Agree)
+	assert.False(t, *l.Agree)
+	assert.Contains(t, l.Detail, "not comparable")
+}

@@ -221,6 +221,11 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				}
 				rh.NoiseReference = refs[key]
 			}
+			if tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32" && rh.NoiseReference != nil &&
+				rh.NoiseReference.Outcome == store.OK && ctx.Err() == nil {
+				rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, next)
+				next++
+			}
 		}
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && !o.RehearseNoFaults && ctx.Err() == nil {
 			faulted = true
@@ -258,6 +263,38 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 			out.Losses = append(out.Losses, s.Loss)
 			out.Steps = append(out.Steps, s.Step)
 		}
+	}
+	return out
+}
+
+// rehearseTwinFP32 launches the trial's ranks again in fp32 (store.RehearsalTrial.TwinFP32).
+func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, rep int) *store.RehearsalLaunch {
+	configs := slices.Clone(sp.Configs)
+	for i := range configs {
+		configs[i].Precision = "fp32"
+	}
+	out := &store.RehearsalLaunch{MicroBatch: configs[0].MicroBatch, GradAccum: configs[0].GradAccum}
+	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, configs, slices.Clone(sp.Devices)), rep)
+	if err != nil {
+		out.Outcome, out.Error = store.Failed, err.Error()
+		return out
+	}
+	out.Outcome, out.Error = rr.Rec.Outcome, rr.Rec.Error
+	ranks := rr.Rec.Ranks
+	if len(ranks) == 0 {
+		return out
+	}
+	n := len(ranks[0].Steps)
+	for _, rk := range ranks {
+		n = min(n, len(rk.Steps))
+	}
+	for i := 0; i < n; i++ {
+		sum := 0.0
+		for _, rk := range ranks {
+			sum += rk.Steps[i].Loss
+		}
+		out.Losses = append(out.Losses, sum/float64(len(ranks)))
+		out.Steps = append(out.Steps, ranks[0].Steps[i].Step)
 	}
 	return out
 }

@@ -100,13 +100,16 @@ plan_line() {
   fi
 }
 
-# cap_of LINE FAULTS: the study's timeout from its plan line.
+# cap_of LINE FAULTS PLAN: the study's timeout from its plan line, plus a
+# launch of its ranks for each tensor-parallel trial that runs in 16-bit (its
+# fp32 twin, docs/rehearsal.md), counted from the plan's trial lines.
 cap_of() {
-  local runs ranks faults=$2
+  local runs ranks faults=$2 twins
   runs=$(sed -n 's/^rehearsal: \([0-9]*\) trials run.*/\1/p' <<<"$1")
   ranks=$(sed -n 's/.*at most \([0-9]*\) ranks.*/\1/p' <<<"$1")
   [[ -n $runs && -n $ranks ]] || { echo 0; return; }
-  local cap=$((30 + runs * (LAUNCH_S + ranks) + 2 * runs * LAUNCH_S))
+  twins=$(grep -E '  runs  .*, (bf16|fp16), .*, tp [0-9]+' "$3" 2>/dev/null | grep -c .)
+  local cap=$((30 + (runs + twins) * (LAUNCH_S + ranks) + 2 * runs * LAUNCH_S))
   ((faults)) && cap=$((cap + 2 * (LAUNCH_S + ranks) + 15))
   echo "$cap"
 }
@@ -149,7 +152,7 @@ for s in $STUDIES; do
     continue
   fi
   [[ $line == *" 0 refused"* ]] || refused+=("$s (some layouts)")
-  cap=$(cap_of "$line" "$faults")
+  cap=$(cap_of "$line" "$faults" "$WORK/logs/$name.plan")
   if [[ $DRY == 1 ]]; then
     echo "  $s: $line; timeout $cap s (faults: $faults)"
     continue

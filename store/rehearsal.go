@@ -46,6 +46,12 @@ type RehearsalTrial struct {
 	// precision is not: its distance to Reference is the precision's noise,
 	// the tolerance of the trial's losses.
 	NoiseReference *RehearsalLaunch `json:"noise_reference,omitempty"`
+	// TwinFP32 is the trial itself (its ranks and layout) in fp32 when it is
+	// tensor-parallel in 16-bit: its losses (the mean over ranks per step)
+	// against NoiseReference check the layout to fp32's 1e-5, which a 16-bit
+	// comparison cannot (the tensor-parallel partial sums round in 16-bit
+	// where one rank's full sums do, a noise the one-rank runs do not show).
+	TwinFP32 *RehearsalLaunch `json:"twin_fp32,omitempty"`
 	// Faults are launches with a fault injected in one rank, each classified
 	// as the runner classifies it on a cluster.
 	Faults []RehearsalFault `json:"faults,omitempty"`
