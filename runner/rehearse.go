@@ -223,8 +223,12 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			}
 			if tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32" && rh.NoiseReference != nil &&
 				rh.NoiseReference.Outcome == store.OK && ctx.Err() == nil {
-				rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, next)
-				next++
+				if why := o.RehearsalNoTwin[t.ID]; why != "" {
+					rh.TwinFP32 = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: sp.Configs[0].MicroBatch, GradAccum: sp.Configs[0].GradAccum}
+				} else {
+					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, next)
+					next++
+				}
 			}
 		}
 		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && !faulted && !o.RehearseNoFaults && ctx.Err() == nil {

@@ -55,7 +55,11 @@ type RehearsalFit struct {
 	// the runner records it skipped with this reason and the losses are not
 	// compared.
 	NoReference map[string]string
-	Rows        []FitRow // every trial, in plan order (casestudy plan --rehearse)
+	// NoTwin: the tensor-parallel trials in 16-bit whose fp32 twin (the
+	// trial's ranks in fp32, store.RehearsalTrial.TwinFP32) does not fit the
+	// device: the runner records it skipped with this reason.
+	NoTwin map[string]string
+	Rows   []FitRow // every trial, in plan order (casestudy plan --rehearse)
 }
 
 // FitRow is one trial's estimate against its target.
@@ -81,7 +85,7 @@ type FitRow struct {
 // none fits and the layout is refused with the number that would; the plan
 // is refused only when no trial fits at all.
 func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
-	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}}
+	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}, NoTwin: map[string]string{}}
 	budget := int64(float64(target.Capacity) * fitHeadroom)
 	devices := max(target.Devices, 1)
 	var refusals []string
@@ -110,6 +114,14 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			if target.Capacity > 0 && row.Reference > budget {
 				out.NoReference[t.ID] = fmt.Sprintf("the one-rank reference (micro-batch %d, grad_accum %d) needs about %s (estimate), more than %s of %s: not launched, the losses are not compared",
 					ref.MicroBatch, ref.GradAccum, rehearsalGiB(row.Reference), rehearsalGiB(budget), target.What)
+			}
+		}
+		if tpDegree(cfg) > 1 && cfg.Precision != "fp32" && target.Capacity > 0 {
+			twin := cfg
+			twin.Precision = "fp32"
+			if tw := RankEstimate(twin, d); int64(shared)*tw > budget {
+				out.NoTwin[t.ID] = fmt.Sprintf("the trial's fp32 twin needs about %s a rank (estimate), %s for the %d ranks on %s, more than %s of %s: not launched",
+					rehearsalGiB(tw), rehearsalGiB(int64(shared)*tw), shared, rehearsalDevice(target.Device), rehearsalGiB(budget), target.What)
 			}
 		}
 		if row.Fits && firstFit[row.Layout] == "" {

@@ -226,3 +226,31 @@ func TestCheckRehearsalFitReference(t *testing.T) {
 	assert.Contains(t, fit.NoReference[id], "the one-rank reference (micro-batch 64, grad_accum 1)")
 	assert.Contains(t, fit.NoReference[id], "the losses are not compared")
 }
+
+// TestCheckRehearsalFitTwin: a tensor-parallel trial in bf16 has an fp32
+// twin (its ranks in fp32, larger: fp32 activations); where the trial fits
+// the GPU and the twin does not, the twin is recorded as not launched with
+// the reason; fp32 trials and data-parallel trials have none.
+func TestCheckRehearsalFitTwin(t *testing.T) {
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 2}\n"+
+		"baseline: {graphs: false, precision: bf16, tp.degree: 2}\n")
+	m := &Machine{Device: "cuda", Rehearse: true, GPUs: []string{"0"}}
+	d := engine.Description{Family: "gpt", Params: 1 << 20, Shapes: map[string]int{"layers": 4, "hidden": 1024, "seq_len": 1024, "vocab": 1024, "positions": 1024, "heads": 4}}
+	describe := func(engine.Config) (engine.Description, error) { return d, nil }
+	id := p.Trials[0].ID
+	wide, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: 1 << 50, What: "a GPU"}, false)
+	require.NoError(t, err)
+	assert.Empty(t, wide.NoTwin[id])
+	per := wide.Rows[0].Estimate
+	capacity := int64(float64(2*per) * 1.05 / fitHeadroom) // the two bf16 ranks fit, with 5% to spare
+	fit, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: capacity, What: "a GPU"}, false)
+	require.NoError(t, err)
+	assert.Contains(t, fit.NoTwin[id], "the trial's fp32 twin needs about")
+	assert.Contains(t, fit.NoTwin[id], "not launched")
+
+	s32, p32 := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 2}\n"+
+		"baseline: {graphs: false, precision: fp32, tp.degree: 2}\n")
+	fit, err = CheckRehearsalFit(s32, p32, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: 1 << 40, What: "a GPU"}, false)
+	require.NoError(t, err)
+	assert.Empty(t, fit.NoTwin, "fp32: the trial is its own twin")
+}

@@ -70,6 +70,9 @@ type Options struct {
 	// RehearsalNoReference: the trials whose one-rank reference does not fit
 	// one device (CheckRehearsalFit's NoReference), recorded skipped.
 	RehearsalNoReference map[string]string
+	// RehearsalNoTwin: the tensor-parallel trials whose fp32 twin does not
+	// fit (CheckRehearsalFit's NoTwin), recorded skipped.
+	RehearsalNoTwin map[string]string
 	// RehearseNoFaults: no fault launches (--rehearse-faults=false: another
 	// study's rehearsal already checked how the runner classifies them).
 	RehearseNoFaults bool
