@@ -22,9 +22,14 @@
 // through ATen ops (CASESTUDY_KERNELS=-fp8cast), whose results must agree to
 // fp32 rounding (the same FP8 operands). The cases include GPT-2 124M's four
 // layers at 16 x 1024 tokens (the shape whose training diverged per tensor on
-// 2026-12-06: a product or scale that fails only at 16,384 rows fails here)
-// and the MLP up-projection with its GELU (the activation's backward fused
-// with the bias gradient).
+// 2026-12-06: a product or scale that fails only at 16,384 rows fails here),
+// the same at training-like values (heavy tails, outlier channels, gradients
+// of 1e-8, zero rows; against the emulation only) and the MLP up-projection
+// with its GELU (the activation's backward fused with the bias gradient; the
+// emulation then starts from the FP8 path's own pre-activation, and the bias
+// gradient is held to the emulation's at 1% and to the exact one under a
+// bound derived from GELU''). And 30 Adam steps of a small MLP in FP8 (per
+// tensor and row, e5m2 and e4m3 gradients) against bf16: last loss within 2%.
 // The kernels alone: amax per tensor, row and column equal to ATen's exactly;
 // the cast (q and its transpose qt) bit for bit the ATen recipe's, inv within
 // an fp32 rounding, over bf16, fp16 and fp32 inputs with values across FP8's
@@ -437,6 +442,68 @@ int check_fp8cast() {
 }
 #endif
 
+// 30 Adam steps of a two-layer MLP (x [4096, 256] -> 1024 GELU -> 256)
+// fitting a fixed random teacher of the same shape, from the same start, in
+// bf16 (mode bf16) or through fp8::linear with o: the first and last loss.
+// The inputs are training-like (realistic_x) and the loss a mean over a
+// million values, so the gradients are as small as a transformer's.
+std::pair<double, double> train_mlp(bool fp8_path, const fp8::Options& o) {
+  torch::manual_seed(23);
+  auto opt = torch::TensorOptions().device(torch::kCUDA);
+  const int64_t rows = 4096, in = 256, hid = 1024, out = 256;
+  auto x = realistic_x({rows, in}, opt).to(torch::kBFloat16);
+  auto t1 = torch::randn({hid, in}, opt) * 0.05, t2 = torch::randn({out, hid}, opt) * 0.05;
+  auto target = torch::mm(torch::gelu(torch::mm(x.to(torch::kFloat), t1.t()), "tanh"), t2.t());
+  auto w1 = (torch::randn({hid, in}, opt) * 0.05).requires_grad_(true);
+  auto w2 = (torch::randn({out, hid}, opt) * 0.05).requires_grad_(true);
+  auto b1 = torch::zeros({hid}, opt).requires_grad_(true), b2 = torch::zeros({out}, opt).requires_grad_(true);
+  torch::optim::Adam adam({w1, b1, w2, b2}, torch::optim::AdamOptions(1e-3));
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; step++) {
+    adam.zero_grad();
+    torch::Tensor y;
+    if (fp8_path) {
+      fp8::Scope scope;
+      y = fp8::linear(fp8::linear(x, w1, b1, o, Act::GeluTanh), w2, b2, o, Act::None);
+    } else {
+      const auto bf = torch::kBFloat16;
+      auto h = torch::gelu(torch::linear(x, w1.to(bf), b1.to(bf)), "tanh");
+      y = torch::linear(h, w2.to(bf), b2.to(bf));
+    }
+    auto loss = (y.to(torch::kFloat) - target).pow(2).mean();
+    loss.backward();
+    adam.step();
+    last = loss.item<double>();
+    if (step == 0) first = last;
+  }
+  return {first, last};
+}
+
+// The MLP trained in bf16 and in FP8 per tensor and per row with e5m2
+// gradients and per tensor with e4m3: every FP8 run's last loss within 2% of
+// bf16's (the gpu-check fp8 stage's verdict, which GPT-2 124M per tensor with
+// e5m2 failed at 18.75 against 8.364 on 2026-12-06 while the other two passed:
+// a training comparison, where check_case compares single products).
+int check_training() {
+  const auto bf16 = train_mlp(false, fp8::Options{});
+  std::cout << "    mlp 30 Adam steps, loss first -> last: bf16 " << bf16.first << " -> " << bf16.second;
+  CS_CHECK(bf16.second < 0.9 * bf16.first);  // it learns: the comparison means something
+  int bad = 0;
+  for (const auto& [scaling, e4] : {std::pair{fp8::Scaling::Tensor, false}, std::pair{fp8::Scaling::Tensor, true},
+                                    std::pair{fp8::Scaling::Row, false}}) {
+    fp8::Options o;
+    o.scaling = scaling;
+    o.grad_e4m3 = e4;
+    const auto r = train_mlp(true, o);
+    std::cout << "; " << (scaling == fp8::Scaling::Row ? "row " : "tensor ") << (e4 ? "e4m3 " : "e5m2 ")
+              << r.first << " -> " << r.second;
+    if (!(r.second <= 1.02 * bf16.second)) bad++;
+  }
+  std::cout << "\n";
+  CS_CHECK(bad == 0);
+  return 0;
+}
+
 // linear_act under AutocastScope(fp8) takes the FP8 path where active() and
 // bf16 autocast's elsewhere (an output of 40 columns is not a multiple of 16).
 int check_wiring() {
@@ -508,6 +575,7 @@ int fp8_linear_tests() {
       failed += run_case("fp8_linear", name(c) + " (kernels " + k + ")", [&] { return check_case(c); });
   }
   restore_kernels();
+  failed += run_case("fp8_linear", "mlp training, fp8 against bf16", check_training);
   failed += run_case("fp8_linear", "linear_act wiring", check_wiring);
   std::cout << "  fp8_linear cuda ok (" << cases.size() << " cases, quantized by the fp8cast kernels "
             << (fp8::fused_quantize(torch::zeros({16, 16}, torch::kCUDA)) ? "and" : "(not built here) and")
