@@ -571,8 +571,12 @@ int fp8_linear_tests() {
   }
   for (const char* k : {"all", "-fp8cast"}) {
     kernels::set_for_tests(k);
-    for (const auto& c : cases)
+    for (const auto& c : cases) {
+      // The training-like cases once: the divergence they look for did not
+      // depend on the quantization's implementation (gpu-check-2026-12-06e).
+      if (c.real && std::string(k) != "all") continue;
       failed += run_case("fp8_linear", name(c) + " (kernels " + k + ")", [&] { return check_case(c); });
+    }
   }
   restore_kernels();
   failed += run_case("fp8_linear", "mlp training, fp8 against bf16", check_training);
