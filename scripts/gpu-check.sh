@@ -702,6 +702,15 @@ stage_fp8() {
       engine "$g" engine-fp8-tensor-e4m3-graphs 10 "$c,$t8,\"grad\":\"e4m3\"}}"
       if [[ -z $k || $k == all ]]; then k=-fp8cast; elif [[ $k == -* ]]; then k="$k,-fp8cast"; fi
       run_env="CASESTUDY_KERNELS=$k" engine "$g" engine-fp8-tensor-aten-graphs 10 "$c,$t8}}"
+      # Diagnostics of that divergence (docs/engine.md, precision fp8): the e5m2
+      # products through the row-wise kernels on the same FP8 operands (its
+      # loss in this group's verdict); in a group of their own (12 eager steps,
+      # no verdict), CASESTUDY_FP8_AUDIT's line per backward pass of each FP8
+      # layer, e5m2 and e4m3 gradients: logs/fp8-engine-fp8-tensor-*audit.err.
+      run_env="CASESTUDY_FP8_E5M2_GEMM=rowwise" engine "$g" engine-fp8-tensor-e5m2rowwise-graphs 10 "$c,$t8}}"
+      local ce=${c/\"graphs\":true/\"graphs\":false}
+      run_env="CASESTUDY_FP8_AUDIT=576" run_warmup=0 run_steps=12 engine "$g audit" engine-fp8-tensor-audit 20 "$ce,$t8}}"
+      run_env="CASESTUDY_FP8_AUDIT=576" run_warmup=0 run_steps=12 engine "$g audit" engine-fp8-tensor-e4m3-audit 20 "$ce,$t8,\"grad\":\"e4m3\"}}"
     fi
     fp8_verdict "$g"
     if [[ $FP8_PROFILE == 1 ]]; then # where the fp8 step's time goes, against bf16's (kernels.py)

@@ -82,14 +82,25 @@ inline at::ScalarType compute_dtype(const torch::Tensor& x) {
   return autocast_enabled(dev) ? autocast_dtype(dev) : x.scalar_type();
 }
 
+// Whether attention runs as matmul, softmax, matmul where SDPA exists: the
+// environment's CASESTUDY_ATTENTION=math, as apply_math_mode (precision.cpp)
+// read it at the trainer's init (a diagnostic: TestGPUBF16Diagnose compares
+// bf16's deviation from fp32 with SDPA's fused kernels and without them).
+inline bool& attention_math() {
+  static bool math = false;
+  return math;
+}
+
 // Causal self-attention over q, k, v [B, H, T, D]. 2.x: SDPA (flash or
-// memory-efficient kernels on CUDA); 1.13: matmul, causal mask, softmax, matmul.
+// memory-efficient kernels on CUDA); 1.13 or attention_math(): matmul, causal
+// mask, softmax, matmul.
 inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                       const torch::Tensor& v) {
 #if CS_HAS_SDPA
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                          /*is_causal=*/true);
-#else
+  if (!attention_math())
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                            /*is_causal=*/true);
+#endif
   const auto T = q.size(-2);
   auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
   auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
@@ -97,19 +108,17 @@ inline torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tenso
   att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
   att = torch::softmax(att, -1);
   return torch::matmul(att, v);
-#endif
 }
 
 // Bidirectional self-attention over q, k, v [B, H, T, D] without a mask (BERT).
-// 2.x: SDPA; 1.13: matmul, softmax, matmul.
+// 2.x: SDPA; 1.13 or attention_math(): matmul, softmax, matmul.
 inline torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v) {
 #if CS_HAS_SDPA
-  return at::scaled_dot_product_attention(q, k, v);
-#else
+  if (!attention_math()) return at::scaled_dot_product_attention(q, k, v);
+#endif
   auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
   return torch::matmul(torch::softmax(att, -1), v);
-#endif
 }
 
 // a @ b with the result in dtype out. Where torch has mm's out_dtype overload

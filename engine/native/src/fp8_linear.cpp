@@ -3,8 +3,12 @@
 // CS_WITH_FP8, on by default: cmake -DCS_WITH_FP8=OFF leaves it out).
 #include "fp8_linear.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <iostream>
 #include <limits>
+#include <sstream>
 
 #include "compat.h"
 #include "kernels.h"
@@ -14,6 +18,7 @@
 #ifdef CS_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #endif
 
 // at::_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
@@ -30,6 +35,29 @@ namespace {
 
 thread_local bool t_on = false;
 Options g_opts;  // configure(): set once at init, before any step
+
+// Diagnostics of the per-tensor e5m2 divergence (docs/engine.md, precision
+// fp8), from the environment at configure():
+// CASESTUDY_FP8_AUDIT=N: the first N backward passes of FP8 linear layers each
+// print one line to stderr: every FP8 product against the same FP8 operands
+// dequantized and multiplied in fp32 (the implementation: the GEMM does what
+// its operands say) and against the unquantized operands (the recipe's
+// error), the share of signs that differ from the unquantized product, the
+// gradient's amax and the share of its nonzero values that underflowed to
+// zero. Eager steps only (a step being captured into a CUDA graph skips it).
+std::atomic<int64_t> g_audit_left{0};
+// CASESTUDY_FP8_E5M2_GEMM=rowwise: the products with an e5m2 operand (the
+// backward's, per tensor) pass their two scalar scales expanded to a row and a
+// column vector, so that _scaled_mm runs its row-wise kernels (those of
+// fp8.scaling row) on the same FP8 operands: the same values up to the
+// accumulation order. Default tensorwise.
+bool g_e5m2_rowwise = false;
+
+// The environment variable's value, "" when unset.
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
 
 }  // namespace
 
@@ -58,7 +86,23 @@ std::string unsupported_reason(const torch::Device& d) {
 #endif
 }
 
-void configure(const Options& o) { g_opts = o; }
+void configure(const Options& o) {
+  g_opts = o;
+  const auto audit = env("CASESTUDY_FP8_AUDIT"), gemm = env("CASESTUDY_FP8_E5M2_GEMM");
+  int64_t n = 0;
+  if (!audit.empty()) {
+    char* end = nullptr;
+    n = std::strtoll(audit.c_str(), &end, 10);
+    if (*end != '\0' || n < 0)
+      throw ConfigError("environment variable CASESTUDY_FP8_AUDIT must be a count of backward passes "
+                        "(0 or more), got \"" + audit + "\": unset it for none");
+  }
+  g_audit_left = n;
+  if (!gemm.empty() && gemm != "tensorwise" && gemm != "rowwise")
+    throw ConfigError("environment variable CASESTUDY_FP8_E5M2_GEMM must be tensorwise or rowwise, got \"" +
+                      gemm + "\": unset it for tensorwise");
+  g_e5m2_rowwise = gemm == "rowwise";
+}
 
 Scope::Scope() : prev_on_(t_on) { t_on = true; }
 
@@ -172,9 +216,60 @@ const char* approximation(kern::Act act) { return act == kern::Act::GeluTanh ? "
 torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sa,
                         const torch::Tensor& sb, const torch::Tensor& bias, at::ScalarType out,
                         bool fast_accum) {
+  if (g_e5m2_rowwise && sa.numel() == 1 && sb.numel() == 1 &&
+      (a.scalar_type() == at::kFloat8_e5m2 || b.scalar_type() == at::kFloat8_e5m2))
+    return at::_scaled_mm(a, b, sa.reshape({1, 1}).expand({a.size(0), 1}).contiguous(),
+                          sb.reshape({1, 1}).expand({1, b.size(1)}).contiguous(),
+                          bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt,
+                          std::nullopt, out, fast_accum);
   return at::_scaled_mm(a, b, sa, sb,
                         bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt,
                         std::nullopt, out, fast_accum);
+}
+
+// One FP8 product for the audit: p = scaled_mm(a, b, sa, sb), and the exact
+// product of the unquantized operands (fp32).
+struct Audited {
+  torch::Tensor p, a, b, sa, sb, exact;
+};
+
+double rel(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got.to(at::kFloat) - want).norm().item<double>() / std::max(want.norm().item<double>(), 1e-30);
+}
+
+// Whether this backward pass is audited (CASESTUDY_FP8_AUDIT), never while the
+// stream is being captured (the audit reads values back to the host).
+bool audit_now(const torch::Tensor& t) {
+  if (g_audit_left.load() <= 0) return false;
+  if (t.is_cuda() && c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
+    return false;
+  return g_audit_left.fetch_sub(1) > 0;
+}
+
+// The audit line of one backward pass (CASESTUDY_FP8_AUDIT, above).
+void audit(const torch::Tensor& dz, const torch::Tensor& gq, bool row, bool e5m2,
+           const std::vector<Audited>& products) {
+  static std::atomic<int64_t> index{0};
+  auto nz = dz != 0;
+  const double underflow =
+      (nz & (gq.to(at::kFloat) == 0)).sum().item<double>() / std::max(1.0, nz.sum().item<double>());
+  std::ostringstream o;
+  o << "fp8 audit " << index++ << ": [" << dz.size(0) << " rows] -> " << dz.size(1) << (row ? " row" : " tensor")
+    << (e5m2 ? " e5m2" : " e4m3") << (g_e5m2_rowwise ? " (e5m2 gemm rowwise)" : "") << ": dz amax "
+    << dz.abs().max().item<double>() << ", underflow " << underflow;
+  const char* names[] = {"dx", "dw"};
+  for (size_t i = 0; i < products.size(); i++) {
+    const auto& q = products[i];
+    if (!q.p.defined()) continue;
+    // The same FP8 operands, dequantized (scales [1, 1], [rows, 1] or [1, cols]), in fp32.
+    auto ops = at::mm(q.a.to(at::kFloat) * q.sa, q.b.to(at::kFloat) * q.sb);
+    auto p = q.p.to(at::kFloat);
+    o << "; " << names[i] << " vs operands " << rel(p, ops) << " vs exact " << rel(p, q.exact)
+      << " (operands vs exact " << rel(ops, q.exact) << "), signs "
+      << ((p * q.exact) < 0).to(at::kFloat).mean().item<double>() << ", nonfinite "
+      << (~torch::isfinite(p)).sum().item<int64_t>();
+  }
+  std::cerr << o.str() << std::endl;
 }
 
 // _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
@@ -201,6 +296,10 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       // z [M, out] = x W^T: mat2 W^T [in, out] is wq.q.t(), column-major as it is.
       z = scaled_mm(xq.q, wq.q.t(), xq.inv, wq.inv, b, at::kBFloat16, /*fast_accum=*/true);
       ctx->save_for_backward({xq.qt, xq.inv, wq.qt, wq.inv, act == kern::Act::None ? torch::Tensor() : z});
+      if (g_audit_left.load() > 0) {  // the unquantized operands, for the audit's exact products
+        ctx->saved_data["audit_x"] = x2;
+        ctx->saved_data["audit_w"] = weight;
+      }
     } else {
       auto xq = quantize(x2, false, Axis::Rows, true, false);      // inv [M, 1]
       auto wq = quantize(weight, false, Axis::Rows, true, false);  // inv [out, 1]
@@ -275,20 +374,38 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       // dW [out, in] = dZ^T [out, M] X [M, in]: X column-major is xqt.t().
       if (ctx->needs_input_grad(1))
         dw = scaled_mm(g.qt, xqt.t(), g.inv, x_inv, {}, at::kFloat, false);
+      if (ctx->saved_data.find("audit_x") != ctx->saved_data.end() && audit_now(dz)) {
+        auto xh = ctx->saved_data["audit_x"].toTensor().to(at::kFloat);
+        auto wh = ctx->saved_data["audit_w"].toTensor().to(at::kFloat);
+        auto dzf = dz.to(at::kFloat);
+        audit(dz, g.q.defined() ? g.q : g.qt.t(), false, g_e5m2,
+              {{dx, g.q, wqt.t(), g.inv, w_inv, dx.defined() ? at::mm(dzf, wh) : torch::Tensor()},
+               {dw, g.qt, xqt.t(), g.inv, x_inv, dw.defined() ? at::mm(dzf.t(), xh) : torch::Tensor()}});
+      }
     } else {
       auto x2 = saved[0], weight = saved[1];
+      Quantized gr, wc, gc, xc;
       // Row-wise scales lie along the dimensions that are not summed over.
       if (ctx->needs_input_grad(0)) {
         // dX: summed over out. dZ per row [M, 1]; W per column [1, in], column-major.
-        auto g = quantize(dz, g_e5m2, Axis::Rows, true, false);
-        auto w = quantize(weight, false, Axis::Cols, false, true);
-        dx = scaled_mm(g.q, w.qt.t(), g.inv, w.inv, {}, at::kBFloat16, false);
+        gr = quantize(dz, g_e5m2, Axis::Rows, true, false);
+        wc = quantize(weight, false, Axis::Cols, false, true);
+        dx = scaled_mm(gr.q, wc.qt.t(), gr.inv, wc.inv, {}, at::kBFloat16, false);
       }
       if (ctx->needs_input_grad(1)) {
         // dW: summed over M. dZ per column (rows of dZ^T) [out, 1]; X per column [1, in].
-        auto g = quantize(dz, g_e5m2, Axis::Cols, false, true);
-        auto xc = quantize(x2, false, Axis::Cols, false, true);
-        dw = scaled_mm(g.qt, xc.qt.t(), g.inv.reshape({out, 1}), xc.inv, {}, at::kFloat, false);
+        gc = quantize(dz, g_e5m2, Axis::Cols, false, true);
+        xc = quantize(x2, false, Axis::Cols, false, true);
+        dw = scaled_mm(gc.qt, xc.qt.t(), gc.inv.reshape({out, 1}), xc.inv, {}, at::kFloat, false);
+      }
+      if (audit_now(dz)) {
+        auto dzf = dz.to(at::kFloat);
+        audit(dz, gr.q.defined() ? gr.q : gc.qt.t(), true, g_e5m2,
+              {{dx, gr.q, dx.defined() ? wc.qt.t() : torch::Tensor(), gr.inv, wc.inv,
+                dx.defined() ? at::mm(dzf, weight.to(at::kFloat)) : torch::Tensor()},
+               {dw, gc.qt, dw.defined() ? xc.qt.t() : torch::Tensor(),
+                dw.defined() ? gc.inv.reshape({out, 1}) : torch::Tensor(), xc.inv,
+                dw.defined() ? at::mm(dzf.t(), x2.to(at::kFloat)) : torch::Tensor()}});
       }
     }
     if (dx.defined()) dx = dx.to(x_dtype).view(dx_shape);

@@ -1,9 +1,31 @@
 // precision.cpp: math modes, autocast scopes and the dynamic loss scaler.
 #include "precision.h"
 
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+
 #include "compat.h"
 
 namespace cs {
+
+namespace {
+
+// The value of environment variable name, "" when unset; ConfigError when it is
+// set to something outside choices.
+std::string env_choice(const char* name, std::initializer_list<const char*> choices) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return "";
+  std::string list;
+  for (const char* c : choices) {
+    if (std::string(v) == c) return v;
+    list += (list.empty() ? "" : " or ") + std::string(c);
+  }
+  throw ConfigError("environment variable " + std::string(name) + " must be " + list + ", got \"" +
+                    v + "\": unset it for the default");
+}
+
+}  // namespace
 
 void check_precision(Precision p, const torch::Device& d) {
   if (p == Precision::FP8) {
@@ -20,6 +42,18 @@ void apply_math_mode(Precision p) {
   const bool tf32 = p == Precision::TF32;
   at::globalContext().setAllowTF32CuBLAS(tf32);
   at::globalContext().setAllowTF32CuDNN(tf32);
+  // Diagnostics of bf16's deviation from fp32 (TestGPUBF16Diagnose; docs/engine.md):
+  // CASESTUDY_BF16_REDUCED_REDUCTION=0 forbids cuBLAS's reduced-precision (bf16)
+  // reductions in bf16 GEMMs (split-K's partial sums), PyTorch's default being to
+  // allow them; CASESTUDY_ATTENTION=math runs attention as matmul, softmax,
+  // matmul instead of SDPA's fused kernels. Read at every trainer's init.
+  const bool reduced = env_choice("CASESTUDY_BF16_REDUCED_REDUCTION", {"0", "1"}) != "0";
+#if CS_TORCH_AT_LEAST(2, 1)
+  at::globalContext().setAllowBF16ReductionCuBLAS(reduced);
+#else
+  (void)reduced;  // 1.13 has no such switch (and CPU GEMMs no split-K in bf16)
+#endif
+  compat::attention_math() = env_choice("CASESTUDY_ATTENTION", {"sdpa", "math"}) == "math";
 }
 
 AutocastScope::AutocastScope(const torch::Device& d, Precision p) : dev_(d.type()) {

@@ -338,7 +338,7 @@ json Trainer::info() const {
   j["optimizer"] = zero_ ? zero_->implementation() : optim_->implementation();
   j["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (zero_) j["zero"] = zero_->info();
-  j["attention"] = CS_HAS_SDPA ? "sdpa" : "math";
+  j["attention"] = CS_HAS_SDPA && !compat::attention_math() ? "sdpa" : "math";
   j["kernels"] = kernels::in_use();
   if (family_->convolutions) j["cudnn"] = describe(cudnn_);
   j["graphs"] = cfg_.graphs;

@@ -22,9 +22,14 @@
 // through ATen ops (CASESTUDY_KERNELS=-fp8cast), whose results must agree to
 // fp32 rounding (the same FP8 operands). The cases include GPT-2 124M's four
 // layers at 16 x 1024 tokens (the shape whose training diverged per tensor on
-// 2026-12-06: a product or scale that fails only at 16,384 rows fails here)
-// and the MLP up-projection with its GELU (the activation's backward fused
-// with the bias gradient).
+// 2026-12-06: a product or scale that fails only at 16,384 rows fails here),
+// the same at training-like values (heavy tails, outlier channels, gradients
+// of 1e-11, zero rows; against the emulation only) and the MLP up-projection
+// with its GELU (the activation's backward fused with the bias gradient; the
+// emulation then starts from the FP8 path's own pre-activation, and the bias
+// gradient is held to the emulation's at 1% and to the exact one under a
+// bound derived from GELU''). And 30 Adam steps of a small MLP in FP8 (per
+// tensor and row, e5m2 and e4m3 gradients) against bf16: last loss within 2%.
 // The kernels alone: amax per tensor, row and column equal to ATen's exactly;
 // the cast (q and its transpose qt) bit for bit the ATen recipe's, inv within
 // an fp32 rounding, over bf16, fp16 and fp32 inputs with values across FP8's
@@ -109,13 +114,43 @@ struct Case {
   fp8::Scaling scaling;
   bool grad_e4m3;
   Act act = Act::None;
+  // Training-like values instead of unit normals (realistic()): the products
+  // against the emulation only.
+  bool real = false;
 };
 
 std::string name(const Case& c) {
   std::string s;
   for (auto d : c.xshape) s += (s.empty() ? "" : "x") + std::to_string(d);
   return s + " -> " + std::to_string(c.out) + (c.act == Act::None ? "" : " gelu") +
-         (c.scaling == fp8::Scaling::Row ? " row" : " tensor") + (c.grad_e4m3 ? " e4m3" : " e5m2");
+         (c.scaling == fp8::Scaling::Row ? " row" : " tensor") + (c.grad_e4m3 ? " e4m3" : " e5m2") +
+         (c.real ? " training-like" : "");
+}
+
+// Values shaped like a transformer's in training, where the unit normals of
+// the other cases are not: activations heavy-tailed (log-normal magnitudes)
+// with a few outlier channels 30x the rest (as GPT-2's layer norms give);
+// output gradients tiny (a loss averaged over 16,384 tokens: median 6e-12
+// here, the amax about 7e-7, so that the dequantization scales, amax / 57344
+// for e5m2, are about 1e-11, as small as a 124M run's by an estimate from
+// its loss: 1e-10 to 1e-11, not measured), heavy-tailed over rows and
+// columns, some rows exactly zero (the first token's query gradient under a
+// causal mask). Per tensor, one amax then spans many binades (e5m2's
+// subnormals and flushes included): where e5m2 or e4m3 products go wrong only
+// there, the emulation comparison fails here.
+torch::Tensor realistic_x(const std::vector<int64_t>& shape, const torch::TensorOptions& opt) {
+  auto x = torch::randn(shape, opt) * torch::exp(torch::randn(shape, opt) * 0.7);
+  x.narrow(-1, 0, 4).mul_(30.0);
+  return x;
+}
+
+torch::Tensor realistic_dy(const std::vector<int64_t>& shape, const torch::TensorOptions& opt) {
+  const int64_t out = shape.back();
+  auto g = torch::randn(shape, opt) * torch::exp(torch::randn(shape, opt) * 1.5) * 1e-11;
+  auto rows = g.reshape({-1, out});
+  rows.mul_(torch::exp(torch::randn({rows.size(0), 1}, opt) * 1.5));  // row (token) scales
+  rows.narrow(0, 0, std::max<int64_t>(1, rows.size(0) / 16)).zero_();
+  return g;
 }
 
 // The kernel switch as the environment set it (restored after a case changes it).
@@ -129,12 +164,14 @@ int check_case(const Case& c) {
   auto opt = torch::TensorOptions().device(torch::kCUDA);
   const int64_t in = c.xshape.back(), out = c.out;
   // bf16 activations (as a layer norm hands them on), fp32 parameters.
-  auto x = torch::randn(c.xshape, opt).to(torch::kBFloat16).requires_grad_(true);
+  auto x = (c.real ? realistic_x(c.xshape, opt) : torch::randn(c.xshape, opt))
+               .to(torch::kBFloat16)
+               .requires_grad_(true);
   auto w = (torch::randn({out, in}, opt) * 0.02).requires_grad_(true);
   auto b = (torch::randn({out}, opt) * 0.1).requires_grad_(true);
   std::vector<int64_t> yshape = c.xshape;
   yshape.back() = out;
-  auto dy = (torch::randn(yshape, opt) * 1e-3).to(torch::kBFloat16);
+  auto dy = (c.real ? realistic_dy(yshape, opt) : torch::randn(yshape, opt) * 1e-3).to(torch::kBFloat16);
 
   fp8::Options o;
   o.scaling = c.scaling;
@@ -147,6 +184,13 @@ int check_case(const Case& c) {
   y.backward(dy);
   CS_CHECK(x.grad().scalar_type() == torch::kBFloat16 && x.grad().sizes() == x.sizes());
   CS_CHECK(w.grad().scalar_type() == torch::kFloat && b.grad().scalar_type() == torch::kFloat);
+  // With a GELU, the product as the FP8 path left it: the same call without
+  // the activation (the same quantization and matmul, so the same z).
+  torch::Tensor z_fp8;
+  if (c.act != Act::None) {
+    torch::NoGradGuard no_grad;
+    z_fp8 = fp8::linear(x.detach(), w.detach(), b.detach(), o, Act::None).reshape({-1, out});
+  }
 
   // Exact values, float64.
   auto x2 = x.detach().reshape({-1, in}).to(torch::kFloat64);
@@ -164,39 +208,77 @@ int check_case(const Case& c) {
   auto z_emul = torch::addmm(b.detach().to(torch::kBFloat16).to(torch::kFloat64),
                              fake_quant(xb, e4, row ? 1 : -1), fake_quant(wb, e4, row ? 1 : -1).t());
   auto y_emul = z_emul;
+  double ez = 0, db_bound = 0;
   if (c.act != Act::None) {
-    // The GELU of z as the product leaves it (bf16), its backward from the
-    // same z; the quantized gradient is then dz (bf16), not dy.
+    // The product itself against the emulation.
+    ez = rel_err(z_fp8, z_emul);
+    // The GELU of z as the FP8 path's product left it (bf16), its backward
+    // from the same z; the quantized gradient is then dz (bf16), not dy. From
+    // the emulation's own z instead (0.2-0.4% away: fast accumulation), GELU'
+    // moves dz by as much, and e5m2's rounding (2 mantissa bits) turns that
+    // into whole steps of 12-25% for the values near a rounding boundary: dx
+    // and dw 1.03% from the emulation per row on the H100 (2026-12-06e),
+    // differences of the reference, not of the path.
     const char* approx = c.act == Act::GeluTanh ? "tanh" : "none";
-    auto zb = z_emul.to(torch::kBFloat16).to(torch::kFloat64);
+    auto zb = z_fp8.to(torch::kFloat64);
     y_emul = torch::gelu(zb, approx);
     gb = at::gelu_backward(gb.to(torch::kFloat64), zb, approx).to(torch::kBFloat16);
     // The exact values' GELU, for the errors against them.
-    auto g_exact = at::gelu_backward(g2, y_exact, approx);
-    y_exact = torch::gelu(y_exact, approx);
+    auto z_exact = y_exact;
+    auto g_exact = at::gelu_backward(g2, z_exact, approx);
+    y_exact = torch::gelu(z_exact, approx);
     g2 = g_exact;
     dx_exact = torch::mm(g2, w64), dw_exact = torch::mm(g2.t(), x2);
     db_exact = g2.sum(0);
+    // db = sum over rows of dy GELU'(z): against the exact values it carries
+    // GELU' taken at the FP8 product's z, not the exact z (the 2.2% measured
+    // on the H100 with a 1% bar). |GELU'(a) - GELU'(b)| <= max|GELU''| |a - b|,
+    // max|GELU''| = GELU''(0) = sqrt(2/pi) ~ 0.798 (erf and tanh forms); with
+    // dy independent of z, a column sum's error relative to the sum is the
+    // RMS of the GELU' error over the RMS of GELU' (in expectation; 3072
+    // columns of 512+ rows average the fluctuation out). Plus bf16's rounding
+    // of dz (2^-8). The bound follows from the forward's own error (e4m3's,
+    // itself under the 6% bar below), measured here, not from a chosen bar.
+    auto gp = at::gelu_backward(torch::ones_like(z_exact), z_exact, approx);
+    auto rms = [](const torch::Tensor& t) { return t.pow(2).mean().sqrt().item<double>(); };
+    db_bound = 0.8 * rms(zb - z_exact) / rms(gp) + std::ldexp(1.0, -8);
   }
+  // The bias gradient the emulation gives: the sum of its dz (dy without an
+  // activation).
+  auto db_emul = gb.to(torch::kFloat64).sum(0);
   auto dx_emul = torch::mm(fake_quant(gb, gd, row ? 1 : -1), fake_quant(wb, e4, row ? 0 : -1));
   auto dw_emul = torch::mm(fake_quant(gb, gd, row ? 0 : -1).t(), fake_quant(xb, e4, row ? 0 : -1));
 
   auto y2 = y.detach().reshape({-1, out}), dx2 = x.grad().reshape({-1, in});
   const double ey = rel_err(y2, y_emul), edx = rel_err(dx2, dx_emul), edw = rel_err(w.grad(), dw_emul);
   const double xy = rel_err(y2, y_exact), xdx = rel_err(dx2, dx_exact), xdw = rel_err(w.grad(), dw_exact);
-  const double edb = rel_err(b.grad(), db_exact);
+  const double edb = rel_err(b.grad(), db_exact), edb_emul = rel_err(b.grad(), db_emul);
   std::cout << "    " << name(c) << ": vs emulation y " << ey << " dx " << edx << " dw " << edw
-            << "; vs exact y " << xy << " dx " << xdx << " dw " << xdw << " db " << edb << "\n";
+            << " db " << edb_emul;
+  if (c.act != Act::None) std::cout << " z " << ez << " (db vs exact bound " << db_bound << ")";
+  std::cout << "; vs exact y " << xy << " dx " << xdx << " dw " << xdw << " db " << edb << "\n";
+  CS_CHECK(torch::isfinite(y).all().item<bool>() && torch::isfinite(x.grad()).all().item<bool>() &&
+           torch::isfinite(w.grad()).all().item<bool>());
   // The forward's fast accumulation measured at most 0.4% from the emulation at
   // K = 3072 on an H100 (gpu-check-2026-12-06e): the 1% bar holds at every K here.
   CS_CHECK(ey < 1e-2 && edx < 1e-2 && edw < 1e-2);
+  CS_CHECK(ez < 1e-2);
+  // The bias gradient is an fp32 sum of the dz the emulation quantizes too:
+  // the 1% bar of the products (bf16 rounding of dz aside, it is exact).
+  CS_CHECK(edb_emul < 1e-2);
+  // Training-like values: the products against the emulation only. Against the
+  // exact values, per-tensor e4m3 then flushes the small activations under the
+  // outlier channels' amax (2^-17.8 of it), an error of the recipe, not of
+  // the implementation; what fails here is a product that differs from the
+  // recipe's emulation on such values.
+  if (c.real) return 0;
   const double grad_hi = c.grad_e4m3 ? 0.06 : 0.10;
   CS_CHECK(xy < 0.06 && xdx < grad_hi && xdw < grad_hi);
   if (c.act == Act::None) {  // FP8 really ran (the GELU's flat part may hide some of its error)
     CS_CHECK(xy > 5e-3 && xdx > 5e-3 && xdw > 5e-3);
     CS_CHECK(edb < 1e-4);  // the bias gradient is a plain fp32 sum of dy
   } else {
-    CS_CHECK(edb < 1e-2);  // a sum of dz, whose GELU' saw the FP8 product's z
+    CS_CHECK(edb < db_bound);  // a sum of dz, whose GELU' saw the FP8 product's z (above)
   }
   return 0;
 }
@@ -363,6 +445,68 @@ int check_fp8cast() {
 }
 #endif
 
+// 30 Adam steps of a two-layer MLP (x [4096, 256] -> 1024 GELU -> 256)
+// fitting a fixed random teacher of the same shape, from the same start, in
+// bf16 (mode bf16) or through fp8::linear with o: the first and last loss.
+// The inputs are training-like (realistic_x) and the loss a mean over a
+// million values, so the gradients are as small as a transformer's.
+std::pair<double, double> train_mlp(bool fp8_path, const fp8::Options& o) {
+  torch::manual_seed(23);
+  auto opt = torch::TensorOptions().device(torch::kCUDA);
+  const int64_t rows = 4096, in = 256, hid = 1024, out = 256;
+  auto x = realistic_x({rows, in}, opt).to(torch::kBFloat16);
+  auto t1 = torch::randn({hid, in}, opt) * 0.05, t2 = torch::randn({out, hid}, opt) * 0.05;
+  auto target = torch::mm(torch::gelu(torch::mm(x.to(torch::kFloat), t1.t()), "tanh"), t2.t());
+  auto w1 = (torch::randn({hid, in}, opt) * 0.05).requires_grad_(true);
+  auto w2 = (torch::randn({out, hid}, opt) * 0.05).requires_grad_(true);
+  auto b1 = torch::zeros({hid}, opt).requires_grad_(true), b2 = torch::zeros({out}, opt).requires_grad_(true);
+  torch::optim::Adam adam({w1, b1, w2, b2}, torch::optim::AdamOptions(1e-3));
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; step++) {
+    adam.zero_grad();
+    torch::Tensor y;
+    if (fp8_path) {
+      fp8::Scope scope;
+      y = fp8::linear(fp8::linear(x, w1, b1, o, Act::GeluTanh), w2, b2, o, Act::None);
+    } else {
+      const auto bf = torch::kBFloat16;
+      auto h = torch::gelu(torch::linear(x, w1.to(bf), b1.to(bf)), "tanh");
+      y = torch::linear(h, w2.to(bf), b2.to(bf));
+    }
+    auto loss = (y.to(torch::kFloat) - target).pow(2).mean();
+    loss.backward();
+    adam.step();
+    last = loss.item<double>();
+    if (step == 0) first = last;
+  }
+  return {first, last};
+}
+
+// The MLP trained in bf16 and in FP8 per tensor and per row with e5m2
+// gradients and per tensor with e4m3: every FP8 run's last loss within 2% of
+// bf16's (the gpu-check fp8 stage's verdict, which GPT-2 124M per tensor with
+// e5m2 failed at 18.75 against 8.364 on 2026-12-06 while the other two passed:
+// a training comparison, where check_case compares single products).
+int check_training() {
+  const auto bf16 = train_mlp(false, fp8::Options{});
+  std::cout << "    mlp 30 Adam steps, loss first -> last: bf16 " << bf16.first << " -> " << bf16.second;
+  CS_CHECK(bf16.second < 0.9 * bf16.first);  // it learns: the comparison means something
+  int bad = 0;
+  for (const auto& [scaling, e4] : {std::pair{fp8::Scaling::Tensor, false}, std::pair{fp8::Scaling::Tensor, true},
+                                    std::pair{fp8::Scaling::Row, false}}) {
+    fp8::Options o;
+    o.scaling = scaling;
+    o.grad_e4m3 = e4;
+    const auto r = train_mlp(true, o);
+    std::cout << "; " << (scaling == fp8::Scaling::Row ? "row " : "tensor ") << (e4 ? "e4m3 " : "e5m2 ")
+              << r.first << " -> " << r.second;
+    if (!(r.second <= 1.02 * bf16.second)) bad++;
+  }
+  std::cout << "\n";
+  CS_CHECK(bad == 0);
+  return 0;
+}
+
 // linear_act under AutocastScope(fp8) takes the FP8 path where active() and
 // bf16 autocast's elsewhere (an output of 40 columns is not a multiple of 16).
 int check_wiring() {
@@ -418,13 +562,27 @@ int fp8_linear_tests() {
     cases.push_back({{16, 1024, 768}, 768, s, false});
     cases.push_back({{16, 1024, 768}, 3072, s, false, Act::GeluTanh});
     cases.push_back({{16, 1024, 3072}, 768, s, false});
+    // The same four at training-like values (realistic_x, realistic_dy), both
+    // gradient formats: per tensor with e5m2 gradients diverged on GPT-2 124M
+    // where e4m3 and per row tracked bf16 (gpu-check-2026-12-06e).
+    for (bool e4 : {false, true}) {
+      cases.push_back({{16, 1024, 768}, 2304, s, e4, Act::None, true});
+      cases.push_back({{16, 1024, 768}, 768, s, e4, Act::None, true});
+      cases.push_back({{16, 1024, 768}, 3072, s, e4, Act::GeluTanh, true});
+      cases.push_back({{16, 1024, 3072}, 768, s, e4, Act::None, true});
+    }
   }
   for (const char* k : {"all", "-fp8cast"}) {
     kernels::set_for_tests(k);
-    for (const auto& c : cases)
+    for (const auto& c : cases) {
+      // The training-like cases once: the divergence they look for did not
+      // depend on the quantization's implementation (gpu-check-2026-12-06e).
+      if (c.real && std::string(k) != "all") continue;
       failed += run_case("fp8_linear", name(c) + " (kernels " + k + ")", [&] { return check_case(c); });
+    }
   }
   restore_kernels();
+  failed += run_case("fp8_linear", "mlp training, fp8 against bf16", check_training);
   failed += run_case("fp8_linear", "linear_act wiring", check_wiring);
   std::cout << "  fp8_linear cuda ok (" << cases.size() << " cases, quantized by the fp8cast kernels "
             << (fp8::fused_quantize(torch::zeros({16, 16}, torch::kCUDA)) ? "and" : "(not built here) and")
