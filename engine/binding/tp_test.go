@@ -267,6 +267,7 @@ func TestGPUTPStaged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tpGPUConfig(tt.sp)
 			rs := tpFollows(t, lib, cfg, tt.world, steps, rankOpts{staged: true})
+			tpCommCheck(t, cfg, rs) // CUDA events around the staged collectives
 			for r, res := range rs {
 				assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
 			}
@@ -278,7 +279,8 @@ func TestGPUTPStaged(t *testing.T) {
 // GPUs over the tensor group's NCCL communicator (the pipeline's id exchange,
 // pipeline_group_nccl.cpp), and tp 2 x dp 2 with sequence parallelism on four
 // GPUs where there are four, against one GPU: fp32 losses and the gathered
-// parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test).
+// parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test), and
+// the tensor collectives timed and counted (tpCommCheck).
 func TestGPUMultiTP(t *testing.T) {
 	lib, n := multiGPU(t)
 	const steps = 3
@@ -290,6 +292,7 @@ func TestGPUMultiTP(t *testing.T) {
 			cfg := tpGPUConfig(tt.sp)
 			rs := runGPURanks(t, lib, cfg, tt.world, steps)
 			tpCheck(t, lib, cfg, rs, steps, 1e-4)
+			tpCommCheck(t, cfg, rs) // ncclAllGather, ncclReduceScatter; CUDA events
 			for r, res := range rs {
 				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
 			}
