@@ -192,6 +192,21 @@ func tpCommCheck(t *testing.T, cfg engine.Config, rs []rankResult) {
 		rs[0].Metrics[0].TPCommMS, rs[0].Metrics[0].StepMS, rs[0].Metrics[0].TPCommBytes)
 }
 
+// TestTPStagedCPU: tp 2 x dp 2 with sequence parallelism over the host-staged
+// groups (dist.backend gloo-staged) on CPU ranks: comm_staged.cpp's
+// StagedPipeGroup carries the tensor group's all-gathers and reduce-scatters
+// (host copies around the Gloo calls, as on a shared GPU), against one rank,
+// the collectives timed and counted as over plain Gloo.
+func TestTPStagedCPU(t *testing.T) {
+	lib := glooLibrary(t)
+	cfg := tpGPT(2, true)
+	rs := tpFollows(t, lib, cfg, 4, 2, rankOpts{staged: true})
+	tpCommCheck(t, cfg, rs)
+	for r, res := range rs {
+		assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
+	}
+}
+
 // TestTPRefused: what the engine does not implement is refused by name,
 // never silently ignored.
 func TestTPRefused(t *testing.T) {
