@@ -788,13 +788,13 @@ int tp_tests() {
       {"attention heads", heads}, {"vocab embedding", embedding},
       {"vocab cross-entropy", cross_entropy}, {"conjugates", conjugates},
       {"tiny gpt 3 steps", model}};
+  int ran = 0;
   // The groups' collectives, at 2, 3 and 4 ranks.
   const std::vector<std::pair<std::string, std::function<int(const tp::Context&, int)>>> group_cases = {
       {"all-gather and reduce-scatter", collectives}, {"coalesced reductions", coalesced},
       {"timed group", timed}};
   for (int n : {2, 3, 4})
     for (const auto& kv : group_cases) failed |= on_ranks(kv.first, n, false, kv.second), ran++;
-  int ran = 0;
   for (int n : {2, 4})
     for (bool sp : {false, true})
       for (const auto& kv : cases) failed |= on_ranks(kv.first, n, sp, kv.second), ran++;
@@ -807,7 +807,7 @@ int tp_tests() {
   case_started_ms = 0;
   std::cout << "tp: " << ran
             << " cases on the engine's Gloo groups over thread ranks (tp 2, 3 and 4, tp 2 x dp 2, "
-               "sequence parallel off and on, the engine's GPT)"
+               "sequence parallel off and on, the engine's GPT, the groups' collectives and their timing)"
             << std::endl;
   at::set_num_threads(threads);
 #else
