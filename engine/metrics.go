@@ -36,6 +36,18 @@ type StepMetrics struct {
 	Buckets           []BucketMetrics `json:"buckets,omitempty"`
 	Stages            []StageMetrics  `json:"stages,omitempty"`
 	OptimStateBytes   int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
+
+	// TPCommMS is a tensor-parallel rank's time in its tensor group's
+	// collectives (the activations' all-reduces, all-gathers and
+	// reduce-scatters, the gradient norm's all-reduce), timed on the compute
+	// stream. They are synchronous, so all of it is exposed: CommMS and
+	// ExposedCommMS count it (and the data group's gradient average), and
+	// ForwardMS, BackwardMS and OptimizerMS leave it out
+	// (docs/tensor-parallel.md). TPCollectives and TPCommBytes count them.
+	// Absent without tp.
+	TPCommMS      float64 `json:"tp_comm_ms,omitempty"`
+	TPCollectives int     `json:"tp_collectives,omitempty"`
+	TPCommBytes   int64   `json:"tp_comm_bytes,omitempty"`
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.

@@ -185,7 +185,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	t.OptimStateBytes = sum.OptimStateBytes
 	t.LaunchDetail = launchDetails(rec, metric)
 	b := &Breakdown{ForwardMS: sum.ForwardMS, BackwardMS: sum.BackwardMS, OptimizerMS: sum.OptimizerMS,
-		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS}
+		ExposedCommMS: sum.ExposedCommMS, BubbleMS: sum.BubbleMS, TPCommMS: sum.TPCommMS}
 	named := b.ForwardMS + b.BackwardMS + b.OptimizerMS + b.ExposedCommMS + b.BubbleMS
 	b.OtherMS = max(0, sum.StepMSMedian-named)
 	t.Breakdown = b

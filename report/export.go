@@ -133,7 +133,7 @@ func WriteCSV(w io.Writer, s *Summary) error {
 	head = append(head, "objective", "unit", "value", "value_lo", "value_hi", "confidence", "launches",
 		"vs_baseline", "vs_baseline_lo", "vs_baseline_hi", "p", "verdict", "samples_per_s", "tokens_per_s",
 		"step_ms_median", "step_ms_p10", "step_ms_p90", "cv", "noisy", "mfu", "mfu_bf16", "tflops", "mem_peak_bytes", "mem_held_bytes", "final_loss",
-		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "error", "command")
+		"forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms", "bubble_ms", "other_ms", "tp_comm_ms", "error", "command")
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvSafe(head)); err != nil {
 		return err
@@ -165,9 +165,9 @@ func WriteCSV(w io.Writer, s *Summary) error {
 			if b == nil {
 				b = &Breakdown{}
 			}
-			row = append(row, f(b.ForwardMS), f(b.BackwardMS), f(b.OptimizerMS), f(b.ExposedCommMS), f(b.BubbleMS), f(b.OtherMS))
+			row = append(row, f(b.ForwardMS), f(b.BackwardMS), f(b.OptimizerMS), f(b.ExposedCommMS), f(b.BubbleMS), f(b.OtherMS), f(b.TPCommMS))
 		} else {
-			row = append(row, slicesRepeat("", 31)...)
+			row = append(row, slicesRepeat("", 32)...)
 		}
 		row = append(row, t.Error, t.Command)
 		if err := cw.Write(csvSafe(row)); err != nil {

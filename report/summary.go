@@ -210,6 +210,9 @@ type Breakdown struct {
 	ExposedCommMS float64 `json:"exposed_comm_ms"`
 	BubbleMS      float64 `json:"bubble_ms"`
 	OtherMS       float64 `json:"other_ms"`
+	// TPCommMS: of ExposedCommMS, the tensor group's collectives (tensor
+	// parallelism, docs/tensor-parallel.md); 0 and absent without it.
+	TPCommMS float64 `json:"tp_comm_ms,omitempty"`
 	// Split says how the step is divided (report/breakdown.go): "" by the
 	// engine's timers, "profile" a replayed graph by its kernel profile
 	// (Kernels and IdleMS), "none" a replayed graph without one (Note).

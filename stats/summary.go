@@ -151,6 +151,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 		ExposedCommMS: field(func(s engine.StepMetrics) float64 { return s.ExposedCommMS }),
 		CommMS:        field(func(s engine.StepMetrics) float64 { return s.CommMS }),
 		BubbleMS:      field(func(s engine.StepMetrics) float64 { return s.BubbleMS }),
+		TPCommMS:      field(func(s engine.StepMetrics) float64 { return s.TPCommMS }),
 	}
 	sum.Noisy = sum.StepCV > th || sum.RepeatCV > th
 	sum.OptimStateBytes = optState

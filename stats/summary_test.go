@@ -86,3 +86,22 @@ func TestSummarizeTrialNoisy(t *testing.T) {
 	failedOnly := SummarizeTrial([]store.RepeatRecord{{Outcome: store.Crashed}}, SummaryOptions{})
 	assert.Nil(t, failedOnly)
 }
+
+// TestSummarizeTrialTPComm: a tensor-parallel trial's summary carries the
+// median step's tensor-group communication (tp_comm_ms) beside comm_ms;
+// without tensor parallelism it stays 0.
+func TestSummarizeTrialTPComm(t *testing.T) {
+	ss := steps(10, 11, 12)
+	for i, tp := range []float64{1, 3, 2} {
+		ss[i].TPCommMS, ss[i].CommMS, ss[i].ExposedCommMS = tp, tp+1, tp+1
+	}
+	rec := store.RepeatRecord{Outcome: store.OK, SamplesPerS: 100, Ranks: []store.RankRecord{{Steps: ss}}}
+	s := SummarizeTrial([]store.RepeatRecord{rec}, SummaryOptions{})
+	require.NotNil(t, s)
+	assert.Equal(t, 2.0, s.TPCommMS)
+	assert.Equal(t, 3.0, s.CommMS)
+	plain := SummarizeTrial([]store.RepeatRecord{{Outcome: store.OK, SamplesPerS: 100,
+		Ranks: []store.RankRecord{{Steps: steps(10, 11)}}}}, SummaryOptions{})
+	require.NotNil(t, plain)
+	assert.Zero(t, plain.TPCommMS)
+}

@@ -171,6 +171,9 @@ type TrialSummary struct {
 	ExposedCommMS float64 `json:"exposed_comm_ms"`
 	CommMS        float64 `json:"comm_ms"`
 	BubbleMS      float64 `json:"bubble_ms"`
+	// TPCommMS: of ExposedCommMS, the tensor group's collectives (median
+	// step); 0 without tensor parallelism.
+	TPCommMS float64 `json:"tp_comm_ms,omitempty"`
 
 	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
 	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`

@@ -108,6 +108,7 @@ func TestTPMatchesOneRank(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := tpFollows(t, lib, tt.cfg, tt.world, steps, rankOpts{})
+			tpCommCheck(t, tt.cfg, rs)
 			for r, res := range rs { // ranks tensor-fastest: tensor rank r mod degree
 				want := 0 // a tensor group's samples count once, on its tensor rank 0
 				if r%tt.cfg.TP.Degree == 0 {
@@ -127,6 +128,83 @@ func TestTPMatchesOneRank(t *testing.T) {
 		}
 		assert.InEpsilon(t, off[0].Checksum.Sum, on[0].Checksum.Sum, tpTol, "parameter sum")
 	})
+}
+
+// tpCollectives is how many collectives GPT's tensor group runs in a step
+// (gpt.cpp on tp.h, docs/tensor-parallel.md), per micro-batch: without
+// sequence parallelism the forward's all-reduce after the embedding and after
+// each block's two row-parallel layers and the cross-entropy's all-gather and
+// all-reduce (2L + 3), the backward's all-reduce before each column-parallel
+// layer (two per block, the head: 2L + 1); with it the forward's
+// reduce-scatter after the embedding, all-gather and reduce-scatter around
+// each block's two parallel regions, the head's all-gather, the
+// cross-entropy's two (4L + 4), the backward's conjugates of the forward's
+// all-gathers and reduce-scatters (4L + 2). Then the gradient norm's
+// all-reduce, and with sequence parallelism the LayerNorms' and biases'
+// gradients in one all-reduce (one dtype).
+func tpCollectives(layers, gradAccum int, sp bool) int {
+	if sp {
+		return gradAccum*(8*layers+6) + 2
+	}
+	return gradAccum*(4*layers+4) + 1
+}
+
+// tpCommCheck: every rank's every step times its tensor group's collectives
+// (tp_comm_ms > 0, the count tpCollectives gives, their bytes, the same on
+// every rank of a tensor group) and counts them, with the data group's
+// average where there is one (one all-reduce more), in comm_ms, which is all
+// exposed (synchronous on the compute stream).
+func tpCommCheck(t *testing.T, cfg engine.Config, rs []rankResult) {
+	t.Helper()
+	// The count is GPT tiny's (2 layers); another family's is checked equal
+	// over its tensor group and the steps only.
+	gpt := cfg.Family == "gpt" && cfg.Preset == "tiny" && cfg.Layers == 0
+	want := rs[0].Metrics[0].TPCollectives
+	if gpt {
+		want = tpCollectives(2, cfg.GradAccum, cfg.TP.SequenceParallel)
+	}
+	dp := len(rs) / cfg.TP.Degree
+	for r, res := range rs {
+		peer := rs[r-r%cfg.TP.Degree].Metrics
+		for i, m := range res.Metrics {
+			assert.Greater(t, m.TPCommMS, 0.0, "rank %d step %d tp_comm_ms", r, i)
+			assert.Greater(t, m.TPCollectives, 0, "rank %d step %d tensor collectives", r, i)
+			assert.Equal(t, want, m.TPCollectives, "rank %d step %d tensor collectives", r, i)
+			assert.Greater(t, m.TPCommBytes, int64(0), "rank %d step %d tensor bytes", r, i)
+			assert.Equal(t, peer[i].TPCommBytes, m.TPCommBytes, "rank %d step %d: tensor bytes differ from its group's first rank", r, i)
+			assert.Equal(t, m.CommMS, m.ExposedCommMS, "rank %d step %d: synchronous, all exposed", r, i)
+			assert.Greater(t, m.ForwardMS, 0.0, "rank %d step %d forward_ms without the collectives", r, i)
+			assert.Greater(t, m.BackwardMS, 0.0, "rank %d step %d backward_ms without the collectives", r, i)
+			assert.LessOrEqual(t, m.ForwardMS+m.BackwardMS+m.OptimizerMS+m.ExposedCommMS, m.StepMS*1.0001,
+				"rank %d step %d: the parts count each collective once", r, i)
+			if dp > 1 {
+				assert.Equal(t, want+1, m.Collectives, "rank %d step %d: the data group's one all-reduce", r, i)
+				assert.Greater(t, m.CommMS, m.TPCommMS, "rank %d step %d", r, i)
+				assert.Greater(t, m.CommBytes, m.TPCommBytes, "rank %d step %d", r, i)
+			} else {
+				assert.Equal(t, want, m.Collectives, "rank %d step %d", r, i)
+				assert.Equal(t, m.TPCommMS, m.CommMS, "rank %d step %d", r, i)
+				assert.Equal(t, m.TPCommBytes, m.CommBytes, "rank %d step %d", r, i)
+			}
+		}
+	}
+	t.Logf("tensor collectives per step %d, rank 0: tp_comm_ms %v of step_ms %v, %d bytes", want,
+		rs[0].Metrics[0].TPCommMS, rs[0].Metrics[0].StepMS, rs[0].Metrics[0].TPCommBytes)
+}
+
+// TestTPStagedCPU: tp 2 x dp 2 with sequence parallelism over the host-staged
+// groups (dist.backend gloo-staged) on CPU ranks: comm_staged.cpp's
+// StagedPipeGroup carries the tensor group's all-gathers and reduce-scatters
+// (host copies around the Gloo calls, as on a shared GPU), against one rank,
+// the collectives timed and counted as over plain Gloo.
+func TestTPStagedCPU(t *testing.T) {
+	lib := glooLibrary(t)
+	cfg := tpGPT(2, true)
+	rs := tpFollows(t, lib, cfg, 4, 2, rankOpts{staged: true})
+	tpCommCheck(t, cfg, rs)
+	for r, res := range rs {
+		assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
+	}
 }
 
 // TestTPRefused: what the engine does not implement is refused by name,
@@ -210,6 +288,7 @@ func TestGPUTPStaged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tpGPUConfig(tt.sp)
 			rs := tpFollows(t, lib, cfg, tt.world, steps, rankOpts{staged: true})
+			tpCommCheck(t, cfg, rs) // CUDA events around the staged collectives
 			for r, res := range rs {
 				assert.Equal(t, "gloo-staged", res.Info.Backend, "rank %d", r)
 			}
@@ -221,7 +300,8 @@ func TestGPUTPStaged(t *testing.T) {
 // GPUs over the tensor group's NCCL communicator (the pipeline's id exchange,
 // pipeline_group_nccl.cpp), and tp 2 x dp 2 with sequence parallelism on four
 // GPUs where there are four, against one GPU: fp32 losses and the gathered
-// parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test).
+// parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test), and
+// the tensor collectives timed and counted (tpCommCheck).
 func TestGPUMultiTP(t *testing.T) {
 	lib, n := multiGPU(t)
 	const steps = 3
@@ -233,6 +313,7 @@ func TestGPUMultiTP(t *testing.T) {
 			cfg := tpGPUConfig(tt.sp)
 			rs := runGPURanks(t, lib, cfg, tt.world, steps)
 			tpCheck(t, lib, cfg, rs, steps, 1e-4)
+			tpCommCheck(t, cfg, rs) // ncclAllGather, ncclReduceScatter; CUDA events
 			for r, res := range rs {
 				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
 			}

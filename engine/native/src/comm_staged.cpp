@@ -324,6 +324,25 @@ class StagedPipeGroup : public PipeGroup {
     t.copy_(h);
   }
 
+  // Bytes on the wire (the Gloo group's all_gather takes any dtype): exact.
+  void all_gather(const torch::Tensor& in, torch::Tensor out) override {
+    torch::NoGradGuard ng;
+    torch::Tensor hi = host_buffer(in, in.scalar_type()), ho = host_buffer(out, out.scalar_type());
+    hi.copy_(in);
+    host_->all_gather(hi, ho);
+    out.copy_(ho);
+  }
+
+  // bf16 staged as fp32, as all_reduce_sum.
+  void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) override {
+    torch::NoGradGuard ng;
+    const auto dt = gloo_dtype(in.scalar_type()) ? in.scalar_type() : torch::kFloat;
+    torch::Tensor hi = host_buffer(in, dt), ho = host_buffer(out, dt);
+    hi.copy_(in);
+    host_->reduce_scatter_sum(hi, ho);
+    out.copy_(ho);
+  }
+
   void close() override { host_->close(); }
 
  private:

@@ -378,25 +378,14 @@ void Pipeline::run_1f1b() {
 
 void Pipeline::reduce_data_parallel() {
   if (!dp_) return;
-  torch::NoGradGuard ng;
   std::vector<torch::Tensor> grads;
   for (const auto& p : held_list_)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return;
-  std::vector<torch::Tensor> flat_parts;
-  for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
-  auto flat = torch::cat(flat_parts);
-  const int a = mark();
-  dp_->all_reduce_sum(flat);
-  stats_->coll.emplace_back(a, mark());
-  stats_->coll_bytes += nbytes(flat);
+  int a = 0;
+  stats_->coll_bytes += average_over_group(grads, *dp_, [&] { a = mark(); },
+                                           [&] { stats_->coll.emplace_back(a, mark()); });
   stats_->collectives++;
-  flat.div_(double(dp_size_));
-  int64_t off = 0;
-  for (auto& g : grads) {
-    g.copy_(flat.narrow(0, off, g.numel()).view_as(g));
-    off += g.numel();
-  }
 }
 
 // Megatron's embedding group: the owner's and the last stage's gradients of a

@@ -13,6 +13,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,9 +40,34 @@ class PipeGroup {
   // Sums t (contiguous; float32, float64 or bfloat16) in place over the group;
   // returns when done.
   virtual void all_reduce_sum(torch::Tensor t) = 0;
+  // Gathers every rank's in (contiguous, n elements, the same n and dtype on
+  // every rank, any dtype) into out (contiguous, size() * n elements of in's
+  // dtype): rank r's in lands at elements [r*n, (r+1)*n). Exact (the bytes are
+  // copied); returns when done.
+  virtual void all_gather(const torch::Tensor& in, torch::Tensor out) = 0;
+  // Sums in (contiguous, size() * n elements; float32, float64 or bfloat16)
+  // over the group and writes this rank's block of the sum, elements
+  // [rank()*n, (rank()+1)*n), into out (contiguous, n elements of in's dtype);
+  // returns when done.
+  virtual void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) = 0;
   // Orderly teardown, as Communicator::close (dist.h).
   virtual void close() {}
 };
+
+// The gradients' average over g (a data-parallel group) in one all-reduce:
+// grads flattened into one buffer (torch::cat, whose dtype is their promoted
+// one), summed over g, divided by g.size() and copied back. The pipeline's
+// stage group and the tensor mesh's data group use it. before and after (may
+// be empty) run just before and after the collective, for the caller's timing.
+// Returns the buffer's bytes; nothing (0) when grads is empty.
+int64_t average_over_group(const std::vector<torch::Tensor>& grads, PipeGroup& g,
+                           const std::function<void()>& before = nullptr,
+                           const std::function<void()>& after = nullptr);
+
+// Sums each of ts over g in place with one all-reduce per dtype instead of one
+// per tensor (Megatron's _allreduce_layernorm_grads): the tensors of a dtype
+// flattened into one buffer, summed, copied back. Returns the all-reduces made.
+int coalesced_all_reduce_sum(const std::vector<torch::Tensor>& ts, PipeGroup& g);
 
 // A partition of the trial's ranks into groups (every rank in exactly one).
 using Partition = std::vector<std::vector<int>>;

@@ -82,6 +82,41 @@ class GlooPipeGroup : public PipeGroup {
     if (bf16) t.copy_(v[0]);
   }
 
+  // ProcessGroupGloo's allgather moves bytes: every dtype (bf16 included) goes
+  // as uint8, into views of out (its copy into them is exact).
+  void all_gather(const torch::Tensor& in, torch::Tensor out) override {
+    if (!in.device().is_cpu() || !out.device().is_cpu() || !in.is_contiguous() || !out.is_contiguous() ||
+        out.scalar_type() != in.scalar_type() || out.numel() != in.numel() * size_)
+      throw CommError("gloo pipeline all_gather: needs contiguous CPU tensors, out of size() x in's "
+                      "elements of in's dtype");
+    std::vector<at::Tensor> ins{in.reshape({-1}).view(torch::kByte)};
+    auto bytes = out.reshape({-1}).view(torch::kByte).view({int64_t(size_), -1});
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int r = 0; r < size_; r++) outs[0].push_back(bytes[r]);
+    commwatch::Span span("pipeline_all_gather");
+    try {
+      pg_->allgather(outs, ins)->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
+    } catch (const std::exception& e) {
+      commwatch::failed(e.what());
+      throw CommError("gloo pipeline all_gather (group rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + "): " + e.what());
+    }
+  }
+
+  // Debian's libtorch 1.13 ProcessGroupGloo has no reduce_scatter (it throws
+  // "does not support reduce_scatter"): the all-reduce of a copy of in, then
+  // this rank's block. The same sums as a reduce-scatter at size() times its
+  // traffic; the NCCL groups run ncclReduceScatter.
+  void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) override {
+    if (!in.device().is_cpu() || !out.device().is_cpu() || !in.is_contiguous() || !out.is_contiguous() ||
+        out.scalar_type() != in.scalar_type() || in.numel() != out.numel() * size_)
+      throw CommError("gloo pipeline reduce_scatter: needs contiguous CPU tensors, in of size() x "
+                      "out's elements of out's dtype");
+    auto sum = in.clone();
+    all_reduce_sum(sum);
+    out.copy_(sum.reshape({-1}).narrow(0, int64_t(rank_) * out.numel(), out.numel()).view_as(out));
+  }
+
  private:
   int rank_, size_;
   std::chrono::milliseconds timeout_;

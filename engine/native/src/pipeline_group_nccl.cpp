@@ -42,7 +42,7 @@ ncclDataType_t float_type(torch::ScalarType t) {
 #endif
     default: break;
   }
-  throw CommError(std::string("nccl pipeline all_reduce: unsupported dtype ") + c10::toString(t));
+  throw CommError(std::string("nccl pipeline all_reduce/reduce_scatter: unsupported dtype ") + c10::toString(t));
 }
 
 class NcclPipeGroup : public PipeGroup {
@@ -114,6 +114,30 @@ class NcclPipeGroup : public PipeGroup {
     wait(s, "all_reduce");
   }
 
+  // The bytes of any dtype (bf16 included) as ncclUint8: exact.
+  void all_gather(const torch::Tensor& in, torch::Tensor out) override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    if (aborted_) throw CommError("nccl pipeline: the group's communicator was aborted");
+    check_pair(in, out, out.numel() == in.numel() * size_, "all_gather");
+    commwatch::Span span("pipeline_all_gather");
+    const size_t bytes = size_t(in.numel()) * in.element_size();
+    check(settle(ncclAllGather(in.data_ptr(), out.data_ptr(), bytes, ncclUint8, comm_, s)), "ncclAllGather");
+    wait(s, "all_gather");
+  }
+
+  void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) override {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev_)).stream();
+    if (aborted_) throw CommError("nccl pipeline: the group's communicator was aborted");
+    check_pair(in, out, in.numel() == out.numel() * size_, "reduce_scatter");
+    commwatch::Span span("pipeline_reduce_scatter");
+    check(settle(ncclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()),
+                                   float_type(in.scalar_type()), ncclSum, comm_, s)),
+          "ncclReduceScatter");
+    wait(s, "reduce_scatter");
+  }
+
  private:
   void check(ncclResult_t r, const char* what) {
     if (r == ncclSuccess) return;
@@ -130,6 +154,16 @@ class NcclPipeGroup : public PipeGroup {
     msg += nccl_error_text(r);
     commwatch::failed(msg);
     throw CommError(msg);
+  }
+
+  void check_pair(const torch::Tensor& in, const torch::Tensor& out, bool sizes_fit, const char* what) const {
+    for (const auto* t : {&in, &out})
+      if (!t->is_cuda() || t->device().index() != dev_ || !t->is_contiguous())
+        throw CommError(std::string("nccl pipeline ") + what + ": needs contiguous tensors on cuda:" +
+                        std::to_string(dev_));
+    if (!sizes_fit || in.scalar_type() != out.scalar_type())
+      throw CommError(std::string("nccl pipeline ") + what + ": the buffers' sizes or dtypes do not fit a group of " +
+                      std::to_string(size_));
   }
 
   // A call's final result on the non-blocking communicator (nccl_util.h).

@@ -67,6 +67,13 @@ int64_t block(const torch::Tensor& x, int64_t dim, int n, const char* what) {
   return s / n;
 }
 
+// x's sizes with dim n times as long.
+std::vector<int64_t> merged_sizes(const torch::Tensor& x, int64_t dim, int n) {
+  auto sizes = x.sizes().vec();
+  sizes[size_t(dim)] *= n;
+  return sizes;
+}
+
 torch::Tensor all_reduce(const torch::Tensor& x, PipeGroup& g) {
   auto y = x.clone(at::MemoryFormat::Contiguous);
   g.all_reduce_sum(y);
@@ -117,25 +124,35 @@ torch::Tensor conjugate(const torch::Tensor& x, PipeGroup* g, int64_t dim, Op fw
 
 }  // namespace
 
+// The group's all-gather fills [size, x...] (rank r's x at [r]); moving that
+// dimension next to dim and merging the two puts rank r's block at
+// [r*k, (r+1)*k) along dim. Exact: the bytes are copied.
 torch::Tensor all_gather(const torch::Tensor& x, PipeGroup& g, int64_t dim) {
   dim = norm_dim(x, dim);
-  const int64_t k = x.size(dim);
-  auto sizes = x.sizes().vec();
-  sizes[size_t(dim)] *= g.size();
-  // Zeros elsewhere: the sum of the ranks' padded blocks is each block exactly.
-  auto buf = torch::zeros(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
-  {
-    torch::NoGradGuard ng;
-    buf.narrow(dim, g.rank() * k, k).copy_(x);
-  }
-  g.all_reduce_sum(buf);
-  return buf;
+  torch::NoGradGuard ng;
+  auto in = x.contiguous();
+  auto stacked_sizes = in.sizes().vec();
+  stacked_sizes.insert(stacked_sizes.begin(), int64_t(g.size()));
+  auto stacked = torch::empty(stacked_sizes, in.options().memory_format(at::MemoryFormat::Contiguous));
+  g.all_gather(in, stacked);
+  if (dim == 0) return stacked.view(merged_sizes(in, dim, g.size()));
+  return stacked.movedim(0, dim).reshape(merged_sizes(in, dim, g.size())).contiguous();
 }
 
+// The blocks along dim laid out rank-major ([size, ...] with block r at [r]),
+// the group's reduce-scatter, this rank's block of the sum.
 torch::Tensor reduce_scatter(const torch::Tensor& x, PipeGroup& g, int64_t dim) {
   dim = norm_dim(x, dim);
-  block(x, dim, g.size(), "reduce-scatter");
-  return split(all_reduce(x, g), g, dim);
+  const int64_t k = block(x, dim, g.size(), "reduce-scatter");
+  torch::NoGradGuard ng;
+  auto split_sizes = x.sizes().vec();
+  split_sizes[size_t(dim)] = k;
+  split_sizes.insert(split_sizes.begin() + dim, int64_t(g.size()));
+  auto blocks = x.reshape(split_sizes).movedim(dim, 0).contiguous();
+  split_sizes.erase(split_sizes.begin() + dim);
+  auto out = torch::empty(split_sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
+  g.reduce_scatter_sum(blocks, out);
+  return out;
 }
 
 torch::Tensor copy_to(const torch::Tensor& x, PipeGroup* g) {
@@ -247,20 +264,14 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
   return VocabParallelCE::apply(logits, target, g);
 }
 
+// One all-reduce per dtype over all these gradients (pipeline_group.h
+// coalesced_all_reduce_sum), as Megatron's _allreduce_layernorm_grads.
 void allreduce_sequence_parallel_grads(const std::vector<torch::Tensor>& params, const Context& c) {
   if (!c.sequence_parallel || c.group == nullptr || c.size() == 1) return;
-  torch::NoGradGuard ng;
-  for (const auto& p : params) {
-    if (!p.grad().defined()) continue;
-    auto g = p.grad();
-    if (g.is_contiguous()) {
-      c.group->all_reduce_sum(g);
-    } else {
-      auto t = g.contiguous();
-      c.group->all_reduce_sum(t);
-      g.copy_(t);
-    }
-  }
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  coalesced_all_reduce_sum(grads, *c.group);
 }
 
 // ---- weights ----------------------------------------------------------------

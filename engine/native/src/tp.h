@@ -7,13 +7,14 @@
 // explains them; tests/tp_test.cpp checks each against the full computation on
 // CPU Gloo ranks.
 //
-// A tensor-parallel group is a PipeGroup (pipeline_group.h): its all-reduce is
-// synchronous on the compute stream (NCCL: ncclAllReduce on the current stream,
-// then a wait; Gloo: blocking), which is what the autograd functions need. The
-// all-gather and reduce-scatter here are built from that all-reduce (an
-// all-gather sums zero-padded blocks, which is exact; a reduce-scatter keeps
-// its block of the sum): the same results as the dedicated collectives at up to
-// tp times their traffic, so the layers need nothing backend-specific.
+// A tensor-parallel group is a PipeGroup (pipeline_group.h): its all-reduce,
+// all-gather and reduce-scatter are synchronous on the compute stream (NCCL:
+// ncclAllReduce, ncclAllGather, ncclReduceScatter on the current stream, then
+// a wait; Gloo: blocking), which is what the autograd functions need. The
+// all-gather and reduce-scatter here are the group's dedicated collectives
+// along dim 0 of a rank-major buffer, the blocks moved to dim around them
+// (Debian's Gloo has no reduce-scatter: its groups run an all-reduce and keep
+// their block, pipeline_group_gloo.cpp).
 #pragma once
 
 #include <torch/torch.h>
@@ -121,7 +122,8 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
 
 // Sums the gradients of the parameters that see only a sequence shard under
 // sequence parallelism (LayerNorm weights and biases, row-parallel biases)
-// over the tensor group; nothing at degree 1 or without sequence parallelism.
+// over the tensor group, in one all-reduce per dtype (a flat buffer); nothing
+// at degree 1 or without sequence parallelism.
 void allreduce_sequence_parallel_grads(const std::vector<torch::Tensor>& params, const Context& c);
 
 // ---- weights ----------------------------------------------------------------

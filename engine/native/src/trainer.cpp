@@ -18,6 +18,7 @@
 #include "pipeline.h"
 #include "rank_facts.h"
 #include "row_random.h"
+#include "timed_group.h"
 #include "tp_model.h"
 #include "zero.h"
 
@@ -52,6 +53,25 @@ struct Trainer::TpState {
   tp::MeshGroups groups;
   tp::Context ctx;
   TensorParallelModel* model = nullptr;  // model_, as tp_model.h sees it
+  // The tensor and data groups, timed (timed_group.h): the step's collectives.
+  TimedGroup* tensor_timer = nullptr;
+  TimedGroup* data_timer = nullptr;
+  void begin_step() {
+    for (auto* t : {tensor_timer, data_timer})
+      if (t) t->begin_step();
+  }
+  void end_step() {
+    for (auto* t : {tensor_timer, data_timer})
+      if (t) t->end_step();
+  }
+  // At the step's timeline mark i, the collectives each timer had timed so
+  // far: which phase (forward, backward, tail, optimizer) each one ran in.
+  std::vector<int64_t> tensor_at, data_at;
+  void at_mark(int i) {
+    if (tensor_at.size() <= size_t(i)) tensor_at.resize(size_t(i) + 1), data_at.resize(size_t(i) + 1);
+    tensor_at[size_t(i)] = tensor_timer ? tensor_timer->count() : 0;
+    data_at[size_t(i)] = data_timer ? data_timer->count() : 0;
+  }
 };
 
 struct Trainer::Graph {
@@ -233,6 +253,8 @@ void Trainer::build_mesh() {
   tp_->at = tp_->mesh.coords(cfg_.dist.rank);
   comm_ = make_communicator(cfg_.dist, device_);
   tp_->groups = tp::make_mesh_groups(cfg_.dist, device_, *comm_, tp_->mesh);
+  tp_->tensor_timer = time_group(tp_->groups.tensor, device_);
+  tp_->data_timer = time_group(tp_->groups.data, device_);
   tp_->ctx.group = tp_->groups.tensor.get();
   tp_->ctx.sequence_parallel = cfg_.tp.sequence_parallel;
   phases_.begin("model_build");
@@ -386,6 +408,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   const int64_t ga = cfg_.grad_accum;
   auto mark = [&](int i) {
     if (timed) timed->mark(i);
+    if (tp_) tp_->at_mark(i);
   };
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   torch::Tensor loss_sum = torch::zeros({}, f32);
@@ -448,24 +471,51 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
     (tp_->model->tensor_sharded(p) ? sharded : replicated).push_back(p.grad());
   }
   if (grads.empty()) throw std::runtime_error("no parameter received a gradient");
-  if (PipeGroup* dp = tp_->groups.data.get()) {  // the data group's average, one flat all-reduce
-    std::vector<torch::Tensor> parts;
-    for (const auto& g : grads) parts.push_back(g.reshape({-1}));
-    auto flat = torch::cat(parts);
-    dp->all_reduce_sum(flat);
-    flat.div_(double(dp->size()));
-    int64_t off = 0;
-    for (auto& g : grads) {
-      g.copy_(flat.narrow(0, off, g.numel()).view_as(g));
-      off += g.numel();
-    }
-  }
+  // The data group's average, one flat all-reduce (as the pipeline's stage group).
+  if (PipeGroup* dp = tp_->groups.data.get()) average_over_group(grads, *dp);
   // The whole model's squared norm: the shards' squares summed over the
   // tensor group, the replicated parameters' (equal on every tensor rank) once.
   auto sumsq = grad_sumsq(sharded, device_).reshape({1});
   tp_->ctx.group->all_reduce_sum(sumsq);
   sumsq = sumsq.reshape({}) + grad_sumsq(replicated, device_);
   return clip_grads(grads, sumsq, inv_scale, kMaxGradNorm, apply);
+}
+
+// The step's tensor- and data-group collectives (their timers' pairs of
+// marks, read once now that the step is done). They run on the compute stream
+// and the host waits for each, so all their time is exposed: comm_ms and
+// exposed_comm_ms are both the sum over both groups; tp_comm_ms is the tensor
+// group's share (activations, the norm), the rest the data group's average.
+// They ran inside the forward, backward and optimizer phases: those phases'
+// times are given without them, so that the step's parts add up to it once
+// (forward + backward + optimizer + exposed communication + the rest).
+void Trainer::add_tp_comm(json& m) {
+  const int64_t ga = cfg_.grad_accum;
+  const int last = int(2 * ga + 2);
+  double phase[3] = {0, 0, 0};  // forward, backward, optimizer
+  auto read = [&](TimedGroup* timer, const std::vector<int64_t>& at) {
+    GroupCommStats s;
+    if (!timer) return s;
+    s = timer->stats();
+    if (at.size() <= size_t(last)) return s;
+    for (int i = 0; i < last; i++) {  // phase of the interval [mark i, mark i + 1)
+      const int k = i < 2 * ga ? i % 2 : i == 2 * ga + 1 ? 2 : -1;
+      for (int64_t c = at[size_t(i)]; c < at[size_t(i + 1)] && c < int64_t(s.each_ms.size()); c++)
+        if (k >= 0) phase[k] += s.each_ms[size_t(c)];
+    }
+    return s;
+  };
+  const GroupCommStats t = read(tp_->tensor_timer, tp_->tensor_at);
+  const GroupCommStats d = read(tp_->data_timer, tp_->data_at);
+  const char* names[3] = {"forward_ms", "backward_ms", "optimizer_ms"};
+  for (int k = 0; k < 3; k++) m[names[k]] = std::max(0.0, m[names[k]].get<double>() - phase[k]);
+  m["tp_comm_ms"] = t.ms;
+  m["tp_collectives"] = t.collectives;
+  m["tp_comm_bytes"] = t.bytes;
+  m["comm_ms"] = t.ms + d.ms;
+  m["exposed_comm_ms"] = t.ms + d.ms;
+  m["comm_bytes"] = t.bytes + d.bytes;
+  m["collectives"] = t.collectives + d.collectives;
 }
 
 void Trainer::capture(const std::vector<Batch>& batches) {
@@ -528,7 +578,8 @@ json Trainer::steps(int n) {
   const int last = int(2 * cfg_.grad_accum + 2);
   // The reducer's and the pipeline's communication times are the last step's:
   // those steps are read as each ends.
-  const size_t window = reducer_ || pipe_ ? 1 : size_t(n);
+  // So are tensor parallelism's (its groups' timers keep one step's marks).
+  const size_t window = reducer_ || pipe_ || tp_ ? 1 : size_t(n);
   while (timelines_.size() < window) timelines_.push_back(make_timeline(device_, last + 1));
   json out = json::array();
   std::vector<Issued> issued;
@@ -586,7 +637,9 @@ Trainer::Issued Trainer::issue(Timeline& tl) {
     tl.mark(0);
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
     zero_grads();
+    if (tp_) tp_->begin_step(), tp_->at_mark(0);
     run_step(batches, &tl);
+    if (tp_) tp_->end_step(), tp_->at_mark(last);
     tl.mark(last);
   }
   // A replay writes the graph's one metrics vector: the next would overwrite it.
@@ -675,6 +728,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     }
     m["buckets"] = buckets;
   }
+  if (tp_) add_tp_comm(m);
   if (zero_) zero_->add_metrics(m);
   m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);

@@ -80,6 +80,8 @@ class Trainer {
   // tp.degree > 1, after the backward: sequence-parallel gradients summed over
   // the tensor group, the data group's average, the norm over the whole model.
   ClipResult reduce_and_clip_tp(const torch::Tensor& inv_scale, bool apply);
+  // tp.degree > 1: the step's tensor- and data-group collectives into m.
+  void add_tp_comm(nlohmann::json& m);
   bool data_parallel() const;
   void set_threads() const;
   std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time

@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "native_test.h"
+#include "timed_group.h"
 #include "tp.h"
 #include "tp_model.h"
 
@@ -385,6 +386,160 @@ int conjugates(const tp::Context& c, int r) {
   TP_CLOSE("reduce_from backward", part.grad(), gy);
   return 0;
 }
+// The group's all-gather and reduce-scatter (pipeline_group.h) under tp.h's
+// along each dimension, on uneven values: every rank's tensor is its own
+// (its seed, scaled by rank + 1, offset by 10 x rank), so a block from the
+// wrong rank, in the wrong place or summed twice shows. The all-gather is
+// exact (bytes copied: bf16 too); the reduce-scatter is compared with the sum
+// of every rank's tensor (float64, then the dtype). Sizes that do not fit
+// are refused.
+int collectives(const tp::Context& c, int r) {
+  const int n = c.size();
+  PipeGroup& g = *c.group;
+  auto of = [&](int k, std::vector<int64_t> sizes, torch::ScalarType dt) {
+    return (randn(sizes, 40 + uint64_t(k)) * double(k + 1) + 10.0 * k).to(dt);
+  };
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kBFloat16}) {
+    const std::string name = c10::toString(dt);
+    std::vector<torch::Tensor> all, full;
+    for (int k = 0; k < n; k++) all.push_back(of(k, {3, 2, 5}, dt)), full.push_back(of(k, {2 * n, 3, 3 * n}, dt));
+    for (int64_t dim : {0, 1, 2, -1}) {
+      auto got = tp::all_gather(all[size_t(r)], g, dim);
+      if (!torch::equal(got, torch::cat(all, dim))) {
+        std::cerr << "FAIL tp all_gather " << name << " dim " << dim << " (rank " << r << ")\n";
+        return 1;
+      }
+    }
+    auto sum = torch::zeros_like(full[0], torch::kDouble);
+    for (const auto& t : full) sum += t.to(torch::kDouble);
+    const double tol = dt == torch::kBFloat16 ? 1e-2 : kTol;
+    for (int64_t dim : {0, 2, -1}) {
+      auto got = tp::reduce_scatter(full[size_t(r)], g, dim);
+      if (!close(("reduce_scatter " + name + " dim " + std::to_string(dim)).c_str(), r, got.to(torch::kDouble),
+                 tp::shard(sum.to(dt).to(torch::kDouble), dim, r, n), tol))
+        return 1;
+    }
+  }
+  // The raw calls: rank-major flat buffers, and sizes that do not fit.
+  auto in = of(r, {7}, torch::kFloat);
+  auto out = torch::empty({7 * n});
+  g.all_gather(in, out);
+  for (int k = 0; k < n; k++) CS_CHECK(torch::equal(out.narrow(0, 7 * k, 7), of(k, {7}, torch::kFloat)));
+  bool threw = false;
+  try {
+    g.all_gather(in, torch::empty({7 * n + 1}));
+  } catch (const CommError&) {
+    threw = true;
+  }
+  CS_CHECK(threw);
+  threw = false;
+  try {
+    g.reduce_scatter_sum(torch::empty({5 * n}), torch::empty({4}));
+  } catch (const CommError&) {
+    threw = true;
+  }
+  CS_CHECK(threw);
+  return 0;
+}
+
+// The coalesced reductions (pipeline_group.h): coalesced_all_reduce_sum over
+// tensors of two dtypes (one all-reduce each), a non-contiguous one among
+// them, against the per-tensor sums; average_over_group against the mean.
+int coalesced(const tp::Context& c, int r) {
+  const int n = c.size();
+  PipeGroup& g = *c.group;
+  auto of = [&](int k, uint64_t seed, std::vector<int64_t> sizes) {
+    return randn(sizes, seed + 100 * uint64_t(k)) * double(k + 1) + double(k);
+  };
+  std::vector<torch::Tensor> mine{of(r, 50, {4, 3}), of(r, 51, {5}).to(torch::kDouble), of(r, 52, {3, 4}).t(),
+                                  of(r, 53, {2, 2}).to(torch::kDouble)};
+  std::vector<torch::Tensor> want;
+  for (size_t i = 0; i < mine.size(); i++) {
+    auto w = torch::zeros_like(mine[i], torch::kDouble);
+    for (int k = 0; k < n; k++) {
+      auto t = i == 0 ? of(k, 50, {4, 3}) : i == 1 ? of(k, 51, {5}) : i == 2 ? of(k, 52, {3, 4}).t() : of(k, 53, {2, 2});
+      w += t.to(torch::kDouble);
+    }
+    want.push_back(w);
+  }
+  CS_CHECK(!mine[2].is_contiguous());
+  CS_CHECK(coalesced_all_reduce_sum(mine, g) == 2);
+  for (size_t i = 0; i < mine.size(); i++)
+    if (!close(("coalesced all-reduce tensor " + std::to_string(i)).c_str(), r, mine[i].to(torch::kDouble), want[i]))
+      return 1;
+  std::vector<torch::Tensor> grads{of(r, 60, {6}), of(r, 61, {2, 3})};
+  std::vector<torch::Tensor> mean{torch::zeros({6}, torch::kDouble), torch::zeros({2, 3}, torch::kDouble)};
+  for (int k = 0; k < n; k++) {
+    mean[0] += of(k, 60, {6}).to(torch::kDouble) / double(n);
+    mean[1] += of(k, 61, {2, 3}).to(torch::kDouble) / double(n);
+  }
+  CS_CHECK(average_over_group(grads, g) == 12 * 4);
+  for (size_t i = 0; i < grads.size(); i++)
+    if (!close(("average over group tensor " + std::to_string(i)).c_str(), r, grads[i].to(torch::kDouble), mean[i]))
+      return 1;
+  return 0;
+}
+
+// A PipeGroup that forwards to one it does not own (for TimedGroup, which owns
+// its group, over the case's).
+class Borrowed : public PipeGroup {
+ public:
+  explicit Borrowed(PipeGroup& g) : g_(g) {}
+  int rank() const override { return g_.rank(); }
+  int size() const override { return g_.size(); }
+  void exchange(const std::vector<P2POp>& ops) override { g_.exchange(ops); }
+  void all_reduce_sum(torch::Tensor t) override { g_.all_reduce_sum(t); }
+  void all_gather(const torch::Tensor& in, torch::Tensor out) override { g_.all_gather(in, out); }
+  void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) override { g_.reduce_scatter_sum(in, out); }
+
+ private:
+  PipeGroup& g_;
+};
+
+// TimedGroup (timed_group.h) on the host clock: the collectives of an open
+// step counted with their bytes (an all-reduce's tensor, an all-gather's
+// output, a reduce-scatter's input) and timed (> 0 each), none outside a
+// step; a step of 70 collectives (140 marks, past one chunk of 64) is timed
+// whole, and the next step starts from zero. The results are the group's.
+int timed(const tp::Context& c, int r) {
+  const int n = c.size();
+  TimedGroup tg(std::make_unique<Borrowed>(*c.group), torch::Device(torch::kCPU));
+  CS_CHECK(tg.rank() == r && tg.size() == n);
+  tg.all_reduce_sum(torch::ones({3}));  // before any step: not counted
+  tg.begin_step();
+  auto a = torch::full({10}, double(r + 1));
+  tg.all_reduce_sum(a);
+  CS_CHECK(torch::equal(a, torch::full({10}, double(n * (n + 1) / 2))));
+  auto out = torch::empty({4 * n});
+  tg.all_gather(torch::full({4}, double(r)), out);
+  CS_CHECK(out[4 * (n - 1)].item<double>() == double(n - 1));
+  auto part = torch::empty({2});
+  tg.reduce_scatter_sum(torch::ones({2 * n}), part);
+  CS_CHECK(torch::equal(part, torch::full({2}, double(n))));
+  tg.end_step();
+  tg.all_reduce_sum(torch::ones({3}));  // after the step: not counted
+  GroupCommStats s = tg.stats();
+  CS_CHECK(s.collectives == 3);
+  CS_CHECK(s.bytes == 10 * 4 + 4 * n * 4 + 2 * n * 4);
+  CS_CHECK(s.each_ms.size() == 3);
+  double sum = 0;
+  for (double ms : s.each_ms) {
+    CS_CHECK(ms > 0);
+    sum += ms;
+  }
+  CS_CHECK(s.ms == sum);
+  tg.begin_step();
+  for (int i = 0; i < 70; i++) tg.all_reduce_sum(torch::ones({1}));
+  tg.end_step();
+  s = tg.stats();
+  CS_CHECK(s.collectives == 70 && s.bytes == 70 * 4 && s.each_ms.size() == 70 && s.ms > 0);
+  tg.begin_step();
+  tg.end_step();
+  s = tg.stats();
+  CS_CHECK(s.collectives == 0 && s.ms == 0 && s.each_ms.empty());
+  return 0;
+}
+
 // ---- a tiny GPT-2 built from tp.h: 3 SGD steps against degree 1 -------------
 // Two pre-LayerNorm blocks (attention with heads split, GELU MLP), learned
 // position embeddings, a vocabulary-parallel embedding tied to the head and
@@ -634,6 +789,12 @@ int tp_tests() {
       {"vocab cross-entropy", cross_entropy}, {"conjugates", conjugates},
       {"tiny gpt 3 steps", model}};
   int ran = 0;
+  // The groups' collectives, at 2, 3 and 4 ranks.
+  const std::vector<std::pair<std::string, std::function<int(const tp::Context&, int)>>> group_cases = {
+      {"all-gather and reduce-scatter", collectives}, {"coalesced reductions", coalesced},
+      {"timed group", timed}};
+  for (int n : {2, 3, 4})
+    for (const auto& kv : group_cases) failed |= on_ranks(kv.first, n, false, kv.second), ran++;
   for (int n : {2, 4})
     for (bool sp : {false, true})
       for (const auto& kv : cases) failed |= on_ranks(kv.first, n, sp, kv.second), ran++;
@@ -646,7 +807,7 @@ int tp_tests() {
   case_started_ms = 0;
   std::cout << "tp: " << ran
             << " cases on the engine's Gloo groups over thread ranks (tp 2, 3 and 4, tp 2 x dp 2, "
-               "sequence parallel off and on, the engine's GPT)"
+               "sequence parallel off and on, the engine's GPT, the groups' collectives and their timing)"
             << std::endl;
   at::set_num_threads(threads);
 #else
