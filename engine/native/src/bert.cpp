@@ -18,10 +18,8 @@
 #include "bert.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -34,6 +32,7 @@
 #include "precision.h"
 #include "row_random.h"
 #include "tp_model.h"
+#include "tp_shards.h"
 
 namespace cs {
 namespace {
@@ -329,26 +328,13 @@ class Bert : public Model, public TensorParallelModel {
 
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
     if (tp_on()) return loss_tp(out, b);
-    namespace F = torch::nn::functional;
-    const int64_t B = out.size(0), T = out.size(1), H = out.size(2);
-    // The masked positions: exactly k per sequence (see BertData), found
-    // without a host sync; labels there, -100 elsewhere.
-    const int64_t k = masked_per_sequence(T);
-    auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
-    auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
-    auto labels = b.target.gather(1, pos);
-    // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
-    auto t = heads_->transform_norm->forward(
-        torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
+    auto [t, labels] = masked_transform(out, b);
     // The decoder and its loss in one (linear_ce.h): the vocabulary padded to a
     // multiple of 64 for the products (30,522 columns of logits are not 16-byte
     // rows: cuBLAS falls back to slower kernels), the loss and its gradient
     // in one pass over the logits. Every label is a token: exactly k per sequence.
-    auto mlm = linear_cross_entropy(t.reshape({B * k, H}), embeddings_->word->weight,
-                                    labels.reshape(-1), 0, heads_->decoder_bias);
-    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
-    auto nsp = F::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat), b.aux_target);
-    return mlm + nsp;
+    auto mlm = linear_cross_entropy(t, embeddings_->word->weight, labels, 0, heads_->decoder_bias);
+    return mlm + nsp_loss(out, b);
   }
 
   std::vector<torch::Tensor> layer_parameters(int64_t layer) override {
@@ -372,10 +358,7 @@ class Bert : public Model, public TensorParallelModel {
   }
 
   // ---- TensorParallelModel ----
-  bool tensor_sharded(const torch::Tensor& p) const override {
-    auto it = split_.find(p.unsafeGetTensorImpl());
-    return it != split_.end() && it->second != Split::Replicated;
-  }
+  bool tensor_sharded(const torch::Tensor& p) const override { return shards_.sharded(p); }
 
   // Under sequence parallelism the embeddings (positions, token types and
   // their LayerNorm) and every layer's LayerNorms and row-parallel biases see
@@ -390,33 +373,7 @@ class Bert : public Model, public TensorParallelModel {
   }
 
   std::vector<torch::Tensor> gathered_parameters() override {
-    torch::NoGradGuard ng;
-    std::vector<torch::Tensor> out;
-    for (const auto& p : parameters()) {
-      auto it = split_.find(p.unsafeGetTensorImpl());
-      const Split how = it == split_.end() ? Split::Replicated : it->second;
-      auto t = p.detach().contiguous();
-      if (how == Split::Replicated || !tp_on()) {
-        out.push_back(t);
-        continue;
-      }
-      PipeGroup& g = *ctx_.group;
-      if (how == Split::Columns) {
-        out.push_back(tp::all_gather(t, g, 1));
-      } else if (how == Split::Rows) {
-        out.push_back(tp::all_gather(t, g, 0));
-      } else if (how == Split::Vocab) {  // the word embedding and the decoder bias
-        out.push_back(tp::all_gather(t, g, 0).narrow(0, 0, spec_.vocab).contiguous());
-      } else {  // Split::QKV: [rank][q|k|v][rows] back to [q|k|v][rank][rows]
-        auto all = tp::all_gather(t, g, 0);
-        std::vector<int64_t> sz{int64_t(g.size()), 3, t.size(0) / 3};
-        for (int64_t d = 1; d < t.dim(); d++) sz.push_back(t.size(d));
-        auto full = t.sizes().vec();
-        full[0] *= g.size();
-        out.push_back(all.view(sz).transpose(0, 1).reshape(full).contiguous());
-      }
-    }
-    return out;
+    return shards_.gathered(parameters(), ctx_.group, spec_.vocab);
   }
 
   int64_t full_numel() const override { return full_numel_; }
@@ -456,34 +413,38 @@ class Bert : public Model, public TensorParallelModel {
   // transform's gradient), plus its shard of the decoder bias, the padding's
   // columns masked out, into the vocabulary-parallel cross-entropy.
   torch::Tensor loss_tp(const torch::Tensor& out_in, const Batch& b) {
-    namespace F = torch::nn::functional;
     auto out = out_in;
     if (ctx_.sequence_parallel)  // all-gather along the sequence; backward: split
       out = tp::gather_from(out.transpose(1, 2), ctx_.group).transpose(1, 2);
+    auto [t, labels] = masked_transform(out, b);
+    tp::Context head = ctx_;
+    head.sequence_parallel = false;  // t is whole on every rank
+    auto logits = tp::parallel_lm_logits(t, embeddings_->word->weight, head);
+    logits = tp::mask_vocab_padding(logits + heads_->decoder_bias, vocab_pad_, ctx_);
+    auto mlm = tp::vocab_parallel_cross_entropy(logits, labels, ctx_.group).mean();
+    return mlm + nsp_loss(out, b);
+  }
+
+  // The MLM transform's output [B·k, H] at the masked positions of out [B,
+  // T, H] and their labels [B·k]: exactly k per sequence (see BertData),
+  // found without a host sync (labels there, -100 elsewhere).
+  std::pair<torch::Tensor, torch::Tensor> masked_transform(const torch::Tensor& out, const Batch& b) {
     const int64_t B = out.size(0), T = out.size(1), H = out.size(2);
     const int64_t k = masked_per_sequence(T);
     auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
     auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
-    auto labels = b.target.gather(1, pos);
+    // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
     auto t = heads_->transform_norm->forward(
         torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
-    tp::Context head = ctx_;
-    head.sequence_parallel = false;  // t is whole on every rank
-    auto logits = tp::parallel_lm_logits(t.reshape({B * k, H}), embeddings_->word->weight, head);
-    logits = logits + heads_->decoder_bias;
-    if (vocab_pad_ > 0 && ctx_.rank() == ctx_.size() - 1) {
-      const int64_t cols = logits.size(1);
-      auto pad = torch::arange(cols, logits.options().dtype(torch::kInt64)) >= cols - vocab_pad_;
-      logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());
-    }
-    auto mlm = tp::vocab_parallel_cross_entropy(logits, labels.reshape(-1), ctx_.group).mean();
-    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
-    auto nsp = F::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat), b.aux_target);
-    return mlm + nsp;
+    return {t.reshape({B * k, H}), b.target.gather(1, pos).reshape(-1)};
   }
 
-  // How a parameter is split over the tensor group (gathered_parameters).
-  enum class Split { Replicated, Rows, Columns, QKV, Vocab };
+  // The NSP loss: the pooler on [CLS] (position 0) and the 2-way classifier.
+  torch::Tensor nsp_loss(const torch::Tensor& out, const Batch& b) {
+    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
+    return torch::nn::functional::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat),
+                                                b.aux_target);
+  }
 
   // Keeps this rank's shards of the degree-1 weights init drew (so degree N
   // starts from degree 1's model): q | k | v by heads, the intermediate by
@@ -503,18 +464,11 @@ class Bert : public Model, public TensorParallelModel {
       throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
                         std::to_string(spec_.seq_len) + ") must be a multiple of " + what);
     vocab_pad_ = (n - spec_.vocab % n) % n;
-    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) {
-      p.set_data(shard);
-      split_[p.unsafeGetTensorImpl()] = how;
-    };
-    auto pad = [&](const torch::Tensor& t) {
-      if (vocab_pad_ == 0) return t;
-      auto sz = t.sizes().vec();
-      sz[0] = vocab_pad_;
-      return torch::cat({t, torch::zeros(sz, t.options())});
-    };
-    keep(embeddings_->word->weight, Split::Vocab, tp::shard(pad(embeddings_->word->weight.detach()), 0, r, n));
-    keep(heads_->decoder_bias, Split::Vocab, tp::shard(pad(heads_->decoder_bias.detach()), 0, r, n));
+    using tp::Split;
+    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) { shards_.keep(p, how, shard); };
+    auto vocab = [&](const torch::Tensor& p) { return tp::shard(tp::pad_rows(p.detach(), vocab_pad_), 0, r, n); };
+    keep(embeddings_->word->weight, Split::Vocab, vocab(embeddings_->word->weight));
+    keep(heads_->decoder_bias, Split::Vocab, vocab(heads_->decoder_bias));
     for (auto& l : layers_) {
       keep(l->qkv->weight, Split::QKV, tp::shard_qkv(l->qkv->weight.detach(), r, n));
       keep(l->qkv->bias, Split::QKV, tp::shard_qkv(l->qkv->bias.detach(), r, n));
@@ -546,7 +500,7 @@ class Bert : public Model, public TensorParallelModel {
   bool checkpointing_;
   tp::Context ctx_;  // the tensor group (none: degree 1)
   int64_t vocab_pad_ = 0, full_numel_ = 0;
-  std::unordered_map<const c10::TensorImpl*, Split> split_;
+  tp::Shards shards_;  // this rank's shards (tp_on())
   std::shared_ptr<Embeddings> embeddings_;
   std::vector<std::shared_ptr<EncoderLayer>> layers_;
   std::shared_ptr<Heads> heads_;
