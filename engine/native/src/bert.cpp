@@ -456,14 +456,7 @@ class Bert : public Model, public TensorParallelModel {
   void shard_tensor_parallel() {
     torch::NoGradGuard ng;
     const int r = ctx_.rank(), n = ctx_.size();
-    const std::string what = "tp.degree " + std::to_string(n);
-    if (spec_.heads % n != 0)
-      throw ConfigError(what + " must divide the attention heads (" + std::to_string(spec_.heads) +
-                        " in bert " + spec_.preset + ")");
-    if (ctx_.sequence_parallel && spec_.seq_len % n != 0)
-      throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
-                        std::to_string(spec_.seq_len) + ") must be a multiple of " + what);
-    vocab_pad_ = (n - spec_.vocab % n) % n;
+    vocab_pad_ = tp::check_split(spec_.heads, spec_.seq_len, spec_.vocab, ctx_, "bert " + spec_.preset);
     using tp::Split;
     auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) { shards_.keep(p, how, shard); };
     auto vocab = [&](const torch::Tensor& p) { return tp::shard(tp::pad_rows(p.detach(), vocab_pad_), 0, r, n); };

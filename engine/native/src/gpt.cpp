@@ -384,14 +384,8 @@ class GPT : public Model, public TensorParallelModel {
   void shard_tensor_parallel(const ModelConfig& c) {
     torch::NoGradGuard ng;
     const int r = ctx_.rank(), n = ctx_.size();
-    const std::string what = "tp.degree " + std::to_string(n);
-    if (s_.heads % n != 0)
-      throw ConfigError(what + " must divide the attention heads (" + std::to_string(s_.heads) +
-                        " in gpt " + c.preset + " at hidden " + std::to_string(s_.hidden) + ")");
-    if (ctx_.sequence_parallel && s_.seq_len % n != 0)
-      throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
-                        std::to_string(s_.seq_len) + ") must be a multiple of " + what);
-    vocab_pad_ = (n - s_.vocab % n) % n;
+    vocab_pad_ = tp::check_split(s_.heads, s_.seq_len, s_.vocab, ctx_,
+                                 "gpt " + c.preset + " at hidden " + std::to_string(s_.hidden));
     using tp::Split;
     auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) { shards_.keep(p, how, shard); };
     keep(wte_, Split::Vocab, tp::shard(tp::pad_rows(wte_.detach(), vocab_pad_), 0, r, n));

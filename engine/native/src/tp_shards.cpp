@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "model.h"
+
 namespace cs {
 namespace tp {
 
@@ -42,6 +44,19 @@ std::vector<torch::Tensor> Shards::gathered(const std::vector<torch::Tensor>& pa
     }
   }
   return out;
+}
+
+int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, const Context& c,
+                    const std::string& model) {
+  const int64_t n = c.size();
+  const std::string what = "tp.degree " + std::to_string(n);
+  if (heads % n != 0)
+    throw ConfigError(what + " must divide the attention heads (" + std::to_string(heads) + " in " +
+                      model + ")");
+  if (c.sequence_parallel && seq_len % n != 0)
+    throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
+                      std::to_string(seq_len) + ") must be a multiple of " + what);
+  return (n - vocab % n) % n;
 }
 
 torch::Tensor pad_rows(const torch::Tensor& master, int64_t pad) {

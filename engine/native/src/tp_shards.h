@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +42,13 @@ class Shards {
  private:
   std::unordered_map<const c10::TensorImpl*, Split> split_;
 };
+
+// The model's split over c's group: throws ConfigError unless the degree
+// divides the attention heads (model names it, e.g. "gpt 124m at hidden 768")
+// and, under sequence parallelism, seq_len; returns the vocabulary padding,
+// the rows that make vocab a multiple of the degree.
+int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, const Context& c,
+                    const std::string& model);
 
 // Rows of zeros (or zero entries) appended to master along dim 0, pad of them.
 torch::Tensor pad_rows(const torch::Tensor& master, int64_t pad);
