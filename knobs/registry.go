@@ -167,7 +167,7 @@ func knobList() []*Knob {
 			parse: parseBalance},
 
 		{Name: "tp.degree", Type: Enum, Values: []string{"1", "2", "4", "8"}, Apply: Engine, Chapter: 12, Default: "1",
-			Constraint: "gpt only (ResNet-50 is not tensor-parallel; bert not yet); divides the model's attention heads; " +
+			Constraint: "gpt and bert (ResNet-50 is not tensor-parallel); divides the model's attention heads; " +
 				"tp.degree x pipeline.stages divides the trial's ranks; a tensor group stays inside a node (the ranks " +
 				"per node are a multiple of tp.degree) unless the study sets sweep.allow_tp_across_nodes: true",
 			Doc: "Tensor (Megatron-style) parallelism: the transformer blocks' linear layers are split across a group " +
@@ -179,7 +179,7 @@ func knobList() []*Knob {
 				"pipeline.stages). Each rank holds about 1/tp.degree of the weights, gradients, optimizer states and " +
 				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
 				"group on NVLink. The data-parallel group averages its gradients in one flat all-reduce after the " +
-				"backward (the ddp.* knobs have no effect). The engine builds it for gpt, without pipeline stages, ZeRO, " +
+				"backward (the ddp.* knobs have no effect). The engine builds it for gpt and bert, without pipeline stages, ZeRO, " +
 				"CUDA graphs, fp8, activation checkpointing or ddp.compression; the planner drops those combinations " +
 				"with the reason (docs/tensor-parallel.md)."},
 		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",

@@ -84,8 +84,6 @@ func tpPhrase(get func(string) string) string {
 func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	what := fmt.Sprintf("tp.degree=%d", tp)
 	switch {
-	case s.Family == "bert":
-		return what + ": tensor parallelism is implemented for gpt only, not for bert yet (docs/tensor-parallel.md)"
 	case stages > 1:
 		return fmt.Sprintf("%s with pipeline.stages=%d is not implemented: the pipeline lays ranks out stage-fastest, the tensor mesh tensor-fastest", what, stages)
 	case get("zero.stage") != "0" && get("zero.stage") != "":

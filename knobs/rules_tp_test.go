@@ -26,6 +26,10 @@ func TestCheckTensorParallel(t *testing.T) {
 	twoNodes.Ranks, twoNodes.Nodes, twoNodes.RanksPerNode = 8, 2, 4
 	across := twoNodes
 	across.AllowTPAcrossNodes = true
+	// BERT-large (16 heads) and base (12).
+	bertLarge := Setting{Device: "cuda", Ranks: 8, Family: "bert", Model: "bert large", Heads: 16, Nodes: 1, RanksPerNode: 8}
+	bertBase := bertLarge
+	bertBase.Heads, bertBase.Model = 12, "bert base"
 	tests := []struct {
 		name    string
 		values  map[string]string
@@ -48,7 +52,11 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp across nodes allowed", map[string]string{"tp.degree": "8"}, nil, across, ""},
 		{"tp pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, gpt350, "with pipeline.stages=2 is not implemented"},
 		{"tp zero", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, "with zero.stage=1 is not implemented"},
-		{"tp bert", map[string]string{"tp.degree": "2"}, nil, Setting{Device: "cuda", Ranks: 8, Family: "bert", Heads: 16}, "gpt only"},
+		{"tp bert", map[string]string{"tp.degree": "2"}, nil, bertLarge, ""},
+		{"tp bert 8 sp", map[string]string{"tp.degree": "8", "tp.sequence_parallel": "true"}, nil, bertLarge, ""},
+		{"tp bert base 8", map[string]string{"tp.degree": "8"}, nil, bertBase, "does not divide the 12 attention heads of bert base"},
+		{"tp bert base 4", map[string]string{"tp.degree": "4"}, nil, bertBase, ""},
+		{"tp bert pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, bertLarge, "with pipeline.stages=2 is not implemented"},
 		{"tp fp8", map[string]string{"tp.degree": "2", "precision": "fp8"}, nil, gpt350, "use bf16"},
 		{"tp compression", map[string]string{"tp.degree": "2", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
 		{"tp checkpointing", map[string]string{"tp.degree": "2", "activation_checkpointing": "true"}, nil, gpt350, "activation_checkpointing"},

@@ -68,10 +68,12 @@ func (s *Study) ModelStatesFor(params int64, values map[string]string) ModelStat
 // shapes, or engine.ShapeOf): every block's linear weights (GPT: q|k|v, the
 // attention projection and the MLP, 12 hidden² a block; BERT: 4 hidden² +
 // 2 hidden x intermediate), the column-parallel biases (q|k|v and the MLP's
-// first layer) and the vocabulary embedding with its tied head. LayerNorms,
-// the row-parallel biases (added after the all-reduce) and the position
-// embeddings are replicated on every tensor rank. 0 for a model without
-// these shapes (resnet50).
+// first layer) and the vocabulary embedding with its tied head (BERT: and the
+// MLM decoder's bias, vocabulary entries). LayerNorms, the row-parallel
+// biases (added after the all-reduce), the position (and BERT's token-type)
+// embeddings and BERT's pooler, MLM transform and NSP classifier are
+// replicated on every tensor rank. 0 for a model without these shapes
+// (resnet50).
 func TensorShardedParams(family string, shapes map[string]int) int64 {
 	l, h, v := int64(shapes["layers"]), int64(shapes["hidden"]), int64(shapes["vocab"])
 	if l == 0 || h == 0 {
@@ -82,8 +84,10 @@ func TensorShardedParams(family string, shapes map[string]int) int64 {
 		inter = 4 * h // GPT-2's MLP
 	}
 	switch family {
-	case "gpt", "bert":
+	case "gpt":
 		return l*(4*h*h+2*h*inter+3*h+inter) + v*h
+	case "bert":
+		return l*(4*h*h+2*h*inter+3*h+inter) + v*h + v
 	}
 	return 0
 }

@@ -23,6 +23,20 @@ func TestTensorShardedParams(t *testing.T) {
 	assert.Equal(t, int64(params), TensorShare(params, 0, 8), "nothing sharded: every parameter on every rank")
 }
 
+// TestTensorShardedParamsBERT: BERT-large's 336,226,108 parameters
+// (bert.cpp's count; engine/native/tests/tp_test.cpp checks the formula
+// against the shards the engine keeps) less what every tensor rank keeps:
+// 512 positions and 2 token types x 1024, the embeddings' LayerNorm, 6 x 1024
+// per layer of LayerNorms and row-parallel biases, the pooler and the MLM
+// transform (1024^2 + 1024 each), its LayerNorm, the NSP classifier (2 x
+// 1024 + 2).
+func TestTensorShardedParamsBERT(t *testing.T) {
+	const params, h = 336_226_108, 1024
+	sh := map[string]int{"layers": 24, "hidden": h, "intermediate": 4 * h, "vocab": 30522}
+	sharded := TensorShardedParams("bert", sh)
+	assert.Equal(t, int64(514*h+2*h+24*6*h+2*(h*h+h)+2*h+2*h+2), params-sharded)
+}
+
 // TestModelStatesForTP: a study's per-rank model states divide the sharded
 // parameters by tp.degree and count data parallel as ranks / tp.degree.
 func TestModelStatesForTP(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Tensor parallelism (engine/native/src/tp.h, tp_model.h, gpt.cpp;
+// Tensor parallelism (engine/native/src/tp.h, tp_model.h, gpt.cpp, bert.cpp;
 // docs/tensor-parallel.md): real rank processes through the cgo path, as the
 // data parallel tests. A tensor group of tp ranks computes exactly the degree-1
 // model, split: each rank starts from its shards of the weights one rank draws
@@ -28,6 +28,14 @@ func tpGPT(degree int, sequenceParallel bool) engine.Config {
 	c := dpGPT()
 	c.LearningRate = 3e-3
 	c.TP = &engine.TPConfig{Degree: degree, SequenceParallel: sequenceParallel}
+	return c
+}
+
+// tpBERT is BERT tiny (2 heads, vocabulary 1024) at 16 tokens (2 masked a
+// sequence) with tp.degree degree.
+func tpBERT(degree int, sequenceParallel bool) engine.Config {
+	c := tpGPT(degree, sequenceParallel)
+	c.Family, c.SeqLen = "bert", 16
 	return c
 }
 
@@ -86,8 +94,9 @@ func tpCheck(t *testing.T, lib *Library, cfg engine.Config, rs []rankResult, ste
 
 // TestTPMatchesOneRank: GPT tiny at tp 2 with sequence parallelism off and
 // on, tp 4 and tp 2 x dp 2 with it, and tp 3 at hidden 48 (3 heads; the
-// vocabulary of 256 is padded to 258, the padding's logits masked out), 3
-// steps each against one rank. Sequence parallelism changes where LayerNorm
+// vocabulary of 256 is padded to 258, the padding's logits masked out); BERT
+// tiny at tp 2 off and on and tp 2 x dp 2 with it; 3 steps each against one
+// rank. Sequence parallelism changes where LayerNorm
 // runs, not what the model computes: tp 2 with it on and off end with the
 // same losses and parameters within tpTol.
 func TestTPMatchesOneRank(t *testing.T) {
@@ -103,6 +112,9 @@ func TestTPMatchesOneRank(t *testing.T) {
 		{"tp 4 sequence parallel", 4, tpGPT(4, true)},
 		{"tp 2 x dp 2 sequence parallel", 4, tpGPT(2, true)},
 		{"tp 3 padded vocabulary", 3, func() engine.Config { c := tpGPT(3, false); c.Hidden = 48; return c }()},
+		{"bert tp 2", 2, tpBERT(2, false)},
+		{"bert tp 2 sequence parallel", 2, tpBERT(2, true)},
+		{"bert tp 2 x dp 2 sequence parallel", 4, tpBERT(2, true)},
 	}
 	results := map[string][]rankResult{}
 	for _, tt := range tests {
@@ -119,15 +131,17 @@ func TestTPMatchesOneRank(t *testing.T) {
 			results[tt.name] = rs
 		})
 	}
-	t.Run("sequence parallel on and off agree", func(t *testing.T) {
-		off, on := results["tp 2"], results["tp 2 sequence parallel"]
-		require.NotEmpty(t, off)
-		require.NotEmpty(t, on)
-		for i := range off[0].Losses {
-			assert.InEpsilon(t, off[0].Losses[i], on[0].Losses[i], tpTol, "step %d loss", i)
-		}
-		assert.InEpsilon(t, off[0].Checksum.Sum, on[0].Checksum.Sum, tpTol, "parameter sum")
-	})
+	for _, prefix := range []string{"", "bert "} {
+		t.Run(prefix+"sequence parallel on and off agree", func(t *testing.T) {
+			off, on := results[prefix+"tp 2"], results[prefix+"tp 2 sequence parallel"]
+			require.NotEmpty(t, off)
+			require.NotEmpty(t, on)
+			for i := range off[0].Losses {
+				assert.InEpsilon(t, off[0].Losses[i], on[0].Losses[i], tpTol, "step %d loss", i)
+			}
+			assert.InEpsilon(t, off[0].Checksum.Sum, on[0].Checksum.Sum, tpTol, "parameter sum")
+		})
+	}
 }
 
 // tpCollectives is how many collectives GPT's tensor group runs in a step
@@ -225,7 +239,6 @@ func TestTPRefused(t *testing.T) {
 			c.Family, c.Preset = "resnet50", "tiny"
 			return c
 		}(), "ResNet-50 is not tensor-parallel"},
-		{"bert", func() engine.Config { c := tpGPT(2, false); c.Family = "bert"; return c }(), "gpt only"},
 		{"degree does not divide the world", one(tpGPT(2, false)), "must divide dist.world_size"},
 		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
 		{"zero", func() engine.Config { c := tpGPT(2, false); c.Zero.Stage = 1; return c }(), "zero.stage 1 is not implemented"},
@@ -252,26 +265,35 @@ func TestTPRefused(t *testing.T) {
 			assert.True(t, strings.Contains(err.Error(), tt.want), "error %q does not say %q", err, tt.want)
 		})
 	}
-	// Heads that do not split: gpt tiny has 4.
-	t.Run("heads", func(t *testing.T) {
-		_, errs := startRanks(t, lib, tpGPT(3, false), 3, 1, rankOpts{})
-		for r, err := range errs {
-			require.Error(t, err, "rank %d", r)
-			assert.Contains(t, err.Error(), "must divide the attention heads", fmt.Sprintf("rank %d", r))
-		}
-	})
+	// Heads that do not split: gpt tiny has 4, bert tiny 2.
+	for name, cfg := range map[string]engine.Config{"heads": tpGPT(3, false), "bert heads": tpBERT(4, false)} {
+		t.Run(name, func(t *testing.T) {
+			_, errs := startRanks(t, lib, cfg, cfg.TP.Degree, 1, rankOpts{})
+			for r, err := range errs {
+				require.Error(t, err, "rank %d", r)
+				assert.Contains(t, err.Error(), "must divide the attention heads", fmt.Sprintf("rank %d", r))
+			}
+		})
+	}
 }
 
 // tpGPUCases: the GPU tests' layouts, tp 2 on 2 ranks and tp 2 x dp 2 with
-// sequence parallelism on 4, GPT tiny in fp32 on CUDA.
+// sequence parallelism on 4, GPT tiny and BERT tiny in fp32 on CUDA.
 var tpGPUCases = []struct {
-	name  string
-	world int
-	sp    bool
-}{{"tp 2", 2, false}, {"tp 2 x dp 2 sequence parallel", 4, true}}
+	name   string
+	world  int
+	sp     bool
+	family string
+}{
+	{"tp 2", 2, false, "gpt"}, {"tp 2 x dp 2 sequence parallel", 4, true, "gpt"},
+	{"bert tp 2", 2, false, "bert"}, {"bert tp 2 x dp 2 sequence parallel", 4, true, "bert"},
+}
 
-func tpGPUConfig(sp bool) engine.Config {
+func tpGPUConfig(sp bool, family string) engine.Config {
 	cfg := tpGPT(2, sp)
+	if family == "bert" {
+		cfg = tpBERT(2, sp)
+	}
 	cfg.Device, cfg.Threads = "cuda", 0
 	return cfg
 }
@@ -286,7 +308,7 @@ func TestGPUTPStaged(t *testing.T) {
 	const steps = 3
 	for _, tt := range tpGPUCases {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := tpGPUConfig(tt.sp)
+			cfg := tpGPUConfig(tt.sp, tt.family)
 			rs := tpFollows(t, lib, cfg, tt.world, steps, rankOpts{staged: true})
 			tpCommCheck(t, cfg, rs) // CUDA events around the staged collectives
 			for r, res := range rs {
@@ -310,7 +332,7 @@ func TestGPUMultiTP(t *testing.T) {
 			continue
 		}
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := tpGPUConfig(tt.sp)
+			cfg := tpGPUConfig(tt.sp, tt.family)
 			rs := runGPURanks(t, lib, cfg, tt.world, steps)
 			tpCheck(t, lib, cfg, rs, steps, 1e-4)
 			tpCommCheck(t, cfg, rs) // ncclAllGather, ncclReduceScatter; CUDA events

@@ -11,6 +11,10 @@
 // the masked positions only (each sequence has the same number of them, so the
 // gather has static shapes and needs no host sync); the loss equals the
 // full-sequence head's with labels -100 elsewhere.
+//
+// With a tensor group (tp_model.h, docs/tensor-parallel.md) the same model is
+// split Megatron-style over the group's ranks: the encoder layers' heads and
+// MLP columns, the word embedding and the tied MLM decoder by vocabulary.
 #include "bert.h"
 
 #include <cmath>
@@ -27,6 +31,8 @@
 #include "linear_ce.h"
 #include "precision.h"
 #include "row_random.h"
+#include "tp_model.h"
+#include "tp_shards.h"
 
 namespace cs {
 namespace {
@@ -233,6 +239,28 @@ struct EncoderLayer : torch::nn::Module {
     auto out = block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
     return {out, out};
   }
+
+  // The layer on a tensor group (c.size() > 1): this rank's heads of the
+  // fused q | k | v (column-parallel, tp::shard_qkv), attention on them, the
+  // row-parallel attention output (bias after the reduce), the post-LayerNorm
+  // residual, the column-parallel intermediate with its GELU and the
+  // row-parallel output. Under sequence parallelism x and the residual stream
+  // are this rank's sequence shard [B, T/tp, H]: the LayerNorms run on it, the
+  // all-gather enters each parallel region and the reduce-scatter leaves it.
+  torch::Tensor forward_tp(const torch::Tensor& x, const tp::Context& c) {
+    auto enter = [&](const torch::Tensor& t) {
+      return c.sequence_parallel ? tp::gather_from_seq(t, c.group, 1) : tp::copy_to(t, c.group);
+    };
+    auto xin = enter(x);
+    const int64_t B = xin.size(0), T = xin.size(1);
+    auto qkv_ = linear_qkv(xin, qkv->weight, qkv->bias, heads / c.size());
+    auto ctx = compat::attention(qkv_[0], qkv_[1], qkv_[2]).transpose(1, 2).reshape({B, T, -1});
+    auto a = tp::row_parallel_linear(ctx, attn_out->weight, attn_out->bias, c);
+    auto h = block_layer_norm(x + a, attn_norm->weight, attn_norm->bias, kLayerNormEps);
+    auto i = linear_act(enter(h), intermediate->weight, intermediate->bias, Act::GeluErf);
+    auto y = tp::row_parallel_linear(i, output->weight, output->bias, c);
+    return block_layer_norm(h + y, out_norm->weight, out_norm->bias, kLayerNormEps);
+  }
 };
 
 struct Heads : torch::nn::Module {
@@ -249,11 +277,13 @@ struct Heads : torch::nn::Module {
   }
 };
 
-class Bert : public Model {
+class Bert : public Model, public TensorParallelModel {
  public:
-  // The parameters are created on device and drawn there from seed (init).
-  Bert(const BertSpec& s, bool checkpointing, torch::Device device, uint64_t seed)
-      : spec_(s), checkpointing_(checkpointing) {
+  // The parameters are created on device and drawn there from seed (init);
+  // with a tensor group every rank then keeps its shards of them.
+  Bert(const BertSpec& s, bool checkpointing, torch::Device device, uint64_t seed,
+       const tp::Context& ctx = tp::Context())
+      : spec_(s), checkpointing_(checkpointing), ctx_(ctx) {
     const auto o = torch::TensorOptions().device(device);
     embeddings_ = register_module("embeddings", std::make_shared<Embeddings>(s, o));
     for (int64_t i = 0; i < s.layers; ++i)
@@ -261,12 +291,15 @@ class Bert : public Model {
                                         std::make_shared<EncoderLayer>(s, o)));
     heads_ = register_module("heads", std::make_shared<Heads>(s, o));
     init(device, seed);
+    for (const auto& p : parameters()) full_numel_ += p.numel();
+    if (tp_on()) shard_tensor_parallel();
   }
 
   int64_t num_layers() const override { return spec_.layers + 1; }
 
   torch::Tensor forward_layers(int64_t first, int64_t last, const torch::Tensor& x,
                                const Batch& b) override {
+    if (tp_on()) return forward_tp(first, last, x, b);
     torch::Tensor h = x;
     std::vector<torch::Tensor> lin;  // the range's linear layers, cast at once
     for (int64_t i = std::max<int64_t>(first, 1); i < last; ++i) {
@@ -294,26 +327,14 @@ class Bert : public Model {
   }
 
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
-    namespace F = torch::nn::functional;
-    const int64_t B = out.size(0), T = out.size(1), H = out.size(2);
-    // The masked positions: exactly k per sequence (see BertData), found
-    // without a host sync; labels there, -100 elsewhere.
-    const int64_t k = masked_per_sequence(T);
-    auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
-    auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
-    auto labels = b.target.gather(1, pos);
-    // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
-    auto t = heads_->transform_norm->forward(
-        torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
+    if (tp_on()) return loss_tp(out, b);
+    auto [t, labels] = masked_transform(out, b);
     // The decoder and its loss in one (linear_ce.h): the vocabulary padded to a
     // multiple of 64 for the products (30,522 columns of logits are not 16-byte
     // rows: cuBLAS falls back to slower kernels), the loss and its gradient
     // in one pass over the logits. Every label is a token: exactly k per sequence.
-    auto mlm = linear_cross_entropy(t.reshape({B * k, H}), embeddings_->word->weight,
-                                    labels.reshape(-1), 0, heads_->decoder_bias);
-    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
-    auto nsp = F::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat), b.aux_target);
-    return mlm + nsp;
+    auto mlm = linear_cross_entropy(t, embeddings_->word->weight, labels, 0, heads_->decoder_bias);
+    return mlm + nsp_loss(out, b);
   }
 
   std::vector<torch::Tensor> layer_parameters(int64_t layer) override {
@@ -336,7 +357,121 @@ class Bert : public Model {
     return name.find("bias") == std::string::npos && name.find("LayerNorm") == std::string::npos;
   }
 
+  // ---- TensorParallelModel ----
+  bool tensor_sharded(const torch::Tensor& p) const override { return shards_.sharded(p); }
+
+  // Under sequence parallelism the embeddings (positions, token types and
+  // their LayerNorm) and every layer's LayerNorms and row-parallel biases see
+  // this rank's sequence shard only. The heads run on the gathered sequence.
+  std::vector<torch::Tensor> sequence_parallel_params() const override {
+    std::vector<torch::Tensor> out{embeddings_->position->weight, embeddings_->token_type->weight,
+                                   embeddings_->norm->weight, embeddings_->norm->bias};
+    for (const auto& l : layers_)
+      out.insert(out.end(), {l->attn_out->bias, l->attn_norm->weight, l->attn_norm->bias,
+                             l->output->bias, l->out_norm->weight, l->out_norm->bias});
+    return out;
+  }
+
+  std::vector<torch::Tensor> gathered_parameters() override {
+    return shards_.gathered(parameters(), ctx_.group, spec_.vocab);
+  }
+
+  int64_t full_numel() const override { return full_numel_; }
+
  private:
+  bool tp_on() const { return ctx_.size() > 1; }
+
+  // The model on a tensor group from layer first on (forward_layers). The
+  // embeddings: the vocabulary-parallel word embedding (its sum over the
+  // ranks reduce-scattered along the sequence under sequence parallelism),
+  // plus this rank's positions and token types, then the LayerNorm.
+  torch::Tensor forward_tp(int64_t first, int64_t last, const torch::Tensor& x_in, const Batch& b) {
+    torch::Tensor x = x_in;
+    for (int64_t i = first; i < last; ++i) {
+      if (i > 0) {
+        x = layers_[size_t(i - 1)]->forward_tp(x, ctx_);
+        continue;
+      }
+      const int64_t T = b.input.size(1);
+      const int64_t k = ctx_.sequence_parallel ? T / ctx_.size() : T;
+      const int64_t at = ctx_.sequence_parallel ? int64_t(ctx_.rank()) * k : 0;
+      const auto& e = *embeddings_;
+      auto w = tp::vocab_parallel_embedding(b.input, e.word->weight, ctx_) +
+               e.position->weight.narrow(0, at, k).unsqueeze(0);
+      auto t = e.token_type->forward(b.aux.narrow(1, at, k));
+      x = block_layer_norm(w + t, e.norm->weight, e.norm->bias, kLayerNormEps);
+    }
+    return x;
+  }
+
+  // The heads on a tensor group: under sequence parallelism the encoder's
+  // output is gathered along the sequence first (backward: this rank's shard
+  // of the gradient, which every rank computes whole: the heads are
+  // replicated). The MLM transform, its LayerNorm, the pooler and the NSP
+  // classifier run replicated; the tied decoder gives this rank's vocabulary
+  // columns of the logits (tp::parallel_lm_logits: backward all-reduces the
+  // transform's gradient), plus its shard of the decoder bias, the padding's
+  // columns masked out, into the vocabulary-parallel cross-entropy.
+  torch::Tensor loss_tp(const torch::Tensor& out_in, const Batch& b) {
+    auto out = out_in;
+    if (ctx_.sequence_parallel)  // all-gather along the sequence; backward: split
+      out = tp::gather_from(out.transpose(1, 2), ctx_.group).transpose(1, 2);
+    auto [t, labels] = masked_transform(out, b);
+    tp::Context head = ctx_;
+    head.sequence_parallel = false;  // t is whole on every rank
+    auto logits = tp::parallel_lm_logits(t, embeddings_->word->weight, head);
+    logits = tp::mask_vocab_padding(logits + heads_->decoder_bias, vocab_pad_, ctx_);
+    auto mlm = tp::vocab_parallel_cross_entropy(logits, labels, ctx_.group).mean();
+    return mlm + nsp_loss(out, b);
+  }
+
+  // The MLM transform's output [B·k, H] at the masked positions of out [B,
+  // T, H] and their labels [B·k]: exactly k per sequence (see BertData),
+  // found without a host sync (labels there, -100 elsewhere).
+  std::pair<torch::Tensor, torch::Tensor> masked_transform(const torch::Tensor& out, const Batch& b) {
+    const int64_t B = out.size(0), T = out.size(1), H = out.size(2);
+    const int64_t k = masked_per_sequence(T);
+    auto pos = std::get<1>(torch::topk((b.target != -100).to(torch::kFloat), k, 1));
+    auto hm = out.gather(1, pos.unsqueeze(-1).expand({B, k, H}));
+    // LayerNorm in fp32 as CUDA autocast runs it (1.13's CPU autocast does not).
+    auto t = heads_->transform_norm->forward(
+        torch::gelu(heads_->transform->forward(hm)).to(torch::kFloat));
+    return {t.reshape({B * k, H}), b.target.gather(1, pos).reshape(-1)};
+  }
+
+  // The NSP loss: the pooler on [CLS] (position 0) and the 2-way classifier.
+  torch::Tensor nsp_loss(const torch::Tensor& out, const Batch& b) {
+    auto pooled = torch::tanh(heads_->pooler->forward(out.select(1, 0)));
+    return torch::nn::functional::cross_entropy(heads_->nsp->forward(pooled).to(torch::kFloat),
+                                                b.aux_target);
+  }
+
+  // Keeps this rank's shards of the degree-1 weights init drew (so degree N
+  // starts from degree 1's model): q | k | v by heads, the intermediate by
+  // rows, the attention output and the output dense by columns, the word
+  // embedding (the tied decoder) and the decoder bias by vocabulary, padded
+  // with zeros to a multiple of the degree (30,522 splits over 2 but not 4 or
+  // 8; the padding's logits are masked out of the loss, so the padded model
+  // computes the unpadded one's loss and its padding stays zero).
+  void shard_tensor_parallel() {
+    torch::NoGradGuard ng;
+    const int r = ctx_.rank(), n = ctx_.size();
+    vocab_pad_ = tp::check_split(spec_.heads, spec_.seq_len, spec_.vocab, ctx_, "bert " + spec_.preset);
+    using tp::Split;
+    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) { shards_.keep(p, how, shard); };
+    auto vocab = [&](const torch::Tensor& p) { return tp::shard(tp::pad_rows(p.detach(), vocab_pad_), 0, r, n); };
+    keep(embeddings_->word->weight, Split::Vocab, vocab(embeddings_->word->weight));
+    keep(heads_->decoder_bias, Split::Vocab, vocab(heads_->decoder_bias));
+    for (auto& l : layers_) {
+      keep(l->qkv->weight, Split::QKV, tp::shard_qkv(l->qkv->weight.detach(), r, n));
+      keep(l->qkv->bias, Split::QKV, tp::shard_qkv(l->qkv->bias.detach(), r, n));
+      keep(l->attn_out->weight, Split::Columns, tp::shard(l->attn_out->weight.detach(), 1, r, n));
+      keep(l->intermediate->weight, Split::Rows, tp::shard(l->intermediate->weight.detach(), 0, r, n));
+      keep(l->intermediate->bias, Split::Rows, tp::shard(l->intermediate->bias.detach(), 0, r, n));
+      keep(l->output->weight, Split::Columns, tp::shard(l->output->weight.detach(), 1, r, n));
+    }
+  }
+
   // HF _init_weights: Linear and Embedding weights ~ N(0, 0.02), biases 0,
   // LayerNorm weight 1 and bias 0 (as created), the padding embedding (id 0)
   // zero. Drawn in module order from a generator of the model seed alone, on
@@ -356,6 +491,9 @@ class Bert : public Model {
 
   BertSpec spec_;
   bool checkpointing_;
+  tp::Context ctx_;  // the tensor group (none: degree 1)
+  int64_t vocab_pad_ = 0, full_numel_ = 0;
+  tp::Shards shards_;  // this rank's shards (tp_on())
   std::shared_ptr<Embeddings> embeddings_;
   std::vector<std::shared_ptr<EncoderLayer>> layers_;
   std::shared_ptr<Heads> heads_;
@@ -484,6 +622,12 @@ Facts describe(const ModelConfig& cfg) {
 }
 
 }  // namespace
+
+std::shared_ptr<Model> make_bert_tp(const ModelConfig& c, torch::Device device,
+                                    const tp::Context& ctx) {
+  return std::make_shared<Bert>(resolve(c), c.activation_checkpointing, device, uint64_t(c.seed),
+                                ctx);
+}
 
 Family bert_family() {
   Family f;

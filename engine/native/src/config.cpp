@@ -139,10 +139,10 @@ void check_tp(const EngineConfig& c) {
   const std::string what = "tp.degree " + std::to_string(t.degree);
   if (c.model.family == "resnet50")
     throw UnsupportedError("ResNet-50 is not tensor-parallel: " + what +
-                           " applies to gpt only (use data parallel for resnet50)");
-  if (c.model.family != "gpt")
-    throw UnsupportedError(what + ": tensor parallelism is implemented for gpt only, not for " +
-                           c.model.family + " yet (docs/tensor-parallel.md)");
+                           " applies to gpt and bert (use data parallel for resnet50)");
+  if (c.model.family != "gpt" && c.model.family != "bert")
+    throw UnsupportedError(what + ": tensor parallelism is implemented for gpt and bert only, not "
+                           "for " + c.model.family + " (docs/tensor-parallel.md)");
   if (c.dist.world_size % t.degree != 0)
     throw ConfigError(what + " must divide dist.world_size (" + std::to_string(c.dist.world_size) +
                       "): ranks form tensor groups of tp.degree consecutive ranks");

@@ -5,9 +5,7 @@
 // With a tensor group (tp_model.h, docs/tensor-parallel.md) the same model is
 // split Megatron-style over the group's ranks.
 #include <cmath>
-#include <limits>
 #include <map>
-#include <unordered_map>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -21,6 +19,7 @@
 #include "precision.h"
 #include "row_random.h"
 #include "tp_model.h"
+#include "tp_shards.h"
 
 namespace cs {
 namespace {
@@ -298,12 +297,7 @@ class GPT : public Model, public TensorParallelModel {
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
     if (tp_on()) {
       auto logits = tp::parallel_lm_logits(out, wte_, ctx_);
-      logits = logits.reshape({-1, logits.size(-1)});
-      if (vocab_pad_ > 0 && ctx_.rank() == ctx_.size() - 1) {
-        const int64_t cols = logits.size(1);
-        auto pad = torch::arange(cols, logits.options().dtype(torch::kInt64)) >= cols - vocab_pad_;
-        logits = logits.masked_fill(pad, -std::numeric_limits<float>::infinity());
-      }
+      logits = tp::mask_vocab_padding(logits.reshape({-1, logits.size(-1)}), vocab_pad_, ctx_);
       return tp::vocab_parallel_cross_entropy(logits, b.target.reshape({-1}), ctx_.group).mean();
     }
     return linear_cross_entropy(out.reshape({-1, s_.hidden}), wte_, b.target.reshape({-1}));
@@ -324,10 +318,7 @@ class GPT : public Model, public TensorParallelModel {
   }
 
   // ---- TensorParallelModel ----
-  bool tensor_sharded(const torch::Tensor& p) const override {
-    auto it = split_.find(p.unsafeGetTensorImpl());
-    return it != split_.end() && it->second != Split::Replicated;
-  }
+  bool tensor_sharded(const torch::Tensor& p) const override { return shards_.sharded(p); }
 
   std::vector<torch::Tensor> sequence_parallel_params() const override {
     std::vector<torch::Tensor> out{wpe_, ln_f_w_, ln_f_b_};
@@ -338,33 +329,7 @@ class GPT : public Model, public TensorParallelModel {
   }
 
   std::vector<torch::Tensor> gathered_parameters() override {
-    torch::NoGradGuard ng;
-    std::vector<torch::Tensor> out;
-    for (const auto& p : parameters()) {
-      auto it = split_.find(p.unsafeGetTensorImpl());
-      const Split how = it == split_.end() ? Split::Replicated : it->second;
-      auto t = p.detach().contiguous();
-      if (how == Split::Replicated || !tp_on()) {
-        out.push_back(t);
-        continue;
-      }
-      PipeGroup& g = *ctx_.group;
-      if (how == Split::Columns) {
-        out.push_back(tp::all_gather(t, g, 1));
-      } else if (how == Split::Rows) {
-        out.push_back(tp::all_gather(t, g, 0));
-      } else if (how == Split::Vocab) {
-        out.push_back(tp::all_gather(t, g, 0).narrow(0, 0, s_.vocab).contiguous());
-      } else {  // Split::QKV: [rank][q|k|v][rows] back to [q|k|v][rank][rows]
-        auto all = tp::all_gather(t, g, 0);
-        std::vector<int64_t> sz{int64_t(g.size()), 3, t.size(0) / 3};
-        for (int64_t d = 1; d < t.dim(); d++) sz.push_back(t.size(d));
-        auto full = t.sizes().vec();
-        full[0] *= g.size();
-        out.push_back(all.view(sz).transpose(0, 1).reshape(full).contiguous());
-      }
-    }
-    return out;
+    return shards_.gathered(parameters(), ctx_.group, s_.vocab);
   }
 
   int64_t full_numel() const override { return full_numel_; }
@@ -410,9 +375,6 @@ class GPT : public Model, public TensorParallelModel {
     return x;
   }
 
-  // How a parameter is split over the tensor group (gathered_parameters).
-  enum class Split { Replicated, Rows, Columns, QKV, Vocab };
-
   // Keeps this rank's shards of the degree-1 weights init_weights drew (so
   // degree N starts from degree 1's model): c_attn by heads (q | k | v each),
   // c_fc by rows, the projections by columns, wte by vocabulary rows, padded
@@ -422,21 +384,11 @@ class GPT : public Model, public TensorParallelModel {
   void shard_tensor_parallel(const ModelConfig& c) {
     torch::NoGradGuard ng;
     const int r = ctx_.rank(), n = ctx_.size();
-    const std::string what = "tp.degree " + std::to_string(n);
-    if (s_.heads % n != 0)
-      throw ConfigError(what + " must divide the attention heads (" + std::to_string(s_.heads) +
-                        " in gpt " + c.preset + " at hidden " + std::to_string(s_.hidden) + ")");
-    if (ctx_.sequence_parallel && s_.seq_len % n != 0)
-      throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
-                        std::to_string(s_.seq_len) + ") must be a multiple of " + what);
-    vocab_pad_ = (n - s_.vocab % n) % n;
-    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) {
-      p.set_data(shard);
-      split_[p.unsafeGetTensorImpl()] = how;
-    };
-    auto wte = wte_.detach();
-    if (vocab_pad_ > 0) wte = torch::cat({wte, torch::zeros({vocab_pad_, s_.hidden}, wte.options())});
-    keep(wte_, Split::Vocab, tp::shard(wte, 0, r, n));
+    vocab_pad_ = tp::check_split(s_.heads, s_.seq_len, s_.vocab, ctx_,
+                                 "gpt " + c.preset + " at hidden " + std::to_string(s_.hidden));
+    using tp::Split;
+    auto keep = [&](torch::Tensor& p, Split how, const torch::Tensor& shard) { shards_.keep(p, how, shard); };
+    keep(wte_, Split::Vocab, tp::shard(tp::pad_rows(wte_.detach(), vocab_pad_), 0, r, n));
     for (auto& blk : blocks_) {
       keep(blk->c_attn_w, Split::QKV, tp::shard_qkv(blk->c_attn_w.detach(), r, n));
       keep(blk->c_attn_b, Split::QKV, tp::shard_qkv(blk->c_attn_b.detach(), r, n));
@@ -451,7 +403,7 @@ class GPT : public Model, public TensorParallelModel {
   bool checkpointing_;
   tp::Context ctx_;  // the tensor group (none: degree 1)
   int64_t vocab_pad_ = 0, full_numel_ = 0;
-  std::unordered_map<const c10::TensorImpl*, Split> split_;
+  tp::Shards shards_;  // this rank's shards (tp_on())
   torch::Tensor wte_, wpe_, ln_f_w_, ln_f_b_;
   std::vector<std::shared_ptr<BlockImpl>> blocks_;
 };

@@ -46,4 +46,13 @@ class TensorParallelModel {
 std::shared_ptr<Model> make_gpt_tp(const ModelConfig& c, torch::Device device,
                                    const tp::Context& ctx);
 
+// BERT on a tensor group (bert.cpp), the same split: each encoder layer's
+// q | k | v by heads, its attention output and output dense row-parallel, its
+// intermediate column-parallel; the word embedding and the tied MLM decoder
+// (with its bias) by vocabulary, padded to a multiple of the degree; the MLM
+// transform, the pooler and the NSP classifier replicated. Throws ConfigError
+// when the heads do not split over the group.
+std::shared_ptr<Model> make_bert_tp(const ModelConfig& c, torch::Device device,
+                                    const tp::Context& ctx);
+
 }  // namespace cs

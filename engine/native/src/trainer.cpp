@@ -215,7 +215,9 @@ void Trainer::build_model() {
   int64_t numel = 0;  // of the whole model, before a pipeline stage drops the rest
   if (cfg_.tp.degree > 1) {
     build_mesh();
-    model_ = make_gpt_tp(cfg_.model, device_, tp_->ctx);  // config.cpp refuses other families
+    // config.cpp refuses the families other than these two.
+    model_ = cfg_.model.family == "bert" ? make_bert_tp(cfg_.model, device_, tp_->ctx)
+                                         : make_gpt_tp(cfg_.model, device_, tp_->ctx);
     tp_->model = dynamic_cast<TensorParallelModel*>(model_.get());
     if (!tp_->model) throw std::logic_error("tp: the model is not tensor-parallel");
     numel = tp_->model->full_numel();

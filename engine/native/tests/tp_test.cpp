@@ -6,7 +6,8 @@
 // rank of the engine's own Gloo groups (make_gloo_pipe_groups over a c10d
 // TCPStore on the loopback, as the pipeline and the tensor mesh build them in
 // the engine: the same Gloo code, headers and flags), at tensor degrees 2, 3
-// and 4. Also the engine's GPT (gpt.cpp) at tp 2, 3 and 4 against degree 1,
+// and 4. Also the engine's GPT (gpt.cpp) at tp 2, 3 and 4 and BERT (bert.cpp)
+// at tp 2, 4 and tp 2 x dp 2 against degree 1,
 // the mesh's rank layout and the dropout seeds.
 //
 // The suite never ends silently: it prints each case before running it
@@ -664,12 +665,65 @@ int check_model(const tp::Context& c, PipeGroup* data, int r) {
 
 int model(const tp::Context& c, int r) { return check_model(c, nullptr, r); }
 
-// The engine's own GPT (gpt.cpp, make_gpt_tp) on the tensor group against the
-// degree-1 model family("gpt") builds: the same tiny config and batch, 3 SGD
-// steps; the losses within 1e-5 and the gathered parameters (the checksum's
-// view, in the degree-1 order and layout) within 1e-5 relative error each.
-// hidden 48 has 3 heads: at tp 3 the vocabulary of 256 is padded to 258.
-int engine_gpt_case(const tp::Context& c, int r, int64_t hidden) {
+// The engine's own models (gpt.cpp make_gpt_tp, bert.cpp make_bert_tp) on the
+// tensor group against the degree-1 model family(mc.family) builds: the same
+// tiny config and batch, 3 SGD steps; the losses within 1e-5 and the gathered
+// parameters (the checksum's view, in the degree-1 order and layout) within
+// 1e-5 relative error each. With a data group (tp x dp) this rank's replica
+// reads its data rank's rows of the reference's batch (micro_batch / dp each),
+// and the loss and gradients are averaged over the data group.
+int engine_case(const tp::Context& c, int r, const ModelConfig& mc, PipeGroup* data = nullptr) {
+  const auto cpu = torch::Device(torch::kCPU);
+  const int dp = data ? data->size() : 1;
+  ModelConfig part = mc;
+  part.micro_batch = mc.micro_batch / dp;
+  auto full = family(mc.family).build(mc, cpu);
+  auto mine = mc.family == "bert" ? make_bert_tp(part, cpu, c) : make_gpt_tp(part, cpu, c);
+  auto* tpm = dynamic_cast<TensorParallelModel*>(mine.get());
+  if (!tpm) throw std::logic_error("the " + mc.family + " model is not a TensorParallelModel");
+  int64_t numel = 0;
+  for (const auto& p : full->parameters()) numel += p.numel();
+  CS_CHECK(tpm->full_numel() == numel);
+  const Batch b = family(mc.family).data(mc, cpu, 0, 1)->next();
+  const Batch bm = family(mc.family).data(part, cpu, data ? data->rank() : 0, dp)->next();
+  for (int step = 0; step < 3; step++) {
+    torch::Tensor losses[2];
+    int k = 0;
+    for (auto* m : {full.get(), mine.get()}) {
+      for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+      auto l = m->forward_loss(m == full.get() ? b : bm);
+      l.backward();
+      torch::NoGradGuard ng;
+      auto lv = l.detach().clone().reshape({1});
+      if (m == mine.get()) {
+        tp::allreduce_sequence_parallel_grads(tpm->sequence_parallel_params(), c);
+        if (data) {
+          for (auto& p : m->parameters()) {
+            data->all_reduce_sum(p.mutable_grad());
+            p.mutable_grad().div_(dp);
+          }
+          data->all_reduce_sum(lv);
+          lv.div_(dp);
+        }
+      }
+      for (auto& p : m->parameters()) p.sub_(p.grad(), 0.5);
+      losses[k++] = lv;
+    }
+    if (!close(("engine " + mc.family + " loss of step " + std::to_string(step)).c_str(), r,
+               losses[1], losses[0], 1e-5))
+      return 1;
+  }
+  auto got = tpm->gathered_parameters();
+  auto want = full->parameters();
+  CS_CHECK(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); i++)
+    if (!close(("engine " + mc.family + " parameter " + std::to_string(i)).c_str(), r, got[i],
+               want[i].detach(), 1e-5))
+      return 1;
+  return 0;
+}
+
+ModelConfig tiny_gpt(int64_t hidden) {
   ModelConfig mc;
   mc.family = "gpt";
   mc.preset = "tiny";
@@ -677,49 +731,67 @@ int engine_gpt_case(const tp::Context& c, int r, int64_t hidden) {
   mc.seq_len = 12;
   mc.hidden = hidden;
   mc.seed = 3;
-  const auto cpu = torch::Device(torch::kCPU);
-  auto full = family("gpt").build(mc, cpu);
-  auto mine = make_gpt_tp(mc, cpu, c);
-  auto* tpm = dynamic_cast<TensorParallelModel*>(mine.get());
-  if (!tpm) throw std::logic_error("make_gpt_tp's model is not a TensorParallelModel");
-  int64_t numel = 0;
-  for (const auto& p : full->parameters()) numel += p.numel();
-  CS_CHECK(tpm->full_numel() == numel);
-  const Batch b = family("gpt").data(mc, cpu, 0, 1)->next();
-  for (int step = 0; step < 3; step++) {
-    torch::Tensor losses[2];
-    int k = 0;
-    for (auto* m : {full.get(), mine.get()}) {
-      for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
-      auto l = m->forward_loss(b);
-      l.backward();
-      if (m == mine.get()) tp::allreduce_sequence_parallel_grads(tpm->sequence_parallel_params(), c);
-      torch::NoGradGuard ng;
-      for (auto& p : m->parameters()) p.sub_(p.grad(), 0.5);
-      losses[k++] = l.detach();
+  return mc;
+}
+
+// hidden 48 has 3 heads: at tp 3 the vocabulary of 256 is padded to 258.
+int engine_gpt_case(const tp::Context& c, int r, int64_t hidden) {
+  return engine_case(c, r, tiny_gpt(hidden));
+}
+
+// BERT (bert.cpp): tiny (2 heads, vocabulary 1024) at tp 2; base cut to one
+// layer of hidden 48 (12 heads of 4) at tp 4, where its vocabulary of 30,522
+// is padded to 30,524. 16 tokens: 2 masked positions per sequence.
+ModelConfig small_bert(const std::string& preset) {
+  ModelConfig mc;
+  mc.family = "bert";
+  mc.preset = preset;
+  mc.micro_batch = 2;
+  mc.seq_len = 16;
+  mc.seed = 5;
+  if (preset == "base") mc.layers = 1, mc.hidden = 48;
+  return mc;
+}
+
+// Also the parameters the model shards: the sum of its shards over the
+// group, less the vocabulary padding, is the count the planner's memory
+// estimate splits (study.TensorShardedParams: per layer 4 H^2 + 2 H I + 3 H +
+// I, the word embedding V H and the decoder bias V).
+int engine_bert_case(const tp::Context& c, int r, const std::string& preset, PipeGroup* data = nullptr) {
+  const ModelConfig mc = small_bert(preset);
+  {
+    auto m = make_bert_tp(mc, torch::Device(torch::kCPU), c);
+    auto* tpm = dynamic_cast<TensorParallelModel*>(m.get());
+    const auto sh = family("bert").describe(mc).shapes;
+    const int64_t L = sh.at("layers"), H = sh.at("hidden"), I = sh.at("intermediate"),
+                  V = sh.at("vocab"), n = c.size(), pad = (n - V % n) % n;
+    int64_t sharded = 0;
+    for (const auto& p : m->parameters())
+      if (tpm->tensor_sharded(p)) sharded += p.numel() * n;
+    const int64_t want = L * (4 * H * H + 2 * H * I + 3 * H + I) + V * H + V;
+    if (sharded - pad * (H + 1) != want) {
+      std::cerr << "FAIL tp engine bert (rank " << r << "): " << sharded - pad * (H + 1)
+                << " sharded parameters, the planner counts " << want << "\n";
+      return 1;
     }
-    if (!close(("engine gpt loss of step " + std::to_string(step)).c_str(), r, losses[1], losses[0], 1e-5))
-      return 1;
   }
-  auto got = tpm->gathered_parameters();
-  auto want = full->parameters();
-  CS_CHECK(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); i++)
-    if (!close(("engine gpt parameter " + std::to_string(i)).c_str(), r, got[i], want[i].detach(), 1e-5))
-      return 1;
-  return 0;
+  return engine_case(c, r, mc, data);
 }
 
 int engine_gpt(const tp::Context& c, int r) { return engine_gpt_case(c, r, 0); }
 int engine_gpt_padded(const tp::Context& c, int r) { return engine_gpt_case(c, r, 48); }
+int engine_bert(const tp::Context& c, int r) { return engine_bert_case(c, r, "tiny"); }
+int engine_bert_padded(const tp::Context& c, int r) { return engine_bert_case(c, r, "base"); }
 
 // The tiny GPT on a tp × dp mesh (tp::Mesh: tensor groups of consecutive
 // ranks, data groups across them), each group its own Gloo process group
 // (make_gloo_pipe_groups of the mesh's partitions, as tp::make_mesh_groups).
-int on_mesh(int tpn, int dpn, bool sp) {
+using MeshBody = std::function<int(const tp::Context&, PipeGroup*, int)>;
+int on_mesh(int tpn, int dpn, bool sp, const MeshBody& body = check_model,
+            const std::string& name = "tiny gpt") {
   const auto m = tp::Mesh::of(tpn * dpn, tpn, 1);
   const auto parts = m.partitions();
-  begin_case("tiny gpt tp " + std::to_string(tpn) + " x dp " + std::to_string(dpn) +
+  begin_case(name + " tp " + std::to_string(tpn) + " x dp " + std::to_string(dpn) +
              (sp ? " sequence parallel" : ""));
   World world(m.world());
   std::atomic<int> failed{0};
@@ -734,7 +806,7 @@ int on_mesh(int tpn, int dpn, bool sp) {
         c.sequence_parallel = sp;
         if (c.rank() != m.coords(r).tensor || groups[1]->rank() != m.coords(r).data)
           throw std::logic_error("the mesh's coordinates disagree with its groups");
-        rc = check_model(c, groups[1].get(), r);
+        rc = body(c, groups[1].get(), r);
       } catch (const std::exception& e) {
         std::cerr << "FAIL tp mesh (rank " << r << "): " << e.what() << "\n";
       }
@@ -743,7 +815,8 @@ int on_mesh(int tpn, int dpn, bool sp) {
   }
   for (auto& t : ranks) t.join();
   if (failed)
-    std::cerr << "  case tiny gpt tp " << tpn << " x dp " << dpn << (sp ? " sequence parallel" : "") << "\n";
+    std::cerr << "  case " << name << " tp " << tpn << " x dp " << dpn
+              << (sp ? " sequence parallel" : "") << "\n";
   return failed ? 1 : 0;
 }
 #endif  // CS_WITH_GLOO
@@ -804,10 +877,22 @@ int tp_tests() {
   for (int n : {2, 4})
     for (bool sp : {false, true}) failed |= on_ranks("engine gpt", n, sp, engine_gpt), ran++;
   failed |= on_ranks("engine gpt padded vocabulary", 3, false, engine_gpt_padded), ran++;
+  // The engine's BERT: tiny at tp 2 and tp 2 x dp 2, base (one layer, hidden
+  // 48) at tp 4 with the vocabulary padded; sequence parallel off and on.
+  for (bool sp : {false, true}) {
+    failed |= on_ranks("engine bert", 2, sp, engine_bert), ran++;
+    failed |= on_ranks("engine bert padded vocabulary", 4, sp, engine_bert_padded), ran++;
+  }
+  failed |= on_mesh(2, 2, true,
+                    [](const tp::Context& c, PipeGroup* data, int r) {
+                      return engine_bert_case(c, r, "tiny", data);
+                    },
+                    "engine bert"),
+      ran++;
   case_started_ms = 0;
   std::cout << "tp: " << ran
             << " cases on the engine's Gloo groups over thread ranks (tp 2, 3 and 4, tp 2 x dp 2, "
-               "sequence parallel off and on, the engine's GPT, the groups' collectives and their timing)"
+               "sequence parallel off and on, the engine's GPT and BERT, the groups' collectives and their timing)"
             << std::endl;
   at::set_num_threads(threads);
 #else
