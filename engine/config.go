@@ -83,7 +83,7 @@ type ZeroConfig struct {
 	Stage int `json:"stage"` // 0: none (DDP) | 1 | 2
 }
 
-// TPConfig splits GPT's layers across a tensor-parallel group (BERT is refused)
+// TPConfig splits GPT's and BERT's layers across a tensor-parallel group (ResNet is refused)
 // (Megatron-LM; engine/native/src/tp.h; docs/tensor-parallel.md). Ranks are
 // ordered tensor-fastest, then data, then pipeline: rank = t + degree*(d + dp*p).
 type TPConfig struct {

@@ -87,11 +87,17 @@ func TestRehearsalTPTwinFP32(t *testing.T) {
 	assert.Contains(t, l.Detail, "outside 1e-5")
 
 	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OOM, Error: "CUDA out of memory"}), knobs, 1)
-	assert.Nil(t, l.Agree, l.Detail)
-	assert.Contains(t, l.Detail, "the trial's fp32 twin did not run (oom: CUDA out of memory)")
-	l = rehearsalLosses(ranks, info(nil), knobs, 1)
-	assert.Nil(t, l.Agree)
-	assert.Contains(t, l.Detail, "shown, not judged")
+	require.NotNil(t, l.Agree, l.Detail)
+	assert.False(t, *l.Agree, "a twin that failed fails the check")
+	assert.Contains(t, l.Detail, "the trial's fp32 twin failed (oom: CUDA out of memory)")
+	// Not launched (does not fit) or absent: the one-rank noise tolerance, as
+	// any bf16 trial, which the measured case fails.
+	for _, twin := range []*store.RehearsalLaunch{nil, {Outcome: store.Skipped, Error: "does not fit"}} {
+		l = rehearsalLosses(ranks, info(twin), knobs, 1)
+		require.NotNil(t, l.Agree, l.Detail)
+		assert.False(t, *l.Agree, l.Detail)
+		assert.Contains(t, l.Detail, "twice the measured bf16 noise")
+	}
 
 	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.80386, 9.776830, 9.252170}, Steps: []int{5, 6, 7}}), knobs, 1)
 	require.NotNil(t, l.Agree)

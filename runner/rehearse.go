@@ -284,21 +284,9 @@ func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, rep int) *
 		return out
 	}
 	out.Outcome, out.Error = rr.Rec.Outcome, rr.Rec.Error
-	ranks := rr.Rec.Ranks
-	if len(ranks) == 0 {
-		return out
-	}
-	n := len(ranks[0].Steps)
-	for _, rk := range ranks {
-		n = min(n, len(rk.Steps))
-	}
-	for i := 0; i < n; i++ {
-		sum := 0.0
-		for _, rk := range ranks {
-			sum += rk.Steps[i].Loss
-		}
-		out.Losses = append(out.Losses, sum/float64(len(ranks)))
-		out.Steps = append(out.Steps, ranks[0].Steps[i].Step)
+	out.Losses = store.MeanLosses(rr.Rec.Ranks)
+	for i := range out.Losses {
+		out.Steps = append(out.Steps, rr.Rec.Ranks[0].Steps[i].Step)
 	}
 	return out
 }

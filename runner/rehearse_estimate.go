@@ -54,7 +54,7 @@ import (
 //	  saves the fp32 softmax (4), and its backward clones it (4) and casts
 //	  the gradient to the logits' dtype (2 in 16-bit, 4 in fp32) while every
 //	  block's activations are still held (from the code, not fitted; it
-//	  explains the 11% and 17% the first estimate missed on the two GPT-2
+//	  explains the 12% and 17% the first estimate missed on the two GPT-2
 //	  350M tp 2 records of gpu-check-2026-12-06f and the out-of-memory of
 //	  its tp 4 micro-batch 16 trial, 8 ranks on one 80 GB H100);
 //	  data parallel is the ranks / (tp x stages);
@@ -161,8 +161,9 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 // hidden unit, 24 are inside the parallel regions and divided by the degree;
 // the other 10 (the LayerNorms' inputs, the dropout masks, the inputs of the
 // q|k|v and first MLP layers) are replicated on every tensor rank unless
-// sequence parallelism splits them too. A prediction from the paper's
-// accounting, not calibrated on a tensor-parallel record (none measured yet).
+// sequence parallelism splits them too. From the paper's accounting; with the
+// vocabulary-parallel logits' 10 bytes it is within 3% of the two GPT-2 350M
+// tp 2 records of gpu-check-2026-12-06f (no tp 4 or 8 record yet).
 func tpActivationShare(tp int, sequenceParallel bool) float64 {
 	if sequenceParallel {
 		return 1 / float64(tp)

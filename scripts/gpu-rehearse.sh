@@ -108,7 +108,7 @@ cap_of() {
   runs=$(sed -n 's/^rehearsal: \([0-9]*\) trials run.*/\1/p' <<<"$1")
   ranks=$(sed -n 's/.*at most \([0-9]*\) ranks.*/\1/p' <<<"$1")
   [[ -n $runs && -n $ranks ]] || { echo 0; return; }
-  twins=$(grep -E '  runs  .*, (bf16|fp16), .*, tp [0-9]+' "$3" 2>/dev/null | grep -vc 'twin does not fit')
+  twins=$(grep -E '  runs  .*, (bf16|fp16|tf32), .*, tp [0-9]+' "$3" 2>/dev/null | grep -vc 'twin does not fit')
   local cap=$((30 + (runs + twins) * (LAUNCH_S + ranks) + 2 * runs * LAUNCH_S))
   ((faults)) && cap=$((cap + 2 * (LAUNCH_S + ranks) + 15))
   echo "$cap"

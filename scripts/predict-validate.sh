@@ -37,7 +37,8 @@
 #   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)).
 # Exit 0 when every median |error| is at most 10% and the best trial is the
 # same at every N (the bar); 1 when not; 3 when something could not run (a
-# missing tool, a command that failed or ran past its deadline).
+# missing tool, a command that failed or ran past its deadline) or when
+# BUDGET_S left one round of ROUNDS >= 2 (one launch a trial: not judged).
 # shellcheck disable=SC2317 # start, on and stop are called indirectly (must, the trap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,7 +55,12 @@ BUDGET_S=${BUDGET_S:-0}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
-die() { echo "predict-validate.sh: $*" >&3; exit 3; }
+die() {
+  echo "predict-validate.sh: $*" >&3
+  kill -TERM $(jobs -p) 2>/dev/null # the other copies of a round: none outlives the script
+  wait
+  exit 3
+}
 for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
@@ -139,7 +145,7 @@ must() {
 }
 
 rm -rf "$OUT" && mkdir -p "$OUT"
-tpc=$(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
+tpc=$( (lscpu 2>/dev/null || true) | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
 host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 if ((pin)); then
   host+="; pinned (taskset): each N-rank run, its benchmarks and its N one-rank copies on the first N x $CORES_PER_RANK of cores $(cpus 0 "$need")"
@@ -221,11 +227,15 @@ EOF
     *) die "reading $OUT/predicted$n.json: exit $rc" ;;
   esac
 done
+# One round is one launch a trial: no verdict rests on it (exit 3, not judged).
+((rounds >= 2 || ROUNDS < 2)) || status=3
 {
   echo "$host"
   echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
-  if ((status == 0)); then
+  if ((status == 3)); then
+    echo "verdict: not judged: $rounds round (one launch a trial) before BUDGET_S ran out; at least 2 are needed"
+  elif ((status == 0)); then
     echo "verdict: the bar is met (median |error| <= 10% and the same best trial at every N)"
   else
     echo "verdict: the bar is NOT met"

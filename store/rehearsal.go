@@ -92,3 +92,23 @@ func RefuseRehearsal(dir, commands string) error {
 	return fmt.Errorf("%s is a rehearsal (%s): its timings come from ranks sharing a GPU through host-staged "+
 		"collectives, and %s take measured runs only; run the study without --rehearse on the real machine", dir, RehearsalNote, commands)
 }
+
+// MeanLosses is the loss of the global batch per measured step: the mean over
+// ranks (every pipeline stage and tensor rank reports its replica's loss),
+// over the steps every rank measured.
+func MeanLosses(ranks []RankRecord) []float64 {
+	if len(ranks) == 0 {
+		return nil
+	}
+	n := len(ranks[0].Steps)
+	for _, r := range ranks {
+		n = min(n, len(r.Steps))
+	}
+	out := make([]float64, n)
+	for _, r := range ranks {
+		for i := 0; i < n; i++ {
+			out[i] += r.Steps[i].Loss / float64(len(ranks))
+		}
+	}
+	return out
+}

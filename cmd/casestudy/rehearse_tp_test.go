@@ -56,6 +56,7 @@ sweep:
     - {tp.degree: 2}
     - {tp.degree: 2, tp.sequence_parallel: true}
     - {tp.degree: 4}
+    - {tp.degree: 2, precision: bf16}
 `)
 	out := filepath.Join(filepath.Dir(path), "results")
 	code, stdout, stderr := runCLI(t, "run", path, "--rehearse", "--rehearse-faults=false", "--out", out, "--kill-grace", "500ms")
@@ -63,7 +64,7 @@ sweep:
 	dir := onlyRunDir(t, out)
 	run, err := store.ReadRun(dir)
 	require.NoError(t, err)
-	require.Len(t, run.Trials, 3)
+	require.Len(t, run.Trials, 4)
 	for _, tr := range run.Trials {
 		require.Equal(t, store.OK, tr.Outcome, tr.Error)
 		tp := 2
@@ -76,6 +77,13 @@ sweep:
 		require.NotNil(t, ref, tr.ID)
 		assert.Equal(t, store.OK, ref.Outcome, ref.Error)
 		assert.Equal(t, 2*(4/tp), ref.MicroBatch, "trial %s: the data-parallel ranks' global batch", tr.ID)
+		if tr.Knobs["precision"] == "bf16" { // its fp32 twin: the trial's own 4 ranks in fp32
+			require.NotNil(t, tr.Rehearsal.TwinFP32, tr.ID)
+			assert.Equal(t, store.OK, tr.Rehearsal.TwinFP32.Outcome, tr.Rehearsal.TwinFP32.Error)
+			assert.Len(t, tr.Rehearsal.TwinFP32.Losses, 2)
+		} else {
+			assert.Nil(t, tr.Rehearsal.TwinFP32, "trial %s in fp32: its own twin", tr.ID)
+		}
 		for _, r := range tr.Repeats[0].Ranks {
 			for _, st := range r.Steps {
 				if r.Rank%tp == 0 {
@@ -92,7 +100,7 @@ sweep:
 	var s report.Summary
 	require.NoError(t, json.Unmarshal(raw, &s))
 	require.NotNil(t, s.Rehearsal)
-	require.Len(t, s.Rehearsal.Trials, 3)
+	require.Len(t, s.Rehearsal.Trials, 4)
 	for _, rt := range s.Rehearsal.Trials {
 		require.NotNil(t, rt.Checksums, rt.ID)
 		require.NotNil(t, rt.Checksums.DataParallelEqual, rt.Checksums.Detail)
@@ -101,6 +109,9 @@ sweep:
 		require.NotNil(t, rt.Losses.Agree, rt.Losses.Detail)
 		assert.True(t, *rt.Losses.Agree, "%s: %s", rt.ID, rt.Losses.Detail)
 		assert.Contains(t, strings.Join(rt.Paths, "; "), "tensor-parallel layers over groups of")
+		if strings.Contains(rt.Losses.Detail, "bf16") {
+			assert.Contains(t, rt.Losses.Detail, "the trial's layout in fp32 follows one rank in fp32 within 1e-5")
+		}
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	require.NoError(t, err)

@@ -124,6 +124,11 @@ func TestDiagnosticEnvSwitches(t *testing.T) {
 			assertConfigError(t, err, "cs_create", name)
 		})
 	}
+	plain, err := lib.Create(tinyGPT("bf16"))
+	require.NoError(t, err)
+	before, err := plain.Info()
+	require.NoError(t, err)
+	plain.Close()
 	t.Setenv("CASESTUDY_ATTENTION", "math")
 	t.Setenv("CASESTUDY_BF16_REDUCED_REDUCTION", "0")
 	losses, e := train(t, lib, tinyGPT("bf16"), 3)
@@ -131,4 +136,7 @@ func TestDiagnosticEnvSwitches(t *testing.T) {
 	info, err := e.Info()
 	require.NoError(t, err)
 	assert.Equal(t, "math", info.Attention)
+	if before.Attention == "math" { // a libtorch without SDPA (Debian's 1.13): the switch cannot show here
+		t.Logf("attention is %q without the switch on this build: the switch's effect is checked where SDPA exists", before.Attention)
+	}
 }
