@@ -57,7 +57,8 @@ type RehearsalFit struct {
 	NoReference map[string]string
 	// NoTwin: the tensor-parallel trials in 16-bit whose fp32 twin (the
 	// trial's ranks in fp32, store.RehearsalTrial.TwinFP32) does not fit the
-	// device: the runner records it skipped with this reason.
+	// device: the runner records it skipped with this reason (the trial's
+	// losses are then judged by the one-rank noise, report/rehearsal.go).
 	NoTwin map[string]string
 	Rows   []FitRow // every trial, in plan order (casestudy plan --rehearse)
 }
