@@ -5,11 +5,6 @@
 
 namespace cs {
 
-namespace {
-
-int64_t nbytes(const torch::Tensor& t) { return t.numel() * int64_t(t.element_size()); }
-
-}  // namespace
 
 TimedGroup::TimedGroup(std::unique_ptr<PipeGroup> inner, torch::Device device)
     : inner_(std::move(inner)), device_(device) {}
@@ -64,20 +59,20 @@ GroupCommStats TimedGroup::stats() {
 
 void TimedGroup::exchange(const std::vector<P2POp>& ops) {
   int64_t bytes = 0;
-  for (const auto& op : ops) bytes += nbytes(op.t);
+  for (const auto& op : ops) bytes += int64_t(op.t.nbytes());
   timed(bytes, [&] { inner_->exchange(ops); });
 }
 
 void TimedGroup::all_reduce_sum(torch::Tensor t) {
-  timed(nbytes(t), [&] { inner_->all_reduce_sum(t); });
+  timed(int64_t(t.nbytes()), [&] { inner_->all_reduce_sum(t); });
 }
 
 void TimedGroup::all_gather(const torch::Tensor& in, torch::Tensor out) {
-  timed(nbytes(out), [&] { inner_->all_gather(in, out); });
+  timed(int64_t(out.nbytes()), [&] { inner_->all_gather(in, out); });
 }
 
 void TimedGroup::reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) {
-  timed(nbytes(in), [&] { inner_->reduce_scatter_sum(in, out); });
+  timed(int64_t(in.nbytes()), [&] { inner_->reduce_scatter_sum(in, out); });
 }
 
 TimedGroup* time_group(std::unique_ptr<PipeGroup>& g, torch::Device device) {
