@@ -118,8 +118,8 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 			return fmt.Sprintf("%s=%s has no effect on device cpu (ranks communicate through Gloo)", n, v)
 		case strings.HasPrefix(n, "ddp.") && dp <= 1:
 			return fmt.Sprintf("%s=%s has no effect with one data-parallel rank (ranks %d, %spipeline.stages %d)", n, v, world, tpPhrase(get), stages)
-		case strings.HasPrefix(n, "ddp.") && tpNoReducer(get) != "":
-			return fmt.Sprintf("%s=%s has no effect with %s", n, v, tpNoReducer(get))
+		case strings.HasPrefix(n, "ddp.") && tpNoReducer(get, n) != "":
+			return fmt.Sprintf("%s=%s has no effect with %s", n, v, tpNoReducer(get, n))
 		case strings.HasPrefix(n, "ddp.") && stages > 1:
 			return fmt.Sprintf("%s=%s has no effect with pipeline.stages=%d: a pipeline averages each stage's gradients in one flat all-reduce over its replicas, not through the bucketed reducer the ddp.* knobs configure", n, v, stages)
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":

@@ -86,8 +86,6 @@ func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	switch {
 	case stages > 1:
 		return fmt.Sprintf("%s with pipeline.stages=%d is not implemented: the pipeline lays ranks out stage-fastest, the tensor mesh tensor-fastest", what, stages)
-	case get("zero.stage") != "0" && get("zero.stage") != "":
-		return fmt.Sprintf("%s with zero.stage=%s is not implemented: ZeRO would have to shard over the data-parallel group only", what, get("zero.stage"))
 	case get("graphs") == "true":
 		return what + " with graphs=true is not implemented"
 	case get("precision") == "fp8":
@@ -100,13 +98,23 @@ func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	return ""
 }
 
-// tpNoReducer says why the ddp.* knobs do nothing in a tensor-parallel trial
-// ("" without tp): the engine averages the data-parallel group's gradients in
-// one flat all-reduce after the backward (docs/tensor-parallel.md), not
-// through the bucketed, overlapped reducer they configure.
-func tpNoReducer(get func(string) string) string {
-	if tp, _ := strconv.Atoi(get("tp.degree")); tp > 1 {
-		return fmt.Sprintf("tp.degree=%d: the engine averages the data-parallel group's gradients in one flat all-reduce after the backward, not through the bucketed reducer the ddp.* knobs configure", tp)
+// tpNoReducer says why the ddp.* knob name does nothing in a tensor-parallel
+// trial ("" without tp, or where it acts): without ZeRO the engine averages
+// the data-parallel group's gradients in one flat all-reduce after the
+// backward (docs/tensor-parallel.md), not through the bucketed, overlapped
+// reducer they configure; with zero.stage > 0 ZeRO's buckets follow
+// ddp.bucket_mb and ddp.first_bucket_mb, but they are reduced after the
+// backward (docs/zero.md), so ddp.overlap still does nothing.
+func tpNoReducer(get func(string) string, name string) string {
+	tp, _ := strconv.Atoi(get("tp.degree"))
+	if tp <= 1 {
+		return ""
 	}
-	return ""
+	if z := get("zero.stage"); z != "0" && z != "" {
+		if name != "ddp.overlap" {
+			return ""
+		}
+		return fmt.Sprintf("tp.degree=%d and zero.stage=%s: ZeRO reduces the data-parallel group's buckets after the backward (the group's collectives are synchronous), never overlapped with it", tp, z)
+	}
+	return fmt.Sprintf("tp.degree=%d: the engine averages the data-parallel group's gradients in one flat all-reduce after the backward, not through the bucketed reducer the ddp.* knobs configure", tp)
 }

@@ -51,7 +51,11 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp across nodes", map[string]string{"tp.degree": "8"}, nil, twoNodes, "a tensor group would span nodes"},
 		{"tp across nodes allowed", map[string]string{"tp.degree": "8"}, nil, across, ""},
 		{"tp pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, gpt350, "with pipeline.stages=2 is not implemented"},
-		{"tp zero", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, "with zero.stage=1 is not implemented"},
+		// ZeRO shards over the data group: dp = 8 / tp.
+		{"tp zero 1", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, ""},
+		{"tp zero 2", map[string]string{"tp.degree": "4", "zero.stage": "2"}, nil, bertLarge, ""},
+		{"tp 8 zero", map[string]string{"tp.degree": "8", "zero.stage": "1"}, nil, gpt350, "zero.stage=1 needs more than one data-parallel rank (this trial has 1: ranks 8, tp.degree 8, pipeline.stages 1)"},
+		{"tp zero compression", map[string]string{"tp.degree": "2", "zero.stage": "1", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
 		{"tp bert", map[string]string{"tp.degree": "2"}, nil, bertLarge, ""},
 		{"tp bert 8 sp", map[string]string{"tp.degree": "8", "tp.sequence_parallel": "true"}, nil, bertLarge, ""},
 		{"tp bert base 8", map[string]string{"tp.degree": "8"}, nil, bertBase, "does not divide the 12 attention heads of bert base"},
@@ -65,6 +69,10 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"ddp tp 8", map[string]string{"tp.degree": "8", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, "no effect with one data-parallel rank (ranks 8, tp.degree 8, pipeline.stages 1)"},
 		{"ddp tp 4", map[string]string{"tp.degree": "4", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, "not through the bucketed reducer"},
 		{"ddp overlap tp 2", map[string]string{"tp.degree": "2", "ddp.overlap": "false"}, changed("ddp.overlap"), gpt350, "has no effect with tp.degree=2"},
+		// With ZeRO the buckets are its own: their sizes act, the overlap does not.
+		{"ddp tp zero bucket", map[string]string{"tp.degree": "2", "zero.stage": "1", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, ""},
+		{"ddp tp zero first bucket", map[string]string{"tp.degree": "2", "zero.stage": "2", "ddp.first_bucket_mb": "2"}, changed("ddp.first_bucket_mb"), gpt350, ""},
+		{"ddp tp zero overlap", map[string]string{"tp.degree": "2", "zero.stage": "1", "ddp.overlap": "false"}, changed("ddp.overlap"), gpt350, "never overlapped with it"},
 		{"ddp tp 1", map[string]string{"tp.degree": "1", "ddp.bucket_mb": "5"}, changed("ddp.bucket_mb"), gpt350, ""},
 		{"ddp tp 8 baseline", map[string]string{"tp.degree": "8", "ddp.bucket_mb": "5"}, nil, gpt350, ""},
 		{"zero dp counts tp", map[string]string{"zero.stage": "1"}, nil, Setting{Device: "cuda", Ranks: 1}, "more than one data-parallel rank (this trial has 1"},
