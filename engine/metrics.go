@@ -179,6 +179,11 @@ type ZeroInfo struct {
 	FlatNumel  int64 `json:"flat_numel"`  // every parameter, buckets padded to a multiple of the ranks
 	OwnedNumel int64 `json:"owned_numel"` // the parameters this rank steps
 	StateBytes int64 `json:"state_bytes"`
+	// Ranks the shards are spread over and their group: "world" (data
+	// parallel), "data" (tensor parallelism's data group, ranks / tp.degree).
+	// Zero and "" in records from before they were recorded.
+	Ranks int    `json:"ranks,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -244,7 +244,6 @@ func TestTPRefused(t *testing.T) {
 		}(), "ResNet-50 is not tensor-parallel"},
 		{"degree does not divide the world", one(tpGPT(2, false)), "must divide dist.world_size"},
 		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
-		{"zero", func() engine.Config { c := tpGPT(2, false); c.Zero.Stage = 1; return c }(), "zero.stage 1 is not implemented"},
 		{"pipeline", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 2; return c }(), "pipeline.stages > 1 is not implemented"},
 		{"compression", func() engine.Config { c := tpGPT(2, false); c.DDP.Compression = "bf16"; return c }(), "ddp.compression bf16"},
 		{"graphs", func() engine.Config { c := tpGPT(2, false); c.Graphs = true; return c }(), "with graphs is not implemented"},

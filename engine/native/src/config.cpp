@@ -149,10 +149,12 @@ void check_tp(const EngineConfig& c) {
   if (c.pipeline.stages > 1)
     throw UnsupportedError(what + " with pipeline.stages > 1 is not implemented (the pipeline lays "
                                   "ranks out stage-fastest, the tensor mesh tensor-fastest)");
-  if (c.zero.stage > 0)
-    throw UnsupportedError(what + " with zero.stage " + std::to_string(c.zero.stage) +
-                           " is not implemented (ZeRO shards over every rank; with tp it would "
-                           "shard over the data group only)");
+  // ZeRO shards over the data group (zero.h): a group of one has nothing to shard.
+  if (c.zero.stage > 0 && c.dist.world_size / t.degree < 2)
+    throw UnsupportedError("zero.stage " + std::to_string(c.zero.stage) + " with " + what + " and dist.world_size " +
+                           std::to_string(c.dist.world_size) +
+                           ": one data-parallel rank, nothing to shard (ZeRO shards over the data group of "
+                           "dist.world_size / tp.degree ranks; use zero.stage 0)");
   if (c.graphs) throw UnsupportedError(what + " with graphs is not implemented");
   if (c.precision == Precision::FP8)
     throw UnsupportedError(what + " with precision fp8 is not implemented (the tensor-parallel "

@@ -56,6 +56,8 @@ struct Trainer::TpState {
   // The tensor and data groups, timed (timed_group.h): the step's collectives.
   TimedGroup* tensor_timer = nullptr;
   TimedGroup* data_timer = nullptr;
+  // zero.stage > 0: the data group as ZeRO's communicator (zero.h).
+  std::unique_ptr<Communicator> data_comm;
   void begin_step() {
     for (auto* t : {tensor_timer, data_timer})
       if (t) t->begin_step();
@@ -295,7 +297,28 @@ void Trainer::connect() {
   if (cfg_.fault.kind == "stall" && !data_parallel())
     throw ConfigError("fault.kind stall stalls a DDP bucket: it needs data parallel "
                       "(dist.world_size > 1, or dist.backend set)");
-  if (tp_) return;  // build_mesh connected; every rank built its shards from the seed
+  // ZeRO in place of the optimizer and the DDP reducer (zero.h).
+  auto build_zero = [&](Communicator& comm, const DDPOptions& ddp, const ZeroTensorParallel* ztp) {
+    std::vector<bool> decays;
+    for (const auto& kv : model_->named_parameters()) decays.push_back(model_->decays(kv.key()));
+    const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
+    zero_ = std::make_unique<ZeroOptimizer>(params_, decays, comm, cfg_.zero, ddp,
+                                            default_optim(family_->optimizer, lr), ztp);
+    reducer_ = zero_->make_reducer();
+  };
+  if (tp_) {  // build_mesh connected; every rank built its shards from the seed
+    if (cfg_.zero.stage == 0) return;
+    // ZeRO over the data group (check_tp refused a group of one), its buckets
+    // reduced after the backward: the group's collectives are synchronous.
+    tp_->data_comm = group_communicator(*tp_->groups.data, device_, comm_->backend(), comm_->version());
+    ZeroTensorParallel ztp;
+    ztp.tensor = tp_->ctx.group;
+    for (const auto& p : params_) ztp.sharded.push_back(tp_->model->tensor_sharded(p));
+    DDPOptions ddp = cfg_.ddp;
+    ddp.overlap = false;
+    build_zero(*tp_->data_comm, ddp, &ztp);
+    return;
+  }
   if (!pipe_ && !data_parallel()) return;
   if (!comm_) comm_ = make_communicator(cfg_.dist, device_);
   if (pipe_) {
@@ -313,12 +336,7 @@ void Trainer::connect() {
     // ZeRO's reducers do not broadcast: every trainable parameter here.
     for (auto& p : params_)
       if (p.requires_grad()) comm_->broadcast(p.detach(), 0);
-    std::vector<bool> decays;
-    for (const auto& kv : model_->named_parameters()) decays.push_back(model_->decays(kv.key()));
-    const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
-    zero_ = std::make_unique<ZeroOptimizer>(params_, decays, *comm_, cfg_.zero, cfg_.ddp,
-                                            default_optim(family_->optimizer, lr));
-    reducer_ = zero_->make_reducer();
+    build_zero(*comm_, cfg_.ddp, nullptr);
     return;
   }
   reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
@@ -431,6 +449,10 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     if (interf_) interf_->end();
     mark(int(2 + 2 * i));
   }
+  if (tp_ && zero_) {  // as reduce_and_clip_tp: the tensor group's sum before the data group's
+    torch::NoGradGuard ng;
+    tp::allreduce_sequence_parallel_grads(tp_->model->sequence_parallel_params(), tp_->ctx);
+  }
   if (reducer_) reducer_->finalize();
   ClipResult clip;
   if (pipe_) {  // schedule, DP average, tied weights, clip over all stages
@@ -477,9 +499,9 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
   if (PipeGroup* dp = tp_->groups.data.get()) average_over_group(grads, *dp);
   // The whole model's squared norm: the shards' squares summed over the
   // tensor group, the replicated parameters' (equal on every tensor rank) once.
-  auto sumsq = grad_sumsq(sharded, device_).reshape({1});
-  tp_->ctx.group->all_reduce_sum(sumsq);
-  sumsq = sumsq.reshape({}) + grad_sumsq(replicated, device_);
+  // Float64 throughout: grad_sumsq sums the per-tensor norms' squares in it.
+  const auto sumsq = tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(replicated, device_),
+                                           tp_->ctx.group);
   return clip_grads(grads, sumsq, inv_scale, kMaxGradNorm, apply);
 }
 
@@ -488,20 +510,20 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
 // and the host waits for each, so all their time is exposed: comm_ms and
 // exposed_comm_ms are both the sum over both groups; tp_comm_ms is the tensor
 // group's share (activations, the norm), the rest the data group's average.
-// They ran inside the forward, backward and optimizer phases: those phases'
-// times are given without them, so that the step's parts add up to it once
+// They ran inside the forward, backward and optimizer phases (and with ZeRO
+// the tail: the reducer's finalize): those phases' times are given without them, so that the step's parts add up to it once
 // (forward + backward + optimizer + exposed communication + the rest).
 void Trainer::add_tp_comm(json& m) {
   const int64_t ga = cfg_.grad_accum;
   const int last = int(2 * ga + 2);
-  double phase[3] = {0, 0, 0};  // forward, backward, optimizer
+  double phase[4] = {0, 0, 0, 0};  // forward, backward, optimizer, tail (ZeRO's reduce)
   auto read = [&](TimedGroup* timer, const std::vector<int64_t>& at) {
     GroupCommStats s;
     if (!timer) return s;
     s = timer->stats();
     if (at.size() <= size_t(last)) return s;
     for (int i = 0; i < last; i++) {  // phase of the interval [mark i, mark i + 1)
-      const int k = i < 2 * ga ? i % 2 : i == 2 * ga + 1 ? 2 : -1;
+      const int k = i < 2 * ga ? i % 2 : i == 2 * ga + 1 ? 2 : 3;
       for (int64_t c = at[size_t(i)]; c < at[size_t(i + 1)] && c < int64_t(s.each_ms.size()); c++)
         if (k >= 0) phase[k] += s.each_ms[size_t(c)];
     }
@@ -509,8 +531,8 @@ void Trainer::add_tp_comm(json& m) {
   };
   const GroupCommStats t = read(tp_->tensor_timer, tp_->tensor_at);
   const GroupCommStats d = read(tp_->data_timer, tp_->data_at);
-  const char* names[3] = {"forward_ms", "backward_ms", "optimizer_ms"};
-  for (int k = 0; k < 3; k++) m[names[k]] = std::max(0.0, m[names[k]].get<double>() - phase[k]);
+  const char* names[4] = {"forward_ms", "backward_ms", "optimizer_ms", "tail_ms"};
+  for (int k = 0; k < 4; k++) m[names[k]] = std::max(0.0, m[names[k]].get<double>() - phase[k]);
   m["tp_comm_ms"] = t.ms;
   m["tp_collectives"] = t.collectives;
   m["tp_comm_bytes"] = t.bytes;
@@ -726,12 +748,12 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
                          {"op", b.op},
                          {"algbw_gbs", algbw_gbs(b)},
                          {"ready_ms", b.ready_ms},
-                         {"busbw_gbs", busbw_gbs(b, cfg_.dist.world_size)}});
+                         {"busbw_gbs", busbw_gbs(b, tp_ ? tp_->mesh.dp : cfg_.dist.world_size)}});
     }
     m["buckets"] = buckets;
   }
   if (tp_) add_tp_comm(m);
-  if (zero_) zero_->add_metrics(m);
+  if (zero_) zero_->add_metrics(m, /*totals=*/!tp_);  // tp: the data group's timer counted them
   m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);
   return m;

@@ -10,6 +10,7 @@
 
 #include "compat.h"
 #include "model.h"
+#include "pipeline_group.h"
 
 namespace cs {
 
@@ -43,6 +44,84 @@ std::shared_ptr<CommWork> Communicator::reduce_scatter_sum(torch::Tensor in, tor
       !in.is_contiguous() || !out.is_contiguous())
     throw CommError("reduce_scatter: in must be contiguous and hold world_size x out's elements of its dtype");
   return std::make_shared<BlockOfSum>(all_reduce_sum(in), in, out, rank());
+}
+
+namespace {
+
+// A synchronous group collective's work: done when made, timed by its two marks.
+class GroupWork : public CommWork {
+ public:
+  explicit GroupWork(std::unique_ptr<Timeline> t) : t_(std::move(t)) {}
+  void wait() override {}
+  double elapsed_ms() override {
+    if (!finished_) t_->finish(1);
+    finished_ = true;
+    return t_->ms(0, 1);
+  }
+
+ private:
+  std::unique_ptr<Timeline> t_;
+  bool finished_ = false;
+};
+
+class GroupCommunicator : public Communicator {
+ public:
+  GroupCommunicator(PipeGroup& g, torch::Device device, std::string backend, std::string version)
+      : g_(g), device_(device), backend_(std::move(backend)), version_(std::move(version)) {}
+  int rank() const override { return g_.rank(); }
+  int world_size() const override { return g_.size(); }
+  std::string backend() const override { return backend_; }
+  std::string version() const override { return version_; }
+  std::shared_ptr<CommWork> all_reduce_sum(torch::Tensor t) override {
+    return timed([&] { g_.all_reduce_sum(t); });
+  }
+  std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) override {
+    return timed([&] { g_.all_gather(in, out); });
+  }
+  std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
+    return timed([&] { g_.reduce_scatter_sum(in, out); });
+  }
+  void broadcast(torch::Tensor t, int root) override {
+    torch::NoGradGuard ng;
+    torch::Tensor in = t.contiguous().reshape({-1});
+    torch::Tensor all = torch::empty({in.numel() * g_.size()}, in.options());
+    g_.all_gather(in, all);
+    t.copy_(all.narrow(0, int64_t(root) * in.numel(), in.numel()).view(t.sizes()));
+  }
+  void send(torch::Tensor t, int peer) override { g_.exchange({P2POp{true, t, peer, 0}}); }
+  void recv(torch::Tensor t, int peer) override { g_.exchange({P2POp{false, t, peer, 0}}); }
+  void barrier() override {
+    g_.all_reduce_sum(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_)));
+  }
+
+ private:
+  template <class F>
+  std::shared_ptr<CommWork> timed(F&& call) {
+    auto t = make_timeline(device_, 2);
+    t->mark(0);
+    call();
+    t->mark(1);
+    return std::make_shared<GroupWork>(std::move(t));
+  }
+
+  PipeGroup& g_;
+  torch::Device device_;
+  std::string backend_, version_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
+                                                 std::string backend, std::string version) {
+  return std::make_unique<GroupCommunicator>(g, device, std::move(backend), std::move(version));
+}
+
+torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
+                                    PipeGroup* tensor) {
+  torch::NoGradGuard ng;
+  torch::Tensor s = sharded.to(torch::kFloat64).reshape({1}).clone();
+  if (tensor) tensor->all_reduce_sum(s);
+  return s.reshape({}) + replicated.to(torch::kFloat64);
 }
 
 void check_zero(const EngineConfig& cfg) {
@@ -313,14 +392,19 @@ class ScatterReducer : public GradReducer {
 
 ZeroOptimizer::ZeroOptimizer(const std::vector<torch::Tensor>& params, const std::vector<bool>& decays,
                              Communicator& comm, const ZeroOptions& z, const DDPOptions& ddp,
-                             const OptimOptions& o)
+                             const OptimOptions& o, const ZeroTensorParallel* tp)
     : comm_(comm), z_(z), ddp_(ddp) {
+  if (tp && tp->sharded.size() != params.size())
+    throw std::logic_error("zero: ZeroTensorParallel::sharded must have one entry per parameter");
+  tp_ = tp != nullptr;
+  if (tp) tensor_ = tp->tensor;
   std::vector<torch::Tensor> trainable;
   std::vector<bool> decay;
   for (size_t i = 0; i < params.size(); i++)
     if (params[i].requires_grad()) {
       trainable.push_back(params[i]);
       decay.push_back(decays[i]);
+      if (tp) sharded_.push_back(tp->sharded[i]);
     }
   if (trainable.empty()) throw ConfigError("zero: the model has no trainable parameters");
   layout_ = make_layout(trainable, comm.world_size(), comm.rank(), ddp);
@@ -383,11 +467,28 @@ ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, 
   std::vector<torch::Tensor> grads = piece_grads();
   torch::Tensor sumsq;
   if (z_.stage == 1) {  // every rank holds the averaged gradients: DDP's norm, no collective
-    std::vector<torch::Tensor> all;
-    for (const auto& p : L.params)
-      if (p.grad().defined()) all.push_back(p.grad());
-    sumsq = grad_sumsq(all, device);
+    std::vector<torch::Tensor> all, sharded, replicated;
+    for (size_t i = 0; i < L.params.size(); i++) {
+      const torch::Tensor& g = L.params[i].grad();
+      if (!g.defined()) continue;
+      all.push_back(g);
+      if (tp_) (sharded_[i] ? sharded : replicated).push_back(g);
+    }
+    // Under tp: the trainer's tp clip, term for term (tensor group only).
+    sumsq = tp_ ? tensor_parallel_sumsq(grad_sumsq(sharded, device), grad_sumsq(replicated, device), tensor_)
+                : grad_sumsq(all, device);
     norm_work_.reset();
+  } else if (tp_) {
+    // The blocks' sums of squares, tensor-sharded and replicated apart, in
+    // one float64 all-reduce over the data group; then the sharded sum over
+    // the tensor group. A non-finite block (fp16's found_inf) makes both
+    // sums, and so the norm, non-finite on every rank of both groups.
+    std::vector<torch::Tensor> sharded, replicated;
+    for (size_t k = 0; k < pieces_.size(); k++) (sharded_[pieces_[k].param] ? sharded : replicated).push_back(grads[k]);
+    torch::Tensor buf = torch::stack({grad_sumsq(sharded, device), grad_sumsq(replicated, device)}).contiguous();
+    norm_work_ = comm_.all_reduce_sum(buf);
+    norm_work_->wait();
+    sumsq = tensor_parallel_sumsq(buf[0], buf[1], tensor_);
   } else {
     torch::Tensor buf = grad_sumsq(grads, device).reshape({1}).contiguous();
     norm_work_ = comm_.all_reduce_sum(buf);
@@ -417,7 +518,7 @@ ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, 
   return clip;
 }
 
-void ZeroOptimizer::add_metrics(nlohmann::json& m) const {
+void ZeroOptimizer::add_metrics(nlohmann::json& m, bool totals) const {
   double ms = 0;
   int64_t bytes = 0;
   int n = 0;
@@ -433,18 +534,19 @@ void ZeroOptimizer::add_metrics(nlohmann::json& m) const {
                        {"algbw_gbs", algbw_gbs(b)},
                        {"busbw_gbs", busbw_gbs(b, world)}});
   };
-  if (norm_work_) add({8, norm_work_->elapsed_ms(), "all_reduce"});
+  if (norm_work_) add({tp_ ? 16 : 8, norm_work_->elapsed_ms(), "all_reduce"});
   for (size_t i = 0; i < gathers_.size(); i++) add({gather_bytes_[i], gathers_[i]->elapsed_ms(), "all_gather"});
   double exposed = 0;
   if (!gathers_.empty()) {
     clock_->finish(1);
     exposed = clock_->ms(0, 1);  // nothing overlaps the all-gather yet
   }
+  m["buckets"] = buckets;
+  if (!totals) return;
   m["comm_ms"] = m.value("comm_ms", 0.0) + ms;
   m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + exposed;
   m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + bytes;
   m["collectives"] = m.value("collectives", 0) + n;
-  m["buckets"] = buckets;
 }
 
 nlohmann::json ZeroOptimizer::info() const {
@@ -456,6 +558,8 @@ nlohmann::json ZeroOptimizer::info() const {
           {"tensors", L.params.size()},
           {"flat_numel", L.flat.numel()},
           {"owned_numel", owned},
+          {"ranks", L.world},
+          {"group", tp_ ? "data" : "world"},
           {"state_bytes", optim_->state_bytes()}};
 }
 

@@ -29,8 +29,21 @@
 // rank, as an all-reduce with max would. Within float32 reduction-order noise
 // of DDP (the norm of a parameter's pieces is not bitwise its whole norm).
 //
+// With tensor parallelism (tp.h) ZeRO shards over the rank's data group, not
+// the world: comm is group_communicator(data group), every tensor rank keeps
+// its own flat buffer of its (tensor-sharded or replicated) parameters, and
+// the data group's ranks of one tensor rank hold equal shapes, so the layout is
+// the same on all of them. The clip norm (ZeroTensorParallel) sums the
+// tensor-sharded parameters' squares over the tensor group too and counts the
+// replicated ones once (tensor_parallel_sumsq, as the trainer's tp clip).
+// The trainer sums the sequence-parallel gradients over the tensor group
+// before the reducer's finalize and runs the buckets with ddp.overlap off:
+// the group's collectives are synchronous (pipeline_group.h), so in backward
+// hooks they would stall the backward, not overlap it.
+//
 // Not done: the all-gather runs after the step, exposed (no overlap with the next
-// forward); gradient compression with stage 2; ZeRO under a pipeline.
+// forward); gradient compression with stage 2; ZeRO under a pipeline; overlap
+// of the data group's buckets with the backward under tensor parallelism.
 #pragma once
 
 #include <torch/torch.h>
@@ -53,16 +66,43 @@ namespace cs {
 // pipeline, or stage 2 with ddp.compression.
 void check_zero(const EngineConfig& cfg);
 
+class PipeGroup;    // pipeline_group.h
 struct ZeroLayout;  // zero.cpp
+
+// A Communicator over a PipeGroup (tensor parallelism's data group), for
+// ZeroOptimizer and the DDP reducer it drives. The group's collectives are
+// synchronous: each returns its work done, timed on the device's timeline
+// (elapsed_ms). broadcast is an all-gather of every rank's tensor (exact:
+// bytes copied), barrier a one-element all-reduce, send and recv an
+// exchange. g must outlive it; backend and version are the world's.
+std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
+                                                 std::string backend, std::string version);
+
+// The squared gradient norm of a tensor-parallel model (0-d float64):
+// sharded, the sum of squares of the rank's tensor-sharded parameters' (or
+// pieces'), summed over the tensor group in one float64 all-reduce (none when
+// tensor is null); replicated, the replicated parameters' (equal on every
+// tensor rank), counted once. Used by the trainer's tp clip and ZeRO under tp.
+torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
+                                    PipeGroup* tensor);
+
+// ZeRO under tensor parallelism: the rank's tensor group and, per entry of
+// the optimizer's params, whether it is tensor-sharded (TensorParallelModel).
+struct ZeroTensorParallel {
+  PipeGroup* tensor = nullptr;
+  std::vector<bool> sharded;
+};
 
 class ZeroOptimizer {
  public:
   // params: the trainable parameters in registration order (rebound here as
   // views of the flat buffer); decays[i]: params[i] takes weight decay. comm
   // must outlive this object. The parameters must already be equal on every rank.
+  // tp (may be null; its group must outlive this object): tensor parallelism,
+  // comm then the data group's.
   ZeroOptimizer(const std::vector<torch::Tensor>& params, const std::vector<bool>& decays,
                 Communicator& comm, const ZeroOptions& z, const DDPOptions& ddp,
-                const OptimOptions& o);
+                const OptimOptions& o, const ZeroTensorParallel* tp = nullptr);
   ~ZeroOptimizer();
   // The gradient reducer the trainer drives (prepare/finalize): DDP's for stage
   // 1, the reduce-scatter reducer for stage 2. Call once.
@@ -72,8 +112,10 @@ class ZeroOptimizer {
   // all-gather the updated blocks.
   ClipResult step(const torch::Tensor& inv_scale, double max_norm, bool can_skip);
   // Adds the step's all-gathers (and stage 2's norm all-reduce) to the step's
-  // comm metrics and buckets; the step's device work must be done.
-  void add_metrics(nlohmann::json& m) const;
+  // comm metrics and buckets; the step's device work must be done. totals
+  // false: to the buckets only (tensor parallelism: the data group's timer
+  // has counted them in the totals already).
+  void add_metrics(nlohmann::json& m, bool totals = true) const;
   nlohmann::json info() const;
   std::string implementation() const;
   int64_t state_bytes() const;  // optimizer states of this rank's pieces
@@ -92,6 +134,9 @@ class ZeroOptimizer {
   std::vector<Piece> pieces_;
   std::vector<torch::Tensor> piece_params_;  // views of the flat buffer, one per piece
   std::vector<torch::Tensor> shard_grads_;   // stage 2: the rank's block of each bucket
+  bool tp_ = false;                          // tensor parallelism (ZeroTensorParallel)
+  PipeGroup* tensor_ = nullptr;
+  std::vector<bool> sharded_;                // per layout parameter: tensor-sharded
   std::unique_ptr<Optimizer> optim_;
   // The last step's collectives, read by add_metrics.
   std::vector<std::shared_ptr<CommWork>> gathers_;
