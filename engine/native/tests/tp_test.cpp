@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -40,6 +41,7 @@
 #include "timed_group.h"
 #include "tp.h"
 #include "tp_model.h"
+#include "zero.h"
 
 #ifdef CS_WITH_GLOO
 #include "gloo_store.h"
@@ -497,6 +499,50 @@ class Borrowed : public PipeGroup {
   PipeGroup& g_;
 };
 
+// ZeRO's view of a data group (zero.h group_communicator): the Communicator's
+// collectives over the PipeGroup, exact broadcast (bytes, so -0.0 and NaN
+// survive), a timed work per collective; tensor_parallel_sumsq's sum over the
+// group plus the replicated term once.
+int group_comm(const tp::Context& c, int r) {
+  const int n = c.size();
+  auto comm = group_communicator(*c.group, torch::Device(torch::kCPU), "gloo", "gloo");
+  CS_CHECK(comm->rank() == r && comm->world_size() == n && comm->backend() == "gloo");
+  auto a = torch::full({10}, double(r + 1));
+  auto w = comm->all_reduce_sum(a);
+  w->wait();
+  CS_CHECK(w->elapsed_ms() >= 0);
+  CS_CHECK(torch::equal(a, torch::full({10}, double(n * (n + 1) / 2))));
+  auto out = torch::empty({3 * n});
+  comm->all_gather(torch::full({3}, float(r)), out)->wait();
+  for (int k = 0; k < n; k++) CS_CHECK(torch::equal(out.narrow(0, 3 * k, 3), torch::full({3}, float(k))));
+  auto in = torch::arange(2 * n, torch::kFloat) * float(r + 1), block = torch::empty({2});
+  comm->reduce_scatter_sum(in, block)->wait();
+  const float tri = float(n * (n + 1) / 2);
+  CS_CHECK(torch::equal(block, torch::tensor({2.0f * r * tri, (2.0f * r + 1) * tri})));
+  // Broadcast from the last rank, a 2-d tensor holding -0.0 and NaN.
+  auto b = torch::full({2, 3}, float(r));
+  if (r == n - 1) b[0][0] = -0.0f, b[1][2] = std::nanf("");
+  comm->broadcast(b, n - 1);
+  CS_CHECK(std::signbit(b[0][0].item<float>()) && b[0][0].item<float>() == 0.0f);
+  CS_CHECK(std::isnan(b[1][2].item<float>()));
+  CS_CHECK(b[0][1].item<float>() == float(n - 1) && b[1][1].item<float>() == float(n - 1));
+  comm->barrier();
+  // Point to point: rank 0 to rank 1.
+  if (r == 0) comm->send(torch::full({4}, 7.0f), 1);
+  if (r == 1) {
+    auto got = torch::zeros({4});
+    comm->recv(got, 0);
+    CS_CHECK(torch::equal(got, torch::full({4}, 7.0f)));
+  }
+  // The tp norm: sharded squares summed over the group, replicated once.
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto s = tensor_parallel_sumsq(torch::full({}, double(r + 1), f64), torch::full({}, 0.5, f64), c.group);
+  CS_CHECK(s.dim() == 0 && s.scalar_type() == torch::kFloat64);
+  CS_CHECK(s.item<double>() == double(n * (n + 1) / 2) + 0.5);
+  CS_CHECK(tensor_parallel_sumsq(torch::full({}, 2.0, f64), torch::full({}, 0.5, f64), nullptr).item<double>() == 2.5);
+  return 0;
+}
+
 // TimedGroup (timed_group.h) on the host clock: the collectives of an open
 // step counted with their bytes (an all-reduce's tensor, an all-gather's
 // output, a reduce-scatter's input) and timed (> 0 each), none outside a
@@ -865,7 +911,7 @@ int tp_tests() {
   // The groups' collectives, at 2, 3 and 4 ranks.
   const std::vector<std::pair<std::string, std::function<int(const tp::Context&, int)>>> group_cases = {
       {"all-gather and reduce-scatter", collectives}, {"coalesced reductions", coalesced},
-      {"timed group", timed}};
+      {"timed group", timed}, {"group communicator", group_comm}};
   for (int n : {2, 3, 4})
     for (const auto& kv : group_cases) failed |= on_ranks(kv.first, n, false, kv.second), ran++;
   for (int n : {2, 4})
