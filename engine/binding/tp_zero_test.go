@@ -77,14 +77,17 @@ func tpZeroCheck(t *testing.T, cfg engine.Config, stage int, rs, base []rankResu
 
 // TestTPZeroMatchesTP: GPT tiny (at a learning rate whose gradient norms
 // pass the clip threshold) and BERT tiny, tp 2 x dp 2 with sequence
-// parallelism, 3 steps, ZeRO 1 and 2 against zero.stage 0. fp16's skip
+// parallelism, and GPT tiny without it at grad_accum 2, 3 steps, ZeRO 1 and 2
+// against zero.stage 0. fp16's skip
 // needs the GPU (libtorch 1.13 has no CPU fp16 autocast): TestGPUTPStaged.
 func TestTPZeroMatchesTP(t *testing.T) {
 	lib := glooLibrary(t)
 	const steps, world = 3, 4
 	gpt := tpGPT(2, true)
 	gpt.LearningRate = 3e-2
-	for name, cfg := range map[string]engine.Config{"gpt": gpt, "bert": tpBERT(2, true)} {
+	accum := tpGPT(2, false) // earlier micro-batches accumulate in .grad(), the last one reduces
+	accum.GradAccum = 2
+	for name, cfg := range map[string]engine.Config{"gpt": gpt, "bert": tpBERT(2, true), "gpt grad_accum 2 without sequence parallel": accum} {
 		t.Run(name, func(t *testing.T) {
 			cfg = tpZeroCase(t, lib, cfg)
 			got := map[int][]rankResult{}
