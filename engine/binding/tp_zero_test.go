@@ -166,3 +166,33 @@ func TestGPUTPStagedZero(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUMultiTPZero (CASESTUDY_GPU_TESTS=1, CASESTUDY_GPUS >= 4): tp 2 x dp
+// 2 with sequence parallelism on four GPUs over NCCL (the data group's
+// ncclAllReduce, ncclReduceScatter and ncclAllGather through
+// group_communicator), GPT tiny in fp32 and fp16, ZeRO 1 and 2 against
+// zero.stage 0 on the same GPUs, with tpZeroCheck. Skipped below four GPUs.
+func TestGPUMultiTPZero(t *testing.T) {
+	lib, n := multiGPU(t)
+	const steps, world = 4, 4
+	if n < world {
+		t.Skipf("tp 2 x dp 2 needs %d GPUs, CASESTUDY_GPUS=%d", world, n)
+	}
+	for _, precision := range []string{"fp32", "fp16"} {
+		t.Run(precision, func(t *testing.T) {
+			cfg := tpGPUConfig(true, "gpt")
+			cfg.Precision = precision
+			cfg = tpZeroCase(t, lib, cfg)
+			got := map[int][]rankResult{}
+			run := func(c engine.Config) []rankResult {
+				rs := runGPURanks(t, lib, c, world, steps)
+				got[c.Zero.Stage] = rs
+				return rs
+			}
+			zeroAgainstDDP(t, run, cfg, steps, zeroTol)
+			for _, stage := range []int{1, 2} {
+				tpZeroCheck(t, cfg, stage, got[stage], got[0])
+			}
+		})
+	}
+}
