@@ -123,11 +123,11 @@ func knobList() []*Knob {
 			Doc: "Stores images and convolution weights in NHWC order (resnet50), which tensor-core convolutions " +
 				"prefer under bf16/fp16."},
 		{Name: "ddp.bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 16, Default: "25",
-			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1 and zero.stage 0 (ZeRO's buckets follow it)",
 			Doc: "Gradient bucket size in MiB for the data-parallel all-reduce (PyTorch DDP's bucket_cap_mb). " +
 				"Small buckets start communication early but pay per-collective latency; large ones overlap less."},
 		{Name: "ddp.first_bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 11, Default: "1",
-			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1",
+			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1 and zero.stage 0 (ZeRO's buckets follow it)",
 			Doc: "Size in MiB of the first bucket (the last layers' gradients, ready first), kept small so " +
 				"communication starts as early as possible in the backward pass."},
 		{Name: "ddp.overlap", Type: Bool, Apply: Engine, Chapter: 15, Default: "true",
@@ -143,11 +143,12 @@ func knobList() []*Knob {
 			Constraint: "only with ddp.compression topk",
 			Doc:        "Fraction of gradient entries top-k compression sends per bucket."},
 		{Name: "zero.stage", Type: Enum, Values: []string{"0", "1", "2"}, Apply: Engine, Chapter: 22, Default: "0",
-			Constraint: "data-parallel ranks only (no pipeline); stage 2 without ddp.compression",
+			Constraint: "more than one data-parallel rank (with tp.degree > 1: its data group); no pipeline; stage 2 without ddp.compression",
 			Doc: "ZeRO optimizer-state sharding across the data-parallel ranks (DeepSpeed stages; docs/zero.md): " +
 				"1 keeps each rank's share of the AdamW/SGD states (DDP's all-reduce, a step on the shard, an " +
 				"all-gather of the parameters); 2 also keeps only the shard's gradients (a reduce-scatter per " +
-				"bucket in backward). Trades an all-gather per step for optimizer memory divided by the ranks."},
+				"bucket in backward). Trades an all-gather per step for optimizer memory divided by the ranks. " +
+				"With tp.degree > 1 each tensor rank's share is sharded over its data group (ranks / tp.degree)."},
 		{Name: "pipeline.stages", Type: Int, Min: "1", Max: "64", Apply: Engine, Chapter: 12, Default: "1",
 			Constraint: "at most the trial's ranks, and divides them",
 			Doc: "Pipeline-parallel stages: the model's layers are cut into this many consecutive parts, one per " +
@@ -179,7 +180,8 @@ func knobList() []*Knob {
 				"pipeline.stages). Each rank holds about 1/tp.degree of the weights, gradients, optimizer states and " +
 				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
 				"group on NVLink. The data-parallel group averages its gradients in one flat all-reduce after the " +
-				"backward (the ddp.* knobs have no effect). The engine builds it for gpt and bert, without pipeline stages, ZeRO, " +
+				"backward (the ddp.* knobs have no effect), or with zero.stage > 0 ZeRO shards each tensor rank's " +
+				"share over it in buckets (docs/zero.md). The engine builds it for gpt and bert, without pipeline stages, " +
 				"CUDA graphs, fp8, activation checkpointing or ddp.compression; the planner drops those combinations " +
 				"with the reason (docs/tensor-parallel.md)."},
 		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
