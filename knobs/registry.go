@@ -179,9 +179,10 @@ func knobList() []*Knob {
 				"pipeline.stages). Each rank holds about 1/tp.degree of the weights, gradients, optimizer states and " +
 				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
 				"group on NVLink. The data-parallel group averages its gradients in one flat all-reduce after the " +
-				"backward (the ddp.* knobs have no effect). The engine builds it for gpt and bert, without pipeline stages, ZeRO, " +
-				"CUDA graphs, fp8, activation checkpointing or ddp.compression; the planner drops those combinations " +
-				"with the reason (docs/tensor-parallel.md)."},
+				"backward (the ddp.* knobs have no effect). With pipeline.stages each stage's layers are tensor-parallel " +
+				"(activations pass between the same tensor rank of neighbouring stages). The engine builds it for gpt and " +
+				"bert, without ZeRO, CUDA graphs, fp8, activation checkpointing, ddp.compression or pipeline.balance_by " +
+				"time; the planner drops those combinations with the reason (docs/tensor-parallel.md)."},
 		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
 			Constraint: "needs tp.degree > 1",
 			Doc: "Sequence parallelism (Korthikanti et al. 2022) on top of tp.degree: LayerNorm and dropout run on " +
