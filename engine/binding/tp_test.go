@@ -245,7 +245,13 @@ func TestTPRefused(t *testing.T) {
 		{"degree does not divide the world", one(tpGPT(2, false)), "must divide dist.world_size"},
 		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
 		{"zero", func() engine.Config { c := tpGPT(2, false); c.Zero.Stage = 1; return c }(), "zero.stage 1 is not implemented"},
-		{"pipeline", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 2; return c }(), "pipeline.stages > 1 is not implemented"},
+		{"tp x pp does not divide the world", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 4; return c }(),
+			"x pipeline.stages 4 must divide dist.world_size"},
+		{"pipeline balanced by time", func() engine.Config {
+			c := tpGPT(2, false)
+			c.Pipeline = engine.PipelineConfig{Stages: 2, Microbatches: 1, Schedule: "gpipe", BalanceBy: "time"}
+			return c
+		}(), "with pipeline.balance_by time is not implemented"},
 		{"compression", func() engine.Config { c := tpGPT(2, false); c.DDP.Compression = "bf16"; return c }(), "ddp.compression bf16"},
 		{"graphs", func() engine.Config { c := tpGPT(2, false); c.Graphs = true; return c }(), "with graphs is not implemented"},
 		{"fp8", func() engine.Config { c := tpGPT(2, false); c.Precision = "fp8"; return c }(), "with precision fp8 is not implemented"},
