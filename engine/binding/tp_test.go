@@ -64,17 +64,7 @@ func tpCheck(t *testing.T, lib *Library, cfg engine.Config, rs []rankResult, ste
 	single.TP = nil
 	single.MicroBatch = cfg.MicroBatch * dp
 	single.Dist = engine.DistConfig{WorldSize: 1}
-	e, err := lib.Create(single)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, e.Close()) })
-	var want, wantNorm []float64
-	for i := 0; i < steps; i++ {
-		m, err := e.Step()
-		require.NoError(t, err, "one rank, step %d", i)
-		want, wantNorm = append(want, m.Loss), append(wantNorm, m.GradNorm)
-	}
-	wantSum, err := e.Checksum()
-	require.NoError(t, err)
+	want, wantNorm, wantSum := oneRank(t, lib, single, steps)
 	got := globalLosses(rs)
 	t.Logf("losses: tp %d on %d ranks %v, one rank %v; grad norms %v, %v; parameter sums %v, %v",
 		cfg.TP.Degree, world, got, want, gradNorms(rs[0].Metrics), wantNorm, rs[0].Checksum.Sum, wantSum.Sum)
