@@ -45,8 +45,10 @@ json describe_json(const ModelConfig& m) {
           {"shapes", shapes}};
 }
 
-// Tensor parallelism: the mesh (tp.h: rank = t + tp * d), this rank's tensor
-// and data groups, and the model's tensor-parallel side.
+// Tensor parallelism: the mesh (tp.h: rank = t + tp * (d + dp * p)), this
+// rank's tensor and data groups (and, with stages, its pipeline group, which
+// the pipeline uses with the data group: connect_mesh), and the model's
+// tensor-parallel side.
 struct Trainer::TpState {
   tp::Mesh mesh;
   tp::MeshCoords at;
