@@ -181,9 +181,10 @@ func knobList() []*Knob {
 				"of the blocks' activations, at the cost of collectives on the critical path every layer: keep the " +
 				"group on NVLink. The data-parallel group averages its gradients in one flat all-reduce after the " +
 				"backward (the ddp.* knobs have no effect), or with zero.stage > 0 ZeRO shards each tensor rank's " +
-				"share over it in buckets (docs/zero.md). The engine builds it for gpt and bert, without pipeline stages, " +
-				"CUDA graphs, fp8, activation checkpointing or ddp.compression; the planner drops those combinations " +
-				"with the reason (docs/tensor-parallel.md)."},
+				"share over it in buckets (docs/zero.md). With pipeline.stages each stage's layers are tensor-parallel " +
+				"(activations pass between the same tensor rank of neighbouring stages). The engine builds it for gpt and " +
+				"bert, without ZeRO under pipeline stages, CUDA graphs, fp8, activation checkpointing, ddp.compression or " +
+				"pipeline.balance_by time; the planner drops those combinations with the reason (docs/tensor-parallel.md)."},
 		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
 			Constraint: "needs tp.degree > 1",
 			Doc: "Sequence parallelism (Korthikanti et al. 2022) on top of tp.degree: LayerNorm and dropout run on " +

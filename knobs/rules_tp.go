@@ -35,6 +35,11 @@ func (l TPLayout) TensorRank(rank int) int { return rank % max(l.TP, 1) }
 // DataRank is the rank's data-parallel index.
 func (l TPLayout) DataRank(rank int) int { return (rank / max(l.TP, 1)) % max(l.DP, 1) }
 
+// StageOf is the rank's pipeline stage under tensor parallelism (TP > 1). A
+// pipeline without tp keeps the engine's replica-major layout (rank = d*PP +
+// p, docs/pipeline.md), which this does not describe.
+func (l TPLayout) StageOf(rank int) int { return rank / (max(l.TP, 1) * max(l.DP, 1)) }
+
 // tpReason says why a tensor-parallel trial cannot run ("" when it may): the
 // combinations the engine builds a mesh for (docs/tensor-parallel.md). The
 // vocabulary needs no rule: the engine pads it with zero rows to a multiple
@@ -84,8 +89,8 @@ func tpPhrase(get func(string) string) string {
 func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	what := fmt.Sprintf("tp.degree=%d", tp)
 	switch {
-	case stages > 1:
-		return fmt.Sprintf("%s with pipeline.stages=%d is not implemented: the pipeline lays ranks out stage-fastest, the tensor mesh tensor-fastest", what, stages)
+	case stages > 1 && get("pipeline.balance_by") == "time":
+		return fmt.Sprintf("%s with pipeline.stages=%d and pipeline.balance_by=time is not implemented (the layer timing runs the whole model on one rank): use pipeline.balance_by=params or pipeline.balance", what, stages)
 	case get("graphs") == "true":
 		return what + " with graphs=true is not implemented"
 	case get("precision") == "fp8":

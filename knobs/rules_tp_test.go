@@ -50,7 +50,12 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp inside a node", map[string]string{"tp.degree": "4"}, nil, twoNodes, ""},
 		{"tp across nodes", map[string]string{"tp.degree": "8"}, nil, twoNodes, "a tensor group would span nodes"},
 		{"tp across nodes allowed", map[string]string{"tp.degree": "8"}, nil, across, ""},
-		{"tp pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, gpt350, "with pipeline.stages=2 is not implemented"},
+		{"tp pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, gpt350, ""},
+		{"tp x pp x dp", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "pipeline.schedule": "1f1b", "tp.sequence_parallel": "true"}, nil, gpt350, ""},
+		{"tp x pp ranks", map[string]string{"tp.degree": "4", "pipeline.stages": "4"}, nil, gpt350, "tp.degree=4 x pipeline.stages=4 = 16 does not divide the trial's 8 ranks"},
+		{"tp x pp 2 nodes", map[string]string{"tp.degree": "4", "pipeline.stages": "2"}, nil, twoNodes, ""},
+		{"tp pipeline balanced by time", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "pipeline.balance_by": "time"}, nil, gpt350, "pipeline.balance_by=time is not implemented"},
+		{"tp pipeline zero", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "zero.stage": "1"}, nil, gpt350, "zero.stage=1"},
 		// ZeRO shards over the data group: dp = 8 / tp.
 		{"tp zero 1", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, ""},
 		{"tp zero 2", map[string]string{"tp.degree": "4", "zero.stage": "2"}, nil, bertLarge, ""},
@@ -60,7 +65,7 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp bert 8 sp", map[string]string{"tp.degree": "8", "tp.sequence_parallel": "true"}, nil, bertLarge, ""},
 		{"tp bert base 8", map[string]string{"tp.degree": "8"}, nil, bertBase, "does not divide the 12 attention heads of bert base"},
 		{"tp bert base 4", map[string]string{"tp.degree": "4"}, nil, bertBase, ""},
-		{"tp bert pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, bertLarge, "with pipeline.stages=2 is not implemented"},
+		{"tp bert pipeline", map[string]string{"tp.degree": "2", "pipeline.stages": "2"}, nil, bertLarge, ""},
 		{"tp fp8", map[string]string{"tp.degree": "2", "precision": "fp8"}, nil, gpt350, "use bf16"},
 		{"tp compression", map[string]string{"tp.degree": "2", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
 		{"tp checkpointing", map[string]string{"tp.degree": "2", "activation_checkpointing": "true"}, nil, gpt350, "activation_checkpointing"},
@@ -98,6 +103,9 @@ func TestLayoutOf(t *testing.T) {
 	assert.Equal(t, 0, l.DataRank(5))
 	assert.Equal(t, 1, l.DataRank(2))
 	assert.Equal(t, 0, l.TensorRank(2))
+	assert.Equal(t, 1, l.StageOf(5))
+	assert.Equal(t, 0, l.StageOf(3))
+	assert.Equal(t, 1, l.StageOf(4))
 }
 
 // TestEngineConfigTP: the engine's tp object only when the degree splits.

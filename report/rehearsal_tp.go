@@ -10,9 +10,10 @@ import (
 // ranks (rank = t + tp*(d + dp*p)) in two steps: the data-parallel replicas
 // of each tensor shard (equal t and p) must be bit-identical, which names a
 // broken data-parallel reduction; and, since the engine's checksum of a
-// tensor rank is of the whole model gathered over its tensor group in the
-// one-rank layout (docs/tensor-parallel.md), the tensor ranks of a stage must
-// agree too, which names a broken gather or shards updated apart.
+// tensor rank is of the whole model (under a pipeline: of its stage's
+// parameters) gathered over its tensor group in the one-rank layout
+// (docs/tensor-parallel.md), the tensor ranks of a stage must agree too, which
+// names a broken gather or shards updated apart.
 func rehearsalTPChecksums(ranks []store.RankRecord, tp, dp, stages int) *RehearsalChecksums {
 	c := &RehearsalChecksums{}
 	stages, dp = max(stages, 1), max(dp, 1)
@@ -51,8 +52,9 @@ func rehearsalTPChecksums(ranks []store.RankRecord, tp, dp, stages int) *Rehears
 	}
 	if eq {
 		c.Detail = fmt.Sprintf("the %d tensor ranks x %d data-parallel replicas hold bit-identical parameters (each checksum of the whole model gathered over its tensor group)", tp, dp)
-		if stages > 1 {
-			c.Detail = fmt.Sprintf("%s, in each of the %d stages", c.Detail, stages)
+		if stages > 1 { // a stage's checksum is of its parameters, gathered over its tensor group
+			c.Detail = fmt.Sprintf("the %d tensor ranks x %d data-parallel replicas of each of the %d stages hold bit-identical parameters "+
+				"(each checksum of its stage's parameters gathered over its tensor group)", tp, dp, stages)
 		}
 	}
 	if stages > 1 {

@@ -47,7 +47,9 @@ import (
 //	  with GPipe and min(micro-batches, stages - i) with 1F1B; the last
 //	  stage holds the logits, so the larger of the first and last stage counts;
 //	tensor parallelism (tp.degree > 1): the model states and buckets of
-//	  one tensor rank's share of the parameters (study.TensorShare), the
+//	  one tensor rank's share of the parameters (study.TensorShare; under a
+//	  pipeline of its stage's: the blocks' sharded share and the
+//	  vocabulary-sharded embedding the end stages hold), the
 //	  blocks' activations by tpActivationShare, the logits by the degree
 //	  (vocabulary-parallel), at 10 bytes a logit in 16-bit (12 in fp32) where
 //	  the fused head keeps 3.6: tp.cpp's vocabulary-parallel cross-entropy
@@ -84,8 +86,13 @@ func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 		emb = int64(sh["vocab"]+sh["positions"]) * int64(sh["hidden"])
 	}
 	params := (d.Params-emb)/int64(stages) + emb
-	if tp > 1 { // one tensor rank's share (the engine has no tp with stages: no overlap with emb)
-		params = study.TensorShare(params, study.TensorShardedParams(cfg.Family, sh), tp)
+	if tp > 1 { // one tensor rank's share of its stage's parameters
+		sharded := study.TensorShardedParams(cfg.Family, sh)
+		if emb > 0 { // the blocks' sharded share of the stage, and the whole vocabulary-sharded embedding (tied head)
+			word := int64(sh["vocab"]) * int64(sh["hidden"])
+			sharded = (sharded-word)/int64(stages) + word
+		}
+		params = study.TensorShare(params, sharded, tp)
 	}
 	static := float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
 	if dp > 1 {

@@ -47,3 +47,37 @@ func TestRankEstimateTensorParallel(t *testing.T) {
 	want := 1024.0*1024*28*24*(10+3.0)/34 + 1024*50257.0/8*10
 	assert.InDelta(t, want, float64(acts), 2)
 }
+
+// TestRankEstimateTensorPipeline: tp x pp divides one rank's model states by
+// both: its stage's even share of the blocks, split over the tensor group,
+// and the vocabulary-sharded embedding (the tied head) whole on each end
+// stage; tp 2 x pp 2 on 8 ranks holds less than tp 2 or pp 2 alone, and its
+// static part is exactly the share computed here.
+func TestRankEstimateTensorPipeline(t *testing.T) {
+	d := engine.Description{Family: "gpt", Params: 354_823_168, Shapes: map[string]int{"layers": 24, "hidden": 1024,
+		"seq_len": 1024, "vocab": 50257, "positions": 1024}}
+	c := engine.Config{Family: "gpt", MicroBatch: 4, Precision: "bf16", Dist: engine.DistConfig{WorldSize: 8},
+		Pipeline: engine.PipelineConfig{Stages: 2, Microbatches: 4, Schedule: "1f1b"}}
+	pp := RankEstimate(c, d)
+	c.TP = &engine.TPConfig{Degree: 2}
+	tppp := RankEstimate(c, d)
+	c.Pipeline = engine.PipelineConfig{Stages: 1, Microbatches: 1}
+	tp := RankEstimate(c, d)
+	assert.Less(t, tppp, pp, "tp 2 x pp 2 against pp 2")
+	assert.Less(t, tppp, tp, "tp 2 x pp 2 against tp 2")
+
+	// The static part: tp 2 x pp 2 x dp 2, the stage's share of one tensor rank.
+	c.Pipeline = engine.PipelineConfig{Stages: 2, Microbatches: 1, Schedule: "1f1b"}
+	emb := int64(50257+1024) * 1024
+	word := int64(50257) * 1024
+	stage := (d.Params-emb)/2 + emb
+	sharded := (study.TensorShardedParams("gpt", d.Shapes)-word)/2 + word
+	share := study.TensorShare(stage, sharded, 2)
+	static := float64(study.EstimateModelStates(share, "gpt", 1, 2, 0).Total()) + float64(share)*dpBucketBytes
+	c.MicroBatch = 1
+	one := RankEstimate(c, d)
+	c.MicroBatch = 2
+	two := RankEstimate(c, d)
+	assert.InDelta(t, static+fitProcessBytes, float64(one-(two-one)), 2, "tp 2 x pp 2: the stage's tensor share")
+	assert.Less(t, float64(share), 0.3*float64(d.Params), "about a quarter of the model (the embedding on both ends)")
+}

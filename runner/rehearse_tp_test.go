@@ -83,3 +83,22 @@ func TestCheckRehearsalFitTP(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "tensor parallel 4 x data parallel 1 x 1 stages")
 }
+
+// TestChecksumsDisagreeTPPipeline: tp 2 x pp 2 (ranks tensor-fastest, then
+// data, then pipeline): each stage's checksum is of its parameters gathered
+// over its tensor group, so the tensor ranks of a stage agree and the stages
+// differ.
+func TestChecksumsDisagreeTPPipeline(t *testing.T) {
+	sp := &trialSpec{Configs: []engine.Config{{Dist: engine.DistConfig{WorldSize: 4}, TP: &engine.TPConfig{Degree: 2},
+		Pipeline: engine.PipelineConfig{Stages: 2}}}}
+	rk := func(hashes ...string) []store.RankRecord {
+		var out []store.RankRecord
+		for i, h := range hashes {
+			out = append(out, store.RankRecord{Rank: i, Checksum: &engine.Checksum{Hash: h},
+				Info: &engine.Info{Pipeline: &engine.PipelineInfo{Stages: 2, Stage: i / 2}}})
+		}
+		return out
+	}
+	assert.Empty(t, checksumsDisagree(sp, rk("s0", "s0", "s1", "s1")))
+	assert.Contains(t, checksumsDisagree(sp, rk("s0", "s0", "s1", "xx")), "the gathered parameters differ across the tensor-parallel group")
+}

@@ -51,3 +51,16 @@ func TestModelStatesForTP(t *testing.T) {
 	assert.Equal(t, 4, s.DataParallelFor(map[string]string{"tp.degree": "2"}))
 	assert.Equal(t, 2, s.DataParallelFor(map[string]string{"tp.degree": "2", "pipeline.stages": "2"}))
 }
+
+// TestModelStatesForTPPipeline: tp x pp divides a rank's model states by both
+// (the tensor share, then an even share of the stages).
+func TestModelStatesForTPPipeline(t *testing.T) {
+	s := &Study{Model: Model{Family: "gpt", Preset: "350m"}, Workload: Workload{Device: "cuda", GPUs: 8}}
+	const params = 354_823_168
+	tp2 := s.ModelStatesFor(params, map[string]string{"tp.degree": "2"})
+	pp2 := s.ModelStatesFor(params, map[string]string{"pipeline.stages": "2"})
+	both := s.ModelStatesFor(params, map[string]string{"tp.degree": "2", "pipeline.stages": "2"})
+	assert.InDelta(t, float64(tp2.Total())/2, float64(both.Total()), 16, "tp 2's share over 2 stages")
+	assert.Less(t, both.Total(), pp2.Total()/2+pp2.Total()/50, "about half of pp 2's (the replicated parameters stay)")
+	assert.Greater(t, both.Total(), pp2.Total()/2)
+}

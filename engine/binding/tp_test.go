@@ -64,17 +64,7 @@ func tpCheck(t *testing.T, lib *Library, cfg engine.Config, rs []rankResult, ste
 	single.TP = nil
 	single.MicroBatch = cfg.MicroBatch * dp
 	single.Dist = engine.DistConfig{WorldSize: 1}
-	e, err := lib.Create(single)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, e.Close()) })
-	var want, wantNorm []float64
-	for i := 0; i < steps; i++ {
-		m, err := e.Step()
-		require.NoError(t, err, "one rank, step %d", i)
-		want, wantNorm = append(want, m.Loss), append(wantNorm, m.GradNorm)
-	}
-	wantSum, err := e.Checksum()
-	require.NoError(t, err)
+	want, wantNorm, wantSum := oneRank(t, lib, single, steps)
 	got := globalLosses(rs)
 	t.Logf("losses: tp %d on %d ranks %v, one rank %v; grad norms %v, %v; parameter sums %v, %v",
 		cfg.TP.Degree, world, got, want, gradNorms(rs[0].Metrics), wantNorm, rs[0].Checksum.Sum, wantSum.Sum)
@@ -244,7 +234,13 @@ func TestTPRefused(t *testing.T) {
 		}(), "ResNet-50 is not tensor-parallel"},
 		{"degree does not divide the world", one(tpGPT(2, false)), "must divide dist.world_size"},
 		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
-		{"pipeline", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 2; return c }(), "pipeline.stages > 1 is not implemented"},
+		{"tp x pp does not divide the world", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 4; return c }(),
+			"x pipeline.stages 4 must divide dist.world_size"},
+		{"pipeline balanced by time", func() engine.Config {
+			c := tpGPT(2, false)
+			c.Pipeline = engine.PipelineConfig{Stages: 2, Microbatches: 1, Schedule: "gpipe", BalanceBy: "time"}
+			return c
+		}(), "with pipeline.balance_by time is not implemented"},
 		{"compression", func() engine.Config { c := tpGPT(2, false); c.DDP.Compression = "bf16"; return c }(), "ddp.compression bf16"},
 		{"graphs", func() engine.Config { c := tpGPT(2, false); c.Graphs = true; return c }(), "with graphs is not implemented"},
 		{"fp8", func() engine.Config { c := tpGPT(2, false); c.Precision = "fp8"; return c }(), "with precision fp8 is not implemented"},

@@ -376,6 +376,10 @@ class Bert : public Model, public TensorParallelModel {
     return shards_.gathered(parameters(), ctx_.group, spec_.vocab);
   }
 
+  std::vector<torch::Tensor> gathered(const std::vector<torch::Tensor>& params) override {
+    return shards_.gathered(params, ctx_.group, spec_.vocab);
+  }
+
   int64_t full_numel() const override { return full_numel_; }
 
  private:

@@ -146,11 +146,16 @@ void check_tp(const EngineConfig& c) {
   if (c.dist.world_size % t.degree != 0)
     throw ConfigError(what + " must divide dist.world_size (" + std::to_string(c.dist.world_size) +
                       "): ranks form tensor groups of tp.degree consecutive ranks");
-  if (c.pipeline.stages > 1)
-    throw UnsupportedError(what + " with pipeline.stages > 1 is not implemented (the pipeline lays "
-                                  "ranks out stage-fastest, the tensor mesh tensor-fastest)");
+  if (c.pipeline.stages > 1 && c.dist.world_size % (t.degree * c.pipeline.stages) != 0)
+    throw ConfigError(what + " x pipeline.stages " + std::to_string(c.pipeline.stages) +
+                      " must divide dist.world_size (" + std::to_string(c.dist.world_size) +
+                      "): ranks are tensor-fastest, then data, then pipeline");
+  if (c.pipeline.stages > 1 && c.pipeline.balance_by == "time")
+    throw UnsupportedError(what + " with pipeline.balance_by time is not implemented (the layer "
+                                  "timing runs the whole model on one rank): use params or "
+                                  "pipeline.balance");
   // ZeRO shards over the data group (zero.h): a group of one has nothing to shard.
-  if (c.zero.stage > 0 && c.dist.world_size / t.degree < 2)
+  if (c.zero.stage > 0 && c.dist.world_size / (t.degree * std::max(1, c.pipeline.stages)) < 2)
     throw UnsupportedError("zero.stage " + std::to_string(c.zero.stage) + " with " + what + " and dist.world_size " +
                            std::to_string(c.dist.world_size) +
                            ": one data-parallel rank, nothing to shard (ZeRO shards over the data group of "

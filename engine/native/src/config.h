@@ -49,7 +49,8 @@ struct Fp8Options {
 };
 
 // Tensor parallelism (engine config "tp"; tp.h, docs/tensor-parallel.md):
-// degree ranks per tensor group, ranks tensor-fastest (rank = t + degree * d);
+// degree ranks per tensor group, ranks tensor-fastest, then data, then pipeline
+// (rank = t + degree * (d + dp * stage));
 // sequence_parallel splits LayerNorm and the residual stream along the sequence.
 struct TpOptions {
   int degree = 1;  // 1: none

@@ -14,6 +14,7 @@
 
 #include "optim.h"
 #include "precision.h"
+#include "tp_model.h"
 
 namespace cs {
 
@@ -86,12 +87,27 @@ Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
       stages_(cfg.pipeline.stages), layer_ms_(std::move(layer_ms)) {
   const int world = cfg.dist.world_size;
   const std::string what = cfg.model.family + " " + cfg.model.preset;
-  if (world % stages_ != 0)
-    throw ConfigError("pipeline.stages " + std::to_string(stages_) + " must divide dist.world_size " +
-                      std::to_string(world) + " (ranks = stages x data-parallel replicas)");
-  stage_ = cfg.dist.rank % stages_;
-  dp_rank_ = cfg.dist.rank / stages_;
-  dp_size_ = world / stages_;
+  if (cfg.tp.degree > 1) {  // the tensor mesh's layout: tensor-fastest, then data, then pipeline
+    tp::Mesh mesh;
+    try {
+      mesh = tp::Mesh::of(world, cfg.tp.degree, stages_);
+    } catch (const std::invalid_argument&) {
+      throw ConfigError("tp.degree " + std::to_string(cfg.tp.degree) + " x pipeline.stages " +
+                        std::to_string(stages_) + " must divide dist.world_size " + std::to_string(world) +
+                        " (ranks = tensor x data-parallel x pipeline)");
+    }
+    const tp::MeshCoords at = mesh.coords(cfg.dist.rank);
+    stage_ = at.pipe;
+    dp_rank_ = at.data;
+    dp_size_ = mesh.dp;
+  } else {
+    if (world % stages_ != 0)
+      throw ConfigError("pipeline.stages " + std::to_string(stages_) + " must divide dist.world_size " +
+                        std::to_string(world) + " (ranks = stages x data-parallel replicas)");
+    stage_ = cfg.dist.rank % stages_;
+    dp_rank_ = cfg.dist.rank / stages_;
+    dp_size_ = world / stages_;
+  }
   const int64_t L = model.num_layers();
   if (stages_ > L)
     throw ConfigError("pipeline.stages " + std::to_string(stages_) + " exceeds the " + std::to_string(L) +
@@ -156,8 +172,8 @@ Pipeline::Pipeline(const EngineConfig& cfg, Model& model, torch::Device device,
 Pipeline::~Pipeline() = default;
 
 void Pipeline::close() {
-  if (dp_) dp_->close();
-  if (pipe_) pipe_->close();
+  if (own_dp_) own_dp_->close();
+  if (own_pipe_) own_pipe_->close();
 }
 
 bool Pipeline::holds(const torch::Tensor& p) const { return held_.count(p.unsafeGetTensorImpl()) > 0; }
@@ -181,10 +197,25 @@ void Pipeline::connect(Communicator& world, const DistOptions& dist) {
     pipes.push_back(g);
   }
   auto groups = make_pipe_groups(dist, device_, world, {pipes, stage_groups});
-  pipe_ = std::move(groups[0]);
-  dp_ = std::move(groups[1]);
+  own_pipe_ = std::move(groups[0]);
+  own_dp_ = std::move(groups[1]);
+  pipe_ = own_pipe_.get();
+  dp_ = own_dp_.get();
   if (!pipe_ || pipe_->rank() != stage_)
     throw std::logic_error("pipeline: this rank's pipeline group does not match its stage");
+}
+
+void Pipeline::connect_mesh(PipeGroup* pipe, PipeGroup* data, TensorParallelModel* model,
+                            const tp::Context& ctx) {
+  if (!pipe || pipe->rank() != stage_ || pipe->size() != stages_)
+    throw std::logic_error("pipeline: the mesh's pipeline group does not match this rank's stage");
+  if ((data ? data->size() : 1) != dp_size_ || (data ? data->rank() : 0) != dp_rank_)
+    throw std::logic_error("pipeline: the mesh's data group does not match this rank's replica");
+  if (!model) throw std::logic_error("pipeline: connect_mesh without a tensor-parallel model");
+  pipe_ = pipe;
+  dp_ = data;
+  tpm_ = model;
+  tp_ctx_ = ctx;
 }
 
 json Pipeline::info() const {
@@ -376,6 +407,19 @@ void Pipeline::run_1f1b() {
 
 // ---- after the schedule -------------------------------------------------------
 
+// Sequence parallelism: the LayerNorms, row-parallel biases and positions of
+// the stage saw only this rank's sequence shard; their gradients are summed
+// over the tensor group (as the trainer's reduce_and_clip_tp, before the data
+// group's average). The tensor group's collectives are timed by its own timer
+// (the trainer's tp_comm_ms), not among the pipeline's.
+void Pipeline::reduce_sequence_parallel() {
+  if (!tpm_) return;
+  std::vector<torch::Tensor> held;
+  for (const auto& p : tpm_->sequence_parallel_params())
+    if (holds(p)) held.push_back(p);
+  tp::allreduce_sequence_parallel_grads(held, tp_ctx_);
+}
+
 void Pipeline::reduce_data_parallel() {
   if (!dp_) return;
   std::vector<torch::Tensor> grads;
@@ -416,16 +460,25 @@ void Pipeline::sum_tied() {
 // Clipping over the whole model (clip_grads, optim.h): each stage's float64
 // sum of squared gradient norms (tied weights counted on their owner) and its
 // loss are summed over the pipeline group in one float64 all-reduce, so every
-// stage clips by the coefficient a single rank computes.
+// stage clips by the coefficient a single rank computes. Tensor-parallel
+// stages: the sharded parameters' sum first over the tensor group, plus the
+// replicated ones' (equal on every tensor rank: counted once), as the
+// trainer's reduce_and_clip_tp.
 PipelineStep Pipeline::clip(const torch::Tensor& loss_scale, double max_norm) {
   torch::NoGradGuard ng;
-  std::vector<torch::Tensor> all, counted;
+  std::vector<torch::Tensor> all, counted, sharded;
   for (const auto& p : held_list_) {
     if (!p.grad().defined()) continue;
     all.push_back(p.grad());
-    if (owns(p)) counted.push_back(p.grad());
+    if (owns(p)) (tpm_ && tpm_->tensor_sharded(p) ? sharded : counted).push_back(p.grad());
   }
-  auto v = torch::stack({grad_sumsq(counted, device_), loss_sum_.to(torch::kFloat64)});
+  auto sumsq = grad_sumsq(counted, device_);
+  if (tpm_) {
+    auto s = grad_sumsq(sharded, device_).reshape({1});
+    tp_ctx_.group->all_reduce_sum(s);
+    sumsq = s.reshape({}) + sumsq;
+  }
+  auto v = torch::stack({sumsq, loss_sum_.to(torch::kFloat64)});
   const int a = mark();
   pipe_->all_reduce_sum(v);
   stats_->coll.emplace_back(a, mark());
@@ -468,6 +521,7 @@ PipelineStep Pipeline::step(const std::vector<Batch>& batches, const torch::Tens
     run_gpipe();
   sync();
   stats_->win_b = mark();
+  reduce_sequence_parallel();
   reduce_data_parallel();
   sum_tied();
   PipelineStep r = clip(loss_scale, max_norm);

@@ -5,6 +5,14 @@
 // micro-batches through the GPipe or 1F1B schedule, averages the stage's
 // gradients over its DP group, sums tied weights' gradients between their
 // owning stage and the last stage, and clips by the norm over all stages.
+//
+// With tp.degree > 1 (docs/tensor-parallel.md) a stage's layers are
+// tensor-parallel: ranks follow tp::Mesh instead (rank = tensor + tp * (data +
+// dp * stage): tensor-fastest, then data, then pipeline), the pipeline and
+// stage groups are the mesh's pipeline and data groups (connect_mesh), a
+// tied weight's shard is summed between the same tensor rank of its two
+// stages, and the norm counts the sharded parameters' squares over the tensor
+// group and the replicated ones once.
 #pragma once
 
 #include <torch/torch.h>
@@ -20,8 +28,11 @@
 #include "device.h"
 #include "model.h"
 #include "pipeline_group.h"
+#include "tp.h"
 
 namespace cs {
+
+class TensorParallelModel;
 
 // Layers per stage: S contiguous, non-empty runs over the layers' weights that
 // minimise the heaviest stage (ties: the earliest stages take more).
@@ -72,7 +83,14 @@ class Pipeline {
   void release_others();
   // Joins the pipeline and stage groups over the trial's communicator.
   void connect(Communicator& world, const DistOptions& dist);
-  // Closes the groups (PipeGroup::close); throws the first failure.
+  // tp.degree > 1: uses the mesh's pipeline group (pipe: this rank's stage's
+  // neighbours, same tensor and data rank) and data group (data, nullptr at
+  // dp 1: the stage's replicas, same tensor rank), which the caller owns and
+  // closes; model's tensor group ctx sums the sequence-parallel gradients and
+  // the sharded parameters' squares. Instead of connect.
+  void connect_mesh(PipeGroup* pipe, PipeGroup* data, TensorParallelModel* model,
+                    const tp::Context& ctx);
+  // Closes the groups it made (PipeGroup::close); throws the first failure.
   void close();
 
   // Forward and backward of every micro-batch (batches: empty on middle stages),
@@ -102,6 +120,7 @@ class Pipeline {
   void send_backward(int i, const torch::Tensor& dx);
   void run_gpipe();
   void run_1f1b();
+  void reduce_sequence_parallel();
   void reduce_data_parallel();
   void sum_tied();
   PipelineStep clip(const torch::Tensor& loss_scale, double max_norm);
@@ -123,7 +142,11 @@ class Pipeline {
     int tag;
   };
   std::vector<Tied> tied_;  // on the owner and the last stage, in loss_parameters() order
-  std::unique_ptr<PipeGroup> pipe_, dp_;
+  std::unique_ptr<PipeGroup> own_pipe_, own_dp_;  // connect's (connect_mesh: the caller's)
+  PipeGroup* pipe_ = nullptr;
+  PipeGroup* dp_ = nullptr;
+  TensorParallelModel* tpm_ = nullptr;  // connect_mesh: the stage's layers are tensor-parallel
+  tp::Context tp_ctx_;
 
   // The step in flight.
   const std::vector<Batch>* batches_ = nullptr;

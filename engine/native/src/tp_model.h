@@ -31,6 +31,9 @@ class TensorParallelModel {
   // (gathered over the tensor group: every tensor rank must call it), for
   // the checksum: a degree-N run's checksum is a degree-1 model's.
   virtual std::vector<torch::Tensor> gathered_parameters() = 0;
+  // The same for some of them (a pipeline stage's, in the model's order),
+  // each in its degree-1 layout; every tensor rank calls it with the same list.
+  virtual std::vector<torch::Tensor> gathered(const std::vector<torch::Tensor>& params) = 0;
   // Parameters of the whole (degree-1) model, for the trainer's check against
   // describe().
   virtual int64_t full_numel() const = 0;

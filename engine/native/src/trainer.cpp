@@ -45,8 +45,10 @@ json describe_json(const ModelConfig& m) {
           {"shapes", shapes}};
 }
 
-// Tensor parallelism: the mesh (tp.h: rank = t + tp * d), this rank's tensor
-// and data groups, and the model's tensor-parallel side.
+// Tensor parallelism: the mesh (tp.h: rank = t + tp * (d + dp * p)), this
+// rank's tensor and data groups (and, with stages, its pipeline group, which
+// the pipeline uses with the data group: connect_mesh), and the model's
+// tensor-parallel side.
 struct Trainer::TpState {
   tp::Mesh mesh;
   tp::MeshCoords at;
@@ -250,7 +252,7 @@ void Trainer::build_mesh() {
   phases_.begin("comm_init");
   tp_ = std::make_unique<TpState>();
   try {
-    tp_->mesh = tp::Mesh::of(cfg_.dist.world_size, cfg_.tp.degree, 1);
+    tp_->mesh = tp::Mesh::of(cfg_.dist.world_size, cfg_.tp.degree, std::max(cfg_.pipeline.stages, 1));
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
@@ -258,7 +260,8 @@ void Trainer::build_mesh() {
   comm_ = make_communicator(cfg_.dist, device_);
   tp_->groups = tp::make_mesh_groups(cfg_.dist, device_, *comm_, tp_->mesh);
   tp_->tensor_timer = time_group(tp_->groups.tensor, device_);
-  tp_->data_timer = time_group(tp_->groups.data, device_);
+  // Under a pipeline the data group is the stage group: the pipeline times its average.
+  if (cfg_.pipeline.stages <= 1) tp_->data_timer = time_group(tp_->groups.data, device_);
   tp_->ctx.group = tp_->groups.tensor.get();
   tp_->ctx.sequence_parallel = cfg_.tp.sequence_parallel;
   phases_.begin("model_build");
@@ -307,6 +310,10 @@ void Trainer::connect() {
     reducer_ = zero_->make_reducer();
   };
   if (tp_) {  // build_mesh connected; every rank built its shards from the seed
+    if (pipe_) {  // the stage's neighbours and replicas are the mesh's pipeline and data groups
+      pipe_->connect_mesh(tp_->groups.pipe.get(), tp_->groups.data.get(), tp_->model, tp_->ctx);
+      return;  // check_zero refused ZeRO under a pipeline
+    }
     if (cfg_.zero.stage == 0) return;
     // ZeRO over the data group (check_tp refused a group of one), its buckets
     // reduced after the backward: the group's collectives are synchronous.
@@ -470,7 +477,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     clip = zero_->step(inv_scale, kMaxGradNorm, scaler_ != nullptr);
   } else {
     const bool fold = !pipe_ && optim_->folds_grad_coef();
-    if (tp_)
+    if (tp_ && !pipe_)
       clip = reduce_and_clip_tp(inv_scale, /*apply=*/!fold);
     else if (!pipe_)
       clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
@@ -513,7 +520,24 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
 // They ran inside the forward, backward and optimizer phases (and with ZeRO
 // the tail: the reducer's finalize): those phases' times are given without them, so that the step's parts add up to it once
 // (forward + backward + optimizer + exposed communication + the rest).
+//
+// Under a pipeline (called after Pipeline::add_metrics) the stage's forward
+// and backward are its busy time, tensor collectives included (the bubble is
+// the window less them); the tensor group's collectives are added to the
+// pipeline's communication (point-to-point, stage-group average, tied sums,
+// norm), all exposed.
 void Trainer::add_tp_comm(json& m) {
+  if (pipe_) {
+    const GroupCommStats t = tp_->tensor_timer ? tp_->tensor_timer->stats() : GroupCommStats();
+    m["tp_comm_ms"] = t.ms;
+    m["tp_collectives"] = t.collectives;
+    m["tp_comm_bytes"] = t.bytes;
+    m["comm_ms"] = m["comm_ms"].get<double>() + t.ms;
+    m["exposed_comm_ms"] = m["exposed_comm_ms"].get<double>() + t.ms;
+    m["comm_bytes"] = m["comm_bytes"].get<int64_t>() + t.bytes;
+    m["collectives"] = m["collectives"].get<int64_t>() + t.collectives;
+    return;
+  }
   const int64_t ga = cfg_.grad_accum;
   const int last = int(2 * ga + 2);
   double phase[4] = {0, 0, 0, 0};  // forward, backward, optimizer, tail (ZeRO's reduce)
@@ -752,18 +776,24 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     }
     m["buckets"] = buckets;
   }
-  if (tp_) add_tp_comm(m);
+  if (tp_ && !pipe_) add_tp_comm(m);
   if (zero_) zero_->add_metrics(m, /*totals=*/!tp_);  // tp: the data group's timer counted them
   m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);
+  if (tp_ && pipe_) add_tp_comm(m);  // the tensor group's, after the pipeline's
   return m;
 }
 
 json Trainer::checksum() {
   Guards guards(*this);
   std::vector<torch::Tensor> owned;
-  if (tp_)  // the whole model, gathered over the tensor group (a collective)
+  if (tp_ && pipe_) {  // the stage's, gathered over its tensor group (a collective)
+    for (const auto& p : params_)
+      if (pipe_->owns(p)) owned.push_back(p);
+    owned = tp_->model->gathered(owned);
+  } else if (tp_) {  // the whole model, gathered over the tensor group (a collective)
     owned = tp_->model->gathered_parameters();
+  }
   for (const auto& p : params_)
     if (!tp_ && (!pipe_ || pipe_->owns(p))) owned.push_back(p);  // a tied copy: counted on its owner stage
   const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h

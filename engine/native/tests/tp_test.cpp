@@ -44,11 +44,14 @@
 #include "zero.h"
 
 #ifdef CS_WITH_GLOO
-#include "gloo_store.h"
+#include "gloo_world.h"
 #include "pipeline_group.h"
 #endif
 
 using namespace cs;
+#ifdef CS_WITH_GLOO
+using cs::test::World;
+#endif
 
 namespace {
 
@@ -145,44 +148,6 @@ class Watchdog {
 };
 
 #ifdef CS_WITH_GLOO
-// A free TCP port on the loopback for a case's store.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("tp test: socket: " + std::string(std::strerror(errno)));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("tp test: bind: " + std::string(std::strerror(errno)));
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// One case's world of n thread ranks: the store rank 0 of a trial serves
-// (make_gloo_store, as the engine's communicator does without a runner) and
-// each rank's options for make_gloo_pipe_groups.
-struct World {
-  explicit World(int n) {
-    base.world_size = n;
-    base.store_addr = "127.0.0.1";
-    base.store_port = free_port();
-    base.timeout_ms = 60000;
-    server = make_gloo_store(base, /*serve=*/true);
-  }
-  DistOptions rank(int r) const {
-    DistOptions o = base;
-    o.rank = r;
-    return o;
-  }
-  DistOptions base;
-  c10::intrusive_ptr<c10d::Store> server;
-};
-
 // Runs body(context, rank) on n thread ranks of one Gloo group; 0 when every
 // rank returned 0.
 int on_ranks(const std::string& name, int n, bool sp,
