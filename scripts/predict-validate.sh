@@ -215,6 +215,7 @@ for n in $RANKS; do
     --fit "${fits%,}" --fit-beside "${besides%,}" "${stretch[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   if ((INTERFERENCE > 0)); then # the same runs without the stretch, for comparison (not the verdict)
+    mkdir -p "$OUT/nostretch$n"
     must "predict $n ranks without the stretch" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* \
       --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" --concurrent-inputs \
       --out "$OUT/nostretch$n" --json >"$OUT/predicted$n-nostretch.json"
