@@ -19,10 +19,10 @@
 // costs the compute beside it (docs/predict.md, "Collectives slow the
 // backward"): per size, P pairs of the same compute loop on this thread (fp32
 // matmuls with the rank's threads, about as long as kLoopMS or 3 x the
-// collectives), once alone and once with M all-reduces of the size queued on
-// the communicator as the loop starts (as the reducer queues buckets during
-// the backward). Every rank runs its loops at once, after a barrier, as
-// the ranks of a step compute at once. "compute": {"collectives": M,
+// collectives), once alone and once beside M all-reduces of the size that
+// the computing thread queues on the communicator spread evenly over the loop
+// (as the backward's hooks queue buckets). Every rank runs its loops at once,
+// after a barrier, as the ranks of a step compute at once. "compute": {"collectives": M,
 // "reps", "alone_ms", "beside_ms", "comm_ms"} (per pair; comm_ms the M
 // collectives' summed host time on the queue's thread).
 #include <algorithm>
@@ -59,10 +59,19 @@ double since_ms(std::chrono::steady_clock::time_point t0) {
 // The compute beside the collectives: reps fp32 matmuls on this thread.
 struct ComputeLoop {
   torch::Tensor a = torch::rand({256, 256}), b = torch::rand({256, 512}), out = torch::empty({256, 512});
-  double run(int reps) {
+  // issue(k) is called before rep k * reps / m for k = 0..m-1 (m > 0): the
+  // collectives spread over the loop, issued by the computing thread.
+  template <typename Issue>
+  double run(int reps, int m, Issue issue) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) torch::mm_out(out, a, b);
+    for (int i = 0, k = 0; i < reps; ++i) {
+      for (; k < m && static_cast<int64_t>(k) * reps <= static_cast<int64_t>(i) * m; ++k) issue(k);
+      torch::mm_out(out, a, b);
+    }
     return since_ms(t0);
+  }
+  double run(int reps) {
+    return run(reps, 0, [](int) {});
   }
 };
 
@@ -132,8 +141,7 @@ json compute_beside(Communicator& comm, torch::Tensor& t, ComputeLoop& loop, int
         continue;
       }
       std::vector<std::shared_ptr<CommWork>> works;
-      for (int i = 0; i < m; ++i) works.push_back(comm.all_reduce_sum(t));
-      beside.push_back(loop.run(reps));
+      beside.push_back(loop.run(reps, m, [&](int) { works.push_back(comm.all_reduce_sum(t)); }));
       double sum = 0;
       for (auto& w : works) sum += w->elapsed_ms();  // waits for each
       comm_ms.push_back(sum);
