@@ -44,26 +44,17 @@ type StretchPoint struct {
 // much as the large). It needs two distinct sizes; a and b are kept as
 // fitted (StealMS clamps at 0).
 func FitStretch(points []StretchPoint, ranks int, source string) (Stretch, error) {
-	var sw, sx, sy, sxx, sxy float64
-	distinct := map[int64]bool{}
+	var l wls
 	for _, p := range points {
 		if p.Bytes <= 0 || p.CommMS <= 0 || math.IsNaN(p.StealMS) {
 			return Stretch{}, fmt.Errorf("stretch fit: point %d bytes, collective %g ms, steal %g ms: bytes and time must be positive", p.Bytes, p.CommMS, p.StealMS)
 		}
-		w := 1 / (p.CommMS * p.CommMS)
-		x, y := float64(p.Bytes), p.StealMS
-		sw += w
-		sx += w * x
-		sy += w * y
-		sxx += w * x * x
-		sxy += w * x * y
-		distinct[p.Bytes] = true
+		l.add(p.Bytes, p.StealMS, 1/(p.CommMS*p.CommMS))
 	}
-	if len(distinct) < 2 {
-		return Stretch{}, fmt.Errorf("stretch fit: needs at least two message sizes, got %d", len(distinct))
+	a, b, sizes := l.line()
+	if sizes < 2 {
+		return Stretch{}, fmt.Errorf("stretch fit: needs at least two message sizes, got %d", sizes)
 	}
-	b := (sw*sxy - sx*sy) / (sw*sxx - sx*sx)
-	a := (sy - b*sx) / sw
 	return Stretch{PerCallMS: a, PerByteMS: b, Ranks: ranks, Source: source}, nil
 }
 
