@@ -47,6 +47,10 @@ type AllReduce struct {
 	// a training step, where the ranks' compute threads and the
 	// communicator's share the cores (docs/predict.md).
 	Beside int
+	// Interference is the pairs of a compute loop alone and beside the
+	// collectives each rank times per size (CPU ranks, sync mode; 0: none):
+	// what a collective costs the compute it overlaps (Row.Compute).
+	Interference int
 
 	// One rank (RankArgs): which, and how it meets the others.
 	Rank   int
@@ -67,6 +71,8 @@ func (o AllReduce) Validate() error {
 		return fmt.Errorf("--warmup must not be negative, got %d", o.Warmup)
 	case o.Beside < 0 || o.Beside > 0 && o.Device != "cpu":
 		return fmt.Errorf("--beside %d: give 0 or more busy threads per rank, with --device cpu", o.Beside)
+	case o.Interference < 0 || o.Interference > 0 && (o.Device != "cpu" || o.mode() != ModeSync || o.Beside > 0):
+		return fmt.Errorf("--interference %d: give 0 or more pairs, with --device cpu, --mode sync and no --beside", o.Interference)
 	case o.Mode != "" && o.Mode != ModeSync && o.Mode != ModeNCCLTests:
 		return fmt.Errorf("--mode must be %s or %s, got %q", ModeSync, ModeNCCLTests, o.Mode)
 	}
@@ -96,7 +102,7 @@ func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
 	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
 		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
 		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup),
-		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside)}, rendezvous...)
+		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside), "--interference", strconv.Itoa(o.Interference)}, rendezvous...)
 }
 
 // ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
@@ -142,6 +148,8 @@ type rankAnswer struct {
 		Count int64     `json:"count"`
 		MS    []float64 `json:"ms"`     // sync: per timed iteration
 		AvgMS float64   `json:"avg_ms"` // nccl-tests: the back-to-back loop's time per iteration
+		// Compute: the compute loop alone and beside the collectives (Interference).
+		Compute *rankCompute `json:"compute"`
 	} `json:"results"`
 }
 
@@ -164,6 +172,9 @@ type Row struct {
 	MeanMS    float64 `json:"mean_ms"` // sync: the mean over iterations of the transfer time (nccl-tests: MS)
 	AlgBWGBs  float64 `json:"algbw_gbs"`
 	BusBWGBs  float64 `json:"busbw_gbs"`
+	// Compute is what a collective of this size costs the compute beside it
+	// (AllReduce.Interference; nil without).
+	Compute *ComputeRow `json:"compute,omitempty"`
 }
 
 // Result is the report of `casestudy bench allreduce`.
@@ -178,7 +189,9 @@ type Result struct {
 	Warmup  int    `json:"warmup"`
 	Mode    string `json:"mode"`             // sync | nccl-tests
 	Beside  int    `json:"beside,omitempty"` // busy compute threads per rank while timing (AllReduce.Beside)
-	Rows    []Row  `json:"rows"`
+	// Interference: pairs of the compute loop alone and beside the collectives (AllReduce.Interference).
+	Interference int   `json:"interference,omitempty"`
+	Rows         []Row `json:"rows"`
 }
 
 // RunRank runs one rank in this process and writes its answer (one JSON line).
@@ -195,6 +208,9 @@ func (o AllReduce) RunRank(w io.Writer) error {
 		cfg["device_index"] = o.Rank
 	} else {
 		cfg["threads"] = 1
+		if o.Interference > 0 {
+			cfg["compute_pairs"] = o.Interference
+		}
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -306,7 +322,8 @@ func lastLines(s string, n int) string {
 func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 	r0 := ranks[0]
 	res := Result{Op: "all_reduce_sum", Backend: r0.Backend, Version: r0.Version, Device: r0.Device,
-		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode(), Beside: o.Beside}
+		Ranks: len(ranks), DType: "fp32", Iters: o.Iters, Warmup: o.Warmup, Mode: o.mode(), Beside: o.Beside,
+		Interference: o.Interference}
 	n := float64(len(ranks))
 	for i, size := range r0.Results {
 		iters := len(size.MS)
@@ -343,6 +360,17 @@ func combineRanks(ranks []rankAnswer, o AllReduce) (Result, error) {
 		if row.MS > 0 {
 			row.AlgBWGBs = float64(size.Bytes) / (row.MS * 1e6)
 			row.BusBWGBs = row.AlgBWGBs * 2 * (n - 1) / n
+		}
+		if o.Interference > 0 {
+			per := make([]*rankCompute, len(ranks))
+			for k, rk := range ranks {
+				per[k] = rk.Results[i].Compute
+			}
+			c, err := combineCompute(per, size.Bytes)
+			if err != nil {
+				return Result{}, err
+			}
+			row.Compute = &c
 		}
 		res.Rows = append(res.Rows, row)
 	}

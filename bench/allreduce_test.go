@@ -106,3 +106,26 @@ func TestCombineRanksMean(t *testing.T) {
 	assert.Equal(t, 1.0, res.Rows[0].MS)
 	assert.Equal(t, 2.0, res.Rows[0].MeanMS) // least over ranks 1, 1, 4
 }
+
+// The compute a collective costs, from two ranks' loops: rank 0's
+// collectives (2 of 10 ms) fit inside its loop, so a pair's steal is the
+// loop's growth over the 2 (5, 6, 4 ms: median 5); rank 1's (2 of 150 ms)
+// outlast its 200 ms loop, which they overlap throughout: f = 100/200, a
+// collective costs 75 ms. The row: the mean over ranks.
+func TestCombineCompute(t *testing.T) {
+	r0 := &rankCompute{Collectives: 2, AloneMS: []float64{100, 100, 100}, BesideMS: []float64{110, 112, 108}, CommMS: []float64{20, 20, 20}}
+	r1 := &rankCompute{Collectives: 2, AloneMS: []float64{100}, BesideMS: []float64{200}, CommMS: []float64{300}}
+	row, err := combineCompute([]*rankCompute{r0, r1}, 1024)
+	require.NoError(t, err)
+	assert.InDelta(t, (5+75)/2.0, row.StealMS, 1e-12)
+	assert.InDelta(t, (10+150)/2.0, row.CommMS, 1e-12)
+	assert.InDelta(t, 0.5, row.Fraction, 1e-12)
+	assert.Equal(t, 2, row.Collectives)
+	assert.Equal(t, 100.0, row.AloneMS)
+
+	_, err = combineCompute([]*rankCompute{r0, nil}, 1024)
+	assert.ErrorContains(t, err, "rank 1: no compute loops")
+	r1.Collectives = 3
+	_, err = combineCompute([]*rankCompute{r0, r1}, 1024)
+	assert.ErrorContains(t, err, "queued 3 collectives")
+}

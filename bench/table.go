@@ -21,6 +21,21 @@ func WriteTable(w io.Writer, r Result) error {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.3f\t%.3f\t\n", humanBytes(row.Bytes), row.Count,
 			row.MS*1e3, row.SkewMS*1e3, row.SlowestMS*1e3, row.AlgBWGBs, row.BusBWGBs)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Interference == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\ncompute beside the collectives (%d pairs of a loop alone and beside; per rank the median pair, the mean over ranks):\n", r.Interference)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tcollectives\tloop alone (ms)\tloop beside (ms)\tcollective (ms)\tcompute lost (ms)\tfraction\t")
+	for _, row := range r.Rows {
+		if c := row.Compute; c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.2f\t\n", humanBytes(row.Bytes), c.Collectives,
+				c.AloneMS, c.BesideMS, c.CommMS, c.StealMS, c.Fraction)
+		}
+	}
 	return tw.Flush()
 }
 

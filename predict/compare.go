@@ -83,8 +83,14 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		}
 		fmt.Fprintf(&b, "%s: forward %.2f, backward %.2f, tail %.2f, optimizer %.2f ms, %d buckets", p.ID,
 			p.Inputs.ForwardMS, p.Inputs.BackwardMS, p.Inputs.TailMS, p.Inputs.OptimizerMS, len(p.Inputs.Buckets))
+		if p.Stretch != nil && p.Overlap {
+			fmt.Fprintf(&b, " (backward +%.2f ms beside the collectives)", p.StretchMS)
+		}
 	}
 	b.WriteString(".\n")
+	if p0.Stretch != nil {
+		fmt.Fprintf(&b, "Backward stretched by the collectives it overlaps: %s.\n", p0.Stretch.Name())
+	}
 	if v != nil {
 		fmt.Fprintf(&b, "\n### Predicted against measured\n\n| trial | changed | predicted | measured | error | in band |\n|---|---|---|---|---|---|\n")
 		for _, c := range v.Checks {

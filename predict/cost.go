@@ -85,31 +85,46 @@ func FitAlphaBeta(points []Point, ranks int, source string) (AlphaBeta, error) {
 	if ranks < 2 {
 		return AlphaBeta{}, fmt.Errorf("alpha-beta fit: needs at least 2 ranks, got %d", ranks)
 	}
-	var sw, sx, sy, sxx, sxy float64
-	distinct := map[int64]bool{}
+	var l wls
 	for _, pt := range points {
 		if pt.MS <= 0 || pt.Bytes <= 0 {
 			return AlphaBeta{}, fmt.Errorf("alpha-beta fit: point %d bytes, %g ms: both must be positive", pt.Bytes, pt.MS)
 		}
-		w := 1 / (pt.MS * pt.MS)
-		x, y := float64(pt.Bytes), pt.MS
-		sw += w
-		sx += w * x
-		sy += w * y
-		sxx += w * x * x
-		sxy += w * x * y
-		distinct[pt.Bytes] = true
+		l.add(pt.Bytes, pt.MS, 1/(pt.MS*pt.MS))
 	}
-	if len(distinct) < 2 {
-		return AlphaBeta{}, fmt.Errorf("alpha-beta fit: needs at least two message sizes, got %d", len(distinct))
+	a, b, sizes := l.line()
+	if sizes < 2 {
+		return AlphaBeta{}, fmt.Errorf("alpha-beta fit: needs at least two message sizes, got %d", sizes)
 	}
-	den := sw*sxx - sx*sx
-	b := (sw*sxy - sx*sy) / den
-	a := (sy - b*sx) / sw
 	if b <= 0 || math.IsNaN(b) {
 		return AlphaBeta{}, fmt.Errorf("alpha-beta fit: time does not grow with size (slope %g ms/byte): the points are noise", b)
 	}
 	a = math.Max(a, 0)
 	p := float64(ranks)
 	return AlphaBeta{AlphaMS: a / (2 * (p - 1)), BetaMSPerB: b * p / (2 * (p - 1)), Source: source}, nil
+}
+
+// wls is a weighted least-squares line y = a + b·x over message sizes x.
+type wls struct {
+	sw, sx, sy, sxx, sxy float64
+	sizes                map[int64]bool
+}
+
+func (l *wls) add(bytes int64, y, w float64) {
+	x := float64(bytes)
+	l.sw += w
+	l.sx += w * x
+	l.sy += w * y
+	l.sxx += w * x * x
+	l.sxy += w * x * y
+	if l.sizes == nil {
+		l.sizes = map[int64]bool{}
+	}
+	l.sizes[bytes] = true
+}
+
+// line is the fit and the distinct sizes it saw (a and b mean nothing below 2).
+func (l *wls) line() (a, b float64, sizes int) {
+	b = (l.sw*l.sxy - l.sx*l.sy) / (l.sw*l.sxx - l.sx*l.sx)
+	return (l.sy - b*l.sx) / l.sw, b, len(l.sizes)
 }

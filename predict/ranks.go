@@ -45,7 +45,7 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 		kappa = 1
 	}
 	nb := len(steps[0].Buckets)
-	cost, beside := make([]float64, nb), make([]float64, nb)
+	cost, beside, steal := make([]float64, nb), make([]float64, nb), make([]float64, nb)
 	for b, bk := range steps[0].Buckets {
 		n := bk.wireBytes(steps[0].World, o.Ranks)
 		ms, _, err := o.Cost.Time(bk.Op, n, o.Ranks)
@@ -55,7 +55,7 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 		if beside[b], err = o.besideTime(bk.Op, n); err != nil {
 			return RanksResult{}, fmt.Errorf("bucket %d: %w", b, err)
 		}
-		cost[b] = ms
+		cost[b], steal[b] = ms, o.stealTime(n)
 	}
 	// Each step's times as the simulation uses them.
 	type rankStep struct {
@@ -82,7 +82,23 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 	}
 
 	ready := make([]float64, nb)
+	var st *stretcher // the compute the collectives steal from the backward (o.Stretch)
+	var pre, bwd []float64
+	if o.Overlap && o.Stretch != nil {
+		st = newStretcher(cost, beside, steal, o.Ranks)
+		pre, bwd = make([]float64, o.Ranks), make([]float64, o.Ranks)
+	}
+	var drawn []int
+	readyOf := func(i, b int) float64 { return rs[drawn[i]].ready[b] }
 	step := func(tuple []int) float64 {
+		if st != nil {
+			for i, k := range tuple {
+				pre[i], bwd[i] = rs[k].pre, rs[k].bwd
+			}
+			drawn = tuple
+			done, end := st.run(pre, bwd, readyOf)
+			return max(done, end)
+		}
 		done := 0.0 // every rank's backward ended
 		for b := range ready {
 			ready[b] = 0

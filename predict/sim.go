@@ -40,6 +40,10 @@ type Options struct {
 	// Cost throughout. A collective runs at Beside's pace until every rank's
 	// backward ended and at Cost's after (commEnd).
 	Beside CostModel
+	// Stretch is the compute a collective costs the backward it overlaps
+	// (CPU ranks: bench allreduce --interference); nil: none. With overlap,
+	// each collective slows every backward it overlaps (stretcher).
+	Stretch *Stretch
 }
 
 // commEnd is when a collective that starts at start ends, done being when
@@ -85,6 +89,15 @@ func (o Options) besideTime(op string, bytes int64) (float64, error) {
 	return ms, err
 }
 
+// stealTime is the compute a bucket's collective costs the backward it
+// overlaps throughout (0 without o.Stretch).
+func (o Options) stealTime(bytes int64) float64 {
+	if o.Stretch == nil {
+		return 0
+	}
+	return o.Stretch.StealMS(bytes)
+}
+
 // BucketTiming is one bucket's simulated collective.
 type BucketTiming struct {
 	Op      string  `json:"op"`
@@ -102,6 +115,9 @@ type Result struct {
 	CommMS        float64        `json:"comm_ms"`
 	ExposedCommMS float64        `json:"exposed_comm_ms"`
 	Buckets       []BucketTiming `json:"buckets"`
+	// StretchMS is how much longer the backward took for the collectives
+	// beside it (Options.Stretch; 0 without).
+	StretchMS float64 `json:"stretch_ms,omitempty"`
 }
 
 // wireBytes is a bucket's size at ranks from its size at the measured world:
@@ -131,6 +147,9 @@ func Simulate(p Profile, o Options) (Result, error) {
 	bwd := p.BackwardMS * cs
 	if o.Overlap {
 		bwd *= kappa
+	}
+	if o.Overlap && o.Stretch != nil {
+		return simulateStretched(p, o, bwd, cs*kappa, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
 	}
 	var r Result
 	end := 0.0
@@ -162,6 +181,43 @@ func Simulate(p Profile, o Options) (Result, error) {
 	}
 	r.ExposedCommMS = max(0, end-bwd)
 	r.StepMS = p.ForwardMS*cs + bwd + r.ExposedCommMS + tail*cs + p.OptimizerMS*cs
+	return r, nil
+}
+
+// simulateStretched is Simulate's overlapped schedule with the compute each
+// collective steals from the backward (o.Stretch, stretcher): bwd is the
+// backward at full pace, scale what ready times are multiplied by, rest the
+// step's forward, tail and optimizer.
+func simulateStretched(p Profile, o Options, bwd, scale, rest float64) (Result, error) {
+	nb := len(p.Buckets)
+	cost, beside, steal := make([]float64, nb), make([]float64, nb), make([]float64, nb)
+	how := make([]string, nb)
+	for i, b := range p.Buckets {
+		if b.ReadyMS < 0 {
+			return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
+		}
+		n := b.wireBytes(p.World, o.Ranks)
+		var err error
+		if cost[i], how[i], err = o.Cost.Time(b.Op, n, o.Ranks); err != nil {
+			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
+		if beside[i], err = o.besideTime(b.Op, n); err != nil {
+			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
+		steal[i] = o.stealTime(n)
+	}
+	st := newStretcher(cost, beside, steal, 1)
+	done, end := st.run([]float64{0}, []float64{bwd}, func(_, b int) float64 { return p.Buckets[b].ReadyMS * scale })
+	var r Result
+	for i, b := range p.Buckets {
+		ms := st.ends[i] - st.starts[i]
+		r.CommMS += ms
+		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: b.wireBytes(p.World, o.Ranks), ReadyMS: b.ReadyMS * scale,
+			StartMS: st.starts[i], EndMS: st.ends[i], MS: ms, How: how[i]})
+	}
+	r.StretchMS = done - bwd
+	r.ExposedCommMS = max(0, end-done)
+	r.StepMS = rest + done + r.ExposedCommMS
 	return r, nil
 }
 

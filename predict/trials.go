@@ -35,6 +35,8 @@ type Setup struct {
 	Concurrent bool
 	// Beside is the collectives' cost while the ranks compute (Options.Beside); nil: Cost.
 	Beside CostModel
+	// Stretch is the compute a collective costs the backward it overlaps (Options.Stretch); nil: none.
+	Stretch *Stretch
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -69,6 +71,10 @@ type Prediction struct {
 	MedianProfileStepMS float64 `json:"step_ms_median_profile"`
 	RankDraws           int     `json:"rank_draws"`
 	ModelBeside         string  `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
+	// Stretch: the compute a collective costs the backward (Setup.Stretch);
+	// StretchMS: the median profile's backward stretched by it.
+	Stretch   *Stretch `json:"stretch,omitempty"`
+	StretchMS float64  `json:"stretch_ms,omitempty"`
 }
 
 type scaled struct {
@@ -91,7 +97,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		return Prediction{}, fmt.Errorf("trial %s: no measured steps", in.ID)
 	}
 	overlap := in.Knobs["ddp.overlap"] != "false"
-	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost, Beside: s.Beside}
+	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost, Beside: s.Beside, Stretch: s.Stretch}
 	prof, err := FromSteps(all, 1)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
@@ -134,6 +140,10 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if s.Beside != nil {
 		pr.ModelBeside = s.Beside.Name()
+	}
+	if s.Stretch != nil {
+		st := *s.Stretch
+		pr.Stretch, pr.StretchMS = &st, r.StretchMS
 	}
 	if pr.Kappa == 0 {
 		pr.Kappa = 1

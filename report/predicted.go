@@ -98,6 +98,9 @@ func predictedInputs(p predict.Prediction) string {
 	if p.ModelBeside != "" {
 		s += "; collectives beside compute: " + p.ModelBeside
 	}
+	if p.Stretch != nil {
+		s += fmt.Sprintf("; %s (backward +%.2f ms at the median)", p.Stretch.Name(), p.StretchMS)
+	}
 	return s
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # predict-validate.sh: the CPU Gloo validation of the multi-GPU prediction
 # (issue 40, docs/predict.md). In ROUNDS interleaved rounds, for N in $RANKS
-# (default "2 4"), it benchmarks Gloo's all-reduce on N ranks (alone, and
-# beside one busy compute thread per rank: --beside 1), measures the
+# (default "2 4"), it benchmarks Gloo's all-reduce on N ranks (alone, with
+# the compute a collective costs a compute loop beside it: --interference,
+# and beside one busy compute thread per rank: --beside 1), measures the
 # one-rank inputs of studies/gpt/predict-cpu.yaml (run --predict N: a world of
 # one with the reducer on) as N copies at once, sharing this host as the N
 # ranks will, and then measures the study on N ranks, one launch per trial
@@ -24,6 +25,10 @@
 #   RANKS (2 4), ROUNDS (3), BIN (bin/casestudy), ENGINE_LIB (the engine
 #   library; default: the CLI's, $CASESTUDY_ENGINE_LIB or next to the binary),
 #   PYTHON (python3), SIZES (the benchmarks' sizes),
+#   INTERFERENCE (4): the pairs of compute loops (alone, beside the
+#     collectives) the benchmark runs per size, for predict --fit-stretch
+#     (the backward stretched by the collectives it overlaps); 0: none, and
+#     predictions without the stretch,
 #   PIN (auto): taskset each N-rank run, its benchmarks and its N one-rank
 #     copies to the same N x CORES_PER_RANK cores (default 2 a rank: its
 #     compute thread, threads: 1 in the study, and Gloo's), so that ranks need
@@ -53,6 +58,7 @@ PIN=${PIN:-auto}
 CORES_PER_RANK=${CORES_PER_RANK:-2}
 BUDGET_S=${BUDGET_S:-0}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
+INTERFERENCE=${INTERFERENCE:-4}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
@@ -61,7 +67,7 @@ die() {
   wait
   exit 3
 }
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT; do
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
 ((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1)) || die "ROUNDS, CORES_PER_RANK and LAUNCH_TIMEOUT: want 1 or more"
@@ -144,7 +150,7 @@ must() {
   die "$what: exit $rc"
 }
 
-rm -rf "$OUT" && mkdir -p "$OUT"
+rm -rf "$OUT" && mkdir -p "$OUT" && : >"$OUT/compare.md"
 tpc=$( (lscpu 2>/dev/null || true) | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
 host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 if ((pin)); then
@@ -163,9 +169,11 @@ for r in $(seq "$ROUNDS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   for n in $RANKS; do
     all=$(cpus 0 $((n * CORES_PER_RANK)))
-    # The collectives' fit: a benchmark each round, all rounds' points in one fit.
+    # The collectives' fit: a benchmark each round, all rounds' points in one
+    # fit; with the compute a collective costs the backward it overlaps
+    # (--interference: compute loops alone and beside the collectives).
     must "bench allreduce, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" \
-      --iters 10 --warmup 2 --json >"$OUT/bench$n-$r.json" 2>"$OUT/bench$n-$r.log"
+      --iters 10 --warmup 2 --interference "$INTERFERENCE" --json >"$OUT/bench$n-$r.json" 2>"$OUT/bench$n-$r.log"
     # The collectives beside compute: each rank with one busy thread (the
     # study's threads per rank) sharing its CPU with Gloo, as a rank's
     # backward does with the collectives it overlaps (predict --fit-beside).
@@ -201,9 +209,24 @@ for n in $RANKS; do
   against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$rounds"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
   besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
+  stretch=()
+  ((INTERFERENCE > 0)) && stretch=(--fit-stretch "${fits%,}")
   must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" \
-    --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
+    --fit "${fits%,}" --fit-beside "${besides%,}" "${stretch[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
+  if ((INTERFERENCE > 0)); then # the same runs without the stretch, for comparison (not the verdict)
+    mkdir -p "$OUT/nostretch$n"
+    must "predict $n ranks without the stretch" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* \
+      --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" --concurrent-inputs \
+      --out "$OUT/nostretch$n" --json >"$OUT/predicted$n-nostretch.json"
+    "$PY" - "$OUT/predicted$n-nostretch.json" "$n" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-nostretch.json"
+import json, sys
+v = json.load(open(sys.argv[1]))["validation"]
+errs = ", ".join(f"{c['changed']} {100 * c['error']:+.1f}%" for c in v["checks"])
+print(f"without the stretch (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['median_abs_error']:.1f}%, "
+      f"best {'same' if v['same_best'] else 'different'} ({errs})")
+EOF
+  fi
   # The table's rows, the summary line and the verdict (exit 10: not met).
   rc=0
   "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
@@ -233,6 +256,7 @@ done
   echo "$host"
   echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
+  cat "$OUT/compare.md"
   if ((status == 3)); then
     echo "verdict: not judged: $rounds round (one launch a trial) before BUDGET_S ran out; at least 2 are needed"
   elif ((status == 0)); then

@@ -86,6 +86,9 @@ func newBenchAllReduceCommand() *cobra.Command {
 	durationVar(f, &o.Timeout, "timeout", 10*time.Minute, time.Second, 24*time.Hour, "deadline for the whole benchmark")
 	f.IntVar(&o.Beside, "beside", 0, "cpu: each rank runs this many busy compute threads while it times, as a training "+
 		"step's compute shares the cores with the collectives it overlaps (predict --fit-beside, docs/predict.md)")
+	f.IntVar(&o.Interference, "interference", 0, "cpu, sync mode: per size, this many pairs of a compute loop (one thread of fp32 "+
+		"matmuls) on every rank at once, alone and beside all-reduces of the size: the compute a collective costs the "+
+		"backward it overlaps (predict --fit-stretch, docs/predict.md)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	// one rank, started by the parent (bench.AllReduce.RankArgs)
 	f.BoolVar(&child, "child", false, "internal: run one rank")

@@ -73,4 +73,24 @@ func TestBenchAllReduceCPU(t *testing.T) {
 	assert.Equal(t, 1, res.Beside)
 	require.Len(t, res.Rows, 2)
 	assert.Positive(t, res.Rows[1].MS)
+
+	// The compute loops alone and beside the collectives (predict --fit-stretch reads them).
+	out.Reset()
+	code = execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
+		"--ranks", "2", "--sizes", "64K,1M", "--iters", "3", "--warmup", "1", "--interference", "2", "--json"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	res = bench.Result{}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, 2, res.Interference)
+	require.Len(t, res.Rows, 2)
+	for _, row := range res.Rows {
+		c := row.Compute
+		require.NotNil(t, c, "row %d bytes", row.Bytes)
+		assert.Equal(t, 2, c.Pairs)
+		assert.GreaterOrEqual(t, c.Collectives, 1)
+		assert.Positive(t, c.AloneMS)
+		assert.Positive(t, c.BesideMS)
+		assert.Positive(t, c.CommMS)
+		assert.InDelta(t, c.StealMS/c.CommMS, c.Fraction, 1e-12)
+	}
 }

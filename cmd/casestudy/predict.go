@@ -49,6 +49,10 @@ type predictFlags struct {
 	calibration *predict.Calibration // --kappa auto's evidence
 	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
 	concurrent  bool                 // predict --concurrent-inputs: CPU inputs measured as N copies at once
+
+	// fitStretch: bench allreduce --interference results, the compute a
+	// collective costs the backward (predict.Options.Stretch)
+	fitStretch string
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
@@ -60,6 +64,9 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.fitBeside, "fit-beside", "", "CPU ranks, with --fit: an alpha-beta fit to `casestudy bench allreduce --beside K --json` "+
 		"results (several, comma-separated), the collectives' cost while the ranks compute: a collective that overlaps the "+
 		"backward runs at this pace until every rank's backward ended (docs/predict.md)")
+	f.StringVar(&o.fitStretch, "fit-stretch", "", "CPU ranks, with --fit: a fit to the compute loops of `casestudy bench allreduce "+
+		"--interference P --json` results on --gpus ranks (several, comma-separated): the compute a collective costs the backward "+
+		"it overlaps, which stretches each rank's backward by the collectives beside it (docs/predict.md)")
 	f.StringVar(&o.algo, "nccl-algo", "", "restrict the NCCL model to one algorithm (Ring, Tree), as NCCL_ALGO does")
 	f.StringVar(&o.proto, "nccl-proto", "", "restrict the NCCL model to one protocol (LL, LL128, Simple), as NCCL_PROTO does")
 	f.StringVar(&o.kappaArg, "kappa", "1", "backward slowdown while a collective overlaps it: a factor (1: none), or auto: "+
@@ -159,6 +166,49 @@ func (o predictFlags) besideModel() (predict.CostModel, error) {
 	return m, nil
 }
 
+// stretchModel is --fit-stretch's model: the compute a collective costs the
+// backward it overlaps (nil without the flag).
+func (o predictFlags) stretchModel() (*predict.Stretch, error) {
+	if o.fitStretch == "" {
+		return nil, nil
+	}
+	if o.fit == "" {
+		return nil, exitcode.Usage(errors.New("--fit-stretch goes with --fit (CPU ranks, Gloo)"))
+	}
+	var pts []predict.StretchPoint
+	for _, file := range strings.Split(o.fitStretch, ",") {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, exitcode.Usage(fmt.Errorf("--fit-stretch: %w", err))
+		}
+		var r bench.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, exitcode.Usage(fmt.Errorf("--fit-stretch %s: not a `casestudy bench allreduce --json` result: %w", file, err))
+		}
+		if r.Ranks != o.gpus {
+			return nil, exitcode.Usage(fmt.Errorf("--fit-stretch %s: %d ranks: give results on the --gpus %d ranks predicted for", file, r.Ranks, o.gpus))
+		}
+		if r.Interference < 1 {
+			return nil, exitcode.Usage(fmt.Errorf("--fit-stretch %s: no compute loops: give results of bench allreduce --interference P (P > 0)", file))
+		}
+		for _, row := range r.Rows {
+			if row.Compute == nil {
+				return nil, exitcode.Usage(fmt.Errorf("--fit-stretch %s: the %d-byte row has no compute loops", file, row.Bytes))
+			}
+			pts = append(pts, predict.StretchPoint{Bytes: row.Bytes, StealMS: row.Compute.StealMS, CommMS: row.Compute.CommMS})
+		}
+	}
+	name := filepath.Base(o.fitStretch)
+	if n := strings.Count(o.fitStretch, ",") + 1; n > 1 {
+		name = fmt.Sprintf("%d results", n)
+	}
+	m, err := predict.FitStretch(pts, o.gpus, fmt.Sprintf("%s, %d points, %d ranks", name, len(pts), o.gpus))
+	if err != nil {
+		return nil, exitcode.Usage(fmt.Errorf("--fit-stretch %s: %w", o.fitStretch, err))
+	}
+	return &m, nil
+}
+
 // fitBench is one alpha-beta fit to all the points of several `bench
 // allreduce --json` results (comma-separated, the same ranks; benchmarks
 // interleaved with the runs they predict), run beside busy compute threads
@@ -221,6 +271,9 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	if _, err := o.besideModel(); err != nil {
 		return err
 	}
+	if _, err := o.stretchModel(); err != nil {
+		return err
+	}
 	rs, loaded, err := readPredictRuns(dirs, o.auto)
 	if err != nil {
 		return err
@@ -275,7 +328,12 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 	if err != nil {
 		return nil, nil, err
 	}
-	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration, Beside: beside}
+	stretch, err := o.stretchModel()
+	if err != nil {
+		return nil, nil, err
+	}
+	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration, Beside: beside,
+		Stretch: stretch}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
 	if o.concurrent { // the inputs already shared the host as N ranks do
 		setup.ComputeScale, setup.Concurrent = 1, true
@@ -340,6 +398,9 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 		return nil, err
 	}
 	if _, err := o.besideModel(); err != nil {
+		return nil, err
+	}
+	if _, err := o.stretchModel(); err != nil {
 		return nil, err
 	}
 	if s.Baseline["pipeline.stages"] != "" && s.Baseline["pipeline.stages"] != "1" {

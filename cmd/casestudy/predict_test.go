@@ -26,6 +26,9 @@ func TestPredictBadInput(t *testing.T) {
 	rows := `"rows":[{"bytes":1024,"ms":0.1},{"bytes":1048576,"ms":1}]`
 	require.NoError(t, os.WriteFile(alone, []byte(`{"ranks":2,"backend":"gloo",`+rows+`}`), 0o644))
 	require.NoError(t, os.WriteFile(beside, []byte(`{"ranks":2,"backend":"gloo","beside":1,`+rows+`}`), 0o644))
+	loops, loops4 := filepath.Join(notRun, "loops.json"), filepath.Join(notRun, "loops4.json")
+	require.NoError(t, os.WriteFile(loops, []byte(`{"ranks":2,"backend":"gloo","interference":2,`+rows+`}`), 0o644))
+	require.NoError(t, os.WriteFile(loops4, []byte(`{"ranks":4,"backend":"gloo","interference":2,`+rows+`}`), 0o644))
 	tests := []struct {
 		desc string
 		args []string
@@ -44,6 +47,12 @@ func TestPredictBadInput(t *testing.T) {
 		{"fit beside without fit", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--fit-beside", "b.json"}, "--fit-beside goes with --fit"},
 		{"fit beside not beside", []string{"predict", notRun, "--gpus", "2", "--fit", alone, "--fit-beside", alone}, "give results run with bench allreduce --beside"},
 		{"fit beside as fit", []string{"predict", notRun, "--gpus", "2", "--fit", beside}, "give results run without --beside"},
+		{"fit stretch without fit", []string{"predict", notRun, "--gpus", "2", "--topology", "h100-sxm-8", "--fit-stretch", alone}, "--fit-stretch goes with --fit"},
+		{"fit stretch without loops", []string{"predict", notRun, "--gpus", "2", "--fit", alone, "--fit-stretch", alone}, "no compute loops: give results of bench allreduce --interference"},
+		{"fit stretch rows without loops", []string{"predict", notRun, "--gpus", "2", "--fit", alone, "--fit-stretch", loops}, "the 1024-byte row has no compute loops"},
+		{"fit stretch other ranks", []string{"predict", notRun, "--gpus", "2", "--fit", alone, "--fit-stretch", loops4}, "4 ranks: give results on the --gpus 2 ranks"},
+		{"bench interference on cuda", []string{"bench", "allreduce", "--device", "cuda", "--interference", "2"}, "--interference 2"},
+		{"bench interference beside", []string{"bench", "allreduce", "--beside", "1", "--interference", "2"}, "no --beside"},
 		{"bench beside on cuda", []string{"bench", "allreduce", "--device", "cuda", "--beside", "1"}, "--beside 1"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
@@ -71,7 +80,8 @@ func TestPlanTopology(t *testing.T) {
 // studies/gpt/predict-cpu.yaml as a world of one with the reducer
 // (run --predict 2) in two copies at once, alpha-beta fits to `bench
 // allreduce` on 2 Gloo ranks (alone, and beside one busy thread per rank:
-// --fit-beside), the same study measured on 2 ranks, and the
+// --fit-beside) with the compute a collective costs the backward
+// (--interference: --fit-stretch), the same study measured on 2 ranks, and the
 // predictions checked against it:
 // median absolute error of the step time at most 10% and the same best trial.
 // It times real runs, so it runs alone (`make predict-check`, which sets
@@ -97,7 +107,7 @@ func TestPredictCPUGloo(t *testing.T) {
 		// The collectives' fit: a benchmark each round, one fit to all.
 		var out, errb bytes.Buffer
 		code := execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib, "--ranks", "2",
-			"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--json"}, &out, &errb)
+			"--sizes", "16K,256K,1M,4M,16M", "--iters", "10", "--warmup", "2", "--interference", "4", "--json"}, &out, &errb)
 		require.Equal(t, 0, code, errb.String())
 		fit := filepath.Join(dir, fmt.Sprintf("bench2-%d.json", r))
 		require.NoError(t, os.WriteFile(fit, out.Bytes(), 0o644))
@@ -130,7 +140,8 @@ func TestPredictCPUGloo(t *testing.T) {
 	}
 
 	code, stdout, stderr := runCLI(t, append(append([]string{"predict"}, ones...), "--gpus", "2", "--fit", strings.Join(fits, ","),
-		"--fit-beside", strings.Join(besides, ","), "--concurrent-inputs", "--against", strings.Join(twos, ","), "--json")...)
+		"--fit-beside", strings.Join(besides, ","), "--fit-stretch", strings.Join(fits, ","), "--concurrent-inputs",
+		"--against", strings.Join(twos, ","), "--json")...)
 	require.Equal(t, 0, code, stderr)
 	var f runs.File
 	require.NoError(t, json.Unmarshal([]byte(stdout), &f), stdout)

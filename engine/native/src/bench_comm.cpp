@@ -14,6 +14,18 @@
 // nccl-tests, as nccl-tests times (doc/PERFORMANCE.md): after a barrier the
 // iterations are issued back to back, the host waits once, after the last, and
 // avg_ms is the host time of the loop over iters ("ms" is empty).
+//
+// "compute_pairs": P > 0 (CPU, sync mode) also measures what a collective
+// costs the compute beside it (docs/predict.md, "Collectives slow the
+// backward"): per size, P pairs of the same compute loop on this thread (fp32
+// matmuls with the rank's threads, about as long as kLoopMS or 3 x the
+// collectives), once alone and once beside M all-reduces of the size that
+// the computing thread queues on the communicator spread evenly over the loop
+// (as the backward's hooks queue buckets). Every rank runs its loops at once,
+// after a barrier, as the ranks of a step compute at once. "compute": {"collectives": M,
+// "reps", "alone_ms", "beside_ms", "comm_ms"} (per pair; comm_ms the M
+// collectives' summed host time on the queue's thread).
+#include <algorithm>
 #include <chrono>
 
 #include "comm_watch.h"
@@ -33,6 +45,36 @@ struct BenchConfig {
   std::vector<int64_t> sizes;
   int iters = 20, warmup = 5;
   std::string mode = "sync";  // sync | nccl-tests
+  int compute_pairs = 0;      // > 0: the compute loop alone and beside the collectives, per size
+};
+
+// The compute loop's length and the most collectives queued beside it.
+constexpr double kLoopMS = 150;
+constexpr int kMaxCollectives = 256;
+
+double since_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The compute beside the collectives: reps fp32 matmuls on this thread.
+struct ComputeLoop {
+  torch::Tensor a = torch::rand({256, 256}), b = torch::rand({256, 512}), out = torch::empty({256, 512});
+  // issue(k) is called before rep k * reps / m for k = 0..m-1 (m > 0): the
+  // collectives spread over the loop, issued by the computing thread.
+  template <typename Issue>
+  double run(int reps, int m, Issue issue) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int k = 0;
+    for (int i = 0; i < reps; ++i) {
+      for (; k < m && static_cast<int64_t>(k) * reps <= static_cast<int64_t>(i) * m; ++k) issue(k);
+      torch::mm_out(out, a, b);
+    }
+    for (; k < m; ++k) issue(k);  // every rank issues all m (with m > reps some are left here)
+    return since_ms(t0);
+  }
+  double run(int reps) {
+    return run(reps, 0, [](int) {});
+  }
 };
 
 template <typename T>
@@ -74,6 +116,10 @@ BenchConfig parse(const char* text) {
   c.iters = field<int>(j, "iters", 20);
   c.warmup = field<int>(j, "warmup", 5);
   c.mode = field<std::string>(j, "mode", "sync");
+  c.compute_pairs = field<int>(j, "compute_pairs", 0);
+  if (c.compute_pairs < 0) throw ConfigError("bench config: compute_pairs must be >= 0");
+  if (c.compute_pairs > 0 && (c.device != torch::kCPU || c.mode != "sync"))
+    throw ConfigError("bench config: compute_pairs needs device cpu and mode sync");
   if (c.mode != "sync" && c.mode != "nccl-tests")
     throw ConfigError("bench config: mode must be sync or nccl-tests, got \"" + c.mode + "\"");
   if (c.sizes.empty()) throw ConfigError("bench config: sizes is empty");
@@ -84,6 +130,28 @@ BenchConfig parse(const char* text) {
   return c;
 }
 
+// The compute loop alone and beside m all-reduces of t, pairs times (the
+// header's "compute_pairs"); every rank calls it with the same m.
+json compute_beside(Communicator& comm, torch::Tensor& t, ComputeLoop& loop, int reps, int m, int pairs) {
+  json alone = json::array(), beside = json::array(), comm_ms = json::array();
+  for (int p = 0; p < pairs; ++p) {
+    for (int k = 0; k < 2; ++k) {
+      bool with = (k == 1) != (p % 2 == 1);  // alone first in even pairs, beside first in odd: drift cancels
+      comm.barrier();
+      if (!with) {
+        alone.push_back(loop.run(reps));
+        continue;
+      }
+      std::vector<std::shared_ptr<CommWork>> works;
+      beside.push_back(loop.run(reps, m, [&](int) { works.push_back(comm.all_reduce_sum(t)); }));
+      double sum = 0;
+      for (auto& w : works) sum += w->elapsed_ms();  // waits for each
+      comm_ms.push_back(sum);
+    }
+  }
+  return {{"collectives", m}, {"reps", reps}, {"alone_ms", alone}, {"beside_ms", beside}, {"comm_ms", comm_ms}};
+}
+
 json run(const BenchConfig& c) {
   if (c.threads > 0) torch::set_num_threads(c.threads);
   commwatch::reset();
@@ -92,6 +160,14 @@ json run(const BenchConfig& c) {
   auto opts = torch::TensorOptions().dtype(torch::kFloat).device(c.device);
   double n = comm->world_size();
   json results = json::array();
+  ComputeLoop loop;
+  int reps = 0;
+  if (c.compute_pairs > 0) {  // reps for a loop of about kLoopMS, every rank computing at once
+    comm->barrier();
+    loop.run(2);
+    double one = std::max(loop.run(8) / 8, 1e-3);
+    reps = std::max(1, static_cast<int>(kLoopMS / one));
+  }
   for (int64_t bytes : c.sizes) {
     int64_t count = bytes / 4;
     torch::Tensor t = torch::full({count}, static_cast<double>(comm->rank() + 1), opts);
@@ -127,7 +203,21 @@ json run(const BenchConfig& c) {
         avg_ms += ms.back() / c.iters;
       }
     }
-    results.push_back({{"bytes", count * 4}, {"count", count}, {"ms", ms}, {"avg_ms", avg_ms}});
+    json row = {{"bytes", count * 4}, {"count", count}, {"ms", ms}, {"avg_ms", avg_ms}};
+    if (c.compute_pairs > 0) {
+      // M from the ranks' mean collective time (all-reduced: every rank queues
+      // the same M): about a third of the loop alone, 1 to kMaxCollectives.
+      std::vector<double> sorted = ms;
+      std::sort(sorted.begin(), sorted.end());
+      torch::Tensor med = torch::full({1}, sorted[sorted.size() / 2] / n, torch::kFloat);
+      comm->all_reduce_sum(med)->wait();
+      double per = std::max(med.item<double>(), 1e-3);
+      int m = static_cast<int>(std::clamp(kLoopMS / (3 * per), 1.0, static_cast<double>(kMaxCollectives)));
+      // The loop at least 3x the collectives' time alone (at most 20x kLoopMS).
+      int r = std::clamp(static_cast<int>(reps * (3 * m * per) / kLoopMS), reps, 20 * reps);
+      row["compute"] = compute_beside(*comm, t, loop, r, m, c.compute_pairs);
+    }
+    results.push_back(row);
   }
   comm->barrier();
   return {{"backend", comm->backend()}, {"version", comm->version()}, {"world_size", comm->world_size()},
