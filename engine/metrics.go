@@ -43,7 +43,9 @@ type StepMetrics struct {
 	// stream. They are synchronous, so all of it is exposed: CommMS and
 	// ExposedCommMS count it (and the data group's gradient average), and
 	// ForwardMS, BackwardMS and OptimizerMS leave it out
-	// (docs/tensor-parallel.md). TPCollectives and TPCommBytes count them.
+	// (docs/tensor-parallel.md). Under a pipeline the stage's ForwardMS and
+	// BackwardMS are its busy time with them inside, so CommMS counts them and
+	// ExposedCommMS does not. TPCollectives and TPCommBytes count them.
 	// Absent without tp.
 	TPCommMS      float64 `json:"tp_comm_ms,omitempty"`
 	TPCollectives int     `json:"tp_collectives,omitempty"`

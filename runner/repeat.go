@@ -167,7 +167,8 @@ func checksumsDisagree(sp *trialSpec, ranks []store.RankRecord) string {
 type shard struct{ stage, tensor int }
 
 // tensorGroupDisagree: the engine's checksum of a tensor-parallel rank is of
-// the whole model gathered over its tensor group, in the one-rank layout
+// its stage's parameters (the whole model without a pipeline) gathered over its
+// tensor group, in the one-rank layout
 // (docs/tensor-parallel.md), so the tensor ranks of one stage report the same
 // hash too; a difference means a broken gather or shards updated apart.
 func tensorGroupDisagree(groups map[shard][]store.RankRecord, order []shard) string {
@@ -184,7 +185,7 @@ func tensorGroupDisagree(groups map[shard][]store.RankRecord, order []shard) str
 		}
 		if f.Checksum.Hash != r.Checksum.Hash {
 			return fmt.Sprintf("the gathered parameters differ across the tensor-parallel group after the last step (the checksum "+
-				"of every tensor rank is of the whole model): rank %d %s (sum %g), rank %d %s (sum %g)",
+				"of every tensor rank is of its stage's parameters, gathered): rank %d %s (sum %g), rank %d %s (sum %g)",
 				f.Rank, f.Checksum.Hash, f.Checksum.Sum, r.Rank, r.Checksum.Hash, r.Checksum.Sum)
 		}
 	}

@@ -236,6 +236,13 @@ func TestTPRefused(t *testing.T) {
 		{"sequence parallel without tp", one(tpGPT(1, true)), "needs tp.degree > 1"},
 		{"tp x pp does not divide the world", func() engine.Config { c := tpGPT(2, false); c.Pipeline.Stages = 4; return c }(),
 			"x pipeline.stages 4 must divide dist.world_size"},
+		{"zero under tp x pp", func() engine.Config {
+			c := tpGPT(2, false)
+			c.Dist = engine.DistConfig{WorldSize: 8, Rank: 0}
+			c.Pipeline = engine.PipelineConfig{Stages: 2, Microbatches: 2, Schedule: "gpipe"}
+			c.Zero.Stage = 1
+			return c
+		}(), "and pipeline.stages > 1 is not implemented (ZeRO under a pipeline)"},
 		{"pipeline balanced by time", func() engine.Config {
 			c := tpGPT(2, false)
 			c.Pipeline = engine.PipelineConfig{Stages: 2, Microbatches: 1, Schedule: "gpipe", BalanceBy: "time"}

@@ -81,6 +81,11 @@ func tpppCheck(t *testing.T, lib *Library, cfg engine.Config, rs []rankResult, s
 			assert.Greater(t, m.TPCommMS, 0.0, "rank %d step %d tp_comm_ms", r, i)
 			assert.Greater(t, m.CommMS, m.TPCommMS, "rank %d step %d comm_ms holds the pipeline's too", r, i)
 			assert.Greater(t, m.Collectives, m.TPCollectives, "rank %d step %d", r, i)
+			// The step's parts count each millisecond once: the tensor
+			// collectives inside the forward and backward are not exposed again.
+			parts := m.ForwardMS + m.BackwardMS + m.OptimizerMS + m.ExposedCommMS + m.BubbleMS
+			assert.LessOrEqual(t, parts, m.StepMS*1.01+0.5, "rank %d step %d: forward %.2f + backward %.2f + optimizer %.2f + exposed %.2f + bubble %.2f against step %.2f ms",
+				r, i, m.ForwardMS, m.BackwardMS, m.OptimizerMS, m.ExposedCommMS, m.BubbleMS, m.StepMS)
 			peer := rs[r-r%tp].Metrics[i]
 			assert.Equal(t, peer.TPCollectives, m.TPCollectives, "rank %d step %d: its tensor group's first rank", r, i)
 			assert.Equal(t, peer.TPCommBytes, m.TPCommBytes, "rank %d step %d: its tensor group's first rank", r, i)

@@ -154,8 +154,11 @@ void check_tp(const EngineConfig& c) {
     throw UnsupportedError(what + " with pipeline.balance_by time is not implemented (the layer "
                                   "timing runs the whole model on one rank): use params or "
                                   "pipeline.balance");
+  if (c.zero.stage > 0 && c.pipeline.stages > 1)
+    throw UnsupportedError("zero.stage " + std::to_string(c.zero.stage) + " with " + what +
+                           " and pipeline.stages > 1 is not implemented (ZeRO under a pipeline)");
   // ZeRO shards over the data group (zero.h): a group of one has nothing to shard.
-  if (c.zero.stage > 0 && c.dist.world_size / (t.degree * std::max(1, c.pipeline.stages)) < 2)
+  if (c.zero.stage > 0 && c.dist.world_size / t.degree < 2)
     throw UnsupportedError("zero.stage " + std::to_string(c.zero.stage) + " with " + what + " and dist.world_size " +
                            std::to_string(c.dist.world_size) +
                            ": one data-parallel rank, nothing to shard (ZeRO shards over the data group of "

@@ -472,12 +472,9 @@ PipelineStep Pipeline::clip(const torch::Tensor& loss_scale, double max_norm) {
     all.push_back(p.grad());
     if (owns(p)) (tpm_ && tpm_->tensor_sharded(p) ? sharded : counted).push_back(p.grad());
   }
-  auto sumsq = grad_sumsq(counted, device_);
-  if (tpm_) {
-    auto s = grad_sumsq(sharded, device_).reshape({1});
-    tp_ctx_.group->all_reduce_sum(s);
-    sumsq = s.reshape({}) + sumsq;
-  }
+  const torch::Tensor sumsq =
+      tpm_ ? tp::tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(counted, device_), tp_ctx_.group)
+           : grad_sumsq(counted, device_);
   auto v = torch::stack({sumsq, loss_sum_.to(torch::kFloat64)});
   const int a = mark();
   pipe_->all_reduce_sum(v);

@@ -296,5 +296,13 @@ Seeds seeds(uint64_t seed, int tensor_rank) {
   return {seed, seed + 2718 + uint64_t(tensor_rank)};
 }
 
+torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
+                                    PipeGroup* tensor) {
+  torch::NoGradGuard ng;
+  torch::Tensor s = sharded.to(torch::kFloat64).reshape({1}).clone();
+  if (tensor) tensor->all_reduce_sum(s);
+  return s.reshape({}) + replicated.to(torch::kFloat64);
+}
+
 }  // namespace tp
 }  // namespace cs

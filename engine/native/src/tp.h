@@ -144,5 +144,14 @@ struct Seeds {
 };
 Seeds seeds(uint64_t seed, int tensor_rank);
 
+// The squared gradient norm of a tensor-parallel model (0-d float64):
+// sharded, the sum of squares of the rank's tensor-sharded parameters' (or
+// pieces'), summed over the tensor group in one float64 all-reduce (none when
+// tensor is null); replicated, the replicated parameters' (equal on every
+// tensor rank), counted once. Used by the trainer's tp clip, the pipeline's clip under
+// tp and ZeRO under tp.
+torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
+                                    PipeGroup* tensor);
+
 }  // namespace tp
 }  // namespace cs

@@ -349,7 +349,12 @@ void Trainer::connect() {
   reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
 }
 
-Trainer::~Trainer() = default;
+// The reducers hold the communicators by reference (under tp the data group's,
+// owned by tp_, declared after them): drop them first.
+Trainer::~Trainer() {
+  reducer_.reset();
+  zero_.reset();
+}
 
 void Trainer::close() {
   Guards guards(*this);
@@ -507,7 +512,7 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
   // The whole model's squared norm: the shards' squares summed over the
   // tensor group, the replicated parameters' (equal on every tensor rank) once.
   // Float64 throughout: grad_sumsq sums the per-tensor norms' squares in it.
-  const auto sumsq = tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(replicated, device_),
+  const auto sumsq = tp::tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(replicated, device_),
                                            tp_->ctx.group);
   return clip_grads(grads, sumsq, inv_scale, kMaxGradNorm, apply);
 }
@@ -525,7 +530,8 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
 // and backward are its busy time, tensor collectives included (the bubble is
 // the window less them); the tensor group's collectives are added to the
 // pipeline's communication (point-to-point, stage-group average, tied sums,
-// norm), all exposed.
+// norm) in comm_ms, not in exposed_comm_ms: the step's parts would count the
+// ones inside the forward and backward twice.
 void Trainer::add_tp_comm(json& m) {
   if (pipe_) {
     const GroupCommStats t = tp_->tensor_timer ? tp_->tensor_timer->stats() : GroupCommStats();
@@ -533,7 +539,6 @@ void Trainer::add_tp_comm(json& m) {
     m["tp_collectives"] = t.collectives;
     m["tp_comm_bytes"] = t.bytes;
     m["comm_ms"] = m["comm_ms"].get<double>() + t.ms;
-    m["exposed_comm_ms"] = m["exposed_comm_ms"].get<double>() + t.ms;
     m["comm_bytes"] = m["comm_bytes"].get<int64_t>() + t.bytes;
     m["collectives"] = m["collectives"].get<int64_t>() + t.collectives;
     return;

@@ -11,6 +11,7 @@
 #include "compat.h"
 #include "model.h"
 #include "pipeline_group.h"
+#include "tp.h"
 
 namespace cs {
 
@@ -114,14 +115,6 @@ class GroupCommunicator : public Communicator {
 std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
                                                  std::string backend, std::string version) {
   return std::make_unique<GroupCommunicator>(g, device, std::move(backend), std::move(version));
-}
-
-torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
-                                    PipeGroup* tensor) {
-  torch::NoGradGuard ng;
-  torch::Tensor s = sharded.to(torch::kFloat64).reshape({1}).clone();
-  if (tensor) tensor->all_reduce_sum(s);
-  return s.reshape({}) + replicated.to(torch::kFloat64);
 }
 
 void check_zero(const EngineConfig& cfg) {
@@ -475,7 +468,7 @@ ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, 
       if (tp_) (sharded_[i] ? sharded : replicated).push_back(g);
     }
     // Under tp: the trainer's tp clip, term for term (tensor group only).
-    sumsq = tp_ ? tensor_parallel_sumsq(grad_sumsq(sharded, device), grad_sumsq(replicated, device), tensor_)
+    sumsq = tp_ ? tp::tensor_parallel_sumsq(grad_sumsq(sharded, device), grad_sumsq(replicated, device), tensor_)
                 : grad_sumsq(all, device);
     norm_work_.reset();
   } else if (tp_) {
@@ -488,7 +481,7 @@ ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, 
     torch::Tensor buf = torch::stack({grad_sumsq(sharded, device), grad_sumsq(replicated, device)}).contiguous();
     norm_work_ = comm_.all_reduce_sum(buf);
     norm_work_->wait();
-    sumsq = tensor_parallel_sumsq(buf[0], buf[1], tensor_);
+    sumsq = tp::tensor_parallel_sumsq(buf[0], buf[1], tensor_);
   } else {
     torch::Tensor buf = grad_sumsq(grads, device).reshape({1}).contiguous();
     norm_work_ = comm_.all_reduce_sum(buf);

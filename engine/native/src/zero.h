@@ -78,14 +78,6 @@ struct ZeroLayout;  // zero.cpp
 std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
                                                  std::string backend, std::string version);
 
-// The squared gradient norm of a tensor-parallel model (0-d float64):
-// sharded, the sum of squares of the rank's tensor-sharded parameters' (or
-// pieces'), summed over the tensor group in one float64 all-reduce (none when
-// tensor is null); replicated, the replicated parameters' (equal on every
-// tensor rank), counted once. Used by the trainer's tp clip and ZeRO under tp.
-torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
-                                    PipeGroup* tensor);
-
 // ZeRO under tensor parallelism: the rank's tensor group and, per entry of
 // the optimizer's params, whether it is tensor-sharded (TensorParallelModel).
 struct ZeroTensorParallel {

@@ -501,10 +501,10 @@ int group_comm(const tp::Context& c, int r) {
   }
   // The tp norm: sharded squares summed over the group, replicated once.
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  auto s = tensor_parallel_sumsq(torch::full({}, double(r + 1), f64), torch::full({}, 0.5, f64), c.group);
+  auto s = tp::tensor_parallel_sumsq(torch::full({}, double(r + 1), f64), torch::full({}, 0.5, f64), c.group);
   CS_CHECK(s.dim() == 0 && s.scalar_type() == torch::kFloat64);
   CS_CHECK(s.item<double>() == double(n * (n + 1) / 2) + 0.5);
-  CS_CHECK(tensor_parallel_sumsq(torch::full({}, 2.0, f64), torch::full({}, 0.5, f64), nullptr).item<double>() == 2.5);
+  CS_CHECK(tp::tensor_parallel_sumsq(torch::full({}, 2.0, f64), torch::full({}, 0.5, f64), nullptr).item<double>() == 2.5);
   return 0;
 }
 
