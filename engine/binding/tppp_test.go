@@ -163,3 +163,26 @@ func TestGPUTPPipelineStaged(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUMultiTPPipeline (CASESTUDY_GPU_TESTS=1, CASESTUDY_GPUS >= 4): tp 2 x
+// pp 2, 1F1B with sequence parallelism, on four GPUs over NCCL: one process
+// drives its tensor group's collectives, its pipeline group's ncclSend/ncclRecv
+// and the norm's all-reduces on one stream. GPT and BERT tiny against one rank
+// with tpppCheck. Skipped below four GPUs (scripts/gpu-multi-check.sh).
+func TestGPUMultiTPPipeline(t *testing.T) {
+	lib, n := multiGPU(t)
+	const steps, world = 3, 4
+	if n < world {
+		t.Skipf("tp 2 x pp 2 needs %d GPUs, CASESTUDY_GPUS=%d", world, n)
+	}
+	for _, family := range []string{"gpt", "bert"} {
+		t.Run(family, func(t *testing.T) {
+			cfg := tpppConfig(tpGPUConfig(true, family), "1f1b", 2)
+			rs := runGPURanks(t, lib, cfg, world, steps)
+			tpppCheck(t, lib, cfg, rs, steps)
+			for r, res := range rs {
+				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
+			}
+		})
+	}
+}
