@@ -790,7 +790,11 @@ native_tests() {
     [[ $e == *:* ]] && kernel=${e#*:}
     local rc=0
     timed 120 "native-tests-$suite" "$BUILD_DIR/cs_native_tests" "$suite" || rc=$?
-    if ((rc == 0)); then
+    if ((rc == 0)) && grep -q "no Gloo in this build" "$LOG/native-tests-$suite.out" 2>/dev/null; then
+      # The multi-rank suites pass without Gloo having checked nothing: not a pass.
+      echo "FAIL $suite: no Gloo in this build, its ranks did not run (carry .gloo: CS_GLOO_INCLUDE)" >>"$LOG/native-tests-$suite.err"
+      failed+=("$suite")
+    elif ((rc == 0)); then
       ok+=("$suite")
     else
       # A suite killed by a signal writes nothing of its own: say how it ended
