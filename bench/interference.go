@@ -8,7 +8,7 @@ import (
 
 // rankCompute is one rank's compute loops of one size (bench_comm.cpp's
 // "compute"): per pair, the loop alone, the loop beside Collectives
-// all-reduces queued as it started, and those collectives' summed time.
+// all-reduces issued spread over it, and those collectives' summed time.
 type rankCompute struct {
 	Collectives int       `json:"collectives"`
 	Reps        int       `json:"reps"`

@@ -35,11 +35,6 @@ func (l TPLayout) TensorRank(rank int) int { return rank % max(l.TP, 1) }
 // DataRank is the rank's data-parallel index.
 func (l TPLayout) DataRank(rank int) int { return (rank / max(l.TP, 1)) % max(l.DP, 1) }
 
-// StageOf is the rank's pipeline stage under tensor parallelism (TP > 1). A
-// pipeline without tp keeps the engine's replica-major layout (rank = d*PP +
-// p, docs/pipeline.md), which this does not describe.
-func (l TPLayout) StageOf(rank int) int { return rank / (max(l.TP, 1) * max(l.DP, 1)) }
-
 // tpReason says why a tensor-parallel trial cannot run ("" when it may): the
 // combinations the engine builds a mesh for (docs/tensor-parallel.md). The
 // vocabulary needs no rule: the engine pads it with zero rows to a multiple

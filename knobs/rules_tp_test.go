@@ -103,9 +103,6 @@ func TestLayoutOf(t *testing.T) {
 	assert.Equal(t, 0, l.DataRank(5))
 	assert.Equal(t, 1, l.DataRank(2))
 	assert.Equal(t, 0, l.TensorRank(2))
-	assert.Equal(t, 1, l.StageOf(5))
-	assert.Equal(t, 0, l.StageOf(3))
-	assert.Equal(t, 1, l.StageOf(4))
 }
 
 // TestEngineConfigTP: the engine's tp object only when the degree splits.

@@ -45,18 +45,11 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 		kappa = 1
 	}
 	nb := len(steps[0].Buckets)
-	cost, beside, steal := make([]float64, nb), make([]float64, nb), make([]float64, nb)
-	for b, bk := range steps[0].Buckets {
-		n := bk.wireBytes(steps[0].World, o.Ranks)
-		ms, _, err := o.Cost.Time(bk.Op, n, o.Ranks)
-		if err != nil {
-			return RanksResult{}, fmt.Errorf("bucket %d: %w", b, err)
-		}
-		if beside[b], err = o.besideTime(bk.Op, n); err != nil {
-			return RanksResult{}, fmt.Errorf("bucket %d: %w", b, err)
-		}
-		cost[b], steal[b] = ms, o.stealTime(n)
+	bc, err := o.bucketCosts(steps[0].Buckets, steps[0].World)
+	if err != nil {
+		return RanksResult{}, err
 	}
+	cost, beside, steal := bc.cost, bc.beside, bc.steal
 	// Each step's times as the simulation uses them.
 	type rankStep struct {
 		pre, bwd float64 // tail + optimizer + forward; backward

@@ -98,6 +98,33 @@ func (o Options) stealTime(bytes int64) float64 {
 	return o.Stretch.StealMS(bytes)
 }
 
+// bucketCosts are each bucket's collective on o.Ranks, measured at world:
+// its bytes there, its time alone (and how the cost model chose it), beside
+// compute (0: as alone) and the compute it steals from the backward.
+type bucketCosts struct {
+	bytes               []int64
+	cost, beside, steal []float64
+	how                 []string
+}
+
+func (o Options) bucketCosts(buckets []Bucket, world int) (bucketCosts, error) {
+	n := len(buckets)
+	c := bucketCosts{bytes: make([]int64, n), cost: make([]float64, n), beside: make([]float64, n),
+		steal: make([]float64, n), how: make([]string, n)}
+	for i, b := range buckets {
+		c.bytes[i] = b.wireBytes(world, o.Ranks)
+		var err error
+		if c.cost[i], c.how[i], err = o.Cost.Time(b.Op, c.bytes[i], o.Ranks); err != nil {
+			return bucketCosts{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
+		if c.beside[i], err = o.besideTime(b.Op, c.bytes[i]); err != nil {
+			return bucketCosts{}, fmt.Errorf("bucket %d: %w", i, err)
+		}
+		c.steal[i] = o.stealTime(c.bytes[i])
+	}
+	return c, nil
+}
+
 // BucketTiming is one bucket's simulated collective.
 type BucketTiming struct {
 	Op      string  `json:"op"`
@@ -151,21 +178,17 @@ func Simulate(p Profile, o Options) (Result, error) {
 	if o.Overlap && o.Stretch != nil {
 		return simulateStretched(p, o, bwd, cs*kappa, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
 	}
+	bc, err := o.bucketCosts(p.Buckets, p.World)
+	if err != nil {
+		return Result{}, err
+	}
 	var r Result
 	end := 0.0
 	if !o.Overlap {
 		end = bwd
 	}
 	for i, b := range p.Buckets {
-		n := b.wireBytes(p.World, o.Ranks)
-		ms, how, err := o.Cost.Time(b.Op, n, o.Ranks)
-		if err != nil {
-			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
-		}
-		bms, err := o.besideTime(b.Op, n)
-		if err != nil {
-			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
-		}
+		n, ms, how := bc.bytes[i], bc.cost[i], bc.how[i]
 		ready := bwd
 		if o.Overlap {
 			if b.ReadyMS < 0 {
@@ -174,7 +197,7 @@ func Simulate(p Profile, o Options) (Result, error) {
 			ready = b.ReadyMS * cs * kappa
 		}
 		start := max(ready, end)
-		end = commEnd(start, bwd, ms, bms)
+		end = commEnd(start, bwd, ms, bc.beside[i])
 		ms = end - start
 		r.CommMS += ms
 		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: n, ReadyMS: ready, StartMS: start, EndMS: end, MS: ms, How: how})
@@ -189,31 +212,23 @@ func Simulate(p Profile, o Options) (Result, error) {
 // backward at full pace, scale what ready times are multiplied by, rest the
 // step's forward, tail and optimizer.
 func simulateStretched(p Profile, o Options, bwd, scale, rest float64) (Result, error) {
-	nb := len(p.Buckets)
-	cost, beside, steal := make([]float64, nb), make([]float64, nb), make([]float64, nb)
-	how := make([]string, nb)
 	for i, b := range p.Buckets {
 		if b.ReadyMS < 0 {
 			return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
 		}
-		n := b.wireBytes(p.World, o.Ranks)
-		var err error
-		if cost[i], how[i], err = o.Cost.Time(b.Op, n, o.Ranks); err != nil {
-			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
-		}
-		if beside[i], err = o.besideTime(b.Op, n); err != nil {
-			return Result{}, fmt.Errorf("bucket %d: %w", i, err)
-		}
-		steal[i] = o.stealTime(n)
 	}
-	st := newStretcher(cost, beside, steal, 1)
+	bc, err := o.bucketCosts(p.Buckets, p.World)
+	if err != nil {
+		return Result{}, err
+	}
+	st := newStretcher(bc.cost, bc.beside, bc.steal, 1)
 	done, end := st.run([]float64{0}, []float64{bwd}, func(_, b int) float64 { return p.Buckets[b].ReadyMS * scale })
 	var r Result
 	for i, b := range p.Buckets {
 		ms := st.ends[i] - st.starts[i]
 		r.CommMS += ms
-		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: b.wireBytes(p.World, o.Ranks), ReadyMS: b.ReadyMS * scale,
-			StartMS: st.starts[i], EndMS: st.ends[i], MS: ms, How: how[i]})
+		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: bc.bytes[i], ReadyMS: b.ReadyMS * scale,
+			StartMS: st.starts[i], EndMS: st.ends[i], MS: ms, How: bc.how[i]})
 	}
 	r.StretchMS = done - bwd
 	r.ExposedCommMS = max(0, end-done)

@@ -498,11 +498,11 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n int) *RehearsalLosses {
 	noise, twin := info.NoiseReference, info.TwinFP32
 	if noise == nil || noise.Outcome != store.OK || twin.Outcome != store.OK {
-		why := fmt.Sprintf("%s: %s", twin.Outcome, rhFirstLine(twin.Error))
-		if noise == nil || noise.Outcome != store.OK {
-			why = "no fp32 one-rank run to compare it with"
+		why := fmt.Sprintf("the trial's fp32 twin failed (%s: %s)", twin.Outcome, rhFirstLine(twin.Error))
+		if twin.Outcome == store.OK {
+			why = "no fp32 one-rank run to compare the trial's fp32 twin with"
 		}
-		l.Detail, l.Agree = fmt.Sprintf("tensor parallel in %s: the trial's fp32 twin failed (%s), so failed (largest difference from one rank in %s %.2g)", p, why, p, l.MaxRel), new(bool)
+		l.Detail, l.Agree = fmt.Sprintf("tensor parallel in %s: %s, so the layout is not checked: failed (largest difference from one rank in %s %.2g)", p, why, p, l.MaxRel), new(bool)
 		return l
 	}
 	m := min(n, len(twin.Losses), len(noise.Losses))

@@ -46,7 +46,7 @@ func rehearsalTPChecksums(ranks []store.RankRecord, tp, dp, stages int) *Rehears
 			if byRank[t+base] == "" || byRank[t+base] != byRank[base] {
 				eq = false
 				c.Detail = where(p, fmt.Sprintf("tensor rank %d (rank %d) gathered other parameters than tensor rank 0 (rank %d): "+
-					"every tensor rank's checksum is of the whole model", t, t+base, base))
+					"every tensor rank's checksum is of its stage's parameters, gathered", t, t+base, base))
 			}
 		}
 	}

@@ -372,9 +372,7 @@ class Bert : public Model, public TensorParallelModel {
     return out;
   }
 
-  std::vector<torch::Tensor> gathered_parameters() override {
-    return shards_.gathered(parameters(), ctx_.group, spec_.vocab);
-  }
+  std::vector<torch::Tensor> gathered_parameters() override { return gathered(parameters()); }
 
   std::vector<torch::Tensor> gathered(const std::vector<torch::Tensor>& params) override {
     return shards_.gathered(params, ctx_.group, spec_.vocab);

@@ -328,9 +328,7 @@ class GPT : public Model, public TensorParallelModel {
     return out;
   }
 
-  std::vector<torch::Tensor> gathered_parameters() override {
-    return shards_.gathered(parameters(), ctx_.group, s_.vocab);
-  }
+  std::vector<torch::Tensor> gathered_parameters() override { return gathered(parameters()); }
 
   std::vector<torch::Tensor> gathered(const std::vector<torch::Tensor>& params) override {
     return shards_.gathered(params, ctx_.group, s_.vocab);

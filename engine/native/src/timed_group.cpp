@@ -5,7 +5,6 @@
 
 namespace cs {
 
-
 TimedGroup::TimedGroup(std::unique_ptr<PipeGroup> inner, torch::Device device)
     : inner_(std::move(inner)), device_(device) {}
 

@@ -781,26 +781,21 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     }
     m["buckets"] = buckets;
   }
-  if (tp_ && !pipe_) add_tp_comm(m);
   if (zero_) zero_->add_metrics(m, /*totals=*/!tp_);  // tp: the data group's timer counted them
   m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);
-  if (tp_ && pipe_) add_tp_comm(m);  // the tensor group's, after the pipeline's
+  if (tp_) add_tp_comm(m);  // the tensor (and data) group's, after the pipeline's
   return m;
 }
 
 json Trainer::checksum() {
   Guards guards(*this);
   std::vector<torch::Tensor> owned;
-  if (tp_ && pipe_) {  // the stage's, gathered over its tensor group (a collective)
-    for (const auto& p : params_)
-      if (pipe_->owns(p)) owned.push_back(p);
-    owned = tp_->model->gathered(owned);
-  } else if (tp_) {  // the whole model, gathered over the tensor group (a collective)
-    owned = tp_->model->gathered_parameters();
-  }
   for (const auto& p : params_)
-    if (!tp_ && (!pipe_ || pipe_->owns(p))) owned.push_back(p);  // a tied copy: counted on its owner stage
+    if (!pipe_ || pipe_->owns(p)) owned.push_back(p);  // a tied copy: counted on its owner stage
+  // Tensor parallelism: gathered over the tensor group (a collective), the
+  // stage's parameters under a pipeline, else the whole model.
+  if (tp_) owned = pipe_ ? tp_->model->gathered(owned) : tp_->model->gathered_parameters();
   const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h
   return {{"sum", c.sum}, {"hash", c.hex()}};
 }
