@@ -65,6 +65,9 @@
 #             torchvision compiled in bf16, plain and with the padded stem
 #             (the strongest references of earlier runs; fp16 compiled was
 #             slower in every run)
+#   resnet50-batch (not by default) ResNet-50 bf16 with graphs at the larger
+#             micro-batches issue 41 allows (RESNET_BATCHES, default "320 384"),
+#             each beside torchvision compiled with the padded stem at that batch
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
@@ -260,8 +263,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | fp8 | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict | predict-cpu) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve fp8 bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best bert512 profile launch firststep cudnn kernelmix aa windows study predict predict-cpu)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | fp8 | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | resnet50-batch | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict | predict-cpu) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve fp8 bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best resnet50-batch bert512 profile launch firststep cudnn kernelmix aa windows study predict predict-cpu)" >&2; exit 2 ;;
   esac
 done
 
@@ -607,6 +610,14 @@ stage_resnet50_best() {
   run_env=CASESTUDY_KERNELS=$(kernels_without res) engine "$g" engine-bf16-graphs-nores 15 "$c,\"graphs\":true}"
   ref_pre=tv-padstem reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224 --pad-stem
   reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224
+}
+stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + graphs at RESNET_BATCHES, torchvision beside each
+  local b g c
+  for b in ${RESNET_BATCHES:-320 384}; do
+    g="resnet50 ${b}x224 channels_last" c=${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$b}
+    engine "$g" "engine-bf16-graphs-b$b" 15 "$c,\"graphs\":true}"
+    ref_pre="tv-padstem-b$b" reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem
+  done
 }
 
 # losscurve: GPT-2 124M at 4 x 1024 tokens for LOSS_STEPS steps from each of
@@ -1398,6 +1409,7 @@ for s in $STAGES; do
     resnet50-fp16) stage_resnet50_fp16 ;;
     resnet50-padstem) stage_resnet50_padstem ;;
     resnet50-best) stage_resnet50_best ;;
+    resnet50-batch) stage_resnet50_batch ;;
     bert128) stage_bert 128 12 25 60 ;;
     resnet50) stage_resnet50 ;;
     bert512) stage_bert 512 15 30 70 ;;
