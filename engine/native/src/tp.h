@@ -148,8 +148,11 @@ Seeds seeds(uint64_t seed, int tensor_rank);
 // sharded, the sum of squares of the rank's tensor-sharded parameters' (or
 // pieces'), summed over the tensor group in one float64 all-reduce (none when
 // tensor is null); replicated, the replicated parameters' (equal on every
-// tensor rank), counted once. Used by the trainer's tp clip, the pipeline's clip under
-// tp and ZeRO under tp.
+// tensor rank), counted once. A non-finite replicated term on any tensor rank
+// makes the result non-finite on every one (it rides in the all-reduce as
+// replicated * 0), so fp16's found_inf (clip_grads) is the same on every rank
+// of the group. Used by the trainer's tp clip, the pipeline's clip under tp
+// and ZeRO under tp.
 torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
                                     PipeGroup* tensor);
 

@@ -505,6 +505,15 @@ int group_comm(const tp::Context& c, int r) {
   CS_CHECK(s.dim() == 0 && s.scalar_type() == torch::kFloat64);
   CS_CHECK(s.item<double>() == double(n * (n + 1) / 2) + 0.5);
   CS_CHECK(tp::tensor_parallel_sumsq(torch::full({}, 2.0, f64), torch::full({}, 0.5, f64), nullptr).item<double>() == 2.5);
+  // fp16's found_inf agreed over the group: the last rank's replicated
+  // gradients overflowed (inf, then nan), which no other rank sees; every
+  // rank's total must be non-finite, so every rank skips the step.
+  for (double bad : {double(INFINITY), double(NAN)}) {
+    auto rep = torch::full({}, r == n - 1 ? bad : 0.5, f64);
+    auto t = tp::tensor_parallel_sumsq(torch::full({}, double(r + 1), f64), rep, c.group);
+    CS_CHECK(!std::isfinite(t.item<double>()));
+    CS_CHECK(clip_grads({}, t, torch::full({}, 1.0 / 65536, torch::kFloat32), 1.0).found_inf.item<float>() == 1.0f);
+  }
   return 0;
 }
 
