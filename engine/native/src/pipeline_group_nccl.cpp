@@ -306,7 +306,14 @@ std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions&
   const int dev = device.index() < 0 ? 0 : device.index();
   const std::string why = nccl_split_unavailable(world);
 #if CS_NCCL_SPLIT
-  if (why.empty()) return split_groups(o, world, parts, dev);
+  if (why.empty()) {
+    auto out = split_groups(o, world, parts, dev);
+    int n = 0;
+    for (const auto& g : out) n += g != nullptr;
+    // One line a rank, at set-up: the GPU tests read it (TestGPUMultiTP).
+    if (n > 0) std::fprintf(stderr, "nccl pipeline: rank %d: %d groups split from the world communicator (ncclCommSplit)\n", o.rank, n);
+    return out;
+  }
 #endif
   std::fprintf(stderr, "nccl pipeline: rank %d: groups from unique ids, not ncclCommSplit: %s\n", o.rank,
                why.c_str());

@@ -50,7 +50,7 @@ struct Mesh {
 
 // This rank's tensor, data and pipeline groups (nullptr where a group has one
 // rank), built like the pipeline's (pipeline_group.h: Gloo process groups over
-// the trial's store; NCCL communicators from ids exchanged over the world).
+// the trial's store; NCCL communicators split from the world's).
 // Every rank of the trial calls it with the same mesh.
 struct MeshGroups {
   std::unique_ptr<PipeGroup> tensor, data, pipe;
