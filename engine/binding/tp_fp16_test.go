@@ -290,3 +290,14 @@ func TestGPUTPFP16Staged(t *testing.T) {
 		t.Run("skips together/"+l.name, func(t *testing.T) { fp16SkipsTogether(t, lib, l, true, rankOpts{staged: true}) })
 	}
 }
+
+// assertSplitGroups: every NCCL rank of rs made its groups with ncclCommSplit
+// (pipeline_group_nccl.cpp logs which way it took): the GPU machine's NCCL is
+// 2.18 or newer, so the unique-id fallback there is a failure.
+func assertSplitGroups(t *testing.T, rs []rankResult) {
+	t.Helper()
+	for r, res := range rs {
+		assert.Contains(t, res.Log, "groups split from the world communicator (ncclCommSplit)", "rank %d", r)
+		assert.NotContains(t, res.Log, "groups from unique ids, not ncclCommSplit", "rank %d", r)
+	}
+}
