@@ -321,17 +321,7 @@ class NcclCommunicator : public Communicator {
     }
     // The parent's part (the exchange of colors and keys over its
     // bootstrap), then the child's init.
-    r = nccl_settle(
-        r,
-        [&](ncclResult_t* q) {
-          std::lock_guard<std::mutex> lk(comm_mu_);
-          if (aborted_) {
-            *q = ncclInternalError;
-            return ncclSuccess;
-          }
-          return ncclCommGetAsyncError(comm_, q);
-        },
-        [&] { return aborted_.load(); });
+    r = settle(r);
     if (r == ncclSuccess && child != nullptr)
       r = nccl_settle(ncclInProgress, [&](ncclResult_t* q) { return ncclCommGetAsyncError(child, q); });
     if (r != ncclSuccess && child != nullptr) ncclCommAbort(child);
@@ -379,17 +369,7 @@ class NcclCommunicator : public Communicator {
       cuda_check(cudaEventRecord(ev->start, stream_), "cudaEventRecord");
       r = op(stream_);
     }
-    r = nccl_settle(
-        r,
-        [&](ncclResult_t* q) {
-          std::lock_guard<std::mutex> lk(comm_mu_);
-          if (aborted_) {
-            *q = ncclInternalError;
-            return ncclSuccess;
-          }
-          return ncclCommGetAsyncError(comm_, q);
-        },
-        [&] { return aborted_.load(); });
+    r = settle(r);
     if (r == ncclInProgress) {
       abort_now(std::string("nccl: ") + what + " on rank " + std::to_string(rank_) +
                 " not enqueued after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
@@ -410,6 +390,23 @@ class NcclCommunicator : public Communicator {
     }
     cv_.notify_all();
     return std::make_shared<NcclWork>(this, ev, std::move(keep));
+  }
+
+  // A call's final result on the world's non-blocking communicator
+  // (nccl_settle), its state read under comm_mu_; an abort meanwhile ends the
+  // wait with ncclInternalError.
+  ncclResult_t settle(ncclResult_t r) {
+    return nccl_settle(
+        r,
+        [&](ncclResult_t* q) {
+          std::lock_guard<std::mutex> lk(comm_mu_);
+          if (aborted_) {
+            *q = ncclInternalError;
+            return ncclSuccess;
+          }
+          return ncclCommGetAsyncError(comm_, q);
+        },
+        [&] { return aborted_.load(); });
   }
 
   // Records why (unless an error is already recorded) and aborts the
