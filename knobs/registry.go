@@ -195,11 +195,12 @@ func knobList() []*Knob {
 				"over the tensor group."},
 
 		// ---- fault injection (tests of the runner only) ----
-		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "term", "exit", "hang", "leak", "slow", "oom", "error", "stall"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
+		{Name: "fault.kind", Type: Enum, Values: []string{"none", "crash", "abort", "term", "exit", "hang", "leak", "slow", "oom", "error", "stall", "overflow"}, Apply: Engine, Default: "none", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the fault injected on fault.rank at fault.at_step: the worker does crash (SIGKILL), abort (SIGABRT), " +
 				"term (SIGTERM), exit (exit 1), hang (no heartbeats) and leak (host memory until the OOM killer); the engine " +
 				"does slow, oom, error and stall (the rank's stream sleeps fault.slow_ms before its first DDP bucket, so its " +
-				"peers' collective outlives the deadline: a communication fault)."},
+				"peers' collective outlives the deadline: a communication fault) and overflow (precision fp16: an inf in one gradient of " +
+				"the rank at that step, which every rank of every group must skip)."},
 		{Name: "fault.rank", Type: Int, Min: "0", Apply: Engine, Default: "0", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the rank that injects the fault."},
 		{Name: "fault.at_step", Type: Int, Min: "0", Apply: Engine, Default: "1", Chapter: 19, Hidden: true,

@@ -784,7 +784,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint"
+NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split"
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -804,6 +804,10 @@ native_tests() {
     if ((rc == 0)) && grep -q "no Gloo in this build" "$LOG/native-tests-$suite.out" 2>/dev/null; then
       # The multi-rank suites pass without Gloo having checked nothing: not a pass.
       echo "FAIL $suite: no Gloo in this build, its ranks did not run (carry .gloo: CS_GLOO_INCLUDE)" >>"$LOG/native-tests-$suite.err"
+      failed+=("$suite")
+    elif ((rc == 0)) && grep -q "no NCCL in this build" "$LOG/native-tests-$suite.out" 2>/dev/null; then
+      # nccl_split passes without NCCL having checked nothing: not a pass on the GPU machine.
+      echo "FAIL $suite: no NCCL in this build, the split did not run" >>"$LOG/native-tests-$suite.err"
       failed+=("$suite")
     elif ((rc == 0)); then
       ok+=("$suite")

@@ -34,6 +34,10 @@ const (
 	dpResult    = "DPRESULT "        // prefix of the child's answer line
 )
 
+// dpChecksumsEnv "1": the child also checksums its parameters before the
+// first step and after every step (rankResult.Sums; a collective under tp).
+const dpChecksumsEnv = "CASESTUDY_DP_CHECKSUMS"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(dpChildEnv) == "1" {
 		os.Exit(dpChild())
@@ -48,6 +52,8 @@ type rankResult struct {
 	Checksum engine.Checksum      `json:"checksum"`
 	Info     engine.Info          `json:"info"`
 	Log      string               `json:"-"` // the rank's stdout and stderr (parent side)
+	// dpChecksumsEnv: [0] before step 0, [i+1] after step i.
+	Sums []engine.Checksum `json:"sums,omitempty"`
 }
 
 func dpChild() int {
@@ -80,6 +86,18 @@ func dpChild() int {
 	if res.Info, err = e.Info(); err != nil {
 		return fail(err)
 	}
+	each := os.Getenv(dpChecksumsEnv) == "1"
+	checksum := func() error {
+		if !each {
+			return nil
+		}
+		c, err := e.Checksum()
+		res.Sums = append(res.Sums, c)
+		return err
+	}
+	if err := checksum(); err != nil {
+		return fail(err)
+	}
 	for i := 0; i < steps; i++ {
 		m, err := e.Step()
 		if err != nil {
@@ -91,6 +109,9 @@ func dpChild() int {
 		}
 		res.Losses = append(res.Losses, m.Loss)
 		res.Metrics = append(res.Metrics, m)
+		if err := checksum(); err != nil {
+			return fail(fmt.Errorf("checksum after step %d: %w", i, err))
+		}
 	}
 	if res.Checksum, err = e.Checksum(); err != nil {
 		return fail(err)

@@ -204,6 +204,7 @@ func TestGPUMultiPipelineMatchesUnpipelined(t *testing.T) {
 				c := cfg
 				c.Pipeline.Stages, c.Pipeline.Schedule = stages, schedule
 				rs := runGPURanks(t, lib, c, stages, steps)
+				assertSplitGroups(t, rs)
 				t.Logf("%s: losses %v, one GPU %v", schedule, rs[0].Losses, want)
 				for r := range rs {
 					for i := range want {

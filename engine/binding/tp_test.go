@@ -324,8 +324,8 @@ func TestGPUTPStaged(t *testing.T) {
 }
 
 // TestGPUMultiTP (CASESTUDY_GPU_TESTS=1, CASESTUDY_GPUS >= 2): tp 2 on two
-// GPUs over the tensor group's NCCL communicator (the pipeline's id exchange,
-// pipeline_group_nccl.cpp), and tp 2 x dp 2 with sequence parallelism on four
+// GPUs over the tensor group's NCCL communicator (split from the world's with
+// ncclCommSplit, pipeline_group_nccl.cpp: assertSplitGroups), and tp 2 x dp 2 with sequence parallelism on four
 // GPUs where there are four, against one GPU: fp32 losses and the gathered
 // parameters' sum within 1e-4 (the bar of the multi-GPU pipeline test), and
 // the tensor collectives timed and counted (tpCommCheck).
@@ -341,6 +341,7 @@ func TestGPUMultiTP(t *testing.T) {
 			rs := runGPURanks(t, lib, cfg, tt.world, steps)
 			tpCheck(t, lib, cfg, rs, steps, 1e-4)
 			tpCommCheck(t, cfg, rs) // ncclAllGather, ncclReduceScatter; CUDA events
+			assertSplitGroups(t, rs)
 			for r, res := range rs {
 				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
 			}

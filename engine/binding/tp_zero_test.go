@@ -186,6 +186,7 @@ func TestGPUMultiTPZero(t *testing.T) {
 			got := map[int][]rankResult{}
 			run := func(c engine.Config) []rankResult {
 				rs := runGPURanks(t, lib, c, world, steps)
+				assertSplitGroups(t, rs)
 				got[c.Zero.Stage] = rs
 				return rs
 			}

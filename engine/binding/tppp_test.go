@@ -180,6 +180,7 @@ func TestGPUMultiTPPipeline(t *testing.T) {
 			cfg := tpppConfig(tpGPUConfig(true, family), "1f1b", 2)
 			rs := runGPURanks(t, lib, cfg, world, steps)
 			tpppCheck(t, lib, cfg, rs, steps)
+			assertSplitGroups(t, rs)
 			for r, res := range rs {
 				assert.Equal(t, "nccl", res.Info.Backend, "rank %d", r)
 			}

@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "comm_internal.h"
@@ -286,6 +288,53 @@ class NcclCommunicator : public Communicator {
 
   int device() const { return dev_; }
 
+#if CS_NCCL_SPLIT
+  // nccl_split (nccl_util.h). launch_mu_ keeps every launch out until the
+  // split is done; comm_mu_ is held only for ncclCommSplit itself, which
+  // returns at once on a non-blocking communicator.
+  ncclComm_t split(int color, int key, const std::string& what) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
+    std::lock_guard<std::mutex> order(launch_mu_);
+    std::shared_ptr<Events> last;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!inflight_.empty()) last = inflight_.back();
+    }
+    if (last) host_wait(last->end);  // the world's collectives so far, under the watchdog
+    const std::string who = what + ": ncclCommSplit (rank " + std::to_string(rank_) + " of " +
+                            std::to_string(world_) + ", color " + std::to_string(color) + ", key " +
+                            std::to_string(key) + ")";
+    auto fail = [&](const std::string& why) {
+      const std::string msg = who + ": " + why;
+      commwatch::failed(msg);
+      throw CommError(msg);
+    };
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // as the world's and every group's (nccl_util.h)
+    ncclComm_t child = nullptr;
+    ncclResult_t r = ncclSuccess;
+    {
+      std::lock_guard<std::mutex> lk(comm_mu_);
+      throw_if_failed();
+      if (aborted_) fail("the communicator was aborted");
+      r = ncclCommSplit(comm_, color, key, &child, &config);
+    }
+    // The parent's part (the exchange of colors and keys over its
+    // bootstrap), then the child's init.
+    r = settle(r);
+    if (r == ncclSuccess && child != nullptr)
+      r = nccl_settle(ncclInProgress, [&](ncclResult_t* q) { return ncclCommGetAsyncError(child, q); });
+    if (r != ncclSuccess && child != nullptr) ncclCommAbort(child);
+    if (r == ncclInProgress) {
+      abort_now(who + ": not done after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
+                " (a peer never joined?); communicator aborted");
+      throw_if_failed();
+    }
+    if (r != ncclSuccess) fail(aborted_ ? "the communicator was aborted" : nccl_text(r));
+    return child;
+  }
+#endif
+
  private:
   void check(const torch::Tensor& t, const char* what) const {
     if (!t.is_cuda() || t.device().index() != dev_ || !t.is_contiguous()) {
@@ -320,17 +369,7 @@ class NcclCommunicator : public Communicator {
       cuda_check(cudaEventRecord(ev->start, stream_), "cudaEventRecord");
       r = op(stream_);
     }
-    r = nccl_settle(
-        r,
-        [&](ncclResult_t* q) {
-          std::lock_guard<std::mutex> lk(comm_mu_);
-          if (aborted_) {
-            *q = ncclInternalError;
-            return ncclSuccess;
-          }
-          return ncclCommGetAsyncError(comm_, q);
-        },
-        [&] { return aborted_.load(); });
+    r = settle(r);
     if (r == ncclInProgress) {
       abort_now(std::string("nccl: ") + what + " on rank " + std::to_string(rank_) +
                 " not enqueued after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
@@ -351,6 +390,23 @@ class NcclCommunicator : public Communicator {
     }
     cv_.notify_all();
     return std::make_shared<NcclWork>(this, ev, std::move(keep));
+  }
+
+  // A call's final result on the world's non-blocking communicator
+  // (nccl_settle), its state read under comm_mu_; an abort meanwhile ends the
+  // wait with ncclInternalError.
+  ncclResult_t settle(ncclResult_t r) {
+    return nccl_settle(
+        r,
+        [&](ncclResult_t* q) {
+          std::lock_guard<std::mutex> lk(comm_mu_);
+          if (aborted_) {
+            *q = ncclInternalError;
+            return ncclSuccess;
+          }
+          return ncclCommGetAsyncError(comm_, q);
+        },
+        [&] { return aborted_.load(); });
   }
 
   // Records why (unless an error is already recorded) and aborts the
@@ -457,6 +513,33 @@ double NcclWork::elapsed_ms() {
 
 std::unique_ptr<Communicator> make_nccl_communicator(const DistOptions& opts, torch::Device device) {
   return std::make_unique<NcclCommunicator>(opts, device);
+}
+
+std::string nccl_split_unavailable(Communicator& world) {
+#if !CS_NCCL_SPLIT
+  (void)world;
+  return "this engine was built against NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
+         " headers; ncclCommSplit needs 2.18";
+#else
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "ncclGetVersion failed";
+  if (v < NCCL_VERSION(2, 18, 0))
+    return "the NCCL library loaded is " + std::to_string(v) + " (NCCL_VERSION_CODE); ncclCommSplit needs 2.18";
+  if (dynamic_cast<NcclCommunicator*>(&world) == nullptr)
+    return "the world communicator is " + world.backend() + ", not make_nccl_communicator's";
+  return "";
+#endif
+}
+
+ncclComm_t nccl_split(Communicator& world, int color, int key, const std::string& what) {
+#if !CS_NCCL_SPLIT
+  (void)world, (void)color, (void)key;
+  throw std::logic_error(what + ": ncclCommSplit needs NCCL 2.18 headers (check nccl_split_unavailable first)");
+#else
+  auto* c = dynamic_cast<NcclCommunicator*>(&world);
+  if (c == nullptr) throw std::logic_error(what + ": ncclCommSplit needs the world's NCCL communicator");
+  return c->split(color, key, what);
+#endif
 }
 
 std::string nccl_unique_id_hex() {

@@ -341,7 +341,12 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   check_tp(c);
 
   if (!c.fault.kind.empty())
-    one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall"});
+    one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall", "overflow"});
+  if (c.fault.kind == "overflow" && c.precision != Precision::FP16)
+    throw ConfigError("fault.kind overflow puts an inf in a gradient for the loss scaler to skip: it needs "
+                      "precision fp16 (precision is " + std::string(precision_name(c.precision)) + ")");
+  if (c.fault.kind == "overflow" && c.graphs)
+    throw ConfigError("fault.kind overflow needs eager steps: set graphs false");
   at_least("fault.rank", c.fault.rank, 0);
   at_least<int64_t>("fault.at_step", c.fault.at_step, 0);
   at_least("fault.slow_ms", c.fault.slow_ms, 0);

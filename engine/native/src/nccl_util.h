@@ -28,6 +28,31 @@ namespace cs {
 #define CS_NCCL_NONBLOCKING 0
 #endif
 
+// ncclCommSplit came with NCCL 2.18.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+#define CS_NCCL_SPLIT 1
+#else
+#define CS_NCCL_SPLIT 0
+#endif
+
+// Communicators split from the world's (the groups of pipeline_group_nccl.cpp;
+// implemented in comm_nccl.cpp, which owns the world's ncclComm_t).
+// nccl_split_unavailable: "" when nccl_split can run: this build's NCCL
+// headers and the library loaded at run time (ncclGetVersion) are 2.18 or
+// newer and world is make_nccl_communicator's; else why not, for the log of
+// the fallback (a communicator per group from a unique id).
+std::string nccl_split_unavailable(Communicator& world);
+// ncclCommSplit of world: every rank of world calls it, in the same order,
+// with its color (ranks of one color form a communicator; NCCL_SPLIT_NOCOLOR:
+// none, nullptr back) and key (the rank order inside it). The world's
+// outstanding collectives finish first and no launch runs beside the split;
+// the new communicator is non-blocking like the world's (config.blocking 0,
+// splitShare left off: it shares no resources with the world, which may be
+// destroyed in either order; the groups are destroyed first), its init polled
+// under the collective deadline. A split past the deadline aborts the world
+// communicator (a peer never came) and throws CommError, as does a failure.
+ncclComm_t nccl_split(Communicator& world, int color, int key, const std::string& what);
+
 inline std::string nccl_error_text(ncclResult_t r) {
   std::string s = ncclGetErrorString(r);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)

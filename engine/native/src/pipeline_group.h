@@ -5,10 +5,13 @@
 //     gradients between neighbours, tied-weight gradients, loss and grad norm;
 //   - its stage group (the DP replicas of its stage): the gradient all-reduce.
 // Gloo (CPU): one ProcessGroupGloo per group over a PrefixStore on the trial's
-// TCPStore (rank 0 of the trial communicator serves it). NCCL (GPU): one
-// communicator per group from a unique id rank 0 makes and broadcasts over the
-// trial communicator (ncclCommSplit would need the world's ncclComm_t, which
-// comm_nccl.cpp keeps private).
+// TCPStore (rank 0 of the trial communicator serves it). NCCL (GPU): each
+// group's communicator split from the trial communicator's (ncclCommSplit,
+// NCCL 2.18 and newer: comm_nccl.cpp's nccl_split, nccl_util.h; color the
+// group's index in its partition, key the rank's place in it); with older
+// NCCL one communicator per group from a unique id rank 0 makes and broadcasts
+// over the trial communicator, the reason logged. The trainer closes the
+// groups before the trial communicator.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,13 +1,19 @@
 // pipeline_group_nccl.cpp: the pipeline's groups on GPU ranks (built only with
-// CS_WITH_NCCL). Rank 0 makes one unique id per group of two or more ranks and
-// broadcasts them over the trial communicator; each rank then initialises its
-// groups in partition order (the same order on every rank, so no two ranks wait
-// on each other's second group). Sends and receives of one exchange run between
-// ncclGroupStart and ncclGroupEnd on the current stream; the host then waits
-// for them against dist.timeout_ms (NCCL has no timeout of its own) and aborts
-// the communicator when they do not finish. The groups are non-blocking
-// communicators like the world's (nccl_util.h) and register their abort with
-// comm_watch.h, so a failure anywhere aborts every communicator of the rank.
+// CS_WITH_NCCL). Each partition's groups are split from the world
+// communicator (ncclCommSplit, NCCL 2.18 and newer: one call a partition on
+// every rank, color the group's index in its partition, key the rank's place
+// in the group, NCCL_SPLIT_NOCOLOR in a group of one). With older NCCL (the
+// headers at build time or the library at run time) the groups come from
+// unique ids instead, and the rank logs why: rank 0 makes one id per group of
+// two or more ranks and broadcasts them over the trial communicator; each rank
+// then initialises its groups in partition order (the same order on every
+// rank, so no two ranks wait on each other's second group). Sends and receives
+// of one exchange run between ncclGroupStart and ncclGroupEnd on the current
+// stream; the host then waits for them against dist.timeout_ms (NCCL has no
+// timeout of its own) and aborts the communicator when they do not finish. The
+// groups are non-blocking communicators like the world's (nccl_util.h) and
+// register their abort with comm_watch.h, so a failure anywhere aborts every
+// communicator of the rank. The trainer closes them before the world.
 #ifdef CS_WITH_NCCL
 
 #include <c10/cuda/CUDAGuard.h>
@@ -16,7 +22,10 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "comm_watch.h"
@@ -47,15 +56,14 @@ ncclDataType_t float_type(torch::ScalarType t) {
 
 class NcclPipeGroup : public PipeGroup {
  public:
-  NcclPipeGroup(const ncclUniqueId& id, int rank, int size, int device)
-      : rank_(rank), size_(size), dev_(device) {
+  // Owns comm, initialised (from a unique id or split from the world's).
+  NcclPipeGroup(ncclComm_t comm, int rank, int size, int device)
+      : rank_(rank), size_(size), dev_(device), comm_(comm) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev_));
-    cuda_ok(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
-    try {
-      comm_ = nccl_init_rank(size_, id, rank_, "nccl pipeline");
-    } catch (...) {
-      cudaEventDestroy(done_);
-      throw;
+    const cudaError_t e = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      ncclCommAbort(comm_);
+      cuda_ok(e, "cudaEventCreate");
     }
     // The trainer's teardown after a failure (comm_watch.h abort_all) runs on
     // the thread that uses the group: no lock is needed.
@@ -213,13 +221,47 @@ class NcclPipeGroup : public PipeGroup {
   int abort_id_ = 0;
 };
 
-}  // namespace
+#if CS_NCCL_SPLIT
+// Each partition with a group of two or more ranks split from the world's
+// communicator; this rank's group's communicator, its rank in it checked
+// against its place in the group (key order).
+std::vector<std::unique_ptr<PipeGroup>> split_groups(const DistOptions& o, Communicator& world,
+                                                     const std::vector<Partition>& parts, int dev) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
+  std::vector<std::unique_ptr<PipeGroup>> out(parts.size());
+  for (size_t p = 0; p < parts.size(); p++) {
+    bool any = false;  // the same answer on every rank: all of them split, or none
+    int color = NCCL_SPLIT_NOCOLOR, key = 0, size = 1;
+    for (size_t g = 0; g < parts[p].size(); g++) {
+      const auto& ranks = parts[p][g];
+      if (ranks.size() < 2) continue;
+      any = true;
+      for (size_t i = 0; i < ranks.size(); i++)
+        if (ranks[i] == o.rank) color = int(g), key = int(i), size = int(ranks.size());
+    }
+    if (!any) continue;
+    ncclComm_t c = nccl_split(world, color, key, "nccl pipeline");
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      if (c != nullptr) throw std::logic_error("nccl pipeline: ncclCommSplit gave a communicator for no color");
+      continue;
+    }
+    if (c == nullptr) throw std::logic_error("nccl pipeline: ncclCommSplit gave no communicator");
+    auto group = std::make_unique<NcclPipeGroup>(c, key, size, dev);  // owns c from here
+    int n = 0, r = -1;
+    if (ncclCommCount(c, &n) != ncclSuccess || ncclCommUserRank(c, &r) != ncclSuccess || n != size || r != key)
+      throw std::logic_error("nccl pipeline: the split communicator has rank " + std::to_string(r) + " of " +
+                             std::to_string(n) + ", the group wants " + std::to_string(key) + " of " +
+                             std::to_string(size));
+    out[p] = std::move(group);
+  }
+  return out;
+}
+#endif
 
-std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions& o,
-                                                              torch::Device device,
-                                                              Communicator& world,
-                                                              const std::vector<Partition>& parts) {
-  // One id per group of two or more ranks, in partition order.
+// The groups from unique ids (NCCL older than 2.18): one id per group of two
+// or more ranks, in partition order, made by rank 0 and broadcast over world.
+std::vector<std::unique_ptr<PipeGroup>> id_groups(const DistOptions& o, torch::Device device, Communicator& world,
+                                                  const std::vector<Partition>& parts, int dev) {
   std::vector<std::pair<size_t, size_t>> groups;
   for (size_t p = 0; p < parts.size(); p++)
     for (size_t g = 0; g < parts[p].size(); g++)
@@ -235,10 +277,11 @@ std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions&
     }
   }
   if (!groups.empty()) {
-    auto dev = host.to(device);
-    world.broadcast(dev, 0);
-    host = dev.cpu();
+    auto d = host.to(device);
+    world.broadcast(d, 0);
+    host = d.cpu();
   }
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(dev));
   std::vector<std::unique_ptr<PipeGroup>> out(parts.size());
   for (size_t k = 0; k < groups.size(); k++) {
     const auto& ranks = parts[groups[k].first][groups[k].second];
@@ -246,11 +289,35 @@ std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions&
       if (ranks[i] != o.rank) continue;
       ncclUniqueId id;
       std::memcpy(&id, host.data_ptr<uint8_t>() + k * idb, sizeof id);
-      out[groups[k].first] = std::make_unique<NcclPipeGroup>(
-          id, int(i), int(ranks.size()), device.index() < 0 ? 0 : device.index());
+      const int size = int(ranks.size());
+      out[groups[k].first] =
+          std::make_unique<NcclPipeGroup>(nccl_init_rank(size, id, int(i), "nccl pipeline"), int(i), size, dev);
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<PipeGroup>> make_nccl_pipe_groups(const DistOptions& o,
+                                                              torch::Device device,
+                                                              Communicator& world,
+                                                              const std::vector<Partition>& parts) {
+  const int dev = device.index() < 0 ? 0 : device.index();
+  const std::string why = nccl_split_unavailable(world);
+#if CS_NCCL_SPLIT
+  if (why.empty()) {
+    auto out = split_groups(o, world, parts, dev);
+    int n = 0;
+    for (const auto& g : out) n += g != nullptr;
+    // One line a rank, at set-up: the GPU tests read it (TestGPUMultiTP).
+    if (n > 0) std::fprintf(stderr, "nccl pipeline: rank %d: %d groups split from the world communicator (ncclCommSplit)\n", o.rank, n);
+    return out;
+  }
+#endif
+  std::fprintf(stderr, "nccl pipeline: rank %d: groups from unique ids, not ncclCommSplit: %s\n", o.rank,
+               why.c_str());
+  return id_groups(o, device, world, parts, dev);
 }
 
 }  // namespace cs

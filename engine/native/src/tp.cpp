@@ -299,9 +299,18 @@ Seeds seeds(uint64_t seed, int tensor_rank) {
 torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
                                     PipeGroup* tensor) {
   torch::NoGradGuard ng;
-  torch::Tensor s = sharded.to(torch::kFloat64).reshape({1}).clone();
+  const torch::Tensor rep = replicated.to(torch::kFloat64);
+  // The replicated term rides along as rep * 0: +0 exactly when it is finite
+  // (the sum, and so the norm, bit for bit what it was), nan when this rank's
+  // replicated gradients overflowed (fp16). So a non-finite replicated
+  // gradient on any tensor rank makes every rank's total non-finite and every
+  // rank skips the step (clip_grads' found_inf), Megatron's all-reduce of
+  // found_inf over the model-parallel group without a second collective. The
+  // replicated gradients are equal on every tensor rank when the kernels are
+  // deterministic; this does not depend on it.
+  torch::Tensor s = (sharded.to(torch::kFloat64) + rep * 0.0).reshape({1}).contiguous();
   if (tensor) tensor->all_reduce_sum(s);
-  return s.reshape({}) + replicated.to(torch::kFloat64);
+  return s.reshape({}) + rep;
 }
 
 }  // namespace tp

@@ -50,7 +50,7 @@ struct Mesh {
 
 // This rank's tensor, data and pipeline groups (nullptr where a group has one
 // rank), built like the pipeline's (pipeline_group.h: Gloo process groups over
-// the trial's store; NCCL communicators from ids exchanged over the world).
+// the trial's store; NCCL communicators split from the world's).
 // Every rank of the trial calls it with the same mesh.
 struct MeshGroups {
   std::unique_ptr<PipeGroup> tensor, data, pipe;
@@ -148,8 +148,11 @@ Seeds seeds(uint64_t seed, int tensor_rank);
 // sharded, the sum of squares of the rank's tensor-sharded parameters' (or
 // pieces'), summed over the tensor group in one float64 all-reduce (none when
 // tensor is null); replicated, the replicated parameters' (equal on every
-// tensor rank), counted once. Used by the trainer's tp clip, the pipeline's clip under
-// tp and ZeRO under tp.
+// tensor rank), counted once. A non-finite replicated term on any tensor rank
+// makes the result non-finite on every one (it rides in the all-reduce as
+// replicated * 0), so fp16's found_inf (clip_grads) is the same on every rank
+// of the group. Used by the trainer's tp clip, the pipeline's clip under tp
+// and ZeRO under tp.
 torch::Tensor tensor_parallel_sumsq(const torch::Tensor& sharded, const torch::Tensor& replicated,
                                     PipeGroup* tensor);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "checksum.h"
@@ -151,6 +152,7 @@ Trainer::Trainer(const EngineConfig& cfg)
   build_data();
   phases_.begin("comm_init");
   connect();
+  arm_overflow_fault();
   phases_.end();
   mem_after_setup_ = memory_stats(device_).allocated;
 }
@@ -422,6 +424,30 @@ void Trainer::inject_fault_before_step() {
   if (f.kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the runner kills us
   if (f.kind == "stall") reducer_->stall_before(f.bucket, f.slow_ms);  // connect() checked reducer_
+}
+
+// fault.kind overflow (fp16 only, config.cpp): at fault.at_step, the
+// gradient of this rank's last trainable parameter (model order; under tp a
+// replicated one in GPT and BERT, a LayerNorm or row-parallel bias, which no
+// tensor collective carries) gets an inf in its first element as backward
+// computes it, before any reducer sees it: what a loss-scaled backward that
+// overflowed on one rank leaves. Every rank of every group must skip the step
+// (docs/tensor-parallel.md). The hook compares step_ on the host, so it needs
+// eager steps (config.cpp refuses graphs).
+void Trainer::arm_overflow_fault() {
+  const auto& f = cfg_.fault;
+  if (f.kind != "overflow" || f.rank != cfg_.dist.rank) return;
+  torch::Tensor last;
+  for (const auto& p : params_)
+    if (p.requires_grad()) last = p;
+  if (!last.defined()) throw std::logic_error("fault.kind overflow: no trainable parameter on this rank");
+  const int64_t at = f.at_step;
+  last.register_hook([this, at](const torch::Tensor& g) -> torch::Tensor {
+    if (step_ != at) return torch::Tensor();  // undefined: the gradient unchanged
+    auto h = g.clone(at::MemoryFormat::Contiguous);
+    h.view(-1)[0] = std::numeric_limits<float>::infinity();
+    return h;
+  });
 }
 
 void Trainer::zero_grads() {

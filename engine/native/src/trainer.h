@@ -86,6 +86,7 @@ class Trainer {
   void set_threads() const;
   std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time
   void inject_fault_before_step();
+  void arm_overflow_fault();  // fault.kind overflow: a gradient hook on this rank
   void zero_grads();
   // forward + backward for every micro-batch, reducer, clip, optimizer; leaves
   // [loss, grad_norm, found_inf, loss_scale] in metrics_. Marks the timeline when

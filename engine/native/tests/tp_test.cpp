@@ -367,7 +367,9 @@ int collectives(const tp::Context& c, int r) {
   auto of = [&](int k, std::vector<int64_t> sizes, torch::ScalarType dt) {
     return (randn(sizes, 40 + uint64_t(k)) * double(k + 1) + 10.0 * k).to(dt);
   };
-  for (auto dt : {torch::kFloat, torch::kDouble, torch::kBFloat16}) {
+  // fp16: the tensor collectives of an fp16 autocast forward carry half
+  // activations (Gloo sums them as gloo::float16).
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kBFloat16, torch::kHalf}) {
     const std::string name = c10::toString(dt);
     std::vector<torch::Tensor> all, full;
     for (int k = 0; k < n; k++) all.push_back(of(k, {3, 2, 5}, dt)), full.push_back(of(k, {2 * n, 3, 3 * n}, dt));
@@ -380,7 +382,8 @@ int collectives(const tp::Context& c, int r) {
     }
     auto sum = torch::zeros_like(full[0], torch::kDouble);
     for (const auto& t : full) sum += t.to(torch::kDouble);
-    const double tol = dt == torch::kBFloat16 ? 1e-2 : kTol;
+    // A sum of n rounded in the group's dtype: n unit roundoffs (bf16 2^-8, fp16 2^-11).
+    const double tol = dt == torch::kBFloat16 ? 1e-2 : dt == torch::kHalf ? 2e-3 : kTol;
     for (int64_t dim : {0, 2, -1}) {
       auto got = tp::reduce_scatter(full[size_t(r)], g, dim);
       if (!close(("reduce_scatter " + name + " dim " + std::to_string(dim)).c_str(), r, got.to(torch::kDouble),
@@ -505,6 +508,15 @@ int group_comm(const tp::Context& c, int r) {
   CS_CHECK(s.dim() == 0 && s.scalar_type() == torch::kFloat64);
   CS_CHECK(s.item<double>() == double(n * (n + 1) / 2) + 0.5);
   CS_CHECK(tp::tensor_parallel_sumsq(torch::full({}, 2.0, f64), torch::full({}, 0.5, f64), nullptr).item<double>() == 2.5);
+  // fp16's found_inf agreed over the group: the last rank's replicated
+  // gradients overflowed (inf, then nan), which no other rank sees; every
+  // rank's total must be non-finite, so every rank skips the step.
+  for (double bad : {double(INFINITY), double(NAN)}) {
+    auto rep = torch::full({}, r == n - 1 ? bad : 0.5, f64);
+    auto t = tp::tensor_parallel_sumsq(torch::full({}, double(r + 1), f64), rep, c.group);
+    CS_CHECK(!std::isfinite(t.item<double>()));
+    CS_CHECK(clip_grads({}, t, torch::full({}, 1.0 / 65536, torch::kFloat32), 1.0).found_inf.item<float>() == 1.0f);
+  }
   return 0;
 }
 
