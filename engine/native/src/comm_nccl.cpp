@@ -311,19 +311,45 @@ class NcclCommunicator : public Communicator {
     };
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // as the world's and every group's (nccl_util.h)
-    ncclComm_t child = nullptr;
+    // On a non-blocking communicator NCCL writes the new communicator into
+    // *slot from its init thread when the split completes ("*newcomm should
+    // be NCCL_COMM_NULL until comm split fully complete", NCCL's init.cc),
+    // possibly after ncclCommSplit and the parent's state have returned: the
+    // slot lives on the heap, is polled until it is set, and is left to leak
+    // when the split fails or times out (the thread may still write it).
+    // Measured on an H100 (NCCL 2.28.3): a world of one split with color 0
+    // returned with the slot still null.
+    auto* slot = new ncclComm_t(nullptr);
     ncclResult_t r = ncclSuccess;
     {
       std::lock_guard<std::mutex> lk(comm_mu_);
       throw_if_failed();
       if (aborted_) fail("the communicator was aborted");
-      r = ncclCommSplit(comm_, color, key, &child, &config);
+      r = ncclCommSplit(comm_, color, key, slot, &config);
     }
     // The parent's part (the exchange of colors and keys over its
-    // bootstrap), then the child's init.
+    // bootstrap), then, for a color, the child's pointer and its init.
     r = settle(r);
-    if (r == ncclSuccess && child != nullptr)
-      r = nccl_settle(ncclInProgress, [&](ncclResult_t* q) { return ncclCommGetAsyncError(child, q); });
+    ncclComm_t child = nullptr;
+    if (r == ncclSuccess && color != NCCL_SPLIT_NOCOLOR) {
+      r = nccl_settle(
+          ncclInProgress,
+          [&](ncclResult_t* q) {
+            child = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+            if (child == nullptr) {
+              *q = ncclInProgress;
+              return ncclSuccess;
+            }
+            return ncclCommGetAsyncError(child, q);
+          },
+          [&] { return aborted_.load(); });
+      if (r == ncclInProgress && child == nullptr) {
+        abort_now(who + ": no communicator after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
+                  " (a peer never joined?); communicator aborted");
+        throw_if_failed();
+      }
+    }
+    if (r == ncclSuccess) delete slot;
     if (r != ncclSuccess && child != nullptr) ncclCommAbort(child);
     if (r == ncclInProgress) {
       abort_now(who + ": not done after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +
