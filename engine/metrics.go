@@ -36,6 +36,11 @@ type StepMetrics struct {
 	Buckets           []BucketMetrics `json:"buckets,omitempty"`
 	Stages            []StageMetrics  `json:"stages,omitempty"`
 	OptimStateBytes   int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
+	// GatherWaitMS (ZeRO) is how long the rank waited for the parameters'
+	// all-gathers that this record's buckets list: with zero.overlap_gather
+	// the forward's waits for the previous step's (the first step lists
+	// none), without it the step's wait for its own. Also in ExposedCommMS.
+	GatherWaitMS float64 `json:"gather_wait_ms,omitempty"`
 
 	// TPCommMS is a tensor-parallel rank's time in its tensor group's
 	// collectives (the activations' all-reduces, all-gathers and
