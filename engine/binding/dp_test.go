@@ -34,6 +34,10 @@ const (
 	dpResult    = "DPRESULT "        // prefix of the child's answer line
 )
 
+// "1": the child also takes the parameter checksum after every step
+// (rankResult.Checksums; zero_overlap_test.go).
+const dpChecksumEachEnv = "CASESTUDY_DP_CHECKSUM_EACH"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(dpChildEnv) == "1" {
 		os.Exit(dpChild())
@@ -48,6 +52,8 @@ type rankResult struct {
 	Checksum engine.Checksum      `json:"checksum"`
 	Info     engine.Info          `json:"info"`
 	Log      string               `json:"-"` // the rank's stdout and stderr (parent side)
+
+	Checksums []engine.Checksum `json:"checksums,omitempty"` // after each step, with dpChecksumEachEnv
 }
 
 func dpChild() int {
@@ -91,6 +97,13 @@ func dpChild() int {
 		}
 		res.Losses = append(res.Losses, m.Loss)
 		res.Metrics = append(res.Metrics, m)
+		if os.Getenv(dpChecksumEachEnv) == "1" {
+			c, err := e.Checksum()
+			if err != nil {
+				return fail(fmt.Errorf("checksum after step %d: %w", i, err))
+			}
+			res.Checksums = append(res.Checksums, c)
+		}
 	}
 	if res.Checksum, err = e.Checksum(); err != nil {
 		return fail(err)
