@@ -152,8 +152,8 @@ func knobList() []*Knob {
 		{Name: "zero.overlap_gather", Type: Bool, Apply: Engine, Chapter: 22, Default: "true",
 			Constraint: "no effect with zero.stage 0",
 			Doc: "ZeRO's parameter all-gathers overlap the next forward: issued after the step, bucket by bucket " +
-				"in the order the forward reads them, each layer waiting only for its own buckets (DeepSpeed's " +
-				"overlap_comm for the parameters, Megatron's overlap_param_gather); false waits for them all in the " +
+				"in the order the forward reads them, each layer waiting only for its own buckets (Megatron-LM's " +
+				"--overlap-param-gather with its distributed optimizer); false waits for them all in the " +
 				"step (the exposed baseline). The records' gather_wait_ms is how long training waited for them."},
 		{Name: "pipeline.stages", Type: Int, Min: "1", Max: "64", Apply: Engine, Chapter: 12, Default: "1",
 			Constraint: "at most the trial's ranks, and divides them",
