@@ -164,3 +164,13 @@ func TestTPZeroGatherOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestStagedZeroGatherOverlap: the host-staged backend (staged_test.go) on
+// CPU ranks: its queued all-gathers, waited for layer by layer, as on the
+// GPU rehearsal (TestGPUStagedZero's gather overlap cases), GPT tiny ZeRO 2.
+func TestStagedZeroGatherOverlap(t *testing.T) {
+	lib := glooLibrary(t)
+	const steps, world = 3, 2
+	run := glooRun(t, lib, world, steps, rankOpts{staged: true})
+	overlapAgainstExposed(t, run, withZero(zeroCases(t, lib)[0], 2), true)
+}
