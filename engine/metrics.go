@@ -191,6 +191,12 @@ type ZeroInfo struct {
 	// Zero and "" in records from before they were recorded.
 	Ranks int    `json:"ranks,omitempty"`
 	Group string `json:"group,omitempty"`
+	// OverlapGather: the all-gathers overlap the next forward
+	// (zero.overlap_gather); WaitPoints: the layers the forward waits before
+	// (each the first to read a bucket). false and 0 without overlap, and in
+	// records from before they were recorded.
+	OverlapGather bool `json:"overlap_gather,omitempty"`
+	WaitPoints    int  `json:"wait_points,omitempty"`
 }
 
 // BuildInfo is what cs_build_info returns.

@@ -53,6 +53,15 @@ func gatherRecords(t *testing.T, rs []rankResult, overlap bool) {
 	for r, res := range rs {
 		z := res.Info.Zero
 		require.NotNil(t, z, "rank %d: no zero object in cs_info", r)
+		assert.Equal(t, overlap, z.OverlapGather, "rank %d: cs_info's zero.overlap_gather", r)
+		if overlap {
+			// The cases' buckets are a tenth and a quarter of the model: the
+			// forward waits before several layers, not once before the first.
+			assert.Greater(t, z.WaitPoints, 1, "rank %d: wait points", r)
+			assert.LessOrEqual(t, z.WaitPoints, z.Buckets, "rank %d: at most one wait point a bucket", r)
+		} else {
+			assert.Zero(t, z.WaitPoints, "rank %d", r)
+		}
 		for i, m := range res.Metrics {
 			gathers, gatherMS := 0, 0.0
 			for _, b := range m.Buckets {

@@ -737,6 +737,8 @@ nlohmann::json ZeroOptimizer::info() const {
           {"owned_numel", owned},
           {"ranks", L.world},
           {"group", tp_ ? "data" : "world"},
+          {"overlap_gather", overlapping()},
+          {"wait_points", wait_points_.size()},
           {"state_bytes", optim_->state_bytes()}};
 }
 
