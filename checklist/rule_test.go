@@ -36,7 +36,7 @@ func TestDocsUpToDate(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	required := []string{"precision", "fp16-overflow", "cuda-graphs",
 		"profile-launch-bound", "profile-normalisation", "profile-elementwise", "profile-exposed-comm", "bucket-size", "exposed-comm", "overlap-disabled",
-		"nccl-forced", "nccl-forced-ignored", "busbw-vs-link", "topology", "nccl-transport-fallback", "pipeline-bubble", "pipeline-schedule-memory", "zero-memory-not-time", "tp-memory-not-time", "tp-across-nodes", "tp-sequence-parallel-small-degree", "mps",
+		"nccl-forced", "nccl-forced-ignored", "busbw-vs-link", "topology", "nccl-transport-fallback", "pipeline-bubble", "pipeline-schedule-memory", "zero-memory-not-time", "zero-gather-overlap-off", "tp-memory-not-time", "tp-across-nodes", "tp-sequence-parallel-small-degree", "mps",
 		"memory-headroom", "straggler", "measurement-hygiene", "no-effect-knob", "failed-trials", "untrusted-launches"}
 	var got []string
 	id := regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)

@@ -3,6 +3,7 @@ package checklist
 import (
 	"fmt"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -12,7 +13,8 @@ var zeroRules = []*Rule{
 	{
 		ID: "zero-memory-not-time", Title: "ZeRO where memory is not the limit", Chapter: 22, Severity: Warning,
 		Rationale: "ZeRO divides the optimizer states (zero.stage 1) and the gradients (2) by the data-parallel " +
-			"ranks, for an all-gather of the parameters every step (the engine does not overlap it yet). It pays " +
+			"ranks, for an all-gather of the parameters every step (overlapped with the next forward as far as it can " +
+			"be: zero.overlap_gather). It pays " +
 			"where DDP runs out of memory or near it, or where the memory it frees buys a larger micro-batch; " +
 			"where DDP fits with room, it is communication for nothing. Each ZeRO trial is judged against its " +
 			"twin with zero.stage 0 (every other knob equal).",
@@ -23,6 +25,58 @@ var zeroRules = []*Rule{
 		},
 		check: checkZeroMemory,
 	},
+	{
+		ID: "zero-gather-overlap-off", Title: "ZeRO's parameter all-gather not overlapped", Chapter: 22, Severity: Warning,
+		Rationale: "With zero.overlap_gather (the default) each bucket's all-gather of the updated parameters runs " +
+			"while the next forward computes the layers before the first that reads it; false waits for every " +
+			"bucket in the step, so all of it is exposed (the records' gather_wait_ms). Turn it off only when measured faster.",
+		Needs: []string{"knob zero.overlap_gather", "knob zero.stage", "samples_per_s", "exposed_comm_ms"},
+		check: checkZeroGatherOverlap,
+	},
+}
+
+func checkZeroGatherOverlap(c *evalContext) verdict {
+	var zs []*trial
+	for _, t := range c.run.ok {
+		if z := t.knob("zero.stage"); z != "" && z != "0" {
+			zs = append(zs, t)
+		}
+	}
+	if len(zs) == 0 {
+		return na("no completed ZeRO trial (zero.stage 1 or 2)")
+	}
+	best := c.run.pickBest(zs)
+	base := c.run.baseline("zero.overlap_gather")
+	if base != "false" && (best == nil || best.knob("zero.overlap_gather") != "false") {
+		return pass("zero.overlap_gather is on in the baseline and the best ZeRO trial")
+	}
+	b := fastest(c.run.against("zero.overlap_gather", "false"))
+	if b == nil {
+		t := best
+		if t == nil {
+			t = zs[0]
+		}
+		return verdict{
+			Status: Finding,
+			Message: fmt.Sprintf("zero.overlap_gather is false (baseline %q, best ZeRO trial %s): every step waits for the parameters' all-gather, exposing %s of a %s step",
+				base, t.ID, ms(t.ExposedMS), ms(t.StepMS)),
+			Trials:         ids(t),
+			Recommendation: "use zero.overlap_gather: true (or sweep zero.overlap_gather: [true, false] to measure it)",
+		}
+	}
+	switch measured(*b) {
+	case stats.Better:
+		return verdict{
+			Status:         Finding,
+			Message:        fmt.Sprintf("the overlapped all-gather was %s faster (trials %s, %s), yet the baseline or best ZeRO trial runs with zero.overlap_gather: false", x(b.Speedup), b.Alt.ID, b.Base.ID),
+			Evidence:       []string{verdictNote(*b)},
+			Trials:         ids(b.Alt, b.Base),
+			Recommendation: "use zero.overlap_gather: true",
+		}
+	case stats.Worse:
+		return pass("the exposed all-gather was measured faster (%s, trials %s, %s): keeping zero.overlap_gather off is justified", x(1/b.Speedup), b.Base.ID, b.Alt.ID)
+	}
+	return pass("overlapped against exposed all-gather: %s", verdictNote(*b))
 }
 
 func checkZeroMemory(c *evalContext) verdict {

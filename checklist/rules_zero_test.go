@@ -32,3 +32,24 @@ func TestZeroMemoryNotTime(t *testing.T) {
 		{name: "no ZeRO", status: NotApplicable, run: mkRun([]spec{ddp("d", 30<<30, 100)}, gpu)},
 	})
 }
+
+func TestZeroGatherOverlapOff(t *testing.T) {
+	on, off := set("zero.stage", "1", "zero.overlap_gather", "true"), set("zero.stage", "1", "zero.overlap_gather", "false")
+	runCases(t, "zero-gather-overlap-off", []ruleCase{
+		{name: "baseline off, no pair", status: Finding,
+			run: mkRun([]spec{{id: "a", set: off, ranks: 2, thr: 90, stepMS: 100, step: dpSteps(4, 25*mib, 40, 30, 30)}},
+				withBaseline("zero.overlap_gather", "false")),
+			contains: []string{"exposing 30 ms of a 100 ms step", "use zero.overlap_gather: true"}},
+		{name: "best off while on was faster", status: Finding,
+			run: mkRun([]spec{{id: "on", set: on, ranks: 2, thr: 130, stepMS: 77}, {id: "off", set: off, ranks: 2, thr: 100, stepMS: 100}},
+				withBaseline("zero.overlap_gather", "false")),
+			contains: []string{"overlapped all-gather was 1.30× faster"}, trials: []string{"on", "off"}},
+		{name: "off measured faster", status: Pass,
+			run: mkRun([]spec{{id: "on", set: on, ranks: 2, thr: 90, stepMS: 110}, {id: "off", set: off, ranks: 2, thr: 100, stepMS: 100}},
+				withBaseline("zero.overlap_gather", "false")),
+			contains: []string{"exposed all-gather was measured faster"}},
+		{name: "on everywhere", status: Pass,
+			run: mkRun([]spec{{id: "on", set: on, ranks: 2, thr: 130, stepMS: 77}, {id: "off", set: off, ranks: 2, thr: 100, stepMS: 100}})},
+		{name: "no ZeRO", status: NotApplicable, run: mkRun([]spec{{id: "a", ranks: 2, thr: 90, stepMS: 100}})},
+	})
+}

@@ -81,6 +81,10 @@ type PipelineConfig struct {
 // the data-parallel ranks (engine/native/src/zero.h; docs/zero.md).
 type ZeroConfig struct {
 	Stage int `json:"stage"` // 0: none (DDP) | 1 | 2
+	// OverlapGather: the step's parameter all-gathers overlap the next
+	// forward, each layer waiting for its buckets (nil: the engine's default,
+	// true); false waits for them in the step (the exposed baseline).
+	OverlapGather *bool `json:"overlap_gather,omitempty"`
 }
 
 // TPConfig splits GPT's and BERT's layers across a tensor-parallel group (ResNet is refused)

@@ -36,6 +36,11 @@ type StepMetrics struct {
 	Buckets           []BucketMetrics `json:"buckets,omitempty"`
 	Stages            []StageMetrics  `json:"stages,omitempty"`
 	OptimStateBytes   int64           `json:"optimizer_state_bytes,omitempty"` // this rank's optimizer states (ZeRO: its shard's)
+	// GatherWaitMS (ZeRO) is how long the rank waited for the parameters'
+	// all-gathers that this record's buckets list: with zero.overlap_gather
+	// the forward's waits for the previous step's (the first step lists
+	// none), without it the step's wait for its own. Also in ExposedCommMS.
+	GatherWaitMS float64 `json:"gather_wait_ms,omitempty"`
 
 	// TPCommMS is a tensor-parallel rank's time in its tensor group's
 	// collectives (the activations' all-reduces, all-gathers and
@@ -186,6 +191,12 @@ type ZeroInfo struct {
 	// Zero and "" in records from before they were recorded.
 	Ranks int    `json:"ranks,omitempty"`
 	Group string `json:"group,omitempty"`
+	// OverlapGather: the all-gathers overlap the next forward
+	// (zero.overlap_gather); WaitPoints: the layers the forward waits before
+	// (each the first to read a bucket). false and 0 without overlap, and in
+	// records from before they were recorded.
+	OverlapGather bool `json:"overlap_gather,omitempty"`
+	WaitPoints    int  `json:"wait_points,omitempty"`
 }
 
 // BuildInfo is what cs_build_info returns.

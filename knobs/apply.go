@@ -86,6 +86,11 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 	cfg.Pipeline.BalanceBy = BalanceBy(r.str("pipeline.balance"))
 
 	cfg.Zero.Stage = r.integer("zero.stage")
+	cfg.Zero.OverlapGather = nil // the engine's default, true
+	if !r.boolean("zero.overlap_gather") {
+		off := false
+		cfg.Zero.OverlapGather = &off
+	}
 
 	cfg.TP = nil // tensor parallelism only when the degree splits something
 	if d := r.integer("tp.degree"); d > 1 {

@@ -23,7 +23,7 @@ func TestRegistryEntriesAreComplete(t *testing.T) {
 		"ddp.overlap", "ddp.compression", "ddp.topk_ratio", "pipeline.stages", "pipeline.microbatches",
 		"pipeline.schedule", "pipeline.balance", "grad_accum", "mps", "mps.active_thread_pct", "procs_per_gpu",
 		"micro_batch", "seq_len", "image_size", "channels_last", "activation_checkpointing",
-		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms", "zero.stage"}
+		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms", "zero.stage", "zero.overlap_gather"}
 	for _, name := range required {
 		_, ok := Lookup(name)
 		assert.True(t, ok, name)
@@ -180,6 +180,13 @@ func TestEngineConfig(t *testing.T) {
 	assert.Equal(t, 0.2, cfg.DDP.TopKRatio)
 	assert.Equal(t, "fp32", cfg.Precision)
 	assert.Equal(t, "", cfg.Fault.Kind)
+	assert.Nil(t, cfg.Zero.OverlapGather, "zero.overlap_gather's default is the engine's (true): not sent")
+
+	cfg = engine.Config{}
+	require.NoError(t, EngineConfig(map[string]string{"zero.stage": "1", "zero.overlap_gather": "false"}, &cfg))
+	assert.Equal(t, 1, cfg.Zero.Stage)
+	require.NotNil(t, cfg.Zero.OverlapGather)
+	assert.False(t, *cfg.Zero.OverlapGather)
 
 	assert.Nil(t, cfg.FP8, "fp8 recipe only with precision fp8")
 
@@ -234,6 +241,8 @@ func TestCheck(t *testing.T) {
 		{"zero pipeline", map[string]string{"zero.stage": "1", "pipeline.stages": "2"}, nil, gpu8, "not under a pipeline"},
 		{"zero 2 compression", map[string]string{"zero.stage": "2", "ddp.compression": "fp16"}, nil, gpu8, "use zero.stage 1"},
 		{"zero 1 compression", map[string]string{"zero.stage": "1", "ddp.compression": "fp16"}, nil, gpu8, ""},
+		{"zero gather overlap off", map[string]string{"zero.stage": "1", "zero.overlap_gather": "false"}, all("zero.overlap_gather"), gpu8, ""},
+		{"zero gather overlap without zero", map[string]string{"zero.overlap_gather": "false"}, all("zero.overlap_gather"), gpu8, "no effect with zero.stage 0"},
 		{"graphs data parallel", map[string]string{"graphs": "true"}, nil, gpu8, "single rank only"},
 		{"graphs pipeline", map[string]string{"graphs": "true", "pipeline.stages": "2"}, nil, Setting{Device: "cuda", Ranks: 2}, "single rank only"},
 		{"graphs replicas", map[string]string{"graphs": "true"}, nil, Setting{Device: "cuda", Ranks: 2, World: 1}, ""},

@@ -149,6 +149,12 @@ func knobList() []*Knob {
 				"all-gather of the parameters); 2 also keeps only the shard's gradients (a reduce-scatter per " +
 				"bucket in backward). Trades an all-gather per step for optimizer memory divided by the ranks. " +
 				"With tp.degree > 1 each tensor rank's share is sharded over its data group (ranks / tp.degree)."},
+		{Name: "zero.overlap_gather", Type: Bool, Apply: Engine, Chapter: 22, Default: "true",
+			Constraint: "no effect with zero.stage 0",
+			Doc: "ZeRO's parameter all-gathers overlap the next forward: issued after the step, bucket by bucket " +
+				"in the order the forward reads them, each layer waiting only for its own buckets (Megatron-LM's " +
+				"--overlap-param-gather with its distributed optimizer); false waits for them all in the " +
+				"step (the exposed baseline). The records' gather_wait_ms is how long training waited for them."},
 		{Name: "pipeline.stages", Type: Int, Min: "1", Max: "64", Apply: Engine, Chapter: 12, Default: "1",
 			Constraint: "at most the trial's ranks, and divides them",
 			Doc: "Pipeline-parallel stages: the model's layers are cut into this many consecutive parts, one per " +

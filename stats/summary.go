@@ -152,6 +152,7 @@ func SummarizeTrial(reps []store.RepeatRecord, opt SummaryOptions) *store.TrialS
 		CommMS:        field(func(s engine.StepMetrics) float64 { return s.CommMS }),
 		BubbleMS:      field(func(s engine.StepMetrics) float64 { return s.BubbleMS }),
 		TPCommMS:      field(func(s engine.StepMetrics) float64 { return s.TPCommMS }),
+		GatherWaitMS:  field(func(s engine.StepMetrics) float64 { return s.GatherWaitMS }),
 	}
 	sum.Noisy = sum.StepCV > th || sum.RepeatCV > th
 	sum.OptimStateBytes = optState

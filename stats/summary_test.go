@@ -104,4 +104,18 @@ func TestSummarizeTrialTPComm(t *testing.T) {
 		Ranks: []store.RankRecord{{Steps: steps(10, 11)}}}}, SummaryOptions{})
 	require.NotNil(t, plain)
 	assert.Zero(t, plain.TPCommMS)
+	assert.Zero(t, plain.GatherWaitMS)
+}
+
+// TestSummarizeTrialGatherWait: a ZeRO trial's summary carries the median
+// step's wait for the parameters' all-gathers (gather_wait_ms).
+func TestSummarizeTrialGatherWait(t *testing.T) {
+	ss := steps(10, 11, 12)
+	for i, w := range []float64{0.5, 4, 2} {
+		ss[i].GatherWaitMS, ss[i].ExposedCommMS = w, w+1
+	}
+	s := SummarizeTrial([]store.RepeatRecord{{Outcome: store.OK, SamplesPerS: 100, Ranks: []store.RankRecord{{Steps: ss}}}}, SummaryOptions{})
+	require.NotNil(t, s)
+	assert.Equal(t, 2.0, s.GatherWaitMS)
+	assert.Equal(t, 3.0, s.ExposedCommMS)
 }

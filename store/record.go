@@ -174,6 +174,9 @@ type TrialSummary struct {
 	// TPCommMS: of ExposedCommMS, the tensor group's collectives (median
 	// step); 0 without tensor parallelism.
 	TPCommMS float64 `json:"tp_comm_ms,omitempty"`
+	// GatherWaitMS: of ExposedCommMS, ZeRO's wait for the parameters'
+	// all-gathers (median step; engine.StepMetrics.GatherWaitMS); 0 without ZeRO.
+	GatherWaitMS float64 `json:"gather_wait_ms,omitempty"`
 
 	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).
 	OptimStateBytes int64 `json:"optimizer_state_bytes,omitempty"`

@@ -255,6 +255,7 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
 
   Fields z(f.object("zero"), "zero.");
   c.zero.stage = int(z.integer("stage", 0));
+  c.zero.overlap_gather = z.boolean("overlap_gather", true);
 
   Fields tp(f.object("tp"), "tp.");
   c.tp.degree = int(tp.integer("degree", 1));

@@ -91,6 +91,9 @@ nlohmann::json bench_allreduce(const char* config_json);
 // ZeRO optimizer-state sharding (engine config "zero"; zero.h).
 struct ZeroOptions {
   int stage = 0;  // 0: none (DDP); 1: optimizer states; 2: and gradients
+  // The step's all-gathers overlap the next forward (each layer waits for its
+  // buckets); false: they are waited for in the step, exposed.
+  bool overlap_gather = true;
 };
 
 // DDP reducer options (engine config "ddp").

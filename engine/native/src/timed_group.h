@@ -56,6 +56,9 @@ class TimedGroup : public PipeGroup {
   void all_gather(const torch::Tensor& in, torch::Tensor out) override;
   void reduce_scatter_sum(const torch::Tensor& in, torch::Tensor out) override;
   void close() override { inner_->close(); }
+  // The wrapped group, untimed (ZeRO's overlapped all-gathers run on it from
+  // another thread: zero.h).
+  PipeGroup& inner() { return *inner_; }
 
  private:
   static constexpr int kChunk = 64;  // marks per timeline (even: a pair never straddles two)

@@ -310,6 +310,12 @@ void Trainer::connect() {
     zero_ = std::make_unique<ZeroOptimizer>(params_, decays, comm, cfg_.zero, ddp,
                                             default_optim(family_->optimizer, lr), ztp);
     reducer_ = zero_->make_reducer();
+    if (!cfg_.zero.overlap_gather) return;
+    // The all-gathers overlap the next forward, in the order its layers read them.
+    std::vector<std::vector<torch::Tensor>> layers;
+    for (int64_t l = 0; l < model_->num_layers(); l++) layers.push_back(model_->layer_parameters(l));
+    layers.push_back(model_->loss_parameters());
+    zero_->set_forward_order(layers);
   };
   if (tp_) {  // build_mesh connected; every rank built its shards from the seed
     if (pipe_) {  // the stage's neighbours and replicas are the mesh's pipeline and data groups
@@ -319,7 +325,10 @@ void Trainer::connect() {
     if (cfg_.zero.stage == 0) return;
     // ZeRO over the data group (check_tp refused a group of one), its buckets
     // reduced after the backward: the group's collectives are synchronous.
-    tp_->data_comm = group_communicator(*tp_->groups.data, device_, comm_->backend(), comm_->version());
+    // With overlap the all-gathers run on the untimed group, on a thread (zero.h).
+    PipeGroup* async = nullptr;
+    if (cfg_.zero.overlap_gather) async = tp_->data_timer ? &tp_->data_timer->inner() : tp_->groups.data.get();
+    tp_->data_comm = group_communicator(*tp_->groups.data, device_, comm_->backend(), comm_->version(), async);
     ZeroTensorParallel ztp;
     ztp.tensor = tp_->ctx.group;
     for (const auto& p : params_) ztp.sharded.push_back(tp_->model->tensor_sharded(p));
@@ -363,10 +372,12 @@ void Trainer::close() {
   // After a communication failure the device may never finish what is queued
   // (a collective whose peer is gone): abort every communicator of the rank
   // (world, pipeline, stage) and do not wait for the device.
-  if (commwatch::has_failed())
+  if (commwatch::has_failed()) {
     commwatch::abort_all();
-  else
+  } else {
+    if (zero_) zero_->drain();  // the last step's all-gathers (zero.overlap_gather)
     synchronize(device_);
+  }
   if (pipe_) pipe_->close();
   if (tp_)
     for (auto* g : {tp_->groups.tensor.get(), tp_->groups.data.get(), tp_->groups.pipe.get()})
@@ -475,7 +486,9 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     torch::Tensor loss;
     {
       AutocastScope autocast(device_, cfg_.precision);
-      loss = model_->forward_loss(batches[size_t(i)]);
+      // zero.overlap_gather: each layer range waits for its buckets' all-gathers.
+      loss = zero_ && zero_->overlapping() ? forward_loss_waiting(*model_, *zero_, batches[size_t(i)])
+                                           : model_->forward_loss(batches[size_t(i)]);
     }
     mark(int(1 + 2 * i));
     loss_sum.add_(loss.detach());
@@ -807,15 +820,16 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     }
     m["buckets"] = buckets;
   }
-  if (zero_) zero_->add_metrics(m, /*totals=*/!tp_);  // tp: the data group's timer counted them
   m["optimizer_state_bytes"] = zero_ ? zero_->state_bytes() : optim_->state_bytes();
   if (pipe_) pipe_->add_metrics(m);
   if (tp_) add_tp_comm(m);  // the tensor (and data) group's, after the pipeline's
+  if (zero_) zero_->add_metrics(m, /*totals=*/!tp_);  // after tp's totals: zero.h says what each holds
   return m;
 }
 
 json Trainer::checksum() {
   Guards guards(*this);
+  if (zero_) zero_->drain();  // the parameters' all-gathers may still be in flight
   std::vector<torch::Tensor> owned;
   for (const auto& p : params_)
     if (!pipe_ || pipe_->owns(p)) owned.push_back(p);  // a tied copy: counted on its owner stage

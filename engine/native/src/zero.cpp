@@ -6,9 +6,16 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <mutex>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <mutex>
+#include <unordered_map>
+
+#include "comm_watch.h"
 #include "compat.h"
+#include "host_queue.h"
 #include "model.h"
 #include "pipeline_group.h"
 #include "tp.h"
@@ -65,10 +72,36 @@ class GroupWork : public CommWork {
   bool finished_ = false;
 };
 
+// An all-gather queued on the group communicator's thread: wait() returns
+// when the group's call has returned, the bytes in place (the group's
+// collectives block until done, on the device too).
+class QueuedGroupWork : public CommWork {
+ public:
+  explicit QueuedGroupWork(std::shared_ptr<HostWork> w) : w_(std::move(w)) {}
+  void wait() override { w_->wait(); }
+  double elapsed_ms() override { return w_->elapsed_ms(); }  // host clock, from its start on the thread
+
+ private:
+  std::shared_ptr<HostWork> w_;
+};
+
+// The thread's slack past the collective deadline: the group's own timeout fires first.
+constexpr int kQueueSlackMS = 20000;
+
 class GroupCommunicator : public Communicator {
  public:
-  GroupCommunicator(PipeGroup& g, torch::Device device, std::string backend, std::string version)
-      : g_(g), device_(device), backend_(std::move(backend)), version_(std::move(version)) {}
+  GroupCommunicator(PipeGroup& g, torch::Device device, std::string backend, std::string version,
+                    PipeGroup* async)
+      : g_(g), device_(device), backend_(std::move(backend)), version_(std::move(version)), async_(async) {
+    if (!async_) return;
+    queue_ = std::make_unique<HostQueue>("zero data group", commwatch::deadline_ms() + kQueueSlackMS);
+    if (device_.is_cuda()) {
+      c10::impl::VirtualGuardImpl impl(device_.type());
+      if (!device_.has_index()) device_ = impl.getDevice();
+      side_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/true);
+    }
+  }
+  ~GroupCommunicator() override { queue_.reset(); }  // its thread first: it uses async_
   int rank() const override { return g_.rank(); }
   int world_size() const override { return g_.size(); }
   std::string backend() const override { return backend_; }
@@ -77,7 +110,26 @@ class GroupCommunicator : public Communicator {
     return timed([&] { g_.all_reduce_sum(t); });
   }
   std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) override {
-    return timed([&] { g_.all_gather(in, out); });
+    if (!async_) return timed([&] { g_.all_gather(in, out); });
+    // On a GPU the gather runs on the side stream after what the caller's
+    // stream has queued (in's copy): a ready event. The closure keeps in and
+    // out alive until the gather is done.
+    std::shared_ptr<c10::Event> ready;
+    if (side_) {
+      c10::impl::VirtualGuardImpl impl(device_.type());
+      ready = std::make_shared<c10::Event>(device_.type());
+      ready->record(impl.getStream(device_));
+    }
+    PipeGroup* g = async_;
+    c10::optional<c10::Stream> side = side_;
+    return std::make_shared<QueuedGroupWork>(queue_->submit([g, in, out, ready, side] {
+      c10::OptionalStreamGuard sg;
+      if (side) {
+        sg.reset_stream(*side);
+        ready->block(*side);
+      }
+      g->all_gather(in, out);
+    }));
   }
   std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
     return timed([&] { g_.reduce_scatter_sum(in, out); });
@@ -108,13 +160,17 @@ class GroupCommunicator : public Communicator {
   PipeGroup& g_;
   torch::Device device_;
   std::string backend_, version_;
+  PipeGroup* async_;                   // the untimed group of the queued all-gathers
+  std::unique_ptr<HostQueue> queue_;   // their thread, in issue order
+  c10::optional<c10::Stream> side_;    // GPU: their stream
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
-                                                 std::string backend, std::string version) {
-  return std::make_unique<GroupCommunicator>(g, device, std::move(backend), std::move(version));
+                                                 std::string backend, std::string version,
+                                                 PipeGroup* async) {
+  return std::make_unique<GroupCommunicator>(g, device, std::move(backend), std::move(version), async);
 }
 
 void check_zero(const EngineConfig& cfg) {
@@ -421,9 +477,109 @@ ZeroOptimizer::ZeroOptimizer(const std::vector<torch::Tensor>& params, const std
                            " holds no parameters (a model this small has too few elements per bucket)");
   optim_ = std::make_unique<Optimizer>(with_decay, without, o);
   clock_ = make_timeline(L.flat.device(), 2);
+  // Without set_forward_order: the last bucket (the first layers') first.
+  for (size_t b = L.buckets.size(); b-- > 0;) order_.push_back(b);
+  round_.reset(L.buckets.size());
+  last_.reset(L.buckets.size());
 }
 
-ZeroOptimizer::~ZeroOptimizer() = default;
+// After a communication failure the outstanding gathers may never end: they
+// are left to the communicator's teardown.
+ZeroOptimizer::~ZeroOptimizer() {
+  if (commwatch::has_failed()) return;
+  try {
+    drain();
+  } catch (...) {
+  }
+}
+
+void ZeroOptimizer::Round::reset(size_t buckets) {
+  works.assign(buckets, nullptr);
+  bytes.assign(buckets, 0);
+  sends.assign(buckets, torch::Tensor());
+  waited.assign(buckets, true);
+  pairs.clear();
+  sync = false;
+}
+
+void ZeroOptimizer::set_forward_order(const std::vector<std::vector<torch::Tensor>>& layers) {
+  const ZeroLayout& L = *layout_;
+  if (layers.empty()) throw std::logic_error("zero: set_forward_order needs the loss's entry");
+  if (!z_.overlap_gather) return;
+  std::unordered_map<const void*, size_t> index;  // set_data kept each parameter's TensorImpl
+  for (size_t i = 0; i < L.params.size(); i++) index[L.params[i].unsafeGetTensorImpl()] = i;
+  std::vector<bool> seen(L.buckets.size(), false);
+  order_.clear();
+  wait_points_.clear();
+  first_.assign(layers.size(), {});
+  const size_t loss = layers.size() - 1;
+  for (size_t l = 0; l < layers.size(); l++) {
+    for (const auto& p : layers[l]) {
+      auto it = index.find(p.unsafeGetTensorImpl());
+      if (it == index.end()) continue;  // frozen: not in the flat buffer
+      const size_t b = L.bucket_of[it->second];
+      if (seen[b]) continue;
+      seen[b] = true;
+      first_[l].push_back(b);
+      order_.push_back(b);
+    }
+    if (l < loss && (l == 0 || !first_[l].empty())) wait_points_.push_back(int64_t(l));
+  }
+  for (size_t b = L.buckets.size(); b-- > 0;)  // read by no layer: before the loss
+    if (!seen[b]) {
+      first_[loss].push_back(b);
+      order_.push_back(b);
+    }
+  for (Round* r : {&round_, &last_}) r->clock = make_timeline(L.flat.device(), int(2 * layers.size()));
+}
+
+void ZeroOptimizer::wait_bucket(Round& r, size_t b) {
+  if (r.waited[b]) return;
+  r.works[b]->wait();  // CPU: the host waits; GPU: the compute stream waits on its event
+  r.waited[b] = true;
+  r.sends[b] = torch::Tensor();  // later work on the compute stream is ordered after the gather
+}
+
+void ZeroOptimizer::wait_layer(int64_t l) {
+  if (l < 0 || size_t(l) >= first_.size()) throw std::out_of_range("zero: wait_layer " + std::to_string(l));
+  Round& r = round_;
+  bool pending = false;
+  for (size_t b : first_[size_t(l)]) pending = pending || !r.waited[b];
+  if (!pending) return;
+  const int k = int(l);
+  r.clock->mark(2 * k);
+  for (size_t b : first_[size_t(l)]) wait_bucket(r, b);
+  r.clock->mark(2 * k + 1);
+  r.pairs.push_back(k);
+}
+
+void ZeroOptimizer::drain() {
+  for (size_t b : order_) wait_bucket(round_, b);
+}
+
+void ZeroOptimizer::issue_gathers(Round& r) {
+  const ZeroLayout& L = *layout_;
+  for (size_t b : order_) {
+    const auto& bk = L.buckets[b];
+    r.sends[b] = L.flat.narrow(0, L.block_begin(bk), bk.block).clone();
+    torch::Tensor out = L.flat.narrow(0, bk.offset, bk.padded);
+    r.works[b] = comm_.all_gather(r.sends[b], out);
+    r.bytes[b] = comm_.wire_bytes(out);
+    r.waited[b] = false;
+  }
+}
+
+torch::Tensor forward_loss_waiting(Model& model, ZeroOptimizer& zero, const Batch& b) {
+  const auto& at = zero.wait_points();
+  const int64_t n = model.num_layers();
+  torch::Tensor x;
+  for (size_t k = 0; k < at.size(); k++) {
+    zero.wait_layer(at[k]);
+    x = model.forward_layers(at[k], k + 1 < at.size() ? at[k + 1] : n, x, b);
+  }
+  zero.wait_layer(n);
+  return model.loss(x, b);
+}
 
 std::unique_ptr<GradReducer> ZeroOptimizer::make_reducer() {
   if (z_.stage == 1) return cs::make_reducer(layout_->params, comm_, ddp_);
@@ -455,6 +611,7 @@ std::vector<torch::Tensor> ZeroOptimizer::piece_grads() {
 
 ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, bool can_skip) {
   torch::NoGradGuard ng;
+  drain();  // the forward waited for every bucket already, unless it did not run layer by layer
   const ZeroLayout& L = *layout_;
   const auto device = L.flat.device();
   std::vector<torch::Tensor> grads = piece_grads();
@@ -492,21 +649,25 @@ ClipResult ZeroOptimizer::step(const torch::Tensor& inv_scale, double max_norm, 
   ClipResult clip = clip_grads(grads, sumsq, inv_scale, max_norm, /*apply=*/!fold);
   optim_->step(can_skip ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
 
-  // Every rank's updated blocks back into every rank's flat buffer.
-  clock_->mark(0);
-  gathers_.clear();
-  gather_bytes_.clear();
-  std::vector<torch::Tensor> sends;
-  for (const auto& b : L.buckets) {
-    sends.push_back(L.flat.narrow(0, L.block_begin(b), b.block).clone());
-    torch::Tensor out = L.flat.narrow(0, b.offset, b.padded);
-    gathers_.push_back(comm_.all_gather(sends.back(), out));
-    gather_bytes_.push_back(comm_.wire_bytes(out));
+  // Every rank's updated blocks back into every rank's flat buffer: with
+  // overlap issued only (the next forward waits bucket by bucket; last_ is
+  // then the round this step's forward waited for), else waited for here.
+  if (overlapping()) {
+    std::swap(last_, round_);
+    round_.reset(L.buckets.size());
+    issue_gathers(round_);
+  } else {
+    round_.reset(L.buckets.size());
+    clock_->mark(0);
+    issue_gathers(round_);
+    drain();
+    clock_->mark(1);
+    round_.sync = true;
+    std::swap(last_, round_);
   }
-  for (auto& w : gathers_) w->wait();
-  clock_->mark(1);
   // Written behind autograd's back: what reads versions (LinearCasts' cached
-  // casts) must see new values.
+  // casts) must see new values. With overlap before the bytes land: nothing
+  // reads a parameter before its layer's wait.
   for (const auto& p : L.params) torch::autograd::impl::bump_version(p);
   return clip;
 }
@@ -528,18 +689,41 @@ void ZeroOptimizer::add_metrics(nlohmann::json& m, bool totals) const {
                        {"busbw_gbs", busbw_gbs(b, world)}});
   };
   if (norm_work_) add({tp_ ? 16 : 8, norm_work_->elapsed_ms(), "all_reduce"});
-  for (size_t i = 0; i < gathers_.size(); i++) add({gather_bytes_[i], gathers_[i]->elapsed_ms(), "all_gather"});
-  double exposed = 0;
-  if (!gathers_.empty()) {
+  const Round& r = last_;
+  double gather_ms = 0, wait = 0;
+  int64_t gather_bytes = 0;
+  int gathers = 0;
+  for (size_t b : order_) {
+    if (!r.works[b]) continue;
+    const BucketStat s{r.bytes[b], r.works[b]->elapsed_ms(), "all_gather"};
+    add(s);
+    gather_ms += s.ms;
+    gather_bytes += s.bytes;
+    gathers++;
+  }
+  if (r.sync && gathers > 0) {
     clock_->finish(1);
-    exposed = clock_->ms(0, 1);  // nothing overlaps the all-gather yet
+    wait = clock_->ms(0, 1);  // the step waited for the whole all-gather
+  } else if (!r.pairs.empty()) {
+    r.clock->finish(2 * r.pairs.back() + 1);
+    for (int k : r.pairs) wait += r.clock->ms(2 * k, 2 * k + 1);  // the forward's stalls
   }
   m["buckets"] = buckets;
-  if (!totals) return;
-  m["comm_ms"] = m.value("comm_ms", 0.0) + ms;
-  m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + exposed;
-  m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + bytes;
-  m["collectives"] = m.value("collectives", 0) + n;
+  m["gather_wait_ms"] = wait;
+  if (totals) {
+    m["comm_ms"] = m.value("comm_ms", 0.0) + ms;
+    m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + wait;
+    m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + bytes;
+    m["collectives"] = m.value("collectives", 0) + n;
+    return;
+  }
+  if (r.sync) return;  // tp without overlap: the data group's timer counted the all-gathers
+  // tp with overlap: the all-gathers ran on the untimed group.
+  m["comm_ms"] = m.value("comm_ms", 0.0) + gather_ms;
+  m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + wait;
+  m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + gather_bytes;
+  m["collectives"] = m.value("collectives", int64_t(0)) + gathers;
+  m["forward_ms"] = std::max(0.0, m.value("forward_ms", 0.0) - wait);
 }
 
 nlohmann::json ZeroOptimizer::info() const {
@@ -553,6 +737,8 @@ nlohmann::json ZeroOptimizer::info() const {
           {"owned_numel", owned},
           {"ranks", L.world},
           {"group", tp_ ? "data" : "world"},
+          {"overlap_gather", overlapping()},
+          {"wait_points", wait_points_.size()},
           {"state_bytes", optim_->state_bytes()}};
 }
 

@@ -41,9 +41,31 @@
 // the group's collectives are synchronous (pipeline_group.h), so in backward
 // hooks they would stall the backward, not overlap it.
 //
-// Not done: the all-gather runs after the step, exposed (no overlap with the next
-// forward); gradient compression with stage 2; ZeRO under a pipeline; overlap
-// of the data group's buckets with the backward under tensor parallelism.
+// The all-gather overlaps the next forward (zero.overlap_gather, the default):
+// step() issues every bucket's all-gather asynchronously, in the order the
+// forward first reads the buckets (set_forward_order: the model's layers, so
+// the last bucket, the first layers', first), and returns. The trainer runs the
+// forward layer range by layer range (Model::forward_layers, as a pipeline
+// stage does), calling wait_layer(l) before the first layer that reads a bucket
+// not yet waited for: on the CPU the host waits for the HostQueue's work, on a
+// GPU the compute stream waits on the bucket's event (NCCL: cudaStreamWaitEvent
+// through CommWork::wait; no host sync). Whatever reads the parameters outside
+// the forward (the next step, the checksum, close) calls drain() first. Under
+// tensor parallelism the data group's collectives block the host, so its
+// all-gathers run on a HostQueue thread of group_communicator (on a GPU on a
+// stream of their own), and wait() blocks the host until the bucket is there:
+// the forward's kernels queued before still overlap it. ZeRO is refused with
+// CUDA graphs (data parallel is), so nothing here is captured.
+//
+// Records: a step's buckets and comm_ms carry the all-gathers its forward
+// waited for (with overlap, the previous step's: the first step has none, the
+// last step's are drained unrecorded), and gather_wait_ms how long the forward
+// (overlap) or the step (overlap off) waited for them, also in exposed_comm_ms.
+//
+// Not done: gradient compression with stage 2; ZeRO under a pipeline; overlap
+// of the data group's buckets with the backward under tensor parallelism; on a
+// GPU under tensor parallelism the bucket wait is a host wait (the group's
+// NCCL collectives are host-synchronous, pipeline_group_nccl.cpp).
 #pragma once
 
 #include <torch/torch.h>
@@ -57,6 +79,7 @@
 #include "config.h"
 #include "device.h"
 #include "dist.h"
+#include "model.h"
 #include "optim.h"
 
 namespace cs {
@@ -75,8 +98,14 @@ struct ZeroLayout;  // zero.cpp
 // (elapsed_ms). broadcast is an all-gather of every rank's tensor (exact:
 // bytes copied), barrier a one-element all-reduce, send and recv an
 // exchange. g must outlive it; backend and version are the world's.
+// async (may be null): the same group without its timer (TimedGroup::inner):
+// all_gather then runs on it on a thread of the communicator (on a GPU on a
+// stream of its own, after the work queued on the caller's stream) and returns
+// at once; its work's wait() blocks the host until done. ZeroOptimizer with
+// zero.overlap_gather.
 std::unique_ptr<Communicator> group_communicator(PipeGroup& g, torch::Device device,
-                                                 std::string backend, std::string version);
+                                                 std::string backend, std::string version,
+                                                 PipeGroup* async = nullptr);
 
 // ZeRO under tensor parallelism: the rank's tensor group and, per entry of
 // the optimizer's params, whether it is tensor-sharded (TensorParallelModel).
@@ -101,12 +130,32 @@ class ZeroOptimizer {
   std::unique_ptr<GradReducer> make_reducer();
   // After the reducer's finalize(): clip (inv_scale: 1 / loss scale, or
   // undefined), step the rank's pieces (skipped on found_inf when can_skip),
-  // all-gather the updated blocks.
+  // all-gather the updated blocks (overlap_gather: issued, not waited for).
   ClipResult step(const torch::Tensor& inv_scale, double max_norm, bool can_skip);
-  // Adds the step's all-gathers (and stage 2's norm all-reduce) to the step's
-  // comm metrics and buckets; the step's device work must be done. totals
-  // false: to the buckets only (tensor parallelism: the data group's timer
-  // has counted them in the totals already).
+
+  // zero.overlap_gather: the forward's layers in order, each the parameters it
+  // reads (Model::layer_parameters), then the loss's (Model::loss_parameters).
+  // Orders the all-gathers by first use; the trainer calls it once.
+  void set_forward_order(const std::vector<std::vector<torch::Tensor>>& layers);
+  bool overlapping() const { return z_.overlap_gather && !wait_points_.empty(); }
+  // The layers before which the forward must wait (ascending, 0 first): each
+  // the first to read a bucket that no earlier layer reads.
+  const std::vector<int64_t>& wait_points() const { return wait_points_; }
+  // Before layer l of the forward (l = the number of layers: before the loss,
+  // which also waits for any bucket no layer reads): waits for the gathers of
+  // the buckets first read there, timed as the forward's gather wait.
+  void wait_layer(int64_t l);
+  // Waits for every all-gather still outstanding (untimed): before anything
+  // outside the forward reads the parameters. Cheap when none is.
+  void drain();
+
+  // Adds the all-gathers the step waited for (see the header comment) and
+  // stage 2's norm all-reduce to the step's buckets and comm metrics, and
+  // gather_wait_ms; the step's device work must be done. totals false (tensor
+  // parallelism; call after the tp totals are set): the norm only to the
+  // buckets (the data group's timer counted it, and the all-gathers without
+  // overlap), the overlapped all-gathers' wait taken out of forward_ms as the
+  // tp collectives are.
   void add_metrics(nlohmann::json& m, bool totals = true) const;
   nlohmann::json info() const;
   std::string implementation() const;
@@ -130,11 +179,34 @@ class ZeroOptimizer {
   PipeGroup* tensor_ = nullptr;
   std::vector<bool> sharded_;                // per layout parameter: tensor-sharded
   std::unique_ptr<Optimizer> optim_;
-  // The last step's collectives, read by add_metrics.
-  std::vector<std::shared_ptr<CommWork>> gathers_;
-  std::vector<int64_t> gather_bytes_;
+  // One step's all-gathers, bucket by bucket (index: the bucket), and the
+  // forward's waits for them (a pair of marks per wait point on clock).
+  struct Round {
+    std::vector<std::shared_ptr<CommWork>> works;
+    std::vector<int64_t> bytes;
+    std::vector<torch::Tensor> sends;  // the rank's blocks, alive until waited for
+    std::vector<bool> waited;
+    std::unique_ptr<Timeline> clock;
+    std::vector<int> pairs;  // the marked pairs (2k, 2k + 1)
+    bool sync = false;       // waited in the step (overlap off): clock_ timed it
+    void reset(size_t buckets);
+  };
+  void issue_gathers(Round& r);
+  void wait_bucket(Round& r, size_t b);
+
+  std::vector<size_t> order_;                // the all-gathers' issue order
+  std::vector<int64_t> wait_points_;         // set_forward_order
+  std::vector<std::vector<size_t>> first_;   // per layer (and the loss): buckets first read there
+  Round round_;  // in flight (overlap) until the forward waits for it
+  Round last_;   // the one this step waited for: add_metrics reads it
   std::shared_ptr<CommWork> norm_work_;
-  std::unique_ptr<Timeline> clock_;  // marks 0, 1: the all-gather's wait
+  std::unique_ptr<Timeline> clock_;  // marks 0, 1: the all-gather's wait (overlap off)
 };
+
+// zero.overlap_gather's forward (the trainer's, when zero.overlapping()): the
+// model's layers in the ranges between zero's wait points, each range after
+// its wait_layer, and the loss after wait_layer(num_layers). The same layers
+// as Model::forward_loss, split where a pipeline stage may be.
+torch::Tensor forward_loss_waiting(Model& model, ZeroOptimizer& zero, const Batch& b);
 
 }  // namespace cs

@@ -517,6 +517,18 @@ int group_comm(const tp::Context& c, int r) {
     CS_CHECK(!std::isfinite(t.item<double>()));
     CS_CHECK(clip_grads({}, t, torch::full({}, 1.0 / 65536, torch::kFloat32), 1.0).found_inf.item<float>() == 1.0f);
   }
+  // With the group for queued all-gathers (zero.overlap_gather): they run on
+  // the communicator's thread in issue order; two in flight at once, waited
+  // for in reverse, each wait() leaving its bytes in place.
+  auto queued = group_communicator(*c.group, torch::Device(torch::kCPU), "gloo", "gloo", c.group);
+  auto o1 = torch::empty({5 * n}), o2 = torch::empty({2 * n}, f64);
+  auto w1 = queued->all_gather(torch::full({5}, float(r) + 0.5f), o1);
+  auto w2 = queued->all_gather(torch::full({2}, double(-r), f64), o2);
+  w2->wait();
+  for (int k = 0; k < n; k++) CS_CHECK(torch::equal(o2.narrow(0, 2 * k, 2), torch::full({2}, double(-k), f64)));
+  w1->wait();
+  for (int k = 0; k < n; k++) CS_CHECK(torch::equal(o1.narrow(0, 5 * k, 5), torch::full({5}, float(k) + 0.5f)));
+  CS_CHECK(w1->elapsed_ms() >= 0 && w2->elapsed_ms() >= 0);
   return 0;
 }
 
