@@ -616,7 +616,7 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
   for b in ${RESNET_BATCHES:-320 384}; do
     g="resnet50 ${b}x224 channels_last" c=${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$b}
     engine "$g" "engine-bf16-graphs-b$b" 15 "$c,\"graphs\":true}"
-    ref_pre="tv-padstem-b$b" reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem
+    ref_pre=tv-padstem reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem
   done
 }
 

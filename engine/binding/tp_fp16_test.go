@@ -40,10 +40,14 @@ import (
 // one fp16 rounding (unit roundoff 2^-11, 4.9e-4) more per element, the same
 // kind and size of perturbation as fp16's own against fp32. On the H100 that
 // deviation is 0.041% for BERT tiny at step 1 and below for GPT tiny
-// (TestGPUBF16TracksFP32's log, results/reference/gpu-check-2026-12-06e);
-// 1e-3 is 2.4 times it. Not yet measured for tp: the tests log the spread
-// they see, and the bound is to be set from that log, never widened to pass.
-const fp16Tol = 1e-3
+// (TestGPUBF16TracksFP32's log, results/reference/gpu-check-2026-12-06e).
+// Measured for tp by TestGPUTPFP16Staged on an H100 (2026-12-06 23:58 UTC,
+// 3f6993f, ranks sharing the GPU): the largest relative spread over the
+// losses of 3 steps and the parameter sum after them was 1.3e-4 (GPT tp 2),
+// 2.2e-4 (BERT tp 2, sequence parallel), 2.0e-4 (GPT tp 2 x pp 2, 1F1B,
+// sequence parallel) and 3.4e-5 (GPT tp 2 x dp 2, ZeRO-1); the bound is 2.2
+// times the largest, 2.23e-4.
+const fp16Tol = 5e-4
 
 // fp16OnCPU skips t unless this engine runs fp16 on CPU ranks.
 func fp16OnCPU(t *testing.T, lib *Library) {

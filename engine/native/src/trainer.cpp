@@ -303,14 +303,17 @@ void Trainer::connect() {
     throw ConfigError("fault.kind stall stalls a DDP bucket: it needs data parallel "
                       "(dist.world_size > 1, or dist.backend set)");
   // ZeRO in place of the optimizer and the DDP reducer (zero.h).
-  auto build_zero = [&](Communicator& comm, const DDPOptions& ddp, const ZeroTensorParallel* ztp) {
+  auto build_zero = [&](Communicator& comm, const DDPOptions& ddp, const ZeroTensorParallel* ztp,
+                        bool overlap_gather) {
     std::vector<bool> decays;
     for (const auto& kv : model_->named_parameters()) decays.push_back(model_->decays(kv.key()));
     const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
-    zero_ = std::make_unique<ZeroOptimizer>(params_, decays, comm, cfg_.zero, ddp,
+    ZeroOptions z = cfg_.zero;
+    z.overlap_gather = overlap_gather;
+    zero_ = std::make_unique<ZeroOptimizer>(params_, decays, comm, z, ddp,
                                             default_optim(family_->optimizer, lr), ztp);
     reducer_ = zero_->make_reducer();
-    if (!cfg_.zero.overlap_gather) return;
+    if (!overlap_gather) return;
     // The all-gathers overlap the next forward, in the order its layers read them.
     std::vector<std::vector<torch::Tensor>> layers;
     for (int64_t l = 0; l < model_->num_layers(); l++) layers.push_back(model_->layer_parameters(l));
@@ -326,15 +329,23 @@ void Trainer::connect() {
     // ZeRO over the data group (check_tp refused a group of one), its buckets
     // reduced after the backward: the group's collectives are synchronous.
     // With overlap the all-gathers run on the untimed group, on a thread (zero.h).
+    // Not over NCCL groups: the thread's all-gathers on the data group's
+    // communicator would run beside the forward's collectives on the tensor
+    // group's, issued by two threads in an order that may differ between
+    // ranks, which NCCL documents as a possible deadlock (kernels of two
+    // communicators each waiting for peers that run the other's first). There
+    // the all-gathers stay in the step, exposed, as with overlap_gather off;
+    // cs_info's zero object says overlap_gather false.
     PipeGroup* async = nullptr;
-    if (cfg_.zero.overlap_gather) async = tp_->data_timer ? &tp_->data_timer->inner() : tp_->groups.data.get();
+    if (cfg_.zero.overlap_gather && comm_->backend() != "nccl")
+      async = tp_->data_timer ? &tp_->data_timer->inner() : tp_->groups.data.get();
     tp_->data_comm = group_communicator(*tp_->groups.data, device_, comm_->backend(), comm_->version(), async);
     ZeroTensorParallel ztp;
     ztp.tensor = tp_->ctx.group;
     for (const auto& p : params_) ztp.sharded.push_back(tp_->model->tensor_sharded(p));
     DDPOptions ddp = cfg_.ddp;
     ddp.overlap = false;
-    build_zero(*tp_->data_comm, ddp, &ztp);
+    build_zero(*tp_->data_comm, ddp, &ztp, async != nullptr);
     return;
   }
   if (!pipe_ && !data_parallel()) return;
@@ -354,7 +365,7 @@ void Trainer::connect() {
     // ZeRO's reducers do not broadcast: every trainable parameter here.
     for (auto& p : params_)
       if (p.requires_grad()) comm_->broadcast(p.detach(), 0);
-    build_zero(*comm_, cfg_.ddp, nullptr);
+    build_zero(*comm_, cfg_.ddp, nullptr, cfg_.zero.overlap_gather);
     return;
   }
   reducer_ = make_reducer(params_, *comm_, cfg_.ddp);

@@ -63,9 +63,11 @@
 // (overlap) or the step (overlap off) waited for them, also in exposed_comm_ms.
 //
 // Not done: gradient compression with stage 2; ZeRO under a pipeline; overlap
-// of the data group's buckets with the backward under tensor parallelism; on a
-// GPU under tensor parallelism the bucket wait is a host wait (the group's
-// NCCL collectives are host-synchronous, pipeline_group_nccl.cpp).
+// of the data group's buckets with the backward under tensor parallelism; the
+// overlap under tensor parallelism over NCCL groups (GPUs, not the rehearsal's
+// host-staged groups): there the all-gathers stay in the step, exposed, since a
+// thread's collectives on the data group beside the forward's on the tensor
+// group could deadlock NCCL (trainer.cpp's connect says why).
 #pragma once
 
 #include <torch/torch.h>

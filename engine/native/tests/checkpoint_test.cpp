@@ -14,8 +14,13 @@
 // same inputs); gradients to 1e-2 relative, a few bf16 units in the last place
 // (2^-8 each), since cuDNN's weight-gradient kernels (ResNet) and, for GPT and
 // BERT, SDPA's memory-efficient backward (atomics) may sum in another order
-// from one backward to the next. Not yet measured on a GPU: the first run
-// should tighten the transformers' bar to what it shows.
+// from one backward to the next. GPT's losses on CUDA are the exception:
+// without checkpointing its forward carries each block's residual add into
+// the next LayerNorm kernel (gpt.cpp forward_fused), with checkpointing each
+// block runs alone and adds first, so the residual stream is rounded to bf16
+// at other places. Measured on an H100 (2026-12-06 23:58 UTC, 3f6993f): step
+// 0's losses 5.58197 and 5.58193, 7.2e-6 apart; the bound is 5e-5 (7 times
+// that). BERT and ResNet agreed exactly there.
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -55,7 +60,8 @@ int same_training(const std::string& name, const torch::Device& dev) {
     }
     lp.backward();
     lc.backward();
-    if (std::abs(lp.item<double>() - lc.item<double>()) > 1e-6 * std::abs(lp.item<double>())) {
+    const double loss_tol = cuda && name == "gpt" ? 5e-5 : 1e-6;
+    if (std::abs(lp.item<double>() - lc.item<double>()) > loss_tol * std::abs(lp.item<double>())) {
       std::cerr << "FAIL " << name << " step " << step << ": loss " << lp.item<double>()
                 << " without checkpointing, " << lc.item<double>() << " with\n";
       return 1;
