@@ -42,6 +42,8 @@ func tpZeroCheck(t *testing.T, cfg engine.Config, stage int, rs, base []rankResu
 		require.NotNil(t, z, "stage %d rank %d: no zero object in cs_info", stage, r)
 		assert.Equal(t, "data", z.Group, "rank %d", r)
 		assert.Equal(t, dp, z.Ranks, "rank %d: shards over the data group", r)
+		// zero.overlap_gather as asked, except over NCCL groups (trainer.cpp).
+		assert.Equal(t, gatherOverlap(cfg) && res.Info.Backend != "nccl", z.OverlapGather, "rank %d: overlap_gather", r)
 		assert.Positive(t, z.OwnedNumel, "rank %d", r)
 		owned[r%tp] += z.OwnedNumel
 		assert.Equal(t, z.StateBytes, res.Info.OptimStateBytes, "rank %d", r)
@@ -56,7 +58,9 @@ func tpZeroCheck(t *testing.T, cfg engine.Config, stage int, rs, base []rankResu
 			// The data group runs ZeRO's collectives only; each is one bucket.
 			assert.Equal(t, len(m.Buckets), m.Collectives-m.TPCollectives, "rank %d step %d: the data group's collectives are the buckets", r, i)
 			assert.Equal(t, want.TPCollectives, m.TPCollectives, "rank %d step %d: the tensor group's collectives are tp's", r, i)
-			overlap := gatherOverlap(cfg)
+			// The engine's own answer (cs_info): over NCCL groups it keeps the
+			// all-gathers in the step whatever zero.overlap_gather says.
+			overlap := z.OverlapGather
 			if !overlap || i > 0 { // overlapped: the previous step's, waited for in this forward
 				assert.Equal(t, z.Buckets, ops["all_gather"], "rank %d step %d: one all-gather a bucket", r, i)
 			}

@@ -270,6 +270,13 @@ func TestGPUZeroWorldOfOne(t *testing.T) {
 			cfg := gpuGPT("tiny", precision, false)
 			cfg.DDP = engine.DDPConfig{BucketMB: 0.25, FirstBucketMB: 0.05, Overlap: true, Compression: "none"}
 			zeroGPU(t, lib, cfg, 1, 5, 1e-5)
+			// zero.overlap_gather on NCCL: the compute stream waits on each
+			// bucket's event; bit for bit the all-gathers waited for in the
+			// step, with a checksum after every step (the drain).
+			run := func(c engine.Config, env ...string) []rankResult { return runGPURanks(t, lib, c, 1, 5, env...) }
+			for _, stage := range []int{1, 2} {
+				overlapAgainstExposed(t, run, withZero(cfg, stage), true)
+			}
 		})
 	}
 }

@@ -316,7 +316,8 @@ class NcclCommunicator : public Communicator {
     // be NCCL_COMM_NULL until comm split fully complete", NCCL's init.cc),
     // possibly after ncclCommSplit and the parent's state have returned: the
     // slot lives on the heap, is polled until it is set, and is left to leak
-    // when the split fails or times out (the thread may still write it).
+    // when the split fails, times out or has no color (the thread may still
+    // write it).
     // Measured on an H100 (NCCL 2.28.3): a world of one split with color 0
     // returned with the slot still null.
     auto* slot = new ncclComm_t(nullptr);
@@ -349,7 +350,9 @@ class NcclCommunicator : public Communicator {
         throw_if_failed();
       }
     }
-    if (r == ncclSuccess) delete slot;
+    // NCCL's thread also writes the slot (null) for NCCL_SPLIT_NOCOLOR when
+    // it finishes, which nothing here waits for: that slot leaks too.
+    if (r == ncclSuccess && child != nullptr) delete slot;
     if (r != ncclSuccess && child != nullptr) ncclCommAbort(child);
     if (r == ncclInProgress) {
       abort_now(who + ": not done after dist.timeout_ms=" + std::to_string(commwatch::deadline_ms()) +

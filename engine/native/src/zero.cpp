@@ -72,19 +72,6 @@ class GroupWork : public CommWork {
   bool finished_ = false;
 };
 
-// An all-gather queued on the group communicator's thread: wait() returns
-// when the group's call has returned, the bytes in place (the group's
-// collectives block until done, on the device too).
-class QueuedGroupWork : public CommWork {
- public:
-  explicit QueuedGroupWork(std::shared_ptr<HostWork> w) : w_(std::move(w)) {}
-  void wait() override { w_->wait(); }
-  double elapsed_ms() override { return w_->elapsed_ms(); }  // host clock, from its start on the thread
-
- private:
-  std::shared_ptr<HostWork> w_;
-};
-
 // The thread's slack past the collective deadline: the group's own timeout fires first.
 constexpr int kQueueSlackMS = 20000;
 
@@ -122,14 +109,17 @@ class GroupCommunicator : public Communicator {
     }
     PipeGroup* g = async_;
     c10::optional<c10::Stream> side = side_;
-    return std::make_shared<QueuedGroupWork>(queue_->submit([g, in, out, ready, side] {
+    // The queue's work: wait() returns when the group's call has returned,
+    // the bytes in place (the group's collectives block until done, on the
+    // device too); elapsed_ms on the host clock from its start on the thread.
+    return queue_->submit([g, in, out, ready, side] {
       c10::OptionalStreamGuard sg;
       if (side) {
         sg.reset_stream(*side);
         ready->block(*side);
       }
       g->all_gather(in, out);
-    }));
+    });
   }
   std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
     return timed([&] { g_.reduce_scatter_sum(in, out); });
@@ -525,10 +515,13 @@ void ZeroOptimizer::set_forward_order(const std::vector<std::vector<torch::Tenso
     }
     if (l < loss && (l == 0 || !first_[l].empty())) wait_points_.push_back(int64_t(l));
   }
-  for (size_t b = L.buckets.size(); b-- > 0;)  // read by no layer: before the loss
+  // A bucket no layer and not the loss lists (a model's layer_parameters that
+  // missed a parameter): waited for before the first layer, issued first, so
+  // nothing can read it before it is in.
+  for (size_t b = L.buckets.size(); b-- > 0;)
     if (!seen[b]) {
-      first_[loss].push_back(b);
-      order_.push_back(b);
+      first_[0].insert(first_[0].begin(), b);
+      order_.insert(order_.begin(), b);
     }
   for (Round* r : {&round_, &last_}) r->clock = make_timeline(L.flat.device(), int(2 * layers.size()));
 }
@@ -715,6 +708,10 @@ void ZeroOptimizer::add_metrics(nlohmann::json& m, bool totals) const {
     m["exposed_comm_ms"] = m.value("exposed_comm_ms", 0.0) + wait;
     m["comm_bytes"] = m.value("comm_bytes", int64_t(0)) + bytes;
     m["collectives"] = m.value("collectives", 0) + n;
+    // The wait is a part of its own (exposed_comm_ms): out of the phase it ran
+    // in, the step's (optimizer_ms) or the forward's, as tensor parallelism's.
+    const char* phase = r.sync ? "optimizer_ms" : "forward_ms";
+    m[phase] = std::max(0.0, m.value(phase, 0.0) - wait);
     return;
   }
   if (r.sync) return;  // tp without overlap: the data group's timer counted the all-gathers

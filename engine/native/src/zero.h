@@ -143,9 +143,10 @@ class ZeroOptimizer {
   // The layers before which the forward must wait (ascending, 0 first): each
   // the first to read a bucket that no earlier layer reads.
   const std::vector<int64_t>& wait_points() const { return wait_points_; }
-  // Before layer l of the forward (l = the number of layers: before the loss,
-  // which also waits for any bucket no layer reads): waits for the gathers of
-  // the buckets first read there, timed as the forward's gather wait.
+  // Before layer l of the forward (l = the number of layers: before the loss;
+  // layer 0 also for any bucket that neither a layer nor the loss reads):
+  // waits for the gathers of the buckets first read there, timed as the
+  // forward's gather wait.
   void wait_layer(int64_t l);
   // Waits for every all-gather still outstanding (untimed): before anything
   // outside the forward reads the parameters. Cheap when none is.
