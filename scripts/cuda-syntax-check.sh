@@ -19,6 +19,8 @@
 # NCCL_INCLUDE=DIR holding nccl.h, or NCCL_SRC=DIR a checkout of NVIDIA/nccl
 # (its src/nccl.h.in is filled in with NCCL_VERSION, default 2.28.9, the GPU
 # machine's). JOBS (default 2) files at a time; ~20 s a file on one core.
+# EXTRA_FLAGS: more compiler flags (-DCS_FP8_CUDA_CASES=1 compiles
+# fp8_linear_test's CUDA cases, which libtorch < 2.5 leaves out).
 # Exit 0 when every file compiles, 1 when one does not, 2 when a tool is missing.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -44,7 +46,7 @@ fi
 printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' >"$W/include/c10/cuda/impl/cuda_cmake_macros.h"
 FLAGS="-std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DCS_WITH_GLOO=1 -DUSE_C10D_GLOO=1 -DUSE_DISTRIBUTED
   -DCS_WITH_CUDA=1 -DCS_WITH_NCCL=1 -DCS_WITH_KERNELS=1 -DCS_WITH_FP8=1 -isystem /usr/include/torch/csrc/api/include
-  -isystem $W/include -isystem $NCCL_INCLUDE ${CUDA_INCLUDE:+-isystem $CUDA_INCLUDE} -Wall -Wno-unused-parameter"
+  -isystem $W/include -isystem $NCCL_INCLUDE ${CUDA_INCLUDE:+-isystem $CUDA_INCLUDE} -Wall -Wno-unused-parameter ${EXTRA_FLAGS:-}"
 FLAGS=$(echo $FLAGS)
 # One precompiled header for every file (torch's headers are most of the time).
 printf '#include <torch/torch.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <ATen/cuda/CUDAEvent.h>\n#include <cuda_runtime_api.h>\n' >"$W/pch.h"

@@ -43,7 +43,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "fp8_linear.h"
 #include "kernels.h"
@@ -55,10 +57,14 @@
 
 // The CUDA cases need the float8 dtypes and at::_scaled_mm: a CUDA libtorch
 // >= 2.5, as src/fp8_linear.cpp's CS_HAS_SCALED_MM (older ones refuse fp8).
+// (-DCS_FP8_CUDA_CASES=1 forces them: scripts/cuda-syntax-check.sh's
+// EXTRA_FLAGS, to compile them against older headers, float8 errors expected.)
+#ifndef CS_FP8_CUDA_CASES
 #if defined(CS_WITH_CUDA) && CS_TORCH_AT_LEAST(2, 5)
 #define CS_FP8_CUDA_CASES 1
 #else
 #define CS_FP8_CUDA_CASES 0
+#endif
 #endif
 
 #ifdef CS_WITH_CUDA
@@ -455,12 +461,13 @@ int check_fp8cast() {
 #endif
 
 // 30 Adam steps of a two-layer MLP (x [4096, 256] -> 1024 GELU -> 256)
-// fitting a fixed random teacher of the same shape, from the same start, in
-// bf16 (mode bf16) or through fp8::linear with o: the first and last loss.
-// The inputs are training-like (realistic_x) and the loss a mean over a
+// fitting a fixed random teacher of the same shape, drawn from seed, from the
+// same start, in fp32, in bf16 or through fp8::linear with o: every step's
+// loss. The inputs are training-like (realistic_x) and the loss a mean over a
 // million values, so the gradients are as small as a transformer's.
-std::pair<double, double> train_mlp(bool fp8_path, const fp8::Options& o) {
-  torch::manual_seed(23);
+enum class MlpMode { FP32, BF16, FP8 };
+std::vector<double> train_mlp(MlpMode mode, const fp8::Options& o, uint64_t seed) {
+  torch::manual_seed(seed);
   auto opt = torch::TensorOptions().device(torch::kCUDA);
   const int64_t rows = 4096, in = 256, hid = 1024, out = 256;
   auto x = realistic_x({rows, in}, opt).to(torch::kBFloat16);
@@ -470,48 +477,77 @@ std::pair<double, double> train_mlp(bool fp8_path, const fp8::Options& o) {
   auto w2 = (torch::randn({out, hid}, opt) * 0.05).requires_grad_(true);
   auto b1 = torch::zeros({hid}, opt).requires_grad_(true), b2 = torch::zeros({out}, opt).requires_grad_(true);
   torch::optim::Adam adam({w1, b1, w2, b2}, torch::optim::AdamOptions(1e-3));
-  double first = 0, last = 0;
+  std::vector<double> losses;
   for (int step = 0; step < 30; step++) {
     adam.zero_grad();
     torch::Tensor y;
-    if (fp8_path) {
+    if (mode == MlpMode::FP8) {
       fp8::Scope scope;
       y = fp8::linear(fp8::linear(x, w1, b1, o, Act::GeluTanh), w2, b2, o, Act::None);
-    } else {
+    } else if (mode == MlpMode::BF16) {
       const auto bf = torch::kBFloat16;
       auto h = torch::gelu(torch::linear(x, w1.to(bf), b1.to(bf)), "tanh");
       y = torch::linear(h, w2.to(bf), b2.to(bf));
+    } else {
+      y = torch::linear(torch::gelu(torch::linear(x.to(torch::kFloat), w1, b1), "tanh"), w2, b2);
     }
     auto loss = (y.to(torch::kFloat) - target).pow(2).mean();
     loss.backward();
     adam.step();
-    last = loss.item<double>();
-    if (step == 0) first = last;
+    losses.push_back(loss.item<double>());
   }
-  return {first, last};
+  return losses;
 }
 
-// The MLP trained in bf16 and in FP8 per tensor and per row with e5m2
-// gradients and per tensor with e4m3: every FP8 run's last loss within 2% of
-// bf16's (the gpu-check fp8 stage's verdict, which GPT-2 124M per tensor with
-// e5m2 failed at 18.75 against 8.364 on 2026-12-06 while the other two passed:
-// a training comparison, where check_case compares single products).
+// The MLP trained in FP8 per tensor and per row with e5m2 gradients and per
+// tensor with e4m3, judged as the gpu-check losscurve stage judges precision
+// fp8 (tools/losscurve.py, issue 41): over 3 seeds, d(s) is a curve's mean
+// absolute distance from the fp32 curve of seed s over the 30 steps, D(s) =
+// d_fp8(s) - d_bf16(s); a recipe fails when the one-sided 95% lower bound of
+// mean(D), mean - t(0.95, 2) sd / sqrt(3), is above 0: its curve further from
+// fp32 than bf16's beyond the seeds' spread. Every bf16 run must learn. (The
+// earlier bar, each last loss within 2% of bf16's in one seed, failed every
+// recipe on an H100 on 2026-12-06, 2.3-2.8% above, the good ones as much as
+// per-tensor e5m2: it was never measured for this MLP. The MLP does not
+// reproduce GPT-2 124M's per-tensor e5m2 divergence.)
 int check_training() {
-  const auto bf16 = train_mlp(false, fp8::Options{});
-  std::cout << "    mlp 30 Adam steps, loss first -> last: bf16 " << bf16.first << " -> " << bf16.second;
-  CS_CHECK(bf16.second < 0.9 * bf16.first);  // it learns: the comparison means something
+  const std::vector<uint64_t> seeds{23, 29, 31};
+  const double t95 = 2.920;  // Student's t, one-sided 95%, 2 degrees of freedom
+  auto dist = [](const std::vector<double>& a, const std::vector<double>& f) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); i++) d += std::abs(a[i] - f[i]);
+    return d / double(a.size());
+  };
+  std::vector<std::vector<double>> fp32, bf16;
+  for (uint64_t s : seeds) {
+    fp32.push_back(train_mlp(MlpMode::FP32, fp8::Options{}, s));
+    bf16.push_back(train_mlp(MlpMode::BF16, fp8::Options{}, s));
+    CS_CHECK(bf16.back().back() < 0.9 * bf16.back().front());  // it learns: the comparison means something
+  }
   int bad = 0;
   for (const auto& [scaling, e4] : {std::pair{fp8::Scaling::Tensor, false}, std::pair{fp8::Scaling::Tensor, true},
                                     std::pair{fp8::Scaling::Row, false}}) {
     fp8::Options o;
     o.scaling = scaling;
     o.grad_e4m3 = e4;
-    const auto r = train_mlp(true, o);
-    std::cout << "; " << (scaling == fp8::Scaling::Row ? "row " : "tensor ") << (e4 ? "e4m3 " : "e5m2 ")
-              << r.first << " -> " << r.second;
-    if (!(r.second <= 1.02 * bf16.second)) bad++;
+    std::vector<double> D;
+    std::ostringstream row;
+    for (size_t k = 0; k < seeds.size(); k++) {
+      const auto f8 = train_mlp(MlpMode::FP8, o, seeds[k]);
+      const double d8 = dist(f8, fp32[k]), db = dist(bf16[k], fp32[k]);
+      D.push_back(d8 - db);
+      row << " seed " << seeds[k] << ": last fp32 " << fp32[k].back() << " bf16 " << bf16[k].back() << " fp8 "
+          << f8.back() << ", d bf16 " << db << " fp8 " << d8 << ";";
+    }
+    double mean = 0, var = 0;
+    for (double v : D) mean += v / double(D.size());
+    for (double v : D) var += (v - mean) * (v - mean) / double(D.size() - 1);
+    const double lower = mean - t95 * std::sqrt(var) / std::sqrt(double(D.size()));
+    std::cout << "    mlp 30 Adam steps, " << (scaling == fp8::Scaling::Row ? "row " : "tensor ")
+              << (e4 ? "e4m3" : "e5m2") << ": mean(D) " << mean << ", 95% lower bound " << lower
+              << (lower > 0 ? " > 0: FAIL" : " <= 0") << ";" << row.str() << "\n";
+    if (lower > 0) bad++;
   }
-  std::cout << "\n";
   CS_CHECK(bad == 0);
   return 0;
 }
@@ -591,7 +627,7 @@ int fp8_linear_tests() {
     }
   }
   restore_kernels();
-  failed += run_case("fp8_linear", "mlp training, fp8 against bf16", check_training);
+  failed += run_case("fp8_linear", "mlp training, fp8 against bf16 from fp32 over seeds", check_training);
   failed += run_case("fp8_linear", "linear_act wiring", check_wiring);
   std::cout << "  fp8_linear cuda ok (" << cases.size() << " cases, quantized by the fp8cast kernels "
             << (fp8::fused_quantize(torch::zeros({16, 16}, torch::kCUDA)) ? "and" : "(not built here) and")
