@@ -213,40 +213,66 @@ func checkOverlap(c *evalContext) verdict {
 	if len(dp) == 0 {
 		return na("no completed data-parallel trial (one replica has no gradient all-reduce)")
 	}
-	best := c.run.pickBest(dp)
-	base := c.run.baseline("ddp.overlap")
-	off := base == "false" || (best != nil && best.knob("ddp.overlap") == "false")
-	if !off {
-		return pass("ddp.overlap is on in the baseline and the best data-parallel trial")
+	return checkOverlapOff(c, dp, overlapOff{
+		knob:   "ddp.overlap",
+		passOn: "ddp.overlap is on in the baseline and the best data-parallel trial",
+		off:    "ddp.overlap is false (baseline %q, best trial %s): gradients are all-reduced after the backward pass, exposing %s of a %s step",
+		better: "overlap on was %s faster than off (trials %s, %s), yet the baseline or best trial runs with ddp.overlap: false",
+		worse:  "overlap off was measured faster (%s, trials %s, %s): keeping it off is justified",
+		judged: "overlap on against off: %s",
+		evidence: func(b comparison) []string {
+			return []string{verdictNote(b), bucketLine(b.Alt), bucketLine(b.Base)}
+		},
+	})
+}
+
+// overlapOff is a knob whose false exposes communication the default hides
+// (ddp.overlap, zero.overlap_gather), with the words checkOverlapOff uses.
+type overlapOff struct {
+	knob   string
+	passOn string // on in the baseline and the best trial
+	off    string // no measured twin: baseline value, trial, exposed ms, step ms
+	better string // on measured faster: speedup, on trial, off trial
+	worse  string // off measured faster: speedup, off trial, on trial
+	judged string // neither: the comparison's note
+	// evidence of the better case
+	evidence func(comparison) []string
+}
+
+// checkOverlapOff: a finding when the baseline or the best of trials runs
+// with o.knob false, unless its twin with o.knob true was measured slower.
+func checkOverlapOff(c *evalContext, trials []*trial, o overlapOff) verdict {
+	best := c.run.pickBest(trials)
+	base := c.run.baseline(o.knob)
+	if base != "false" && (best == nil || best.knob(o.knob) != "false") {
+		return pass("%s", o.passOn)
 	}
-	b := fastest(c.run.against("ddp.overlap", "false"))
+	b := fastest(c.run.against(o.knob, "false"))
 	if b == nil {
 		t := best
 		if t == nil {
-			t = dp[0]
+			t = trials[0]
 		}
 		return verdict{
-			Status: Finding,
-			Message: fmt.Sprintf("ddp.overlap is false (baseline %q, best trial %s): gradients are all-reduced after the backward pass, exposing %s of a %s step",
-				base, t.ID, ms(t.ExposedMS), ms(t.StepMS)),
+			Status:         Finding,
+			Message:        fmt.Sprintf(o.off, base, t.ID, ms(t.ExposedMS), ms(t.StepMS)),
 			Trials:         ids(t),
-			Recommendation: "use ddp.overlap: true (or sweep ddp.overlap: [true, false] to measure it)",
+			Recommendation: fmt.Sprintf("use %s: true (or sweep %s: [true, false] to measure it)", o.knob, o.knob),
 		}
 	}
 	switch measured(*b) {
 	case stats.Better:
 		return verdict{
-			Status: Finding,
-			Message: fmt.Sprintf("overlap on was %s faster than off (trials %s, %s), yet the baseline or best trial runs with ddp.overlap: false",
-				x(b.Speedup), b.Alt.ID, b.Base.ID),
-			Evidence:       []string{verdictNote(*b), bucketLine(b.Alt), bucketLine(b.Base)},
+			Status:         Finding,
+			Message:        fmt.Sprintf(o.better, x(b.Speedup), b.Alt.ID, b.Base.ID),
+			Evidence:       o.evidence(*b),
 			Trials:         ids(b.Alt, b.Base),
-			Recommendation: "use ddp.overlap: true",
+			Recommendation: fmt.Sprintf("use %s: true", o.knob),
 		}
 	case stats.Worse:
-		return pass("overlap off was measured faster (%s, trials %s, %s): keeping it off is justified", x(1/b.Speedup), b.Base.ID, b.Alt.ID)
+		return pass(o.worse, x(1/b.Speedup), b.Base.ID, b.Alt.ID)
 	}
-	return pass("overlap on against off: %s", verdictNote(*b))
+	return pass(o.judged, verdictNote(*b))
 }
 
 var ncclEnv = map[string]string{"nccl.algo": "NCCL_ALGO", "nccl.proto": "NCCL_PROTO"}

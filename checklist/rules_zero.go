@@ -3,7 +3,6 @@ package checklist
 import (
 	"fmt"
 
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -45,38 +44,15 @@ func checkZeroGatherOverlap(c *evalContext) verdict {
 	if len(zs) == 0 {
 		return na("no completed ZeRO trial (zero.stage 1 or 2)")
 	}
-	best := c.run.pickBest(zs)
-	base := c.run.baseline("zero.overlap_gather")
-	if base != "false" && (best == nil || best.knob("zero.overlap_gather") != "false") {
-		return pass("zero.overlap_gather is on in the baseline and the best ZeRO trial")
-	}
-	b := fastest(c.run.against("zero.overlap_gather", "false"))
-	if b == nil {
-		t := best
-		if t == nil {
-			t = zs[0]
-		}
-		return verdict{
-			Status: Finding,
-			Message: fmt.Sprintf("zero.overlap_gather is false (baseline %q, best ZeRO trial %s): every step waits for the parameters' all-gather, exposing %s of a %s step",
-				base, t.ID, ms(t.ExposedMS), ms(t.StepMS)),
-			Trials:         ids(t),
-			Recommendation: "use zero.overlap_gather: true (or sweep zero.overlap_gather: [true, false] to measure it)",
-		}
-	}
-	switch measured(*b) {
-	case stats.Better:
-		return verdict{
-			Status:         Finding,
-			Message:        fmt.Sprintf("the overlapped all-gather was %s faster (trials %s, %s), yet the baseline or best ZeRO trial runs with zero.overlap_gather: false", x(b.Speedup), b.Alt.ID, b.Base.ID),
-			Evidence:       []string{verdictNote(*b)},
-			Trials:         ids(b.Alt, b.Base),
-			Recommendation: "use zero.overlap_gather: true",
-		}
-	case stats.Worse:
-		return pass("the exposed all-gather was measured faster (%s, trials %s, %s): keeping zero.overlap_gather off is justified", x(1/b.Speedup), b.Base.ID, b.Alt.ID)
-	}
-	return pass("overlapped against exposed all-gather: %s", verdictNote(*b))
+	return checkOverlapOff(c, zs, overlapOff{
+		knob:     "zero.overlap_gather",
+		passOn:   "zero.overlap_gather is on in the baseline and the best ZeRO trial",
+		off:      "zero.overlap_gather is false (baseline %q, best ZeRO trial %s): every step waits for the parameters' all-gather, exposing %s of a %s step",
+		better:   "the overlapped all-gather was %s faster (trials %s, %s), yet the baseline or best ZeRO trial runs with zero.overlap_gather: false",
+		worse:    "the exposed all-gather was measured faster (%s, trials %s, %s): keeping zero.overlap_gather off is justified",
+		judged:   "overlapped against exposed all-gather: %s",
+		evidence: func(b comparison) []string { return []string{verdictNote(b)} },
+	})
 }
 
 func checkZeroMemory(c *evalContext) verdict {

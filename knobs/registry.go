@@ -190,7 +190,7 @@ func knobList() []*Knob {
 				"share over it in buckets (docs/zero.md). With pipeline.stages each stage's layers are tensor-parallel " +
 				"(activations pass between the same tensor rank of neighbouring stages). The engine builds it for gpt and " +
 				"bert, without ZeRO under pipeline stages, CUDA graphs, fp8, activation checkpointing, ddp.compression or " +
-				"pipeline.balance_by time; the planner drops those combinations with the reason (docs/tensor-parallel.md)."},
+				"pipeline.balance time; the planner drops those combinations with the reason (docs/tensor-parallel.md)."},
 		{Name: "tp.sequence_parallel", Type: Bool, Apply: Engine, Chapter: 12, Default: "false",
 			Constraint: "needs tp.degree > 1",
 			Doc: "Sequence parallelism (Korthikanti et al. 2022) on top of tp.degree: LayerNorm and dropout run on " +

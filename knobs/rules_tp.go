@@ -84,8 +84,8 @@ func tpPhrase(get func(string) string) string {
 func tpEngineReason(get func(string) string, tp, stages int, s Setting) string {
 	what := fmt.Sprintf("tp.degree=%d", tp)
 	switch {
-	case stages > 1 && get("pipeline.balance_by") == "time":
-		return fmt.Sprintf("%s with pipeline.stages=%d and pipeline.balance_by=time is not implemented (the layer timing runs the whole model on one rank): use pipeline.balance_by=params or pipeline.balance", what, stages)
+	case stages > 1 && BalanceBy(get("pipeline.balance")) == BalanceTime:
+		return fmt.Sprintf("%s with pipeline.stages=%d and pipeline.balance=time is not implemented (the layer timing runs the whole model on one rank): use pipeline.balance=params or layers per stage", what, stages)
 	case get("graphs") == "true":
 		return what + " with graphs=true is not implemented"
 	case get("precision") == "fp8":

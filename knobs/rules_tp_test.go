@@ -54,7 +54,7 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp x pp x dp", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "pipeline.schedule": "1f1b", "tp.sequence_parallel": "true"}, nil, gpt350, ""},
 		{"tp x pp ranks", map[string]string{"tp.degree": "4", "pipeline.stages": "4"}, nil, gpt350, "tp.degree=4 x pipeline.stages=4 = 16 does not divide the trial's 8 ranks"},
 		{"tp x pp 2 nodes", map[string]string{"tp.degree": "4", "pipeline.stages": "2"}, nil, twoNodes, ""},
-		{"tp pipeline balanced by time", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "pipeline.balance_by": "time"}, nil, gpt350, "pipeline.balance_by=time is not implemented"},
+		{"tp pipeline balanced by time", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "pipeline.balance": "time"}, nil, gpt350, "pipeline.balance=time is not implemented"},
 		{"tp pipeline zero", map[string]string{"tp.degree": "2", "pipeline.stages": "2", "zero.stage": "1"}, nil, gpt350, "zero.stage=1 with pipeline.stages=2"},
 		// ZeRO shards over the data group: dp = 8 / tp.
 		{"tp zero 1", map[string]string{"tp.degree": "2", "zero.stage": "1"}, nil, gpt350, ""},

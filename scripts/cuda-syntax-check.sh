@@ -49,8 +49,13 @@ FLAGS="-std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DCS_WITH_GLOO=1 -DUSE_C10D_GLOO=1 
   -isystem $W/include -isystem $NCCL_INCLUDE ${CUDA_INCLUDE:+-isystem $CUDA_INCLUDE} -Wall -Wno-unused-parameter ${EXTRA_FLAGS:-}"
 FLAGS=$(echo $FLAGS)
 # One precompiled header for every file (torch's headers are most of the time).
-printf '#include <torch/torch.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <ATen/cuda/CUDAEvent.h>\n#include <cuda_runtime_api.h>\n' >"$W/pch.h"
-if [[ ! -f $W/pch.h.gch || $W/pch.h -nt $W/pch.h.gch ]]; then
+# Rebuilt when the header or the flags change (pch.flags), else reused.
+printf '#include <torch/torch.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAGuard.h>\n#include <ATen/cuda/CUDAEvent.h>\n#include <cuda_runtime_api.h>\n' >"$W/pch.h.new"
+printf '%s\n' "$FLAGS" >"$W/pch.flags.new"
+if [[ ! -f $W/pch.h.gch ]] || ! cmp -s "$W/pch.h.new" "$W/pch.h" || ! cmp -s "$W/pch.flags.new" "$W/pch.flags"; then
+  mv "$W/pch.h.new" "$W/pch.h"
+  mv "$W/pch.flags.new" "$W/pch.flags"
+  rm -f "$W/pch.h.gch"
   g++ $FLAGS -x c++-header "$W/pch.h" -o "$W/pch.h.gch" || { echo "cuda-syntax-check: the precompiled header failed" >&2; exit 2; }
 fi
 cd engine/native || exit 2
@@ -74,7 +79,7 @@ check() {
 }
 export -f check
 export W FLAGS
-printf '%s\n' "${files[@]}" | xargs -P "${JOBS:-2}" -I{} bash -c 'check {}' | tee "$W/last.txt"
+printf '%s\n' "${files[@]}" | xargs -P "${JOBS:-2}" -I{} bash -c 'check "$1"' _ {} | tee "$W/last.txt"
 n=$(grep -c '^FAIL' "$W/last.txt")
 echo "cuda-syntax-check: ${#files[@]} files, $n failing (logs in $W/log)"
 ((n == 0))

@@ -612,8 +612,10 @@ stage_resnet50_best() {
   reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224
 }
 stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + graphs at RESNET_BATCHES, torchvision beside each
-  local b g c
+  local b g c s0=$stage stage
   for b in ${RESNET_BATCHES:-320 384}; do
+    [[ $b =~ ^[0-9]+$ ]] && ((b > 0 && b <= 400)) || { log_status "resnet50-batch: RESNET_BATCHES entry '$b' is not a micro-batch of 1 to 400 (issue 41's limit)"; status=1; return; }
+    stage=$s0-b$b # the logs of each batch apart (reference names its log by stage)
     g="resnet50 ${b}x224 channels_last" c=${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$b}
     engine "$g" "engine-bf16-graphs-b$b" 15 "$c,\"graphs\":true}"
     ref_pre=tv-padstem reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem

@@ -108,7 +108,8 @@ func TestSummarizeTrialTPComm(t *testing.T) {
 }
 
 // TestSummarizeTrialGatherWait: a ZeRO trial's summary carries the median
-// step's wait for the parameters' all-gathers (gather_wait_ms).
+// over its steps of the wait for the parameters' all-gathers (gather_wait_ms),
+// taken field by field, not from the median step.
 func TestSummarizeTrialGatherWait(t *testing.T) {
 	ss := steps(10, 11, 12)
 	for i, w := range []float64{0.5, 4, 2} {

@@ -174,8 +174,10 @@ type TrialSummary struct {
 	// TPCommMS: of ExposedCommMS, the tensor group's collectives (median
 	// step); 0 without tensor parallelism.
 	TPCommMS float64 `json:"tp_comm_ms,omitempty"`
-	// GatherWaitMS: of ExposedCommMS, ZeRO's wait for the parameters'
-	// all-gathers (median step; engine.StepMetrics.GatherWaitMS); 0 without ZeRO.
+	// GatherWaitMS: ZeRO's wait for the parameters' all-gathers, part of
+	// each step's ExposedCommMS (the median over steps of this field alone,
+	// as every field here: not the median step's; engine.StepMetrics.GatherWaitMS);
+	// 0 without ZeRO.
 	GatherWaitMS float64 `json:"gather_wait_ms,omitempty"`
 
 	// OptimStateBytes: the largest rank's optimizer states (ZeRO: its shard's).

@@ -70,6 +70,17 @@ func ncclRendezvous(lib *Library, cfg *engine.Config) error {
 
 // multiGPU gates a test on CASESTUDY_GPU_TESTS=1 and CASESTUDY_GPUS=N >= 2 and
 // returns the library (CUDA and NCCL required) and N.
+// multiGPUAtLeast is multiGPU for a test that needs world GPUs (what: its
+// layout, for the skip message).
+func multiGPUAtLeast(t *testing.T, world int, what string) *Library {
+	t.Helper()
+	lib, n := multiGPU(t)
+	if n < world {
+		t.Skipf("%s needs %d GPUs, CASESTUDY_GPUS=%d", what, world, n)
+	}
+	return lib
+}
+
 func multiGPU(t *testing.T) (*Library, int) {
 	t.Helper()
 	if os.Getenv("CASESTUDY_GPU_TESTS") != "1" {

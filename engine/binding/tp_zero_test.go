@@ -190,11 +190,8 @@ func TestGPUTPStagedZero(t *testing.T) {
 // group_communicator), GPT tiny in fp32 and fp16, ZeRO 1 and 2 against
 // zero.stage 0 on the same GPUs, with tpZeroCheck. Skipped below four GPUs.
 func TestGPUMultiTPZero(t *testing.T) {
-	lib, n := multiGPU(t)
 	const steps, world = 4, 4
-	if n < world {
-		t.Skipf("tp 2 x dp 2 needs %d GPUs, CASESTUDY_GPUS=%d", world, n)
-	}
+	lib := multiGPUAtLeast(t, world, "tp 2 x dp 2")
 	for _, precision := range []string{"fp32", "fp16"} {
 		t.Run(precision, func(t *testing.T) {
 			cfg := tpGPUConfig(true, "gpt")

@@ -170,11 +170,8 @@ func TestGPUTPPipelineStaged(t *testing.T) {
 // and the norm's all-reduces on one stream. GPT and BERT tiny against one rank
 // with tpppCheck. Skipped below four GPUs (scripts/gpu-multi-check.sh).
 func TestGPUMultiTPPipeline(t *testing.T) {
-	lib, n := multiGPU(t)
 	const steps, world = 3, 4
-	if n < world {
-		t.Skipf("tp 2 x pp 2 needs %d GPUs, CASESTUDY_GPUS=%d", world, n)
-	}
+	lib := multiGPUAtLeast(t, world, "tp 2 x pp 2")
 	for _, family := range []string{"gpt", "bert"} {
 		t.Run(family, func(t *testing.T) {
 			cfg := tpppConfig(tpGPUConfig(true, family), "1f1b", 2)
