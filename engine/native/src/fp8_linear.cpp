@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "compat.h"
+#include "fp8_diag.h"
 #include "kernels.h"
 #include "kernels_glue.h"
 #include "model.h"  // UnsupportedError
@@ -36,28 +37,14 @@ namespace {
 thread_local bool t_on = false;
 Options g_opts;  // configure(): set once at init, before any step
 
-// Diagnostics of the per-tensor e5m2 divergence (docs/engine.md, precision
-// fp8), from the environment at configure():
-// CASESTUDY_FP8_AUDIT=N: the first N backward passes of FP8 linear layers each
-// print one line to stderr: every FP8 product against the same FP8 operands
-// dequantized and multiplied in fp32 (the implementation: the GEMM does what
-// its operands say) and against the unquantized operands (the recipe's
-// error), the share of signs that differ from the unquantized product, the
-// gradient's amax and the share of its nonzero values that underflowed to
-// zero. Eager steps only (a step being captured into a CUDA graph skips it).
-std::atomic<int64_t> g_audit_left{0};
-// CASESTUDY_FP8_E5M2_GEMM=rowwise: the products with an e5m2 operand (the
-// backward's, per tensor) pass their two scalar scales expanded to a row and a
-// column vector, so that _scaled_mm runs its row-wise kernels (those of
-// fp8.scaling row) on the same FP8 operands: the same values up to the
-// accumulation order. Default tensorwise.
-bool g_e5m2_rowwise = false;
-
-// The environment variable's value, "" when unset.
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
+// Diagnostics of the per-tensor e5m2 divergence (fp8_diag.h lists them:
+// CASESTUDY_FP8_AUDIT, CASESTUDY_FP8_AUDIT_EVERY, CASESTUDY_FP8_E5M2_GEMM,
+// CASESTUDY_FP8_BWD, CASESTUDY_FP8_E5M2_FOR; docs/engine.md), from the
+// environment at configure(). All off by default; off, the forward and the
+// backward run exactly as without them.
+diag::Settings g_diag;
+std::atomic<int64_t> g_audit_left{0};  // what is left of CASESTUDY_FP8_AUDIT's passes
+std::atomic<int64_t> g_forwards{0};    // outermost Scopes so far (forward passes)
 
 }  // namespace
 
@@ -88,23 +75,14 @@ std::string unsupported_reason(const torch::Device& d) {
 
 void configure(const Options& o) {
   g_opts = o;
-  const auto audit = env("CASESTUDY_FP8_AUDIT"), gemm = env("CASESTUDY_FP8_E5M2_GEMM");
-  int64_t n = 0;
-  if (!audit.empty()) {
-    char* end = nullptr;
-    n = std::strtoll(audit.c_str(), &end, 10);
-    if (*end != '\0' || n < 0)
-      throw ConfigError("environment variable CASESTUDY_FP8_AUDIT must be a count of backward passes "
-                        "(0 or more), got \"" + audit + "\": unset it for none");
-  }
-  g_audit_left = n;
-  if (!gemm.empty() && gemm != "tensorwise" && gemm != "rowwise")
-    throw ConfigError("environment variable CASESTUDY_FP8_E5M2_GEMM must be tensorwise or rowwise, got \"" +
-                      gemm + "\": unset it for tensorwise");
-  g_e5m2_rowwise = gemm == "rowwise";
+  g_diag = diag::from_env();
+  g_audit_left = g_diag.audit_first;
 }
 
-Scope::Scope() : prev_on_(t_on) { t_on = true; }
+Scope::Scope() : prev_on_(t_on) {
+  if (!prev_on_) g_forwards.fetch_add(1, std::memory_order_relaxed);
+  t_on = true;
+}
 
 Scope::~Scope() { t_on = prev_on_; }
 
@@ -216,7 +194,7 @@ const char* approximation(kern::Act act) { return act == kern::Act::GeluTanh ? "
 torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sa,
                         const torch::Tensor& sb, const torch::Tensor& bias, at::ScalarType out,
                         bool fast_accum) {
-  if (g_e5m2_rowwise && sa.numel() == 1 && sb.numel() == 1 &&
+  if (g_diag.e5m2_rowwise && sa.numel() == 1 && sb.numel() == 1 &&
       (a.scalar_type() == at::kFloat8_e5m2 || b.scalar_type() == at::kFloat8_e5m2))
     return at::_scaled_mm(a, b, sa.reshape({1, 1}).expand({a.size(0), 1}).contiguous(),
                           sb.reshape({1, 1}).expand({1, b.size(1)}).contiguous(),
@@ -227,50 +205,42 @@ torch::Tensor scaled_mm(const torch::Tensor& a, const torch::Tensor& b, const to
                         std::nullopt, out, fast_accum);
 }
 
-// One FP8 product for the audit: p = scaled_mm(a, b, sa, sb), and the exact
-// product of the unquantized operands (fp32).
-struct Audited {
-  torch::Tensor p, a, b, sa, sb, exact;
-};
-
-double rel(const torch::Tensor& got, const torch::Tensor& want) {
-  return (got.to(at::kFloat) - want).norm().item<double>() / std::max(want.norm().item<double>(), 1e-30);
+// One product of the backward, a [m, k] (FP8, row-major, scales sa) times b
+// [k, n] (FP8, column-major, scales sb), as CASESTUDY_FP8_BWD says: the scaled
+// GEMM (the recipe), the dequantized operands in fp32 (emulate), a's FP8 values
+// times b_hp, b unquantized (qdq), or a_hp times b_hp (exact).
+torch::Tensor bwd_product(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sa,
+                          const torch::Tensor& sb, at::ScalarType out, const torch::Tensor& a_hp,
+                          const torch::Tensor& b_hp) {
+  switch (g_diag.bwd) {
+    case diag::Bwd::Emulate: return diag::dequant_mm(a, sa, b, sb).to(out);
+    case diag::Bwd::Qdq: return diag::dequant_mm(a, sa, b_hp, {}).to(out);
+    case diag::Bwd::Exact: return at::mm(a_hp.to(at::kFloat), b_hp.to(at::kFloat)).to(out);
+    default: return scaled_mm(a, b, sa, sb, {}, out, false);
+  }
 }
 
-// Whether this backward pass is audited (CASESTUDY_FP8_AUDIT), never while the
-// stream is being captured (the audit reads values back to the host).
-bool audit_now(const torch::Tensor& t) {
-  if (g_audit_left.load() <= 0) return false;
+// Whether the forward pass fwd (g_forwards' count at its Scope) is one that
+// CASESTUDY_FP8_AUDIT_EVERY audits.
+bool audit_period(int64_t fwd) {
+  return g_diag.audit_every > 0 && fwd >= 0 && fwd % g_diag.audit_every == 0;
+}
+
+// Whether this backward pass is audited (CASESTUDY_FP8_AUDIT or _EVERY),
+// never while the stream is being captured (the audit reads values back).
+bool audit_now(const torch::Tensor& t, int64_t fwd) {
+  const bool period = audit_period(fwd);
+  if (!period && g_audit_left.load() <= 0) return false;
   if (t.is_cuda() && c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
     return false;
-  return g_audit_left.fetch_sub(1) > 0;
+  return period || g_audit_left.fetch_sub(1) > 0;
 }
 
-// The audit line of one backward pass (CASESTUDY_FP8_AUDIT, above).
-void audit(const torch::Tensor& dz, const torch::Tensor& gq, bool row, bool e5m2,
-           const std::vector<Audited>& products) {
-  static std::atomic<int64_t> index{0};
-  auto nz = dz != 0;
-  const double underflow =
-      (nz & (gq.to(at::kFloat) == 0)).sum().item<double>() / std::max(1.0, nz.sum().item<double>());
-  std::ostringstream o;
-  o << "fp8 audit " << index++ << ": [" << dz.size(0) << " rows] -> " << dz.size(1) << (row ? " row" : " tensor")
-    << (e5m2 ? " e5m2" : " e4m3") << (g_e5m2_rowwise ? " (e5m2 gemm rowwise)" : "") << ": dz amax "
-    << dz.abs().max().item<double>() << ", underflow " << underflow;
-  const char* names[] = {"dx", "dw"};
-  for (size_t i = 0; i < products.size(); i++) {
-    const auto& q = products[i];
-    if (!q.p.defined()) continue;
-    // The same FP8 operands, dequantized (scales [1, 1], [rows, 1] or [1, cols]), in fp32.
-    auto ops = at::mm(q.a.to(at::kFloat) * q.sa, q.b.to(at::kFloat) * q.sb);
-    auto p = q.p.to(at::kFloat);
-    o << "; " << names[i] << " vs operands " << rel(p, ops) << " vs exact " << rel(p, q.exact)
-      << " (operands vs exact " << rel(ops, q.exact) << "), signs "
-      << ((p * q.exact) < 0).to(at::kFloat).mean().item<double>() << ", nonfinite "
-      << (~torch::isfinite(p)).sum().item<int64_t>();
-  }
-  std::cerr << o.str() << std::endl;
-}
+void print_audit(const std::string& line) { std::cerr << line << std::endl; }
+
+std::atomic<int64_t> g_audit_index{0};  // audit lines so far
+
+const char* fmt(bool e5m2) { return e5m2 ? "e5m2" : "e4m3"; }
 
 // _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
 // "TN"). A matrix's column-major copy is its transpose's row-major one: qt.t().
@@ -296,9 +266,16 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       // z [M, out] = x W^T: mat2 W^T [in, out] is wq.q.t(), column-major as it is.
       z = scaled_mm(xq.q, wq.q.t(), xq.inv, wq.inv, b, at::kBFloat16, /*fast_accum=*/true);
       ctx->save_for_backward({xq.qt, xq.inv, wq.qt, wq.inv, act == kern::Act::None ? torch::Tensor() : z});
-      if (g_audit_left.load() > 0) {  // the unquantized operands, for the audit's exact products
-        ctx->saved_data["audit_x"] = x2;
-        ctx->saved_data["audit_w"] = weight;
+      if (g_diag.any()) {
+        // The unquantized operands, for the audit's exact products and the
+        // qdq and exact backward (diagnostics only).
+        const int64_t fwd = g_forwards.load() - 1;
+        ctx->saved_data["diag_fwd"] = fwd;
+        if (g_audit_left.load() > 0 || audit_period(fwd) || g_diag.bwd == diag::Bwd::Qdq ||
+            g_diag.bwd == diag::Bwd::Exact) {
+          ctx->saved_data["diag_x"] = x2;
+          ctx->saved_data["diag_w"] = weight;
+        }
       }
     } else {
       auto xq = quantize(x2, false, Axis::Rows, true, false);      // inv [M, 1]
@@ -308,6 +285,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
                     /*fast_accum=*/true);
       // The backward scales along the other axis: it quantizes again from these.
       ctx->save_for_backward({x2, weight, act == kern::Act::None ? torch::Tensor() : z});
+      if (g_diag.any()) ctx->saved_data["diag_fwd"] = g_forwards.load() - 1;
     }
     ctx->saved_data["flags"] = flags;
     ctx->saved_data["act"] = act_code;
@@ -364,48 +342,78 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     torch::Tensor dx, dw;
     auto dx_shape = grads[0].sizes().vec();
     dx_shape.back() = in;
+    const bool nx = ctx->needs_input_grad(0), nw = ctx->needs_input_grad(1);
+    // The gradient's format of each product: fp8.grad's, unless
+    // CASESTUDY_FP8_E5M2_FOR leaves this product or layer kind to e4m3.
+    const auto kind = diag::kind_of(in, out);
+    const bool ex = g_e5m2 && diag::e5m2_for(g_diag, 0, kind), ew = g_e5m2 && diag::e5m2_for(g_diag, 1, kind);
+    const auto fwd_it = ctx->saved_data.find("diag_fwd");
+    const int64_t fwd = fwd_it == ctx->saved_data.end() ? -1 : fwd_it->second.toInt();
+    const bool audited = fwd_it != ctx->saved_data.end() && audit_now(dz, fwd);
+    // The audit's exact operands, and the qdq and exact backward's (diagnostics).
+    torch::Tensor x_hp, w_hp, dz_hp;
     if (!row) {
       auto xqt = saved[0], x_inv = saved[1], wqt = saved[2], w_inv = saved[3];
-      // dZ row-major for dX, transposed for dW, from one cast.
-      auto g = quantize(dz, g_e5m2, Axis::Tensor, ctx->needs_input_grad(0), ctx->needs_input_grad(1));
+      if (ctx->saved_data.find("diag_x") != ctx->saved_data.end()) {
+        x_hp = ctx->saved_data["diag_x"].toTensor();
+        w_hp = ctx->saved_data["diag_w"].toTensor();
+      }
+      // dZ row-major for dX, transposed for dW, from one cast (two where the
+      // products' formats differ).
+      Quantized gx, gw;
+      if (nx && nw && ex != ew) {
+        gx = quantize(dz, ex, Axis::Tensor, true, false);
+        gw = quantize(dz, ew, Axis::Tensor, false, true);
+      } else {
+        gx = quantize(dz, nx ? ex : ew, Axis::Tensor, nx, nw);
+        gw = gx;
+      }
       // dX [M, in] = dZ [M, out] W [out, in]: W column-major is wqt.t().
-      if (ctx->needs_input_grad(0))
-        dx = scaled_mm(g.q, wqt.t(), g.inv, w_inv, {}, at::kBFloat16, false);
+      if (nx) dx = bwd_product(gx.q, wqt.t(), gx.inv, w_inv, at::kBFloat16, dz, w_hp);
       // dW [out, in] = dZ^T [out, M] X [M, in]: X column-major is xqt.t().
-      if (ctx->needs_input_grad(1))
-        dw = scaled_mm(g.qt, xqt.t(), g.inv, x_inv, {}, at::kFloat, false);
-      if (ctx->saved_data.find("audit_x") != ctx->saved_data.end() && audit_now(dz)) {
-        auto xh = ctx->saved_data["audit_x"].toTensor().to(at::kFloat);
-        auto wh = ctx->saved_data["audit_w"].toTensor().to(at::kFloat);
+      if (nw) dw = bwd_product(gw.qt, xqt.t(), gw.inv, x_inv, at::kFloat, dz.t(), x_hp);
+      if (audited && x_hp.defined()) {
         auto dzf = dz.to(at::kFloat);
-        audit(dz, g.q.defined() ? g.q : g.qt.t(), false, g_e5m2,
-              {{dx, g.q, wqt.t(), g.inv, w_inv, dx.defined() ? at::mm(dzf, wh) : torch::Tensor()},
-               {dw, g.qt, xqt.t(), g.inv, x_inv, dw.defined() ? at::mm(dzf.t(), xh) : torch::Tensor()}});
+        const bool q_mode = g_diag.bwd == diag::Bwd::Qdq, e_mode = g_diag.bwd == diag::Bwd::Exact;
+        print_audit(diag::audit_line(
+            g_audit_index++, fwd, kind, in, false, fmt(ex), fmt(ew), g_diag, dz, nx ? gx.q : gw.qt.t(),
+            nx ? gx.inv : gw.inv,
+            {{"dx", dx, e_mode ? dz : gx.q, q_mode || e_mode ? w_hp : wqt.t(), e_mode ? torch::ones({1, 1}, dzf.options()) : gx.inv,
+              q_mode || e_mode ? torch::Tensor() : w_inv, dx.defined() ? at::mm(dzf, w_hp.to(at::kFloat)) : torch::Tensor()},
+             {"dw", dw, e_mode ? dz.t() : gw.qt, q_mode || e_mode ? x_hp : xqt.t(),
+              e_mode ? torch::ones({1, 1}, dzf.options()) : gw.inv, q_mode || e_mode ? torch::Tensor() : x_inv,
+              dw.defined() ? at::mm(dzf.t(), x_hp.to(at::kFloat)) : torch::Tensor()}}));
       }
     } else {
       auto x2 = saved[0], weight = saved[1];
       Quantized gr, wc, gc, xc;
       // Row-wise scales lie along the dimensions that are not summed over.
-      if (ctx->needs_input_grad(0)) {
+      if (nx) {
         // dX: summed over out. dZ per row [M, 1]; W per column [1, in], column-major.
-        gr = quantize(dz, g_e5m2, Axis::Rows, true, false);
+        gr = quantize(dz, ex, Axis::Rows, true, false);
         wc = quantize(weight, false, Axis::Cols, false, true);
-        dx = scaled_mm(gr.q, wc.qt.t(), gr.inv, wc.inv, {}, at::kBFloat16, false);
+        dx = bwd_product(gr.q, wc.qt.t(), gr.inv, wc.inv, at::kBFloat16, dz, weight);
       }
-      if (ctx->needs_input_grad(1)) {
+      if (nw) {
         // dW: summed over M. dZ per column (rows of dZ^T) [out, 1]; X per column [1, in].
-        gc = quantize(dz, g_e5m2, Axis::Cols, false, true);
+        gc = quantize(dz, ew, Axis::Cols, false, true);
         xc = quantize(x2, false, Axis::Cols, false, true);
-        dw = scaled_mm(gc.qt, xc.qt.t(), gc.inv.reshape({out, 1}), xc.inv, {}, at::kFloat, false);
+        dw = bwd_product(gc.qt, xc.qt.t(), gc.inv.reshape({out, 1}), xc.inv, at::kFloat, dz.t(), x2);
       }
-      if (audit_now(dz)) {
+      if (audited) {
         auto dzf = dz.to(at::kFloat);
-        audit(dz, gr.q.defined() ? gr.q : gc.qt.t(), true, g_e5m2,
-              {{dx, gr.q, dx.defined() ? wc.qt.t() : torch::Tensor(), gr.inv, wc.inv,
-                dx.defined() ? at::mm(dzf, weight.to(at::kFloat)) : torch::Tensor()},
-               {dw, gc.qt, dw.defined() ? xc.qt.t() : torch::Tensor(),
-                dw.defined() ? gc.inv.reshape({out, 1}) : torch::Tensor(), xc.inv,
-                dw.defined() ? at::mm(dzf.t(), x2.to(at::kFloat)) : torch::Tensor()}});
+        const bool hp = g_diag.bwd == diag::Bwd::Qdq || g_diag.bwd == diag::Bwd::Exact;
+        const bool e_mode = g_diag.bwd == diag::Bwd::Exact;
+        auto one = torch::ones({1, 1}, dzf.options());
+        print_audit(diag::audit_line(
+            g_audit_index++, fwd, kind, in, true, fmt(ex), fmt(ew), g_diag, dz, nx ? gr.q : gc.qt.t(),
+            nx ? gr.inv : gc.inv,
+            {{"dx", dx, e_mode ? dz : gr.q, nx ? (hp ? weight : wc.qt.t()) : torch::Tensor(),
+              e_mode ? one : gr.inv, hp ? torch::Tensor() : wc.inv,
+              nx ? at::mm(dzf, weight.to(at::kFloat)) : torch::Tensor()},
+             {"dw", dw, e_mode ? dz.t() : gc.qt, nw ? (hp ? x2 : xc.qt.t()) : torch::Tensor(),
+              e_mode ? one : (nw ? gc.inv.reshape({out, 1}) : torch::Tensor()), hp ? torch::Tensor() : xc.inv,
+              nw ? at::mm(dzf.t(), x2.to(at::kFloat)) : torch::Tensor()}}));
       }
     }
     if (dx.defined()) dx = dx.to(x_dtype).view(dx_shape);
