@@ -31,6 +31,9 @@
 #             (fp8.scaling LOSS_FP8_SCALING, tensor) from each seed and a second
 #             verdict: fp8's curves no further from fp32 than bf16's (the
 #             kernels' runs) beyond the seeds' spread (losscurve.py --labels fp8,bf16)
+#   fp8-diag  (not by default) the per-tensor e5m2 divergence localised:
+#             scripts/gpu-check-fp8diag.sh (FP8DIAG_RUNS, FP8DIAG_STEPS,
+#             FP8DIAG_AUDIT_EVERY); fp8-diag.md in $OUT and table.md
 #   fp8       (not by default) precision fp8 against bf16, CUDA graphs both,
 #             each size its own group: GPT-2 124M 16 x 1024, 350M 8 x 1024,
 #             774M 4 x 1024 (FP8_SIZES), engine bf16 and fp8 with each of
@@ -238,6 +241,8 @@ LOSS_FP8=${LOSS_FP8:-0} LOSS_FP8_SCALING=${LOSS_FP8_SCALING:-tensor}
 EST_LOSSCURVE=$((15 * (LOSS_FP8 == 1 ? 4 : 3) * $(wc -w <<<"$LOSS_SEEDS")))
 FP8_SIZES=${FP8_SIZES:-124m 350m 774m} FP8_SCALINGS=${FP8_SCALINGS:-tensor row} FP8_REF=${FP8_REF:-1} FP8_BERT=${FP8_BERT:-1}
 FP8_PROFILE=${FP8_PROFILE:-0}
+# shellcheck source=scripts/gpu-check-fp8diag.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-check-fp8diag.sh" # stage fp8-diag, its variables checked
 CAP_ENGINE=60
 EST_SCALE=${EST_SCALE:-100}
 
@@ -263,8 +268,8 @@ for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
 for s in $STAGES; do
-  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | fp8 | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | resnet50-batch | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict | predict-cpu) ;;
-    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve fp8 bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best resnet50-batch bert512 profile launch firststep cudnn kernelmix aa windows study predict predict-cpu)" >&2; exit 2 ;;
+  case $s in tests | gpt | gpt-ab | gpt-more | losscurve | fp8 | fp8-diag | bert128 | resnet50 | resnet50-fp16 | resnet50-padstem | resnet50-best | resnet50-batch | bert512 | profile | launch | firststep | cudnn | kernelmix | aa | windows | study | predict | predict-cpu) ;;
+    *) echo "gpu-check.sh: STAGES: unknown stage '$s' (tests gpt gpt-ab gpt-more losscurve fp8 fp8-diag bert128 resnet50 resnet50-fp16 resnet50-padstem resnet50-best resnet50-batch bert512 profile launch firststep cudnn kernelmix aa windows study predict predict-cpu)" >&2; exit 2 ;;
   esac
 done
 
@@ -318,6 +323,12 @@ publish() {
     if [[ -f $OUT/cudnn.jsonl ]]; then
       echo
       "$PY" engine/native/tools/cudnn_table.py "$OUT/cudnn.jsonl" 2>&1
+    fi
+    if [[ -f $WORK/fp8-diag.md ]]; then
+      echo
+      echo "## fp8-diag (scripts/gpu-check-fp8diag.sh)"
+      echo
+      cat "$WORK/fp8-diag.md"
     fi
     if [[ -f $WORK/kernelmix.md ]]; then
       echo
@@ -1412,6 +1423,7 @@ for s in $STAGES; do
     gpt-more) stage_gpt_more ;;
     losscurve) stage_losscurve ;;
     fp8) stage_fp8 ;;
+    fp8-diag) stage_fp8_diag ;;
     resnet50-fp16) stage_resnet50_fp16 ;;
     resnet50-padstem) stage_resnet50_padstem ;;
     resnet50-best) stage_resnet50_best ;;

@@ -43,10 +43,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "fp8_diag.h"
 #include "fp8_linear.h"
 #include "kernels.h"
 #include "linear_act.h"
@@ -107,6 +109,81 @@ int cpu_checks() {
     refused = true;
   }
   CS_CHECK(refused);
+  return 0;
+}
+
+// The diagnostic switches (fp8_diag.h): parsing, the errors naming the
+// variable, the layer kinds of GPT-2's shapes, the e5m2 masks, the error
+// measures and the audit line, on CPU tensors (the audit's arithmetic is
+// plain ATen; FP8 values enter it through .to(float)).
+int diag_checks() {
+  using namespace fp8::diag;
+  auto env = [](std::map<std::string, std::string> m) {
+    return [m](const char* name) {
+      auto it = m.find(name);
+      return it == m.end() ? std::string() : it->second;
+    };
+  };
+  auto d = parse(env({}));
+  CS_CHECK(!d.any() && d.bwd == Bwd::Scaled && d.audit_first == 0 && d.audit_every == 0);
+  CS_CHECK(e5m2_for(d, 0, Kind::Qkv) && e5m2_for(d, 1, Kind::MlpDown));
+  auto s = parse(env({{"CASESTUDY_FP8_AUDIT", "12"}, {"CASESTUDY_FP8_AUDIT_EVERY", "50"},
+                      {"CASESTUDY_FP8_BWD", "qdq"}, {"CASESTUDY_FP8_E5M2_GEMM", "rowwise"},
+                      {"CASESTUDY_FP8_E5M2_FOR", "dw,mlp_down,attn_out"}}));
+  CS_CHECK(s.any() && s.audit_first == 12 && s.audit_every == 50 && s.bwd == Bwd::Qdq && s.e5m2_rowwise);
+  CS_CHECK(!e5m2_for(s, 0, Kind::MlpDown) && e5m2_for(s, 1, Kind::MlpDown) && e5m2_for(s, 1, Kind::AttnOut));
+  CS_CHECK(!e5m2_for(s, 1, Kind::Qkv) && !e5m2_for(s, 1, Kind::MlpUp));
+  auto only_dx = parse(env({{"CASESTUDY_FP8_E5M2_FOR", "dx"}}));
+  CS_CHECK(e5m2_for(only_dx, 0, Kind::Qkv) && !e5m2_for(only_dx, 1, Kind::Qkv) && only_dx.any());
+  for (const char* b : {"scaled", "emulate", "qdq", "exact"})
+    CS_CHECK(std::string(bwd_name(parse(env({{"CASESTUDY_FP8_BWD", b}})).bwd)) == b);
+  // A bad value: a ConfigError naming the variable.
+  auto refused = [&](const char* var, const char* value) {
+    try {
+      parse(env({{var, value}}));
+    } catch (const ConfigError& e) {
+      return std::string(e.what()).find(var) != std::string::npos;
+    }
+    return false;
+  };
+  CS_CHECK(refused("CASESTUDY_FP8_AUDIT", "-1") && refused("CASESTUDY_FP8_AUDIT", "3x"));
+  CS_CHECK(refused("CASESTUDY_FP8_AUDIT_EVERY", "often") && refused("CASESTUDY_FP8_BWD", "bf16"));
+  CS_CHECK(refused("CASESTUDY_FP8_E5M2_GEMM", "row") && refused("CASESTUDY_FP8_E5M2_FOR", "dx,mlp"));
+  // GPT-2 124M's four layers (d = 768).
+  CS_CHECK(kind_of(768, 2304) == Kind::Qkv && kind_of(768, 768) == Kind::AttnOut);
+  CS_CHECK(kind_of(768, 3072) == Kind::MlpUp && kind_of(3072, 768) == Kind::MlpDown);
+  CS_CHECK(kind_of(768, 1000) == Kind::Other);
+  // The error measures: a result 10% small has gain -0.1, bias -0.1 (of a
+  // positive exact), no flipped sign; a negated one gain -2 and every sign.
+  torch::manual_seed(1);
+  auto exact = torch::rand({64, 32}) + 0.5;
+  auto e = compare(exact * 0.9, exact);
+  CS_CHECK(std::abs(e.gain + 0.1) < 1e-6 && std::abs(e.bias + 0.1) < 1e-6 && std::abs(e.rel - 0.1) < 1e-6);
+  CS_CHECK(e.signs == 0 && e.nonfinite == 0);
+  auto n = compare(-exact, exact);
+  CS_CHECK(std::abs(n.gain + 2) < 1e-6 && n.signs == 1.0);
+  auto inf = exact.clone();
+  inf[0][0] = std::numeric_limits<float>::infinity();
+  CS_CHECK(compare(inf, exact).nonfinite == 1);
+  // Gradients of 1e-12 (a 124M run's size): float64 inside, no underflow.
+  auto tiny = compare(exact * 1e-12 * 1.05, exact * 1e-12);
+  CS_CHECK(std::abs(tiny.gain - 0.05) < 1e-6);
+  // dequant_mm: the scales per row of a and per column of b.
+  auto a = torch::randn({16, 8}), b = torch::randn({8, 4});
+  auto sa = torch::rand({16, 1}) + 0.5, sb = torch::rand({1, 4}) + 0.5;
+  CS_CHECK(torch::allclose(dequant_mm(a, sa, b, sb), torch::mm(a * sa, b * sb)));
+  CS_CHECK(torch::allclose(dequant_mm(a, sa, b, {}), torch::mm(a * sa, b)));
+  // The audit line: every key fp8_diag.py reads, the kind and the formats.
+  auto dz = torch::randn({16, 8}) * 1e-8, gq = (dz * 1e8).round(), ginv = torch::full({1, 1}, 1e-8);
+  auto w = torch::randn({8, 4});
+  auto p = torch::mm(gq * ginv, w);
+  auto line = audit_line(3, 50, Kind::MlpDown, 4, false, "e5m2", "e4m3", s, dz, gq, ginv,
+                         {{"dx", p, gq, w, ginv, {}, torch::mm(dz, w)}, {"dw", {}, {}, {}, {}, {}, {}}});
+  for (const char* key : {"fp8 audit pass=3 fwd=50 kind=mlp_down rows=16 in=4 out=8 scaling=tensor dx=e5m2 dw=e4m3",
+                          "bwd=qdq gemm=rowwise:", " dz amax=", " underflow=", " cast_rel=", " cast_gain=",
+                          " cast_bias=", "; dx ops=", " rel=", " gain=", " bias=", " signs=", " nonfinite=0"})
+    CS_CHECK(line.find(key) != std::string::npos);
+  CS_CHECK(line.find("; dw") == std::string::npos);  // a product not computed is left out
   return 0;
 }
 
@@ -586,6 +663,7 @@ int check_wiring() {
 
 int fp8_linear_tests() {
   int failed = run_case("fp8_linear", "cpu refusals", cpu_checks);
+  failed += run_case("fp8_linear", "diagnostic switches", diag_checks);
 #if CS_FP8_CUDA_CASES
   if (!torch::cuda::is_available()) return failed;
   const torch::Device gpu(torch::kCUDA, c10::cuda::current_device());
