@@ -17,6 +17,8 @@
 #                   (CASESTUDY_FP8_BWD=emulate): tracks bf16 -> the scaled GEMM
 #   t-e5m2-qdq      dz's FP8 values dequantized times unquantized W and x
 #   t-e5m2-exact    no quantization in the backward (FP8 forward only)
+#   t-e5m2-gradrow  dz scaled per row (dX) and per column (dW) as fp8.scaling
+#                   row does, W and x per tensor (CASESTUDY_FP8_GRAD_AXIS=row)
 #   t-e4m3, r-e5m2  the controls that tracked bf16 (per tensor e4m3; per row
 #                   e5m2), audited as t-e5m2
 #   t-e5m2-dx, t-e5m2-dw  e5m2 only for dX, only for dW (e4m3 the other)
@@ -26,7 +28,7 @@
 #                   value: its losses must equal t-e5m2's)
 # Then engine/native/tools/fp8_diag.py writes $OUT/fp8-diag.md (also in
 # table.md): per run its losses every 5 steps, the last, the verdict
-# (DIVERGED: over bf16's last loss by more than 2%) and an audit summary;
+# (DIVERGED: a step's loss over bf16's at that step by more than 2%) and an audit summary;
 # per audited forward pass and layer kind dz's amax, its flushed share, the
 # cast's gain and the products' error, gain, signed bias and flipped signs
 # against the exact products; and a reading of the matrix by fixed rules.
@@ -35,7 +37,7 @@
 # runs that do not fit BUDGET_S are skipped (noted in the table), never
 # counted as diverged or not.
 FP8DIAG_STEPS=${FP8DIAG_STEPS:-40} FP8DIAG_AUDIT_EVERY=${FP8DIAG_AUDIT_EVERY:-10}
-FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
+FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e5m2-gradrow t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
 FP8DIAG_RUNS=${FP8DIAG_RUNS:-$FP8DIAG_ALL}
 for v in FP8DIAG_STEPS FP8DIAG_AUDIT_EVERY; do
   [[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || { echo "gpu-check.sh: $v=${!v}: want a whole number of at least 1" >&2; exit 2; }
@@ -61,6 +63,7 @@ stage_fp8_diag() {
       t-e5m2-emulate) envw=CASESTUDY_FP8_BWD=emulate est=$heavy ;;
       t-e5m2-qdq) envw=CASESTUDY_FP8_BWD=qdq est=$heavy ;;
       t-e5m2-exact) envw=CASESTUDY_FP8_BWD=exact est=$heavy ;;
+      t-e5m2-gradrow) envw=CASESTUDY_FP8_GRAD_AXIS=row ;;
       t-e4m3) cfg="$c$t8,\"grad\":\"e4m3\"}}" envw=$audit est=$audited_est ;;
       r-e5m2) cfg="$c,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"row\"}}" envw=$audit est=$audited_est ;;
       t-e5m2-dx) envw=CASESTUDY_FP8_E5M2_FOR=dx ;;

@@ -18,6 +18,10 @@
 //              other operand (W, x), fp32: the gradient's quantization alone
 //     exact    no quantization in the backward: dz, W and x as they are, fp32
 //              (FP8 in the forward only)
+//   CASESTUDY_FP8_GRAD_AXIS=row  per-tensor scaling with the gradient's scales
+//                                as fp8.scaling row's (dz per row for dX, per
+//                                column for dW), W and x still per tensor: the
+//                                gradient's scaling apart from the operands'
 //   CASESTUDY_FP8_E5M2_FOR=LIST  under fp8.grad e5m2, e5m2 only where LIST
 //                                names the product (dx, dw) and the layer kind
 //                                (qkv, attn_out, mlp_up, mlp_down, other); the
@@ -52,12 +56,13 @@ struct Settings {
   int64_t audit_every = 0;                // CASESTUDY_FP8_AUDIT_EVERY (0: off)
   bool e5m2_rowwise = false;              // CASESTUDY_FP8_E5M2_GEMM=rowwise
   Bwd bwd = Bwd::Scaled;                  // CASESTUDY_FP8_BWD
+  bool grad_rows = false;                 // CASESTUDY_FP8_GRAD_AXIS=row
   unsigned e5m2_products = kBothProducts;  // CASESTUDY_FP8_E5M2_FOR: bit 0 dx, bit 1 dw
   unsigned e5m2_kinds = kAllKinds;         // bit (1 << Kind)
   // Whether anything here is switched on (the forward then keeps what the
   // backward's diagnostics need).
   bool any() const {
-    return audit_first > 0 || audit_every > 0 || e5m2_rowwise || bwd != Bwd::Scaled ||
+    return audit_first > 0 || audit_every > 0 || e5m2_rowwise || bwd != Bwd::Scaled || grad_rows ||
            e5m2_products != kBothProducts || e5m2_kinds != kAllKinds;
   }
 };
@@ -102,7 +107,8 @@ Error compare(const torch::Tensor& got, const torch::Tensor& exact);
 // The audit line of one backward pass (no trailing newline): key=value words,
 // engine/native/tools/fp8_diag.py's input:
 //   fp8 audit pass=P fwd=F kind=K rows=M in=I out=O scaling=tensor|row
-//   dx=e5m2|e4m3 dw=e5m2|e4m3 bwd=MODE gemm=tensorwise|rowwise: dz amax=A
+//   dx=e5m2|e4m3 dw=e5m2|e4m3 bwd=MODE gemm=tensorwise|rowwise
+//   grad_axis=tensor|row: dz amax=A
 //   underflow=U cast_rel=R cast_gain=G cast_bias=B; dx ops=E rel=R gain=G
 //   bias=B signs=S nonfinite=N; dw ...
 // dz: the gradient quantized; gq, ginv: its FP8 values [rows, out] and their

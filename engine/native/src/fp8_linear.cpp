@@ -359,9 +359,19 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
         w_hp = ctx->saved_data["diag_w"].toTensor();
       }
       // dZ row-major for dX, transposed for dW, from one cast (two where the
-      // products' formats differ).
+      // products' formats differ, or CASESTUDY_FP8_GRAD_AXIS=row scales dZ per
+      // row for dX and per column for dW, W's and X's scalar scales then
+      // expanded to the row-wise GEMM's vectors).
       Quantized gx, gw;
-      if (nx && nw && ex != ew) {
+      if (g_diag.grad_rows) {
+        if (nx) gx = quantize(dz, ex, Axis::Rows, true, false);  // inv [M, 1]
+        if (nw) {
+          gw = quantize(dz, ew, Axis::Cols, false, true);  // inv [1, out] -> [out, 1]
+          gw.inv = gw.inv.reshape({out, 1});
+        }
+        w_inv = w_inv.reshape({1, 1}).expand({1, in}).contiguous();
+        x_inv = x_inv.reshape({1, 1}).expand({1, in}).contiguous();
+      } else if (nx && nw && ex != ew) {
         gx = quantize(dz, ex, Axis::Tensor, true, false);
         gw = quantize(dz, ew, Axis::Tensor, false, true);
       } else {
@@ -377,7 +387,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
         const bool q_mode = g_diag.bwd == diag::Bwd::Qdq, e_mode = g_diag.bwd == diag::Bwd::Exact;
         print_audit(diag::audit_line(
             g_audit_index++, fwd, kind, in, false, fmt(ex), fmt(ew), g_diag, dz, nx ? gx.q : gw.qt.t(),
-            nx ? gx.inv : gw.inv,
+            nx ? gx.inv : gw.inv.reshape({1, -1}),
             {{"dx", dx, e_mode ? dz : gx.q, q_mode || e_mode ? w_hp : wqt.t(), e_mode ? torch::ones({1, 1}, dzf.options()) : gx.inv,
               q_mode || e_mode ? torch::Tensor() : w_inv, dx.defined() ? at::mm(dzf, w_hp.to(at::kFloat)) : torch::Tensor()},
              {"dw", dw, e_mode ? dz.t() : gw.qt, q_mode || e_mode ? x_hp : xqt.t(),

@@ -5,8 +5,9 @@ Each run is given as NAME=LOSSES.json[:AUDIT.err] (LOSSES: cs_bench.py
 --losses; AUDIT: the run's stderr, whose "fp8 audit ..." lines
 src/fp8_diag.h's audit_line writes under CASESTUDY_FP8_AUDIT_EVERY), plus
 --env NAME=WORDS to show each run's switches. The run named "bf16" is the
-reference: a run "diverged" when its last loss ends more than --tol (2%)
-above bf16's (bench/reference/fp8_ratios.py's rule).
+reference: a run "diverged" when its loss at some step lies more than --tol
+(2%) above bf16's at that step (fp8_ratios.py's rule, applied to every step
+rather than the last: a run may diverge and partly recover within the run).
 
 Writes markdown: one row per run (its switches, the loss at checkpoints
 and at the end, diverged or not, an audit summary), then for audited runs
@@ -96,7 +97,7 @@ def main(argv=None):
     ap.add_argument("runs", nargs="+", help="NAME=LOSSES.json[:AUDIT.err]")
     ap.add_argument("--env", action="append", default=[], help="NAME=WORDS: a run's switches, shown")
     ap.add_argument("--audited", default="", help="comma-separated names of runs that must have audit lines")
-    ap.add_argument("--tol", type=float, default=0.02, help="divergence: last loss over bf16's by more (0.02)")
+    ap.add_argument("--tol", type=float, default=0.02, help="divergence: a loss over bf16's at its step by more (0.02)")
     ap.add_argument("--every", type=int, default=5, help="loss checkpoints every N steps (5)")
     a = ap.parse_args(argv)
     env = dict(e.split("=", 1) for e in a.env if "=" in e)
@@ -139,9 +140,15 @@ def main(argv=None):
         cells = [fmt(ls[s - 1]) if s <= len(ls) else "–" for s in marks]
         verdict = "–"
         if ref is not None and name != "bf16":
-            d = ls[-1] > ref[-1] * (1 + a.tol) if len(ls) == len(ref) else None
+            if len(ls) != len(ref):
+                d, verdict = None, "steps differ from bf16's"
+            else:
+                excess = [x / r - 1 for x, r in zip(ls, ref)]
+                first = next((i + 1 for i, e in enumerate(excess) if e > a.tol), None)
+                d = first is not None
+                verdict = ("DIVERGED from step %d (max %+.1f%%)" % (first, 100 * max(excess)) if d
+                           else "tracks bf16 (max %+.2f%%)" % (100 * max(excess)))
             diverged[name] = d
-            verdict = "DIVERGED" if d else ("tracks bf16" if d is not None else "steps differ from bf16's")
         print("| %s | %s | %s | %s | %s | %s |" % (name, env.get(name, ""), " | ".join(cells), fmt(ls[-1]), verdict,
                                                  summary(recs)))
     detail = [(n, r) for n, _, rs in runs for r in rs]
@@ -197,6 +204,12 @@ def reading(d):
         elif div("t-e5m2-qdq") is False:
             out.append("dz's quantization alone tracks: the combination with the per-tensor e4m3 W/x of "
                        "the backward")
+    if div("t-e5m2-gradrow") is False:
+        out.append("dz scaled per row/column (W, x per tensor) tracks: the per-tensor scaling of the gradient "
+                   "itself is at fault")
+    elif div("t-e5m2-gradrow"):
+        out.append("dz scaled per row/column still diverges: not the gradient's scale granularity alone "
+                   "(with W, x per tensor in the backward)")
     for n, what in (("t-e5m2-dx", "dX only"), ("t-e5m2-dw", "dW only"),
                     ("t-e5m2-resid", "attention-out and MLP-down only (dz = the residual gradient)"),
                     ("t-e5m2-inner", "qkv and MLP-up only")):
