@@ -19,6 +19,9 @@
 #   t-e5m2-exact    no quantization in the backward (FP8 forward only)
 #   t-e5m2-gradrow  dz scaled per row (dX) and per column (dW) as fp8.scaling
 #                   row does, W and x per tensor (CASESTUDY_FP8_GRAD_AXIS=row)
+#   t-e5m2-decor    per tensor, dW's copy of dz cast on a grid shifted from
+#                   dX's (CASESTUDY_FP8_GRAD_DECORRELATE=1): their rounding
+#                   errors nearly independent, as per row
 #   t-e4m3, r-e5m2  the controls that tracked bf16 (per tensor e4m3; per row
 #                   e5m2), audited as t-e5m2
 #   t-e5m2-dx, t-e5m2-dw  e5m2 only for dX, only for dW (e4m3 the other)
@@ -37,7 +40,7 @@
 # runs that do not fit BUDGET_S are skipped (noted in the table), never
 # counted as diverged or not.
 FP8DIAG_STEPS=${FP8DIAG_STEPS:-40} FP8DIAG_AUDIT_EVERY=${FP8DIAG_AUDIT_EVERY:-10}
-FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e5m2-gradrow t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
+FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e5m2-gradrow t-e5m2-decor t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
 FP8DIAG_RUNS=${FP8DIAG_RUNS:-$FP8DIAG_ALL}
 for v in FP8DIAG_STEPS FP8DIAG_AUDIT_EVERY; do
   [[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || { echo "gpu-check.sh: $v=${!v}: want a whole number of at least 1" >&2; exit 2; }
@@ -64,6 +67,7 @@ stage_fp8_diag() {
       t-e5m2-qdq) envw=CASESTUDY_FP8_BWD=qdq est=$heavy ;;
       t-e5m2-exact) envw=CASESTUDY_FP8_BWD=exact est=$heavy ;;
       t-e5m2-gradrow) envw=CASESTUDY_FP8_GRAD_AXIS=row ;;
+      t-e5m2-decor) envw=CASESTUDY_FP8_GRAD_DECORRELATE=1 ;;
       t-e4m3) cfg="$c$t8,\"grad\":\"e4m3\"}}" envw=$audit est=$audited_est ;;
       r-e5m2) cfg="$c,\"precision\":\"fp8\",\"fp8\":{\"scaling\":\"row\"}}" envw=$audit est=$audited_est ;;
       t-e5m2-dx) envw=CASESTUDY_FP8_E5M2_FOR=dx ;;

@@ -55,6 +55,11 @@ Settings parse(const std::function<std::string(const char*)>& get) {
     throw ConfigError("environment variable CASESTUDY_FP8_GRAD_AXIS must be tensor or row, got \"" + axis +
                       "\": unset it for tensor");
   s.grad_rows = axis == "row";
+  const auto decor = get("CASESTUDY_FP8_GRAD_DECORRELATE");
+  if (!decor.empty() && decor != "0" && decor != "1")
+    throw ConfigError("environment variable CASESTUDY_FP8_GRAD_DECORRELATE must be 0 or 1, got \"" + decor +
+                      "\": unset it for 0");
+  s.decorrelate = decor == "1";
   const auto list = get("CASESTUDY_FP8_E5M2_FOR");
   unsigned products = 0, kinds = 0;
   std::stringstream in(list);
@@ -150,7 +155,8 @@ std::string audit_line(int64_t pass, int64_t fwd, Kind kind, int64_t in, bool ro
   o << "fp8 audit pass=" << pass << " fwd=" << fwd << " kind=" << kind_name(kind) << " rows=" << dz.size(0)
     << " in=" << in << " out=" << dz.size(1) << " scaling=" << (row ? "row" : "tensor") << " dx=" << dx_fmt
     << " dw=" << dw_fmt << " bwd=" << bwd_name(s.bwd) << " gemm=" << (s.e5m2_rowwise ? "rowwise" : "tensorwise")
-    << " grad_axis=" << (row || s.grad_rows ? "row" : "tensor") << ":";
+    << " grad_axis=" << (row || s.grad_rows ? "row" : "tensor") << " decorrelate=" << (s.decorrelate ? 1 : 0)
+    << ":";
   auto nz = dz != 0;
   const double underflow =
       (nz & (gq.to(at::kFloat) == 0)).sum().item<double>() / std::max(1.0, nz.sum().item<double>());

@@ -22,6 +22,10 @@
 //                                as fp8.scaling row's (dz per row for dX, per
 //                                column for dW), W and x still per tensor: the
 //                                gradient's scaling apart from the operands'
+//   CASESTUDY_FP8_GRAD_DECORRELATE=1  per tensor, dW's copy of dz cast with
+//                                its amax mapped to 0.75 fmax: the rounding
+//                                errors of dX's and dW's gradients nearly
+//                                independent (per tensor they are one cast)
 //   CASESTUDY_FP8_E5M2_FOR=LIST  under fp8.grad e5m2, e5m2 only where LIST
 //                                names the product (dx, dw) and the layer kind
 //                                (qkv, attn_out, mlp_up, mlp_down, other); the
@@ -57,12 +61,13 @@ struct Settings {
   bool e5m2_rowwise = false;              // CASESTUDY_FP8_E5M2_GEMM=rowwise
   Bwd bwd = Bwd::Scaled;                  // CASESTUDY_FP8_BWD
   bool grad_rows = false;                 // CASESTUDY_FP8_GRAD_AXIS=row
+  bool decorrelate = false;               // CASESTUDY_FP8_GRAD_DECORRELATE=1
   unsigned e5m2_products = kBothProducts;  // CASESTUDY_FP8_E5M2_FOR: bit 0 dx, bit 1 dw
   unsigned e5m2_kinds = kAllKinds;         // bit (1 << Kind)
   // Whether anything here is switched on (the forward then keeps what the
   // backward's diagnostics need).
   bool any() const {
-    return audit_first > 0 || audit_every > 0 || e5m2_rowwise || bwd != Bwd::Scaled || grad_rows ||
+    return audit_first > 0 || audit_every > 0 || e5m2_rowwise || bwd != Bwd::Scaled || grad_rows || decorrelate ||
            e5m2_products != kBothProducts || e5m2_kinds != kAllKinds;
   }
 };

@@ -220,6 +220,22 @@ torch::Tensor bwd_product(const torch::Tensor& a, const torch::Tensor& b, const 
   }
 }
 
+// CASESTUDY_FP8_GRAD_DECORRELATE: dW's copy of dz per tensor with its amax
+// mapped to 0.75 fmax instead of fmax (ATen ops), so that its rounding grid
+// lies log2(4/3) binades off dX's copy's and the two products' rounding
+// errors are nearly independent, as per row (two casts) and unlike per tensor
+// (one cast). qt only (dW's operand), inv [1, 1].
+Quantized quantize_shifted(const torch::Tensor& t, bool e5m2) {
+  const auto dt = e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
+  const double fmax = (e5m2 ? kE5M2Max : kE4M3Max) * 0.75;
+  auto amax = t.abs().amax().to(at::kFloat).clamp_min(1e-12).reshape({1, 1});
+  auto scale = at::reciprocal(amax).mul_(fmax);
+  Quantized out;
+  out.qt = t.mul(scale).to(dt).t().contiguous();
+  out.inv = amax.div_(fmax);
+  return out;
+}
+
 // Whether the forward pass fwd (g_forwards' count at its Scope) is one that
 // CASESTUDY_FP8_AUDIT_EVERY audits.
 bool audit_period(int64_t fwd) {
@@ -371,6 +387,9 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
         }
         w_inv = w_inv.reshape({1, 1}).expand({1, in}).contiguous();
         x_inv = x_inv.reshape({1, 1}).expand({1, in}).contiguous();
+      } else if (nx && nw && g_diag.decorrelate) {
+        gx = quantize(dz, ex, Axis::Tensor, true, false);
+        gw = quantize_shifted(dz, ew);
       } else if (nx && nw && ex != ew) {
         gx = quantize(dz, ex, Axis::Tensor, true, false);
         gw = quantize(dz, ew, Axis::Tensor, false, true);

@@ -149,7 +149,9 @@ int diag_checks() {
   CS_CHECK(refused("CASESTUDY_FP8_AUDIT", "-1") && refused("CASESTUDY_FP8_AUDIT", "3x"));
   CS_CHECK(refused("CASESTUDY_FP8_AUDIT_EVERY", "often") && refused("CASESTUDY_FP8_BWD", "bf16"));
   CS_CHECK(refused("CASESTUDY_FP8_E5M2_GEMM", "row") && refused("CASESTUDY_FP8_E5M2_FOR", "dx,mlp"));
-  CS_CHECK(refused("CASESTUDY_FP8_GRAD_AXIS", "rows"));
+  CS_CHECK(refused("CASESTUDY_FP8_GRAD_AXIS", "rows") && refused("CASESTUDY_FP8_GRAD_DECORRELATE", "yes"));
+  CS_CHECK(parse(env({{"CASESTUDY_FP8_GRAD_DECORRELATE", "1"}})).decorrelate);
+  CS_CHECK(!parse(env({{"CASESTUDY_FP8_GRAD_DECORRELATE", "0"}})).any());
   auto gr = parse(env({{"CASESTUDY_FP8_GRAD_AXIS", "row"}}));
   CS_CHECK(gr.grad_rows && gr.any() && !parse(env({{"CASESTUDY_FP8_GRAD_AXIS", "tensor"}})).any());
   // GPT-2 124M's four layers (d = 768).
@@ -183,7 +185,7 @@ int diag_checks() {
   auto line = audit_line(3, 50, Kind::MlpDown, 4, false, "e5m2", "e4m3", s, dz, gq, ginv,
                          {{"dx", p, gq, w, ginv, {}, torch::mm(dz, w)}, {"dw", {}, {}, {}, {}, {}, {}}});
   for (const char* key : {"fp8 audit pass=3 fwd=50 kind=mlp_down rows=16 in=4 out=8 scaling=tensor dx=e5m2 dw=e4m3",
-                          "bwd=qdq gemm=rowwise grad_axis=tensor:", " dz amax=", " underflow=", " cast_rel=", " cast_gain=",
+                          "bwd=qdq gemm=rowwise grad_axis=tensor decorrelate=0:", " dz amax=", " underflow=", " cast_rel=", " cast_gain=",
                           " cast_bias=", "; dx ops=", " rel=", " gain=", " bias=", " signs=", " nonfinite=0"})
     CS_CHECK(line.find(key) != std::string::npos);
   CS_CHECK(line.find("; dw") == std::string::npos);  // a product not computed is left out

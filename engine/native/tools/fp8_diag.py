@@ -204,9 +204,14 @@ def reading(d):
         elif div("t-e5m2-qdq") is False:
             out.append("dz's quantization alone tracks: the combination with the per-tensor e4m3 W/x of "
                        "the backward")
+    if div("t-e5m2-decor") is False:
+        out.append("dW's and dX's gradient cast on shifted grids tracks: the one shared cast of dz per tensor "
+                   "(correlated rounding errors of dX and dW) is at fault")
+    elif div("t-e5m2-decor"):
+        out.append("independent rounding of dX's and dW's gradient still diverges: not the shared cast")
     if div("t-e5m2-gradrow") is False:
         out.append("dz scaled per row/column (W, x per tensor) tracks: the per-tensor scaling of the gradient "
-                   "itself is at fault")
+                   "is at fault (its granularity, or its one shared cast: see t-e5m2-decor)")
     elif div("t-e5m2-gradrow"):
         out.append("dz scaled per row/column still diverges: not the gradient's scale granularity alone "
                    "(with W, x per tensor in the backward)")
