@@ -380,6 +380,81 @@ int check_case(const Case& c) {
   return 0;
 }
 
+// The diagnostic switches on the GPU (fp8_diag.h): each backward mode gives
+// the products it names. The layer is a qkv (out = 3 in) for the layer-kind
+// switch. Values within 1e-6 where two runs must compute the same thing from
+// the same FP8 operands (cuBLASLt is deterministic on one stream).
+struct DiagGrads {
+  torch::Tensor dx, dw;
+};
+
+DiagGrads diag_run(const std::map<std::string, std::string>& vars, fp8::Scaling s, bool e4,
+                   const torch::Tensor& x0, const torch::Tensor& w0, const torch::Tensor& dy) {
+  for (const auto& v : vars) setenv(v.first.c_str(), v.second.c_str(), 1);
+  fp8::Options o;
+  o.scaling = s;
+  o.grad_e4m3 = e4;
+  fp8::configure(o);
+  auto x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+  {
+    fp8::Scope scope;
+    fp8::linear(x, w, torch::Tensor(), o).backward(dy);
+  }
+  for (const auto& v : vars) unsetenv(v.first.c_str());
+  fp8::configure(fp8::Options{});
+  return {x.grad(), w.grad()};
+}
+
+int check_diag_modes() {
+  torch::manual_seed(5);
+  auto opt = torch::TensorOptions().device(torch::kCUDA);
+  const int64_t M = 256, in = 128, out = 384;
+  auto x = torch::randn({M, in}, opt).to(torch::kBFloat16);
+  auto w = torch::randn({out, in}, opt) * 0.02;
+  auto dy = (torch::randn({M, out}, opt) * 1e-3).to(torch::kBFloat16);
+  const auto T = fp8::Scaling::Tensor;
+  const auto e5 = at::kFloat8_e5m2, e4 = at::kFloat8_e4m3fn;
+  auto dz64 = dy.to(torch::kFloat64), x64 = x.to(torch::kFloat64), w64 = w.to(torch::kFloat64);
+  auto dx_exact = torch::mm(dz64, w64), dw_exact = torch::mm(dz64.t(), x64);
+  auto base = diag_run({}, T, false, x, w, dy), base4 = diag_run({}, T, true, x, w, dy);
+  // emulate: the same FP8 operands in fp32, against _scaled_mm's products.
+  auto em = diag_run({{"CASESTUDY_FP8_BWD", "emulate"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(em.dx, base.dx) < 1e-2 && rel_err(em.dw, base.dw) < 1e-2);
+  // exact: no quantization (dx rounded to bf16, dw fp32).
+  auto ex = diag_run({{"CASESTUDY_FP8_BWD", "exact"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(ex.dx, dx_exact) < 5e-3 && rel_err(ex.dw, dw_exact) < 1e-5);
+  // qdq: dz's e5m2 values times the unquantized operand.
+  auto qd = diag_run({{"CASESTUDY_FP8_BWD", "qdq"}}, T, false, x, w, dy);
+  auto gq = fake_quant(dy, e5, -1);
+  CS_CHECK(rel_err(qd.dx, torch::mm(gq, w64)) < 5e-3 && rel_err(qd.dw, torch::mm(gq.t(), x64)) < 1e-3);
+  CS_CHECK(rel_err(qd.dx, dx_exact) > 5e-3);  // e5m2 really ran
+  // e5m2 for one product only: that product as the e5m2 run's, the other as the e4m3 run's.
+  auto only_dx = diag_run({{"CASESTUDY_FP8_E5M2_FOR", "dx"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(only_dx.dx, base.dx) < 1e-6 && rel_err(only_dx.dw, base4.dw) < 1e-6);
+  auto only_dw = diag_run({{"CASESTUDY_FP8_E5M2_FOR", "dw"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(only_dw.dx, base4.dx) < 1e-6 && rel_err(only_dw.dw, base.dw) < 1e-6);
+  CS_CHECK(rel_err(base.dx, base4.dx) > 1e-3);  // the two formats differ here
+  // a layer kind not listed: e4m3 throughout (this layer is a qkv).
+  auto other_kind = diag_run({{"CASESTUDY_FP8_E5M2_FOR", "mlp_down,attn_out"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(other_kind.dx, base4.dx) < 1e-6 && rel_err(other_kind.dw, base4.dw) < 1e-6);
+  // dz per row (dX) and per column (dW), W and x per tensor.
+  auto gr = diag_run({{"CASESTUDY_FP8_GRAD_AXIS", "row"}}, T, false, x, w, dy);
+  CS_CHECK(rel_err(gr.dx, torch::mm(fake_quant(dy, e5, 1), fake_quant(w, e4, -1))) < 1e-2);
+  CS_CHECK(rel_err(gr.dw, torch::mm(fake_quant(dy, e5, 0).t(), fake_quant(x, e4, -1))) < 1e-2);
+  // decorrelated: dX as before; dW's dz on the grid of 0.75 fmax.
+  auto dc = diag_run({{"CASESTUDY_FP8_GRAD_DECORRELATE", "1"}}, T, false, x, w, dy);
+  auto amax = dy.to(torch::kFloat).abs().max().clamp_min(1e-12);
+  auto scale = 0.75 * 57344.0 / amax;
+  auto g_shift = (dy.to(torch::kFloat) * scale).to(e5).to(torch::kFloat64) / scale.to(torch::kFloat64);
+  CS_CHECK(rel_err(dc.dx, base.dx) < 1e-6);
+  CS_CHECK(rel_err(dc.dw, torch::mm(g_shift.t(), fake_quant(x, e4, -1))) < 1e-2);
+  CS_CHECK(rel_err(dc.dw, base.dw) > 1e-3);  // another rounding of dz
+  std::cout << "    diagnostic modes: emulate dx " << rel_err(em.dx, base.dx) << " dw " << rel_err(em.dw, base.dw)
+            << "; qdq dx vs exact " << rel_err(qd.dx, dx_exact) << "; decorrelated dw vs one cast "
+            << rel_err(dc.dw, base.dw) << "\n";
+  return 0;
+}
+
 // check_case with the quantization through the fp8cast kernels and through
 // ATen ops: both must pass, and their outputs and gradients agree (the same
 // FP8 operands and products, so equal up to the products' own rounding).
@@ -712,6 +787,7 @@ int fp8_linear_tests() {
   restore_kernels();
   failed += run_case("fp8_linear", "mlp training, fp8 against bf16 from fp32 over seeds", check_training);
   failed += run_case("fp8_linear", "linear_act wiring", check_wiring);
+  failed += run_case("fp8_linear", "diagnostic modes", check_diag_modes);
   std::cout << "  fp8_linear cuda ok (" << cases.size() << " cases, quantized by the fp8cast kernels "
             << (fp8::fused_quantize(torch::zeros({16, 16}, torch::kCUDA)) ? "and" : "(not built here) and")
             << " by ATen ops)\n";
