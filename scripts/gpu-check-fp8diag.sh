@@ -12,7 +12,7 @@
 #   bf16            the reference curve (precision bf16)
 #   t-e5m2          per tensor, e5m2 gradients (the divergent recipe), every
 #                   FP8 layer audited at forward passes 0, K, 2K, ...
-#                   (CASESTUDY_FP8_AUDIT_EVERY=FP8DIAG_AUDIT_EVERY, 10)
+#                   (CASESTUDY_FP8_AUDIT_EVERY=FP8DIAG_AUDIT_EVERY, 5)
 #   t-e5m2-emulate  the same FP8 operands dequantized and multiplied in fp32
 #                   (CASESTUDY_FP8_BWD=emulate): tracks bf16 -> the scaled GEMM
 #   t-e5m2-qdq      dz's FP8 values dequantized times unquantized W and x
@@ -39,7 +39,7 @@
 # non-finite one, an audited run printed no audit line, or bf16 gave none;
 # runs that do not fit BUDGET_S are skipped (noted in the table), never
 # counted as diverged or not.
-FP8DIAG_STEPS=${FP8DIAG_STEPS:-40} FP8DIAG_AUDIT_EVERY=${FP8DIAG_AUDIT_EVERY:-10}
+FP8DIAG_STEPS=${FP8DIAG_STEPS:-40} FP8DIAG_AUDIT_EVERY=${FP8DIAG_AUDIT_EVERY:-5}
 FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e5m2-gradrow t-e5m2-decor t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
 FP8DIAG_RUNS=${FP8DIAG_RUNS:-$FP8DIAG_ALL}
 for v in FP8DIAG_STEPS FP8DIAG_AUDIT_EVERY; do

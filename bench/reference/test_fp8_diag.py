@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.dirname(TOOL))
 import fp8_diag  # noqa: E402
 
 LINE = ("fp8 audit pass=%d fwd=%d kind=%s rows=16384 in=768 out=2304 scaling=tensor dx=e5m2 dw=e5m2 "
-        "bwd=scaled gemm=tensorwise: dz amax=3.0e-08 underflow=6e-06 cast_rel=0.05 cast_gain=-0.001 "
-        "cast_bias=1e-05; dx ops=0.0017 rel=0.055 gain=-0.002 bias=0.0001 signs=0.017 nonfinite=0; "
+        "bwd=scaled gemm=tensorwise grad_axis=tensor decorrelate=0: dz amax=3.0e-08 rms=1e-10 underflow=6e-06 "
+        "cast_rel=0.05 cast_gain=-0.001 cast_bias=1e-05; x amax=40 rms=2; w amax=0.5 rms=0.02; dx ops=0.0017 rel=0.055 gain=-0.002 bias=0.0001 signs=0.017 nonfinite=0; "
         "dw ops=0.0002 rel=0.013 gain=%s bias=-0.03 signs=0.011 nonfinite=0")
 
 
@@ -68,6 +68,7 @@ class Table(unittest.TestCase):
         detail = [line for line in out.splitlines() if line.startswith("| t-e5m2 | 0 | qkv |")]
         self.assertEqual(len(detail), 1)
         self.assertIn("| -0.020 |", detail[0])  # dw gain, mean of -0.01 and -0.03
+        self.assertIn("| 40.000 | 20.0 |", detail[0])  # x amax, amax / rms
         self.assertIn("the recipe's numerics diverge without _scaled_mm", out)
         self.assertIn("the combination with the per-tensor e4m3 W/x", out)
 
@@ -98,6 +99,7 @@ class Table(unittest.TestCase):
         self.assertEqual(r["dw.gain"], -0.5)
         self.assertEqual(r["dz.amax"], 3.0e-08)
         self.assertEqual(r["dx.nonfinite"], 0.0)
+        self.assertEqual((r["x.amax"], r["w.rms"], r["dz.rms"]), (40.0, 0.02, 1e-10))
 
 
 if __name__ == "__main__":

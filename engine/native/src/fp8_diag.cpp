@@ -148,8 +148,8 @@ Error compare(const torch::Tensor& got, const torch::Tensor& exact) {
 
 std::string audit_line(int64_t pass, int64_t fwd, Kind kind, int64_t in, bool row, const char* dx_fmt,
                        const char* dw_fmt, const Settings& s, const torch::Tensor& dz,
-                       const torch::Tensor& gq, const torch::Tensor& ginv,
-                       const std::vector<Product>& products) {
+                       const torch::Tensor& gq, const torch::Tensor& ginv, const torch::Tensor& x,
+                       const torch::Tensor& w, const std::vector<Product>& products) {
   std::ostringstream o;
   o.precision(4);
   o << "fp8 audit pass=" << pass << " fwd=" << fwd << " kind=" << kind_name(kind) << " rows=" << dz.size(0)
@@ -161,8 +161,11 @@ std::string audit_line(int64_t pass, int64_t fwd, Kind kind, int64_t in, bool ro
   const double underflow =
       (nz & (gq.to(at::kFloat) == 0)).sum().item<double>() / std::max(1.0, nz.sum().item<double>());
   const auto cast = compare(gq.to(at::kFloat) * ginv, dz);
-  o << " dz amax=" << dz.abs().max().item<double>() << " underflow=" << underflow << " cast_rel=" << cast.rel
-    << " cast_gain=" << cast.gain << " cast_bias=" << cast.bias;
+  auto rms = [](const torch::Tensor& t) { return t.to(at::kDouble).pow(2).mean().sqrt().item<double>(); };
+  o << " dz amax=" << dz.abs().max().item<double>() << " rms=" << rms(dz) << " underflow=" << underflow
+    << " cast_rel=" << cast.rel << " cast_gain=" << cast.gain << " cast_bias=" << cast.bias;
+  if (x.defined()) o << "; x amax=" << x.abs().max().item<double>() << " rms=" << rms(x);
+  if (w.defined()) o << "; w amax=" << w.abs().max().item<double>() << " rms=" << rms(w);
   for (const auto& q : products) {
     if (!q.p.defined()) continue;
     const auto ops = compare(q.p, dequant_mm(q.a, q.sa, q.b, q.sb));

@@ -113,16 +113,18 @@ Error compare(const torch::Tensor& got, const torch::Tensor& exact);
 // engine/native/tools/fp8_diag.py's input:
 //   fp8 audit pass=P fwd=F kind=K rows=M in=I out=O scaling=tensor|row
 //   dx=e5m2|e4m3 dw=e5m2|e4m3 bwd=MODE gemm=tensorwise|rowwise
-//   grad_axis=tensor|row: dz amax=A
-//   underflow=U cast_rel=R cast_gain=G cast_bias=B; dx ops=E rel=R gain=G
+//   grad_axis=tensor|row decorrelate=0|1: dz amax=A rms=Q underflow=U
+//   cast_rel=R cast_gain=G cast_bias=B; x amax=A rms=Q; w amax=A rms=Q; dx ops=E rel=R gain=G
 //   bias=B signs=S nonfinite=N; dw ...
 // dz: the gradient quantized; gq, ginv: its FP8 values [rows, out] and their
 // scale; "underflow": the share of dz's nonzero values that became zero;
 // "ops": the product against its own operands dequantized in fp32 (the GEMM).
+// x, w: the layer's unquantized input [rows, in] and weight [out, in], whose
+// amax and RMS the line gives too (outliers growing show as amax / RMS).
 std::string audit_line(int64_t pass, int64_t fwd, Kind kind, int64_t in, bool row, const char* dx_fmt,
                        const char* dw_fmt, const Settings& s, const torch::Tensor& dz,
-                       const torch::Tensor& gq, const torch::Tensor& ginv,
-                       const std::vector<Product>& products);
+                       const torch::Tensor& gq, const torch::Tensor& ginv, const torch::Tensor& x,
+                       const torch::Tensor& w, const std::vector<Product>& products);
 
 }  // namespace diag
 }  // namespace fp8

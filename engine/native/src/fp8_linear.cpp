@@ -406,7 +406,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
         const bool q_mode = g_diag.bwd == diag::Bwd::Qdq, e_mode = g_diag.bwd == diag::Bwd::Exact;
         print_audit(diag::audit_line(
             g_audit_index++, fwd, kind, in, false, fmt(ex), fmt(ew), g_diag, dz, nx ? gx.q : gw.qt.t(),
-            nx ? gx.inv : gw.inv.reshape({1, -1}),
+            nx ? gx.inv : gw.inv.reshape({1, -1}), x_hp, w_hp,
             {{"dx", dx, e_mode ? dz : gx.q, q_mode || e_mode ? w_hp : wqt.t(), e_mode ? torch::ones({1, 1}, dzf.options()) : gx.inv,
               q_mode || e_mode ? torch::Tensor() : w_inv, dx.defined() ? at::mm(dzf, w_hp.to(at::kFloat)) : torch::Tensor()},
              {"dw", dw, e_mode ? dz.t() : gw.qt, q_mode || e_mode ? x_hp : xqt.t(),
@@ -436,7 +436,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
         auto one = torch::ones({1, 1}, dzf.options());
         print_audit(diag::audit_line(
             g_audit_index++, fwd, kind, in, true, fmt(ex), fmt(ew), g_diag, dz, nx ? gr.q : gc.qt.t(),
-            nx ? gr.inv : gc.inv,
+            nx ? gr.inv : gc.inv, x2, weight,
             {{"dx", dx, e_mode ? dz : gr.q, nx ? (hp ? weight : wc.qt.t()) : torch::Tensor(),
               e_mode ? one : gr.inv, hp ? torch::Tensor() : wc.inv,
               nx ? at::mm(dzf, weight.to(at::kFloat)) : torch::Tensor()},

@@ -182,11 +182,11 @@ int diag_checks() {
   auto dz = torch::randn({16, 8}) * 1e-8, gq = (dz * 1e8).round(), ginv = torch::full({1, 1}, 1e-8);
   auto w = torch::randn({8, 4});
   auto p = torch::mm(gq * ginv, w);
-  auto line = audit_line(3, 50, Kind::MlpDown, 4, false, "e5m2", "e4m3", s, dz, gq, ginv,
-                         {{"dx", p, gq, w, ginv, {}, torch::mm(dz, w)}, {"dw", {}, {}, {}, {}, {}, {}}});
+  auto line = audit_line(3, 50, Kind::MlpDown, 4, false, "e5m2", "e4m3", s, dz, gq, ginv, torch::ones({16, 4}),
+                         w.t() * 0 + 2, {{"dx", p, gq, w, ginv, {}, torch::mm(dz, w)}, {"dw", {}, {}, {}, {}, {}, {}}});
   for (const char* key : {"fp8 audit pass=3 fwd=50 kind=mlp_down rows=16 in=4 out=8 scaling=tensor dx=e5m2 dw=e4m3",
-                          "bwd=qdq gemm=rowwise grad_axis=tensor decorrelate=0:", " dz amax=", " underflow=", " cast_rel=", " cast_gain=",
-                          " cast_bias=", "; dx ops=", " rel=", " gain=", " bias=", " signs=", " nonfinite=0"})
+                          "bwd=qdq gemm=rowwise grad_axis=tensor decorrelate=0:", " dz amax=", " rms=", " underflow=", " cast_rel=", " cast_gain=",
+                          " cast_bias=", "; x amax=1 rms=1; w amax=2 rms=2;", "; dx ops=", " rel=", " gain=", " bias=", " signs=", " nonfinite=0"})
     CS_CHECK(line.find(key) != std::string::npos);
   CS_CHECK(line.find("; dw") == std::string::npos);  // a product not computed is left out
   return 0;

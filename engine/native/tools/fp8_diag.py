@@ -12,7 +12,8 @@ rather than the last: a run may diverge and partly recover within the run).
 Writes markdown: one row per run (its switches, the loss at checkpoints
 and at the end, diverged or not, an audit summary), then for audited runs
 one row per audited forward pass and layer kind (averages over the layers
-of that kind): dz's amax, the share of dz flushed to zero, the cast's gain
+of that kind): the input's amax and amax / RMS (outliers), dz's amax, the
+share of dz flushed to zero, the cast's gain
 (the systematic scaling of dz by its quantization), and for dX and dW the
 relative error, gain, signed bias and the share of flipped signs against
 the exact product. Last, a reading of the matrix by the rules written
@@ -157,18 +158,19 @@ def main(argv=None):
         print("Audited passes, averaged over the layers of a kind (gain: <p - exact, exact>/<exact, exact>; "
               "bias: mean(p - exact)/mean|exact|; the cast: dz's FP8 values dequantized against dz):")
         print()
-        print("| run | fwd | kind | dz amax | underflow | cast gain | dx rel | dx gain | dx signs | dw rel | dw gain "
-              "| dw bias | dw signs |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| run | fwd | kind | x amax | x amax/rms | dz amax | underflow | cast gain | dx rel | dx gain | dx signs "
+              "| dw rel | dw gain | dw bias | dw signs |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         groups = {}
         for n, r in detail:
             groups.setdefault((n, r.get("fwd"), r.get("kind")), []).append(r)
         for (n, fwd, kind), rs in groups.items():
             def m(k):
                 return fmt(mean([r.get(k) for r in rs]))
-            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                n, fwd, kind, m("dz.amax"), m("dz.underflow"), m("dz.cast_gain"), m("dx.rel"), m("dx.gain"),
-                m("dx.signs"), m("dw.rel"), m("dw.gain"), m("dw.bias"), m("dw.signs")))
+            ratio = mean([r["x.amax"] / r["x.rms"] for r in rs if r.get("x.rms")])
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                n, fwd, kind, m("x.amax"), fmt(ratio, 1), m("dz.amax"), m("dz.underflow"), m("dz.cast_gain"),
+                m("dx.rel"), m("dx.gain"), m("dx.signs"), m("dw.rel"), m("dw.gain"), m("dw.bias"), m("dw.signs")))
     print()
     print("Reading (rules fixed before the run, applied to the verdicts above; not a measurement):")
     for line in reading(diverged):
