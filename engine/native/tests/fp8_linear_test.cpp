@@ -41,6 +41,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -50,6 +51,7 @@
 
 #include "fp8_diag.h"
 #include "fp8_linear.h"
+#include "fp8_ref.h"
 #include "kernels.h"
 #include "linear_act.h"
 #include "model.h"
@@ -189,6 +191,43 @@ int diag_checks() {
                           " cast_bias=", "; x amax=1 rms=1; w amax=2 rms=2;", "; dx ops=", " rel=", " gain=", " bias=", " signs=", " nonfinite=0"})
     CS_CHECK(line.find(key) != std::string::npos);
   CS_CHECK(line.find("; dw") == std::string::npos);  // a product not computed is left out
+  return 0;
+}
+
+// The plain C++ reference of the FP8 casts (fp8_ref.h) against the formats'
+// definitions: every code round-trips, midpoints between neighbours go to the
+// even code, just off a midpoint to the nearer one, the subnormals and zero,
+// saturation beyond the largest value, known encodings.
+int fp8ref_checks() {
+  using fp8ref::from_float;
+  using fp8ref::to_double;
+  for (bool e5 : {false, true}) {
+    const auto f = fp8ref::format(e5);
+    for (int b = 0; b < 256; b++) {
+      const double v = to_double(uint8_t(b), e5);
+      if (std::isnan(v) || std::isinf(v)) continue;
+      CS_CHECK(from_float(float(v), e5) == uint8_t(b));
+    }
+    for (int b = 0; b < f.max_code; b++) {
+      const double lo = to_double(uint8_t(b), e5), hi = to_double(uint8_t(b + 1), e5);
+      CS_CHECK(hi > lo);
+      const float mid = float((lo + hi) / 2);
+      CS_CHECK(double(mid) == (lo + hi) / 2);  // exact in float
+      CS_CHECK(from_float(mid, e5) == uint8_t((b & 1) ? b + 1 : b));
+      CS_CHECK(from_float(std::nextafter(mid, INFINITY), e5) == uint8_t(b + 1));
+      CS_CHECK(from_float(std::nextafter(mid, 0.0f), e5) == uint8_t(b));
+      CS_CHECK(from_float(-mid, e5) == uint8_t(0x80 | ((b & 1) ? b + 1 : b)));
+    }
+    CS_CHECK(to_double(f.max_code, e5) == f.max);
+    CS_CHECK(from_float(float(f.max * 1.1), e5) == f.max_code && from_float(INFINITY, e5) == f.max_code);
+    CS_CHECK(from_float(float(-f.max * 4), e5) == uint8_t(0x80 | f.max_code));
+    CS_CHECK(from_float(NAN, e5) == f.nan_code && from_float(0.0f, e5) == 0 && from_float(-0.0f, e5) == 0x80);
+    const double sub = to_double(1, e5);  // the smallest subnormal
+    CS_CHECK(sub == std::ldexp(1.0, e5 ? -16 : -9));
+    CS_CHECK(from_float(float(sub / 2), e5) == 0 && from_float(float(sub * 0.75), e5) == 1);
+  }
+  CS_CHECK(from_float(1.0f, false) == 0x38 && from_float(1.0f, true) == 0x3c);
+  CS_CHECK(from_float(-2.0f, false) == 0xc0 && from_float(0.3f, true) == 0x35);  // 0.3 -> 0.3125
   return 0;
 }
 
@@ -377,6 +416,53 @@ int check_case(const Case& c) {
   } else {
     CS_CHECK(edb < db_bound);  // a sum of dz, whose GELU' saw the FP8 product's z (above)
   }
+  return 0;
+}
+
+// The casts on the GPU against fp8_ref.h, value by value: every finite bf16
+// value up to the format's largest, with that largest as the amax (so that the
+// scale is about 1 and the cast sees the whole range, subnormals included),
+// through the fp8cast kernels and through ATen's conversion (c10's). Expected:
+// the reference's code of RN(x * scale), scale = RN(RN(1 / amax) * fmax) in
+// float as both compute it.
+int check_rounding() {
+  for (bool e5 : {false, true}) {
+    const auto f = fp8ref::format(e5);
+    std::vector<float> vals;
+    for (uint32_t bits = 0; bits < 65536; bits++) {
+      const uint32_t u = bits << 16;
+      float v;
+      std::memcpy(&v, &u, sizeof v);
+      if (std::isfinite(v) && std::fabs(v) <= f.max) vals.push_back(v);
+    }
+    vals.push_back(float(f.max));
+    while (vals.size() % 256) vals.push_back(0.0f);
+    auto cpu = torch::from_blob(vals.data(), {int64_t(vals.size()) / 256, 256}, torch::kFloat).clone();
+    auto x = cpu.to(torch::kCUDA).to(torch::kBFloat16);  // exact: every value is a bf16
+    volatile float fmax = float(f.max);
+    const float scale = (1.0f / fmax) * fmax;
+    std::vector<uint8_t> want(vals.size());
+    for (size_t i = 0; i < vals.size(); i++) want[i] = fp8ref::from_float(vals[i] * scale, e5);
+    for (const char* k : {"all", "-fp8cast"}) {
+      kernels::set_for_tests(k);
+      auto q = fp8::quantize(x, e5, fp8::Axis::Tensor, true, true);
+      auto got = q.q.view(torch::kUInt8).cpu().contiguous();
+      auto got_t = q.qt.t().contiguous().view(torch::kUInt8).cpu();
+      const uint8_t* g = got.data_ptr<uint8_t>();
+      int64_t bad = 0, first = -1;
+      for (size_t i = 0; i < vals.size(); i++)
+        if (g[i] != want[i] && bad++ == 0) first = int64_t(i);
+      std::cout << "    rounding " << (e5 ? "e5m2" : "e4m3") << " (kernels " << k << "): " << vals.size()
+                << " values, scale " << scale << ", " << bad << " differ from fp8_ref.h";
+      if (first >= 0)
+        std::cout << " (first: " << vals[size_t(first)] << " -> 0x" << std::hex << int(g[first]) << ", want 0x"
+                  << int(want[size_t(first)]) << std::dec << ")";
+      std::cout << "\n";
+      CS_CHECK(bad == 0);
+      CS_CHECK(torch::equal(got, got_t));
+    }
+  }
+  restore_kernels();
   return 0;
 }
 
@@ -799,12 +885,13 @@ int fp8_linear_tests() {
 // suite fails): amax and cast against the ATen recipe, and fp8::linear's
 // results through them equal to those through ATen's quantization.
 int fp8_cast_tests() {
-  int failed = 0;
+  int failed = run_case("fp8_cast", "reference casts (fp8_ref.h)", fp8ref_checks);
 #if CS_FP8_CUDA_CASES
   if (!torch::cuda::is_available() || !fp8::unsupported_reason(torch::Device(torch::kCUDA)).empty()) {
-    std::cout << "  fp8_cast: no FP8 GPU here, nothing to check\n";
-    return 0;
+    std::cout << "  fp8_cast: no FP8 GPU here, the reference casts only\n";
+    return failed;
   }
+  failed += run_case("fp8_cast", "rounding against fp8_ref.h (kernels and ATen)", check_rounding);
 #ifdef CS_TEST_FP8CAST
   failed += run_case("fp8_cast", "amax and cast", check_fp8cast);
   for (auto s : {fp8::Scaling::Tensor, fp8::Scaling::Row})
@@ -815,7 +902,7 @@ int fp8_cast_tests() {
   std::cout << "  fp8_cast: this build has no fp8cast kernels (no nvcc, or CS_WITH_FP8=OFF)\n";
 #endif
 #else
-  std::cout << "  fp8_cast: CPU build (or libtorch < 2.5: no FP8), nothing to check\n";
+  std::cout << "  fp8_cast: CPU build (or libtorch < 2.5: no FP8), the reference casts only\n";
 #endif
   return failed;
 }
