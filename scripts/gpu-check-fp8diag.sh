@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # status, stage: gpu-check.sh's
 # gpu-check-fp8diag.sh: the fp8-diag stage of scripts/gpu-check.sh, which
 # sources this file (it uses gpu-check.sh's engine, fits, log_status, scaled,
 # left, note, $WORK, $LOG, $OUT, $PY, $DRY).
@@ -43,7 +44,10 @@ FP8DIAG_STEPS=${FP8DIAG_STEPS:-40} FP8DIAG_AUDIT_EVERY=${FP8DIAG_AUDIT_EVERY:-5}
 FP8DIAG_ALL="bf16 t-e5m2 t-e5m2-emulate t-e5m2-qdq t-e5m2-exact t-e5m2-gradrow t-e5m2-decor t-e4m3 r-e5m2 t-e5m2-dx t-e5m2-dw t-e5m2-resid t-e5m2-inner t-e5m2-plain"
 FP8DIAG_RUNS=${FP8DIAG_RUNS:-$FP8DIAG_ALL}
 for v in FP8DIAG_STEPS FP8DIAG_AUDIT_EVERY; do
-  [[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} >= 1)) || { echo "gpu-check.sh: $v=${!v}: want a whole number of at least 1" >&2; exit 2; }
+  if ! [[ ${!v} =~ ^[0-9]+$ ]] || ((${!v} < 1)); then
+    echo "gpu-check.sh: $v=${!v}: want a whole number of at least 1" >&2
+    exit 2
+  fi
 done
 for v in $FP8DIAG_RUNS; do
   [[ " $FP8DIAG_ALL " == *" $v "* ]] || { echo "gpu-check.sh: FP8DIAG_RUNS: '$v': want some of $FP8DIAG_ALL" >&2; exit 2; }
