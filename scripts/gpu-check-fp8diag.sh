@@ -102,7 +102,7 @@ stage_fp8_diag() {
   if ((rc == 0)); then
     log_status "fp8-diag: ok, ${#args[@]} runs of $FP8DIAG_STEPS steps; diverged: ${div:-none}${skipped:+; skipped for time: ${skipped[*]}} (fp8-diag.md)"
   else
-    log_status "fp8-diag: FAIL (fp8_diag.py exit $rc): $(grep -E '^- FAIL' "$WORK/fp8-diag.md" | head -3 | tr '\n' ' ')$(tail -c 300 "$LOG/fp8-diag.err" | tr '\n' ' ') (fp8-diag.md, logs/fp8-diag-*.err)"
+    log_status "fp8-diag: FAIL (fp8_diag.py exit $rc; diverged: ${div:-none}): $(grep -E '^- FAIL' "$WORK/fp8-diag.md" | head -3 | tr '\n' ' ')$(tail -c 300 "$LOG/fp8-diag.err" | tr '\n' ' ') (fp8-diag.md, logs/fp8-diag-*.err)"
     status=1
   fi
 }
