@@ -39,9 +39,10 @@ Options g_opts;  // configure(): set once at init, before any step
 
 // Diagnostics of the per-tensor e5m2 divergence (fp8_diag.h lists them:
 // CASESTUDY_FP8_AUDIT, CASESTUDY_FP8_AUDIT_EVERY, CASESTUDY_FP8_E5M2_GEMM,
-// CASESTUDY_FP8_BWD, CASESTUDY_FP8_E5M2_FOR; docs/engine.md), from the
-// environment at configure(). All off by default; off, the forward and the
-// backward run exactly as without them.
+// CASESTUDY_FP8_BWD, CASESTUDY_FP8_GRAD_AXIS, CASESTUDY_FP8_GRAD_DECORRELATE,
+// CASESTUDY_FP8_E5M2_FOR; docs/engine.md), from the environment at
+// configure(). All off by default; off, the forward and the backward run
+// exactly as without them.
 diag::Settings g_diag;
 std::atomic<int64_t> g_audit_left{0};  // what is left of CASESTUDY_FP8_AUDIT's passes
 std::atomic<int64_t> g_forwards{0};    // outermost Scopes so far (forward passes)
@@ -367,7 +368,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const int64_t fwd = fwd_it == ctx->saved_data.end() ? -1 : fwd_it->second.toInt();
     const bool audited = fwd_it != ctx->saved_data.end() && audit_now(dz, fwd);
     // The audit's exact operands, and the qdq and exact backward's (diagnostics).
-    torch::Tensor x_hp, w_hp, dz_hp;
+    torch::Tensor x_hp, w_hp;
     if (!row) {
       auto xqt = saved[0], x_inv = saved[1], wqt = saved[2], w_inv = saved[3];
       if (ctx->saved_data.find("diag_x") != ctx->saved_data.end()) {
