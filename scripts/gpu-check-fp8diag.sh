@@ -3,7 +3,7 @@
 # sources this file (it uses gpu-check.sh's engine, fits, log_status, scaled,
 # left, note, $WORK, $LOG, $OUT, $PY, $DRY).
 #
-# fp8-diag (not by default; about 3-4 minutes on an H100 at the defaults): localises precision
+# fp8-diag (not by default; about 4.5 minutes on an H100 at the defaults): localises precision
 # fp8's divergence with per-tensor scaling and e5m2 gradients (GPT-2 124M,
 # 16 x 1024: loss 10.98 -> 18.7 in 25 steps where bf16, per-tensor e4m3 and
 # per-row e5m2 end at 8.364; docs/perf.md, gpu-check-2026-12-06e and -06g)
