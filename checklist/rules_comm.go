@@ -237,6 +237,9 @@ type overlapOff struct {
 	judged string // neither: the comparison's note
 	// evidence of the better case
 	evidence func(comparison) []string
+	// exposed is what off's "exposing %s" names: the trial's communication
+	// the knob would hide (nil: all its exposed communication, ExposedMS).
+	exposed func(*trial) string
 }
 
 // checkOverlapOff: a finding when the baseline or the best of trials runs
@@ -253,9 +256,13 @@ func checkOverlapOff(c *evalContext, trials []*trial, o overlapOff) verdict {
 		if t == nil {
 			t = trials[0]
 		}
+		exposed := ms(t.ExposedMS)
+		if o.exposed != nil {
+			exposed = o.exposed(t)
+		}
 		return verdict{
 			Status:         Finding,
-			Message:        fmt.Sprintf(o.off, base, t.ID, ms(t.ExposedMS), ms(t.StepMS)),
+			Message:        fmt.Sprintf(o.off, base, t.ID, exposed, ms(t.StepMS)),
 			Trials:         ids(t),
 			Recommendation: fmt.Sprintf("use %s: true (or sweep %s: [true, false] to measure it)", o.knob, o.knob),
 		}

@@ -29,7 +29,7 @@ var zeroRules = []*Rule{
 		Rationale: "With zero.overlap_gather (the default) each bucket's all-gather of the updated parameters runs " +
 			"while the next forward computes the layers before the first that reads it; false waits for every " +
 			"bucket in the step, so all of it is exposed (the records' gather_wait_ms). Turn it off only when measured faster.",
-		Needs: []string{"knob zero.overlap_gather", "knob zero.stage", "samples_per_s", "exposed_comm_ms"},
+		Needs: []string{"knob zero.overlap_gather", "knob zero.stage", "samples_per_s", "gather_wait_ms"},
 		check: checkZeroGatherOverlap,
 	},
 }
@@ -45,9 +45,17 @@ func checkZeroGatherOverlap(c *evalContext) verdict {
 		return na("no completed ZeRO trial (zero.stage 1 or 2)")
 	}
 	return checkOverlapOff(c, zs, overlapOff{
-		knob:     "zero.overlap_gather",
-		passOn:   "zero.overlap_gather is on in the baseline and the best ZeRO trial",
-		off:      "zero.overlap_gather is false (baseline %q, best ZeRO trial %s): every step waits for the parameters' all-gather, exposing %s of a %s step",
+		knob:   "zero.overlap_gather",
+		passOn: "zero.overlap_gather is on in the baseline and the best ZeRO trial",
+		off:    "zero.overlap_gather is false (baseline %q, best ZeRO trial %s): every step waits for the parameters' all-gather, exposing %s of a %s step",
+		// The all-gather's own wait, not the step's other exposed
+		// communication (ZeRO-2's reduce-scatters, tensor collectives).
+		exposed: func(t *trial) string {
+			if t.GatherWaitMS > 0 {
+				return ms(t.GatherWaitMS) + " (gather_wait_ms)"
+			}
+			return "an unrecorded wait (no gather_wait_ms in its records; " + ms(t.ExposedMS) + " of communication exposed in all)"
+		},
 		better:   "the overlapped all-gather was %s faster (trials %s, %s), yet the baseline or best ZeRO trial runs with zero.overlap_gather: false",
 		worse:    "the exposed all-gather was measured faster (%s, trials %s, %s): keeping zero.overlap_gather off is justified",
 		judged:   "overlapped against exposed all-gather: %s",

@@ -3,6 +3,7 @@ package checklist
 import (
 	"testing"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -36,10 +37,16 @@ func TestZeroMemoryNotTime(t *testing.T) {
 func TestZeroGatherOverlapOff(t *testing.T) {
 	on, off := set("zero.stage", "1", "zero.overlap_gather", "true"), set("zero.stage", "1", "zero.overlap_gather", "false")
 	runCases(t, "zero-gather-overlap-off", []ruleCase{
+		// 30 ms of exposed communication, of which 12 ms the all-gather's
+		// wait (the rest ZeRO-2's reduce-scatters): the finding names the wait.
 		{name: "baseline off, no pair", status: Finding,
+			run: mkRun([]spec{{id: "a", set: off, ranks: 2, thr: 90, stepMS: 100, step: gatherWait(dpSteps(4, 25*mib, 40, 30, 30), 12)}},
+				withBaseline("zero.overlap_gather", "false")),
+			contains: []string{"exposing 12 ms (gather_wait_ms) of a 100 ms step", "use zero.overlap_gather: true"}},
+		{name: "baseline off, no gather_wait_ms recorded", status: Finding,
 			run: mkRun([]spec{{id: "a", set: off, ranks: 2, thr: 90, stepMS: 100, step: dpSteps(4, 25*mib, 40, 30, 30)}},
 				withBaseline("zero.overlap_gather", "false")),
-			contains: []string{"exposing 30 ms of a 100 ms step", "use zero.overlap_gather: true"}},
+			contains: []string{"exposing an unrecorded wait (no gather_wait_ms in its records; 30 ms of communication exposed in all)"}},
 		{name: "best off while on was faster", status: Finding,
 			run: mkRun([]spec{{id: "on", set: on, ranks: 2, thr: 130, stepMS: 77}, {id: "off", set: off, ranks: 2, thr: 100, stepMS: 100}},
 				withBaseline("zero.overlap_gather", "false")),
@@ -52,4 +59,12 @@ func TestZeroGatherOverlapOff(t *testing.T) {
 			run: mkRun([]spec{{id: "on", set: on, ranks: 2, thr: 130, stepMS: 77}, {id: "off", set: off, ranks: 2, thr: 100, stepMS: 100}})},
 		{name: "no ZeRO", status: NotApplicable, run: mkRun([]spec{{id: "a", ranks: 2, thr: 90, stepMS: 100}})},
 	})
+}
+
+// gatherWait adds ZeRO's all-gather wait (gather_wait_ms) to step.
+func gatherWait(step func(int, int, *engine.StepMetrics), waitMS float64) func(int, int, *engine.StepMetrics) {
+	return func(r, i int, s *engine.StepMetrics) {
+		step(r, i, s)
+		s.GatherWaitMS = waitMS
+	}
 }

@@ -36,6 +36,10 @@ type trial struct {
 	World      int       // ranks of a repeat
 	Measured   int       // rank 0's measured steps over ok repeats
 	Skipped    int       // rank 0's skipped (fp16 overflow) steps
+
+	// GatherWaitMS: ZeRO's wait for the parameters' all-gathers (median
+	// step, part of ExposedMS); 0 without ZeRO or where not recorded.
+	GatherWaitMS float64
 }
 
 // runView is a run prepared for the rules: trials parsed once, ok trials in
@@ -134,7 +138,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 	if t.Knobs == nil {
 		t.Knobs = map[string]string{}
 	}
-	var steps, comm, exposed, mfu []float64
+	var steps, comm, exposed, gather, mfu []float64
 	var lastLoss = math.NaN()
 	if rec.Outcome == store.OK {
 		t.launches = stats.TrialLaunches(rec, throughput).Values
@@ -160,6 +164,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 			steps = append(steps, s.StepMS)
 			comm = append(comm, s.CommMS)
 			exposed = append(exposed, s.ExposedCommMS)
+			gather = append(gather, s.GatherWaitMS)
 			if s.MFU > 0 {
 				mfu = append(mfu, s.MFU)
 			}
@@ -192,6 +197,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 	}
 	t.StepMS = pick(s.StepMSMedian, steps)
 	t.CommMS, t.ExposedMS, t.MFU = pick(s.CommMS, comm), pick(s.ExposedCommMS, exposed), pick(s.MFU, mfu)
+	t.GatherWaitMS = pick(s.GatherWaitMS, gather)
 	if s.FinalLoss != 0 && !math.IsNaN(s.FinalLoss) {
 		t.Loss = s.FinalLoss
 	}

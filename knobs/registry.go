@@ -150,7 +150,7 @@ func knobList() []*Knob {
 				"bucket in backward). Trades an all-gather per step for optimizer memory divided by the ranks. " +
 				"With tp.degree > 1 each tensor rank's share is sharded over its data group (ranks / tp.degree)."},
 		{Name: "zero.overlap_gather", Type: Bool, Apply: Engine, Chapter: 22, Default: "true",
-			Constraint: "no effect with zero.stage 0",
+			Constraint: "no effect with zero.stage 0, nor with tp.degree > 1 on device cuda outside a rehearsal (NCCL groups keep the all-gathers in the step)",
 			Doc: "ZeRO's parameter all-gathers overlap the next forward: issued after the step, bucket by bucket " +
 				"in the order the forward reads them, each layer waiting only for its own buckets (Megatron-LM's " +
 				"--overlap-param-gather with its distributed optimizer); false waits for them all in the " +

@@ -26,6 +26,10 @@ type Setting struct {
 	// sweep.allow_tp_across_nodes: true).
 	Nodes, RanksPerNode int
 	AllowTPAcrossNodes  bool
+	// Rehearse: the plan is for a rehearsal (run --rehearse, plan --rehearse,
+	// workload.rehearse): ranks share the GPUs through host-staged Gloo groups,
+	// not NCCL.
+	Rehearse bool
 }
 
 // FP8ComputeCap is the lowest compute capability with FP8 tensor cores (Ada).
@@ -124,6 +128,8 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 			return fmt.Sprintf("%s=%s has no effect with pipeline.stages=%d: a pipeline averages each stage's gradients in one flat all-reduce over its replicas, not through the bucketed reducer the ddp.* knobs configure", n, v, stages)
 		case n == "zero.overlap_gather" && (get("zero.stage") == "0" || get("zero.stage") == ""):
 			return fmt.Sprintf("zero.overlap_gather=%s has no effect with zero.stage 0 (no parameter all-gather)", v)
+		case n == "zero.overlap_gather" && tpGatherInStep(get, s) != "":
+			return fmt.Sprintf("zero.overlap_gather=%s has no effect with %s", v, tpGatherInStep(get, s))
 		case n == "ddp.topk_ratio" && get("ddp.compression") != "topk":
 			return fmt.Sprintf("ddp.topk_ratio=%s has no effect unless ddp.compression is topk", v)
 		// With one stage, pipeline.microbatches is gradient accumulation (issue 9):

@@ -118,3 +118,22 @@ func tpNoReducer(get func(string) string, name string) string {
 	}
 	return fmt.Sprintf("tp.degree=%d: the engine averages the data-parallel group's gradients in one flat all-reduce after the backward, not through the bucketed reducer the ddp.* knobs configure", tp)
 }
+
+// tpGatherInStep says why ZeRO's all-gathers stay in the step whatever
+// zero.overlap_gather says, "" when it takes effect: under tensor parallelism
+// on CUDA ranks over NCCL groups (not a rehearsal's host-staged groups, not
+// CPU ranks), trainer.cpp runs the all-gathers synchronously, as off, and
+// cs_info's zero object says overlap_gather false: on a second thread they
+// would run beside the forward's tensor-group collectives, issued by two
+// threads in an order that may differ between ranks, which NCCL documents as
+// a possible deadlock. A device of auto is not judged (the planner cannot
+// tell).
+func tpGatherInStep(get func(string) string, s Setting) string {
+	tp, _ := strconv.Atoi(get("tp.degree"))
+	if z := get("zero.stage"); tp <= 1 || z == "0" || z == "" || s.Device != "cuda" || s.Rehearse {
+		return ""
+	}
+	return fmt.Sprintf("tp.degree=%d on device cuda: over NCCL groups the engine keeps ZeRO's all-gathers in the step "+
+		"(overlapping them on a second thread beside the tensor group's collectives could deadlock NCCL; cs_info "+
+		"reports overlap_gather false); a rehearsal and CPU ranks do overlap them", tp)
+}

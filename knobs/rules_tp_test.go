@@ -28,6 +28,10 @@ func TestCheckTensorParallel(t *testing.T) {
 	across.AllowTPAcrossNodes = true
 	// BERT-large (16 heads) and base (12).
 	bertLarge := Setting{Device: "cuda", Ranks: 8, Family: "bert", Model: "bert large", Heads: 16, Nodes: 1, RanksPerNode: 8}
+	rehearsed := gpt350
+	rehearsed.Rehearse = true
+	onCPU := gpt350
+	onCPU.Device = "cpu"
 	bertBase := bertLarge
 	bertBase.Heads, bertBase.Model = 12, "bert base"
 	tests := []struct {
@@ -61,6 +65,19 @@ func TestCheckTensorParallel(t *testing.T) {
 		{"tp zero 2", map[string]string{"tp.degree": "4", "zero.stage": "2"}, nil, bertLarge, ""},
 		{"tp 8 zero", map[string]string{"tp.degree": "8", "zero.stage": "1"}, nil, gpt350, "zero.stage=1 needs more than one data-parallel rank (this trial has 1: ranks 8, tp.degree 8, pipeline.stages 1)"},
 		{"tp zero compression", map[string]string{"tp.degree": "2", "zero.stage": "1", "ddp.compression": "fp16"}, nil, gpt350, "ddp.compression=fp16 is not implemented"},
+		// zero.overlap_gather under tp: no effect over NCCL groups (trainer.cpp
+		// keeps the all-gathers in the step); a rehearsal, CPU ranks and an
+		// unchanged baseline value are not judged.
+		{"tp zero gather overlap on cuda", map[string]string{"tp.degree": "2", "zero.stage": "1", "zero.overlap_gather": "false"},
+			changed("zero.overlap_gather"), gpt350, "zero.overlap_gather=false has no effect with tp.degree=2 on device cuda: over NCCL groups"},
+		{"tp zero gather overlap rehearsed", map[string]string{"tp.degree": "2", "zero.stage": "2", "zero.overlap_gather": "false"},
+			changed("zero.overlap_gather"), rehearsed, ""},
+		{"tp zero gather overlap on cpu", map[string]string{"tp.degree": "2", "zero.stage": "1", "zero.overlap_gather": "true"},
+			changed("zero.overlap_gather"), onCPU, ""},
+		{"tp zero gather overlap unchanged", map[string]string{"tp.degree": "2", "zero.stage": "1", "zero.overlap_gather": "false"},
+			changed("tp.degree"), gpt350, ""},
+		{"zero gather overlap without tp", map[string]string{"zero.stage": "1", "zero.overlap_gather": "false"},
+			changed("zero.overlap_gather"), gpt350, ""},
 		{"tp bert", map[string]string{"tp.degree": "2"}, nil, bertLarge, ""},
 		{"tp bert 8 sp", map[string]string{"tp.degree": "8", "tp.sequence_parallel": "true"}, nil, bertLarge, ""},
 		{"tp bert base 8", map[string]string{"tp.degree": "8"}, nil, bertBase, "does not divide the 12 attention heads of bert base"},

@@ -80,20 +80,8 @@ const (
 // RankEstimate is the estimated memory of one rank of cfg, in bytes.
 func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 	stages, tp, dp := max(cfg.Pipeline.Stages, 1), tpDegree(cfg), dataParallelOf(cfg)
-	sh := d.Shapes
-	emb := int64(0) // parameters every stage at an end holds whole
-	if sh["image_size"] == 0 && stages > 1 {
-		emb = int64(sh["vocab"]+sh["positions"]) * int64(sh["hidden"])
-	}
-	params := (d.Params-emb)/int64(stages) + emb
-	if tp > 1 { // one tensor rank's share of its stage's parameters
-		sharded := study.TensorShardedParams(cfg.Family, sh)
-		if emb > 0 { // the blocks' sharded share of the stage, and the whole vocabulary-sharded embedding (tied head)
-			word := int64(sh["vocab"]) * int64(sh["hidden"])
-			sharded = (sharded-word)/int64(stages) + word
-		}
-		params = study.TensorShare(params, sharded, tp)
-	}
+	// One rank's parameters at its largest stage, as the plan counts them.
+	params := study.RankParams(cfg.Family, d.Params, d.Shapes, stages, tp)
 	static := float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
 	if dp > 1 {
 		static += float64(params) * dpBucketBytes

@@ -41,25 +41,59 @@ func EstimateModelStates(params int64, family string, stages, dp, zero int) Mode
 	return m
 }
 
-// ModelStatesFor is EstimateModelStates for a trial's knob values: with
-// tp.degree > 1, of one tensor rank's share of the parameters (TensorShare,
-// the model's shapes from engine.ShapeOf).
+// ModelStatesFor is EstimateModelStates for a trial's knob values, of the
+// parameters one rank of its largest stage holds (RankParams; the model's
+// shapes from engine.ShapeOf and engine.Positions): the same count the
+// rehearsal's fit check uses (runner.RankEstimate).
 func (s *Study) ModelStatesFor(params int64, values map[string]string) ModelStates {
 	stages, err := strconv.Atoi(values["pipeline.stages"])
 	if err != nil || stages < 1 {
 		stages = 1
 	}
 	zero, _ := strconv.Atoi(values["zero.stage"])
-	if tp, _ := strconv.Atoi(values["tp.degree"]); tp > 1 {
-		if sh, ok := engine.ShapeOf(s.Model.Family, s.Model.Preset, s.Model.Layers, s.Model.Hidden); ok {
-			shapes := map[string]int{"layers": sh.Layers, "hidden": sh.Hidden, "vocab": sh.Vocab}
-			if s.Model.Family == "bert" {
-				shapes["intermediate"] = 4 * sh.Hidden // bert.cpp: 4 x hidden, its presets too
-			}
-			params = TensorShare(params, TensorShardedParams(s.Model.Family, shapes), tp)
+	tp, _ := strconv.Atoi(values["tp.degree"])
+	var shapes map[string]int
+	if sh, ok := engine.ShapeOf(s.Model.Family, s.Model.Preset, s.Model.Layers, s.Model.Hidden); ok {
+		shapes = map[string]int{"layers": sh.Layers, "hidden": sh.Hidden, "vocab": sh.Vocab,
+			"positions": engine.Positions(s.Model.Family, s.Model.Preset)}
+		if s.Model.Family == "bert" {
+			shapes["intermediate"] = 4 * sh.Hidden // bert.cpp: 4 x hidden, its presets too
 		}
 	}
-	return EstimateModelStates(params, s.Model.Family, stages, s.DataParallelFor(values), zero)
+	return EstimateModelStates(RankParams(s.Model.Family, params, shapes, stages, tp), s.Model.Family, 1,
+		s.DataParallelFor(values), zero)
+}
+
+// RankParams is how many of a model's params parameters one rank holds at
+// tp.degree tp and stages pipeline stages, at its largest stage. A
+// transformer's (shapes with a vocab) end stages hold their even share of the
+// blocks and the whole embedding, (vocab + positions) x hidden: the first
+// stage reads it, the last holds the tied head again (gpt.cpp's and
+// bert.cpp's stage split). With tp > 1 a tensor rank's share of that
+// (TensorShare): the blocks' sharded parameters divided over the stages, the
+// vocabulary-sharded embedding whole. Without shapes (resnet50, or a preset
+// the planner does not know) an even share of the stages. Both per-rank
+// estimates count with it: the plan's (ModelStatesFor) and the rehearsal's
+// fit check (runner.RankEstimate).
+func RankParams(family string, params int64, shapes map[string]int, stages, tp int) int64 {
+	stages = max(stages, 1)
+	emb := int64(0) // what each end stage holds whole
+	if stages > 1 && shapes["vocab"] > 0 && shapes["image_size"] == 0 {
+		emb = int64(shapes["vocab"]+shapes["positions"]) * int64(shapes["hidden"])
+	}
+	if emb > params {
+		emb = 0
+	}
+	p := (params-emb)/int64(stages) + emb
+	if tp <= 1 {
+		return p
+	}
+	sharded := TensorShardedParams(family, shapes)
+	if emb > 0 { // the blocks' sharded share of the stage and the whole vocabulary-sharded embedding
+		word := int64(shapes["vocab"]) * int64(shapes["hidden"])
+		sharded = (sharded-word)/int64(stages) + word
+	}
+	return TensorShare(p, sharded, tp)
 }
 
 // TensorShardedParams is how many of a transformer's parameters tensor

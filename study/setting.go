@@ -15,7 +15,7 @@ func (s *Study) setting(values map[string]string) knobs.Setting {
 	out := knobs.Setting{Device: s.Workload.Device, Ranks: p.Ranks, World: p.World, AllowNVLS: s.Sweep.AllowNVLS,
 		Family: s.Model.Family, ComputeCap: s.Workload.ComputeCap,
 		Model: fmt.Sprintf("%s %s", s.Model.Family, s.Model.Preset), Nodes: p.Nodes, RanksPerNode: p.RanksPerNode,
-		AllowTPAcrossNodes: s.Sweep.AllowTPAcrossNodes}
+		AllowTPAcrossNodes: s.Sweep.AllowTPAcrossNodes, Rehearse: s.Workload.Rehearse}
 	if sh, ok := engine.ShapeOf(s.Model.Family, s.Model.Preset, s.Model.Layers, s.Model.Hidden); ok {
 		out.Heads = sh.Heads
 	}

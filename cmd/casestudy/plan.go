@@ -82,6 +82,7 @@ func runPlan(w io.Writer, path string, opts planOptions) error {
 	if err := resolveGPUs(s, false); err != nil {
 		return err
 	}
+	s.Workload.Rehearse = s.Workload.Rehearse || opts.rehearse.on // the rules know a rehearsal's groups
 	plan, err := study.Expand(s, study.ExpandOptions{MaxTrials: opts.maxTrials})
 	if err != nil {
 		return err

@@ -106,3 +106,28 @@ ParamChecksum param_checksum(const std::vector<torch::Tensor>& tensors) {
 }
 
 }  // namespace cs
+
+namespace cs {
+
+// CASESTUDY_PARAM_DUMP (checksum.h): "CSPD1\n", the tensor count (uint64),
+// then per tensor its dimensions (uint64 count, int64 each) and its elements
+// as little-endian float32, row-major.
+void write_param_dump(const std::string& path, const std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard ng;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw std::runtime_error("CASESTUDY_PARAM_DUMP: cannot write " + path);
+  bool ok = std::fwrite("CSPD1\n", 1, 6, f) == 6;
+  auto u64 = [&](uint64_t v) { ok = ok && std::fwrite(&v, sizeof v, 1, f) == 1; };
+  u64(tensors.size());
+  for (const auto& t : tensors) {
+    u64(uint64_t(t.dim()));
+    for (int64_t d : t.sizes()) u64(uint64_t(d));
+    const torch::Tensor h = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const size_t n = size_t(h.numel());
+    ok = ok && (n == 0 || std::fwrite(h.data_ptr<float>(), sizeof(float), n, f) == n);
+  }
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) throw std::runtime_error("CASESTUDY_PARAM_DUMP: writing " + path + " failed");
+}
+
+}  // namespace cs

@@ -50,4 +50,11 @@ struct ParamChecksum {
 // Synchronises with their devices (the small results are copied to the host).
 ParamChecksum param_checksum(const std::vector<torch::Tensor>& tensors);
 
+// A diagnostic (CASESTUDY_PARAM_DUMP=DIR: Trainer::checksum writes the
+// parameters it checksums to DIR/rank<R>.bin): the tensors' values as float32
+// with their shapes, for a test to compare two runs element by element
+// (engine/binding/tp_zero_diag_test.go). Throws std::runtime_error when the
+// file cannot be written.
+void write_param_dump(const std::string& path, const std::vector<torch::Tensor>& tensors);
+
 }  // namespace cs

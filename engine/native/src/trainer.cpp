@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 
@@ -33,6 +34,23 @@
 namespace cs {
 
 using json = nlohmann::json;
+
+namespace {
+
+// The gradient-norm clip threshold: Trainer::kMaxGradNorm, or a diagnostic's
+// CASESTUDY_MAX_GRAD_NORM (> 0; a large value leaves every gradient
+// unclipped: engine/binding/tp_zero_diag_test.go).
+double max_grad_norm() {
+  const char* v = std::getenv("CASESTUDY_MAX_GRAD_NORM");
+  if (v == nullptr || *v == '\0') return Trainer::kMaxGradNorm;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(d > 0) || !std::isfinite(d))
+    throw ConfigError(std::string("CASESTUDY_MAX_GRAD_NORM=") + v + ": want a finite number > 0 (or unset it)");
+  return d;
+}
+
+}  // namespace
 
 json describe_json(const ModelConfig& m) {
   const Facts f = family(m.family).describe(m);
@@ -518,7 +536,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   if (reducer_) reducer_->finalize();
   ClipResult clip;
   if (pipe_) {  // schedule, DP average, tied weights, clip over all stages
-    PipelineStep ps = pipe_->step(batches, scaler_ ? scaler_->scale() : torch::Tensor(), kMaxGradNorm);
+    PipelineStep ps = pipe_->step(batches, scaler_ ? scaler_->scale() : torch::Tensor(), max_grad_norm());
     loss_sum = ps.loss * double(ga);
     clip.norm = ps.norm;
     clip.found_inf = ps.found_inf;
@@ -529,13 +547,13 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   // A fused optimizer applies the unscale x clip coefficient as it reads each
   // gradient (one pass over the gradients fewer); the pipeline clips itself.
   if (zero_) {  // clip, the rank's shard, all-gather (zero.h)
-    clip = zero_->step(inv_scale, kMaxGradNorm, scaler_ != nullptr);
+    clip = zero_->step(inv_scale, max_grad_norm(), scaler_ != nullptr);
   } else {
     const bool fold = !pipe_ && optim_->folds_grad_coef();
     if (tp_ && !pipe_)
       clip = reduce_and_clip_tp(inv_scale, /*apply=*/!fold);
     else if (!pipe_)
-      clip = unscale_and_clip(params_, inv_scale, kMaxGradNorm, /*apply=*/!fold);
+      clip = unscale_and_clip(params_, inv_scale, max_grad_norm(), /*apply=*/!fold);
     optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
   }
   if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
@@ -564,7 +582,7 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
   // Float64 throughout: grad_sumsq sums the per-tensor norms' squares in it.
   const auto sumsq = tp::tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(replicated, device_),
                                            tp_->ctx.group);
-  return clip_grads(grads, sumsq, inv_scale, kMaxGradNorm, apply);
+  return clip_grads(grads, sumsq, inv_scale, max_grad_norm(), apply);
 }
 
 // The step's tensor- and data-group collectives (their timers' pairs of
@@ -848,6 +866,8 @@ json Trainer::checksum() {
   // stage's parameters under a pipeline, else the whole model.
   if (tp_) owned = pipe_ ? tp_->model->gathered(owned) : tp_->model->gathered_parameters();
   const ParamChecksum c = param_checksum(owned);  // on the device; checksum.h
+  if (const char* dir = std::getenv("CASESTUDY_PARAM_DUMP"); dir != nullptr && *dir != '\0')
+    write_param_dump(std::string(dir) + "/rank" + std::to_string(cfg_.dist.rank) + ".bin", owned);
   return {{"sum", c.sum}, {"hash", c.hex()}};
 }
 

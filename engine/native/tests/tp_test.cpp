@@ -20,15 +20,19 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <execinfo.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -104,14 +108,79 @@ void begin_case(const std::string& what) {
   std::cout << "  tp case: " << what << std::endl;
 }
 
-void on_fatal_signal(int sig) {
-  // Only async-signal-safe calls: write and re-raise.
-  const char* a = "tp: fatal signal in case: ";
-  (void)!write(2, a, std::strlen(a));
-  (void)!write(2, current_case, std::strlen(current_case));
-  (void)!write(2, "\n", 1);
+// The thread rank running on this thread (-1: not a rank: the main thread,
+// the watchdog, Gloo's worker and loop threads, libtorch's own).
+thread_local int tl_rank = -1;
+
+void write_str(const char* s) { (void)!write(2, s, std::strlen(s)); }
+
+void write_num(uint64_t v, int base = 10) {
+  char buf[24];
+  int i = sizeof buf;
+  do {
+    buf[--i] = "0123456789abcdef"[v % uint64_t(base)];
+    v /= uint64_t(base);
+  } while (v > 0 && i > 0);
+  (void)!write(2, buf + i, sizeof buf - size_t(i));
+}
+
+// Names the case, the signal, the faulting address, the thread (a rank or
+// not) and its stack (glibc's backtrace, loaded before any fault: the symbols
+// are the libraries' dynamic ones; c++filt demangles them), then re-raises.
+// It runs on an alternate stack where the thread installed one (the main
+// thread and every rank thread: use_alt_stack), so a stack overflow reports too.
+void on_fatal_signal(int sig, siginfo_t* info, void*) {
+  write_str("tp: fatal signal ");
+  write_num(uint64_t(sig));
+  write_str(" in case: ");
+  write_str(current_case);
+  write_str("\n  address 0x");
+  write_num(uint64_t(reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr)), 16);
+  write_str(", thread ");
+  write_num(uint64_t(syscall(SYS_gettid)));
+  if (tl_rank >= 0) {
+    write_str(" (rank ");
+    write_num(uint64_t(tl_rank));
+    write_str(" of the case)\n");
+  } else {
+    write_str(" (not a rank thread: main, watchdog, Gloo's or libtorch's)\n");
+  }
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, 2);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+}
+
+// An alternate signal stack for this thread, kept for its lifetime.
+void use_alt_stack() {
+  struct Alt {
+    Alt() : mem(size_t(64) << 10) {
+      stack_t ss{};
+      ss.ss_sp = mem.data();
+      ss.ss_size = mem.size();
+      sigaltstack(&ss, nullptr);
+    }
+    ~Alt() {  // off before the memory goes
+      stack_t ss{};
+      ss.ss_flags = SS_DISABLE;
+      sigaltstack(&ss, nullptr);
+    }
+    std::vector<char> mem;
+  };
+  thread_local Alt alt;
+  (void)alt;
+}
+
+void install_fatal_handlers() {
+  void* warm[1];
+  backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  use_alt_stack();
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
 }
 
 // Ends the process, naming the case, when one runs past kCaseLimitS.
@@ -160,6 +229,8 @@ int on_ranks(const std::string& name, int n, bool sp,
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; r++) {
     ranks.emplace_back([&, r] {
+      tl_rank = r;
+      use_alt_stack();
       int rc = 1;
       try {
         auto groups = make_gloo_pipe_groups(world.rank(r), {all});
@@ -833,6 +904,8 @@ int on_mesh(int tpn, int dpn, bool sp, const MeshBody& body = check_model,
   std::vector<std::thread> ranks;
   for (int r = 0; r < m.world(); r++) {
     ranks.emplace_back([&, r] {
+      tl_rank = r;
+      use_alt_stack();
       int rc = 1;
       try {
         auto groups = make_gloo_pipe_groups(world.rank(r), parts);  // tensor, data, pipeline
@@ -884,7 +957,7 @@ int mesh() {
 }  // namespace
 
 int tp_tests() {
-  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, on_fatal_signal);
+  install_fatal_handlers();
   Watchdog watchdog;
   begin_case("mesh");
   int failed = run_case("tp", "mesh", [] { return mesh(); });
@@ -897,6 +970,29 @@ int tp_tests() {
       {"vocab cross-entropy", cross_entropy}, {"conjugates", conjugates},
       {"tiny gpt 3 steps", model}};
   int ran = 0;
+  // CS_TP_CASE=NAME (one of cases' names) [CS_TP_REPEAT=N]: only that case,
+  // at tp 2 and 4, sequence parallel off and on, N rounds (default 1): to
+  // hunt a crash that shows once in many runs (docs/tensor-parallel.md).
+  if (const char* only = std::getenv("CS_TP_CASE"); only != nullptr && *only != '\0') {
+    const char* rep = std::getenv("CS_TP_REPEAT");
+    const int rounds = rep ? std::max(1, std::atoi(rep)) : 1;
+    bool known = false;
+    for (const auto& kv : cases) {
+      if (kv.first != only) continue;
+      known = true;
+      for (int i = 0; i < rounds; i++)
+        for (int n : {2, 4})
+          for (bool sp : {false, true}) failed |= on_ranks(kv.first, n, sp, kv.second), ran++;
+    }
+    case_started_ms = 0;
+    at::set_num_threads(threads);
+    if (!known) {
+      std::cerr << "FAIL tp: CS_TP_CASE=\"" << only << "\" names no case\n";
+      return 1;
+    }
+    std::cout << "tp: " << ran << " runs of case \"" << only << "\" (" << rounds << " rounds)" << std::endl;
+    return failed;
+  }
   // The groups' collectives, at 2, 3 and 4 ranks.
   const std::vector<std::pair<std::string, std::function<int(const tp::Context&, int)>>> group_cases = {
       {"all-gather and reduce-scatter", collectives}, {"coalesced reductions", coalesced},
