@@ -1,0 +1,86 @@
+package runs
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/store"
+)
+
+// ShadowRanks is the group of a stretch calibration run (CASESTUDY_INTERFERE=
+// gloo:N: interfere_ranks on its steps), 0 for any other run.
+func ShadowRanks(run *store.Run) int {
+	for _, t := range run.Trials {
+		for _, rp := range t.Repeats {
+			for _, r := range rp.Ranks {
+				for _, s := range r.Steps {
+					if s.InterfereRanks > 0 {
+						return s.InterfereRanks
+					}
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// Stretches is the stretch calibration of every trial of stretch
+// calibration runs (docs/predict.md): per trial key, from each ok launch
+// (rank 0's measured steps), its loaded steps' backward (interfere_gbps > 0:
+// its buckets went to the group) against its clean steps' (predict.
+// CalibrateShadow). Every run must be on a group of ranks ranks.
+func Stretches(cal []*store.Run, ranks int) (map[string]predict.Calibration, error) {
+	type launches struct {
+		clean, loaded [][]float64
+		gbps          []float64
+	}
+	per := map[string]*launches{}
+	for _, run := range cal {
+		if n := ShadowRanks(run); n != ranks {
+			return nil, fmt.Errorf("%s: a stretch calibration on %d ranks, predicting for %d: run it with --predict %d --interfere gloo", run.Dir, n, ranks, ranks)
+		}
+		for _, t := range run.Trials {
+			for _, rp := range t.Repeats {
+				if rp.Outcome != store.OK || len(rp.Ranks) == 0 {
+					continue
+				}
+				var c, l []float64
+				k := Key(t.Knobs)
+				if per[k] == nil {
+					per[k] = &launches{}
+				}
+				for _, s := range rp.Ranks[0].Steps {
+					switch {
+					case s.BackwardMS <= 0:
+					case s.InterfereGBps > 0:
+						l = append(l, s.BackwardMS)
+						per[k].gbps = append(per[k].gbps, s.InterfereGBps)
+					default:
+						c = append(c, s.BackwardMS)
+					}
+				}
+				if len(c) > 0 && len(l) > 0 {
+					per[k].clean, per[k].loaded = append(per[k].clean, c), append(per[k].loaded, l)
+				}
+			}
+		}
+	}
+	keys := make([]string, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := map[string]predict.Calibration{}
+	for _, k := range keys {
+		c, err := predict.CalibrateShadow(k, ranks, per[k].clean, per[k].loaded, per[k].gbps)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = c
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no trial finished in the stretch calibration runs")
+	}
+	return out, nil
+}
