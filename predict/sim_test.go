@@ -159,3 +159,38 @@ func TestPipelineBubble(t *testing.T) {
 	near(t, "bubble", bubble, 9)
 	near(t, "bubble fraction", bubble/step, 3.0/11.0) // (S-1)/(M+S-1)
 }
+
+// TestCalibrateShadow: the stretch calibration's κ is the median over
+// launches of each launch's loaded over clean median backward.
+func TestCalibrateShadow(t *testing.T) {
+	clean := [][]float64{{10, 10, 12}, {20, 20}, {30, 31, 29}}
+	loaded := [][]float64{{12, 13, 12}, {22, 22}, {36, 36}}
+	c, err := CalibrateShadow("t", 4, clean, loaded, []float64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ratios 1.2, 1.1, 1.2: median 1.2
+	near(t, "ratio", c.Ratio, 1.2)
+	near(t, "kappa", c.Kappa, 1.2)
+	near(t, "clean backward", c.BackwardMS, 20)
+	near(t, "loaded backward", c.LoadedBackwardMS, 22)
+	if c.ShadowRanks != 4 || c.Launches != 3 || c.Steps != 7 || c.LoadGBps != 2 {
+		t.Errorf("calibration %+v: want 4 ranks, 3 launches, 7 loaded steps, 2 GB/s", c)
+	}
+	c, err = CalibrateShadow("t", 2, [][]float64{{10}}, [][]float64{{9}}, []float64{1})
+	if err != nil || c.Kappa != 1 || c.Ratio != 0.9 {
+		t.Errorf("a loaded backward faster than the clean (noise): κ %g ratio %g (%v), want 1 and 0.9 kept", c.Kappa, c.Ratio, err)
+	}
+	for name, in := range map[string][3][][]float64{
+		"no launches":      {nil, nil, {{1}}},
+		"unequal launches": {{{1}}, {{1}, {1}}, {{1}}},
+		"no loaded step":   {{{1}}, {{}}, {{1}}},
+	} {
+		if _, err := CalibrateShadow("t", 2, in[0], in[1], in[2][0]); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := CalibrateShadow("t", 2, [][]float64{{1}}, [][]float64{{1}}, []float64{0}); err == nil {
+		t.Error("no traffic on the group: accepted")
+	}
+}
