@@ -27,39 +27,62 @@ type Calibration struct {
 	Launches    int `json:"launches,omitempty"` // the stretch calibration's launches
 }
 
-// CalibrateShadow is one trial's stretch calibration: launches whose steps
-// alternate between clean (its buckets on the world of one) and loaded (its
-// buckets on a group of ranks whose other members only communicate), so that
-// both kinds of step share each launch's conditions. Per launch the ratio of
-// the loaded steps' median backward to the clean ones'; Ratio is the median
-// of those ratios over the launches (a launch at another load of the host
-// moves both of its medians), κ = max(1, Ratio). BackwardMS and
-// LoadedBackwardMS are the medians of every launch's steps, for the record.
-func CalibrateShadow(trial string, ranks int, clean, loaded [][]float64, gbps []float64) (Calibration, error) {
-	if len(clean) != len(loaded) || len(clean) == 0 {
-		return Calibration{}, fmt.Errorf("stretch calibration of %s: %d launches with clean steps, %d with loaded ones: need the same, at least one", trial, len(clean), len(loaded))
-	}
-	var ratios, allClean, allLoaded []float64
-	for i := range clean {
-		if len(clean[i]) == 0 || len(loaded[i]) == 0 {
-			return Calibration{}, fmt.Errorf("stretch calibration of %s: launch %d has %d clean and %d loaded steps: need both", trial, i+1, len(clean[i]), len(loaded[i]))
+// ShadowStep is one measured step of a stretch calibration launch, in the
+// launch's order: its backward, and whether its buckets went to the group
+// (loaded, with that traffic) or to the world of one (clean).
+type ShadowStep struct {
+	BackwardMS float64
+	Loaded     bool
+	GBps       float64
+}
+
+// CalibrateShadow is one trial's stretch calibration from launches whose
+// steps alternate between clean (its buckets on the world of one) and loaded
+// (its buckets on a group of ranks whose other members only communicate).
+// Each loaded step is set against the clean steps beside it in its launch
+// (the mean of the one before and the one after, or the one there is), so
+// that a change of the host's load that lasts longer than a step cancels;
+// Ratio is the median of those ratios over every launch, κ = max(1, Ratio).
+// BackwardMS and LoadedBackwardMS are the medians of all clean and loaded
+// steps, for the record; Steps counts the loaded steps with a neighbour.
+func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibration, error) {
+	var ratios, clean, loaded, gbps []float64
+	used := 0
+	for i, l := range launches {
+		for k, s := range l {
+			if s.BackwardMS <= 0 {
+				return Calibration{}, fmt.Errorf("stretch calibration of %s: launch %d step %d: backward %g ms, must be positive", trial, i+1, k+1, s.BackwardMS)
+			}
+			if !s.Loaded {
+				clean = append(clean, s.BackwardMS)
+				continue
+			}
+			loaded, gbps = append(loaded, s.BackwardMS), append(gbps, s.GBps)
+			var sum float64
+			n := 0
+			for _, j := range []int{k - 1, k + 1} {
+				if j >= 0 && j < len(l) && !l[j].Loaded {
+					sum, n = sum+l[j].BackwardMS, n+1
+				}
+			}
+			if n > 0 {
+				ratios = append(ratios, s.BackwardMS/(sum/float64(n)))
+			}
 		}
-		c, l := Median(clean[i]), Median(loaded[i])
-		if c <= 0 || l <= 0 {
-			return Calibration{}, fmt.Errorf("stretch calibration of %s: launch %d: backward times must be positive (%g, %g ms)", trial, i+1, c, l)
+		if len(l) > 0 {
+			used++
 		}
-		ratios = append(ratios, l/c)
-		allClean, allLoaded = append(allClean, clean[i]...), append(allLoaded, loaded[i]...)
 	}
-	g := Median(gbps)
-	if g <= 0 {
+	if len(ratios) == 0 {
+		return Calibration{}, fmt.Errorf("stretch calibration of %s: no loaded step beside a clean one in %d launches (%d clean, %d loaded steps)", trial, len(launches), len(clean), len(loaded))
+	}
+	if g := Median(gbps); g <= 0 {
 		return Calibration{}, fmt.Errorf("stretch calibration of %s: no collective ran on the group in its loaded steps", trial)
 	}
 	r := Median(ratios)
-	return Calibration{Kappa: math.Max(1, r), Ratio: r, Trial: trial, BackwardMS: Median(allClean),
-		LoadedBackwardMS: Median(allLoaded), LoadGBps: g, Steps: len(allLoaded), ShadowRanks: ranks, Launches: len(clean)}, nil
+	return Calibration{Kappa: math.Max(1, r), Ratio: r, Trial: trial, BackwardMS: Median(clean),
+		LoadedBackwardMS: Median(loaded), LoadGBps: Median(gbps), Steps: len(ratios), ShadowRanks: ranks, Launches: used}, nil
 }
-
 // Calibrate is the Calibration of one trial from its backward times without
 // and with the load, and the load's traffic per loaded step.
 func Calibrate(trial string, clean, loaded, gbps []float64) (Calibration, error) {

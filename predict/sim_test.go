@@ -160,37 +160,43 @@ func TestPipelineBubble(t *testing.T) {
 	near(t, "bubble fraction", bubble/step, 3.0/11.0) // (S-1)/(M+S-1)
 }
 
-// TestCalibrateShadow: the stretch calibration's κ is the median over
-// launches of each launch's loaded over clean median backward.
+// TestCalibrateShadow: the stretch calibration's κ is the median, over every
+// loaded step, of its backward over the mean of the clean steps beside it.
 func TestCalibrateShadow(t *testing.T) {
-	clean := [][]float64{{10, 10, 12}, {20, 20}, {30, 31, 29}}
-	loaded := [][]float64{{12, 13, 12}, {22, 22}, {36, 36}}
-	c, err := CalibrateShadow("t", 4, clean, loaded, []float64{1, 2, 3})
+	c0, l := func(ms float64) ShadowStep { return ShadowStep{BackwardMS: ms} }, func(ms float64) ShadowStep {
+		return ShadowStep{BackwardMS: ms, Loaded: true, GBps: 2}
+	}
+	// A load that doubles the host's pace halfway through a launch cancels:
+	// 12/10, 12/10 ((10+10)/2), 24/((10+20)/2)=1.6 at the change, 24/20, 24/20.
+	launches := [][]ShadowStep{{c0(10), l(12), c0(10), l(12), c0(10), l(24), c0(20), l(24), c0(20), l(24)}}
+	c, err := CalibrateShadow("t", 4, launches)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ratios 1.2, 1.1, 1.2: median 1.2
 	near(t, "ratio", c.Ratio, 1.2)
 	near(t, "kappa", c.Kappa, 1.2)
-	near(t, "clean backward", c.BackwardMS, 20)
-	near(t, "loaded backward", c.LoadedBackwardMS, 22)
-	if c.ShadowRanks != 4 || c.Launches != 3 || c.Steps != 7 || c.LoadGBps != 2 {
-		t.Errorf("calibration %+v: want 4 ranks, 3 launches, 7 loaded steps, 2 GB/s", c)
+	if c.ShadowRanks != 4 || c.Launches != 1 || c.Steps != 5 || c.LoadGBps != 2 || c.BackwardMS != 10 || c.LoadedBackwardMS != 24 {
+		t.Errorf("calibration %+v: want 4 ranks, 1 launch, 5 loaded steps, 2 GB/s, medians 10 and 24 ms", c)
 	}
-	c, err = CalibrateShadow("t", 2, [][]float64{{10}}, [][]float64{{9}}, []float64{1})
+	// Two launches pool their steps: ratios 1.1, 1.1 and 1.3: median 1.1.
+	c, err = CalibrateShadow("t", 2, [][]ShadowStep{{c0(10), l(11), c0(10), l(11)}, {l(13), c0(10)}})
+	if err != nil || c.Launches != 2 || c.Steps != 3 {
+		t.Fatalf("two launches: %+v, %v", c, err)
+	}
+	near(t, "pooled ratio", c.Ratio, 1.1)
+	c, err = CalibrateShadow("t", 2, [][]ShadowStep{{c0(10), l(9)}})
 	if err != nil || c.Kappa != 1 || c.Ratio != 0.9 {
 		t.Errorf("a loaded backward faster than the clean (noise): κ %g ratio %g (%v), want 1 and 0.9 kept", c.Kappa, c.Ratio, err)
 	}
-	for name, in := range map[string][3][][]float64{
-		"no launches":      {nil, nil, {{1}}},
-		"unequal launches": {{{1}}, {{1}, {1}}, {{1}}},
-		"no loaded step":   {{{1}}, {{}}, {{1}}},
+	for name, in := range map[string][][]ShadowStep{
+		"no launches":             nil,
+		"no loaded step":          {{c0(10), c0(10)}},
+		"no clean neighbour":      {{l(10), l(10)}},
+		"a zero backward":         {{c0(0), l(10)}},
+		"no traffic on the group": {{c0(10), {BackwardMS: 11, Loaded: true}}},
 	} {
-		if _, err := CalibrateShadow("t", 2, in[0], in[1], in[2][0]); err == nil {
+		if _, err := CalibrateShadow("t", 2, in); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-	if _, err := CalibrateShadow("t", 2, [][]float64{{1}}, [][]float64{{1}}, []float64{0}); err == nil {
-		t.Error("no traffic on the group: accepted")
 	}
 }

@@ -285,9 +285,11 @@ with open(summary, "a") as s:
     for p in json.load(open(path))["predictions"]:
         c = p.get("kappa_calibration")
         if c:
+            control = "" if p["overlap"] else " (overlap off: no collective beside its backward, the method's control: 1 expected)"
             s.write(f"  stretch calibration {name.get(p['id'], p['id'])}: backward {c['backward_ms']:.1f} ms clean, "
-                    f"{c['loaded_backward_ms']:.1f} ms beside its collectives on {c.get('shadow_ranks', '?')} ranks, "
-                    f"ratio {c['ratio']:.3f} (median of {c.get('launches', '?')} launches), kappa {c['kappa']:.3f}\n")
+                    f"{c['loaded_backward_ms']:.1f} ms beside its collectives on {c.get('shadow_ranks', '?')} ranks (medians); "
+                    f"ratio {c['ratio']:.3f}, the median over {c['steps']} loaded steps each against the clean ones beside it "
+                    f"({c.get('launches', '?')} launches); kappa {c['kappa']:.3f}{control}\n")
 if v["median_abs_error"] > 0.10 or (decided and not v["same_best"]):
     sys.exit(10)  # 1: an error
 sys.exit(0 if decided else 11)

@@ -243,6 +243,7 @@ func TestStretchesPerTrial(t *testing.T) {
 	}
 	on, off := st[Key(map[string]string{"ddp.overlap": "true"})], st[Key(map[string]string{"ddp.overlap": "false"})]
 	if on.Kappa != 1.25 || on.BackwardMS != 40 || on.LoadedBackwardMS != 50 || on.Launches != 1 || on.Steps != 2 || on.ShadowRanks != 2 {
+		// steps: clean, loaded, clean, loaded: both loaded steps have a clean neighbour
 		t.Errorf("overlap on: %+v, want κ 1.25 from 40 and 50 ms", on)
 	}
 	if off.Kappa != 1.025 {

@@ -27,15 +27,12 @@ func ShadowRanks(run *store.Run) int {
 
 // Stretches is the stretch calibration of every trial of stretch
 // calibration runs (docs/predict.md): per trial key, from each ok launch
-// (rank 0's measured steps), its loaded steps' backward (interfere_gbps > 0:
-// its buckets went to the group) against its clean steps' (predict.
-// CalibrateShadow). Every run must be on a group of ranks ranks.
+// (rank 0's measured steps in order), each loaded step's backward
+// (interfere_gbps > 0: its buckets went to the group) against the clean
+// steps beside it (predict.CalibrateShadow). Every run must be on a group of
+// ranks ranks.
 func Stretches(cal []*store.Run, ranks int) (map[string]predict.Calibration, error) {
-	type launches struct {
-		clean, loaded [][]float64
-		gbps          []float64
-	}
-	per := map[string]*launches{}
+	per := map[string][][]predict.ShadowStep{}
 	for _, run := range cal {
 		if n := ShadowRanks(run); n != ranks {
 			return nil, fmt.Errorf("%s: a stretch calibration on %d ranks, predicting for %d: run it with --predict %d --interfere gloo", run.Dir, n, ranks, ranks)
@@ -45,24 +42,12 @@ func Stretches(cal []*store.Run, ranks int) (map[string]predict.Calibration, err
 				if rp.Outcome != store.OK || len(rp.Ranks) == 0 {
 					continue
 				}
-				var c, l []float64
-				k := Key(t.Knobs)
-				if per[k] == nil {
-					per[k] = &launches{}
-				}
+				var l []predict.ShadowStep
 				for _, s := range rp.Ranks[0].Steps {
-					switch {
-					case s.BackwardMS <= 0:
-					case s.InterfereGBps > 0:
-						l = append(l, s.BackwardMS)
-						per[k].gbps = append(per[k].gbps, s.InterfereGBps)
-					default:
-						c = append(c, s.BackwardMS)
-					}
+					l = append(l, predict.ShadowStep{BackwardMS: s.BackwardMS, Loaded: s.InterfereGBps > 0, GBps: s.InterfereGBps})
 				}
-				if len(c) > 0 && len(l) > 0 {
-					per[k].clean, per[k].loaded = append(per[k].clean, c), append(per[k].loaded, l)
-				}
+				k := Key(t.Knobs)
+				per[k] = append(per[k], l)
 			}
 		}
 	}
@@ -73,7 +58,7 @@ func Stretches(cal []*store.Run, ranks int) (map[string]predict.Calibration, err
 	sort.Strings(keys)
 	out := map[string]predict.Calibration{}
 	for _, k := range keys {
-		c, err := predict.CalibrateShadow(k, ranks, per[k].clean, per[k].loaded, per[k].gbps)
+		c, err := predict.CalibrateShadow(k, ranks, per[k])
 		if err != nil {
 			return nil, err
 		}
