@@ -91,6 +91,9 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		if p.Stretch != nil && p.Overlap {
 			fmt.Fprintf(&b, " (backward +%.2f ms beside the collectives)", p.StretchMS)
 		}
+		if c := p.Calibration; c != nil && c.ShadowRanks > 0 {
+			fmt.Fprintf(&b, ", κ %.3g from its stretch calibration (ratio %.3f over %d steps)", p.Kappa, c.Ratio, c.Steps)
+		}
 	}
 	b.WriteString(".\n")
 	if p0.Stretch != nil {

@@ -83,6 +83,7 @@ func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibrat
 	return Calibration{Kappa: math.Max(1, r), Ratio: r, Trial: trial, BackwardMS: Median(clean),
 		LoadedBackwardMS: Median(loaded), LoadGBps: Median(gbps), Steps: len(ratios), ShadowRanks: ranks, Launches: used}, nil
 }
+
 // Calibrate is the Calibration of one trial from its backward times without
 // and with the load, and the load's traffic per loaded step.
 func Calibrate(trial string, clean, loaded, gbps []float64) (Calibration, error) {
