@@ -25,6 +25,9 @@ type Calibration struct {
 	// the memory-streaming load.
 	ShadowRanks int `json:"shadow_ranks,omitempty"`
 	Launches    int `json:"launches,omitempty"` // the stretch calibration's launches
+	// Buckets: the stretch calibration's collectives, each bucket size's
+	// median time in the loaded steps (Calibrated).
+	Buckets []CalibratedBucket `json:"buckets,omitempty"`
 }
 
 // ShadowStep is one measured step of a stretch calibration launch, in the
@@ -34,6 +37,7 @@ type ShadowStep struct {
 	BackwardMS float64
 	Loaded     bool
 	GBps       float64
+	Buckets    []Bucket // its collectives (op, bytes, ms)
 }
 
 // CalibrateShadow is one trial's stretch calibration from launches whose
@@ -47,6 +51,7 @@ type ShadowStep struct {
 // steps, for the record; Steps counts the loaded steps with a neighbour.
 func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibration, error) {
 	var ratios, clean, loaded, gbps []float64
+	var buckets [][]Bucket
 	used := 0
 	for i, l := range launches {
 		for k, s := range l {
@@ -57,7 +62,7 @@ func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibrat
 				clean = append(clean, s.BackwardMS)
 				continue
 			}
-			loaded, gbps = append(loaded, s.BackwardMS), append(gbps, s.GBps)
+			loaded, gbps, buckets = append(loaded, s.BackwardMS), append(gbps, s.GBps), append(buckets, s.Buckets)
 			var sum float64
 			n := 0
 			for _, j := range []int{k - 1, k + 1} {
@@ -81,7 +86,8 @@ func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibrat
 	}
 	r := Median(ratios)
 	return Calibration{Kappa: math.Max(1, r), Ratio: r, Trial: trial, BackwardMS: Median(clean),
-		LoadedBackwardMS: Median(loaded), LoadGBps: Median(gbps), Steps: len(ratios), ShadowRanks: ranks, Launches: used}, nil
+		LoadedBackwardMS: Median(loaded), LoadGBps: Median(gbps), Steps: len(ratios), ShadowRanks: ranks, Launches: used,
+		Buckets: calibratedBuckets(buckets)}, nil
 }
 
 // Calibrate is the Calibration of one trial from its backward times without

@@ -200,3 +200,41 @@ func TestCalibrateShadow(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibratedCost: a trial's bucket sizes at the time its stretch
+// calibration measured (the median over the loaded steps); any other size,
+// op or rank count from the fallback model.
+func TestCalibratedCost(t *testing.T) {
+	steps := [][]Bucket{
+		{{Op: AllReduce, Bytes: 100, MS: 2}, {Op: AllReduce, Bytes: 200, MS: 5}},
+		{{Op: AllReduce, Bytes: 100, MS: 4}, {Op: AllReduce, Bytes: 200, MS: 6}},
+		{{Op: AllReduce, Bytes: 100, MS: 9}, {Op: AllReduce, Bytes: 200, MS: 7}},
+	}
+	bs := calibratedBuckets(steps)
+	if len(bs) != 2 || bs[0].Bytes != 100 || bs[0].MS != 4 || bs[0].Steps != 3 || bs[1].MS != 6 {
+		t.Fatalf("medians per size: %+v, want 100 B 4 ms and 200 B 6 ms over 3 steps", bs)
+	}
+	c := Calibrated{Ranks: 2, Buckets: bs, Fallback: fixed{latMS: 1, msPerByte: 0.01}}
+	ms, how, err := c.Time(AllReduce, 200, 2)
+	if err != nil || ms != 6 || how != "calibrated" {
+		t.Errorf("a calibrated size: %g ms (%s, %v), want 6", ms, how, err)
+	}
+	want, _, _ := fixed{latMS: 1, msPerByte: 0.01}.Time(AllReduce, 300, 2)
+	if ms, _, err := c.Time(AllReduce, 300, 2); err != nil || ms != want {
+		t.Errorf("another size: %g ms, want the fallback's %g (%v)", ms, want, err)
+	}
+	want, _, _ = fixed{latMS: 1, msPerByte: 0.01}.Time(AllReduce, 200, 4)
+	if ms, _, _ := c.Time(AllReduce, 200, 4); ms != want {
+		t.Errorf("another rank count: %g ms, want the fallback's %g", ms, want)
+	}
+	if _, _, err := (Calibrated{Ranks: 2, Buckets: bs}).Time(AllGather, 100, 2); err == nil {
+		t.Error("no fallback for an uncalibrated op: no error")
+	}
+	// The schedule with the calibrated times: overlap off adds the sum.
+	p := Profile{ForwardMS: 10, BackwardMS: 20, World: 1, Buckets: []Bucket{{Op: AllReduce, Bytes: 100, ReadyMS: 5}, {Op: AllReduce, Bytes: 200, ReadyMS: 20}}}
+	r, err := Simulate(p, Options{Ranks: 2, Overlap: false, Cost: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "overlap off with calibrated buckets", r.StepMS, 10+20+4+6)
+}

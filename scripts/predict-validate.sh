@@ -31,7 +31,8 @@
 # Environment:
 #   RANKS (2 4), ROUNDS (3), BIN (bin/casestudy), ENGINE_LIB (the engine
 #   library; default: the CLI's, $CASESTUDY_ENGINE_LIB or next to the binary),
-#   PYTHON (python3), SIZES (the benchmarks' sizes),
+#   PYTHON (python3), SIZES (the benchmarks' sizes), STUDY (the study:
+#     studies/gpt/predict-cpu.yaml),
 #   SHADOW (1): the stretch calibration each round (--interfere gloo) and
 #     the verdict's predictions with it (--kappa auto); 0: none, and the
 #     verdict's predictions without a stretch,
@@ -68,7 +69,7 @@ RANKS=${RANKS:-2 4}
 ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-bin/casestudy}
 PY=${PYTHON:-python3}
-STUDY=studies/gpt/predict-cpu.yaml
+STUDY=${STUDY:-studies/gpt/predict-cpu.yaml}
 SIZES=${SIZES:-16K,256K,1M,4M,16M}
 PIN=${PIN:-auto}
 CORES_PER_RANK=${CORES_PER_RANK:-2}
@@ -97,6 +98,9 @@ for n in $RANKS; do
 done
 ((maxn > 0)) || die "RANKS is empty"
 [[ -x $BIN ]] || die "no $BIN (make cli)"
+[[ -f $STUDY ]] || die "STUDY=$STUDY: no such file"
+sname=$(awk '/^name:/ {print $2; exit}' "$STUDY")
+[[ -n $sname ]] || die "STUDY=$STUDY: no name: line"
 command -v "$PY" >/dev/null || die "needs $PY (PYTHON) to read predict's JSON"
 command -v timeout >/dev/null || die "needs timeout(1)"
 if [[ -n ${ENGINE_LIB:-} ]]; then
@@ -234,12 +238,12 @@ status=0
 } >"$OUT/table.md"
 : >"$OUT/summary.md"
 for n in $RANKS; do
-  against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$rounds"))
+  against=$(printf "$OUT/r$n/$sname/r$n-%s," $(seq "$rounds"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
   besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
   cal=()
-  ((SHADOW)) && cal=(--kappa auto "$OUT/cal$n/gpt-predict-cpu"/cal*)
-  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* "${cal[@]}" --gpus "$n" \
+  ((SHADOW)) && cal=(--kappa auto "$OUT/cal$n/$sname"/cal*)
+  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* "${cal[@]}" --gpus "$n" \
     --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   # The same runs predicted other ways, for comparison (not the verdict):
@@ -251,7 +255,7 @@ for n in $RANKS; do
     extra=()
     [[ $var == loop ]] && extra=(--fit-stretch "${fits%,}")
     mkdir -p "$OUT/$var$n"
-    must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* \
+    must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* \
       --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
       --out "$OUT/$var$n" --json >"$OUT/predicted$n-$var.json"
     "$PY" - "$OUT/predicted$n-$var.json" "$n" "$var" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-$var.json"
@@ -306,6 +310,7 @@ done
 {
   echo "$host"
   echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
+  echo "study $STUDY"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
   cat "$OUT/compare.md"
   if ((status == 3)); then

@@ -360,6 +360,14 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 				return nil, nil, exitcode.Usage(fmt.Errorf("--kappa auto: trial %s (%s) has no stretch calibration: run the study with --predict %d --interfere gloo", in.ID, runs.Key(in.Knobs), o.gpus))
 			}
 			setup.Kappa, setup.Calibration = c.Kappa, &c
+			// Its buckets' collectives as the calibration timed them beside its
+			// backward, alone and beside compute alike (other sizes: the fits).
+			setup.Cost = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: cost}
+			fb := beside
+			if fb == nil {
+				fb = cost
+			}
+			setup.Beside = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: fb}
 		}
 		p, err := predict.PredictTrial(in, setup)
 		if err != nil {

@@ -246,6 +246,10 @@ func TestStretchesPerTrial(t *testing.T) {
 		// steps: clean, loaded, clean, loaded: both loaded steps have a clean neighbour
 		t.Errorf("overlap on: %+v, want κ 1.25 from 40 and 50 ms", on)
 	}
+	// oneRankTrial's buckets: 4 and 8 MiB at 0.1 ms in every loaded step.
+	if len(on.Buckets) != 2 || on.Buckets[0].Bytes != 4<<20 || on.Buckets[0].MS != 0.1 || on.Buckets[0].Steps != 2 {
+		t.Errorf("the calibrated buckets: %+v, want 4 and 8 MiB at 0.1 ms over 2 loaded steps", on.Buckets)
+	}
 	if off.Kappa != 1.025 {
 		t.Errorf("overlap off: κ %g, want 1.025", off.Kappa)
 	}

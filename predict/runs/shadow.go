@@ -44,7 +44,15 @@ func Stretches(cal []*store.Run, ranks int) (map[string]predict.Calibration, err
 				}
 				var l []predict.ShadowStep
 				for _, s := range rp.Ranks[0].Steps {
-					l = append(l, predict.ShadowStep{BackwardMS: s.BackwardMS, Loaded: s.InterfereGBps > 0, GBps: s.InterfereGBps})
+					st := predict.ShadowStep{BackwardMS: s.BackwardMS, Loaded: s.InterfereGBps > 0, GBps: s.InterfereGBps}
+					for _, b := range s.Buckets {
+						op := b.Op
+						if op == "" {
+							op = predict.AllReduce
+						}
+						st.Buckets = append(st.Buckets, predict.Bucket{Op: op, Bytes: b.Bytes, MS: b.MS})
+					}
+					l = append(l, st)
 				}
 				k := Key(t.Knobs)
 				per[k] = append(per[k], l)
