@@ -53,6 +53,27 @@ func TestShadowGlooCPU(t *testing.T) {
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), "CASESTUDY_INTERFERE="+bad, bad)
 	}
+	// A rank of a real group is refused: its buckets would leave its peers.
+	t.Setenv("CASESTUDY_INTERFERE", "gloo:2")
+	port := freePort(t)
+	errs := make(chan error, 2)
+	for r := 0; r < 2; r++ {
+		go func(r int) {
+			c := tinyGPT("fp32")
+			c.Dist = engine.DistConfig{Rank: r, WorldSize: 2, Backend: "gloo", StoreAddr: "127.0.0.1", StorePort: port, TimeoutMS: 60000}
+			c.DDP = engine.DDPConfig{BucketMB: 1, FirstBucketMB: 1, Overlap: true, Compression: "none"}
+			e, err := lib.Create(c)
+			if err == nil {
+				e.Close()
+			}
+			errs <- err
+		}(r)
+	}
+	for r := 0; r < 2; r++ {
+		err := <-errs
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "a world of one only")
+	}
 	// Without a reducer (no dist.backend) the group has nothing to carry.
 	t.Setenv("CASESTUDY_INTERFERE", "gloo:2")
 	e, err := lib.Create(tinyGPT("fp32"))

@@ -202,6 +202,11 @@ class ShadowInterference : public Interference {
   void begin() override {}
   void end() override {}
   Communicator& reducer_comm(Communicator& base) override {
+    // A rank of a real group would send its buckets to its own group of
+    // helpers, not its peers: the ranks would drift apart.
+    if (base.world_size() != 1)
+      throw ConfigError("CASESTUDY_INTERFERE=gloo:" + std::to_string(ranks_) + ": a world of one only (this rank is one of " +
+                        std::to_string(base.world_size()) + "); unset it for a multi-rank run");
     comm_ = std::make_unique<ShadowComm>(base, group_, loaded_, bytes_);
     return *comm_;
   }
