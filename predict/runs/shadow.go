@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/store"
 )
@@ -11,18 +12,9 @@ import (
 // ShadowRanks is the group of a stretch calibration run (CASESTUDY_INTERFERE=
 // gloo:N: interfere_ranks on its steps), 0 for any other run.
 func ShadowRanks(run *store.Run) int {
-	for _, t := range run.Trials {
-		for _, rp := range t.Repeats {
-			for _, r := range rp.Ranks {
-				for _, s := range r.Steps {
-					if s.InterfereRanks > 0 {
-						return s.InterfereRanks
-					}
-				}
-			}
-		}
-	}
-	return 0
+	n := 0
+	anyStep(run, func(s engine.StepMetrics) bool { n = s.InterfereRanks; return n > 0 })
+	return n
 }
 
 // Stretches is the stretch calibration of every trial of stretch
