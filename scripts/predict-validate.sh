@@ -37,6 +37,9 @@
 #     the verdict's predictions with it (--kappa auto); 0: none, and the
 #     verdict's predictions without a stretch,
 #   CAL_STEPS (16): the calibration launch's measured steps (half loaded),
+#   BESIDE (0 with SHADOW, else 1): bench allreduce --beside 1 each round
+#     and predict --fit-beside (the collectives' pace beside compute from a
+#     benchmark; the calibration times the trial's own buckets instead),
 #   INTERFERENCE (0): the pairs of compute loops (alone, beside the
 #     collectives) the benchmark runs per size, for a comparison line with
 #     predict --fit-stretch (the matmul loop's stretch, the earlier model;
@@ -78,15 +81,18 @@ LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
 INTERFERENCE=${INTERFERENCE:-0}
 SHADOW=${SHADOW:-1}
 CAL_STEPS=${CAL_STEPS:-16}
+BESIDE=${BESIDE:-auto}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
   echo "predict-validate.sh: $*" >&3
+  # shellcheck disable=SC2046 # one pid a word
   kill -TERM $(jobs -p) 2>/dev/null # the other copies of a round: none outlives the script
   wait
   exit 3
 }
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS; do
+[[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
 ((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT: want 1 or more; CAL_STEPS 2 or more"
@@ -201,8 +207,12 @@ for r in $(seq "$ROUNDS"); do
     # The collectives beside compute: each rank with one busy thread (the
     # study's threads per rank) sharing its CPU with Gloo, as a rank's
     # backward does with the collectives it overlaps (predict --fit-beside).
-    must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
-      --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
+    # Not with the stretch calibration (BESIDE=0, its default then): the
+    # calibration times the trial's own buckets beside its backward.
+    if ((BESIDE)); then
+      must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
+        --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
+    fi
     # The one-rank inputs: N copies at once, each a world of one, sharing the
     # host as the N ranks will (predict --concurrent-inputs), on the N-rank
     # run's cores.
@@ -240,11 +250,12 @@ status=0
 for n in $RANKS; do
   against=$(printf "$OUT/r$n/$sname/r$n-%s," $(seq "$rounds"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
-  besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
+  besides=()
+  ((BESIDE)) && besides=(--fit-beside "$(printf "$OUT/beside$n-%s.json," $(seq "$rounds") | sed 's/,$//')")
   cal=()
   ((SHADOW)) && cal=(--kappa auto "$OUT/cal$n/$sname"/cal*)
   must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* "${cal[@]}" --gpus "$n" \
-    --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" \
+    --fit "${fits%,}" "${besides[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   # The same runs predicted other ways, for comparison (not the verdict):
   # without the stretch calibration, and with the matmul loop's stretch.
@@ -256,7 +267,7 @@ for n in $RANKS; do
     [[ $var == loop ]] && extra=(--fit-stretch "${fits%,}")
     mkdir -p "$OUT/$var$n"
     must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* \
-      --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
+      --gpus "$n" --fit "${fits%,}" "${besides[@]}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
       --out "$OUT/$var$n" --json >"$OUT/predicted$n-$var.json"
     "$PY" - "$OUT/predicted$n-$var.json" "$n" "$var" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-$var.json"
 import json, sys
