@@ -384,6 +384,9 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		if err != nil {
 			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
 		}
+		if runs.Loaded(m) { // a calibration is never a measurement of the trials
+			return nil, nil, exitcode.Usage(fmt.Errorf("--against %s: a calibration launch (a load or a stretch calibration beside its backward), not a measurement of the trials", dir))
+		}
 		meas = append(meas, m)
 	}
 	v := predict.Validate(preds, runs.Measured(meas...), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/internal/syncbuf"
 	"github.com/casestudy/casestudy/predict/runs"
+	"github.com/casestudy/casestudy/store"
 )
 
 func TestPredictBadInput(t *testing.T) {
@@ -173,4 +175,46 @@ func TestPredictCPUGloo(t *testing.T) {
 	} else {
 		t.Log("winner not decidable by the measurement: the same-best check is not judged")
 	}
+}
+
+// TestPredictRefusesACalibrationAsMeasurement: a calibration launch (its
+// steps carry a load: interfere_gbps) is never a check of the trials, nor an
+// input without --kappa auto.
+func TestPredictRefusesACalibrationAsMeasurement(t *testing.T) {
+	trial := func(gbps float64) *store.TrialRecord {
+		var steps []engine.StepMetrics
+		for i := range 4 {
+			r := 10.0
+			steps = append(steps, engine.StepMetrics{Step: i, StepMS: 50, ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 5,
+				Samples: 1, InterfereGBps: gbps * float64(i%2), InterfereRanks: 2,
+				Buckets: []engine.BucketMetrics{{Op: "all_reduce", Bytes: 1 << 20, MS: 0.1, ReadyMS: &r}}})
+		}
+		return &store.TrialRecord{Schema: store.SchemaVersion, ID: "aaaa0001", Knobs: map[string]string{"ddp.overlap": "true"},
+			Outcome: store.OK, FailedRank: -1, Attempts: 1, Started: time.Now(), Finished: time.Now(),
+			Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{{Rank: 0, Steps: steps}}}}}
+	}
+	write := func(rec *store.TrialRecord) string {
+		m := &store.Manifest{Schema: store.SchemaVersion, RunID: "r1", Study: "s", Created: time.Now(),
+			Objective: store.Objective{Metric: "samples_per_s", Goal: "maximize"}, Workload: map[string]any{"device": "cpu", "device_resolved": "cpu"}}
+		w, err := store.Create(t.TempDir(), "s", "r1", m)
+		require.NoError(t, err)
+		require.NoError(t, w.Append(rec))
+		require.NoError(t, w.Close())
+		return w.Dir
+	}
+	one, cal := write(trial(0)), write(trial(0.5))
+	fit := filepath.Join(t.TempDir(), "fit.json")
+	require.NoError(t, os.WriteFile(fit, []byte(`{"ranks":2,"backend":"gloo","rows":[{"bytes":1024,"ms":0.1},{"bytes":1048576,"ms":1}]}`), 0o644))
+	code, _, stderr := runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", cal)
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, "not a measurement of the trials")
+	code, _, stderr = runCLI(t, "predict", cal, "--gpus", "2", "--fit", fit)
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, "give it with --kappa auto")
+	code, stdout, stderr := runCLI(t, "predict", one, cal, "--gpus", "2", "--fit", fit, "--kappa", "auto", "--json")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"shadow_ranks": 2`)
+	code, _, stderr = runCLI(t, "predict", one, cal, "--gpus", "4", "--fit", fit, "--kappa", "auto")
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, "on 2 ranks, predicting for 4")
 }
