@@ -55,6 +55,11 @@ type StepMetrics struct {
 	TPCommMS      float64 `json:"tp_comm_ms,omitempty"`
 	TPCollectives int     `json:"tp_collectives,omitempty"`
 	TPCommBytes   int64   `json:"tp_comm_bytes,omitempty"`
+
+	// InterfereRanks is the stretch calibration's group (CASESTUDY_INTERFERE=
+	// gloo:N, docs/predict.md): N on every step of such a launch, whose loaded
+	// steps (InterfereGBps > 0) alternate with clean ones; 0 otherwise.
+	InterfereRanks int `json:"interfere_ranks,omitempty"`
 }
 
 // BucketMetrics describes one gradient bucket's all-reduce in a step.

@@ -25,6 +25,11 @@ type Validation struct {
 	MeasuredBest   string   `json:"measured_best"`
 	SameBest       bool     `json:"same_best"`
 	Unmatched      []string `json:"unmatched,omitempty"` // predictions with no measurement
+	// WinnerDecidable: the measurement separates its best trial from every
+	// other (runs.DecideWinner); when false SameBest tests nothing and no
+	// verdict rests on it. Separations: the evidence, one line per trial.
+	WinnerDecidable bool     `json:"winner_decidable"`
+	Separations     []string `json:"separations,omitempty"`
 }
 
 // Validate compares predictions with measured step times (ms) by trial
@@ -86,6 +91,9 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		if p.Stretch != nil && p.Overlap {
 			fmt.Fprintf(&b, " (backward +%.2f ms beside the collectives)", p.StretchMS)
 		}
+		if c := p.Calibration; c != nil && c.ShadowRanks > 0 {
+			fmt.Fprintf(&b, ", κ %.3g from its stretch calibration (ratio %.3f over %d steps)", p.Kappa, c.Ratio, c.Steps)
+		}
 	}
 	b.WriteString(".\n")
 	if p0.Stretch != nil {
@@ -98,6 +106,15 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		}
 		fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
 			100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
+		if !v.WinnerDecidable {
+			b.WriteString("The winner is not decidable by the measurement: its best trial is not separated from every other (")
+		} else {
+			b.WriteString("The measured winner is separated from every other trial (")
+		}
+		if len(v.Separations) == 0 {
+			b.WriteString("no launches to compare")
+		}
+		b.WriteString(strings.Join(v.Separations, "; ") + ").\n")
 		if len(v.Unmatched) > 0 {
 			fmt.Fprintf(&b, "No measurement for: %s.\n", strings.Join(v.Unmatched, ", "))
 		}

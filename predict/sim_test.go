@@ -159,3 +159,82 @@ func TestPipelineBubble(t *testing.T) {
 	near(t, "bubble", bubble, 9)
 	near(t, "bubble fraction", bubble/step, 3.0/11.0) // (S-1)/(M+S-1)
 }
+
+// TestCalibrateShadow: the stretch calibration's κ is the median, over every
+// loaded step, of its backward over the mean of the clean steps beside it.
+func TestCalibrateShadow(t *testing.T) {
+	c0, l := func(ms float64) ShadowStep { return ShadowStep{BackwardMS: ms} }, func(ms float64) ShadowStep {
+		return ShadowStep{BackwardMS: ms, Loaded: true, GBps: 2}
+	}
+	// A load that doubles the host's pace halfway through a launch cancels:
+	// 12/10, 12/10 ((10+10)/2), 24/((10+20)/2)=1.6 at the change, 24/20, 24/20.
+	launches := [][]ShadowStep{{c0(10), l(12), c0(10), l(12), c0(10), l(24), c0(20), l(24), c0(20), l(24)}}
+	c, err := CalibrateShadow("t", 4, launches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "ratio", c.Ratio, 1.2)
+	near(t, "kappa", c.Kappa, 1.2)
+	if c.ShadowRanks != 4 || c.Launches != 1 || c.Steps != 5 || c.LoadGBps != 2 || c.BackwardMS != 10 || c.LoadedBackwardMS != 24 {
+		t.Errorf("calibration %+v: want 4 ranks, 1 launch, 5 loaded steps, 2 GB/s, medians 10 and 24 ms", c)
+	}
+	// Two launches pool their steps: ratios 1.1, 1.1 and 1.3: median 1.1.
+	c, err = CalibrateShadow("t", 2, [][]ShadowStep{{c0(10), l(11), c0(10), l(11)}, {l(13), c0(10)}})
+	if err != nil || c.Launches != 2 || c.Steps != 3 {
+		t.Fatalf("two launches: %+v, %v", c, err)
+	}
+	near(t, "pooled ratio", c.Ratio, 1.1)
+	c, err = CalibrateShadow("t", 2, [][]ShadowStep{{c0(10), l(9)}})
+	if err != nil || c.Kappa != 1 || c.Ratio != 0.9 {
+		t.Errorf("a loaded backward faster than the clean (noise): κ %g ratio %g (%v), want 1 and 0.9 kept", c.Kappa, c.Ratio, err)
+	}
+	for name, in := range map[string][][]ShadowStep{
+		"no launches":             nil,
+		"no loaded step":          {{c0(10), c0(10)}},
+		"no clean neighbour":      {{l(10), l(10)}},
+		"a zero backward":         {{c0(0), l(10)}},
+		"no traffic on the group": {{c0(10), {BackwardMS: 11, Loaded: true}}},
+	} {
+		if _, err := CalibrateShadow("t", 2, in); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestCalibratedCost: a trial's bucket sizes at the time its stretch
+// calibration measured (the median over the loaded steps); any other size,
+// op or rank count from the fallback model.
+func TestCalibratedCost(t *testing.T) {
+	steps := [][]Bucket{
+		{{Op: AllReduce, Bytes: 100, MS: 2}, {Op: AllReduce, Bytes: 200, MS: 5}},
+		{{Op: AllReduce, Bytes: 100, MS: 4}, {Op: AllReduce, Bytes: 200, MS: 6}},
+		{{Op: AllReduce, Bytes: 100, MS: 9}, {Op: AllReduce, Bytes: 200, MS: 7}},
+	}
+	bs := calibratedBuckets(steps)
+	if len(bs) != 2 || bs[0].Bytes != 100 || bs[0].MS != 4 || bs[0].Steps != 3 || bs[1].MS != 6 {
+		t.Fatalf("medians per size: %+v, want 100 B 4 ms and 200 B 6 ms over 3 steps", bs)
+	}
+	c := Calibrated{Ranks: 2, Buckets: bs, Fallback: fixed{latMS: 1, msPerByte: 0.01}}
+	ms, how, err := c.Time(AllReduce, 200, 2)
+	if err != nil || ms != 6 || how != "calibrated" {
+		t.Errorf("a calibrated size: %g ms (%s, %v), want 6", ms, how, err)
+	}
+	want, _, _ := fixed{latMS: 1, msPerByte: 0.01}.Time(AllReduce, 300, 2)
+	if ms, _, err := c.Time(AllReduce, 300, 2); err != nil || ms != want {
+		t.Errorf("another size: %g ms, want the fallback's %g (%v)", ms, want, err)
+	}
+	want, _, _ = fixed{latMS: 1, msPerByte: 0.01}.Time(AllReduce, 200, 4)
+	if ms, _, _ := c.Time(AllReduce, 200, 4); ms != want {
+		t.Errorf("another rank count: %g ms, want the fallback's %g", ms, want)
+	}
+	if _, _, err := (Calibrated{Ranks: 2, Buckets: bs}).Time(AllGather, 100, 2); err == nil {
+		t.Error("no fallback for an uncalibrated op: no error")
+	}
+	// The schedule with the calibrated times: overlap off adds the sum.
+	p := Profile{ForwardMS: 10, BackwardMS: 20, World: 1, Buckets: []Bucket{{Op: AllReduce, Bytes: 100, ReadyMS: 5}, {Op: AllReduce, Bytes: 200, ReadyMS: 20}}}
+	r, err := Simulate(p, Options{Ranks: 2, Overlap: false, Cost: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "overlap off with calibrated buckets", r.StepMS, 10+20+4+6)
+}

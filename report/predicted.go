@@ -83,7 +83,10 @@ func predictedInputs(p predict.Prediction) string {
 	in := p.Inputs
 	s := fmt.Sprintf("forward %.2f ms, backward %.2f ms, tail %.2f ms, optimizer %.2f ms, %d buckets (medians over %d launch(es)); κ %.3g, compute scale %.3g, cost model error ±%.1f%%",
 		in.ForwardMS, in.BackwardMS, in.TailMS, in.OptimizerMS, len(in.Buckets), p.Launches, p.Kappa, p.ComputeScale, 100*p.CostError)
-	if c := p.Calibration; c != nil {
+	if c := p.Calibration; c != nil && c.ShadowRanks > 0 {
+		s += fmt.Sprintf(" (the trial's stretch calibration: each loaded step's backward over the clean steps beside it, median ratio %.3f over %d steps; backward %.2f ms clean, %.2f ms beside its own collectives on a Gloo group of %d)",
+			c.Ratio, c.Steps, c.BackwardMS, c.LoadedBackwardMS, c.ShadowRanks)
+	} else if c != nil {
 		s += fmt.Sprintf(" (measured: backward %.2f ms alone, %.2f ms beside a %.1f GB/s load)", c.BackwardMS, c.LoadedBackwardMS, c.LoadGBps)
 	}
 	if p.Threads > 0 {

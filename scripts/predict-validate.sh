@@ -6,12 +6,19 @@
 # and beside one busy compute thread per rank: --beside 1), measures the
 # one-rank inputs of studies/gpt/predict-cpu.yaml (run --predict N: a world of
 # one with the reducer on) as N copies at once, sharing this host as the N
-# ranks will, and then measures the study on N ranks, one launch per trial
-# each time, so that a busy host's load falls alike on both. It predicts the
+# ranks will, then the stretch calibration (run --predict N --interfere gloo:
+# every other step each trial's own buckets as Gloo all-reduces on a group of
+# N whose other ranks are helper threads, so that the backward pays what a
+# rank's does for its collectives; each trial's κ is its loaded over clean
+# backward), and then measures the study on N ranks, one launch per trial
+# each time, so that a busy host's load falls alike on all. It predicts the
 # study on N ranks from every input launch (pooled, medians;
-# --concurrent-inputs) and compares with every N-rank launch: the median
-# absolute error of the step time and whether the predicted best trial is the
-# measured best. Run it on a quiet machine.
+# --concurrent-inputs; --kappa auto with the calibration runs) and compares
+# with every N-rank launch: the median absolute error of the step time, and
+# whether the predicted best trial is the measured best where the
+# measurement decides its best (its best trial's launches separated from
+# every other trial's: predict's winner_decidable, runs.DecideWinner). Run it
+# on a quiet machine.
 #
 #   scripts/predict-validate.sh [OUT]    (default OUT: results/predict-validate)
 #
@@ -24,11 +31,19 @@
 # Environment:
 #   RANKS (2 4), ROUNDS (3), BIN (bin/casestudy), ENGINE_LIB (the engine
 #   library; default: the CLI's, $CASESTUDY_ENGINE_LIB or next to the binary),
-#   PYTHON (python3), SIZES (the benchmarks' sizes),
-#   INTERFERENCE (4): the pairs of compute loops (alone, beside the
-#     collectives) the benchmark runs per size, for predict --fit-stretch
-#     (the backward stretched by the collectives it overlaps); 0: none, and
-#     predictions without the stretch,
+#   PYTHON (python3), SIZES (the benchmarks' sizes), STUDY (the study:
+#     studies/gpt/predict-cpu.yaml),
+#   SHADOW (1): the stretch calibration each round (--interfere gloo) and
+#     the verdict's predictions with it (--kappa auto); 0: none, and the
+#     verdict's predictions without a stretch,
+#   CAL_STEPS (16): the calibration launch's measured steps (half loaded),
+#   BESIDE (0 with SHADOW, else 1): bench allreduce --beside 1 each round
+#     and predict --fit-beside (the collectives' pace beside compute from a
+#     benchmark; the calibration times the trial's own buckets instead),
+#   INTERFERENCE (0): the pairs of compute loops (alone, beside the
+#     collectives) the benchmark runs per size, for a comparison line with
+#     predict --fit-stretch (the matmul loop's stretch, the earlier model;
+#     not the verdict); 0: none,
 #   PIN (auto): taskset each N-rank run, its benchmarks and its N one-rank
 #     copies to the same N x CORES_PER_RANK cores (default 2 a rank: its
 #     compute thread, threads: 1 in the study, and Gloo's), so that ranks need
@@ -40,10 +55,15 @@
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
 #   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)).
-# Exit 0 when every median |error| is at most 10% and the best trial is the
-# same at every N (the bar); 1 when not; 3 when something could not run (a
-# missing tool, a command that failed or ran past its deadline) or when
-# BUDGET_S left one round of ROUNDS >= 2 (one launch a trial: not judged).
+# Exit 0 when every median |error| is at most 10% and, at every N, the
+# measurement decides its winner and the predicted best trial is that one
+# (the bar); 1 when a median |error| is above 10% or a decided winner is not
+# the predicted one; 4 when the errors meet the bar and every decided winner
+# was predicted but at some N the measurement does not decide its winner
+# ("winner not decidable by the measurement": not judged on the winner
+# there, neither met nor failed); 3 when something could not run (a missing
+# tool, a command that failed or ran past its deadline) or when BUDGET_S left
+# one round of ROUNDS >= 2 (one launch a trial: not judged).
 # shellcheck disable=SC2317 # start, on and stop are called indirectly (must, the trap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,25 +72,30 @@ RANKS=${RANKS:-2 4}
 ROUNDS=${ROUNDS:-3}
 BIN=${BIN:-bin/casestudy}
 PY=${PYTHON:-python3}
-STUDY=studies/gpt/predict-cpu.yaml
+STUDY=${STUDY:-studies/gpt/predict-cpu.yaml}
 SIZES=${SIZES:-16K,256K,1M,4M,16M}
 PIN=${PIN:-auto}
 CORES_PER_RANK=${CORES_PER_RANK:-2}
 BUDGET_S=${BUDGET_S:-0}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
-INTERFERENCE=${INTERFERENCE:-4}
+INTERFERENCE=${INTERFERENCE:-0}
+SHADOW=${SHADOW:-1}
+CAL_STEPS=${CAL_STEPS:-16}
+BESIDE=${BESIDE:-auto}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
   echo "predict-validate.sh: $*" >&3
+  # shellcheck disable=SC2046 # one pid a word
   kill -TERM $(jobs -p) 2>/dev/null # the other copies of a round: none outlives the script
   wait
   exit 3
 }
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE; do
+[[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
-((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1)) || die "ROUNDS, CORES_PER_RANK and LAUNCH_TIMEOUT: want 1 or more"
+((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT: want 1 or more; CAL_STEPS 2 or more"
 [[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
 maxn=0
 for n in $RANKS; do
@@ -79,6 +104,9 @@ for n in $RANKS; do
 done
 ((maxn > 0)) || die "RANKS is empty"
 [[ -x $BIN ]] || die "no $BIN (make cli)"
+[[ -f $STUDY ]] || die "STUDY=$STUDY: no such file"
+sname=$(awk '/^name:/ {print $2; exit}' "$STUDY")
+[[ -n $sname ]] || die "STUDY=$STUDY: no name: line"
 command -v "$PY" >/dev/null || die "needs $PY (PYTHON) to read predict's JSON"
 command -v timeout >/dev/null || die "needs timeout(1)"
 if [[ -n ${ENGINE_LIB:-} ]]; then
@@ -172,13 +200,19 @@ for r in $(seq "$ROUNDS"); do
     # The collectives' fit: a benchmark each round, all rounds' points in one
     # fit; with the compute a collective costs the backward it overlaps
     # (--interference: compute loops alone and beside the collectives).
+    inter=()
+    ((INTERFERENCE > 0)) && inter=(--interference "$INTERFERENCE")
     must "bench allreduce, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" --sizes "$SIZES" \
-      --iters 10 --warmup 2 --interference "$INTERFERENCE" --json >"$OUT/bench$n-$r.json" 2>"$OUT/bench$n-$r.log"
+      --iters 10 --warmup 2 "${inter[@]}" --json >"$OUT/bench$n-$r.json" 2>"$OUT/bench$n-$r.log"
     # The collectives beside compute: each rank with one busy thread (the
     # study's threads per rank) sharing its CPU with Gloo, as a rank's
     # backward does with the collectives it overlaps (predict --fit-beside).
-    must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
-      --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
+    # Not with the stretch calibration (BESIDE=0, its default then): the
+    # calibration times the trial's own buckets beside its backward.
+    if ((BESIDE)); then
+      must "bench allreduce --beside 1, $n ranks, round $r" on "$all" "$BIN" bench allreduce --device cpu --ranks "$n" \
+        --sizes "$SIZES" --iters 10 --warmup 2 --beside 1 --json >"$OUT/beside$n-$r.json" 2>"$OUT/beside$n-$r.log"
+    fi
     # The one-rank inputs: N copies at once, each a world of one, sharing the
     # host as the N ranks will (predict --concurrent-inputs), on the N-rank
     # run's cores.
@@ -191,6 +225,14 @@ for r in $(seq "$ROUNDS"); do
     for k in "${!pids[@]}"; do
       must "run --predict $n, copy $((k + 1)), round $r (log $OUT/one$n-$r-$((k + 1)).log)" wait "${pids[$k]}"
     done
+    # The stretch calibration: every trial once more as a world of one whose
+    # buckets, every other step, go to a Gloo group of N (the other ranks
+    # helper threads that only communicate), on the N-rank run's cores.
+    if ((SHADOW)); then
+      must "run --predict $n --interfere gloo, round $r (log $OUT/cal$n-$r.log)" on "$all" "$BIN" run "$STUDY" \
+        --out "$OUT/cal$n" --run-id "cal$n-$r" --repeats 1 --steps "$CAL_STEPS" --predict "$n" --fit "$OUT/bench$n-$r.json" \
+        --interfere gloo >"$OUT/cal$n-$r.log" 2>&1
+    fi
     must "run --ranks $n, round $r (log $OUT/r$n-$r.log)" on "$all" "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" \
       --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
   done
@@ -206,27 +248,36 @@ status=0
 } >"$OUT/table.md"
 : >"$OUT/summary.md"
 for n in $RANKS; do
-  against=$(printf "$OUT/r$n/gpt-predict-cpu/r$n-%s," $(seq "$rounds"))
+  against=$(printf "$OUT/r$n/$sname/r$n-%s," $(seq "$rounds"))
   fits=$(printf "$OUT/bench$n-%s.json," $(seq "$rounds"))
-  besides=$(printf "$OUT/beside$n-%s.json," $(seq "$rounds"))
-  stretch=()
-  ((INTERFERENCE > 0)) && stretch=(--fit-stretch "${fits%,}")
-  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* --gpus "$n" \
-    --fit "${fits%,}" --fit-beside "${besides%,}" "${stretch[@]}" --against "${against%,}" \
+  besides=()
+  ((BESIDE)) && besides=(--fit-beside "$(printf "$OUT/beside$n-%s.json," $(seq "$rounds") | sed 's/,$//')")
+  cal=()
+  ((SHADOW)) && cal=(--kappa auto "$OUT/cal$n/$sname"/cal*)
+  must "predict $n ranks" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* "${cal[@]}" --gpus "$n" \
+    --fit "${fits%,}" "${besides[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
-  if ((INTERFERENCE > 0)); then # the same runs without the stretch, for comparison (not the verdict)
-    mkdir -p "$OUT/nostretch$n"
-    must "predict $n ranks without the stretch" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/gpt-predict-cpu"/one* \
-      --gpus "$n" --fit "${fits%,}" --fit-beside "${besides%,}" --against "${against%,}" --concurrent-inputs \
-      --out "$OUT/nostretch$n" --json >"$OUT/predicted$n-nostretch.json"
-    "$PY" - "$OUT/predicted$n-nostretch.json" "$n" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-nostretch.json"
+  # The same runs predicted other ways, for comparison (not the verdict):
+  # without the stretch calibration, and with the matmul loop's stretch.
+  variants=()
+  ((SHADOW)) && variants+=(plain)
+  ((INTERFERENCE > 0)) && variants+=(loop)
+  for var in "${variants[@]}"; do
+    extra=()
+    [[ $var == loop ]] && extra=(--fit-stretch "${fits%,}")
+    mkdir -p "$OUT/$var$n"
+    must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* \
+      --gpus "$n" --fit "${fits%,}" "${besides[@]}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
+      --out "$OUT/$var$n" --json >"$OUT/predicted$n-$var.json"
+    "$PY" - "$OUT/predicted$n-$var.json" "$n" "$var" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-$var.json"
 import json, sys
 v = json.load(open(sys.argv[1]))["validation"]
+what = {"plain": "without the stretch calibration", "loop": "with the matmul loop's stretch (--fit-stretch) instead"}[sys.argv[3]]
 errs = ", ".join(f"{c['changed']} {100 * c['error']:+.1f}%" for c in v["checks"])
-print(f"without the stretch (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['median_abs_error']:.1f}%, "
+print(f"{what} (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['median_abs_error']:.1f}%, "
       f"best {'same' if v['same_best'] else 'different'} ({errs})")
 EOF
-  fi
+  done
   # The table's rows, the summary line and the verdict (exit 10: not met).
   rc=0
   "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
@@ -239,14 +290,29 @@ with open(table, "a") as t:
                 f"{100 * c['error']:+.1f}% | {str(c['in_band']).lower()} |\n")
 name = {c["id"]: c["changed"] for c in v["checks"]}
 best = lambda i: f"{i} {name[i]}" if name.get(i, "").startswith("(") else f"{i} ({name.get(i, '?')})"
+decided = v.get("winner_decidable", False)
 with open(summary, "a") as s:
     s.write(f"{n} ranks: median |error| {100 * v['median_abs_error']:.1f}%, best predicted {best(v['predicted_best'])}, "
-            f"measured {best(v['measured_best'])} ({'same' if v['same_best'] else 'different'})\n")
-sys.exit(0 if v["median_abs_error"] <= 0.10 and v["same_best"] else 10)  # 1: an error
+            f"measured {best(v['measured_best'])} ({'same' if v['same_best'] else 'different'}"
+            f"{'' if decided else '; winner not decidable by the measurement'})\n")
+    for line in v.get("separations") or []:
+        s.write(f"  measured best against {line}\n")
+    for p in json.load(open(path))["predictions"]:
+        c = p.get("kappa_calibration")
+        if c:
+            control = "" if p["overlap"] else " (overlap off: no collective beside its backward, the method's control: 1 expected)"
+            s.write(f"  stretch calibration {name.get(p['id'], p['id'])}: backward {c['backward_ms']:.1f} ms clean, "
+                    f"{c['loaded_backward_ms']:.1f} ms beside its collectives on {c.get('shadow_ranks', '?')} ranks (medians); "
+                    f"ratio {c['ratio']:.3f}, the median over {c['steps']} loaded steps each against the clean ones beside it "
+                    f"({c.get('launches', '?')} launches); kappa {c['kappa']:.3f}{control}\n")
+if v["median_abs_error"] > 0.10 or (decided and not v["same_best"]):
+    sys.exit(10)  # 1: an error
+sys.exit(0 if decided else 11)
 EOF
   case $rc in
     0) ;;
     10) status=1 ;;
+    11) ((status == 1)) || status=4 ;;
     *) die "reading $OUT/predicted$n.json: exit $rc" ;;
   esac
 done
@@ -255,12 +321,15 @@ done
 {
   echo "$host"
   echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
+  echo "study $STUDY"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
   cat "$OUT/compare.md"
   if ((status == 3)); then
     echo "verdict: not judged: $rounds round (one launch a trial) before BUDGET_S ran out; at least 2 are needed"
   elif ((status == 0)); then
-    echo "verdict: the bar is met (median |error| <= 10% and the same best trial at every N)"
+    echo "verdict: the bar is met (median |error| <= 10% and the same best trial at every N, each winner decided by the measurement)"
+  elif ((status == 4)); then
+    echo "verdict: winner not decidable by the measurement at some N (its trials are not separated); the error bar is met and every decided winner was predicted: not judged on the winner"
   else
     echo "verdict: the bar is NOT met"
   fi

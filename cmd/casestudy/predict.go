@@ -53,6 +53,9 @@ type predictFlags struct {
 	// fitStretch: bench allreduce --interference results, the compute a
 	// collective costs the backward (predict.Options.Stretch)
 	fitStretch string
+	// stretches: --kappa auto with stretch calibration runs (run --interfere
+	// gloo): each trial's own κ, by trial key (predict_kappa.go)
+	stretches map[string]predict.Calibration
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
@@ -280,11 +283,9 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	}
 	run := rs[0]
 	if o.auto {
-		cal, err := runs.Kappa(rs, loaded)
-		if err != nil {
-			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))
+		if err := o.readCalibration(rs, loaded); err != nil {
+			return err
 		}
-		o.kappa, o.calibration = cal.Kappa, &cal
 	}
 	preds, v, err := predictRun(o, rs...)
 	if err != nil {
@@ -353,6 +354,21 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 			}
 			setup.Cost = n
 		}
+		if o.stretches != nil { // the trial's own stretch calibration
+			c, ok := o.stretches[runs.Key(in.Knobs)]
+			if !ok {
+				return nil, nil, exitcode.Usage(fmt.Errorf("--kappa auto: trial %s (%s) has no stretch calibration: run the study with --predict %d --interfere gloo", in.ID, runs.Key(in.Knobs), o.gpus))
+			}
+			setup.Kappa, setup.Calibration = c.Kappa, &c
+			// Its buckets' collectives as the calibration timed them beside its
+			// backward, alone and beside compute alike (other sizes: the fits).
+			setup.Cost = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: cost}
+			fb := beside
+			if fb == nil {
+				fb = cost
+			}
+			setup.Beside = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: fb}
+		}
 		p, err := predict.PredictTrial(in, setup)
 		if err != nil {
 			return nil, nil, exitcode.Usage(fmt.Errorf("%s: %w", run.Dir, err))
@@ -368,9 +384,17 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		if err != nil {
 			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
 		}
+		if runs.Loaded(m) { // a calibration is never a measurement of the trials
+			return nil, nil, exitcode.Usage(fmt.Errorf("--against %s: a calibration launch (a load or a stretch calibration beside its backward), not a measurement of the trials", dir))
+		}
 		meas = append(meas, m)
 	}
 	v := predict.Validate(preds, runs.Measured(meas...), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
+	keys := map[string]string{}
+	for _, p := range preds {
+		keys[p.ID] = runs.Key(p.Knobs)
+	}
+	runs.DecideWinner(&v, runs.MeasuredLaunches(meas...), func(id string) string { return keys[id] })
 	return preds, &v, nil
 }
 

@@ -31,7 +31,36 @@ const envInterfere = "CASESTUDY_INTERFERE"
 // kappaDir is where `run --predict --kappa auto` puts its calibration launch.
 const kappaDir = "kappa"
 
-var interfereSpec = regexp.MustCompile(`^[1-9][0-9]*(:[0-9]+(\.[0-9]+)?)?$`)
+var interfereSpec = regexp.MustCompile(`^([1-9][0-9]*(:[0-9]+(\.[0-9]+)?)?|gloo)$`)
+
+// readCalibration sets --kappa auto's κ from the calibration runs: the
+// memory-streaming load's one κ (runs.Kappa), or with stretch calibration
+// runs (run --interfere gloo) each trial's own (runs.Stretches). Not both.
+func (o *predictFlags) readCalibration(clean, loaded []*store.Run) error {
+	shadow := 0
+	for _, r := range loaded {
+		if runs.ShadowRanks(r) > 0 {
+			shadow++
+		}
+	}
+	switch {
+	case shadow == 0:
+		cal, err := runs.Kappa(clean, loaded)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))
+		}
+		o.kappa, o.calibration = cal.Kappa, &cal
+	case shadow < len(loaded):
+		return exitcode.Usage(errors.New("--kappa auto: give stretch calibration runs (--interfere gloo) or memory-load ones, not both"))
+	default:
+		st, err := runs.Stretches(loaded, o.gpus)
+		if err != nil {
+			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))
+		}
+		o.stretches = st
+	}
+	return nil
+}
 
 // parseKappa reads --kappa: a factor of at least 1, or auto.
 func (o *predictFlags) parseKappa() error {
@@ -55,7 +84,8 @@ func (o *predictFlags) parseKappa() error {
 func addRunInterfereFlag(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.load, "interfere", "", "with --predict: run a load beside every backward pass, as a concurrent collective "+
 		"would (C:B: C multiprocessors of a GPU or C threads of CPU ranks streaming B GB/s; 0: unpaced): a κ calibration "+
-		"launch, which --kappa auto runs for you (docs/predict.md)")
+		"launch, which --kappa auto runs for you; gloo (CPU ranks): every other step, the trial's own buckets as Gloo "+
+		"all-reduces on a group of N ranks whose others only communicate, each trial's stretch calibration (docs/predict.md)")
 }
 
 // predictSetup prepares a `run --predict` before its runner starts: the
@@ -67,9 +97,16 @@ func predictSetup(s *study.Study, m *runner.Machine, o predictFlags) error {
 			return exitcode.Usage(errors.New("--interfere goes with --predict N (a κ calibration launch)"))
 		}
 		if !interfereSpec.MatchString(o.load) {
-			return exitcode.Usage(fmt.Errorf("--interfere %q: give C or C:B (C blocks or threads, 1 or more; B GB/s)", o.load))
+			return exitcode.Usage(fmt.Errorf("--interfere %q: give C or C:B (C blocks or threads, 1 or more; B GB/s), or gloo", o.load))
 		}
-		if err := os.Setenv(envInterfere, o.load); err != nil {
+		env := o.load
+		if env == "gloo" { // the stretch calibration: the buckets on a Gloo group of N (shadow_gloo.cpp)
+			if s.Workload.Device == "cuda" {
+				return exitcode.Usage(fmt.Errorf("--interfere gloo: CPU ranks only (workload.device is %q)", s.Workload.Device))
+			}
+			env = fmt.Sprintf("gloo:%d", o.gpus)
+		}
+		if err := os.Setenv(envInterfere, env); err != nil {
 			return err
 		}
 	}

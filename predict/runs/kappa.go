@@ -3,6 +3,7 @@ package runs
 import (
 	"fmt"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/store"
 )
@@ -10,11 +11,16 @@ import (
 // Loaded reports whether a run is a κ calibration launch: its measured steps
 // ran with the load beside the backward pass (interfere_gbps > 0).
 func Loaded(run *store.Run) bool {
+	return anyStep(run, func(s engine.StepMetrics) bool { return s.InterfereGBps > 0 })
+}
+
+// anyStep reports whether any step of any rank of any launch of run has f.
+func anyStep(run *store.Run, f func(engine.StepMetrics) bool) bool {
 	for _, t := range run.Trials {
 		for _, rp := range t.Repeats {
 			for _, r := range rp.Ranks {
 				for _, s := range r.Steps {
-					if s.InterfereGBps > 0 {
+					if f(s) {
 						return true
 					}
 				}

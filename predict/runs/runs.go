@@ -71,21 +71,8 @@ func Key(values map[string]string) string {
 // interleaved with the one-rank run's, scripts/predict-validate.sh) pool
 // their launches.
 func Measured(rs ...*store.Run) map[string]float64 {
-	per := map[string][]float64{}
-	for _, run := range rs {
-		for _, t := range run.Trials {
-			for _, rp := range t.Repeats {
-				if rp.Outcome != store.OK {
-					continue
-				}
-				if s := slowestMean(rp.Ranks); s > 0 {
-					per[Key(t.Knobs)] = append(per[Key(t.Knobs)], s)
-				}
-			}
-		}
-	}
 	out := map[string]float64{}
-	for k, v := range per {
+	for k, v := range MeasuredLaunches(rs...) {
 		out[k] = predict.Median(v)
 	}
 	return out

@@ -213,3 +213,103 @@ func TestKappaFromTheCalibrationLaunch(t *testing.T) {
 		t.Errorf("the prediction carries its κ and where it came from: %+v, %v", p.Calibration, err)
 	}
 }
+
+// shadowTrial is a stretch calibration launch of oneRankTrial's trial:
+// steps alternating clean (backward cleanMS) and loaded (loadedMS, traffic
+// on a group of ranks).
+func shadowTrial(id, overlap string, ranks int, cleanMS, loadedMS float64) *store.TrialRecord {
+	t := oneRankTrial(id, overlap, 80)
+	for i := range t.Repeats[0].Ranks[0].Steps {
+		s := &t.Repeats[0].Ranks[0].Steps[i]
+		s.InterfereRanks, s.BackwardMS = ranks, cleanMS
+		if i%2 == 1 {
+			s.BackwardMS, s.InterfereGBps = loadedMS, 0.5
+		}
+	}
+	return t
+}
+
+func TestStretchesPerTrial(t *testing.T) {
+	cal, err := store.ReadRun(writeRun(t, shadowTrial("aaaa0001", "true", 2, 40, 50), shadowTrial("aaaa0002", "false", 2, 40, 41)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Loaded(cal) || ShadowRanks(cal) != 2 {
+		t.Fatalf("a stretch calibration run: Loaded %t, ShadowRanks %d", Loaded(cal), ShadowRanks(cal))
+	}
+	st, err := Stretches([]*store.Run{cal}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, off := st[Key(map[string]string{"ddp.overlap": "true"})], st[Key(map[string]string{"ddp.overlap": "false"})]
+	if on.Kappa != 1.25 || on.BackwardMS != 40 || on.LoadedBackwardMS != 50 || on.Launches != 1 || on.Steps != 2 || on.ShadowRanks != 2 {
+		// steps: clean, loaded, clean, loaded: both loaded steps have a clean neighbour
+		t.Errorf("overlap on: %+v, want κ 1.25 from 40 and 50 ms", on)
+	}
+	// oneRankTrial's buckets: 4 and 8 MiB at 0.1 ms in every loaded step.
+	if len(on.Buckets) != 2 || on.Buckets[0].Bytes != 4<<20 || on.Buckets[0].MS != 0.1 || on.Buckets[0].Steps != 2 {
+		t.Errorf("the calibrated buckets: %+v, want 4 and 8 MiB at 0.1 ms over 2 loaded steps", on.Buckets)
+	}
+	if off.Kappa != 1.025 {
+		t.Errorf("overlap off: κ %g, want 1.025", off.Kappa)
+	}
+	if _, err := Stretches([]*store.Run{cal}, 4); err == nil || !strings.Contains(err.Error(), "on 2 ranks, predicting for 4") {
+		t.Errorf("a calibration on another group: %v", err)
+	}
+	clean, _ := store.ReadRun(writeRun(t, oneRankTrial("aaaa0001", "true", 70)))
+	if ShadowRanks(clean) != 0 {
+		t.Error("a one-rank run is no stretch calibration")
+	}
+}
+
+// measuredLaunches is an N-rank trial measured in launches of the given
+// mean step times (one rank's steps, each launch's mean that time).
+func measuredLaunches(id, bucket string, ms ...float64) *store.TrialRecord {
+	t := &store.TrialRecord{Schema: store.SchemaVersion, ID: id, Knobs: map[string]string{"ddp.bucket_mb": bucket},
+		Outcome: store.OK, FailedRank: -1, Attempts: 1, Started: time.Now(), Finished: time.Now()}
+	for i, m := range ms {
+		t.Repeats = append(t.Repeats, store.RepeatRecord{Repeat: i, Outcome: store.OK,
+			Ranks: []store.RankRecord{{Rank: 0, Steps: []engine.StepMetrics{{StepMS: m - 1}, {StepMS: m + 1}}}}})
+	}
+	return t
+}
+
+func TestDecideWinner(t *testing.T) {
+	key := func(b string) string { return Key(map[string]string{"ddp.bucket_mb": b}) }
+	ids := map[string]string{"a": key("1"), "b": key("25"), "c": key("0.05")}
+	decide := func(recs ...*store.TrialRecord) predict.Validation {
+		run, err := store.ReadRun(writeRun(t, recs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := MeasuredLaunches(run)
+		v := predict.Validation{MeasuredBest: "a"}
+		for _, id := range []string{"a", "b", "c"} {
+			v.Checks = append(v.Checks, predict.Check{ID: id})
+		}
+		DecideWinner(&v, l, func(id string) string { return ids[id] })
+		return v
+	}
+	// 100 ms against 130 and 160, each over 3 launches of ±1 ms: separated.
+	v := decide(measuredLaunches("a", "1", 99, 100, 101), measuredLaunches("b", "25", 129, 130, 131), measuredLaunches("c", "0.05", 159, 160, 161))
+	if !v.WinnerDecidable || len(v.Separations) != 2 {
+		t.Errorf("separated trials: decidable %t, %q", v.WinnerDecidable, v.Separations)
+	}
+	// One trial within the noise of the best: 100 against 101 ± 3.
+	v = decide(measuredLaunches("a", "1", 99, 100, 101), measuredLaunches("b", "25", 98, 101, 104), measuredLaunches("c", "0.05", 159, 160, 161))
+	if v.WinnerDecidable || !strings.Contains(strings.Join(v.Separations, ";"), "within the noise") {
+		t.Errorf("a trial within the noise: decidable %t, %q", v.WinnerDecidable, v.Separations)
+	}
+	// One launch a trial: no interval, not decidable whatever the gap.
+	v = decide(measuredLaunches("a", "1", 100), measuredLaunches("b", "25", 200), measuredLaunches("c", "0.05", 300))
+	if v.WinnerDecidable {
+		t.Error("one launch a trial: decided")
+	}
+	// Holm: two trials each 13% slower over 3 launches of ±6%: each test
+	// alone rejects at 5% (p 0.037, the interval below 1), but the smaller p
+	// is not below 0.05/2, so Holm's correction rejects neither.
+	v = decide(measuredLaunches("a", "1", 96, 100, 104), measuredLaunches("b", "25", 107, 113, 119), measuredLaunches("c", "0.05", 107, 113, 119))
+	if v.WinnerDecidable || !strings.Contains(strings.Join(v.Separations, ";"), "not after Holm's correction") {
+		t.Errorf("a gap that does not survive Holm's correction: decidable %t (%q)", v.WinnerDecidable, v.Separations)
+	}
+}

@@ -216,6 +216,19 @@ std::unique_ptr<Interference> Interference::from_env(torch::Device device) {
   const char* v = std::getenv(kEnv);
   if (!v || !*v) return nullptr;
   const std::string s(v);
+  if (s.rfind("gloo:", 0) == 0) {  // the stretch calibration (shadow_gloo.cpp)
+    size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(s.substr(5), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || 5 + used != s.size() || n < 2)
+      throw std::runtime_error(std::string(kEnv) + "=" + s + ": give gloo:N (N ranks, 2 or more)");
+    if (device.is_cuda()) throw std::runtime_error(std::string(kEnv) + "=" + s + ": CPU ranks only (a Gloo group)");
+    return make_shadow_interference(n);
+  }
   const std::string bad = std::string(kEnv) + "=" + s + ": give C or C:B (C blocks on a GPU / threads on CPU ranks, at least 1; B GB/s, 0 or more)";
   size_t used = 0;
   int c = 0;

@@ -8,6 +8,14 @@
 // CPU ranks C threads streaming memory at B GB/s in all. The step's
 // backward_ms with the load over that without is κ. Each step reports the
 // traffic reached (interfere_gbps).
+//
+// CASESTUDY_INTERFERE=gloo:N (CPU ranks, a world of one with the DDP reducer;
+// shadow_gloo.cpp) is the stretch calibration instead: every other step the
+// reducer issues its own buckets as Gloo all-reduces on a group of N ranks
+// whose other members are helper threads contributing zeros, so that the
+// backward pays what a rank of the N-rank run pays for its collectives; the
+// loaded steps report their traffic, the clean ones 0, and every step the
+// group's ranks (interfere_ranks).
 #pragma once
 
 #include <torch/torch.h>
@@ -15,6 +23,8 @@
 #include <memory>
 
 namespace cs {
+
+class Communicator;
 
 class Interference {
  public:
@@ -32,6 +42,14 @@ class Interference {
   // backward waited for the whole device, and the calibration is void. Host
   // threads never do.
   virtual int64_t timeouts() { return 0; }
+  // The communicator the DDP reducer issues its buckets on (gloo:N: one that
+  // sends them to the N-rank group in loaded steps); base otherwise.
+  virtual Communicator& reducer_comm(Communicator& base) { return base; }
+  // gloo:N: N; 0 for the memory-streaming load.
+  virtual int shadow_ranks() const { return 0; }
 };
+
+// CASESTUDY_INTERFERE=gloo:N (shadow_gloo.cpp).
+std::unique_ptr<Interference> make_shadow_interference(int ranks);
 
 }  // namespace cs

@@ -386,7 +386,7 @@ void Trainer::connect() {
     build_zero(*comm_, cfg_.ddp, nullptr, cfg_.zero.overlap_gather);
     return;
   }
-  reducer_ = make_reducer(params_, *comm_, cfg_.ddp);
+  reducer_ = make_reducer(params_, interf_ ? interf_->reducer_comm(*comm_) : *comm_, cfg_.ddp);
 }
 
 // The reducers hold the communicators by reference (under tp the data group's,
@@ -801,6 +801,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
   if (interf_) {
     m["interfere_gbps"] = interf_->take_gbps(bwd, int(ga));
     m["interfere_timeouts"] = interf_->timeouts();
+    if (interf_->shadow_ranks() > 0) m["interfere_ranks"] = interf_->shadow_ranks();
   }
   const int64_t samples = cfg_.model.micro_batch * ga;
   const int64_t tokens = samples * facts_.tokens_per_sample;
