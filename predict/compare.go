@@ -69,10 +69,14 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 	}
 	p0 := preds[0]
 	fmt.Fprintf(&b, "## Predicted trials (not measured)\n\n")
+	kappa := fmt.Sprintf("κ = %.3g", p0.Kappa)
+	if c := p0.Calibration; c != nil && c.ShadowRanks > 0 {
+		kappa = "κ and the collectives' times per trial from its stretch calibration (below)"
+	}
 	fmt.Fprintf(&b, "Predicted for **%d ranks** from this run's one-rank measurements by the reducer-schedule simulator "+
-		"(docs/predict.md). Cost model: %s. κ = %.3g, compute scale = %.3g. These are predictions: they are in no verdict, "+
+		"(docs/predict.md). Cost model: %s. %s, compute scale = %.3g. These are predictions: they are in no verdict, "+
 		"baseline, compare or history. The band spans the launches' spread and the cost model's error (±%.1f%%).\n\n",
-		p0.Ranks, p0.Model, p0.Kappa, p0.ComputeScale, 100*p0.CostError)
+		p0.Ranks, p0.Model, kappa, p0.ComputeScale, 100*p0.CostError)
 	b.WriteString("| trial | changed | overlap | predicted step | band | exposed comm | comm | samples/s (all ranks) | buckets |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	sorted := append([]Prediction(nil), preds...)

@@ -465,6 +465,10 @@ func predictThreads(s *study.Study, m *runner.Machine, o predictFlags) {
 // the κ calibration launch with --kappa auto; a calibration launch itself
 // predicts nothing.
 func predictAfterRun(cmd *cobra.Command, w io.Writer, dir, studyPath string, o predictFlags) error {
+	if o.load == "gloo" {
+		fmt.Fprintf(w, "stretch calibration launch (the trials' buckets on a Gloo group of %d every other step): no predictions from it\n", o.gpus)
+		return nil
+	}
 	if o.load != "" {
 		fmt.Fprintf(w, "κ calibration launch (a load of %s beside each backward pass): no predictions from it\n", o.load)
 		return nil
@@ -485,13 +489,23 @@ func predictAfterRun(cmd *cobra.Command, w io.Writer, dir, studyPath string, o p
 		if err != nil {
 			return fmt.Errorf("the κ calibration launch: %w", err)
 		}
-		cal, err := runs.Kappa([]*store.Run{run}, []*store.Run{k})
-		if err != nil {
+		if err := o.readCalibration([]*store.Run{run}, []*store.Run{k}); err != nil {
 			return err
 		}
-		o.kappa, o.calibration = cal.Kappa, &cal
-		fmt.Fprintf(w, "κ = %.3f: backward %.2f ms alone, %.2f ms beside the load (%.1f GB/s reached, %d steps)\n",
-			cal.Kappa, cal.BackwardMS, cal.LoadedBackwardMS, cal.LoadGBps, cal.Steps)
+		if cal := o.calibration; cal != nil {
+			fmt.Fprintf(w, "κ = %.3f: backward %.2f ms alone, %.2f ms beside the load (%.1f GB/s reached, %d steps)\n",
+				cal.Kappa, cal.BackwardMS, cal.LoadedBackwardMS, cal.LoadGBps, cal.Steps)
+		}
+		for _, t := range run.Trials {
+			if c, ok := o.stretches[runs.Key(t.Knobs)]; ok {
+				what := "(baseline)"
+				if len(t.Changed) > 0 {
+					what = strings.Join(t.Changed, ",")
+				}
+				fmt.Fprintf(w, "stretch calibration %s %s: κ %.3f (backward %.2f ms clean, %.2f ms beside its collectives, %d steps)\n",
+					t.ID, what, c.Kappa, c.BackwardMS, c.LoadedBackwardMS, c.Steps)
+			}
+		}
 	}
 	preds, _, err := predictRun(o, run)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -157,6 +158,12 @@ func calibrate(cmd *cobra.Command, w io.Writer, dir, studyPath string, o predict
 		return "", errors.New("--kappa auto: no trial finished to calibrate on")
 	}
 	load := o.load
+	// CPU ranks: the stretch calibration of every trial (its own backward
+	// beside its own buckets on a Gloo group of N), not the memory load.
+	cpu := load == "" && run.Manifest.Workload["device_resolved"] == "cpu"
+	if cpu {
+		load = "gloo"
+	}
 	if load == "" {
 		var largest int64
 		for _, rp := range trial.Repeats {
@@ -188,10 +195,15 @@ func calibrate(cmd *cobra.Command, w io.Writer, dir, studyPath string, o predict
 		args = append(args, "--"+f.Name+"="+f.Value.String())
 	})
 	out := filepath.Join(dir, kappaDir)
-	args = append(args, "--trial", trial.ID, "--repeats", "1", "--out", out, "--run-id", kappaDir, "--interfere", load)
-	fmt.Fprintf(w, "κ calibration: trial %s once more with a load of %s (C:GB/s) beside each backward pass, in %s\n", trial.ID, load, out)
+	if cpu {
+		args = append(args, "--repeats", "1", "--out", out, "--run-id", kappaDir, "--interfere", load)
+		fmt.Fprintf(w, "stretch calibration: every trial once more, its buckets every other step on a Gloo group of %d beside its backward, in %s\n", o.gpus, out)
+	} else {
+		args = append(args, "--trial", trial.ID, "--repeats", "1", "--out", out, "--run-id", kappaDir, "--interfere", load)
+		fmt.Fprintf(w, "κ calibration: trial %s once more with a load of %s (C:GB/s) beside each backward pass, in %s\n", trial.ID, load, out)
+	}
 	code := execute(cmd.Context(), args, w, cmd.ErrOrStderr())
-	if prev, ok := os.LookupEnv(envInterfere); ok && prev == load {
+	if prev, ok := os.LookupEnv(envInterfere); ok && (prev == load || cpu && strings.HasPrefix(prev, "gloo:")) {
 		os.Unsetenv(envInterfere)
 	}
 	if code != 0 {

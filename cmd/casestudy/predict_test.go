@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +218,37 @@ func TestPredictRefusesACalibrationAsMeasurement(t *testing.T) {
 	code, _, stderr = runCLI(t, "predict", one, cal, "--gpus", "4", "--fit", fit, "--kappa", "auto")
 	assert.Equal(t, exitcode.Input, code, stderr)
 	assert.Contains(t, stderr, "on 2 ranks, predicting for 4")
+}
+
+// TestRunPredictKappaAutoCPU: on CPU ranks `run --predict N --kappa auto`
+// runs the stretch calibration of every trial (run --interfere gloo) into
+// RUN_DIR/kappa and predicts each trial with its own κ and collective times.
+// A tiny run (1 warm-up, 4 measured steps); no timing is asserted.
+func TestRunPredictKappaAutoCPU(t *testing.T) {
+	lib := engineLibOrSkip(t)
+	t.Setenv(asMainEnv, "1")
+	t.Setenv(engine.EnvLibrary, lib)
+	t.Setenv("CASESTUDY_INTERFERE", "")
+	dir := t.TempDir()
+	fit := filepath.Join(dir, "fit.json")
+	require.NoError(t, os.WriteFile(fit, []byte(`{"ranks":2,"backend":"gloo","rows":[{"bytes":16384,"ms":0.2},{"bytes":1048576,"ms":1},{"bytes":16777216,"ms":12}]}`), 0o644))
+	study := filepath.Join(repoRoot(t), "studies", "gpt", "predict-cpu.yaml")
+	code, stdout, stderr := runCLI(t, "run", study, "--out", filepath.Join(dir, "one"), "--predict", "2", "--fit", fit,
+		"--kappa", "auto", "--warmup", "1", "--steps", "4", "--repeats", "1")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "stretch calibration: every trial once more")
+	assert.Len(t, regexp.MustCompile(`(?m)^stretch calibration [0-9a-f]{8} .*: κ [0-9.]+ `).FindAllString(stdout, -1), 4, "one line per trial: %s", stdout)
+	run := onlyRunDir(t, filepath.Join(dir, "one"))
+	b, err := os.ReadFile(filepath.Join(run, runs.JSONFile))
+	require.NoError(t, err)
+	var f runs.File
+	require.NoError(t, json.Unmarshal(b, &f))
+	require.Len(t, f.Predictions, 4)
+	for _, p := range f.Predictions {
+		require.NotNil(t, p.Calibration, "trial %s", p.ID)
+		assert.Equal(t, 2, p.Calibration.ShadowRanks, "trial %s", p.ID)
+		assert.NotEmpty(t, p.Calibration.Buckets, "trial %s: its collectives timed", p.ID)
+		assert.GreaterOrEqual(t, p.Kappa, 1.0)
+	}
+	assert.Empty(t, os.Getenv("CASESTUDY_INTERFERE"), "the calibration's variable does not outlive it")
 }
