@@ -322,7 +322,13 @@ done
   echo "$host"
   echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
   echo "study $STUDY"
-  echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
+  # build/gpu/COMMIT where make gpu-tests wrote it (a device machine's copy of
+  # the tree may carry another HEAD than the commit it was built from).
+  if [[ -f build/gpu/COMMIT ]]; then
+    echo "commit $(cut -c1-7 build/gpu/COMMIT) (build/gpu/COMMIT)"
+  else
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
+  fi
   cat "$OUT/compare.md"
   if ((status == 3)); then
     echo "verdict: not judged: $rounds round (one launch a trial) before BUDGET_S ran out; at least 2 are needed"
