@@ -33,7 +33,8 @@
 #             (fp8.scaling LOSS_FP8_SCALING, tensor) from each seed and a second
 #             verdict: fp8's curves no further from fp32 than bf16's (the
 #             kernels' runs) beyond the seeds' spread (losscurve.py --labels fp8,bf16)
-#   fp8-diag  (not by default) the per-tensor e5m2 divergence localised:
+#   fp8-diag  (not by default) precision fp8's recipes and diagnostic switches
+#             on GPT-2 124M, each run's curve against bf16's and its spikes:
 #             scripts/gpu-check-fp8diag.sh (FP8DIAG_RUNS, FP8DIAG_STEPS,
 #             FP8DIAG_AUDIT_EVERY); fp8-diag.md in $OUT and table.md
 #   fp8       (not by default) precision fp8 against bf16, CUDA graphs both,
