@@ -3,15 +3,18 @@
 # sources this file (it uses gpu-check.sh's engine, fits, log_status, scaled,
 # left, note, $WORK, $LOG, $OUT, $PY, $DRY).
 #
-# fp8-diag (not by default; about 4.5 minutes on an H100 at the defaults): localises precision
-# fp8's divergence with per-tensor scaling and e5m2 gradients (GPT-2 124M,
-# 16 x 1024: loss 10.98 -> 18.7 in 25 steps where bf16, per-tensor e4m3 and
-# per-row e5m2 end at 8.364; docs/perf.md, gpu-check-2026-12-06e and -06g)
-# in one call. Each configuration of FP8DIAG_RUNS runs FP8DIAG_STEPS (40)
+# fp8-diag (not by default; about 4.5 minutes on an H100 at the defaults): a
+# matrix of precision fp8's recipes and diagnostic switches on GPT-2 124M,
+# 16 x 1024, in one call. Written to localise per-tensor e5m2's
+# "divergence" (loss 18.7 at step 25 where bf16 was at 8.364); its runs on an
+# H100 on 2026-12-07 (40 and 120 steps) showed that to be a transient spike
+# at steps 25-28 that every FP8 configuration has (per tensor e4m3 and
+# per row e5m2 too, and FP8 in the forward only), back on bf16's curve by
+# step 30 and below bf16's loss at step 120: no divergence (docs/engine.md). Each configuration of FP8DIAG_RUNS runs FP8DIAG_STEPS (40)
 # eager steps from seed 1 (no warm-up: every step's loss is kept), with the
 # switches of src/fp8_diag.h:
 #   bf16            the reference curve (precision bf16)
-#   t-e5m2          per tensor, e5m2 gradients (the divergent recipe), every
+#   t-e5m2          per tensor, e5m2 gradients (the recipe studied), every
 #                   FP8 layer audited at forward passes 0, K, 2K, ...
 #                   (CASESTUDY_FP8_AUDIT_EVERY=FP8DIAG_AUDIT_EVERY, 5)
 #   t-e5m2-emulate  the same FP8 operands dequantized and multiplied in fp32
@@ -23,8 +26,8 @@
 #   t-e5m2-decor    per tensor, dW's copy of dz cast on a grid shifted from
 #                   dX's (CASESTUDY_FP8_GRAD_DECORRELATE=1): their rounding
 #                   errors nearly independent, as per row
-#   t-e4m3, r-e5m2  the controls that tracked bf16 (per tensor e4m3; per row
-#                   e5m2), audited as t-e5m2
+#   t-e4m3, r-e5m2  the controls (per tensor e4m3; per row e5m2), audited
+#                   as t-e5m2
 #   t-e5m2-dx, t-e5m2-dw  e5m2 only for dX, only for dW (e4m3 the other)
 #   t-e5m2-resid    e5m2 only in attention-out and MLP-down (dz: the residual
 #                   stream's gradient); t-e5m2-inner only in qkv and MLP-up
@@ -32,7 +35,9 @@
 #                   value: its losses must equal t-e5m2's)
 # Then engine/native/tools/fp8_diag.py writes $OUT/fp8-diag.md (also in
 # table.md): per run its losses every 5 steps, the last, the verdict
-# (DIVERGED: a step's loss over bf16's at that step by more than 2%) and an audit summary;
+# (losswindow.py: the median of the last 12 losses against bf16's; over it by
+# more than 2% and rising on the run's own curve is DIVERGED, over it without
+# rising BEHIND), its transient spikes (a finding, not a verdict) and an audit summary;
 # per audited forward pass and layer kind dz's amax, its flushed share, the
 # cast's gain and the products' error, gain, signed bias and flipped signs
 # against the exact products; and a reading of the matrix by fixed rules.
@@ -97,10 +102,12 @@ stage_fp8_diag() {
   "$PY" engine/native/tools/fp8_diag.py --audited "$list" "${envs[@]}" "${args[@]}" >"$WORK/fp8-diag.md" 2>"$LOG/fp8-diag.err" || rc=$?
   ((${#skipped[@]})) && echo "- skipped for time: ${skipped[*]}" >>"$WORK/fp8-diag.md"
   cp "$WORK/fp8-diag.md" "$OUT/fp8-diag.md"
-  local div
+  mkdir -p "$OUT/fp8-losses" && cp "$WORK"/fp8diag-*.json "$OUT/fp8-losses/" 2>/dev/null # every step's loss
+  local div spk
   div=$(grep -E '^\| ' "$WORK/fp8-diag.md" | grep -F DIVERGED | cut -d'|' -f2 | tr -d ' ' | paste -sd' ' -)
+  spk=$(grep -E '^- transient spikes' "$WORK/fp8-diag.md" | head -1 | cut -c3-)
   if ((rc == 0)); then
-    log_status "fp8-diag: ok, ${#args[@]} runs of $FP8DIAG_STEPS steps; diverged: ${div:-none}${skipped:+; skipped for time: ${skipped[*]}} (fp8-diag.md)"
+    log_status "fp8-diag: ok, ${#args[@]} runs of $FP8DIAG_STEPS steps; diverged: ${div:-none}; ${spk:-no spikes}${skipped:+; skipped for time: ${skipped[*]}} (fp8-diag.md)"
   else
     log_status "fp8-diag: FAIL (fp8_diag.py exit $rc; diverged: ${div:-none}): $(grep -E '^- FAIL' "$WORK/fp8-diag.md" | head -3 | tr '\n' ' ')$(tail -c 300 "$LOG/fp8-diag.err" | tr '\n' ' ') (fp8-diag.md, logs/fp8-diag-*.err)"
     status=1
