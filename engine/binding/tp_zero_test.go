@@ -159,7 +159,9 @@ func TestTPZeroRefused(t *testing.T) {
 // (the rehearsal's path), GPT tiny in fp32 and fp16 (loss scaling: fp16's
 // skipped steps and loss scales must be tp's; BERT runs on CPU ranks above),
 // ZeRO 1 and 2 against zero.stage 0 on the same ranks, with tpZeroCheck's
-// shards and collectives: six launches of four ranks.
+// shards and collectives. fp16 runs tpZeroFP16AgainstDDP (issue 39: ZeRO-2
+// bit-identical to DDP with the clip disengaged, within lr/2 an element with
+// it): nine launches of four ranks, fp32 three.
 func TestGPUTPStagedZero(t *testing.T) {
 	lib := gpuLibrary(t)
 	const steps, world = 3, 4
@@ -170,6 +172,11 @@ func TestGPUTPStagedZero(t *testing.T) {
 			cfg := tpGPUConfig(true, tt.family)
 			cfg.Precision = tt.precision
 			cfg = tpZeroCase(t, lib, cfg)
+			if tt.precision == "fp16" {
+				tpZeroFP16AgainstDDP(t, func(t *testing.T, c engine.Config) []rankResult { return stagedRanks(t, lib, c, world, steps) }, cfg,
+					func(t *testing.T, stage int, rs, ddp []rankResult) { tpZeroCheck(t, cfg, stage, rs, ddp) })
+				return
+			}
 			got := map[int][]rankResult{}
 			run := func(c engine.Config) []rankResult {
 				rs := stagedRanks(t, lib, c, world, steps)
