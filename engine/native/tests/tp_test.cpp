@@ -217,14 +217,11 @@ class Watchdog {
 };
 
 #ifdef CS_WITH_GLOO
-// Runs body(context, rank) on n thread ranks of one Gloo group; 0 when every
-// rank returned 0.
-int on_ranks(const std::string& name, int n, bool sp,
-             const std::function<int(const tp::Context&, int)>& body) {
-  begin_case(name + " tp " + std::to_string(n) + (sp ? " sequence parallel" : ""));
+// Runs body(groups, rank) on n thread ranks, each with its groups of parts
+// (make_gloo_pipe_groups); 0 when every rank returned 0.
+int on_threads(const std::string& name, int n, const std::vector<Partition>& parts,
+               const std::function<int(std::vector<std::unique_ptr<PipeGroup>>&, int)>& body) {
   World world(n);
-  Partition all(1);
-  for (int r = 0; r < n; r++) all[0].push_back(r);
   std::atomic<int> failed{0};
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; r++) {
@@ -233,11 +230,8 @@ int on_ranks(const std::string& name, int n, bool sp,
       use_alt_stack();
       int rc = 1;
       try {
-        auto groups = make_gloo_pipe_groups(world.rank(r), {all});
-        tp::Context c;
-        c.group = groups.at(0).get();
-        c.sequence_parallel = sp;
-        rc = body(c, r);
+        auto groups = make_gloo_pipe_groups(world.rank(r), parts);
+        rc = body(groups, r);
       } catch (const std::exception& e) {
         std::cerr << "FAIL tp " << name << " (rank " << r << "): " << e.what() << "\n";
       }
@@ -245,8 +239,24 @@ int on_ranks(const std::string& name, int n, bool sp,
     });
   }
   for (auto& t : ranks) t.join();
-  if (failed) std::cerr << "  case " << name << " tp " << n << (sp ? " sequence parallel" : "") << "\n";
   return failed ? 1 : 0;
+}
+
+// Runs body(context, rank) on n thread ranks of one Gloo group; 0 when every
+// rank returned 0.
+int on_ranks(const std::string& name, int n, bool sp,
+             const std::function<int(const tp::Context&, int)>& body) {
+  begin_case(name + " tp " + std::to_string(n) + (sp ? " sequence parallel" : ""));
+  Partition all(1);
+  for (int r = 0; r < n; r++) all[0].push_back(r);
+  const int failed = on_threads(name, n, {all}, [&](std::vector<std::unique_ptr<PipeGroup>>& groups, int r) {
+    tp::Context c;
+    c.group = groups.at(0).get();
+    c.sequence_parallel = sp;
+    return body(c, r);
+  });
+  if (failed) std::cerr << "  case " << name << " tp " << n << (sp ? " sequence parallel" : "") << "\n";
+  return failed;
 }
 
 // Issue 39's race: n thread ranks, each with `groups` fresh Gloo groups of all
@@ -258,38 +268,23 @@ int on_ranks(const std::string& name, int n, bool sp,
 // the gpu-check tests stage runs it on the torch that raced.
 int concurrent_groups(int n, int groups, int rounds) {
   begin_case("concurrent fresh groups tp " + std::to_string(n));
-  World world(n);
   std::vector<Partition> parts(size_t(groups), Partition(1));
   for (auto& p : parts)
     for (int r = 0; r < n; r++) p[0].push_back(r);
-  std::atomic<int> failed{0};
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; r++) {
-    ranks.emplace_back([&, r] {
-      tl_rank = r;
-      use_alt_stack();
-      try {
-        auto gs = make_gloo_pipe_groups(world.rank(r), parts);
-        for (int k = 0; k < rounds; k++)
-          for (size_t g = 0; g < gs.size(); g++) {
-            auto t = torch::full({64}, double(r + 1 + int64_t(g) * k), torch::kFloat);
-            gs[g]->all_reduce_sum(t);
-            const double want = double(n) * (n + 1) / 2 + double(n) * double(g) * k;
-            if (!torch::equal(t, torch::full({64}, want, torch::kFloat))) {
-              std::cerr << "FAIL tp concurrent groups (rank " << r << ", group " << g << ", round " << k
-                        << "): sum " << t[0].item<double>() << ", want " << want << "\n";
-              failed++;
-              return;
-            }
-          }
-      } catch (const std::exception& e) {
-        std::cerr << "FAIL tp concurrent groups (rank " << r << "): " << e.what() << "\n";
-        failed++;
+  return on_threads("concurrent groups", n, parts, [&](std::vector<std::unique_ptr<PipeGroup>>& gs, int r) {
+    for (int k = 0; k < rounds; k++)
+      for (size_t g = 0; g < gs.size(); g++) {
+        auto t = torch::full({64}, double(r + 1 + int64_t(g) * k), torch::kFloat);
+        gs[g]->all_reduce_sum(t);
+        const double want = double(n) * (n + 1) / 2 + double(n) * double(g) * k;
+        if (!torch::equal(t, torch::full({64}, want, torch::kFloat))) {
+          std::cerr << "FAIL tp concurrent groups (rank " << r << ", group " << g << ", round " << k
+                    << "): sum " << t[0].item<double>() << ", want " << want << "\n";
+          return 1;
+        }
       }
-    });
-  }
-  for (auto& t : ranks) t.join();
-  return failed ? 1 : 0;
+    return 0;
+  });
 }
 
 constexpr int64_t B = 2, T = 8, IN = 12, OUT = 16;
