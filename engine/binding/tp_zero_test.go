@@ -195,7 +195,9 @@ func TestGPUTPStagedZero(t *testing.T) {
 // 2 with sequence parallelism on four GPUs over NCCL (the data group's
 // ncclAllReduce, ncclReduceScatter and ncclAllGather through
 // group_communicator), GPT tiny in fp32 and fp16, ZeRO 1 and 2 against
-// zero.stage 0 on the same GPUs, with tpZeroCheck. Skipped below four GPUs.
+// zero.stage 0 on the same GPUs, with tpZeroCheck; fp16 as TestGPUTPStagedZero's
+// (tpZeroFP16AgainstDDP: the same norm grouping, not measured over NCCL yet).
+// Skipped below four GPUs.
 func TestGPUMultiTPZero(t *testing.T) {
 	const steps, world = 4, 4
 	lib := multiGPUAtLeast(t, world, "tp 2 x dp 2")
@@ -204,6 +206,14 @@ func TestGPUMultiTPZero(t *testing.T) {
 			cfg := tpGPUConfig(true, "gpt")
 			cfg.Precision = precision
 			cfg = tpZeroCase(t, lib, cfg)
+			if precision == "fp16" { // the norm's grouping as on the staged ranks (tpZeroFP16AgainstDDP)
+				tpZeroFP16AgainstDDP(t, func(t *testing.T, c engine.Config) []rankResult {
+					rs := runGPURanks(t, lib, c, world, steps)
+					assertSplitGroups(t, rs)
+					return rs
+				}, cfg, func(t *testing.T, stage int, rs, ddp []rankResult) { tpZeroCheck(t, cfg, stage, rs, ddp) })
+				return
+			}
 			got := map[int][]rankResult{}
 			run := func(c engine.Config) []rankResult {
 				rs := runGPURanks(t, lib, c, world, steps)
