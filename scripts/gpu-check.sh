@@ -12,7 +12,8 @@
 #             stem, linear_casts: cast, adamw: adam) is switched off for every
 #             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h);
 #             while the tp suite passes, it runs once more and its "vocab
-#             cross-entropy" case TP_HUNT (15; 0: off) rounds (a crash seen once)
+#             cross-entropy" and "concurrent groups" cases TP_HUNT (15; 0: off)
+#             rounds each (issue 39's crash)
 #   gpt       GPT-2 124M, micro-batch 16 x 1024 tokens: engine bf16, bf16 +
 #             CUDA graphs (the engine's kernels on), bf16 without the lin
 #             kernel, bf16 without any (CASESTUDY_KERNELS=native); the
@@ -854,10 +855,21 @@ native_tests() {
   # off); a crash prints its thread and backtrace into logs/native-hunt-tp-*.err.
   if [[ " ${ok[*]} " == *" tp "* && $DRY != 1 ]] && ((${TP_HUNT:-15} > 0)); then
     local hunt
-    for hunt in again loop; do
+    # Issue 39: the crash was torch's flight-recorder map raced by several
+    # ProcessGroupGloo objects issuing from several threads (src/gloo_store.h,
+    # gloo_issue); "groups" loops the case that issues on 8 fresh groups from 4
+    # thread ranks at once. native-link.txt: which libstdc++ the test binary
+    # runs on (the backtrace resolved libstdc++'s tree code inside the binary).
+    { ldd "$BUILD_DIR/cs_native_tests" | grep -E 'libstdc|libtorch_cpu'
+      echo "libstdc++ symbols defined and exported by cs_native_tests: $(nm -D --defined-only "$BUILD_DIR/cs_native_tests" 2>/dev/null | grep -c -E '_Rb_tree_insert_and_rebalance|_Znwm$')"
+    } >"$LOG/native-link.txt" 2>&1 || true
+    for hunt in again loop groups; do
       rc=0
       if [[ $hunt == again ]]; then
         timed 120 "native-hunt-tp-$hunt" "$BUILD_DIR/cs_native_tests" tp || rc=$?
+      elif [[ $hunt == groups ]]; then
+        timed 120 "native-hunt-tp-$hunt" env CS_TP_CASE="concurrent groups" CS_TP_REPEAT="${TP_HUNT:-15}" \
+          "$BUILD_DIR/cs_native_tests" tp || rc=$?
       else
         timed 120 "native-hunt-tp-$hunt" env CS_TP_CASE="vocab cross-entropy" CS_TP_REPEAT="${TP_HUNT:-15}" \
           "$BUILD_DIR/cs_native_tests" tp || rc=$?

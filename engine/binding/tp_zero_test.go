@@ -159,7 +159,9 @@ func TestTPZeroRefused(t *testing.T) {
 // (the rehearsal's path), GPT tiny in fp32 and fp16 (loss scaling: fp16's
 // skipped steps and loss scales must be tp's; BERT runs on CPU ranks above),
 // ZeRO 1 and 2 against zero.stage 0 on the same ranks, with tpZeroCheck's
-// shards and collectives: six launches of four ranks.
+// shards and collectives. fp16 runs tpZeroFP16AgainstDDP (issue 39: ZeRO-2
+// bit-identical to DDP with the clip disengaged, within lr/2 an element with
+// it): nine launches of four ranks, fp32 three.
 func TestGPUTPStagedZero(t *testing.T) {
 	lib := gpuLibrary(t)
 	const steps, world = 3, 4
@@ -170,6 +172,11 @@ func TestGPUTPStagedZero(t *testing.T) {
 			cfg := tpGPUConfig(true, tt.family)
 			cfg.Precision = tt.precision
 			cfg = tpZeroCase(t, lib, cfg)
+			if tt.precision == "fp16" {
+				tpZeroFP16AgainstDDP(t, func(t *testing.T, c engine.Config) []rankResult { return stagedRanks(t, lib, c, world, steps) }, cfg,
+					func(t *testing.T, stage int, rs, ddp []rankResult) { tpZeroCheck(t, cfg, stage, rs, ddp) })
+				return
+			}
 			got := map[int][]rankResult{}
 			run := func(c engine.Config) []rankResult {
 				rs := stagedRanks(t, lib, c, world, steps)
@@ -188,7 +195,9 @@ func TestGPUTPStagedZero(t *testing.T) {
 // 2 with sequence parallelism on four GPUs over NCCL (the data group's
 // ncclAllReduce, ncclReduceScatter and ncclAllGather through
 // group_communicator), GPT tiny in fp32 and fp16, ZeRO 1 and 2 against
-// zero.stage 0 on the same GPUs, with tpZeroCheck. Skipped below four GPUs.
+// zero.stage 0 on the same GPUs, with tpZeroCheck; fp16 as TestGPUTPStagedZero's
+// (tpZeroFP16AgainstDDP: the same norm grouping, not measured over NCCL yet).
+// Skipped below four GPUs.
 func TestGPUMultiTPZero(t *testing.T) {
 	const steps, world = 4, 4
 	lib := multiGPUAtLeast(t, world, "tp 2 x dp 2")
@@ -197,6 +206,14 @@ func TestGPUMultiTPZero(t *testing.T) {
 			cfg := tpGPUConfig(true, "gpt")
 			cfg.Precision = precision
 			cfg = tpZeroCase(t, lib, cfg)
+			if precision == "fp16" { // the norm's grouping as on the staged ranks (tpZeroFP16AgainstDDP)
+				tpZeroFP16AgainstDDP(t, func(t *testing.T, c engine.Config) []rankResult {
+					rs := runGPURanks(t, lib, c, world, steps)
+					assertSplitGroups(t, rs)
+					return rs
+				}, cfg, func(t *testing.T, stage int, rs, ddp []rankResult) { tpZeroCheck(t, cfg, stage, rs, ddp) })
+				return
+			}
 			got := map[int][]rankResult{}
 			run := func(c engine.Config) []rankResult {
 				rs := runGPURanks(t, lib, c, world, steps)

@@ -88,7 +88,7 @@ class GlooCommunicator : public Communicator {
     return queue_.submit([pg, t] {
       on_wire(t, [&](const torch::Tensor& w) {
         std::vector<torch::Tensor> v{w};
-        pg->allreduce(v)->wait();
+        gloo_issue([&] { return pg->allreduce(v); })->wait();
       });
     });
   }
@@ -108,7 +108,7 @@ class GlooCommunicator : public Communicator {
       std::vector<std::vector<torch::Tensor>> outs(1);
       for (int r = 0; r < world; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()));
       std::vector<torch::Tensor> ins{in};
-      pg->allgather(outs, ins)->wait();
+      gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
     });
   }
 
@@ -120,7 +120,7 @@ class GlooCommunicator : public Communicator {
         std::vector<torch::Tensor> v{w};
         c10d::BroadcastOptions bo;
         bo.rootRank = root;
-        pg->broadcast(v, bo)->wait();
+        gloo_issue([&] { return pg->broadcast(v, bo); })->wait();
       });
     });
   }
@@ -131,7 +131,7 @@ class GlooCommunicator : public Communicator {
     queue_.run([pg, t, peer] {
       on_wire(t, [&](const torch::Tensor& w) {
         std::vector<torch::Tensor> v{w};
-        pg->send(v, peer, 0)->wait();
+        gloo_issue([&] { return pg->send(v, peer, 0); })->wait();
       });
     });
   }
@@ -142,14 +142,14 @@ class GlooCommunicator : public Communicator {
     queue_.run([pg, t, peer] {
       on_wire(t, [&](const torch::Tensor& w) {
         std::vector<torch::Tensor> v{w};
-        pg->recv(v, peer, 0)->wait();
+        gloo_issue([&] { return pg->recv(v, peer, 0); })->wait();
       });
     });
   }
 
   void barrier() override {
     auto pg = pg_;
-    queue_.run([pg] { pg->barrier()->wait(); });
+    queue_.run([pg] { gloo_issue([&] { return pg->barrier(); })->wait(); });
   }
 
  private:

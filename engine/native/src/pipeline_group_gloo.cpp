@@ -55,8 +55,9 @@ class GlooPipeGroup : public PipeGroup {
         if (!op.t.device().is_cpu() || !op.t.is_contiguous())
           throw CommError("gloo pipeline: needs contiguous CPU tensors");
         keep[i] = {op.t};  // bytes on the wire: any dtype, bf16 included
-        works.push_back(op.send ? pg_->send(keep[i], op.peer, op.tag)
-                                : pg_->recv(keep[i], op.peer, op.tag));
+        works.push_back(gloo_issue([&] {
+          return op.send ? pg_->send(keep[i], op.peer, op.tag) : pg_->recv(keep[i], op.peer, op.tag);
+        }));
       }
       for (auto& w : works) w->wait(std::min(timeout_, deadline));
     } catch (const CommError&) {
@@ -73,7 +74,7 @@ class GlooPipeGroup : public PipeGroup {
     std::vector<at::Tensor> v{bf16 ? t.to(torch::kFloat) : t};
     commwatch::Span span("pipeline_all_reduce");
     try {
-      pg_->allreduce(v)->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
+      gloo_issue([&] { return pg_->allreduce(v); })->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
     } catch (const std::exception& e) {
       commwatch::failed(e.what());
       throw CommError("gloo pipeline all_reduce (group rank " + std::to_string(rank_) + " of " +
@@ -95,7 +96,7 @@ class GlooPipeGroup : public PipeGroup {
     for (int r = 0; r < size_; r++) outs[0].push_back(bytes[r]);
     commwatch::Span span("pipeline_all_gather");
     try {
-      pg_->allgather(outs, ins)->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
+      gloo_issue([&] { return pg_->allgather(outs, ins); })->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
     } catch (const std::exception& e) {
       commwatch::failed(e.what());
       throw CommError("gloo pipeline all_gather (group rank " + std::to_string(rank_) + " of " +

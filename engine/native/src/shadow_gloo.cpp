@@ -25,6 +25,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "gloo_store.h"  // gloo_issue
+
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -93,7 +95,7 @@ class ShadowGroup {
       queues_[size_t(r)]->submit([pg, z] {
         z.zero_();  // the last sum is still in it
         std::vector<torch::Tensor> v{z};
-        pg->allreduce(v)->wait();
+        gloo_issue([&] { return pg->allreduce(v); })->wait();
       });
     }
     auto pg = pgs_[0];
@@ -102,7 +104,7 @@ class ShadowGroup {
                             ? t
                             : t.to(type, false, false, torch::MemoryFormat::Contiguous);
       std::vector<torch::Tensor> v{w};
-      pg->allreduce(v)->wait();
+      gloo_issue([&] { return pg->allreduce(v); })->wait();
       if (!w.is_same(t)) {
         torch::NoGradGuard ng;
         t.copy_(w);
@@ -122,7 +124,7 @@ class ShadowGroup {
         std::vector<std::vector<torch::Tensor>> outs(1);
         for (int k = 0; k < n; k++) outs[0].push_back(g.narrow(0, k * z.numel(), z.numel()));
         std::vector<torch::Tensor> ins{z};
-        pg->allgather(outs, ins)->wait();
+        gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
       });
     }
     auto pg = pgs_[0];
@@ -133,7 +135,7 @@ class ShadowGroup {
       std::vector<std::vector<torch::Tensor>> outs(1);
       for (int k = 0; k < n; k++) outs[0].push_back(g.narrow(0, k * flat.numel(), flat.numel()));
       std::vector<torch::Tensor> ins{flat};
-      pg->allgather(outs, ins)->wait();
+      gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
       torch::NoGradGuard ng;
       out.view({-1}).copy_(g.narrow(0, 0, flat.numel()));
     });
