@@ -69,7 +69,15 @@ func TestInterferenceCPU(t *testing.T) {
 	for _, m := range steps {
 		t.Logf("step %d: backward %.2f ms, load %.2f GB/s", m.Step, m.BackwardMS, m.InterfereGBps)
 		assert.Positive(t, m.InterfereGBps, "the load streamed during backward")
-		assert.Less(t, m.InterfereGBps, 2.5, "paced to 2 GB/s")
+		// Paced to 2 GB/s up to the pacing's granularity: a thread copies a
+		// 1 MiB chunk (2 MiB counted, read and written) before it sleeps, and
+		// one chunk may land across the end of a backward into the next
+		// step's count, so a pass reports at most 2 GB/s over the backward
+		// plus two chunks (interfere.cpp, HostInterference::run). A fixed
+		// 2.5 GB/s failed about once in ten on a loaded host, where a short
+		// backward made those chunks a large share.
+		limit := 2 + 2*float64(2<<20)/(m.BackwardMS*1e6)
+		assert.LessOrEqual(t, m.InterfereGBps, limit, "paced to 2 GB/s (plus two chunks over %.2f ms)", m.BackwardMS)
 	}
 	for _, bad := range []string{"0", "x", "2:", "2:-1", "2:1:3"} {
 		t.Setenv("CASESTUDY_INTERFERE", bad)
