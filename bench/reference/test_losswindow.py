@@ -22,6 +22,13 @@ class Window(unittest.TestCase):
         run = PLATEAU[:33] + [18.7] * 7
         self.assertEqual(losswindow.judge(run, PLATEAU)[0], "diverged")
 
+    def test_a_non_finite_loss_is_divergence(self):
+        # NaN compares false with everything: without the check it read "behind".
+        run = PLATEAU[:20] + [float("nan")] + PLATEAU[21:]
+        kind, text = losswindow.judge(run, PLATEAU)
+        self.assertEqual(kind, "diverged", text)
+        self.assertIn("step 21", text)
+
     def test_spike_episodes(self):
         run = list(PLATEAU)
         run[24], run[25], run[30] = 18.0, 12.0, 8.8

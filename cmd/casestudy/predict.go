@@ -362,7 +362,7 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 			setup.Kappa, setup.Calibration = c.Kappa, &c
 			// Its buckets' collectives as the calibration timed them beside its
 			// backward, alone and beside compute alike (other sizes: the fits).
-			setup.Cost = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: cost}
+			setup.Cost = predict.Calibrated{Ranks: o.gpus, Buckets: c.Buckets, Fallback: setup.Cost}
 			fb := beside
 			if fb == nil {
 				fb = cost
@@ -384,17 +384,22 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		if err != nil {
 			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w", err))
 		}
-		if runs.Loaded(m) { // a calibration is never a measurement of the trials
+		if runs.Loaded(m) || runs.ShadowRanks(m) > 0 { // a calibration is never a measurement of the trials
 			return nil, nil, exitcode.Usage(fmt.Errorf("--against %s: a calibration launch (a load or a stretch calibration beside its backward), not a measurement of the trials", dir))
 		}
 		meas = append(meas, m)
 	}
-	v := predict.Validate(preds, runs.Measured(meas...), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
+	launches := runs.MeasuredLaunches(meas...)
+	medians := map[string]float64{}
+	for k, l := range launches {
+		medians[k] = predict.Median(l)
+	}
+	v := predict.Validate(preds, medians, func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(run))
 	keys := map[string]string{}
 	for _, p := range preds {
 		keys[p.ID] = runs.Key(p.Knobs)
 	}
-	runs.DecideWinner(&v, runs.MeasuredLaunches(meas...), func(id string) string { return keys[id] })
+	runs.DecideWinner(&v, launches, func(id string) string { return keys[id] })
 	return preds, &v, nil
 }
 

@@ -54,6 +54,12 @@ func (o *predictFlags) readCalibration(clean, loaded []*store.Run) error {
 	case shadow < len(loaded):
 		return exitcode.Usage(errors.New("--kappa auto: give stretch calibration runs (--interfere gloo) or memory-load ones, not both"))
 	default:
+		// A trial's stretch calibration measured its backward beside its own
+		// collectives: --fit-stretch's model of the same effect would stretch
+		// it twice.
+		if o.fitStretch != "" {
+			return exitcode.Usage(errors.New("--kappa auto with stretch calibration runs already stretches each trial's backward: drop --fit-stretch"))
+		}
 		st, err := runs.Stretches(loaded, o.gpus)
 		if err != nil {
 			return exitcode.Usage(fmt.Errorf("--kappa auto: %w", err))

@@ -53,12 +53,7 @@ func tpZeroFP16AgainstDDP(t *testing.T, run func(*testing.T, engine.Config) []ra
 		}
 		return rs, dumps
 	}
-	skips := func(rs []rankResult) (out []string) {
-		for _, m := range rs[0].Metrics {
-			out = append(out, fmt.Sprintf("skipped=%v scale=%g", m.Skipped, m.LossScale))
-		}
-		return out
-	}
+	skips := func(rs []rankResult) []string { return records(rs[0].Metrics) }
 	for _, clip := range []struct{ name, maxNorm string }{{"unclipped", "1e30"}, {"clipped", ""}} {
 		t.Run(clip.name, func(t *testing.T) {
 			t.Setenv("CASESTUDY_MAX_GRAD_NORM", clip.maxNorm)

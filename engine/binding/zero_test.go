@@ -229,12 +229,7 @@ func zeroAgainstDDP(t *testing.T, run func(engine.Config) []rankResult, cfg engi
 	t.Helper()
 	ddp := run(cfg)
 	sameParams(t, ddp)
-	skips := func(rs []rankResult) (out []string) {
-		for _, m := range rs[0].Metrics {
-			out = append(out, fmt.Sprintf("skipped=%v scale=%g", m.Skipped, m.LossScale))
-		}
-		return out
-	}
+	skips := func(rs []rankResult) []string { return records(rs[0].Metrics) }
 	t.Logf("DDP: losses %v, norms %v, %v", ddp[0].Losses, gradNorms(ddp[0].Metrics), skips(ddp))
 	for _, stage := range []int{1, 2} {
 		rs := run(withZero(cfg, stage))

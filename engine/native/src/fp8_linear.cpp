@@ -81,7 +81,7 @@ void configure(const Options& o) {
 }
 
 Scope::Scope() : prev_on_(t_on) {
-  if (!prev_on_) g_forwards.fetch_add(1, std::memory_order_relaxed);
+  if (!prev_on_ && g_diag.any()) g_forwards.fetch_add(1, std::memory_order_relaxed);  // only the diagnostics read it
   t_on = true;
 }
 

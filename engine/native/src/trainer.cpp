@@ -227,6 +227,7 @@ void Trainer::init_device() {
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }
+  max_grad_norm_ = max_grad_norm();  // a malformed CASESTUDY_MAX_GRAD_NORM fails here, not at the first step
   if (interf_ && (cfg_.graphs || cfg_.pipeline.stages > 1))
     throw UnsupportedError("CASESTUDY_INTERFERE (the κ calibration) with graphs or a pipeline");
 }
@@ -536,7 +537,7 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   if (reducer_) reducer_->finalize();
   ClipResult clip;
   if (pipe_) {  // schedule, DP average, tied weights, clip over all stages
-    PipelineStep ps = pipe_->step(batches, scaler_ ? scaler_->scale() : torch::Tensor(), max_grad_norm());
+    PipelineStep ps = pipe_->step(batches, scaler_ ? scaler_->scale() : torch::Tensor(), max_grad_norm_);
     loss_sum = ps.loss * double(ga);
     clip.norm = ps.norm;
     clip.found_inf = ps.found_inf;
@@ -547,13 +548,13 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   // A fused optimizer applies the unscale x clip coefficient as it reads each
   // gradient (one pass over the gradients fewer); the pipeline clips itself.
   if (zero_) {  // clip, the rank's shard, all-gather (zero.h)
-    clip = zero_->step(inv_scale, max_grad_norm(), scaler_ != nullptr);
+    clip = zero_->step(inv_scale, max_grad_norm_, scaler_ != nullptr);
   } else {
     const bool fold = !pipe_ && optim_->folds_grad_coef();
     if (tp_ && !pipe_)
       clip = reduce_and_clip_tp(inv_scale, /*apply=*/!fold);
     else if (!pipe_)
-      clip = unscale_and_clip(params_, inv_scale, max_grad_norm(), /*apply=*/!fold);
+      clip = unscale_and_clip(params_, inv_scale, max_grad_norm_, /*apply=*/!fold);
     optim_->step(scaler_ ? clip.found_inf : torch::Tensor(), fold ? clip.coef : torch::Tensor());
   }
   if (reducer_) reducer_->end_step(scaler_ ? clip.found_inf : torch::Tensor());
@@ -582,7 +583,7 @@ ClipResult Trainer::reduce_and_clip_tp(const torch::Tensor& inv_scale, bool appl
   // Float64 throughout: grad_sumsq sums the per-tensor norms' squares in it.
   const auto sumsq = tp::tensor_parallel_sumsq(grad_sumsq(sharded, device_), grad_sumsq(replicated, device_),
                                            tp_->ctx.group);
-  return clip_grads(grads, sumsq, inv_scale, max_grad_norm(), apply);
+  return clip_grads(grads, sumsq, inv_scale, max_grad_norm_, apply);
 }
 
 // The step's tensor- and data-group collectives (their timers' pairs of

@@ -121,6 +121,7 @@ class Trainer {
   int64_t step_ = 0;
   int threads_ = 1;
   double peak_tflops_ = 0;
+  double max_grad_norm_ = 0;  // the clip threshold, read once at construction (trainer.cpp max_grad_norm)
   int64_t mem_after_setup_ = 0;
   std::string name_;
   InitPhases phases_;

@@ -34,6 +34,7 @@ GPT-2 124M 16 x 1024, seed 1, eager; gpu-check fp8-diag, 40 and 120 steps):
 One seed decides nothing about quality: losscurve.py's several-seed
 criterion does. This judges whether a run blew up and stayed up.
 """
+import math
 import statistics
 
 WINDOW = 12
@@ -86,6 +87,11 @@ def judge(ls, ref, k=WINDOW, tol=TOL):
     """(kind, text) of run losses ls against reference losses ref over the
     same steps: kind 'tracks', 'diverged' or 'behind' (module docstring)."""
     n = min(len(ls), len(ref))
+    # A non-finite loss compares false with everything, which would read as
+    # "behind": it is the run blowing up.
+    bad = [i + 1 for i, x in enumerate(ls[:n]) if not math.isfinite(x)]
+    if bad:
+        return "diverged", "non-finite loss from step %d" % bad[0]
     k = min(k, n)
     mine, theirs = level(ls[:n], k), level(ref[:n], k)
     excess = mine / theirs - 1
