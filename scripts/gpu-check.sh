@@ -183,7 +183,8 @@
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
 # WARMUP (5), STEPS (20), PROFILE_WARMUP (3), PROFILE_STEPS (5: the profile
 # stage's runs), STAGES (default "tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16";
-# RUN_STUDY=1 appends study; profile, launch, cudnn, kernelmix and losscurve run only when named), STUDY, TEST_RUN
+# RUN_STUDY=1 appends study; profile, launch, cudnn, kernelmix and losscurve run only when named), STUDY, TEST_RUN,
+# NATIVE_SUITES (the C++ suites the tests stage runs, "suite" or "suite:kernel"; default all)
 # (^TestGPU), SKIP_BUILD=1 (use ENGINE_BUILD's library as it is), DRY_RUN=1
 # (print the plan with its time budget from the estimates below and run nothing),
 # LAUNCH_REPEATS (3: the launch stage's launches per model), CUDNN_MB (256),
@@ -814,7 +815,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES="optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split"
+NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split"}
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
