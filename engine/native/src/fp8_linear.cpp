@@ -261,18 +261,20 @@ const char* fmt(bool e5m2) { return e5m2 ? "e5m2" : "e4m3"; }
 
 // _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
 // "TN"). A matrix's column-major copy is its transpose's row-major one: qt.t().
-// flags: bit 0 row scaling, bit 1 gradients in e4m3; act: the activation
+// flags: bit 0 row scaling, bit 1 gradients in e4m3, bit 2 a bias (without
+// one, `bias` is an empty placeholder: torch 2.11's custom functions refuse an
+// undefined input, "tensor does not have a device"); act: the activation
 // after the product (kern::Act), its backward fused with the bias gradient.
 struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias,
                                int64_t flags, int64_t act_code) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-    const bool row = flags & 1;
+    const bool row = flags & 1, has_bias = flags & 4;
     const auto act = kern::Act(act_code);
     const int64_t out = weight.size(0), in = weight.size(1);
     auto x2 = x.reshape({-1, in});
-    auto b = bias.defined() ? bias.to(at::kBFloat16) : torch::Tensor();
+    auto b = has_bias ? bias.to(at::kBFloat16) : torch::Tensor();
     torch::Tensor z;
     if (!row) {
       // Per tensor, one cast of each operand writes it row-major for this
@@ -310,8 +312,8 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     ctx->saved_data["in"] = in;
     ctx->saved_data["x_dtype"] = int64_t(x.scalar_type());
     ctx->saved_data["w_dtype"] = int64_t(weight.scalar_type());
-    ctx->saved_data["b_dtype"] = int64_t(bias.defined() ? bias.scalar_type() : at::kFloat);
-    ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["b_dtype"] = int64_t(has_bias ? bias.scalar_type() : at::kFloat);
+    ctx->saved_data["has_bias"] = has_bias;
     auto y = act == kern::Act::None ? z : torch::gelu(z, approximation(act));
     auto shape = x.sizes().vec();
     shape.back() = out;
@@ -465,8 +467,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias, const Options& o, kern::Act act) {
   if (!x.is_cuda()) throw UnsupportedError(unsupported_reason(x.device()));
 #if CS_HAS_SCALED_MM
-  const int64_t flags = (o.scaling == Scaling::Row ? 1 : 0) | (o.grad_e4m3 ? 2 : 0);
-  return Fp8Linear::apply(x, weight, bias, flags, int64_t(act));
+  const int64_t flags = (o.scaling == Scaling::Row ? 1 : 0) | (o.grad_e4m3 ? 2 : 0) | (bias.defined() ? 4 : 0);
+  return Fp8Linear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()), flags,
+                          int64_t(act));
 #else
   throw UnsupportedError(unsupported_reason(x.device()));
 #endif
