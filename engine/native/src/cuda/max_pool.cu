@@ -56,6 +56,65 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// max_pool_fwd_kernel for k x k windows of a size known at compile time
+// (ResNet-50's 3 x 3) whose indices fit 32 bits: the window's in-range loads
+// issued together (predicated), then compared in the same order (kh, then kw
+// ascending: the same maxima and ties). The general kernel's loops with
+// data-dependent bounds kept one load in flight and divided 64-bit indices
+// (the H200 profile of e0a292f: 0.31 ms for 0.57 GB, 38% of the roofline).
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads)
+    max_pool_fwd_k_kernel(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ arg, Geom g) {
+  const unsigned L = unsigned(g.C / kV);
+  const unsigned total = unsigned(g.N) * unsigned(g.Ho) * unsigned(g.Wo) * L;
+  for (unsigned i = blockIdx.x * kThreads + threadIdx.x; i < total; i += gridDim.x * kThreads) {
+    const unsigned cg = i % L, pix = i / L;
+    const unsigned ow = pix % unsigned(g.Wo), nh = pix / unsigned(g.Wo);
+    const unsigned oh = nh % unsigned(g.Ho), n = nh / unsigned(g.Ho);
+    const int h0 = int(oh) * g.s - g.p, w0 = int(ow) * g.s - g.p;
+    const unsigned base = n * unsigned(g.H) * unsigned(g.W) * unsigned(g.C) + cg * kV;
+    Pack<T, kV> v[K][K];
+#pragma unroll
+    for (int kh = 0; kh < K; kh++)
+#pragma unroll
+      for (int kw = 0; kw < K; kw++) {
+        const int h = h0 + kh, w = w0 + kw;
+        if (h >= 0 && h < g.H && w >= 0 && w < g.W)
+          v[kh][kw] = *reinterpret_cast<const Pack<T, kV>*>(x + base + (unsigned(h) * unsigned(g.W) + unsigned(w)) * unsigned(g.C));
+      }
+    // As PyTorch: the first element of the window in range starts as the
+    // maximum; a later one replaces it when larger or NaN.
+    const int kh0 = h0 < 0 ? -h0 : 0, kw0 = w0 < 0 ? -w0 : 0;
+    float best[kV];
+    uint8_t idx[kV];
+#pragma unroll
+    for (int j = 0; j < kV; j++) {
+      best[j] = -INFINITY;
+      idx[j] = uint8_t(kh0 * K + kw0);
+    }
+#pragma unroll
+    for (int kh = 0; kh < K; kh++)
+#pragma unroll
+      for (int kw = 0; kw < K; kw++) {
+        const int h = h0 + kh, w = w0 + kw;
+        if (!(h >= 0 && h < g.H && w >= 0 && w < g.W)) continue;
+#pragma unroll
+        for (int j = 0; j < kV; j++) {
+          const float e = to_f<T>(v[kh][kw].v[j]);
+          if (e > best[j] || e != e) {
+            best[j] = e;
+            idx[j] = uint8_t(kh * K + kw);
+          }
+        }
+      }
+    store_f<T, kV>(y + int64_t(pix) * g.C + cg * kV, best);
+    Pack<uint8_t, kV> a;
+#pragma unroll
+    for (int j = 0; j < kV; j++) a.v[j] = idx[j];
+    *reinterpret_cast<Pack<uint8_t, kV>*>(arg + int64_t(pix) * g.C + cg * kV) = a;
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     max_pool_bwd_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ arg, T* __restrict__ dx,
@@ -163,11 +222,19 @@ cudaError_t max_pool_fwd(const void* x, void* y, uint8_t* arg, DType t, int64_t 
     return cudaErrorInvalidValue;
   const Geom g{int(N), int(H), int(W), int(C), int(Ho), int(Wo), int(k), int(s), int(p)};
   const int64_t n = N * Ho * Wo * (C / kV);
-  if (t == DType::BF16)
-    launch<max_pool_fwd_kernel<__nv_bfloat16>>(n, stream, static_cast<const __nv_bfloat16*>(x),
-                                               static_cast<__nv_bfloat16*>(y), arg, g);
-  else
+  // 3 x 3 windows (ResNet-50's), every element index under 2^32.
+  const bool k3 = k == 3 && N * H * W * C < (int64_t(1) << 32);
+  if (t == DType::BF16) {
+    using B = __nv_bfloat16;
+    if (k3)
+      launch<max_pool_fwd_k_kernel<B, 3>>(n, stream, static_cast<const B*>(x), static_cast<B*>(y), arg, g);
+    else
+      launch<max_pool_fwd_kernel<B>>(n, stream, static_cast<const B*>(x), static_cast<B*>(y), arg, g);
+  } else if (k3) {
+    launch<max_pool_fwd_k_kernel<__half, 3>>(n, stream, static_cast<const __half*>(x), static_cast<__half*>(y), arg, g);
+  } else {
     launch<max_pool_fwd_kernel<__half>>(n, stream, static_cast<const __half*>(x), static_cast<__half*>(y), arg, g);
+  }
   return cudaGetLastError();
 }
 
