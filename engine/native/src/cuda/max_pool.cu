@@ -56,6 +56,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The kernels of 32-bit indices: f(n, row, col, cg, pix) for each item of
+// 8 channels (group cg) of pixel pix = (n, row, col) of an image of rows x
+// cols pixels and C channels, grid-stride.
+template <typename F>
+__device__ __forceinline__ void items32(const Geom& g, int rows, int cols, F f) {
+  const unsigned L = unsigned(g.C / kV), R = unsigned(rows), W = unsigned(cols);
+  const unsigned total = unsigned(g.N) * R * W * L;
+  for (unsigned i = blockIdx.x * kThreads + threadIdx.x; i < total; i += gridDim.x * kThreads) {
+    const unsigned pix = i / L, nr = pix / W;
+    f(nr / R, nr % R, pix % W, i % L, pix);
+  }
+}
+
 // max_pool_fwd_kernel for k x k windows of a size known at compile time
 // (ResNet-50's 3 x 3) whose indices fit 32 bits: the window's in-range loads
 // issued together (predicated), then compared in the same order (kh, then kw
@@ -65,12 +78,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads)
     max_pool_fwd_k_kernel(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ arg, Geom g) {
-  const unsigned L = unsigned(g.C / kV);
-  const unsigned total = unsigned(g.N) * unsigned(g.Ho) * unsigned(g.Wo) * L;
-  for (unsigned i = blockIdx.x * kThreads + threadIdx.x; i < total; i += gridDim.x * kThreads) {
-    const unsigned cg = i % L, pix = i / L;
-    const unsigned ow = pix % unsigned(g.Wo), nh = pix / unsigned(g.Wo);
-    const unsigned oh = nh % unsigned(g.Ho), n = nh / unsigned(g.Ho);
+  items32(g, g.Ho, g.Wo, [&](unsigned n, unsigned oh, unsigned ow, unsigned cg, unsigned pix) {
     const int h0 = int(oh) * g.s - g.p, w0 = int(ow) * g.s - g.p;
     const unsigned base = n * unsigned(g.H) * unsigned(g.W) * unsigned(g.C) + cg * kV;
     Pack<T, kV> v[K][K];
@@ -112,7 +120,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kV; j++) a.v[j] = idx[j];
     *reinterpret_cast<Pack<uint8_t, kV>*>(arg + int64_t(pix) * g.C + cg * kV) = a;
-  }
+  });
 }
 
 template <typename T>
@@ -162,12 +170,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     max_pool_bwd2_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ arg, T* __restrict__ dx,
                          Geom g) {
-  const unsigned L = unsigned(g.C / kV);
-  const unsigned total = unsigned(g.N) * unsigned(g.H) * unsigned(g.W) * L;
-  for (unsigned i = blockIdx.x * kThreads + threadIdx.x; i < total; i += gridDim.x * kThreads) {
-    const unsigned cg = i % L, pix = i / L;
-    const unsigned w = pix % unsigned(g.W), nh = pix / unsigned(g.W);
-    const unsigned h = nh % unsigned(g.H), n = nh / unsigned(g.H);
+  items32(g, g.H, g.W, [&](unsigned n, unsigned h, unsigned w, unsigned cg, unsigned pix) {
     const int hp = int(h) + g.p, wp = int(w) + g.p;
     const int oh_lo = hp < g.k ? 0 : (hp - g.k) / g.s + 1, oh_hi = min(g.Ho - 1, hp / g.s);
     const int ow_lo = wp < g.k ? 0 : (wp - g.k) / g.s + 1, ow_hi = min(g.Wo - 1, wp / g.s);
@@ -198,7 +201,7 @@ __global__ void __launch_bounds__(kThreads)
             if (a[jh][jw].v[j] == want) acc[j] += to_f<T>(d[jh][jw].v[j]);
         }
     store_f<T, kV>(dx + int64_t(pix) * g.C + cg * kV, acc);
-  }
+  });
 }
 
 // Kernel over n items (8 channels of a pixel each) as one wave of its
