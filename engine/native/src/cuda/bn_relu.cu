@@ -130,9 +130,9 @@ __device__ __forceinline__ void lanes_sum(int lane, int x, S&... s) {
 // A finalizer lane's walk over the partials i = lane, lane + kSumLanes, ...
 // < blocks in that order: load(i, v) reads partial i's N values, then add(v)
 // takes them in; kFinRows partials' loads are issued before the first add (a
-// `#pragma unroll 4` of the plain loop had 4 in flight, and where a term's
-// arithmetic sat between the loads, one: 4-17 dependent rounds of loads for
-// 12-17 partials a lane).
+// `#pragma unroll 4` of the plain loop had 4 in flight: 4-5 dependent rounds
+// of loads for 12-17 partials a lane). Loads first, arithmetic after: with a
+// term's arithmetic between its loads nvcc kept one partial in flight.
 constexpr int kFinRows = 8;
 template <int N, typename Load, typename Add>
 __device__ __forceinline__ void lane_walk(int lane, int64_t blocks, Load load, Add add) {
