@@ -82,7 +82,8 @@
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
 #             the strongest BERT reference), engine bf16 and the reference eager
-#             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models),
+#             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models;
+#             PROFILE_RESNET_MB, default 256, ResNet-50's micro-batch),
 #             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
 #             shape the kernel categories side by side, the top kernels, the
@@ -206,6 +207,7 @@ PROFILE_WARMUP=${PROFILE_WARMUP:-3}
 PROFILE_STEPS=${PROFILE_STEPS:-5}
 PROFILE_REF=${PROFILE_REF:-eager} # the profile stage's reference: eager or compile
 PROFILE_MODELS=${PROFILE_MODELS:-bert512 resnet50 gpt}
+PROFILE_RESNET_MB=${PROFILE_RESNET_MB:-256} # the profile stage's ResNet-50 micro-batch (issue 41: up to 400)
 LAUNCH_REPEATS=${LAUNCH_REPEATS:-3}
 CUDNN_MB=${CUDNN_MB:-256}
 CUDNN_PRECISIONS=${CUDNN_PRECISIONS:-bf16 fp16}
@@ -272,6 +274,8 @@ done
 for v in $PROFILE_MODELS; do
   [[ $v =~ ^(bert512|bert128|resnet50|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50 or gpt" >&2; exit 2; }
 done
+[[ $PROFILE_RESNET_MB =~ ^[0-9]+$ ]] && ((PROFILE_RESNET_MB >= 1 && PROFILE_RESNET_MB <= 400)) ||
+  { echo "gpu-check.sh: PROFILE_RESNET_MB: '$PROFILE_RESNET_MB': want a micro-batch of 1 to 400" >&2; exit 2; }
 for v in $CUDNN_PRECISIONS; do
   [[ $v =~ ^(bf16|fp16|fp32|tf32)$ ]] || { echo "gpu-check.sh: CUDNN_PRECISIONS: '$v': want bf16, fp16, fp32 or tf32" >&2; exit 2; }
 done
@@ -808,7 +812,10 @@ stage_profile() {
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
-      resnet50) profile_pair resnet50 "resnet50 256x224 channels_last" 20 30 resnet_tv.py "$RESNET_CFG" --micro-batch 256 --image-size 224 ;;
+      resnet50) # at PROFILE_RESNET_MB images a step, the estimates in proportion
+        local mb=$PROFILE_RESNET_MB
+        profile_pair resnet50 "resnet50 ${mb}x224 channels_last" $(((20 * mb + 255) / 256)) $(((30 * mb + 255) / 256)) resnet_tv.py \
+          "${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$mb}" --micro-batch "$mb" --image-size 224 ;;
       gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
     esac
   done

@@ -3,7 +3,8 @@
 // the same inputs), forward and backward, with the running statistics and
 // num_batches_tracked, bf16 and fp16, with and without residual and ReLU,
 // channel counts from 8 to 2048 (uneven splits of a block's threads) and on
-// CUDA the real ResNet-50 shapes at micro-batch 256. On CUDA the "bn" kernels'
+// CUDA the real ResNet-50 shapes at micro-batches 256 and 384, and odd row
+// counts (each thread's last batch of rows partial). On CUDA the "bn" kernels'
 // errors must stay within twice those of the portable path (libtorch's
 // BatchNorm2d in the activations' dtype, then add_ and relu_) on the same
 // inputs, the measured floor, plus fp32's rounding level of a sum over the
@@ -268,6 +269,19 @@ int bn_relu_tests() {
   cases.push_back({256, 256, 56, 56, B, true, true});
   cases.push_back({256, 2048, 7, 7, B, true, true});
   cases.push_back({256, 256, 56, 56, H, true, true});
+  // At micro-batch 384 (issue 41): the last stage's widths, its downsample
+  // (no ReLU, no residual) and a stage-3 block's output in fp16.
+  cases.push_back({384, 2048, 7, 7, B, true, true});
+  cases.push_back({384, 512, 7, 7, B, false, true});
+  cases.push_back({384, 2048, 7, 7, B, false, false});
+  cases.push_back({384, 1024, 14, 14, H, true, true});
+  // Rows a thread reads in batches of 2 or 4 (bn_relu.cu, kStatsRows,
+  // kBwdRows): odd row counts leave each thread a partial last batch, a
+  // block's rows not a multiple of its threads' rows (7 x 47 x 47 = 15,463
+  // rows of 40 channels: 51 rows at once; 33 x 43 x 41 rows of 24: 85).
+  cases.push_back({7, 40, 47, 47, B, true, true});
+  cases.push_back({33, 24, 43, 41, B, false, true});
+  cases.push_back({33, 24, 43, 41, H, true, false});
   const torch::Device dev(torch::kCUDA, 0);
   for (const auto& c : cases)
     if (int rc = check(c, dev, true)) return rc;

@@ -3,7 +3,8 @@
 // exact, ties go to the first in the window as in PyTorch), the input
 // gradients within twice the error of PyTorch's own against a float64
 // reference; inputs with many ties (few distinct values), odd sizes,
-// windows that overhang every edge, and ResNet-50's stem at micro-batch 256.
+// windows that overhang every edge, strides over the window, and ResNet-50's
+// stem at micro-batches 256 and 384.
 #include <torch/torch.h>
 
 #include <iostream>
@@ -76,6 +77,8 @@ int max_pool_tests() {
       {2, 8, 9, 9, 3, 2, 1, B, false},   {3, 16, 8, 7, 3, 2, 1, B, true},
       {2, 24, 5, 6, 2, 2, 0, H, true},   {1, 8, 11, 11, 3, 1, 1, H, false},
       {2, 64, 7, 9, 4, 3, 2, B, true},
+      // Stride over the window: rows and columns in no window (a zero gradient).
+      {2, 16, 10, 11, 2, 3, 0, B, true},
   };
   // The pool kernels' host version through the same autograd function as on
   // the GPU, against torch::max_pool2d on the CPU (bf16: libtorch 1.13's CPU
@@ -95,6 +98,10 @@ int max_pool_tests() {
   }
   cases.push_back({256, 64, 112, 112, 3, 2, 1, B, false});  // ResNet-50's stem
   cases.push_back({256, 64, 112, 112, 3, 2, 1, H, true});
+  cases.push_back({384, 64, 112, 112, 3, 2, 1, B, false});  // issue 41's micro-batch
+  // On CUDA the backward of a window at most twice its stride (each input in
+  // at most 2 x 2 windows: 3/2/1, 2/2/0, 4/3/2, 2/3/0) gathers every window at
+  // once (max_pool_bwd2_kernel); 3/1/1 takes the general kernel.
   const torch::Device dev(torch::kCUDA, 0);
   for (const auto& c : cases) {
     if (int rc = run_case("max_pool", name(c), [&] { return check_case(c, dev); })) return rc;

@@ -24,6 +24,44 @@ constexpr int kV = 8;          // channels per thread
 // one after another: 45 us a call, 2.4 ms of ResNet-50's step at 256 x 224).
 constexpr int kSumLanes = 32;
 
+// Rows whose loads a reduction's thread issues before it adds the first of
+// them. A `#pragma unroll` of the loop over rows R apart (R = kThreads / (C /
+// kV), known at run time) kept a bounds test and a branch before each row's
+// loads, so each thread had one row's loads in flight (cuobjdump -sass, nvcc
+// 11.8 for sm_90: one LDG.E.128 a branch in bn_fwd_stats): 16 KB a
+// multiprocessor at 4 blocks of 256 threads, too few bytes to cover the
+// memory's latency (the H200 profile of e0a292f: bn_fwd_stats at 61% of its
+// roofline, bn_bwd_reduce at 69-74%, the one-pass kernels at 85-92%). The
+// rows' loads are now issued together, predicated, then added in row order
+// (the same sums in the same order as one row at a time).
+constexpr int kStatsRows = 4;  // one tensor read: 4 x 16 bytes in flight a thread
+// The backward's reduction: up to three tensors and the mask a row, 2 rows
+// (98 bytes) with a second gradient, else 4 (132 bytes), at 2 blocks a
+// multiprocessor (nvcc 11.8 for sm_90: 91-124 registers, no spills; at 3
+// blocks, 80 registers, bf16's variants spilled 8-86 bytes).
+template <bool DY2>
+constexpr int kBwdRows = DY2 ? 2 : 4;
+constexpr int kBwdBlocks = 2;  // at most kMaxPerSm
+
+// load(u, row) for the rows r + u R (u < U) before r1.
+template <int U, typename F>
+__device__ __forceinline__ void in_flight(int64_t r, int R, int64_t r1, F load) {
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (r + int64_t(u) * R < r1) load(u, r + int64_t(u) * R);
+}
+
+template <typename T>
+__device__ __forceinline__ Pack<T, kV> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, kV>*>(p);
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack(const Pack<T, kV>& pk, float (&out)[kV]) {
+#pragma unroll
+  for (int k = 0; k < kV; k++) out[k] = to_f<T>(pk.v[k]);
+}
+
 // Rows per block and blocks of the reductions over M rows: at most cap
 // blocks. The scratch is laid out for kMaxPerSm blocks a multiprocessor.
 constexpr int kMaxPerSm = 4;
@@ -37,25 +75,29 @@ Split split(int64_t M, int64_t cap = int64_t(sm_count()) * kMaxPerSm) {
   return {rpb, (M + rpb - 1) / rpb};
 }
 
-// Kernel over M rows as one wave of its resident blocks (at most kMaxPerSm a
-// multiprocessor: the backward's reduction at 72-80 registers holds 3, so a grid
-// of 4 ran in two waves, the second a quarter full): launched with args...,
-// then the rows per block and part; returns the split it ran with.
+// Kernel over M rows as one wave of its resident blocks, at most per_sm a
+// multiprocessor (at most kMaxPerSm; a grid larger than its resident blocks
+// ran in two waves, the second a quarter full): launched with args..., then
+// the rows per block and part; returns the split it ran with.
 template <auto Kernel, typename... A>
-Split over_rows(int64_t M, float* part, cudaStream_t stream, A... args) {
-  const int64_t most = int64_t(sm_count()) * kMaxPerSm, resident = resident_blocks<Kernel>(kThreads);
+Split over_rows(int64_t M, int per_sm, float* part, cudaStream_t stream, A... args) {
+  const int64_t most = int64_t(sm_count()) * per_sm, resident = resident_blocks<Kernel>(kThreads);
   const Split s = split(M, resident < most ? resident : most);
   Kernel<<<unsigned(s.blocks), kThreads, 0, stream>>>(args..., s.rows_per_block, part);
   return s;
 }
 
-// f(std::bool_constant<a>, std::bool_constant<b>): two runtime flags as
-// compile-time ones.
+// f(std::bool_constant<a>, ...): runtime flags as compile-time ones.
 template <typename F>
 auto with_flags(bool a, bool b, F f) {
   const std::true_type yes;
   const std::false_type no;
   return a ? (b ? f(yes, yes) : f(yes, no)) : (b ? f(no, yes) : f(no, no));
+}
+template <typename F>
+auto with_flags(bool a, bool b, bool c, F f) {
+  return c ? with_flags(a, b, [&](auto x, auto y) { return f(x, y, std::true_type{}); })
+           : with_flags(a, b, [&](auto x, auto y) { return f(x, y, std::false_type{}); });
 }
 
 // The end of a block's reduction: its threads have stored their sums in a
@@ -85,6 +127,28 @@ __device__ __forceinline__ void lanes_sum(int lane, int x, S&... s) {
   }
 }
 
+// A finalizer lane's walk over the partials i = lane, lane + kSumLanes, ...
+// < blocks in that order: load(i, v) reads partial i's N values, then add(v)
+// takes them in; kFinRows partials' loads are issued before the first add (a
+// `#pragma unroll 4` of the plain loop had 4 in flight: 4-5 dependent rounds
+// of loads for 12-17 partials a lane). Loads first, arithmetic after: with a
+// term's arithmetic between its loads nvcc kept one partial in flight.
+constexpr int kFinRows = 8;
+template <int N, typename Load, typename Add>
+__device__ __forceinline__ void lane_walk(int lane, int64_t blocks, Load load, Add add) {
+  for (int64_t i0 = lane; i0 < blocks; i0 += kFinRows * kSumLanes) {
+    float v[kFinRows][N];
+#pragma unroll
+    for (int u = 0; u < kFinRows; u++)
+      if (i0 + u * kSumLanes < blocks) load(i0 + u * kSumLanes, v[u]);
+#pragma unroll
+    for (int u = 0; u < kFinRows; u++) {
+      if (i0 + u * kSumLanes >= blocks) break;
+      add(v[u]);
+    }
+  }
+}
+
 // Per block: per channel the sums of x - K and (x - K)^2 over its rows, K
 // the block's first row (no division per row, the threads' sums add up
 // plainly) -> part [block][3][C] as (count, mean, m2).
@@ -102,15 +166,21 @@ __global__ void __launch_bounds__(kThreads)
     load_f<T, kV>(x + r0 * C + cg * kV, K);
 #pragma unroll
     for (int k = 0; k < kV; k++) s1[k] = s2[k] = 0.f;
-#pragma unroll 4
-    for (int64_t r = r0 + rl; r < r1; r += R) {  // unrolled: loads of several rows in flight
-      float v[kV];
-      load_f<T, kV>(x + r * C + cg * kV, v);
+    const T* xc = x + cg * kV;
+    for (int64_t r = r0 + rl; r < r1; r += kStatsRows * R) {
+      Pack<T, kV> p[kStatsRows];
+      in_flight<kStatsRows>(r, R, r1, [&](int u, int64_t row) { p[u] = load_pack<T>(xc + row * C); });
 #pragma unroll
-      for (int k = 0; k < kV; k++) {
-        const float d = v[k] - K[k];
-        s1[k] += d;
-        s2[k] += d * d;
+      for (int u = 0; u < kStatsRows; u++) {  // in row order, as one row at a time
+        if (r + u * R >= r1) break;
+        float v[kV];
+        unpack(p[u], v);
+#pragma unroll
+        for (int k = 0; k < kV; k++) {
+          const float d = v[k] - K[k];
+          s1[k] += d;
+          s2[k] += d * d;
+        }
       }
     }
 #pragma unroll
@@ -145,23 +215,23 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   const int x = threadIdx.x, lane = threadIdx.y;
   const int c = blockIdx.x * 32 + x;
   const bool in = c < C;
+  // part [block][3][C]: count, mean, m2.
+  auto load = [&](int64_t i, float (&v)[3]) {
+    const float* p = part + i * 3 * C + c;
+#pragma unroll
+    for (int j = 0; j < 3; j++) v[j] = p[j * C];
+  };
   float acc = 0.f;
-  if (in) {
-#pragma unroll 4
-    for (int64_t i = lane; i < blocks; i += kSumLanes) acc += part[i * 3 * C + c] * part[i * 3 * C + C + c];
-  }
+  if (in) lane_walk<3>(lane, blocks, load, [&](const float (&v)[3]) { acc += v[0] * v[1]; });
   s_sum[lane][x] = acc;
   lanes_sum(lane, x, s_sum);
   const float mean = s_sum[0][x] / float(M);
   acc = 0.f;
-  if (in) {
-#pragma unroll 4
-    for (int64_t i = lane; i < blocks; i += kSumLanes) {
-      const float* p = part + i * 3 * C;
-      const float d = p[C + c] - mean;
-      acc += p[2 * C + c] + p[c] * d * d;
-    }
-  }
+  if (in)
+    lane_walk<3>(lane, blocks, load, [&](const float (&v)[3]) {
+      const float d = v[1] - mean;
+      acc += v[2] + v[0] * d * d;
+    });
   s_m2[lane][x] = acc;
   lanes_sum(lane, x, s_m2);
   if (lane != 0 || !in) return;
@@ -227,10 +297,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Per block: sums over its rows of g and g xhat per channel (g = dy, plus dy2
-// where given, masked by the ReLU), -> part [block][2][C]; with DRES also
-// writes g as the residual's gradient.
-template <typename T, bool RELU, bool DRES>
-__global__ void __launch_bounds__(kThreads)
+// with DY2, masked by the ReLU), -> part [block][2][C]; with DRES also writes
+// g as the residual's gradient (DY2 only with DRES).
+template <typename T, bool RELU, bool DRES, bool DY2>
+__global__ void __launch_bounds__(kThreads, kBwdBlocks)
     bn_bwd_reduce_kernel(const T* __restrict__ dy, const T* __restrict__ dy2,
                       const uint8_t* __restrict__ mask,
                       const T* __restrict__ x, const float* __restrict__ save_mean,
@@ -241,6 +311,7 @@ __global__ void __launch_bounds__(kThreads)
   const int cg = threadIdx.x % L, rl = threadIdx.x / L;
   const int64_t r0 = int64_t(blockIdx.x) * rows_per_block;
   const int64_t r1 = r0 + rows_per_block < M ? r0 + rows_per_block : M;
+  constexpr int kRows = kBwdRows<DY2>;
   float sg[kV], sgx[kV];
 #pragma unroll
   for (int k = 0; k < kV; k++) sg[k] = sgx[k] = 0.f;
@@ -248,28 +319,40 @@ __global__ void __launch_bounds__(kThreads)
     float mu[kV], is[kV];
     load_f<float, kV>(save_mean + cg * kV, mu);
     load_f<float, kV>(save_invstd + cg * kV, is);
-#pragma unroll 4
-    for (int64_t r = r0 + rl; r < r1; r += R) {
-      const int64_t off = r * C + cg * kV;
-      float g[kV], v[kV];
-      load_f<T, kV>(dy + off, g);
-      load_f<T, kV>(x + off, v);
-      if (dy2) {  // the sum rounded to T, as a separate add rounds it
-        float g2[kV];
-        load_f<T, kV>(dy2 + off, g2);
+    for (int64_t r = r0 + rl; r < r1; r += kRows * R) {
+      Pack<T, kV> pg[kRows], px[kRows], pg2[kRows];
+      uint8_t pm[kRows];
+      in_flight<kRows>(r, R, r1, [&](int u, int64_t row) {
+        const int64_t off = row * C + cg * kV;
+        pg[u] = load_pack<T>(dy + off);
+        px[u] = load_pack<T>(x + off);
+        if (DY2) pg2[u] = load_pack<T>(dy2 + off);
+        if (RELU) pm[u] = mask[off / kV];
+      });
 #pragma unroll
-        for (int k = 0; k < kV; k++) g[k] = to_f<T>(from_f<T>(g[k] + g2[k]));
-      }
-      if (RELU) {
-        const unsigned bits = mask[off / kV];
+      for (int u = 0; u < kRows; u++) {  // in row order, as one row at a time
+        if (r + u * R >= r1) break;
+        const int64_t off = (r + u * R) * C + cg * kV;
+        float g[kV], v[kV];
+        unpack(pg[u], g);
+        unpack(px[u], v);
+        if (DY2) {  // the sum rounded to T, as a separate add rounds it
+          float g2[kV];
+          unpack(pg2[u], g2);
 #pragma unroll
-        for (int k = 0; k < kV; k++) g[k] = (bits >> k) & 1u ? g[k] : 0.f;
-      }
-      if (DRES) store_f<T, kV>(dres + off, g);
+          for (int k = 0; k < kV; k++) g[k] = to_f<T>(from_f<T>(g[k] + g2[k]));
+        }
+        if (RELU) {
+          const unsigned bits = pm[u];
 #pragma unroll
-      for (int k = 0; k < kV; k++) {
-        sg[k] += g[k];
-        sgx[k] += g[k] * (v[k] - mu[k]) * is[k];
+          for (int k = 0; k < kV; k++) g[k] = (bits >> k) & 1u ? g[k] : 0.f;
+        }
+        if (DRES) store_f<T, kV>(dres + off, g);
+#pragma unroll
+        for (int k = 0; k < kV; k++) {
+          sg[k] += g[k];
+          sgx[k] += g[k] * (v[k] - mu[k]) * is[k];
+        }
       }
     }
 #pragma unroll
@@ -299,13 +382,17 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   const int x = threadIdx.x, lane = threadIdx.y;
   const int c = blockIdx.x * 32 + x;
   float a = 0.f, bb = 0.f;
-  if (c < C) {
-#pragma unroll 4
-    for (int64_t i = lane; i < blocks; i += kSumLanes) {
-      a += part[i * 2 * C + c];
-      bb += part[i * 2 * C + C + c];
-    }
-  }
+  if (c < C)
+    lane_walk<2>(
+        lane, blocks,
+        [&](int64_t i, float (&v)[2]) {
+          v[0] = part[i * 2 * C + c];
+          v[1] = part[i * 2 * C + C + c];
+        },
+        [&](const float (&v)[2]) {
+          a += v[0];
+          bb += v[1];
+        });
   sa[lane][x] = a;
   sb[lane][x] = bb;
   lanes_sum(lane, x, sa, sb);
@@ -369,7 +456,7 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
   float* part = scratch;                                // [blocks][3][C]
   float* coef = scratch + split(M).blocks * 3 * C;      // [2][C]: scale, shift
   const T* xt = static_cast<const T*>(x);
-  const Split s = over_rows<bn_fwd_stats_kernel<T>>(M, part, stream, xt, M, int(C));
+  const Split s = over_rows<bn_fwd_stats_kernel<T>>(M, kMaxPerSm, part, stream, xt, M, int(C));
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, coef, coef + C);
   const T* rt = static_cast<const T*>(res);
@@ -393,12 +480,17 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
   const T* xt = static_cast<const T*>(x);
   T* dr = static_cast<T*>(dres);
   const int c = int(C);
-  // The reduction for relu (RELU) and dres (DRES), as compile-time flags.
-  auto reduce = [&](auto relu_flag, auto dres_flag) {
-    constexpr auto kernel = bn_bwd_reduce_kernel<T, decltype(relu_flag)::value, decltype(dres_flag)::value>;
-    return over_rows<kernel>(M, part, stream, dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c);
+  // The reduction for relu (RELU), dres (DRES) and dy2 (DY2, only with
+  // dres), as compile-time flags.
+  auto reduce = [&](auto relu_flag, auto dres_flag, auto dy2_flag) {
+    constexpr bool kDres = decltype(dres_flag)::value, kDy2 = decltype(dy2_flag)::value;
+    constexpr auto kernel = bn_bwd_reduce_kernel<T, decltype(relu_flag)::value, kDres, kDy2 && kDres>;
+    // Every variant split alike (kBwdBlocks a multiprocessor, which each
+    // holds by its launch bounds): a gradient given twice sums as the same
+    // gradient added first (batch_norm_act_twin, bit for bit).
+    return over_rows<kernel>(M, kBwdBlocks, part, stream, dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c);
   };
-  const Split s = with_flags(relu, dres != nullptr, reduce);
+  const Split s = with_flags(relu, dres != nullptr, dy2 != nullptr, reduce);
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_mean, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
