@@ -769,8 +769,13 @@ stage_fp8() {
     fi
     if [[ $FP8_REF == 1 ]]; then
       ref_pre=nano reference "$g" gpt2_nano.py 0 40 --micro-batch "$mb" --seq-len 1024 "${arch[@]}"
+      # Its compilation grows with the model: at 350M it outran 90 s (twice a
+      # 45 s estimate; gpu-check-2026-12-07b), so the estimate scales with size.
+      local fe=45
+      [[ $size == 350m ]] && fe=90
+      [[ $size == 774m ]] && fe=120
       for s in $FP8_SCALINGS; do
-        ref_pre=nano-fp8-$s reference "$g" gpt2_nano.py 0 45 --micro-batch "$mb" --seq-len 1024 "${arch[@]}" \
+        ref_pre=nano-fp8-$s reference "$g" gpt2_nano.py 0 "$fe" --micro-batch "$mb" --seq-len 1024 "${arch[@]}" \
           --precision fp8 --fp8-scaling "$s"
       done
     fi
