@@ -3,6 +3,8 @@ package predict
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"sort"
 
 	"github.com/casestudy/casestudy/engine"
 )
@@ -106,16 +108,24 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 	}
-	// The step: N ranks, each running one of a launch's measured steps (its
-	// mean step, as the measurement reports it, with the wait for the
-	// slowest rank); the median over the launches, as runs.Measured takes.
+	// The step: N ranks, each running one of the measured steps of a launch
+	// (its mean step, as the measurement reports it, with the wait for the
+	// slowest rank); each rank a launch of its own where there are at least
+	// N launches (rankLaunches), the median over those sets of launches, as
+	// runs.Measured takes the median over N-rank launches.
+	profs := make([][]Profile, len(in.Launches))
+	for i, l := range in.Launches {
+		if profs[i], err = StepProfiles(l, 1); err != nil {
+			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+		}
+	}
 	var each []float64
 	draws := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, l := range in.Launches {
-		p, err := StepProfiles(l, 1)
-		if err != nil {
-			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+	for _, set := range rankLaunches(len(in.Launches), s.Ranks) {
+		p := make([][]Profile, len(set))
+		for r, l := range set {
+			p[r] = profs[l]
 		}
 		for k, f := range []float64{1, 1 - s.CostError, 1 + s.CostError} {
 			o := opts
@@ -123,9 +133,9 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 			if s.Beside != nil {
 				o.Beside = scaled{s.Beside, f}
 			}
-			q, err := SimulateRanks(p, o)
+			q, err := SimulateRankSets(p, o)
 			if err != nil {
-				return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+				return Prediction{}, fmt.Errorf("trial %s launches %v: %w", in.ID, set, err)
 			}
 			if k == 0 {
 				each, draws = append(each, q.StepMS), draws+q.Draws
@@ -156,6 +166,73 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (step / 1e3)
 	}
 	return pr, nil
+}
+
+// maxLaunchSets bounds the sets of launches PredictTrial draws its ranks
+// from: every set when there are at most this many, else this many drawn
+// with a fixed seed.
+const maxLaunchSets = 64
+
+// rankLaunches are the launches the ranks of each predicted N-rank launch
+// run (set[r]: rank r's launch). With at least N launches (N > 1), every set
+// of N distinct launches (at most maxLaunchSets, drawn with a fixed seed
+// past that): the ranks of an N-rank launch are N processes, each as one
+// one-rank launch was, so what held for a whole launch (its core, what
+// shared it; docs/predict.md "Where the step goes") differs between ranks as
+// between launches. With fewer, each launch alone, all N ranks drawing from
+// its steps.
+func rankLaunches(launches, ranks int) [][]int {
+	var out [][]int
+	if ranks < 2 || launches < ranks {
+		for l := range launches {
+			set := make([]int, max(ranks, 1))
+			for r := range set {
+				set[r] = l
+			}
+			out = append(out, set)
+		}
+		return out
+	}
+	if n, ok := binomial(launches, ranks, maxLaunchSets); ok {
+		set := make([]int, ranks)
+		for r := range set {
+			set[r] = r
+		}
+		for range n { // the combinations in lexicographic order
+			out = append(out, append([]int(nil), set...))
+			i := ranks - 1
+			for i >= 0 && set[i] == launches-ranks+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			set[i]++
+			for j := i + 1; j < ranks; j++ {
+				set[j] = set[j-1] + 1
+			}
+		}
+		return out
+	}
+	rng := rand.New(rand.NewPCG(uint64(launches), uint64(ranks)))
+	for range maxLaunchSets {
+		perm := rng.Perm(launches)[:ranks]
+		sort.Ints(perm)
+		out = append(out, perm)
+	}
+	return out
+}
+
+// binomial is C(n, k) when it is at most limit.
+func binomial(n, k, limit int) (int, bool) {
+	c := 1
+	for i := 1; i <= k; i++ {
+		c = c * (n - k + i) / i // exact: c is C(n-k+i, i)
+		if c > limit {
+			return 0, false
+		}
+	}
+	return c, true
 }
 
 // TopologyError is the largest relative error of the topology's model on its

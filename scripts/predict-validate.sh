@@ -54,7 +54,13 @@
 #   BUDGET_S (0: none): a round starts only if the longest round so far and
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
-#   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)).
+#   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)),
+#   SCHED (1): sample the ranks' and copies' threads (scripts/sched-sample.sh:
+#     CPU and run-queue time) beside the copies, the calibration and the
+#     N-rank run, for OUT/decompose$N.md; 0: none.
+# Beside the verdict it writes OUT/decompose$N.md (scripts/predict-decompose.py:
+# per trial, where the N-rank step goes against the inputs, the calibration and
+# the model; each rank's compute; with SCHED, each process's threads).
 # Exit 0 when every median |error| is at most 10% and, at every N, the
 # measurement decides its winner and the predicted best trial is that one
 # (the bar); 1 when a median |error| is above 10% or a decided winner is not
@@ -82,6 +88,7 @@ INTERFERENCE=${INTERFERENCE:-0}
 SHADOW=${SHADOW:-1}
 CAL_STEPS=${CAL_STEPS:-16}
 BESIDE=${BESIDE:-auto}
+SCHED=${SCHED:-1}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
@@ -92,7 +99,7 @@ die() {
   exit 3
 }
 [[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE; do
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
 ((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT: want 1 or more; CAL_STEPS 2 or more"
@@ -168,6 +175,20 @@ stop() {
   exit 143
 }
 trap stop TERM INT
+# sampling FILE / sampled: scripts/sched-sample.sh into FILE beside what runs
+# between them (SCHED=1; its pid in spid, killed by sampled, die and stop).
+spid=
+sampling() {
+  ((SCHED)) || return 0
+  scripts/sched-sample.sh "$1" &
+  spid=$!
+}
+sampled() {
+  [[ -n $spid ]] || return 0
+  kill -TERM "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null || true # its status is the signal
+  spid=
+}
 # must WHAT CMD...: CMD, or exit 3 naming WHAT and its log.
 must() {
   local what=$1 rc=0
@@ -217,6 +238,7 @@ for r in $(seq "$ROUNDS"); do
     # host as the N ranks will (predict --concurrent-inputs), on the N-rank
     # run's cores.
     pids=()
+    sampling "$OUT/sched-one$n-$r.txt"
     for k in $(seq "$n"); do
       start "$all" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
         --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1
@@ -225,16 +247,21 @@ for r in $(seq "$ROUNDS"); do
     for k in "${!pids[@]}"; do
       must "run --predict $n, copy $((k + 1)), round $r (log $OUT/one$n-$r-$((k + 1)).log)" wait "${pids[$k]}"
     done
+    sampled
     # The stretch calibration: every trial once more as a world of one whose
     # buckets, every other step, go to a Gloo group of N (the other ranks
     # helper threads that only communicate), on the N-rank run's cores.
     if ((SHADOW)); then
+      sampling "$OUT/sched-cal$n-$r.txt"
       must "run --predict $n --interfere gloo, round $r (log $OUT/cal$n-$r.log)" on "$all" "$BIN" run "$STUDY" \
         --out "$OUT/cal$n" --run-id "cal$n-$r" --repeats 1 --steps "$CAL_STEPS" --predict "$n" --fit "$OUT/bench$n-$r.json" \
         --interfere gloo >"$OUT/cal$n-$r.log" 2>&1
+      sampled
     fi
+    sampling "$OUT/sched-r$n-$r.txt"
     must "run --ranks $n, round $r (log $OUT/r$n-$r.log)" on "$all" "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" \
       --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
+    sampled
   done
   rounds=$r
   loads+=("$load")
@@ -278,6 +305,8 @@ print(f"{what} (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['me
       f"best {'same' if v['same_best'] else 'different'} ({errs})")
 EOF
   done
+  # Where the N-rank step goes (measurement only, not the verdict).
+  "$PY" scripts/predict-decompose.py "$OUT" "$n" >"$OUT/decompose$n.md" || die "scripts/predict-decompose.py $OUT $n failed"
   # The table's rows, the summary line and the verdict (exit 10: not met).
   rc=0
   "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
