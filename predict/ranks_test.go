@@ -103,22 +103,35 @@ func TestSimulateBesideCompute(t *testing.T) {
 
 // A trial's predicted step is the median, over every set of N distinct
 // launches, of the N-rank step whose rank r draws from launch r's steps
-// alone; the median profile's step is kept beside it.
+// alone; with fewer launches than ranks, over the launches, every rank
+// drawing from the one launch's steps. The median profile's step is kept
+// beside it. Launches A (20, 20), B (20, 40), C (40, 40) of backward times,
+// forward 10, one bucket of 5 ms ready at the backward's end.
 func TestPredictTrialRanksFromLaunches(t *testing.T) {
-	in := TrialInput{ID: "t", Knobs: map[string]string{"ddp.overlap": "true"},
-		Launches: [][]engine.StepMetrics{bwdSteps(20, 20), bwdSteps(20, 40), bwdSteps(40, 40)}}
-	p, err := PredictTrial(in, Setup{Ranks: 2, Cost: fixed{latMS: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// {A, B}: rank 0 always 20, rank 1 20 or 40: (10+20+5 + 10+40+5)/2 = 45;
-	// {A, C} and {B, C}: rank 1 always 40: 55. Median 55.
-	near(t, "step", p.StepMS, 55)
-	near(t, "low", p.LowMS, 45)
-	near(t, "high", p.HighMS, 55)
-	near(t, "median profile", p.MedianProfileStepMS, 10+30+5) // the median backward of 20,20,20,40,40,40
-	if p.RankDraws != 12 {
-		t.Errorf("rank draws %d, want 3 sets of launches x 4 pairs", p.RankDraws)
+	for _, tt := range []struct {
+		ranks, draws    int
+		step, low, high float64
+	}{
+		// {A, B}: rank 0 always 20, rank 1 20 or 40: (10+20+5 + 10+40+5)/2 = 45;
+		// {A, C} and {B, C}: rank 1 always 40: 55. Median 55.
+		{ranks: 2, draws: 3 * 4, step: 55, low: 45, high: 55},
+		// 4 ranks, 3 launches: A 35; B: all 4 ranks at 20 in 1 of 16 draws,
+		// (35 + 15·55)/16 = 53.75; C 55. Median 53.75.
+		{ranks: 4, draws: 3 * 16, step: 53.75, low: 35, high: 55},
+	} {
+		in := TrialInput{ID: "t", Knobs: map[string]string{"ddp.overlap": "true"},
+			Launches: [][]engine.StepMetrics{bwdSteps(20, 20), bwdSteps(20, 40), bwdSteps(40, 40)}}
+		p, err := PredictTrial(in, Setup{Ranks: tt.ranks, Cost: fixed{latMS: 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, "step", p.StepMS, tt.step)
+		near(t, "low", p.LowMS, tt.low)
+		near(t, "high", p.HighMS, tt.high)
+		near(t, "median profile", p.MedianProfileStepMS, 10+30+5) // the median backward of 20,20,20,40,40,40
+		if p.RankDraws != tt.draws {
+			t.Errorf("%d ranks: rank draws %d, want %d", tt.ranks, p.RankDraws, tt.draws)
+		}
 	}
 }
 
@@ -132,21 +145,6 @@ func bwdSteps(bwd ...float64) []engine.StepMetrics {
 			Buckets: []engine.BucketMetrics{{Op: AllReduce, Bytes: 1000, ReadyMS: &r}}})
 	}
 	return out
-}
-
-// Fewer launches than ranks: each launch alone, all ranks drawing from its
-// steps, the median over launches: A 35; B: 4 ranks all at 20 in 1 of 16
-// draws, (35 + 15·55)/16 = 53.75; C 55.
-func TestPredictTrialFewerLaunchesThanRanks(t *testing.T) {
-	in := TrialInput{ID: "t", Knobs: map[string]string{"ddp.overlap": "true"},
-		Launches: [][]engine.StepMetrics{bwdSteps(20, 20), bwdSteps(20, 40), bwdSteps(40, 40)}}
-	p, err := PredictTrial(in, Setup{Ranks: 4, Cost: fixed{latMS: 5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	near(t, "step", p.StepMS, 53.75)
-	near(t, "low", p.LowMS, 35)
-	near(t, "high", p.HighMS, 55)
 }
 
 // Two ranks from two sets: rank 0 always 20, rank 1 always 40: every draw
