@@ -1229,7 +1229,7 @@ stage_predict_cpu() {
     {
       echo "# predict-cpu: scripts/predict-validate.sh on this machine's CPUs"; echo; cat "$out/table.md"; echo; cat "$out/summary.md"
       for f in "$out"/decompose*.md; do # where each N-rank step goes (measurement, not the verdict)
-        [[ -f $f ]] && { echo; echo "# $(basename "$f" .md): where the N-rank step goes (scripts/predict-decompose.py)"; echo; cat "$f"; }
+        if [[ -f $f ]]; then echo; echo "# $(basename "$f" .md): where the N-rank step goes (scripts/predict-decompose.py)"; echo; cat "$f"; fi
       done
     } >"$OUT/predict-cpu.md"
     tar -czf "$OUT/predict-cpu.tgz" -C "$WORK" predict-cpu 2>/dev/null
