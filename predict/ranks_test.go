@@ -101,27 +101,32 @@ func TestSimulateBesideCompute(t *testing.T) {
 	near(t, "ranks", q.StepMS, r.StepMS)
 }
 
-// A trial's predicted step is the median, over every set of N distinct
-// launches, of the N-rank step whose rank r draws from launch r's steps
-// alone; with fewer launches than ranks, over the launches, every rank
-// drawing from the one launch's steps. The median profile's step is kept
+// A trial's predicted step is the median over its launches of the N-rank
+// step whose ranks all draw from the launch's steps; with LaunchPerRank, the
+// median over every set of N distinct launches of the N-rank step whose rank
+// r draws from launch r's steps alone (with fewer launches than ranks, as by
+// default). The median profile's step is kept
 // beside it. Launches A (20, 20), B (20, 40), C (40, 40) of backward times,
 // forward 10, one bucket of 5 ms ready at the backward's end.
 func TestPredictTrialRanksFromLaunches(t *testing.T) {
 	for _, tt := range []struct {
 		ranks, draws    int
+		perRank         bool
 		step, low, high float64
 	}{
 		// {A, B}: rank 0 always 20, rank 1 20 or 40: (10+20+5 + 10+40+5)/2 = 45;
 		// {A, C} and {B, C}: rank 1 always 40: 55. Median 55.
-		{ranks: 2, draws: 3 * 4, step: 55, low: 45, high: 55},
+		{ranks: 2, draws: 3 * 4, perRank: true, step: 55, low: 45, high: 55},
 		// 4 ranks, 3 launches: A 35; B: all 4 ranks at 20 in 1 of 16 draws,
 		// (35 + 15·55)/16 = 53.75; C 55. Median 53.75.
-		{ranks: 4, draws: 3 * 16, step: 53.75, low: 35, high: 55},
+		{ranks: 4, draws: 3 * 16, perRank: true, step: 53.75, low: 35, high: 55},
+		// 2 ranks by default, every rank from one launch: A 35; B
+		// (35+55+55+55)/4 = 50; C 55. Median 50.
+		{ranks: 2, draws: 3 * 4, step: 50, low: 35, high: 55},
 	} {
 		in := TrialInput{ID: "t", Knobs: map[string]string{"ddp.overlap": "true"},
 			Launches: [][]engine.StepMetrics{bwdSteps(20, 20), bwdSteps(20, 40), bwdSteps(40, 40)}}
-		p, err := PredictTrial(in, Setup{Ranks: tt.ranks, Cost: fixed{latMS: 5}})
+		p, err := PredictTrial(in, Setup{Ranks: tt.ranks, Cost: fixed{latMS: 5}, LaunchPerRank: tt.perRank})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,19 +177,22 @@ func TestSimulateRankSetsEachRankItsOwn(t *testing.T) {
 // launch alone when there are fewer than the ranks, a fixed sample of
 // distinct sorted launches past maxLaunchSets.
 func TestRankLaunches(t *testing.T) {
-	got := rankLaunches(4, 2)
+	got := rankLaunches(4, 2, true)
 	want := [][]int{{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("4 launches, 2 ranks: %v, want %v", got, want)
 	}
-	if got := rankLaunches(3, 4); fmt.Sprint(got) != "[[0 0 0 0] [1 1 1 1] [2 2 2 2]]" {
+	if got := rankLaunches(3, 4, true); fmt.Sprint(got) != "[[0 0 0 0] [1 1 1 1] [2 2 2 2]]" {
 		t.Errorf("3 launches, 4 ranks: %v", got)
 	}
-	if got := rankLaunches(2, 1); fmt.Sprint(got) != "[[0] [1]]" {
+	if got := rankLaunches(3, 2, false); fmt.Sprint(got) != "[[0 0] [1 1] [2 2]]" {
+		t.Errorf("3 launches, 2 ranks, by default: %v", got)
+	}
+	if got := rankLaunches(2, 1, true); fmt.Sprint(got) != "[[0] [1]]" {
 		t.Errorf("2 launches, 1 rank: %v", got)
 	}
-	big := rankLaunches(40, 4) // C(40, 4) = 91390 sets
-	if len(big) != maxLaunchSets || fmt.Sprint(big) != fmt.Sprint(rankLaunches(40, 4)) {
+	big := rankLaunches(40, 4, true) // C(40, 4) = 91390 sets
+	if len(big) != maxLaunchSets || fmt.Sprint(big) != fmt.Sprint(rankLaunches(40, 4, true)) {
 		t.Fatalf("40 launches, 4 ranks: %d sets, or not the same twice", len(big))
 	}
 	for _, set := range big {
@@ -194,13 +202,13 @@ func TestRankLaunches(t *testing.T) {
 			}
 		}
 	}
-	if n := len(rankLaunches(10, 4)); n != 64 { // C(10, 4) = 210: sampled
+	if n := len(rankLaunches(10, 4, true)); n != 64 { // C(10, 4) = 210: sampled
 		t.Errorf("10 launches, 4 ranks: %d sets, want %d", n, maxLaunchSets)
 	}
-	if n := len(rankLaunches(8, 4)); n != 64 { // C(8, 4) = 70: sampled
+	if n := len(rankLaunches(8, 4, true)); n != 64 { // C(8, 4) = 70: sampled
 		t.Errorf("8 launches, 4 ranks: %d sets, want %d", n, maxLaunchSets)
 	}
-	if n := len(rankLaunches(8, 2)); n != 28 {
+	if n := len(rankLaunches(8, 2, true)); n != 28 {
 		t.Errorf("8 launches, 2 ranks: %d sets, want C(8, 2) = 28", n)
 	}
 }

@@ -39,6 +39,9 @@ type Setup struct {
 	Beside CostModel
 	// Stretch is the compute a collective costs the backward it overlaps (Options.Stretch); nil: none.
 	Stretch *Stretch
+	// LaunchPerRank: each rank of a predicted launch draws from a one-rank
+	// launch of its own (rankLaunches), not every rank from the same launch.
+	LaunchPerRank bool
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -72,7 +75,11 @@ type Prediction struct {
 	// are its); RankDraws: the combinations of measured steps simulated.
 	MedianProfileStepMS float64 `json:"step_ms_median_profile"`
 	RankDraws           int     `json:"rank_draws"`
-	ModelBeside         string  `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
+	// RankLaunchSets is how many sets of launches the ranks drew from
+	// (rankLaunches); LaunchPerRank says each rank drew from a launch of its own.
+	RankLaunchSets int    `json:"rank_launch_sets"`
+	LaunchPerRank  bool   `json:"launch_per_rank,omitempty"`
+	ModelBeside    string `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
 	// Stretch: the compute a collective costs the backward (Setup.Stretch);
 	// StretchMS: the median profile's backward stretched by it.
 	Stretch   *Stretch `json:"stretch,omitempty"`
@@ -110,9 +117,9 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	}
 	// The step: N ranks, each running one of the measured steps of a launch
 	// (its mean step, as the measurement reports it, with the wait for the
-	// slowest rank); each rank a launch of its own where there are at least
-	// N launches (rankLaunches), the median over those sets of launches, as
-	// runs.Measured takes the median over N-rank launches.
+	// slowest rank); the median over the launches (with LaunchPerRank, over
+	// sets of N launches, a launch a rank: rankLaunches), as runs.Measured
+	// takes the median over N-rank launches.
 	profs := make([][]Profile, len(in.Launches))
 	for i, l := range in.Launches {
 		if profs[i], err = StepProfiles(l, 1); err != nil {
@@ -122,7 +129,8 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	var each []float64
 	draws := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, set := range rankLaunches(len(in.Launches), s.Ranks) {
+	sets := rankLaunches(len(in.Launches), s.Ranks, s.LaunchPerRank)
+	for _, set := range sets {
 		p := make([][]Profile, len(set))
 		for r, l := range set {
 			p[r] = profs[l]
@@ -145,7 +153,8 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	}
 	step := Median(each)
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
-		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, CommMS: r.CommMS,
+		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, RankLaunchSets: len(sets),
+		LaunchPerRank: s.LaunchPerRank, CommMS: r.CommMS,
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if s.Beside != nil {
@@ -174,16 +183,16 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 const maxLaunchSets = 64
 
 // rankLaunches are the launches the ranks of each predicted N-rank launch
-// run (set[r]: rank r's launch). With at least N launches (N > 1), every set
-// of N distinct launches (at most maxLaunchSets, drawn with a fixed seed
-// past that): the ranks of an N-rank launch are N processes, each as one
-// one-rank launch was, so what held for a whole launch (its core, what
-// shared it; docs/predict.md "Where the step goes") differs between ranks as
-// between launches. With fewer, each launch alone, all N ranks drawing from
-// its steps.
-func rankLaunches(launches, ranks int) [][]int {
+// run (set[r]: rank r's launch). By default each launch alone, all N ranks
+// drawing from its steps. With perRank (Setup.LaunchPerRank) and at least N
+// launches (N > 1), every set of N distinct launches (at most maxLaunchSets,
+// drawn with a fixed seed past that): the ranks of an N-rank launch are N
+// processes, each as one one-rank launch was, so what held for a whole
+// launch (its core, what shared it; docs/predict.md "Where the step goes")
+// differs between ranks as between launches.
+func rankLaunches(launches, ranks int, perRank bool) [][]int {
 	var out [][]int
-	if ranks < 2 || launches < ranks {
+	if !perRank || ranks < 2 || launches < ranks {
 		for l := range launches {
 			set := make([]int, max(ranks, 1))
 			for r := range set {
