@@ -135,6 +135,13 @@ def rank_compute(run_root):
     return out
 
 
+def spread(xs):
+    """Largest over least of xs ("" unless every one is a positive number)."""
+    if len(xs) < 2 or not all(x > 0 for x in xs):  # nan compares false
+        return ""
+    return f"{max(xs) / min(xs):.2f}"
+
+
 def sched(files):
     """Per process sampled in files: (CPU ms of all its threads, their
     run-queue wait ms, the seconds it was sampled over), last sample less
@@ -179,10 +186,12 @@ def main():
             if p and part != "tail_ms":
                 m = f"{p['inputs'][part]:.2f}"
             print(f"| {part} | {med(o.get(part, [])):.2f} | {med(c.get(part, [])):.2f} | {med(r.get(part, [])):.2f} | {m} |")
+        mp = f"{p['step_ms_median_profile']:.2f} (median profile)" if p else ""
+        ms = f"{p['step_ms']:.2f}" if p else ""
         print(f"| step (median) | {med(o.get('step_ms', [])):.2f} | {med(c.get('step_ms', [])):.2f} | "
-              f"{med(r.get('step_ms', [])):.2f} | {p['step_ms_median_profile']:.2f} (median profile) |" if p else "")
+              f"{med(r.get('step_ms', [])):.2f} | {mp} |")
         print(f"| step (launch mean, slowest rank) | {med(o.get('launch_mean_slowest', [])):.2f} | | "
-              f"{med(r.get('launch_mean_slowest', [])):.2f} | {p['step_ms']:.2f} |" if p else "")
+              f"{med(r.get('launch_mean_slowest', [])):.2f} | {ms} |")
         mc = f"{p['comm_ms']:.2f} (exposed {p['exposed_comm_ms']:.2f})" if p else ""
         print(f"| comm a step (summed buckets) | {med(o.get('comm_ms', [])):.2f} | {med(c.get('comm_ms', [])):.2f} | "
               f"{med(r.get('comm_ms', [])):.2f} (transfer {med(r.get('transfer_ms', [])):.2f}, skew {med(r.get('skew_ms', [])):.2f}) | {mc} |")
@@ -209,14 +218,13 @@ def main():
     print("| launch | trial | ranks | slowest / fastest rank |")
     print("|---|---|---|---|")
     for run, k, per in rank_compute(root / f"r{n}"):
-        ratio = f"{max(per) / min(per):.2f}" if len(per) > 1 and min(per) > 0 else ""
-        print(f"| {run} | {k} | {', '.join(f'{x:.1f}' for x in per)} | {ratio} |")
+        print(f"| {run} | {k} | {', '.join(f'{x:.1f}' for x in per)} | {spread(per)} |")
     copies = defaultdict(list)
     for run, k, per in rank_compute(root / f"one{n}"):
         copies[k].extend(per)
     for k in sorted(copies):
         v = copies[k]
-        print(f"| inputs (every copy) | {k} | {', '.join(f'{x:.1f}' for x in v)} | {max(v) / min(v):.2f} |")
+        print(f"| inputs (every copy) | {k} | {', '.join(f'{x:.1f}' for x in v)} | {spread(v)} |")
     print()
     print("## Threads (scripts/sched-sample.sh; per process, medians over processes)")
     print("| runs | processes | CPUs busy (CPU s / s) | run-queue wait / (CPU + wait) |")

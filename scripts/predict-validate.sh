@@ -309,7 +309,8 @@ print(f"{what} (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['me
 EOF
   done
   # Where the N-rank step goes (measurement only, not the verdict).
-  "$PY" scripts/predict-decompose.py "$OUT" "$n" >"$OUT/decompose$n.md" || die "scripts/predict-decompose.py $OUT $n failed"
+  "$PY" scripts/predict-decompose.py "$OUT" "$n" >"$OUT/decompose$n.md" 2>"$OUT/decompose$n.err" ||
+    echo "scripts/predict-decompose.py $OUT $n failed (not the verdict): $(tail -c 300 "$OUT/decompose$n.err")" | tee -a "$OUT/decompose$n.md" >&2
   # The table's rows, the summary line and the verdict (exit 10: not met).
   rc=0
   "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
