@@ -158,7 +158,8 @@
 #             rank, predicted from one-rank inputs and measured; the bar: median
 #             |error| <= 10% and the same best trial at each where the
 #             measurement decides its winner; "not judged" where it does not), as many of
-#             PREDICT_CPU_ROUNDS (10) rounds as fit; $OUT/predict-cpu.md (table, host,
+#             PREDICT_CPU_ROUNDS (8) rounds as fit (PREDICT_CPU_REPEATS, 2, N-rank launches
+#             a trial each); $OUT/predict-cpu.md (table, host,
 #             loads, verdict, where each N-rank step went) and predict-cpu.tgz; the
 #             bar not met fails it; EST_PREDICT_CPU/CAP_PREDICT_CPU (460/480 s)
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
@@ -1206,7 +1207,8 @@ print("the bar (<= 10%, the same best):", "met" if v["median_abs_error"] <= 0.10
 # (scripts/predict-validate.sh: studies/gpt/predict-cpu.yaml predicted on 2
 # and 4 CPU ranks from one-rank inputs and a Gloo fit, then measured) on this
 # machine's idle cores, pinned (taskset) to 2 cores a rank, as
-# many rounds (PREDICT_CPU_ROUNDS, 10, at most) as fit in the stage's time
+# many rounds (PREDICT_CPU_ROUNDS, 8, at most; PREDICT_CPU_REPEATS, 2, N-rank
+# launches a trial each) as fit in the stage's time
 # (EST_PREDICT_CPU/CAP_PREDICT_CPU, 460/480 s, at most what is left: a round of
 # 2 and 4 ranks took ~43 s on the H100 host's cores, 2026-12-07; 4 rounds, one
 # launch a trial each, left the winner undecided, docs/predict.md). Its
@@ -1222,7 +1224,7 @@ stage_predict_cpu() {
   t=$(min "$cap" "$(left)")
   # Its own budget: the rounds stop in time for the predictions.
   timed "$cap" predict-cpu env BIN=bin/casestudy ENGINE_LIB="$LIB" PYTHON="$PY" RANKS="${PREDICT_CPU_RANKS:-2 4}" \
-    ROUNDS="${PREDICT_CPU_ROUNDS:-10}" BUDGET_S=$((t > 30 ? t - 15 : t)) LAUNCH_TIMEOUT=$t scripts/predict-validate.sh "$out" || rc=$?
+    ROUNDS="${PREDICT_CPU_ROUNDS:-8}" REPEATS="${PREDICT_CPU_REPEATS:-2}" BUDGET_S=$((t > 30 ? t - 15 : t)) LAUNCH_TIMEOUT=$t scripts/predict-validate.sh "$out" || rc=$?
   advance "$est"
   [[ $DRY == 1 ]] && return
   if [[ -f $out/summary.md ]]; then

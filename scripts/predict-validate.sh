@@ -10,8 +10,8 @@
 # every other step each trial's own buckets as Gloo all-reduces on a group of
 # N whose other ranks are helper threads, so that the backward pays what a
 # rank's does for its collectives; each trial's κ is its loaded over clean
-# backward), and then measures the study on N ranks, one launch per trial
-# each time, so that a busy host's load falls alike on all. It predicts the
+# backward), and then measures the study on N ranks, REPEATS launches a
+# trial each time (1), so that a busy host's load falls alike on all. It predicts the
 # study on N ranks from every input launch (pooled, medians;
 # --concurrent-inputs; --kappa auto with the calibration runs) and compares
 # with every N-rank launch: the median absolute error of the step time, and
@@ -55,6 +55,9 @@
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
 #   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)),
+#   REPEATS (1): the N-rank run's launches a trial each round (run --repeats:
+#     more launches for the winner's test at less than a round's cost; the
+#     inputs, benchmarks and calibration stay one a round),
 #   SCHED (1): sample the ranks' and copies' threads (scripts/sched-sample.sh:
 #     CPU and run-queue time) beside the copies, the calibration and the
 #     N-rank run, for OUT/decompose$N.md; 0: none.
@@ -89,6 +92,7 @@ SHADOW=${SHADOW:-1}
 CAL_STEPS=${CAL_STEPS:-16}
 BESIDE=${BESIDE:-auto}
 SCHED=${SCHED:-1}
+REPEATS=${REPEATS:-1}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
@@ -99,10 +103,10 @@ die() {
   exit 3
 }
 [[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED; do
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED REPEATS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
-((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT: want 1 or more; CAL_STEPS 2 or more"
+((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && REPEATS >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT, REPEATS: want 1 or more; CAL_STEPS 2 or more"
 [[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
 maxn=0
 for n in $RANKS; do
@@ -260,7 +264,7 @@ for r in $(seq "$ROUNDS"); do
     fi
     sampling "$OUT/sched-r$n-$r.txt"
     must "run --ranks $n, round $r (log $OUT/r$n-$r.log)" on "$all" "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" \
-      --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
+      --ranks "$n" --repeats "$REPEATS" >"$OUT/r$n-$r.log" 2>&1
     sampled
   done
   rounds=$r
@@ -353,7 +357,7 @@ done
 ((rounds >= 2 || ROUNDS < 2)) || status=3
 {
   echo "$host"
-  echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
+  echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), $REPEATS N-rank launch(es) a trial each, loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
   echo "study $STUDY"
   # build/gpu/COMMIT where make gpu-tests wrote it (a device machine's copy of
   # the tree may carry another HEAD than the commit it was built from).
