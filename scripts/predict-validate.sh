@@ -184,7 +184,11 @@ trap stop TERM INT
 spid=
 sampling() {
   ((SCHED)) || return 0
-  scripts/sched-sample.sh "$1" &
+  if ((pin && first == 1)); then # on core 0 with the runners, off the ranks' cores
+    taskset -c "${allowed[0]}" scripts/sched-sample.sh "$1" &
+  else
+    scripts/sched-sample.sh "$1" &
+  fi
   spid=$!
 }
 sampled() {
