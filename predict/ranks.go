@@ -34,12 +34,42 @@ type RanksResult struct {
 // leaves out: the mean above the median of a noisy rank, and the wait for
 // the slowest of N (the rank skew that each collective's start absorbs).
 func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
+	sets := make([][]Profile, max(o.Ranks, 1))
+	for i := range sets {
+		sets[i] = steps
+	}
+	return SimulateRankSets(sets, o)
+}
+
+// SimulateRankSets is SimulateRanks with rank i drawing its steps from
+// sets[i] alone (each set one measured launch: a process of its own, as each
+// rank of the N-rank run is; PredictTrial): what differs between processes
+// for a whole launch (the core a process ran on, what shared it) then
+// differs between the ranks, as it does in the N-rank run. Every set must
+// hold steps of the same trial; len(sets) must be o.Ranks.
+func SimulateRankSets(sets [][]Profile, o Options) (RanksResult, error) {
 	kappa, cs, err := o.factors()
 	if err != nil {
 		return RanksResult{}, err
 	}
-	if len(steps) == 0 {
-		return RanksResult{}, fmt.Errorf("predict: no measured steps")
+	if len(sets) != o.Ranks {
+		return RanksResult{}, fmt.Errorf("predict: %d sets of steps for %d ranks", len(sets), o.Ranks)
+	}
+	var steps []Profile // every set's steps, set by set
+	first := make([]int, len(sets))
+next:
+	for i, set := range sets {
+		if len(set) == 0 {
+			return RanksResult{}, fmt.Errorf("predict: no measured steps for rank %d", i)
+		}
+		for j := range i { // the same steps as an earlier rank's (SimulateRanks): held once
+			if len(sets[j]) == len(set) && &sets[j][0] == &set[0] {
+				first[i] = first[j]
+				continue next
+			}
+		}
+		first[i] = len(steps)
+		steps = append(steps, set...)
 	}
 	if !o.Overlap {
 		kappa = 1
@@ -115,38 +145,41 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 		return max(done, end)
 	}
 
-	m, n := len(rs), o.Ranks
-	tuple := make([]int, n)
+	n := o.Ranks
+	tuple := make([]int, n) // rank i's step: an index into rs, within set i
 	sum, draws := 0.0, 0
-	if total, ok := power(m, n, maxTuples); ok { // every combination
+	if total, ok := product(sets, maxTuples); ok { // every combination
 		for d := 0; d < total; d++ {
-			for i, x := 0, d; i < n; i, x = i+1, x/m {
-				tuple[i] = x % m
+			for i, x := 0, d; i < n; i++ {
+				m := len(sets[i])
+				tuple[i] = first[i] + x%m
+				x /= m
 			}
 			sum += step(tuple)
 		}
 		draws = total
 	} else {
-		rng := rand.New(rand.NewPCG(uint64(m), uint64(n)))
+		rng := rand.New(rand.NewPCG(uint64(len(rs)), uint64(n)))
 		for d := 0; d < maxTuples; d++ {
 			for i := range tuple {
-				tuple[i] = rng.IntN(m)
+				tuple[i] = first[i] + rng.IntN(len(sets[i]))
 			}
 			sum += step(tuple)
 		}
 		draws = maxTuples
 	}
-	return RanksResult{StepMS: sum / float64(draws), Draws: draws, Steps: m}, nil
+	return RanksResult{StepMS: sum / float64(draws), Draws: draws, Steps: len(rs)}, nil
 }
 
-// power is m^n when it is at most limit.
-func power(m, n, limit int) (int, bool) {
+// product is the number of combinations of one step from each set, when it
+// is at most limit.
+func product(sets [][]Profile, limit int) (int, bool) {
 	p := 1
-	for range n {
-		if p > limit/m {
+	for _, s := range sets {
+		if p > limit/len(s) {
 			return 0, false
 		}
-		p *= m
+		p *= len(s)
 	}
 	return p, true
 }

@@ -3,6 +3,8 @@ package predict
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"sort"
 
 	"github.com/casestudy/casestudy/engine"
 )
@@ -37,6 +39,9 @@ type Setup struct {
 	Beside CostModel
 	// Stretch is the compute a collective costs the backward it overlaps (Options.Stretch); nil: none.
 	Stretch *Stretch
+	// LaunchPerRank: each rank of a predicted launch draws from a one-rank
+	// launch of its own (rankLaunches), not every rank from the same launch.
+	LaunchPerRank bool
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -70,7 +75,11 @@ type Prediction struct {
 	// are its); RankDraws: the combinations of measured steps simulated.
 	MedianProfileStepMS float64 `json:"step_ms_median_profile"`
 	RankDraws           int     `json:"rank_draws"`
-	ModelBeside         string  `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
+	// RankLaunchSets is how many sets of launches the ranks drew from
+	// (rankLaunches); LaunchPerRank says each rank drew from a launch of its own.
+	RankLaunchSets int    `json:"rank_launch_sets"`
+	LaunchPerRank  bool   `json:"launch_per_rank,omitempty"`
+	ModelBeside    string `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
 	// Stretch: the compute a collective costs the backward (Setup.Stretch);
 	// StretchMS: the median profile's backward stretched by it.
 	Stretch   *Stretch `json:"stretch,omitempty"`
@@ -106,16 +115,25 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 	}
-	// The step: N ranks, each running one of a launch's measured steps (its
-	// mean step, as the measurement reports it, with the wait for the
-	// slowest rank); the median over the launches, as runs.Measured takes.
+	// The step: N ranks, each running one of the measured steps of a launch
+	// (its mean step, as the measurement reports it, with the wait for the
+	// slowest rank); the median over the launches (with LaunchPerRank, over
+	// sets of N launches, a launch a rank: rankLaunches), as runs.Measured
+	// takes the median over N-rank launches.
+	profs := make([][]Profile, len(in.Launches))
+	for i, l := range in.Launches {
+		if profs[i], err = StepProfiles(l, 1); err != nil {
+			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+		}
+	}
 	var each []float64
 	draws := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, l := range in.Launches {
-		p, err := StepProfiles(l, 1)
-		if err != nil {
-			return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+	sets := rankLaunches(len(in.Launches), s.Ranks, s.LaunchPerRank)
+	for _, set := range sets {
+		p := make([][]Profile, len(set))
+		for r, l := range set {
+			p[r] = profs[l]
 		}
 		for k, f := range []float64{1, 1 - s.CostError, 1 + s.CostError} {
 			o := opts
@@ -123,9 +141,9 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 			if s.Beside != nil {
 				o.Beside = scaled{s.Beside, f}
 			}
-			q, err := SimulateRanks(p, o)
+			q, err := SimulateRankSets(p, o)
 			if err != nil {
-				return Prediction{}, fmt.Errorf("trial %s launch %d: %w", in.ID, i, err)
+				return Prediction{}, fmt.Errorf("trial %s launches %v: %w", in.ID, set, err)
 			}
 			if k == 0 {
 				each, draws = append(each, q.StepMS), draws+q.Draws
@@ -135,7 +153,8 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	}
 	step := Median(each)
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
-		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, CommMS: r.CommMS,
+		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, RankLaunchSets: len(sets),
+		LaunchPerRank: s.LaunchPerRank, CommMS: r.CommMS,
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if s.Beside != nil {
@@ -156,6 +175,73 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (step / 1e3)
 	}
 	return pr, nil
+}
+
+// maxLaunchSets bounds the sets of launches PredictTrial draws its ranks
+// from: every set when there are at most this many, else this many drawn
+// with a fixed seed.
+const maxLaunchSets = 64
+
+// rankLaunches are the launches the ranks of each predicted N-rank launch
+// run (set[r]: rank r's launch). By default each launch alone, all N ranks
+// drawing from its steps. With perRank (Setup.LaunchPerRank) and at least N
+// launches (N > 1), every set of N distinct launches (at most maxLaunchSets,
+// drawn with a fixed seed past that): the ranks of an N-rank launch are N
+// processes, each as one one-rank launch was, so what held for a whole
+// launch (its core, what shared it; docs/predict.md "Where the step goes")
+// differs between ranks as between launches.
+func rankLaunches(launches, ranks int, perRank bool) [][]int {
+	var out [][]int
+	if !perRank || ranks < 2 || launches < ranks {
+		for l := range launches {
+			set := make([]int, max(ranks, 1))
+			for r := range set {
+				set[r] = l
+			}
+			out = append(out, set)
+		}
+		return out
+	}
+	if n, ok := binomial(launches, ranks, maxLaunchSets); ok {
+		set := make([]int, ranks)
+		for r := range set {
+			set[r] = r
+		}
+		for range n { // the combinations in lexicographic order
+			out = append(out, append([]int(nil), set...))
+			i := ranks - 1
+			for i >= 0 && set[i] == launches-ranks+i {
+				i--
+			}
+			if i < 0 {
+				break
+			}
+			set[i]++
+			for j := i + 1; j < ranks; j++ {
+				set[j] = set[j-1] + 1
+			}
+		}
+		return out
+	}
+	rng := rand.New(rand.NewPCG(uint64(launches), uint64(ranks)))
+	for range maxLaunchSets {
+		perm := rng.Perm(launches)[:ranks]
+		sort.Ints(perm)
+		out = append(out, perm)
+	}
+	return out
+}
+
+// binomial is C(n, k) when it is at most limit.
+func binomial(n, k, limit int) (int, bool) {
+	c := 1
+	for i := 1; i <= k; i++ {
+		c = c * (n - k + i) / i // exact: c is C(n-k+i, i)
+		if c > limit {
+			return 0, false
+		}
+	}
+	return c, true
 }
 
 // TopologyError is the largest relative error of the topology's model on its

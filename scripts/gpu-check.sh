@@ -159,9 +159,10 @@
 #             rank, predicted from one-rank inputs and measured; the bar: median
 #             |error| <= 10% and the same best trial at each where the
 #             measurement decides its winner; "not judged" where it does not), as many of
-#             PREDICT_CPU_ROUNDS (3) rounds as fit; $OUT/predict-cpu.md (table, host,
-#             loads, verdict) and predict-cpu.tgz; the bar not met fails it;
-#             EST_PREDICT_CPU/CAP_PREDICT_CPU (110/250 s)
+#             PREDICT_CPU_ROUNDS (8) rounds as fit (PREDICT_CPU_REPEATS, 2, N-rank launches
+#             a trial each); $OUT/predict-cpu.md (table, host,
+#             loads, verdict, where each N-rank step went) and predict-cpu.tgz; the
+#             bar not met fails it; EST_PREDICT_CPU/CAP_PREDICT_CPU (460/480 s)
 # The engine is timed by engine/native/tools/cs_bench.py, the references by
 # bench/reference/*.py (--mode both: eager, then compiled, in one process), all
 # with WARMUP discarded and STEPS measured steps.
@@ -1219,24 +1220,33 @@ print("the bar (<= 10%, the same best):", "met" if v["median_abs_error"] <= 0.10
 # (scripts/predict-validate.sh: studies/gpt/predict-cpu.yaml predicted on 2
 # and 4 CPU ranks from one-rank inputs and a Gloo fit, then measured) on this
 # machine's idle cores, pinned (taskset) to 2 cores a rank, as
-# many rounds (PREDICT_CPU_ROUNDS, 3, at most) as fit in the stage's time
-# (EST_PREDICT_CPU/CAP_PREDICT_CPU, 110/250 s, at most what is left). Its
-# table, summary (host, cores, loads, rounds) and verdict go to
-# $OUT/predict-cpu.md; the bar not met fails the stage (status 1).
+# many rounds (PREDICT_CPU_ROUNDS, 8, at most; PREDICT_CPU_REPEATS, 2, N-rank
+# launches a trial each) as fit in the stage's time
+# (EST_PREDICT_CPU/CAP_PREDICT_CPU, 460/480 s, at most what is left: a round of
+# 2 and 4 ranks took ~43 s on the H100 host's cores, 2026-12-07; 4 rounds, one
+# launch a trial each, left the winner undecided, docs/predict.md). Its
+# table, summary (host, cores, loads, rounds), verdict and where each N-rank
+# step went (decompose$N.md) go to $OUT/predict-cpu.md; the bar not met fails
+# the stage (status 1).
 stage_predict_cpu() {
   local rc=0 est cap t out=$WORK/predict-cpu
-  est=$(scaled "${EST_PREDICT_CPU:-110}") cap=${CAP_PREDICT_CPU:-250}
+  est=$(scaled "${EST_PREDICT_CPU:-460}") cap=${CAP_PREDICT_CPU:-480}
   has_cli predict-cpu || return
   fits "$est" "predict-cpu: scripts/predict-validate.sh (CPU Gloo ranks ${PREDICT_CPU_RANKS:-2 4}, pinned)" ||
     { [[ $DRY == 1 ]] || log_status "predict-cpu: skipped, needs ~$est s, $(left0) s left"; return; }
   t=$(min "$cap" "$(left)")
   # Its own budget: the rounds stop in time for the predictions.
   timed "$cap" predict-cpu env BIN=bin/casestudy ENGINE_LIB="$LIB" PYTHON="$PY" RANKS="${PREDICT_CPU_RANKS:-2 4}" \
-    ROUNDS="${PREDICT_CPU_ROUNDS:-3}" BUDGET_S=$((t > 30 ? t - 15 : t)) LAUNCH_TIMEOUT=$t scripts/predict-validate.sh "$out" || rc=$?
+    ROUNDS="${PREDICT_CPU_ROUNDS:-8}" REPEATS="${PREDICT_CPU_REPEATS:-2}" BUDGET_S=$((t > 30 ? t - 15 : t)) LAUNCH_TIMEOUT=$t scripts/predict-validate.sh "$out" || rc=$?
   advance "$est"
   [[ $DRY == 1 ]] && return
   if [[ -f $out/summary.md ]]; then
-    { echo "# predict-cpu: scripts/predict-validate.sh on this machine's CPUs"; echo; cat "$out/table.md"; echo; cat "$out/summary.md"; } >"$OUT/predict-cpu.md"
+    {
+      echo "# predict-cpu: scripts/predict-validate.sh on this machine's CPUs"; echo; cat "$out/table.md"; echo; cat "$out/summary.md"
+      for f in "$out"/decompose*.md; do # where each N-rank step goes (measurement, not the verdict)
+        if [[ -f $f ]]; then echo; echo "# $(basename "$f" .md): where the N-rank step goes (scripts/predict-decompose.py)"; echo; cat "$f"; fi
+      done
+    } >"$OUT/predict-cpu.md"
     tar -czf "$OUT/predict-cpu.tgz" -C "$WORK" predict-cpu 2>/dev/null
   fi
   case $rc in

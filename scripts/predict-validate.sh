@@ -10,8 +10,8 @@
 # every other step each trial's own buckets as Gloo all-reduces on a group of
 # N whose other ranks are helper threads, so that the backward pays what a
 # rank's does for its collectives; each trial's κ is its loaded over clean
-# backward), and then measures the study on N ranks, one launch per trial
-# each time, so that a busy host's load falls alike on all. It predicts the
+# backward), and then measures the study on N ranks, REPEATS launches a
+# trial each time (1), so that a busy host's load falls alike on all. It predicts the
 # study on N ranks from every input launch (pooled, medians;
 # --concurrent-inputs; --kappa auto with the calibration runs) and compares
 # with every N-rank launch: the median absolute error of the step time, and
@@ -54,7 +54,16 @@
 #   BUDGET_S (0: none): a round starts only if the longest round so far and
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
-#   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)).
+#   LAUNCH_TIMEOUT (300): each command's deadline in seconds (timeout(1)),
+#   REPEATS (1): the N-rank run's launches a trial each round (run --repeats:
+#     more launches for the winner's test at less than a round's cost; the
+#     inputs, benchmarks and calibration stay one a round),
+#   SCHED (1): sample the ranks' and copies' threads (scripts/sched-sample.sh:
+#     CPU and run-queue time) beside the copies, the calibration and the
+#     N-rank run, for OUT/decompose$N.md; 0: none.
+# Beside the verdict it writes OUT/decompose$N.md (scripts/predict-decompose.py:
+# per trial, where the N-rank step goes against the inputs, the calibration and
+# the model; each rank's compute; with SCHED, each process's threads).
 # Exit 0 when every median |error| is at most 10% and, at every N, the
 # measurement decides its winner and the predicted best trial is that one
 # (the bar); 1 when a median |error| is above 10% or a decided winner is not
@@ -82,6 +91,8 @@ INTERFERENCE=${INTERFERENCE:-0}
 SHADOW=${SHADOW:-1}
 CAL_STEPS=${CAL_STEPS:-16}
 BESIDE=${BESIDE:-auto}
+SCHED=${SCHED:-1}
+REPEATS=${REPEATS:-1}
 SECONDS=0
 exec 3>&2 # the script's own stderr: die's message, whatever a command's redirections
 die() {
@@ -92,10 +103,10 @@ die() {
   exit 3
 }
 [[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE; do
+for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED REPEATS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
-((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT: want 1 or more; CAL_STEPS 2 or more"
+((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && REPEATS >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT, REPEATS: want 1 or more; CAL_STEPS 2 or more"
 [[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
 maxn=0
 for n in $RANKS; do
@@ -168,6 +179,24 @@ stop() {
   exit 143
 }
 trap stop TERM INT
+# sampling FILE / sampled: scripts/sched-sample.sh into FILE beside what runs
+# between them (SCHED=1; its pid in spid, killed by sampled, die and stop).
+spid=
+sampling() {
+  ((SCHED)) || return 0
+  if ((pin && first == 1)); then # on core 0 with the runners, off the ranks' cores
+    taskset -c "${allowed[0]}" scripts/sched-sample.sh "$1" &
+  else
+    scripts/sched-sample.sh "$1" &
+  fi
+  spid=$!
+}
+sampled() {
+  [[ -n $spid ]] || return 0
+  kill -TERM "$spid" 2>/dev/null
+  wait "$spid" 2>/dev/null || true # its status is the signal
+  spid=
+}
 # must WHAT CMD...: CMD, or exit 3 naming WHAT and its log.
 must() {
   local what=$1 rc=0
@@ -217,6 +246,7 @@ for r in $(seq "$ROUNDS"); do
     # host as the N ranks will (predict --concurrent-inputs), on the N-rank
     # run's cores.
     pids=()
+    sampling "$OUT/sched-one$n-$r.txt"
     for k in $(seq "$n"); do
       start "$all" "$BIN" run "$STUDY" --out "$OUT/one$n" --run-id "one$n-$r-$k" \
         --repeats 1 --predict "$n" --fit "$OUT/bench$n-$r.json" >"$OUT/one$n-$r-$k.log" 2>&1
@@ -225,16 +255,21 @@ for r in $(seq "$ROUNDS"); do
     for k in "${!pids[@]}"; do
       must "run --predict $n, copy $((k + 1)), round $r (log $OUT/one$n-$r-$((k + 1)).log)" wait "${pids[$k]}"
     done
+    sampled
     # The stretch calibration: every trial once more as a world of one whose
     # buckets, every other step, go to a Gloo group of N (the other ranks
     # helper threads that only communicate), on the N-rank run's cores.
     if ((SHADOW)); then
+      sampling "$OUT/sched-cal$n-$r.txt"
       must "run --predict $n --interfere gloo, round $r (log $OUT/cal$n-$r.log)" on "$all" "$BIN" run "$STUDY" \
         --out "$OUT/cal$n" --run-id "cal$n-$r" --repeats 1 --steps "$CAL_STEPS" --predict "$n" --fit "$OUT/bench$n-$r.json" \
         --interfere gloo >"$OUT/cal$n-$r.log" 2>&1
+      sampled
     fi
+    sampling "$OUT/sched-r$n-$r.txt"
     must "run --ranks $n, round $r (log $OUT/r$n-$r.log)" on "$all" "$BIN" run "$STUDY" --out "$OUT/r$n" --run-id "r$n-$r" \
-      --ranks "$n" --repeats 1 >"$OUT/r$n-$r.log" 2>&1
+      --ranks "$n" --repeats "$REPEATS" >"$OUT/r$n-$r.log" 2>&1
+    sampled
   done
   rounds=$r
   loads+=("$load")
@@ -258,13 +293,15 @@ for n in $RANKS; do
     --fit "${fits%,}" "${besides[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   # The same runs predicted other ways, for comparison (not the verdict):
-  # without the stretch calibration, and with the matmul loop's stretch.
-  variants=()
+  # each rank drawn from a launch of its own (--launch-per-rank), without
+  # the stretch calibration, and with the matmul loop's stretch.
+  variants=(perrank)
   ((SHADOW)) && variants+=(plain)
   ((INTERFERENCE > 0)) && variants+=(loop)
   for var in "${variants[@]}"; do
     extra=()
     [[ $var == loop ]] && extra=(--fit-stretch "${fits%,}")
+    [[ $var == perrank ]] && extra=("${cal[@]}" --launch-per-rank)
     mkdir -p "$OUT/$var$n"
     must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* \
       --gpus "$n" --fit "${fits%,}" "${besides[@]}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
@@ -272,12 +309,16 @@ for n in $RANKS; do
     "$PY" - "$OUT/predicted$n-$var.json" "$n" "$var" >>"$OUT/compare.md" <<'EOF' || die "reading $OUT/predicted$n-$var.json"
 import json, sys
 v = json.load(open(sys.argv[1]))["validation"]
-what = {"plain": "without the stretch calibration", "loop": "with the matmul loop's stretch (--fit-stretch) instead"}[sys.argv[3]]
+what = {"plain": "without the stretch calibration", "loop": "with the matmul loop's stretch (--fit-stretch) instead",
+        "perrank": "each rank drawn from a launch of its own (--launch-per-rank)"}[sys.argv[3]]
 errs = ", ".join(f"{c['changed']} {100 * c['error']:+.1f}%" for c in v["checks"])
 print(f"{what} (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['median_abs_error']:.1f}%, "
       f"best {'same' if v['same_best'] else 'different'} ({errs})")
 EOF
   done
+  # Where the N-rank step goes (measurement only, not the verdict).
+  "$PY" scripts/predict-decompose.py "$OUT" "$n" >"$OUT/decompose$n.md" 2>"$OUT/decompose$n.err" ||
+    echo "scripts/predict-decompose.py $OUT $n failed (not the verdict): $(tail -c 300 "$OUT/decompose$n.err")" | tee -a "$OUT/decompose$n.md" >&2
   # The table's rows, the summary line and the verdict (exit 10: not met).
   rc=0
   "$PY" - "$OUT/predicted$n.json" "$n" "$OUT/table.md" "$OUT/summary.md" <<'EOF' || rc=$?
@@ -320,7 +361,7 @@ done
 ((rounds >= 2 || ROUNDS < 2)) || status=3
 {
   echo "$host"
-  echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
+  echo "rounds: $rounds of ROUNDS=$ROUNDS$( ((BUDGET_S > 0)) && echo " (BUDGET_S=$BUDGET_S)"), $REPEATS N-rank launch(es) a trial each, loads at their starts: ${loads[*]}; load $(cut -d' ' -f1-3 /proc/loadavg) at the end; ${SECONDS} s"
   echo "study $STUDY"
   # build/gpu/COMMIT where make gpu-tests wrote it (a device machine's copy of
   # the tree may carry another HEAD than the commit it was built from).
