@@ -96,7 +96,7 @@ test: deps lint engine engine-tests cli install-check
 	# The PyTorch reference scripts and cs_bench.py (they run on GPU machines
 	# only): pyflakes finds undefined names and unused imports, and their shared
 	# timing code is tested against a stand-in for CUDA events.
-	$(PYFLAKES) bench/reference/*.py engine/native/tools/cs_bench.py engine/native/tools/losscurve.py engine/native/tools/cudnn_table.py engine/native/tools/fp8_diag.py engine/native/tools/losswindow.py
+	$(PYFLAKES) bench/reference/*.py engine/native/tools/cs_bench.py engine/native/tools/losscurve.py engine/native/tools/cudnn_table.py engine/native/tools/fp8_diag.py engine/native/tools/losswindow.py scripts/predict-decompose.py
 	cd bench/reference && python3 -m py_compile *.py && python3 -m unittest discover -p 'test_*.py'
 	rm -rf bench/reference/__pycache__ engine/native/tools/__pycache__
 
