@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "config.h"
 #include "dist.h"
 #include "model.h"
 
@@ -108,6 +109,22 @@ class ShadowInterference : public Interference {
 
 }  // namespace
 #endif
+
+void check_shadow_config(const EngineConfig& cfg, int ranks) {
+  std::string why;
+  if (cfg.dist.world_size > 1)  // tensor parallelism included: its degree divides the world
+    why = "dist.world_size is " + std::to_string(cfg.dist.world_size) +
+          " (a rank of a real group would send its buckets to its own helpers, not its peers)";
+  else if (cfg.dist.backend.empty())
+    why = "dist.backend is not set (a world of one without it has no reducer)";
+  else if (cfg.zero.stage > 0)
+    why = "zero.stage is " + std::to_string(cfg.zero.stage) + " (ZeRO replaces the reducer)";
+  if (why.empty()) return;
+  throw ConfigError("CASESTUDY_INTERFERE=gloo:" + std::to_string(ranks) +
+                    " (the stretch calibration) needs the DDP reducer of a world of one (dist.world_size 1, "
+                    "dist.backend gloo, zero.stage 0), but " + why +
+                    ": unset CASESTUDY_INTERFERE or change the trial");
+}
 
 std::unique_ptr<Interference> make_shadow_interference(int ranks) {
   if (ranks < 2) throw ConfigError("CASESTUDY_INTERFERE=gloo:" + std::to_string(ranks) + ": give 2 or more ranks");
