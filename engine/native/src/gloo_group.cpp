@@ -133,7 +133,10 @@ void on_wire(const torch::Tensor& t, const std::function<void(const torch::Tenso
     op(t);
     return;
   }
-  torch::Tensor w = t.to(type, /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous);
+  // Not t.to(type, ..., MemoryFormat::Contiguous): for a tensor whose
+  // suggested format is already "contiguous" (any non-4-d one, a transposed
+  // matrix too) that returns t itself, strides and all.
+  torch::Tensor w = t.to(type).contiguous();
   op(w);
   torch::NoGradGuard no_grad;
   t.copy_(w);
