@@ -82,6 +82,10 @@ lint:
 	on=$$($(GO) list -deps -f "$$f" $$core) && off=$$(CGO_ENABLED=0 $(GO) list -deps -f "$$f" $$core) && \
 	if [ "$$on" != "$$off" ]; then echo "lint: the core's files differ without cgo (with, then without):"; \
 	echo "$$on" | grep -vxF "$$off"; echo "$$off" | grep -vxF "$$on"; exit 1; fi
+	@# Every Gloo collective of the engine through GlooGroup and its issue lock
+	@# (engine/native/src/gloo_group.h, issue 39): no other file names a c10d
+	@# process group.
+	bash scripts/lint-gloo.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

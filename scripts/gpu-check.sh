@@ -828,7 +828,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split"}
+NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow"}
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -870,8 +870,8 @@ native_tests() {
   if [[ " ${ok[*]} " == *" tp "* && $DRY != 1 ]] && ((${TP_HUNT:-15} > 0)); then
     local hunt
     # Issue 39: the crash was torch's flight-recorder map raced by several
-    # ProcessGroupGloo objects issuing from several threads (src/gloo_store.h,
-    # gloo_issue); "groups" loops the case that issues on 8 fresh groups from 4
+    # ProcessGroupGloo objects issuing from several threads (src/gloo_group.h:
+    # every collective through GlooGroup's issue lock); "groups" loops the case that issues on 8 fresh groups from 4
     # thread ranks at once. native-link.txt: which libstdc++ the test binary
     # runs on (the backtrace resolved libstdc++'s tree code inside the binary).
     { ldd "$BUILD_DIR/cs_native_tests" | grep -E 'libstdc|libtorch_cpu'

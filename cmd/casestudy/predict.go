@@ -449,8 +449,37 @@ func expandPredicted(s *study.Study, maxTrials int, o predictFlags) (*study.Plan
 				return nil, exitcode.Usage(fmt.Errorf("--predict: trial %s has tp.degree %s; predictions cover data parallelism only (a world of one has no tensor group)", t.ID, d))
 			}
 		}
+		if err := shadowTrials(plan, o, w.Device); err != nil {
+			return nil, err
+		}
 	}
 	return plan, err
+}
+
+// shadowTrials refuses, before anything runs, a trial the stretch
+// calibration cannot load: CASESTUDY_INTERFERE=gloo:N (run --interfere gloo,
+// and --kappa auto on CPU ranks, which runs it) sends the DDP reducer's
+// buckets to a Gloo group of N (engine/native/src/shadow_gloo.cpp), and ZeRO
+// (zero.stage 1 or 2) replaces that reducer. The engine refuses it too, at
+// create. device is the study's workload.device: with auto, --kappa auto's
+// calibration launch (--interfere gloo) refuses it when it starts.
+func shadowTrials(plan *study.Plan, o predictFlags, device string) error {
+	how := ""
+	switch {
+	case o.load == "gloo":
+		how = "--interfere gloo (the stretch calibration)"
+	case o.load == "" && o.auto && device == "cpu":
+		how = "--kappa auto on CPU ranks (the stretch calibration, --interfere gloo)"
+	default:
+		return nil
+	}
+	for _, t := range plan.Trials {
+		if z := t.Knobs["zero.stage"]; z != "" && z != "0" {
+			return exitcode.Usage(fmt.Errorf("%s: zero.stage %s in trial %s; the calibration sends the DDP reducer's buckets to its Gloo group, "+
+				"and ZeRO replaces the reducer: sweep zero.stage 0 only, or give --kappa a factor", how, z, t.ID))
+		}
+	}
+	return nil
 }
 
 // predictThreads is `run --predict N` on CPU ranks: the one-rank run computes

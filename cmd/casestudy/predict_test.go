@@ -32,6 +32,15 @@ func TestPredictBadInput(t *testing.T) {
 	loops, loops4 := filepath.Join(notRun, "loops.json"), filepath.Join(notRun, "loops4.json")
 	require.NoError(t, os.WriteFile(loops, []byte(`{"ranks":2,"backend":"gloo","interference":2,`+rows+`}`), 0o644))
 	require.NoError(t, os.WriteFile(loops4, []byte(`{"ranks":4,"backend":"gloo","interference":2,`+rows+`}`), 0o644))
+	// A CPU study sweeping ZeRO: the stretch calibration (CASESTUDY_INTERFERE=gloo:N)
+	// loads the DDP reducer, which ZeRO replaces.
+	zero := filepath.Join(notRun, "zero.yaml")
+	require.NoError(t, os.WriteFile(zero, []byte(`name: zero-cpu
+model: {family: gpt, preset: tiny, layers: 2, hidden: 64, seq_len: 16, micro_batch: 1}
+workload: {device: cpu, ranks: 1, warmup_steps: 1, steps: 2, repeats: 1, timeout: 1m, threads: 1}
+baseline: {precision: fp32, graphs: false, ddp.bucket_mb: 1, ddp.overlap: true, ddp.compression: none, zero.stage: 0}
+sweep: {strategy: one-at-a-time, knobs: {zero.stage: [0, 1]}}
+`), 0o644))
 	tests := []struct {
 		desc string
 		args []string
@@ -60,6 +69,8 @@ func TestPredictBadInput(t *testing.T) {
 		{"interfere word", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2", "--fit", alone, "--interfere", "glo"}, "or gloo"},
 		{"run --predict without a model", []string{"run", "../../studies/gpt/predict-cpu.yaml", "--predict", "2"}, "--topology NAME or --fit"},
 		{"plan --topology on one GPU", []string{"plan", "../../studies/gpt/predict-cpu.yaml", "--topology", "h100-sxm-8"}, "give --gpus N"},
+		{"stretch calibration of a ZeRO trial", []string{"run", zero, "--predict", "2", "--fit", alone, "--interfere", "gloo"}, "--interfere gloo (the stretch calibration): zero.stage 1 in trial "},
+		{"kappa auto on CPU with a ZeRO trial", []string{"run", zero, "--predict", "2", "--fit", alone, "--kappa", "auto"}, "--kappa auto on CPU ranks (the stretch calibration, --interfere gloo): zero.stage 1 in trial "},
 		{"run --predict with tensor parallelism", []string{"run", "../../studies/gpt/tp.yaml", "--predict", "8", "--topology", "h100-sxm-8"}, "has tp.degree 2; predictions cover data parallelism only"},
 	}
 	for _, tc := range tests {

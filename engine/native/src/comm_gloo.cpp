@@ -3,11 +3,8 @@
 // rendezvous, or a TCPStore rank 0 serves when no runner started the ranks). Collectives run on a HostQueue
 // thread in issue order, so they overlap with the backward pass on the host.
 // Gloo has no bfloat16: bf16 tensors travel as fp32.
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
-#include <cstdlib>
-
 #include "comm_internal.h"
+#include "gloo_group.h"
 #include "gloo_store.h"
 #include "host_queue.h"
 #include "model.h"
@@ -17,25 +14,6 @@ namespace {
 
 // Gloo's own timeout fires first; the host deadline only catches a wedged queue.
 constexpr int kHostSlackMS = 10000;
-
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
-}
-
-// Runs op on a tensor Gloo accepts: bf16 goes through an fp32 copy, a
-// non-contiguous tensor (channels_last weights) through a contiguous one.
-template <typename Op>
-void on_wire(const torch::Tensor& t, Op op) {
-  if (t.scalar_type() != torch::kBFloat16 && t.is_contiguous()) {
-    op(t);
-    return;
-  }
-  torch::Tensor w = t.to(t.scalar_type() == torch::kBFloat16 ? torch::kFloat : t.scalar_type(),
-                         /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous);
-  op(w);
-  torch::NoGradGuard no_grad;
-  t.copy_(w);
-}
 
 void check_cpu(const torch::Tensor& t, const char* what, bool contiguous = true) {
   if (!t.device().is_cpu() || (contiguous && !t.is_contiguous())) {
@@ -50,19 +28,9 @@ class GlooCommunicator : public Communicator {
       : rank_(o.rank), world_(o.world_size), queue_("gloo", o.timeout_ms + kHostSlackMS) {
     auto timeout = std::chrono::milliseconds(o.timeout_ms);
     try {
-      auto store = make_gloo_store(o, /*serve=*/true);
-
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-      if (ifname != nullptr && *ifname != '\0') {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      } else if (is_loopback(o.store_addr)) {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.store_addr));
-      } else {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      }
-      opts->threads = 1;  // the HostQueue already serialises the collectives
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, o.rank, o.world_size, opts);
+      // One Gloo thread: the HostQueue already serialises the collectives.
+      pg_ = std::make_shared<GlooGroup>(make_gloo_store(o, /*serve=*/true), o.rank, o.world_size, timeout,
+                                        GlooNet::Trial, o.store_addr);
     } catch (const ConfigError&) {
       throw;
     } catch (const std::exception& e) {
@@ -86,10 +54,7 @@ class GlooCommunicator : public Communicator {
     check_cpu(t, "all_reduce");
     auto pg = pg_;
     return queue_.submit([pg, t] {
-      on_wire(t, [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> v{w};
-        gloo_issue([&] { return pg->allreduce(v); })->wait();
-      });
+      on_wire(t, [&](const torch::Tensor& w) { pg->allreduce(w).wait(); });
     });
   }
 
@@ -105,10 +70,9 @@ class GlooCommunicator : public Communicator {
     auto pg = pg_;
     int world = world_;
     return queue_.submit([pg, in, out, world] {
-      std::vector<std::vector<torch::Tensor>> outs(1);
-      for (int r = 0; r < world; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()));
-      std::vector<torch::Tensor> ins{in};
-      gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
+      std::vector<torch::Tensor> outs;
+      for (int r = 0; r < world; ++r) outs.push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()));
+      pg->allgather(outs, in).wait();
     });
   }
 
@@ -116,12 +80,7 @@ class GlooCommunicator : public Communicator {
     check_cpu(t, "broadcast", false);
     auto pg = pg_;
     queue_.run([pg, t, root] {
-      on_wire(t, [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> v{w};
-        c10d::BroadcastOptions bo;
-        bo.rootRank = root;
-        gloo_issue([&] { return pg->broadcast(v, bo); })->wait();
-      });
+      on_wire(t, [&](const torch::Tensor& w) { pg->broadcast(w, root).wait(); });
     });
   }
 
@@ -129,10 +88,7 @@ class GlooCommunicator : public Communicator {
     check_cpu(t, "send", false);
     auto pg = pg_;
     queue_.run([pg, t, peer] {
-      on_wire(t, [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> v{w};
-        gloo_issue([&] { return pg->send(v, peer, 0); })->wait();
-      });
+      on_wire(t, [&](const torch::Tensor& w) { pg->send(w, peer, 0).wait(); });
     });
   }
 
@@ -140,21 +96,18 @@ class GlooCommunicator : public Communicator {
     check_cpu(t, "recv", false);
     auto pg = pg_;
     queue_.run([pg, t, peer] {
-      on_wire(t, [&](const torch::Tensor& w) {
-        std::vector<torch::Tensor> v{w};
-        gloo_issue([&] { return pg->recv(v, peer, 0); })->wait();
-      });
+      on_wire(t, [&](const torch::Tensor& w) { pg->recv(w, peer, 0).wait(); });
     });
   }
 
   void barrier() override {
     auto pg = pg_;
-    queue_.run([pg] { gloo_issue([&] { return pg->barrier(); })->wait(); });
+    queue_.run([pg] { pg->barrier().wait(); });
   }
 
  private:
   int rank_, world_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::shared_ptr<GlooGroup> pg_;
   HostQueue queue_;  // last: destroyed (joined) before pg_
 };
 

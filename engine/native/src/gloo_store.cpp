@@ -204,11 +204,6 @@ c10::intrusive_ptr<c10d::Store> make_gloo_store(const DistOptions& o, bool serve
   return c10::make_intrusive<c10d::TCPStore>(o.store_addr, so);
 }
 
-std::mutex& gloo_issue_mutex() {
-  static std::mutex m;
-  return m;
-}
-
 }  // namespace cs
 
 #endif  // CS_WITH_GLOO

@@ -25,6 +25,7 @@
 namespace cs {
 
 class Communicator;
+struct EngineConfig;
 
 class Interference {
  public:
@@ -51,5 +52,9 @@ class Interference {
 
 // CASESTUDY_INTERFERE=gloo:N (shadow_gloo.cpp).
 std::unique_ptr<Interference> make_shadow_interference(int ranks);
+// gloo:N sends the DDP reducer's buckets of a world of one to its group of N:
+// a ConfigError naming the field unless cfg trains with that reducer
+// (dist.world_size 1 with dist.backend set, zero.stage 0).
+void check_shadow_config(const EngineConfig& cfg, int ranks);
 
 }  // namespace cs

@@ -4,7 +4,7 @@
 //   - its pipeline group (the S stages of its replica): activations and their
 //     gradients between neighbours, tied-weight gradients, loss and grad norm;
 //   - its stage group (the DP replicas of its stage): the gradient all-reduce.
-// Gloo (CPU): one ProcessGroupGloo per group over a PrefixStore on the trial's
+// Gloo (CPU): one GlooGroup (gloo_group.h) per group over a PrefixStore on the trial's
 // TCPStore (rank 0 of the trial communicator serves it). NCCL (GPU): each
 // group's communicator split from the trial communicator's (ncclCommSplit,
 // NCCL 2.18 and newer: comm_nccl.cpp's nccl_split, nccl_util.h; color the

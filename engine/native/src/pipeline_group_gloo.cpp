@@ -1,16 +1,15 @@
-// pipeline_group_gloo.cpp: the pipeline's groups on CPU ranks: one c10d
-// ProcessGroupGloo per group, over a PrefixStore on a client of the trial's
-// store (gloo_store.h). Gloo's send and recv return at once and complete in wait(), which
+// pipeline_group_gloo.cpp: the pipeline's groups on CPU ranks: one GlooGroup
+// (gloo_group.h: c10d's ProcessGroupGloo) per group, over a PrefixStore on a
+// client of the trial's store (gloo_store.h). Gloo's send and recv return at once and complete in wait(), which
 // gives exchange() its post-all-then-wait-all semantics.
 #ifdef CS_WITH_GLOO
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "comm_watch.h"
+#include "gloo_group.h"
 #include "gloo_store.h"
 #include "model.h"
 #include "pipeline_group.h"
@@ -18,48 +17,31 @@
 namespace cs {
 namespace {
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
-}
-
 class GlooPipeGroup : public PipeGroup {
  public:
   GlooPipeGroup(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
                 int rank, int size, const DistOptions& o)
-      : rank_(rank), size_(size), timeout_(o.timeout_ms) {
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (ifname != nullptr && *ifname != '\0')
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    else if (is_loopback(o.store_addr))
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.store_addr));
-    else
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    opts->threads = 1;
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, opts);
-  }
+      : rank_(rank),
+        size_(size),
+        timeout_(o.timeout_ms),
+        pg_(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, timeout_, GlooNet::Trial,
+            o.store_addr) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   void exchange(const std::vector<P2POp>& ops) override {
-    using WorkPtr = decltype(pg_->barrier());
     commwatch::Span span("pipeline_exchange");
     const std::chrono::milliseconds deadline(commwatch::deadline_ms());
-    std::vector<WorkPtr> works;
-    std::vector<std::vector<at::Tensor>> keep(ops.size());
+    std::vector<GlooWork> works;
     try {
-      for (size_t i = 0; i < ops.size(); i++) {
-        const auto& op = ops[i];
+      for (const auto& op : ops) {
         if (!op.t.device().is_cpu() || !op.t.is_contiguous())
           throw CommError("gloo pipeline: needs contiguous CPU tensors");
-        keep[i] = {op.t};  // bytes on the wire: any dtype, bf16 included
-        works.push_back(gloo_issue([&] {
-          return op.send ? pg_->send(keep[i], op.peer, op.tag) : pg_->recv(keep[i], op.peer, op.tag);
-        }));
+        // Bytes on the wire: any dtype, bf16 included.
+        works.push_back(op.send ? pg_.send(op.t, op.peer, op.tag) : pg_.recv(op.t, op.peer, op.tag));
       }
-      for (auto& w : works) w->wait(std::min(timeout_, deadline));
+      for (auto& w : works) w.wait(std::min(timeout_, deadline));
     } catch (const CommError&) {
       throw;
     } catch (const std::exception& e) {
@@ -70,17 +52,15 @@ class GlooPipeGroup : public PipeGroup {
   }
 
   void all_reduce_sum(torch::Tensor t) override {
-    const bool bf16 = t.scalar_type() == torch::kBFloat16;  // Gloo has no bfloat16
-    std::vector<at::Tensor> v{bf16 ? t.to(torch::kFloat) : t};
     commwatch::Span span("pipeline_all_reduce");
     try {
-      gloo_issue([&] { return pg_->allreduce(v); })->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
+      const auto limit = std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms()));
+      on_wire(t, [&](const torch::Tensor& w) { pg_.allreduce(w).wait(limit); });  // bf16 as fp32
     } catch (const std::exception& e) {
       commwatch::failed(e.what());
       throw CommError("gloo pipeline all_reduce (group rank " + std::to_string(rank_) + " of " +
                       std::to_string(size_) + "): " + e.what());
     }
-    if (bf16) t.copy_(v[0]);
   }
 
   // ProcessGroupGloo's allgather moves bytes: every dtype (bf16 included) goes
@@ -90,13 +70,13 @@ class GlooPipeGroup : public PipeGroup {
         out.scalar_type() != in.scalar_type() || out.numel() != in.numel() * size_)
       throw CommError("gloo pipeline all_gather: needs contiguous CPU tensors, out of size() x in's "
                       "elements of in's dtype");
-    std::vector<at::Tensor> ins{in.reshape({-1}).view(torch::kByte)};
     auto bytes = out.reshape({-1}).view(torch::kByte).view({int64_t(size_), -1});
-    std::vector<std::vector<at::Tensor>> outs(1);
-    for (int r = 0; r < size_; r++) outs[0].push_back(bytes[r]);
+    std::vector<at::Tensor> outs;
+    for (int r = 0; r < size_; r++) outs.push_back(bytes[r]);
     commwatch::Span span("pipeline_all_gather");
     try {
-      gloo_issue([&] { return pg_->allgather(outs, ins); })->wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
+      pg_.allgather(outs, in.reshape({-1}).view(torch::kByte))
+          .wait(std::min(timeout_, std::chrono::milliseconds(commwatch::deadline_ms())));
     } catch (const std::exception& e) {
       commwatch::failed(e.what());
       throw CommError("gloo pipeline all_gather (group rank " + std::to_string(rank_) + " of " +
@@ -121,7 +101,7 @@ class GlooPipeGroup : public PipeGroup {
  private:
   int rank_, size_;
   std::chrono::milliseconds timeout_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  GlooGroup pg_;
 };
 
 }  // namespace

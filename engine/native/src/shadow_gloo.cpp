@@ -2,9 +2,9 @@
 // ranks (interfere.h, docs/predict.md "The backward stretched by its own
 // collectives"). A world of one whose DDP reducer, every other step, issues
 // its own buckets as real Gloo all-reduces on a group of N ranks: this rank is
-// rank 0, and ranks 1..N-1 are helpers in this process, each with its own
-// ProcessGroupGloo and its own communication thread (a HostQueue, as a rank's
-// GlooCommunicator has), contributing zeros. So this rank's CPU pays what a
+// rank 0, and ranks 1..N-1 are helpers in this process (shadow_group.h), each
+// with its own Gloo group and its own communication thread (a HostQueue, as a
+// rank's GlooCommunicator has), contributing zeros. So this rank's CPU pays what a
 // rank of the N-rank run pays for its collectives (Gloo's thread sending,
 // receiving and reducing its share of every bucket, beside the backward),
 // while the helpers compute nothing: no skew, no other rank's backward. The
@@ -18,145 +18,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "config.h"
 #include "dist.h"
 #include "model.h"
 
 #ifdef CS_WITH_GLOO
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
-#include "gloo_store.h"  // gloo_issue
-
 #include <atomic>
-#include <chrono>
-#include <exception>
-#include <map>
-#include <thread>
-#include <utility>
-#include <vector>
 
-#include "host_queue.h"
+#include "shadow_group.h"
 #endif
 
 namespace cs {
 
 #ifdef CS_WITH_GLOO
 namespace {
-
-constexpr int kTimeoutMS = 120000;  // a shadow collective not done by then is an error
-
-// The dtype a tensor travels as on Gloo (no bfloat16: fp32, as comm_gloo.cpp).
-torch::ScalarType wire_type(const torch::Tensor& t) {
-  return t.scalar_type() == torch::kBFloat16 ? torch::kFloat : t.scalar_type();
-}
-
-// The N-rank group and its helpers.
-class ShadowGroup {
- public:
-  explicit ShadowGroup(int ranks) : ranks_(ranks) {
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    pgs_.resize(size_t(ranks));
-    std::vector<std::thread> joins;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-    // Every rank's constructor meshes with the others: all at once.
-    for (int r = 0; r < ranks; r++) {
-      joins.emplace_back([&, r] {
-        try {
-          auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(kTimeoutMS));
-          opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-          opts->threads = 1;
-          pgs_[size_t(r)] = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, ranks, opts);
-        } catch (...) {
-          errors[size_t(r)] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : joins) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
-    for (int r = 0; r < ranks; r++) {
-      queues_.push_back(std::make_unique<HostQueue>("gloo shadow rank " + std::to_string(r), kTimeoutMS + 10000));
-      zeros_.emplace_back();
-    }
-  }
-  ~ShadowGroup() {
-    // The queues (their threads) before the groups they use: rank 0's first,
-    // then the helpers', whose last collectives rank 0's completed.
-    queues_.clear();
-  }
-
-  // t summed over the group (rank 0 gives t, every helper zeros), issued in
-  // order on every rank's thread.
-  std::shared_ptr<CommWork> all_reduce(torch::Tensor t) {
-    const auto type = wire_type(t);
-    for (int r = 1; r < ranks_; r++) {
-      torch::Tensor z = zeros(r, t.numel(), type);
-      auto pg = pgs_[size_t(r)];
-      queues_[size_t(r)]->submit([pg, z] {
-        z.zero_();  // the last sum is still in it
-        std::vector<torch::Tensor> v{z};
-        gloo_issue([&] { return pg->allreduce(v); })->wait();
-      });
-    }
-    auto pg = pgs_[0];
-    return queues_[0]->submit([pg, t, type] {
-      torch::Tensor w = t.scalar_type() == type && t.is_contiguous()
-                            ? t
-                            : t.to(type, false, false, torch::MemoryFormat::Contiguous);
-      std::vector<torch::Tensor> v{w};
-      gloo_issue([&] { return pg->allreduce(v); })->wait();
-      if (!w.is_same(t)) {
-        torch::NoGradGuard ng;
-        t.copy_(w);
-      }
-    });
-  }
-
-  // in gathered over the group; out (the world of one's: in's size) gets
-  // rank 0's block, its own.
-  std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) {
-    for (int r = 1; r < ranks_; r++) {
-      torch::Tensor z = zeros(r, in.numel(), in.scalar_type());
-      torch::Tensor g = torch::empty({in.numel() * ranks_}, in.options());
-      auto pg = pgs_[size_t(r)];
-      const int n = ranks_;
-      queues_[size_t(r)]->submit([pg, z, g, n] {
-        std::vector<std::vector<torch::Tensor>> outs(1);
-        for (int k = 0; k < n; k++) outs[0].push_back(g.narrow(0, k * z.numel(), z.numel()));
-        std::vector<torch::Tensor> ins{z};
-        gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
-      });
-    }
-    auto pg = pgs_[0];
-    const int n = ranks_;
-    return queues_[0]->submit([pg, in, out, n] {
-      torch::Tensor flat = in.reshape({-1}).contiguous();
-      torch::Tensor g = torch::empty({flat.numel() * n}, flat.options());
-      std::vector<std::vector<torch::Tensor>> outs(1);
-      for (int k = 0; k < n; k++) outs[0].push_back(g.narrow(0, k * flat.numel(), flat.numel()));
-      std::vector<torch::Tensor> ins{flat};
-      gloo_issue([&] { return pg->allgather(outs, ins); })->wait();
-      torch::NoGradGuard ng;
-      out.view({-1}).copy_(g.narrow(0, 0, flat.numel()));
-    });
-  }
-
- private:
-  // Helper r's buffer of n elements of type (one per size: its queue runs one
-  // collective at a time).
-  torch::Tensor zeros(int r, int64_t n, torch::ScalarType type) {
-    auto& m = zeros_[size_t(r)];
-    auto key = std::make_pair(n, int(type));
-    auto it = m.find(key);
-    if (it == m.end()) it = m.emplace(key, torch::zeros({n}, torch::TensorOptions().dtype(type))).first;
-    return it->second;
-  }
-
-  const int ranks_;
-  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> pgs_;
-  std::vector<std::map<std::pair<int64_t, int>, torch::Tensor>> zeros_;  // per helper
-  std::vector<std::unique_ptr<HostQueue>> queues_;                     // last: joined before pgs_
-};
 
 // The reducer's communicator: the world of one's, except that in a loaded
 // step its all-reduces and all-gathers go to the shadow group.
@@ -234,6 +109,22 @@ class ShadowInterference : public Interference {
 
 }  // namespace
 #endif
+
+void check_shadow_config(const EngineConfig& cfg, int ranks) {
+  std::string why;
+  if (cfg.dist.world_size > 1)  // tensor parallelism included: its degree divides the world
+    why = "dist.world_size is " + std::to_string(cfg.dist.world_size) +
+          " (a rank of a real group would send its buckets to its own helpers, not its peers)";
+  else if (cfg.dist.backend.empty())
+    why = "dist.backend is not set (a world of one without it has no reducer)";
+  else if (cfg.zero.stage > 0)
+    why = "zero.stage is " + std::to_string(cfg.zero.stage) + " (ZeRO replaces the reducer)";
+  if (why.empty()) return;
+  throw ConfigError("CASESTUDY_INTERFERE=gloo:" + std::to_string(ranks) +
+                    " (the stretch calibration) needs the DDP reducer of a world of one (dist.world_size 1, "
+                    "dist.backend gloo, zero.stage 0), but " + why +
+                    ": unset CASESTUDY_INTERFERE or change the trial");
+}
 
 std::unique_ptr<Interference> make_shadow_interference(int ranks) {
   if (ranks < 2) throw ConfigError("CASESTUDY_INTERFERE=gloo:" + std::to_string(ranks) + ": give 2 or more ranks");

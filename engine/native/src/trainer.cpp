@@ -230,6 +230,9 @@ void Trainer::init_device() {
   max_grad_norm_ = max_grad_norm();  // a malformed CASESTUDY_MAX_GRAD_NORM fails here, not at the first step
   if (interf_ && (cfg_.graphs || cfg_.pipeline.stages > 1))
     throw UnsupportedError("CASESTUDY_INTERFERE (the κ calibration) with graphs or a pipeline");
+  // gloo:N: refused here, at create, for a trainer without the DDP reducer of
+  // a world of one, not at the first step's metrics.
+  if (interf_ && interf_->shadow_ranks() > 0) check_shadow_config(cfg_, interf_->shadow_ranks());
 }
 
 void Trainer::build_model() {
