@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -218,8 +219,9 @@ func (o AllReduce) RunRank(w io.Writer) error {
 		cfg["dist"] = dist
 	}
 	switch {
-	case o.Device == "cuda" && o.Staged: // the ranks share GPU 0, as a one-GPU rehearsal's
+	case o.Device == "cuda" && o.Staged: // the ranks share GPU 0 and the host's cores, as a one-GPU rehearsal's
 		cfg["device_index"] = 0
+		cfg["threads"] = max(1, runtime.NumCPU()/o.Ranks)
 	case o.Device == "cuda":
 		cfg["device_index"] = o.Rank
 	default:
