@@ -146,7 +146,8 @@
 #             κ = 1 into predict.md, saying so, and the stage fails); then the
 #             one-GPU rehearsal predicted and measured the same way: a fit of the
 #             staged collective (bench allreduce --device $REHEARSE_DEVICE, default
-#             cuda, --staged --ranks $REHEARSE_RANKS, default 8) and, for comparison,
+#             cuda, --staged --ranks $REHEARSE_RANKS, default 8, --sizes
+#             $REHEARSE_BENCH_SIZES, default 1M,4M,16M,64M,256M) and, for comparison,
 #             one of Gloo on host buffers (--device cpu), the one-rank inputs of
 #             $REHEARSE_STUDY (default studies/gpt/ddp8-quick.yaml) with --predict,
 #             the study run --rehearse (no fault launches), both
@@ -1179,7 +1180,8 @@ predict_rehearsal() {
   predict_rh_timed 60 predict-rh-bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cpu --ranks "$n" \
     --sizes 1M,4M,16M,64M --iters 10 --warmup 2 --json || rc=$?
   ((rc == 0)) && { predict_rh_timed 60 predict-rh-bench-staged bin/casestudy bench allreduce --engine-lib "$LIB" \
-    --device "${REHEARSE_DEVICE:-cuda}" --staged --ranks "$n" --sizes 1M,4M,16M,64M,256M --iters 10 --warmup 2 --json || rc=$?; }
+    --device "${REHEARSE_DEVICE:-cuda}" --staged --ranks "$n" --sizes "${REHEARSE_BENCH_SIZES:-1M,4M,16M,64M,256M}" \
+    --iters 10 --warmup 2 --json || rc=$?; }
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-one bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" --run-id one \
     --predict "$n" --fit "$LOG/predict-rh-bench.out" "${steps[@]}" || rc=$?; }
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-rehearse bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" \
