@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,12 @@ type AllReduce struct {
 	// collectives each rank times per size (CPU ranks, sync mode; 0: none):
 	// what a collective costs the compute it overlaps (Row.Compute).
 	Interference int
+	// Staged: the rehearsal's host-staged backend (gloo-staged): each
+	// collective copies its tensor to a pinned host buffer, runs Gloo there
+	// and copies the result back; on cuda every rank on GPU 0, the ranks
+	// sharing one GPU (and its PCIe link) as a one-GPU rehearsal's do. The
+	// time is the staged collective's, copies included (docs/predict.md).
+	Staged bool
 
 	// One rank (RankArgs): which, and how it meets the others.
 	Rank   int
@@ -73,6 +80,8 @@ func (o AllReduce) Validate() error {
 		return fmt.Errorf("--beside %d: give 0 or more busy threads per rank, with --device cpu", o.Beside)
 	case o.Interference < 0 || o.Interference > 0 && (o.Device != "cpu" || o.mode() != ModeSync || o.Beside > 0):
 		return fmt.Errorf("--interference %d: give 0 or more pairs, with --device cpu, --mode sync and no --beside", o.Interference)
+	case o.Staged && (o.Beside > 0 || o.Interference > 0):
+		return fmt.Errorf("--staged times the staged collective alone: drop --beside and --interference")
 	case o.Mode != "" && o.Mode != ModeSync && o.Mode != ModeNCCLTests:
 		return fmt.Errorf("--mode must be %s or %s, got %q", ModeSync, ModeNCCLTests, o.Mode)
 	}
@@ -102,7 +111,8 @@ func (o AllReduce) RankArgs(r int, rendezvous []string) []string {
 	return append([]string{"bench", "allreduce", "--child", "--engine-lib", o.Lib,
 		"--rank", strconv.Itoa(r), "--ranks", strconv.Itoa(o.Ranks), "--device", o.Device,
 		"--sizes", strings.Join(sizes, ","), "--iters", strconv.Itoa(o.Iters), "--warmup", strconv.Itoa(o.Warmup),
-		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside), "--interference", strconv.Itoa(o.Interference)}, rendezvous...)
+		"--mode", o.mode(), "--beside", strconv.Itoa(o.Beside), "--interference", strconv.Itoa(o.Interference),
+		"--staged=" + strconv.FormatBool(o.Staged)}, rendezvous...)
 }
 
 // ParseSizes reads "1M,4M,512K,100" as bytes (binary suffixes, as nccl-tests' -b/-e).
@@ -204,9 +214,17 @@ func (o AllReduce) RunRank(w io.Writer) error {
 	dist := engine.DistConfig{Rank: o.Rank, WorldSize: o.Ranks, StoreAddr: "127.0.0.1", StorePort: o.Port, NCCLID: o.NCCLID}
 	cfg := map[string]any{"device": o.Device, "sizes": o.Sizes, "iters": o.Iters, "warmup": o.Warmup, "dist": dist,
 		"mode": o.mode()}
-	if o.Device == "cuda" {
+	if o.Staged {
+		dist.Backend = engine.BackendStaged
+		cfg["dist"] = dist
+	}
+	switch {
+	case o.Device == "cuda" && o.Staged: // the ranks share GPU 0 and the host's cores, as a one-GPU rehearsal's
+		cfg["device_index"] = 0
+		cfg["threads"] = max(1, runtime.NumCPU()/o.Ranks)
+	case o.Device == "cuda":
 		cfg["device_index"] = o.Rank
-	} else {
+	default:
 		cfg["threads"] = 1
 		if o.Interference > 0 {
 			cfg["compute_pairs"] = o.Interference
@@ -231,7 +249,7 @@ func (o AllReduce) RunRank(w io.Writer) error {
 // are stopped.
 func (o AllReduce) Run(ctx context.Context, exe string) (Result, error) {
 	var rendezvous []string
-	if o.Device == "cuda" {
+	if o.Device == "cuda" && !o.Staged { // NCCL's id; Gloo (staged too) meets on a TCP store
 		lib, err := o.Open(o.Lib)
 		if err != nil {
 			return Result{}, err

@@ -69,7 +69,7 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 	}
 	p0 := preds[0]
 	fmt.Fprintf(&b, "## Predicted trials (not measured)\n\n")
-	kappa := fmt.Sprintf("κ = %.3g", p0.Kappa)
+	kappa := fmt.Sprintf("κ = %.3g (the backward's pace is 1/κ while a collective runs)", p0.Kappa)
 	if c := p0.Calibration; c != nil && c.ShadowRanks > 0 {
 		kappa = "κ and the collectives' times per trial from its stretch calibration (below)"
 	}
@@ -92,7 +92,7 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		}
 		fmt.Fprintf(&b, "%s: forward %.2f, backward %.2f, tail %.2f, optimizer %.2f ms, %d buckets", p.ID,
 			p.Inputs.ForwardMS, p.Inputs.BackwardMS, p.Inputs.TailMS, p.Inputs.OptimizerMS, len(p.Inputs.Buckets))
-		if p.Stretch != nil && p.Overlap {
+		if p.Overlap && (p.Stretch != nil || p.StretchMS > 0) {
 			fmt.Fprintf(&b, " (backward +%.2f ms beside the collectives)", p.StretchMS)
 		}
 		if c := p.Calibration; c != nil && c.ShadowRanks > 0 {

@@ -9,8 +9,11 @@ import (
 // run's backward pass with and without a load beside it that streams memory
 // as a concurrent collective would (engine: CASESTUDY_INTERFERE, a copy
 // kernel on C multiprocessors of a GPU, or C memory-streaming threads on
-// CPU ranks). κ is their ratio; the simulator stretches the backward pass and
-// the ready times by it when buckets overlap.
+// CPU ranks). κ is their ratio: the load ran through the whole backward, so
+// it is the backward's pace beside a collective, and the simulator slows the
+// backward by it only while a collective runs (Options.Kappa). A stretch
+// calibration's κ (ShadowRanks > 0) is the whole backward's beside its own
+// collectives (Options.KappaWhole).
 type Calibration struct {
 	Kappa            float64 `json:"kappa"`              // max(1, Ratio): the simulator's κ
 	Ratio            float64 `json:"ratio"`              // loaded / clean backward, as measured

@@ -29,7 +29,8 @@ type RanksResult struct {
 // starts when ready and the previous bucket ended, and the step ends when
 // the last bucket ended and every rank's backward did (overlap off: the
 // collectives start after the slowest rank's backward); a collective runs at
-// its pace beside compute (Options.Beside) until every rank's backward ended. With one rank it is
+// its pace beside compute (Options.Beside) until every rank's backward ended,
+// and the backwards compute at 1/κ of their pace while it runs (Simulate). With one rank it is
 // Simulate's step, step by step; with N it adds what the median profile
 // leaves out: the mean above the median of a noisy rank, and the wait for
 // the slowest of N (the rank skew that each collective's start absorbs).
@@ -71,7 +72,11 @@ next:
 		first[i] = len(steps)
 		steps = append(steps, set...)
 	}
-	if !o.Overlap {
+	// κ multiplies the backward and its ready times only when it is the
+	// whole backward's (KappaWhole); else it is a pace while a collective
+	// runs, in the stretcher, as in Simulate.
+	pace := o.kappaPace(kappa)
+	if !o.Overlap || !o.KappaWhole {
 		kappa = 1
 	}
 	nb := len(steps[0].Buckets)
@@ -105,10 +110,11 @@ next:
 	}
 
 	ready := make([]float64, nb)
-	var st *stretcher // the compute the collectives steal from the backward (o.Stretch)
+	var st *stretcher // the compute the collectives take from the backward (o.Stretch, the pace κ)
 	var pre, bwd []float64
-	if o.Overlap && o.Stretch != nil {
+	if o.Overlap && (o.Stretch != nil || pace > 1) {
 		st = newStretcher(cost, beside, steal, o.Ranks)
+		st.slow(pace)
 		pre, bwd = make([]float64, o.Ranks), make([]float64, o.Ranks)
 	}
 	var drawn []int

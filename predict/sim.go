@@ -28,8 +28,18 @@ type Bucket struct {
 // Options is the machine and schedule a prediction is for.
 type Options struct {
 	Ranks   int
-	Overlap bool    // ddp.overlap: buckets launch as they become ready
-	Kappa   float64 // backward slowdown under a concurrent collective (1: none; the κ calibration)
+	Overlap bool // ddp.overlap: buckets launch as they become ready
+	// Kappa is the backward's slowdown beside a concurrent collective (1:
+	// none; the κ calibration). By default it is a pace: while a collective
+	// runs the ranks compute at 1/κ of their pace and at full pace between
+	// collectives (stretcher), as the memory-streaming calibration measures
+	// it (a load that runs through the whole backward).
+	Kappa float64
+	// KappaWhole: Kappa is the whole backward's ratio beside the trial's own
+	// collectives as they ran (the stretch calibration, which already
+	// integrates when they overlap it), so the backward and every ready time
+	// are multiplied by it.
+	KappaWhole bool
 	// ComputeScale multiplies every compute time (forward, backward, ready
 	// times, tail, optimizer): 1 on GPUs (one GPU per rank); on CPU ranks the
 	// share of cores each rank loses, max(1, ranks·threads/cores).
@@ -143,7 +153,7 @@ type Result struct {
 	ExposedCommMS float64        `json:"exposed_comm_ms"`
 	Buckets       []BucketTiming `json:"buckets"`
 	// StretchMS is how much longer the backward took for the collectives
-	// beside it (Options.Stretch; 0 without).
+	// beside it (Options.Stretch and the pace κ; 0 without).
 	StretchMS float64 `json:"stretch_ms,omitempty"`
 }
 
@@ -159,8 +169,10 @@ func (b Bucket) wireBytes(world, ranks int) int64 {
 
 // Simulate runs the reducer's schedule on ranks (reducer.cpp): one
 // communication stream in bucket order; with overlap a bucket starts at
-// max(ready·κ, the previous bucket's end) and the step is forward +
-// max(backward·κ, the last bucket's end) + tail + optimizer; without it the
+// max(its ready time, the previous bucket's end) and the step is forward +
+// max(backward, the last bucket's end) + tail + optimizer, the backward
+// computing at 1/κ of its pace while a collective runs (o.Kappa, stretcher;
+// o.KappaWhole: the backward and its ready times × κ); without it the
 // collectives run after backward, one after another.
 func Simulate(p Profile, o Options) (Result, error) {
 	kappa, cs, err := o.factors()
@@ -171,12 +183,12 @@ func Simulate(p Profile, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	bwd := p.BackwardMS * cs
-	if o.Overlap {
-		bwd *= kappa
+	bwd, scale := p.BackwardMS*cs, cs
+	if o.Overlap && o.KappaWhole {
+		bwd, scale = bwd*kappa, scale*kappa
 	}
-	if o.Overlap && o.Stretch != nil {
-		return simulateStretched(p, o, bwd, cs*kappa, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
+	if pace := o.kappaPace(kappa); o.Overlap && (o.Stretch != nil || pace > 1) {
+		return simulateStretched(p, o, bwd, scale, pace, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
 	}
 	bc, err := o.bucketCosts(p.Buckets, p.World)
 	if err != nil {
@@ -194,7 +206,7 @@ func Simulate(p Profile, o Options) (Result, error) {
 			if b.ReadyMS < 0 {
 				return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
 			}
-			ready = b.ReadyMS * cs * kappa
+			ready = b.ReadyMS * scale
 		}
 		start := max(ready, end)
 		end = commEnd(start, bwd, ms, bc.beside[i])
@@ -207,11 +219,20 @@ func Simulate(p Profile, o Options) (Result, error) {
 	return r, nil
 }
 
+// kappaPace is the κ that slows the backward only while a collective runs
+// (1: none): κ with overlap, unless it is the whole backward's (KappaWhole).
+func (o Options) kappaPace(kappa float64) float64 {
+	if !o.Overlap || o.KappaWhole {
+		return 1
+	}
+	return kappa
+}
+
 // simulateStretched is Simulate's overlapped schedule with the compute each
-// collective steals from the backward (o.Stretch, stretcher): bwd is the
-// backward at full pace, scale what ready times are multiplied by, rest the
-// step's forward, tail and optimizer.
-func simulateStretched(p Profile, o Options, bwd, scale, rest float64) (Result, error) {
+// collective takes from the backward (o.Stretch and the pace κ, stretcher):
+// bwd is the backward at full pace, scale what ready times are multiplied
+// by, rest the step's forward, tail and optimizer.
+func simulateStretched(p Profile, o Options, bwd, scale, kappa float64, rest float64) (Result, error) {
 	for i, b := range p.Buckets {
 		if b.ReadyMS < 0 {
 			return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
@@ -222,6 +243,7 @@ func simulateStretched(p Profile, o Options, bwd, scale, rest float64) (Result, 
 		return Result{}, err
 	}
 	st := newStretcher(bc.cost, bc.beside, bc.steal, 1)
+	st.slow(kappa)
 	done, end := st.run([]float64{0}, []float64{bwd}, func(_, b int) float64 { return p.Buckets[b].ReadyMS * scale })
 	var r Result
 	for i, b := range p.Buckets {

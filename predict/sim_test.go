@@ -93,14 +93,22 @@ func TestSimulateOverlapSchedule(t *testing.T) {
 	near(t, "queued step", r.StepMS, 10+42+1+3)
 }
 
-// κ stretches backward and the ready times; ComputeScale every compute time.
+// κ as the whole backward's ratio (KappaWhole) stretches backward and the
+// ready times; as a pace it costs nothing when the collectives take no time
+// (kappa_test.go has its closed forms); ComputeScale every compute time.
 func TestSimulateKappaAndComputeScale(t *testing.T) {
-	r, err := Simulate(profile3(), Options{Ranks: 2, Overlap: true, Kappa: 1.5, Cost: fixed{}})
+	r, err := Simulate(profile3(), Options{Ranks: 2, Overlap: true, Kappa: 1.5, KappaWhole: true, Cost: fixed{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	near(t, "kappa step", r.StepMS, 10+30+1+3)
 	near(t, "ready", r.Buckets[1].ReadyMS, 18)
+	r, err = Simulate(profile3(), Options{Ranks: 2, Overlap: true, Kappa: 1.5, Cost: fixed{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "pace kappa, instant collectives", r.StepMS, 10+20+1+3)
+	near(t, "pace kappa ready", r.Buckets[1].ReadyMS, 12)
 	r, err = Simulate(profile3(), Options{Ranks: 2, Overlap: true, ComputeScale: 2, Cost: fixed{}})
 	if err != nil {
 		t.Fatal(err)

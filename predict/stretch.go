@@ -141,6 +141,20 @@ func (s *stretcher) run(pre, bwd []float64, ready func(k, b int) float64) (done,
 	return done, end
 }
 
+// slow adds the pace κ (Options.Kappa): while a collective runs the ranks
+// compute at 1/κ of the pace its steal leaves them, f_b = 1 − (1 − f_b)/κ
+// (κ alone: 1 − 1/κ). A collective of time T inside the backward then
+// lengthens it by T·(1 − 1/κ) (the backward does T/κ of work in T), one
+// that covers it throughout multiplies it by κ.
+func (s *stretcher) slow(kappa float64) {
+	if kappa <= 1 {
+		return
+	}
+	for b := range s.frac {
+		s.frac[b] = 1 - (1-s.frac[b])/kappa
+	}
+}
+
 // finish records rank k's backward (bwd long) as ended at t.
 func (s *stretcher) finish(k int, t, bwd float64) {
 	s.fin[k], s.anchor[k], s.prog[k] = t, t, bwd

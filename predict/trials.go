@@ -81,7 +81,8 @@ type Prediction struct {
 	LaunchPerRank  bool   `json:"launch_per_rank,omitempty"`
 	ModelBeside    string `json:"model_beside,omitempty"` // the collectives' cost beside compute (Setup.Beside)
 	// Stretch: the compute a collective costs the backward (Setup.Stretch);
-	// StretchMS: the median profile's backward stretched by it.
+	// StretchMS: the median profile's backward stretched by it and by the
+	// pace κ (the backward at 1/κ while a collective runs).
 	Stretch   *Stretch `json:"stretch,omitempty"`
 	StretchMS float64  `json:"stretch_ms,omitempty"`
 }
@@ -106,7 +107,11 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		return Prediction{}, fmt.Errorf("trial %s: no measured steps", in.ID)
 	}
 	overlap := in.Knobs["ddp.overlap"] != "false"
-	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, ComputeScale: s.ComputeScale, Cost: s.Cost, Beside: s.Beside, Stretch: s.Stretch}
+	// A stretch calibration's κ is its whole backward's ratio beside its own
+	// collectives; any other (the memory load's, or one given) is a pace.
+	whole := s.Calibration != nil && s.Calibration.ShadowRanks > 0
+	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, KappaWhole: whole, ComputeScale: s.ComputeScale,
+		Cost: s.Cost, Beside: s.Beside, Stretch: s.Stretch}
 	prof, err := FromSteps(all, 1)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
@@ -162,8 +167,9 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	}
 	if s.Stretch != nil {
 		st := *s.Stretch
-		pr.Stretch, pr.StretchMS = &st, r.StretchMS
+		pr.Stretch = &st
 	}
+	pr.StretchMS = r.StretchMS
 	if pr.Kappa == 0 {
 		pr.Kappa = 1
 	}

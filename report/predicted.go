@@ -103,6 +103,8 @@ func predictedInputs(p predict.Prediction) string {
 	}
 	if p.Stretch != nil {
 		s += fmt.Sprintf("; %s (backward +%.2f ms at the median)", p.Stretch.Name(), p.StretchMS)
+	} else if p.StretchMS > 0 {
+		s += fmt.Sprintf("; the backward at 1/κ of its pace while a collective runs (+%.2f ms at the median)", p.StretchMS)
 	}
 	return s
 }

@@ -79,7 +79,7 @@ func newBenchAllReduceCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&sizes, "sizes", "1M,4M,16M,64M", "message sizes in bytes, comma separated, with K/M/G suffixes (binary: 1M = 1048576)")
 	f.IntVar(&o.Ranks, "ranks", 2, "number of ranks (local processes)")
-	f.StringVar(&o.Device, "device", "cpu", "cpu (Gloo) or cuda (NCCL, rank r on GPU r)")
+	f.StringVar(&o.Device, "device", "cpu", "cpu (Gloo) or cuda (NCCL, rank r on GPU r; with --staged: Gloo through host buffers, every rank on GPU 0)")
 	f.IntVar(&o.Iters, "iters", 20, "timed iterations per size")
 	f.IntVar(&o.Warmup, "warmup", 5, "discarded iterations per size")
 	f.StringVar(&o.Mode, "mode", bench.ModeSync, "sync (each iteration waited for and timed on its own) or nccl-tests (back to back, one wait, as nccl-tests times)")
@@ -89,6 +89,9 @@ func newBenchAllReduceCommand() *cobra.Command {
 	f.IntVar(&o.Interference, "interference", 0, "cpu, sync mode: per size, this many pairs of a compute loop (one thread of fp32 "+
 		"matmuls) on every rank at once, alone and beside all-reduces of the size: the compute a collective costs the "+
 		"backward it overlaps (predict --fit-stretch, docs/predict.md)")
+	f.BoolVar(&o.Staged, "staged", false, "the host-staged backend of a rehearsal (gloo-staged: each collective copied to a "+
+		"pinned host buffer, reduced by Gloo there, copied back; on cuda every rank on GPU 0, sharing it as a one-GPU "+
+		"rehearsal's ranks do): the collective a rehearsal's prediction needs, copies included (docs/predict.md)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	// one rank, started by the parent (bench.AllReduce.RankArgs)
 	f.BoolVar(&child, "child", false, "internal: run one rank")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,12 +22,13 @@ func TestBenchAllReduceFlags(t *testing.T) {
 		{"no iterations", "--iters=0"},
 		{"bad mode", "--mode=fast"},
 		{"negative beside", "--beside=-1"},
+		{"staged beside busy threads", "--staged --beside=1"},
 		{"a stray argument", "extra"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := execute(context.Background(), []string{"bench", "allreduce", tt.flag}, &out, &errb)
+			code := execute(context.Background(), append([]string{"bench", "allreduce"}, strings.Fields(tt.flag)...), &out, &errb)
 			assert.Equal(t, exitcode.Input, code, errb.String())
 		})
 	}
@@ -71,6 +73,18 @@ func TestBenchAllReduceCPU(t *testing.T) {
 	var res bench.Result
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	assert.Equal(t, 1, res.Beside)
+	require.Len(t, res.Rows, 2)
+	assert.Positive(t, res.Rows[1].MS)
+
+	// The rehearsal's host-staged collective (on CPU tensors the same code
+	// with host copies): the result names its backend, which a fit carries.
+	out.Reset()
+	code = execute(context.Background(), []string{"bench", "allreduce", "--engine-lib", lib,
+		"--ranks", "2", "--sizes", "64K,1M", "--iters", "3", "--warmup", "1", "--staged", "--json"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	res = bench.Result{}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, "gloo-staged", res.Backend)
 	require.Len(t, res.Rows, 2)
 	assert.Positive(t, res.Rows[1].MS)
 
