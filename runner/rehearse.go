@@ -226,8 +226,23 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				if why := o.RehearsalNoTwin[t.ID]; why != "" {
 					rh.TwinFP32 = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: sp.Configs[0].MicroBatch, GradAccum: sp.Configs[0].GradAccum}
 				} else {
-					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, next)
+					mb := o.RehearsalTwinMicroBatch[t.ID]
+					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, mb, next)
 					next++
+					if mb > 0 && rh.TwinFP32.Outcome == store.OK && ctx.Err() == nil {
+						// The twin's global batch is not the trial's: one rank in
+						// fp32 training the twin's.
+						twin := sp.Configs[0]
+						twin.MicroBatch = mb
+						twinRef := referenceConfig(twin)
+						twinRef.Precision = "fp32"
+						key := rehearsalConfigKey(twinRef)
+						if refs[key] == nil {
+							refs[key] = r.rehearseReference(ctx, sp, twinRef, next)
+							next++
+						}
+						rh.TwinReference = refs[key]
+					}
 				}
 			}
 		}
@@ -271,11 +286,16 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 	return out
 }
 
-// rehearseTwinFP32 launches the trial's ranks again in fp32 (store.RehearsalTrial.TwinFP32).
-func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, rep int) *store.RehearsalLaunch {
+// rehearseTwinFP32 launches the trial's ranks again in fp32
+// (store.RehearsalTrial.TwinFP32), at micro-batch mb when it is not 0 (the
+// trial's does not fit in fp32: CheckRehearsalFit's TwinMicroBatch).
+func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, mb, rep int) *store.RehearsalLaunch {
 	configs := slices.Clone(sp.Configs)
 	for i := range configs {
 		configs[i].Precision = "fp32"
+		if mb > 0 {
+			configs[i].MicroBatch = mb
+		}
 	}
 	out := &store.RehearsalLaunch{MicroBatch: configs[0].MicroBatch, GradAccum: configs[0].GradAccum}
 	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, configs, slices.Clone(sp.Devices)), rep)
