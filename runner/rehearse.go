@@ -200,26 +200,25 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			rec.FailedRank, rec.ExitCode, rec.Signal = rr.FailedRank, rr.ExitCode, rr.Signal
 		}
 		next := 1 // the repeat number of the next launch's logs
-		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
-			ref := referenceConfig(sp.Configs[0])
-			key := rehearsalConfigKey(ref)
-			if why := o.RehearsalNoReference[t.ID]; why != "" && refs[key] == nil {
-				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
-			}
+		// oneRank is the one-rank launch of c, once per distinct config.
+		oneRank := func(c engine.Config) *store.RehearsalLaunch {
+			key := rehearsalConfigKey(c)
 			if refs[key] == nil {
-				refs[key] = r.rehearseReference(ctx, sp, ref, next)
+				refs[key] = r.rehearseReference(ctx, sp, c, next)
 				next++
 			}
-			rh.Reference = refs[key]
+			return refs[key]
+		}
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
+			ref := referenceConfig(sp.Configs[0])
+			if key := rehearsalConfigKey(ref); o.RehearsalNoReference[t.ID] != "" && refs[key] == nil {
+				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: o.RehearsalNoReference[t.ID], MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
+			}
+			rh.Reference = oneRank(ref)
 			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
 				noise := ref
 				noise.Precision = "fp32"
-				key := rehearsalConfigKey(noise)
-				if refs[key] == nil {
-					refs[key] = r.rehearseReference(ctx, sp, noise, next)
-					next++
-				}
-				rh.NoiseReference = refs[key]
+				rh.NoiseReference = oneRank(noise)
 			}
 			if tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32" && rh.NoiseReference != nil &&
 				rh.NoiseReference.Outcome == store.OK && ctx.Err() == nil {
@@ -236,12 +235,7 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 						twin.MicroBatch = mb
 						twinRef := referenceConfig(twin)
 						twinRef.Precision = "fp32"
-						key := rehearsalConfigKey(twinRef)
-						if refs[key] == nil {
-							refs[key] = r.rehearseReference(ctx, sp, twinRef, next)
-							next++
-						}
-						rh.TwinReference = refs[key]
+						rh.TwinReference = oneRank(twinRef)
 					}
 				}
 			}
