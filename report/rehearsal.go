@@ -153,7 +153,7 @@ func buildRehearsal(run *store.Run) *Summary {
 		}
 		return a.ID < b.ID
 	})
-	ran, wrong := 0, 0
+	ran, wrong, notChecked := 0, 0, 0
 	for _, id := range ids {
 		rec := byID[id]
 		s.Counts[string(rec.Outcome)]++
@@ -166,7 +166,10 @@ func buildRehearsal(run *store.Run) *Summary {
 		if t.Outcome == store.OK {
 			ran++
 		}
-		if t.wrong() {
+		switch {
+		case t.wrong() && t.onlyNotChecked():
+			notChecked++
+		case t.wrong():
 			wrong++
 		}
 		sec.Trials = append(sec.Trials, t)
@@ -184,6 +187,9 @@ func buildRehearsal(run *store.Run) *Summary {
 	if wrong > 0 {
 		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums, losses or fault handling)", wrong)
 	}
+	if notChecked > 0 {
+		s.Headline.Text += fmt.Sprintf("; %d not checked (a tensor-parallel layout whose fp32 twin did not run or failed: fails closed)", notChecked)
+	}
 	return s
 }
 
@@ -197,14 +203,25 @@ func rhNonNil(xs []string) []string {
 // wrong says whether a trial ran but computed wrongly, or a fault in it was
 // not classified as on a cluster.
 func (t *RehearsalTrial) wrong() bool {
+	return t.wrongBesidesLosses() || (t.Losses != nil && t.Losses.Agree != nil && !*t.Losses.Agree)
+}
+
+// wrongBesidesLosses is wrong without the losses: the checksums and faults.
+func (t *RehearsalTrial) wrongBesidesLosses() bool {
 	bad := func(b *bool) bool { return b != nil && !*b }
 	for _, f := range t.Faults {
 		if !f.Classified {
 			return true
 		}
 	}
-	return (t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))) ||
-		(t.Losses != nil && bad(t.Losses.Agree))
+	return t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))
+}
+
+// onlyNotChecked says whether the trial's one failing check is its losses,
+// not checked (RehearsalLosses.NotChecked): its checksums and faults are
+// right.
+func (t *RehearsalTrial) onlyNotChecked() bool {
+	return t.Losses != nil && t.Losses.NotChecked && !t.wrongBesidesLosses()
 }
 
 func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {

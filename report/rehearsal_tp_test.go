@@ -98,6 +98,12 @@ func TestRehearsalTPTwinFP32(t *testing.T) {
 		assert.NotContains(t, l.Detail, "twice the measured bf16 noise")
 		assert.Equal(t, "NOT CHECKED: ", rhLossVerdict(l))
 	}
+	// The headline counts it as not checked, unless something else is wrong.
+	tr := RehearsalTrial{Losses: l}
+	assert.True(t, tr.wrong(), "fails closed")
+	assert.True(t, tr.onlyNotChecked())
+	tr.Checksums = &RehearsalChecksums{DataParallelEqual: new(bool)}
+	assert.False(t, tr.onlyNotChecked(), "a checksum disagrees as well")
 	assert.Contains(t, rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OOM, Error: "CUDA out of memory"}), knobs, 1).Detail,
 		"the fp32 twin failed (oom: CUDA out of memory)")
 	assert.Contains(t, rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.Skipped, Error: "fits at no micro-batch"}), knobs, 1).Detail,
