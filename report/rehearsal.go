@@ -293,8 +293,16 @@ func rhFirstLine(s string) string {
 }
 
 // rehearsalProcessBytes is what a process holds outside the caching
-// allocator (CUDA context, libraries), counted against the capacity.
-const rehearsalProcessBytes = 512 << 20
+// allocator (CUDA context, libraries), counted against the capacity; a
+// tensor-parallel rank 832 MiB (its tensor and data communicators besides:
+// 0.74-0.80 GiB in gpu-check-2026-12-07b's out-of-memory messages, as
+// runner.RankEstimate counts it).
+func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
+	if info.TensorPar > 1 {
+		return 832 << 20
+	}
+	return 512 << 20
+}
 
 func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {
 	m := &RehearsalMemory{EstimateBytes: info.EstimateBytes, CapacityBytes: rh.GPUMemoryBytes, PeakRank: -1}
@@ -318,7 +326,8 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		m.Method = "CPU ranks: no GPU capacity to hold the memory against"
 		return m
 	}
-	fits := m.ReservedBytes+rehearsalProcessBytes <= m.CapacityBytes
+	process := rehearsalProcessBytes(info)
+	fits := m.ReservedBytes+process <= m.CapacityBytes
 	m.Fits = &fits
 	mb := max(info.MicroBatch, 1)
 	// One point: the peak over the static memory, taken as 4x the memory
@@ -330,7 +339,7 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		m.Method = "unknown: the peak is within the static memory estimate"
 		return m
 	}
-	free := float64(m.CapacityBytes-rehearsalProcessBytes-static) / perSample
+	free := float64(m.CapacityBytes-process-static) / perSample
 	m.LargestMicroBatch = int(math.Floor(free))
 	return m
 }
