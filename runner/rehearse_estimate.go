@@ -186,9 +186,12 @@ func stageActivations(cfg engine.Config, d engine.Description, stages int) (firs
 // 20%). Checked, not fitted: tp 2 without sequence parallelism (9.02 GB),
 // and the out-of-memory errors of tp 8 at micro-batch 32 and of tp 4's fp32
 // twin at micro-batch 16 (lower bounds of their peaks): all in
-// TestRankEstimateTensorParallelMeasured. fp32 (the twins): the same sizes by
-// 42/28, the ratio of the eager one-rank calibration (no tensor-parallel fp32
-// peak was measured; the one out-of-memory is a lower bound).
+// TestRankEstimateTensorParallelMeasured. fp32 (the twins): twice the sizes,
+// from the code: every activation this path saves is in the autocast dtype in
+// 16-bit (block_layer_norm casts its input before the LayerNorm, the linears
+// keep their 16-bit inputs) and in fp32 without autocast (no tensor-parallel
+// fp32 peak was measured; the one out-of-memory, tp 4's twin at micro-batch
+// 16, is a lower bound, 9.66 GB against 13.3 estimated).
 func tpBlockBytes(tp int, sequenceParallel, half bool) float64 {
 	whole, divided := tpWhole16, tpDivided16
 	if !sequenceParallel {
@@ -196,7 +199,7 @@ func tpBlockBytes(tp int, sequenceParallel, half bool) float64 {
 	}
 	b := whole + divided/float64(tp)
 	if !half {
-		b *= actBlock32 / actBlock16
+		b *= 2
 	}
 	return b
 }
