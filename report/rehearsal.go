@@ -117,7 +117,11 @@ type RehearsalLosses struct {
 	MaxRel    float64   `json:"max_rel_diff,omitempty"`
 	Tolerance float64   `json:"tolerance,omitempty"`
 	Agree     *bool     `json:"agree,omitempty"`
-	Detail    string    `json:"detail"`
+	// NotChecked: the check could not run (a tensor-parallel trial in 16-bit
+	// whose fp32 twin did not run or failed); Agree is false (fails closed)
+	// and the verdict reads "not checked", not "DISAGREE".
+	NotChecked bool   `json:"not_checked,omitempty"`
+	Detail     string `json:"detail"`
 }
 
 const rehearsalWhy = "the ranks shared the GPUs of this machine and talked through host-staged Gloo collectives, " +
@@ -149,7 +153,7 @@ func buildRehearsal(run *store.Run) *Summary {
 		}
 		return a.ID < b.ID
 	})
-	ran, wrong := 0, 0
+	ran, wrong, notChecked := 0, 0, 0
 	for _, id := range ids {
 		rec := byID[id]
 		s.Counts[string(rec.Outcome)]++
@@ -162,7 +166,10 @@ func buildRehearsal(run *store.Run) *Summary {
 		if t.Outcome == store.OK {
 			ran++
 		}
-		if t.wrong() {
+		switch {
+		case t.wrong() && t.onlyNotChecked():
+			notChecked++
+		case t.wrong():
 			wrong++
 		}
 		sec.Trials = append(sec.Trials, t)
@@ -180,6 +187,9 @@ func buildRehearsal(run *store.Run) *Summary {
 	if wrong > 0 {
 		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums, losses or fault handling)", wrong)
 	}
+	if notChecked > 0 {
+		s.Headline.Text += fmt.Sprintf("; %d not checked (a tensor-parallel layout whose fp32 twin did not run or failed: fails closed)", notChecked)
+	}
 	return s
 }
 
@@ -193,14 +203,25 @@ func rhNonNil(xs []string) []string {
 // wrong says whether a trial ran but computed wrongly, or a fault in it was
 // not classified as on a cluster.
 func (t *RehearsalTrial) wrong() bool {
+	return t.wrongBesidesLosses() || (t.Losses != nil && t.Losses.Agree != nil && !*t.Losses.Agree)
+}
+
+// wrongBesidesLosses is wrong without the losses: the checksums and faults.
+func (t *RehearsalTrial) wrongBesidesLosses() bool {
 	bad := func(b *bool) bool { return b != nil && !*b }
 	for _, f := range t.Faults {
 		if !f.Classified {
 			return true
 		}
 	}
-	return (t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))) ||
-		(t.Losses != nil && bad(t.Losses.Agree))
+	return t.Checksums != nil && (bad(t.Checksums.DataParallelEqual) || bad(t.Checksums.ReplicasEqual))
+}
+
+// onlyNotChecked says whether the trial's one failing check is its losses,
+// not checked (RehearsalLosses.NotChecked): its checksums and faults are
+// right.
+func (t *RehearsalTrial) onlyNotChecked() bool {
+	return t.Losses != nil && t.Losses.NotChecked && !t.wrongBesidesLosses()
 }
 
 func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
@@ -272,8 +293,16 @@ func rhFirstLine(s string) string {
 }
 
 // rehearsalProcessBytes is what a process holds outside the caching
-// allocator (CUDA context, libraries), counted against the capacity.
-const rehearsalProcessBytes = 512 << 20
+// allocator (CUDA context, libraries), counted against the capacity; a
+// tensor-parallel rank 832 MiB (its tensor and data communicators besides:
+// 0.74-0.80 GiB in gpu-check-2026-12-07b's out-of-memory messages, as
+// runner.RankEstimate counts it).
+func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
+	if info.TensorPar > 1 {
+		return 832 << 20
+	}
+	return 512 << 20
+}
 
 func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {
 	m := &RehearsalMemory{EstimateBytes: info.EstimateBytes, CapacityBytes: rh.GPUMemoryBytes, PeakRank: -1}
@@ -297,7 +326,8 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		m.Method = "CPU ranks: no GPU capacity to hold the memory against"
 		return m
 	}
-	fits := m.ReservedBytes+rehearsalProcessBytes <= m.CapacityBytes
+	process := rehearsalProcessBytes(info)
+	fits := m.ReservedBytes+process <= m.CapacityBytes
 	m.Fits = &fits
 	mb := max(info.MicroBatch, 1)
 	// One point: the peak over the static memory, taken as 4x the memory
@@ -309,7 +339,7 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		m.Method = "unknown: the peak is within the static memory estimate"
 		return m
 	}
-	free := float64(m.CapacityBytes-rehearsalProcessBytes-static) / perSample
+	free := float64(m.CapacityBytes-process-static) / perSample
 	m.LargestMicroBatch = int(math.Floor(free))
 	return m
 }
@@ -453,8 +483,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 	}
 	l.Tolerance = RehearsalFP32Tol
 	what := "fp32: 1e-5 relative"
-	if p := rankPrecision(ranks); p != "fp32" && atoiOr(knobs["tp.degree"], 1) > 1 && info.TwinFP32 != nil &&
-		info.TwinFP32.Outcome != store.Skipped {
+	if p := rankPrecision(ranks); p != "fp32" && atoiOr(knobs["tp.degree"], 1) > 1 {
 		return tpTwinLosses(l, info, p, n)
 	}
 	if p := rankPrecision(ranks); p != "fp32" {
@@ -486,29 +515,48 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 }
 
 // tpTwinLosses judges a tensor-parallel trial in 16-bit by its fp32 twin
-// (store.RehearsalTrial.TwinFP32, launched): the twin's losses against one
-// rank's in fp32 within 1e-5; a twin that failed fails the check. The 16-bit
-// trial's distance from its 16-bit reference is shown beside it, not judged:
-// the partial sums of its row-parallel layers round in 16-bit where one
-// rank's full sums do, a noise the one-rank runs do not measure (GPT-2 350M
-// at tp 2 on an H100: 1.0e-4 against a one-rank bf16-to-fp32 gap of 3e-5,
-// gpu-check-2026-12-06f; the explanation is not yet checked by a twin). A
-// twin not launched (it does not fit the device) leaves the trial to the
-// one-rank noise tolerance, as any 16-bit trial.
+// (store.RehearsalTrial.TwinFP32): the twin's losses against one rank's in
+// fp32 within 1e-5 (NoiseReference, the trial's global batch; or
+// TwinReference, the twin's, when the twin ran at a smaller micro-batch
+// because the trial's does not fit in fp32: the twin checks the layout's
+// arithmetic, which does not depend on the micro-batch). The 16-bit trial's
+// distance from its 16-bit reference is shown beside it, not judged: the
+// partial sums of its row-parallel layers round in 16-bit where one rank's
+// full sums do, a noise the one-rank runs do not measure (GPT-2 350M at tp 2
+// on an H100: 1.0e-4 against a one-rank bf16-to-fp32 gap of 3e-5,
+// gpu-check-2026-12-06f and -07b). A twin not run (it fits the device at no
+// micro-batch), failed or without its one-rank fp32 run leaves the layout not
+// checked, which fails closed: the one-rank bf16 noise is no criterion for
+// it, so neither "ok" nor "DISAGREE" from it.
 func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n int) *RehearsalLosses {
-	noise, twin := info.NoiseReference, info.TwinFP32
-	if noise == nil || noise.Outcome != store.OK || twin.Outcome != store.OK {
-		why := fmt.Sprintf("the trial's fp32 twin failed (%s: %s)", twin.Outcome, rhFirstLine(twin.Error))
-		if twin.Outcome == store.OK {
-			why = "no fp32 one-rank run to compare the trial's fp32 twin with"
-		}
-		l.Detail, l.Agree = fmt.Sprintf("tensor parallel in %s: %s, so the layout is not checked: failed (largest difference from one rank in %s %.2g)", p, why, p, l.MaxRel), new(bool)
+	notChecked := func(why string) *RehearsalLosses {
+		l.Detail = fmt.Sprintf("tensor parallel in %s: %s, so the layout is not checked (fails closed; in %s, shown, not judged: %.2g from one rank in %s, "+
+			"row-parallel partial sums round in %s)", p, why, p, l.MaxRel, p, p)
+		l.Agree, l.NotChecked = new(bool), true
 		return l
 	}
-	m := min(n, len(twin.Losses), len(noise.Losses))
+	twin, ref := info.TwinFP32, info.NoiseReference
+	switch {
+	case twin == nil:
+		return notChecked("no fp32 twin was run (its one-rank fp32 run did not run or failed)")
+	case twin.Outcome == store.Skipped:
+		return notChecked(fmt.Sprintf("the fp32 twin was not run (%s)", rhFirstLine(twin.Error)))
+	case twin.Outcome != store.OK:
+		return notChecked(fmt.Sprintf("the fp32 twin failed (%s: %s)", twin.Outcome, rhFirstLine(twin.Error)))
+	}
+	at := ""
+	if twin.MicroBatch != info.MicroBatch && twin.MicroBatch > 0 {
+		ref = info.TwinReference
+		at = fmt.Sprintf(" at micro-batch %d (the trial's %d does not fit in fp32; the layout's arithmetic does not depend on the micro-batch)",
+			twin.MicroBatch, info.MicroBatch)
+	}
+	if ref == nil || ref.Outcome != store.OK {
+		return notChecked("no fp32 one-rank run of the twin's global batch to compare the twin with")
+	}
+	m := min(n, len(twin.Losses), len(ref.Losses))
 	for i := 0; i < m; i++ {
-		if i < len(twin.Steps) && i < len(noise.Steps) && twin.Steps[i] != noise.Steps[i] {
-			l.Detail, l.Agree = fmt.Sprintf("not comparable, so failed: the fp32 twin's step %d is step %d, the fp32 one-rank run's %d", i+1, twin.Steps[i], noise.Steps[i]), new(bool)
+		if i < len(twin.Steps) && i < len(ref.Steps) && twin.Steps[i] != ref.Steps[i] {
+			l.Detail, l.Agree = fmt.Sprintf("not comparable, so failed: the fp32 twin's step %d is step %d, the fp32 one-rank run's %d", i+1, twin.Steps[i], ref.Steps[i]), new(bool)
 			return l
 		}
 	}
@@ -518,7 +566,7 @@ func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n in
 	}
 	twinRel := 0.0
 	for i := 0; i < m; i++ {
-		twinRel = max(twinRel, rhRelDiff(twin.Losses[i], noise.Losses[i]))
+		twinRel = max(twinRel, rhRelDiff(twin.Losses[i], ref.Losses[i]))
 	}
 	l.Tolerance = RehearsalFP32Tol
 	agree := twinRel <= l.Tolerance
@@ -527,8 +575,8 @@ func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n in
 	if !agree {
 		verb = "outside"
 	}
-	l.Detail = fmt.Sprintf("tensor parallel: the trial's layout in fp32 follows one rank in fp32 %s 1e-5 relative over %d steps (largest difference %.2g); "+
-		"in %s, shown, not judged: %.2g from one rank in %s (row-parallel partial sums round in %s)", verb, m, twinRel, p, l.MaxRel, p, p)
+	l.Detail = fmt.Sprintf("tensor parallel: the trial's layout in fp32%s follows one rank in fp32 %s 1e-5 relative over %d steps (largest difference %.2g); "+
+		"in %s, shown, not judged: %.2g from one rank in %s (row-parallel partial sums round in %s)", at, verb, m, twinRel, p, l.MaxRel, p, p)
 	return l
 }
 

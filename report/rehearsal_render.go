@@ -74,7 +74,7 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		add("checksums", rhVerdict(c.DataParallelEqual, c.ReplicasEqual)+c.Detail)
 	}
 	if l := t.Losses; l != nil {
-		v := rhVerdict(l.Agree) + l.Detail
+		v := rhLossVerdict(l) + l.Detail
 		if len(l.Trial) > 0 {
 			v += fmt.Sprintf("; losses %s", rhFloats(l.Trial))
 		}
@@ -105,6 +105,15 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		add("step time", fmt.Sprintf("%.1f ms (%s)", t.StepMS, store.RehearsalNote))
 	}
 	return out
+}
+
+// rhLossVerdict is rhVerdict for the losses, "NOT CHECKED: " where the check
+// could not run (it fails closed all the same).
+func rhLossVerdict(l *RehearsalLosses) string {
+	if l.NotChecked {
+		return "NOT CHECKED: "
+	}
+	return rhVerdict(l.Agree)
 }
 
 func rhVerdict(bs ...*bool) string {
@@ -216,7 +225,7 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 			sums = strings.TrimSuffix(rhVerdict(c.DataParallelEqual, c.ReplicasEqual), ": ")
 		}
 		if l := t.Losses; l != nil && l.Agree != nil {
-			losses = strings.TrimSuffix(rhVerdict(l.Agree), ": ")
+			losses = strings.TrimSuffix(rhLossVerdict(l), ": ")
 		}
 		if len(t.Faults) > 0 {
 			n := 0

@@ -61,8 +61,8 @@ func TestRehearsalTPChecksums(t *testing.T) {
 // TestRehearsalTPTwinFP32: a tensor-parallel trial in bf16 is judged by its
 // fp32 twin against one rank in fp32 (1e-5), its bf16 distance from one rank
 // shown beside it (the GPT-2 350M tp 2 H100 rehearsal: 1.0e-4, which the
-// one-rank bf16 gap of 3e-5 does not cover); without the twin, shown and not
-// judged; a twin off by more than 1e-5 fails.
+// one-rank bf16 gap of 3e-5 does not cover); a twin off by more than 1e-5
+// fails; without a twin that ran the layout is not checked (fails closed).
 func TestRehearsalTPTwinFP32(t *testing.T) {
 	trial := []float64{10.80293, 9.775615, 9.250983}
 	ranks := []store.RankRecord{rehearsalRank(0, "a", trial, 1<<30, nil, "bf16"), rehearsalRank(1, "a", trial, 1<<30, nil, "bf16")}
@@ -86,18 +86,46 @@ func TestRehearsalTPTwinFP32(t *testing.T) {
 	assert.False(t, *l.Agree, "the twin 2.6e-4 from one rank in fp32: the layout is wrong")
 	assert.Contains(t, l.Detail, "outside 1e-5")
 
-	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OOM, Error: "CUDA out of memory"}), knobs, 1)
-	require.NotNil(t, l.Agree, l.Detail)
-	assert.False(t, *l.Agree, "a twin that failed fails the check")
-	assert.Contains(t, l.Detail, "the trial's fp32 twin failed (oom: CUDA out of memory)")
-	// Not launched (does not fit) or absent: the one-rank noise tolerance, as
-	// any bf16 trial, which the measured case fails.
-	for _, twin := range []*store.RehearsalLaunch{nil, {Outcome: store.Skipped, Error: "does not fit"}} {
+	// Not checked, failing closed, never judged by the one-rank bf16 noise
+	// (which the row-parallel partial sums are known not to meet): a twin
+	// that failed, was not run (fits at no micro-batch) or is absent.
+	for _, twin := range []*store.RehearsalLaunch{{Outcome: store.OOM, Error: "CUDA out of memory"}, nil, {Outcome: store.Skipped, Error: "fits at no micro-batch"}} {
 		l = rehearsalLosses(ranks, info(twin), knobs, 1)
 		require.NotNil(t, l.Agree, l.Detail)
-		assert.False(t, *l.Agree, l.Detail)
-		assert.Contains(t, l.Detail, "twice the measured bf16 noise")
+		assert.False(t, *l.Agree, "fails closed: %s", l.Detail)
+		assert.True(t, l.NotChecked, l.Detail)
+		assert.Contains(t, l.Detail, "so the layout is not checked")
+		assert.NotContains(t, l.Detail, "twice the measured bf16 noise")
+		assert.Equal(t, "NOT CHECKED: ", rhLossVerdict(l))
 	}
+	// The headline counts it as not checked, unless something else is wrong.
+	tr := RehearsalTrial{Losses: l}
+	assert.True(t, tr.wrong(), "fails closed")
+	assert.True(t, tr.onlyNotChecked())
+	tr.Checksums = &RehearsalChecksums{DataParallelEqual: new(bool)}
+	assert.False(t, tr.onlyNotChecked(), "a checksum disagrees as well")
+	assert.Contains(t, rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OOM, Error: "CUDA out of memory"}), knobs, 1).Detail,
+		"the fp32 twin failed (oom: CUDA out of memory)")
+	assert.Contains(t, rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.Skipped, Error: "fits at no micro-batch"}), knobs, 1).Detail,
+		"the fp32 twin was not run (fits at no micro-batch)")
+
+	// The twin at a smaller micro-batch (the trial's 8 does not fit in
+	// fp32): judged against one rank in fp32 of the twin's global batch
+	// (TwinReference), not of the trial's (NoiseReference: other losses).
+	small := info(&store.RehearsalLaunch{Outcome: store.OK, MicroBatch: 4, Losses: []float64{10.9, 9.8, 9.3}, Steps: steps})
+	small.MicroBatch = 8
+	l = rehearsalLosses(ranks, small, knobs, 1)
+	assert.True(t, l.NotChecked, "no one-rank fp32 run of the twin's batch: %s", l.Detail)
+	small.TwinReference = &store.RehearsalLaunch{Outcome: store.OK, MicroBatch: 4, Losses: []float64{10.90001, 9.8, 9.3}, Steps: steps}
+	l = rehearsalLosses(ranks, small, knobs, 1)
+	require.NotNil(t, l.Agree)
+	assert.True(t, *l.Agree, l.Detail)
+	assert.False(t, l.NotChecked)
+	assert.Contains(t, l.Detail, "in fp32 at micro-batch 4 (the trial's 8 does not fit in fp32; the layout's arithmetic does not depend on the micro-batch) follows one rank in fp32 within 1e-5")
+	small.TwinReference.Losses = []float64{10.91, 9.8, 9.3}
+	l = rehearsalLosses(ranks, small, knobs, 1)
+	assert.False(t, *l.Agree, "9e-4 off: the layout is wrong")
+	assert.Equal(t, "DISAGREE: ", rhLossVerdict(l))
 
 	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.80386, 9.776830, 9.252170}, Steps: []int{5, 6, 7}}), knobs, 1)
 	require.NotNil(t, l.Agree)

@@ -200,34 +200,43 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 			rec.FailedRank, rec.ExitCode, rec.Signal = rr.FailedRank, rr.ExitCode, rr.Signal
 		}
 		next := 1 // the repeat number of the next launch's logs
-		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
-			ref := referenceConfig(sp.Configs[0])
-			key := rehearsalConfigKey(ref)
-			if why := o.RehearsalNoReference[t.ID]; why != "" && refs[key] == nil {
-				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
-			}
+		// oneRank is the one-rank launch of c, once per distinct config.
+		oneRank := func(c engine.Config) *store.RehearsalLaunch {
+			key := rehearsalConfigKey(c)
 			if refs[key] == nil {
-				refs[key] = r.rehearseReference(ctx, sp, ref, next)
+				refs[key] = r.rehearseReference(ctx, sp, c, next)
 				next++
 			}
-			rh.Reference = refs[key]
+			return refs[key]
+		}
+		if rec.Outcome == store.OK && sp.Configs[0].Dist.WorldSize > 1 && ctx.Err() == nil {
+			ref := referenceConfig(sp.Configs[0])
+			if key := rehearsalConfigKey(ref); o.RehearsalNoReference[t.ID] != "" && refs[key] == nil {
+				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: o.RehearsalNoReference[t.ID], MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
+			}
+			rh.Reference = oneRank(ref)
 			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
 				noise := ref
 				noise.Precision = "fp32"
-				key := rehearsalConfigKey(noise)
-				if refs[key] == nil {
-					refs[key] = r.rehearseReference(ctx, sp, noise, next)
-					next++
-				}
-				rh.NoiseReference = refs[key]
+				rh.NoiseReference = oneRank(noise)
 			}
 			if tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32" && rh.NoiseReference != nil &&
 				rh.NoiseReference.Outcome == store.OK && ctx.Err() == nil {
 				if why := o.RehearsalNoTwin[t.ID]; why != "" {
 					rh.TwinFP32 = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: sp.Configs[0].MicroBatch, GradAccum: sp.Configs[0].GradAccum}
 				} else {
-					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, next)
+					mb := o.RehearsalTwinMicroBatch[t.ID]
+					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, mb, next)
 					next++
+					if mb > 0 && rh.TwinFP32.Outcome == store.OK && ctx.Err() == nil {
+						// The twin's global batch is not the trial's: one rank in
+						// fp32 training the twin's.
+						twin := sp.Configs[0]
+						twin.MicroBatch = mb
+						twinRef := referenceConfig(twin)
+						twinRef.Precision = "fp32"
+						rh.TwinReference = oneRank(twinRef)
+					}
 				}
 			}
 		}
@@ -271,11 +280,16 @@ func (r *Runner) rehearseReference(ctx context.Context, sp *trialSpec, ref engin
 	return out
 }
 
-// rehearseTwinFP32 launches the trial's ranks again in fp32 (store.RehearsalTrial.TwinFP32).
-func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, rep int) *store.RehearsalLaunch {
+// rehearseTwinFP32 launches the trial's ranks again in fp32
+// (store.RehearsalTrial.TwinFP32), at micro-batch mb when it is not 0 (the
+// trial's does not fit in fp32: CheckRehearsalFit's TwinMicroBatch).
+func (r *Runner) rehearseTwinFP32(ctx context.Context, sp *trialSpec, mb, rep int) *store.RehearsalLaunch {
 	configs := slices.Clone(sp.Configs)
 	for i := range configs {
 		configs[i].Precision = "fp32"
+		if mb > 0 {
+			configs[i].MicroBatch = mb
+		}
 	}
 	out := &store.RehearsalLaunch{MicroBatch: configs[0].MicroBatch, GradAccum: configs[0].GradAccum}
 	rr, err := r.runRepeat(ctx, rehearsalSpec(sp, configs, slices.Clone(sp.Devices)), rep)

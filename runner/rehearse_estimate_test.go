@@ -124,7 +124,7 @@ func TestRankEstimateMatchesMeasuredPeaks(t *testing.T) {
 	families := map[string]int{}
 	for _, m := range peaks {
 		families[m.cfg.Family]++
-		est := float64(RankEstimate(m.cfg, m.desc) - fitProcessBytes)
+		est := float64(RankEstimate(m.cfg, m.desc) - processBytes(m.cfg))
 		rel := est/float64(m.peak) - 1
 		t.Logf("%-70s %-8s mb %3d %-4s ga %d world %d ckpt %-5v  measured %6.2f GB, estimate %6.2f GB (%+.1f%%)",
 			m.source, m.cfg.Family, m.cfg.MicroBatch, m.cfg.Precision, m.cfg.GradAccum, m.cfg.Dist.WorldSize,

@@ -56,11 +56,15 @@ type RehearsalFit struct {
 	// compared.
 	NoReference map[string]string
 	// NoTwin: the tensor-parallel trials in 16-bit whose fp32 twin (the
-	// trial's ranks in fp32, store.RehearsalTrial.TwinFP32) does not fit the
-	// device: the runner records it skipped with this reason (the trial's
-	// losses are then judged by the one-rank noise, report/rehearsal.go).
+	// trial's ranks in fp32, store.RehearsalTrial.TwinFP32) fits the device
+	// at no micro-batch: the runner records it skipped with this reason and
+	// the report says the layout is not checked (report/rehearsal.go).
 	NoTwin map[string]string
-	Rows   []FitRow // every trial, in plan order (casestudy plan --rehearse)
+	// TwinMicroBatch: the tensor-parallel trials in 16-bit whose fp32 twin
+	// does not fit at the trial's micro-batch, and the largest smaller one at
+	// which it and its one-rank fp32 reference do (twinMicroBatch).
+	TwinMicroBatch map[string]int
+	Rows           []FitRow // every trial, in plan order (casestudy plan --rehearse)
 }
 
 // FitRow is one trial's estimate against its target.
@@ -86,7 +90,8 @@ type FitRow struct {
 // none fits and the layout is refused with the number that would; the plan
 // is refused only when no trial fits at all.
 func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
-	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}, NoTwin: map[string]string{}}
+	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}, NoTwin: map[string]string{},
+		TwinMicroBatch: map[string]int{}}
 	budget := int64(float64(target.Capacity) * fitHeadroom)
 	devices := max(target.Devices, 1)
 	var refusals []string
@@ -118,11 +123,11 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			}
 		}
 		if tpDegree(cfg) > 1 && cfg.Precision != "fp32" && target.Capacity > 0 {
-			twin := cfg
-			twin.Precision = "fp32"
-			if tw := RankEstimate(twin, d); int64(shared)*tw > budget {
-				out.NoTwin[t.ID] = fmt.Sprintf("the trial's fp32 twin needs about %s a rank (estimate), %s for the %d ranks on %s, more than %s of %s: not launched",
-					rehearsalGiB(tw), rehearsalGiB(int64(shared)*tw), shared, rehearsalDevice(target.Device), rehearsalGiB(budget), target.What)
+			switch mb, why := twinMicroBatch(cfg, d, shared, budget, target); {
+			case mb == 0:
+				out.NoTwin[t.ID] = why
+			case mb < cfg.MicroBatch:
+				out.TwinMicroBatch[t.ID] = mb
 			}
 		}
 		if row.Fits && firstFit[row.Layout] == "" {
@@ -166,6 +171,30 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 			s.Path, strings.Join(refusals, "\n  ")))
 	}
 	return out, nil
+}
+
+// twinMicroBatch is the micro-batch of a tensor-parallel trial's fp32 twin:
+// the trial's own when the twin's shared ranks fit the budget, else the
+// largest smaller one at which they do and its one-rank fp32 reference (the
+// twin's global batch on one rank) fits one device; 0 and the reason when
+// none does. The twin checks the layout's arithmetic (the sharded layers, the
+// collectives, the vocabulary-parallel loss against one rank in fp32), which
+// does not depend on the micro-batch.
+func twinMicroBatch(cfg engine.Config, d engine.Description, shared int, budget int64, target FitTarget) (int, string) {
+	twin := cfg
+	twin.Precision = "fp32"
+	for mb := cfg.MicroBatch; mb >= 1; mb-- {
+		twin.MicroBatch = mb
+		if int64(shared)*RankEstimate(twin, d) <= budget && RankEstimate(referenceConfig(twin), d) <= budget {
+			return mb, ""
+		}
+	}
+	twin.MicroBatch = 1
+	tw := RankEstimate(twin, d)
+	return 0, fmt.Sprintf("the trial's fp32 twin fits at no micro-batch from %d down to 1: at 1 it needs about %s a rank (estimate), %s for the %d ranks on %s, "+
+		"and its one-rank fp32 reference %s, against %s of %s: not launched",
+		cfg.MicroBatch, rehearsalGiB(tw), rehearsalGiB(int64(shared)*tw), shared, rehearsalDevice(target.Device),
+		rehearsalGiB(RankEstimate(referenceConfig(twin), d)), rehearsalGiB(budget), target.What)
 }
 
 func rehearsalDevice(device string) string {

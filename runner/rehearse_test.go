@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/store"
+	"github.com/casestudy/casestudy/study"
 )
 
 // TestRehearseSpec: a rehearsal keeps the trial's ranks, layout and
@@ -228,25 +230,61 @@ func TestCheckRehearsalFitReference(t *testing.T) {
 }
 
 // TestCheckRehearsalFitTwin: a tensor-parallel trial in bf16 has an fp32
-// twin (its ranks in fp32, larger: fp32 activations); where the trial fits
-// the GPU and the twin does not, the twin is recorded as not launched with
-// the reason; fp32 trials and data-parallel trials have none.
+// twin (its ranks in fp32, larger: fp32 activations). Three branches: the twin
+// fits at the trial's micro-batch (neither NoTwin nor TwinMicroBatch); it does
+// not, and runs at the largest smaller micro-batch at which its ranks and its
+// one-rank fp32 reference fit (TwinMicroBatch); it fits at none (micro-batch 1
+// already too large: NoTwin, with the reason). fp32 trials and data-parallel
+// trials have none.
 func TestCheckRehearsalFitTwin(t *testing.T) {
-	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 2}\n"+
-		"baseline: {graphs: false, precision: bf16, tp.degree: 2}\n")
+	tpStudy := func(mb int) (*study.Study, *study.Plan) {
+		return loadStudy(t, fmt.Sprintf("name: s\nmodel: {family: gpt, preset: tiny, micro_batch: %d}\nworkload: {device: cuda, gpus: 2}\n"+
+			"baseline: {graphs: false, precision: bf16, tp.degree: 2}\n", mb))
+	}
+	s, p := tpStudy(8)
 	m := &Machine{Device: "cuda", Rehearse: true, GPUs: []string{"0"}}
 	d := engine.Description{Family: "gpt", Params: 1 << 20, Shapes: map[string]int{"layers": 4, "hidden": 1024, "seq_len": 1024, "vocab": 1024, "positions": 1024, "heads": 4}}
 	describe := func(engine.Config) (engine.Description, error) { return d, nil }
 	id := p.Trials[0].ID
 	wide, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: 1 << 50, What: "a GPU"}, false)
 	require.NoError(t, err)
-	assert.Empty(t, wide.NoTwin[id])
+	assert.Empty(t, wide.NoTwin[id], "fits")
+	assert.Empty(t, wide.TwinMicroBatch, "fits at the trial's micro-batch")
+
+	// Fits smaller: the two bf16 ranks fit with 5% to spare, the fp32 twin at
+	// micro-batch 8 does not; it runs at the largest micro-batch that fits.
 	per := wide.Rows[0].Estimate
-	capacity := int64(float64(2*per) * 1.05 / fitHeadroom) // the two bf16 ranks fit, with 5% to spare
+	capacity := int64(float64(2*per) * 1.05 / fitHeadroom)
+	budget := int64(float64(capacity) * fitHeadroom)
 	fit, err := CheckRehearsalFit(s, p, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: capacity, What: "a GPU"}, false)
 	require.NoError(t, err)
-	assert.Contains(t, fit.NoTwin[id], "the trial's fp32 twin needs about")
-	assert.Contains(t, fit.NoTwin[id], "not launched")
+	assert.Empty(t, fit.NoTwin[id])
+	mb := fit.TwinMicroBatch[id]
+	require.Positive(t, mb, "the twin at a smaller micro-batch")
+	require.Less(t, mb, 8)
+	sp, err := buildSpec(s, p.Trials[0], m)
+	require.NoError(t, err)
+	twin := sp.Configs[0]
+	twin.Precision, twin.MicroBatch = "fp32", mb
+	assert.LessOrEqual(t, 2*RankEstimate(twin, d), budget, "its two ranks fit at micro-batch %d", mb)
+	assert.LessOrEqual(t, RankEstimate(referenceConfig(twin), d), budget, "and its one-rank fp32 reference")
+	twin.MicroBatch = mb + 1
+	assert.Greater(t, 2*RankEstimate(twin, d), budget, "the largest: micro-batch %d does not fit", mb+1)
+
+	// None fits: at micro-batch 1 the bf16 ranks fit with 1% to spare, the
+	// fp32 twin at 1 does not.
+	s1, p1 := tpStudy(1)
+	wide1, err := CheckRehearsalFit(s1, p1, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: 1 << 50, What: "a GPU"}, false)
+	require.NoError(t, err)
+	per1 := wide1.Rows[0].Estimate
+	twin.MicroBatch = 1
+	require.Greater(t, float64(RankEstimate(twin, d)), 1.01*float64(per1), "fp32 holds more at micro-batch 1")
+	none, err := CheckRehearsalFit(s1, p1, m, describe, FitTarget{Device: "cuda", Devices: 1, Capacity: int64(float64(2*per1) * 1.01 / fitHeadroom), What: "a GPU"}, false)
+	require.NoError(t, err)
+	id1 := p1.Trials[0].ID
+	assert.Contains(t, none.NoTwin[id1], "the trial's fp32 twin fits at no micro-batch from 1 down to 1")
+	assert.Contains(t, none.NoTwin[id1], "not launched")
+	assert.Empty(t, none.TwinMicroBatch)
 
 	s32, p32 := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny, micro_batch: 8}\nworkload: {device: cuda, gpus: 2}\n"+
 		"baseline: {graphs: false, precision: fp32, tp.degree: 2}\n")

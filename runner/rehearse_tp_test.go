@@ -65,7 +65,10 @@ func TestCheckRehearsalFitTP(t *testing.T) {
 		"sweep: {strategy: grid, knobs: {tp.degree: [1, 2, 4]}}\n")
 	require.Len(t, p.Trials, 3)
 	m := &Machine{Device: "cpu", Rehearse: true}
-	d := engine.Description{Family: "gpt", Params: 1 << 26, Shapes: map[string]int{"layers": 2, "hidden": 64, "seq_len": 64, "vocab": 256, "positions": 256}}
+	// Most of the parameters in the blocks (8 x 12 x 1024^2 of 2^27), as in
+	// a real GPT: the tensor share, not the tensor groups' process overhead
+	// (tpProcessBytes), decides.
+	d := engine.Description{Family: "gpt", Params: 1 << 27, Shapes: map[string]int{"layers": 8, "hidden": 1024, "seq_len": 64, "vocab": 256, "positions": 256}}
 	var described []*engine.TPConfig
 	describe := func(c engine.Config) (engine.Description, error) {
 		described = append(described, c.TP)

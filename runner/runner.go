@@ -73,6 +73,10 @@ type Options struct {
 	// RehearsalNoTwin: the tensor-parallel trials whose fp32 twin does not
 	// fit (CheckRehearsalFit's NoTwin), recorded skipped.
 	RehearsalNoTwin map[string]string
+	// RehearsalTwinMicroBatch: the tensor-parallel trials whose fp32 twin
+	// runs at a smaller micro-batch (CheckRehearsalFit's TwinMicroBatch), with
+	// a one-rank fp32 reference of its own global batch.
+	RehearsalTwinMicroBatch map[string]int
 	// RehearseNoFaults: no fault launches (--rehearse-faults=false: another
 	// study's rehearsal already checked how the runner classifies them).
 	RehearseNoFaults bool

@@ -102,14 +102,17 @@ plan_line() {
 
 # cap_of LINE FAULTS PLAN: the study's timeout from its plan line, plus a
 # launch of its ranks for each tensor-parallel trial that runs in 16-bit (its
-# fp32 twin, docs/rehearsal.md), counted from the plan's trial lines.
+# fp32 twin, docs/rehearsal.md), and a one-rank launch for each twin at a
+# smaller micro-batch (its own fp32 reference), counted from the plan's trial
+# lines.
 cap_of() {
-  local runs ranks faults=$2 twins
+  local runs ranks faults=$2 twins twinrefs
   runs=$(sed -n 's/^rehearsal: \([0-9]*\) trials run.*/\1/p' <<<"$1")
   ranks=$(sed -n 's/.*at most \([0-9]*\) ranks.*/\1/p' <<<"$1")
   [[ -n $runs && -n $ranks ]] || { echo 0; return; }
-  twins=$(grep -E '  runs  .*, (bf16|fp16|tf32), .*, tp [0-9]+' "$3" 2>/dev/null | grep -vc 'twin does not fit')
-  local cap=$((30 + (runs + twins) * (LAUNCH_S + ranks) + 2 * runs * LAUNCH_S))
+  twins=$(grep -cE '  runs( \(its fp32 twin at micro-batch [0-9]+\))?  .*, (bf16|fp16|tf32), .*, tp [0-9]+' "$3" 2>/dev/null)
+  twinrefs=$(grep -c 'its fp32 twin at micro-batch' "$3" 2>/dev/null)
+  local cap=$((30 + (runs + ${twins:-0}) * (LAUNCH_S + ranks) + (2 * runs + ${twinrefs:-0}) * LAUNCH_S))
   ((faults)) && cap=$((cap + 2 * (LAUNCH_S + ranks) + 15))
   echo "$cap"
 }

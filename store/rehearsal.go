@@ -52,6 +52,11 @@ type RehearsalTrial struct {
 	// comparison cannot (the tensor-parallel partial sums round in 16-bit
 	// where one rank's full sums do, a noise the one-rank runs do not show).
 	TwinFP32 *RehearsalLaunch `json:"twin_fp32,omitempty"`
+	// TwinReference is one rank in fp32 training the twin's global batch
+	// when the twin ran at a smaller micro-batch than the trial (the trial's
+	// did not fit in fp32); the twin is then judged against it, not against
+	// NoiseReference.
+	TwinReference *RehearsalLaunch `json:"twin_reference,omitempty"`
 	// Faults are launches with a fault injected in one rank, each classified
 	// as the runner classifies it on a cluster.
 	Faults []RehearsalFault `json:"faults,omitempty"`

@@ -80,7 +80,10 @@ func writeRehearsalFit(w io.Writer, s *study.Study, plan *study.Plan, libFlag st
 				what += fmt.Sprintf(" (its one-rank reference, %.1f GiB, does not fit: losses not compared)", gib(r.Reference))
 			}
 			if fit.NoTwin[r.ID] != "" {
-				what += " (its fp32 twin does not fit: losses judged by the one-rank noise)"
+				what += " (its fp32 twin fits at no micro-batch: layout not checked)"
+			}
+			if mb := fit.TwinMicroBatch[r.ID]; mb > 0 {
+				what += fmt.Sprintf(" (its fp32 twin at micro-batch %d)", mb)
 			}
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%.1f GiB\t%.1f GiB\t%s\t%s\n", r.ID, r.Shared, gib(r.Estimate), gib(int64(r.Shared)*r.Estimate), what, r.Layout)
