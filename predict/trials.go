@@ -159,7 +159,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	step := Median(each)
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
 		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, RankLaunchSets: len(sets),
-		LaunchPerRank: s.LaunchPerRank, CommMS: r.CommMS,
+		LaunchPerRank: s.LaunchPerRank && s.Ranks > 1 && len(in.Launches) >= s.Ranks, CommMS: r.CommMS, // as rankLaunches used it
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if s.Beside != nil {

@@ -215,17 +215,21 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 				refs[key] = &store.RehearsalLaunch{Outcome: store.Skipped, Error: o.RehearsalNoReference[t.ID], MicroBatch: ref.MicroBatch, GradAccum: ref.GradAccum}
 			}
 			rh.Reference = oneRank(ref)
-			if ref.Precision != "fp32" && rh.Reference.Outcome == store.OK && ctx.Err() == nil {
+			// A tensor-parallel trial in 16 bits is judged by its fp32 twin; a twin
+			// at a smaller micro-batch (the trial's does not fit in fp32) is
+			// compared with one rank at the twin's global batch, so the full-batch
+			// fp32 one-rank run (which does not fit either) is not launched.
+			tp16 := tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32"
+			mb := o.RehearsalTwinMicroBatch[t.ID]
+			if wantNoiseReference(ref.Precision, rh.Reference, tp16, mb) && ctx.Err() == nil {
 				noise := ref
 				noise.Precision = "fp32"
 				rh.NoiseReference = oneRank(noise)
 			}
-			if tpDegree(sp.Configs[0]) > 1 && ref.Precision != "fp32" && rh.NoiseReference != nil &&
-				rh.NoiseReference.Outcome == store.OK && ctx.Err() == nil {
+			if wantTwin(tp16, mb, rh.NoiseReference) && ctx.Err() == nil {
 				if why := o.RehearsalNoTwin[t.ID]; why != "" {
 					rh.TwinFP32 = &store.RehearsalLaunch{Outcome: store.Skipped, Error: why, MicroBatch: sp.Configs[0].MicroBatch, GradAccum: sp.Configs[0].GradAccum}
 				} else {
-					mb := o.RehearsalTwinMicroBatch[t.ID]
 					rh.TwinFP32 = r.rehearseTwinFP32(ctx, sp, mb, next)
 					next++
 					if mb > 0 && rh.TwinFP32.Outcome == store.OK && ctx.Err() == nil {
@@ -396,4 +400,22 @@ func RehearsalSteps(w *study.Workload, warmupSet, stepsSet bool) {
 		w.Steps = min(w.Steps, 4)
 	}
 	w.Repeats = 1
+}
+
+// wantNoiseReference: whether a trial in 16 bits whose one-rank reference
+// (ref, at precision p) ran also gets the fp32 one-rank run of the same
+// global batch (its noise floor; a tensor-parallel trial's full-batch fp32
+// twin is compared with it). Not for a tensor-parallel trial whose twin runs
+// at a smaller micro-batch twinMB: that twin is compared with one rank at its
+// own global batch, and the full batch does not fit in fp32.
+func wantNoiseReference(p string, ref *store.RehearsalLaunch, tp16 bool, twinMB int) bool {
+	return p != "fp32" && ref != nil && ref.Outcome == store.OK && !(tp16 && twinMB > 0)
+}
+
+// wantTwin: whether a tensor-parallel trial in 16 bits gets its fp32 twin
+// (launched, or recorded skipped when it fits at no micro-batch): at a
+// smaller micro-batch always, at the trial's only when the full-batch fp32
+// one-rank run it is compared with ran.
+func wantTwin(tp16 bool, twinMB int, noise *store.RehearsalLaunch) bool {
+	return tp16 && (twinMB > 0 || noise != nil && noise.Outcome == store.OK)
 }

@@ -105,3 +105,32 @@ func TestChecksumsDisagreeTPPipeline(t *testing.T) {
 	assert.Empty(t, checksumsDisagree(sp, rk("s0", "s0", "s1", "s1")))
 	assert.Contains(t, checksumsDisagree(sp, rk("s0", "s0", "s1", "xx")), "the gathered parameters differ across the tensor-parallel group")
 }
+
+// The fp32 runs of a tensor-parallel trial in bf16: its twin at a smaller
+// micro-batch (the trial's does not fit in fp32) runs without the full-batch
+// fp32 one-rank run, which is not launched (it would not fit either: the
+// review of 2026-12-07 found the twin waiting on it, so never launched).
+func TestRehearsalFP32RunsTP(t *testing.T) {
+	ok, failed := &store.RehearsalLaunch{Outcome: store.OK}, &store.RehearsalLaunch{Outcome: store.Failed}
+	cases := []struct {
+		name                string
+		p                   string
+		ref                 *store.RehearsalLaunch
+		tp16                bool
+		twinMB              int
+		noise               *store.RehearsalLaunch
+		wantNoise, wantTwin bool
+	}{
+		{"data parallel bf16", "bf16", ok, false, 0, ok, true, false},
+		{"data parallel fp32", "fp32", ok, false, 0, nil, false, false},
+		{"reference failed", "bf16", failed, false, 0, nil, false, false},
+		{"tp bf16, twin at the trial's micro-batch", "bf16", ok, true, 0, ok, true, true},
+		{"tp bf16, its full-batch fp32 run failed", "bf16", ok, true, 0, failed, true, false},
+		{"tp bf16, twin at a smaller micro-batch", "bf16", ok, true, 4, nil, false, true},
+		{"tp bf16, twin smaller, the bf16 reference failed", "bf16", failed, true, 4, nil, false, true},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.wantNoise, wantNoiseReference(c.p, c.ref, c.tp16, c.twinMB), "%s: the fp32 one-rank run", c.name)
+		assert.Equal(t, c.wantTwin, wantTwin(c.tp16, c.twinMB, c.noise), "%s: the fp32 twin", c.name)
+	}
+}

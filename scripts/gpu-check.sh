@@ -1175,7 +1175,7 @@ stage_predict() {
 # CAP_PREDICT_RH seconds after the part starts.
 predict_rehearsal() {
   local rc=0 n=${REHEARSE_RANKS:-8} study=${REHEARSE_STUDY:-studies/gpt/ddp8-quick.yaml}
-  local est cap end out=$WORK/predict-rh name step=none
+  local est cap end out=$WORK/predict-rh name step=none sfit=0 hrc=0 fit=$LOG/predict-rh-bench-staged.out
   local steps=(--warmup "${REHEARSE_WARMUP:-3}" --steps "${REHEARSE_STEPS:-10}" --repeats 1)
   est=$(scaled "${EST_PREDICT_RH:-120}") cap=${CAP_PREDICT_RH:-180}
   fits "$est" "predict: the one-GPU rehearsal of $study on $n ranks, predicted and measured" ||
@@ -1192,9 +1192,12 @@ predict_rehearsal() {
   }
   predict_rh_timed 60 predict-rh-bench bin/casestudy bench allreduce --engine-lib "$LIB" --device cpu --ranks "$n" \
     --sizes 1M,4M,16M,64M --iters 10 --warmup 2 --json || rc=$?
+  # The staged fit's bench failing leaves the host fit to predict with (said
+  # in predict-rehearsal.md), not the runs undone.
   ((rc == 0)) && { predict_rh_timed 60 predict-rh-bench-staged bin/casestudy bench allreduce --engine-lib "$LIB" \
     --device "${REHEARSE_DEVICE:-cuda}" --staged --ranks "$n" --sizes "${REHEARSE_BENCH_SIZES:-1M,4M,16M,64M,256M}" \
-    --iters 10 --warmup 2 --json || rc=$?; }
+    --iters 10 --warmup 2 --json || sfit=$?; }
+  ((sfit == 0)) || fit=$LOG/predict-rh-bench.out
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-one bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" --run-id one \
     --predict "$n" --fit "$LOG/predict-rh-bench.out" "${steps[@]}" || rc=$?; }
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-rehearse bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" \
@@ -1202,25 +1205,37 @@ predict_rehearsal() {
   name=$(find "$out" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1)
   [[ $DRY == 1 ]] && name=$out/STUDY
   ((rc == 0)) && { predict_rh_timed 60 predict-rh-check bin/casestudy predict "$name/one" --gpus "$n" \
-    --fit "$LOG/predict-rh-bench-staged.out" --ranks-per-gpu "$n" --against "$name/rehearsal" --out "$out" || rc=$?; }
-  # For comparison: the fit of Gloo on host buffers (no staging copies).
-  ((rc == 0)) && [[ $DRY != 1 ]] && mkdir -p "$out/host-fit"
-  ((rc == 0)) && { predict_rh_timed 60 predict-rh-check-host bin/casestudy predict "$name/one" --gpus "$n" \
-    --fit "$LOG/predict-rh-bench.out" --ranks-per-gpu "$n" --against "$name/rehearsal" --out "$out/host-fit" || rc=$?; }
+    --fit "$fit" --ranks-per-gpu "$n" --against "$name/rehearsal" --out "$out" || rc=$?; }
+  # For comparison: the fit of Gloo on host buffers (no staging copies); its
+  # failure is the comparison's own, not the check's.
+  ((rc == 0 && sfit == 0)) && [[ $DRY != 1 ]] && mkdir -p "$out/host-fit"
+  ((rc == 0 && sfit == 0)) && { predict_rh_timed 60 predict-rh-check-host bin/casestudy predict "$name/one" --gpus "$n" \
+    --fit "$LOG/predict-rh-bench.out" --ranks-per-gpu "$n" --against "$name/rehearsal" --out "$out/host-fit" || hrc=$?; }
   advance "$est"
   [[ $DRY == 1 ]] && return
-  # The fits' inputs travel with the runs they predict.
+  # The fits' inputs travel with the runs they predict, and the predictions
+  # (predicted.json, host-fit/) with both.
   [[ -n $name ]] && { cp "$LOG"/predict-rh-bench*.out "$name/" 2>/dev/null
-    tar -czf "$OUT/predict-rehearsal.tgz" -C "$out" "$(basename "$name")"; }
+    tar -czf "$OUT/predict-rehearsal.tgz" -C "$out" .; }
   if ((rc == 0)) && [[ -s $LOG/predict-rh-check.out ]]; then
     {
-      echo "Fit: \`bench allreduce --device ${REHEARSE_DEVICE:-cuda} --staged --ranks $n\` (the staged collective, copies included)."
+      if ((sfit == 0)); then
+        echo "Fit: \`bench allreduce --device ${REHEARSE_DEVICE:-cuda} --staged --ranks $n\` (the staged collective, copies included)."
+      else
+        echo "Fit: \`bench allreduce --device cpu --ranks $n\` (Gloo on host buffers, no staging copies): the staged bench failed (exit $sfit, logs/predict-rh-bench-staged.err)."
+      fi
       echo
       cat "$LOG/predict-rh-check.out"
-      echo
-      echo "### For comparison: the fit of Gloo on host buffers (\`bench allreduce --device cpu\`, no staging copies)"
-      echo
-      grep -A20 '^### Predicted against measured' "$LOG/predict-rh-check-host.out" | tail -n +2
+      if ((sfit == 0)); then
+        echo
+        echo "### For comparison: the fit of Gloo on host buffers (\`bench allreduce --device cpu\`, no staging copies)"
+        echo
+        if ((hrc == 0)); then
+          grep -A20 '^### Predicted against measured' "$LOG/predict-rh-check-host.out" | tail -n +2
+        else
+          echo "Not checked: predict with the host fit failed (exit $hrc, logs/predict-rh-check-host.err)."
+        fi
+      fi
     } >"$OUT/predict-rehearsal.md"
     # The bar of issue 40 is stated, not asserted here: the rehearsal's two
     # approximations (docs/predict.md) are the question.

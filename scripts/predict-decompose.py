@@ -57,7 +57,7 @@ def trials(run_root):
 def key(t):
     """The trial as predict's validation names it: knob=value of each changed knob."""
     knobs = t.get("knobs") or {}
-    return ",".join(f"{c}={knobs.get(c, '?')}" for c in t.get("changed") or []) or "(baseline)"
+    return " ".join(f"{c}={knobs.get(c, '?')}" for c in t.get("changed") or []) or "(baseline)"
 
 
 def collect(run_root, loaded=None):

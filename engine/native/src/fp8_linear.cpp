@@ -262,8 +262,8 @@ const char* fmt(bool e5m2) { return e5m2 ? "e5m2" : "e4m3"; }
 // _scaled_mm's layout: mat1 row-major, mat2 column-major (cuBLASLt's FP8
 // "TN"). A matrix's column-major copy is its transpose's row-major one: qt.t().
 // flags: bit 0 row scaling, bit 1 gradients in e4m3, bit 2 a bias (without
-// one, `bias` is an empty placeholder: torch 2.11's custom functions refuse an
-// undefined input, "tensor does not have a device"); act: the activation
+// one, `bias` is an empty placeholder: a custom function refuses an undefined
+// input, "tensor does not have a device", as linear_ce.cpp notes of 1.13); act: the activation
 // after the product (kern::Act), its backward fused with the bias gradient.
 struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,

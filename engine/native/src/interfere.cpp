@@ -212,7 +212,8 @@ class DeviceInterference : public Interference {
 
 }  // namespace
 
-std::unique_ptr<Interference> Interference::from_env(torch::Device device) {
+std::unique_ptr<Interference> Interference::from_env(torch::Device device,
+                                                    const std::function<void(int)>& check_shadow) {
   const char* v = std::getenv(kEnv);
   if (!v || !*v) return nullptr;
   const std::string s(v);
@@ -227,6 +228,7 @@ std::unique_ptr<Interference> Interference::from_env(torch::Device device) {
     if (used == 0 || 5 + used != s.size() || n < 2)
       throw std::runtime_error(std::string(kEnv) + "=" + s + ": give gloo:N (N ranks, 2 or more)");
     if (device.is_cuda()) throw std::runtime_error(std::string(kEnv) + "=" + s + ": CPU ranks only (a Gloo group)");
+    if (check_shadow) check_shadow(n);
     return make_shadow_interference(n);
   }
   const std::string bad = std::string(kEnv) + "=" + s + ": give C or C:B (C blocks on a GPU / threads on CPU ranks, at least 1; B GB/s, 0 or more)";

@@ -20,6 +20,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 
 namespace cs {
@@ -30,8 +31,11 @@ struct EngineConfig;
 class Interference {
  public:
   // The load CASESTUDY_INTERFERE asks for on device; null when it is unset.
-  // Throws on a malformed value or a device it cannot load.
-  static std::unique_ptr<Interference> from_env(torch::Device device);
+  // Throws on a malformed value or a device it cannot load. gloo:N calls
+  // check_shadow(N) first, before its Gloo group of N is set up (a refused
+  // configuration fails on its field, not on that group's setup).
+  static std::unique_ptr<Interference> from_env(torch::Device device,
+                                                const std::function<void(int)>& check_shadow = {});
   virtual ~Interference() = default;
   virtual void begin() = 0;  // at the backward pass's start (in stream order on a GPU)
   virtual void end() = 0;    // at its end

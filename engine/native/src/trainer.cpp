@@ -222,17 +222,16 @@ void Trainer::init_device() {
   name_ = device_name(device_);
   peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
   if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
-  try {  // CASESTUDY_INTERFERE: the κ calibration's load beside each backward (interfere.h)
-    interf_ = Interference::from_env(device_);
+  try {  // CASESTUDY_INTERFERE: the κ calibration's load beside each backward (interfere.h);
+         // gloo:N is refused for a trainer without the DDP reducer of a world of
+         // one before its Gloo group of N is set up
+    interf_ = Interference::from_env(device_, [&](int n) { check_shadow_config(cfg_, n); });
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }
   max_grad_norm_ = max_grad_norm();  // a malformed CASESTUDY_MAX_GRAD_NORM fails here, not at the first step
   if (interf_ && (cfg_.graphs || cfg_.pipeline.stages > 1))
     throw UnsupportedError("CASESTUDY_INTERFERE (the κ calibration) with graphs or a pipeline");
-  // gloo:N: refused here, at create, for a trainer without the DDP reducer of
-  // a world of one, not at the first step's metrics.
-  if (interf_ && interf_->shadow_ranks() > 0) check_shadow_config(cfg_, interf_->shadow_ranks());
 }
 
 void Trainer::build_model() {

@@ -34,11 +34,15 @@ constexpr int kSumLanes = 32;
 // roofline, bn_bwd_reduce at 69-74%, the one-pass kernels at 85-92%). The
 // rows' loads are now issued together, predicated, then added in row order
 // (the same sums in the same order as one row at a time).
-constexpr int kStatsRows = 4;  // one tensor read: 4 x 16 bytes in flight a thread
+// One tensor read: 4 x 16 bytes in flight a thread. nvcc 11.8 for sm_90 gives
+// the bf16 kernel 80 registers (3 blocks a multiprocessor, not kMaxPerSm's 4;
+// fp16 64: 4), a review's count; the GPU machine's nvcc 13 may differ.
+constexpr int kStatsRows = 4;
 // The backward's reduction: up to three tensors and the mask a row, 2 rows
 // (98 bytes) with a second gradient, else 4 (132 bytes), at 2 blocks a
-// multiprocessor (nvcc 11.8 for sm_90: 91-124 registers, no spills; at 3
-// blocks, 80 registers, bf16's variants spilled 8-86 bytes).
+// multiprocessor (nvcc 11.8 for sm_90: 92-128 registers, two bf16 variants at
+// the 128 that __launch_bounds__ allows, no spills; at 3 blocks, 80 registers,
+// bf16's variants spilled 8-86 bytes).
 template <bool DY2>
 constexpr int kBwdRows = DY2 ? 2 : 4;
 constexpr int kBwdBlocks = 2;  // at most kMaxPerSm
