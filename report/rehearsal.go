@@ -293,13 +293,12 @@ func rhFirstLine(s string) string {
 }
 
 // rehearsalProcessBytes is what a process holds outside the caching
-// allocator (CUDA context, libraries), counted against the capacity; a
-// tensor-parallel rank 832 MiB (its tensor and data communicators besides:
-// 0.74-0.80 GiB in gpu-check-2026-12-07b's out-of-memory messages, as
-// runner.RankEstimate counts it).
+// allocator (CUDA context, libraries, communicators), counted against the
+// capacity: as the plan counted it (runner.RankEstimate, recorded with the
+// trial); records written before it was recorded counted 512 MiB a process.
 func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
-	if info.TensorPar > 1 {
-		return 832 << 20
+	if info.ProcessBytes > 0 {
+		return info.ProcessBytes
 	}
 	return 512 << 20
 }

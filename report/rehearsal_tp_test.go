@@ -132,3 +132,11 @@ func TestRehearsalTPTwinFP32(t *testing.T) {
 	assert.False(t, *l.Agree)
 	assert.Contains(t, l.Detail, "not comparable")
 }
+
+// A rank's process memory outside the allocator is what the plan recorded
+// with the trial (a tensor-parallel rank counts its communicators too);
+// records from before it was recorded counted 512 MiB.
+func TestRehearsalProcessBytesRecorded(t *testing.T) {
+	assert.Equal(t, int64(832<<20), rehearsalProcessBytes(&store.RehearsalTrial{TensorPar: 2, ProcessBytes: 832 << 20}))
+	assert.Equal(t, int64(512<<20), rehearsalProcessBytes(&store.RehearsalTrial{TensorPar: 2}))
+}

@@ -33,6 +33,10 @@ type RehearsalTrial struct {
 	Devices []string `json:"devices,omitempty"`
 	// EstimateBytes is the plan-time estimate of one rank's memory.
 	EstimateBytes int64 `json:"estimate_bytes,omitempty"`
+	// ProcessBytes is what the plan counted a rank's process to hold outside
+	// the allocator (CUDA context, libraries, communicators), part of
+	// EstimateBytes; 0 in records written before it was recorded.
+	ProcessBytes int64 `json:"process_bytes,omitempty"`
 	// TensorPar is the tensor-parallel degree (0: none): ranks are
 	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
 	TensorPar int `json:"tensor_parallel,omitempty"`

@@ -72,6 +72,7 @@ sweep:
 			tp = 4
 		}
 		assert.Equal(t, tp, tr.Rehearsal.TensorPar)
+		assert.Positive(t, tr.Rehearsal.ProcessBytes, "trial %s: the process memory the plan counted, recorded", tr.ID)
 		assert.Equal(t, 4/tp, tr.Rehearsal.DataPar)
 		ref := tr.Rehearsal.Reference
 		require.NotNil(t, ref, tr.ID)
