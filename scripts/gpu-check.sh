@@ -1140,7 +1140,9 @@ stage_predict() {
   [[ -n $dir ]] && tar -czf "$OUT/predict.tgz" -C "$(dirname "$dir")" "$(basename "$dir")"
   if ((rc == 0)) && [[ -f $dir/predicted.md ]]; then
     cp "$dir/predicted.md" "$OUT/predict.md"
-    log_status "predict: ok, $(grep -o -m1 'κ = [0-9.e+-]*' "$dir/predicted.md") (measured: --kappa auto), ${dir#"$WORK"/} (predict.md, predict.tgz)"
+    local k
+    k=$(grep -o -m1 'κ = [0-9.e+-]*' "$dir/predicted.md") || k="κ per trial, from its stretch calibration" # CPU ranks
+    log_status "predict: ok, $k (measured: --kappa auto), ${dir#"$WORK"/} (predict.md, predict.tgz)"
   else
     why="exit $rc$( ((rc == 124 || rc == 137)) && echo ", killed at its deadline (CAP_PREDICT $cap s or the budget)"), logs/predict.out: $(tail -c 300 "$LOG/predict.out" | tr '\n' ' ') $(tail -c 200 "$LOG/predict.err" | tr '\n' ' ')"
     if [[ -n $dir ]] && timed 30 predict-k1 bin/casestudy predict "$dir" --gpus 8 --topology h100-sxm-8 && [[ -s $LOG/predict-k1.out ]]; then
