@@ -6,17 +6,28 @@
 // calibration) gives the world of one's gather (in itself) or the group's
 // whole gather, in followed by the helpers' zeros, checked exactly against
 // that direct computation, also right after an all-reduce of the same size
-// and dtype (whose sum a helper's buffer still holds).
+// and dtype (whose sum a helper's buffer still holds). Because the helpers
+// give zeros, those all-reduce checks cannot see a skipped collective or a
+// lost copy-back (issue 39's review); the group case does: 2 and 3 GlooGroup
+// ranks, threads over one store, each all-reducing its own non-zero values
+// through on_wire as comm_gloo.cpp does (one rank a transposed fp32 matrix,
+// one bf16, a third plain fp32), each result checked in the rank's own tensor
+// against the sum computed directly.
 #include <torch/torch.h>
 
+#include <chrono>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "native_test.h"
 
 #ifdef CS_WITH_GLOO
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #include "gloo_group.h"
 #include "shadow_group.h"
 #endif
@@ -126,6 +137,82 @@ int all_gather(ShadowGroup& g) {
   CS_CHECK(refused);
   return 0;
 }
+
+// The group case's inputs: rank r's tensor of `kind`, rows x cols, with
+// values k/4 (1 <= |k| <= 15, signs alternating) that differ from rank to
+// rank and are exact in bf16, as are sums of up to 3 of them, so the sum
+// checks exactly whatever order Gloo adds in. A transposed tensor is a
+// non-contiguous view of its base: its result must land in the base.
+enum class Kind { Transposed, BF16, FP32 };
+constexpr int64_t kRows = 40, kCols = 25;
+
+torch::Tensor rank_input(int r, Kind kind) {
+  auto i = torch::arange(kRows * kCols, torch::kFloat);
+  auto v = (torch::remainder(i * 7 + 13 * r, 15) + 1) / 4 * (1 - 2 * torch::remainder(i + r, 2));
+  if (kind == Kind::Transposed) return v.view({kCols, kRows}).t();
+  auto m = v.view({kRows, kCols}).clone();
+  return kind == Kind::BF16 ? m.to(torch::kBFloat16) : m;
+}
+
+// n GlooGroup ranks as threads of this process over one HashStore, on the
+// loopback as the calibration's; in each of n rounds rank r's input is kind
+// (r + round) % n of {transposed, bf16, fp32}, so every rank takes every
+// kind. Each rank all-reduces through on_wire and checks its own tensor,
+// in place, against the fp32 sum of all the inputs (in its dtype). A rank
+// that skipped its collective keeps its input (which the check first shows
+// differs from the sum) or leaves the others waiting to the timeout; a lost
+// copy-back leaves the transposed and the bf16 tensors as they were. A rank
+// whose check fails goes on with the later rounds (the others wait on its
+// collectives); the failures are printed once every rank is done.
+int group_all_reduce(int n) {
+  constexpr int kTimeoutMS = 30000;
+  const Kind kinds[] = {Kind::Transposed, Kind::BF16, Kind::FP32};
+  std::vector<std::vector<torch::Tensor>> in(static_cast<size_t>(n));  // [round][rank]
+  std::vector<torch::Tensor> want(static_cast<size_t>(n));             // [round], fp32
+  for (int k = 0; k < n; k++) {
+    want[size_t(k)] = torch::zeros({kRows, kCols});
+    for (int r = 0; r < n; r++) {
+      in[size_t(k)].push_back(rank_input(r, kinds[(r + k) % n]));
+      want[size_t(k)] += in[size_t(k)].back().to(torch::kFloat);
+    }
+  }
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::unique_ptr<GlooGroup>> groups(static_cast<size_t>(n));  // destroyed after every rank is done
+  std::vector<std::string> fails(static_cast<size_t>(n));                  // per rank
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; r++) {
+    ranks.emplace_back([&, r] {
+      std::string& fail = fails[size_t(r)];
+      try {
+        groups[size_t(r)].reset(
+            new GlooGroup(store, r, n, std::chrono::milliseconds(kTimeoutMS), GlooNet::Loopback));
+        for (int k = 0; k < n; k++) {
+          const auto& t = in[size_t(k)][size_t(r)];
+          const auto expect = want[size_t(k)].to(t.scalar_type());
+          const std::string what = "round " + std::to_string(k) + " " + c10::toString(t.scalar_type()) +
+                                   (t.is_contiguous() ? "" : " transposed");
+          if (torch::equal(t, expect)) fail += "  " + what + ": the input is already the sum\n";
+          on_wire(t, [&](const torch::Tensor& w) { groups[size_t(r)]->allreduce(w).wait(); });
+          if (!torch::equal(t, expect))
+            fail += "  " + what + ": not the sum in place (max |got - sum| " +
+                    std::to_string((t.to(torch::kFloat) - want[size_t(k)]).abs().max().item<double>()) + ")\n";
+        }
+      } catch (const std::exception& e) {
+        fail += std::string("  ") + e.what() + "\n";
+      } catch (...) {
+        fail += "  an exception that is not a std::exception\n";
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  int failed = 0;
+  for (int r = 0; r < n; r++) {
+    if (fails[size_t(r)].empty()) continue;
+    std::cerr << "FAIL shadow GlooGroup all_reduce group of " << n << " rank " << r << ":\n" << fails[size_t(r)];
+    failed = 1;
+  }
+  return failed;
+}
 #endif
 
 }  // namespace
@@ -134,12 +221,15 @@ int shadow_tests() {
 #ifdef CS_WITH_GLOO
   int failed = run_case("shadow", "on_wire", wire);
   for (int n : {2, 3}) {
+    failed |= run_case("shadow", "GlooGroup all_reduce of " + std::to_string(n) + " ranks, non-zero",
+                       [&] { return group_all_reduce(n); });
     ShadowGroup g(n);
     failed |= run_case("shadow", "all_reduce group of " + std::to_string(n), [&] { return all_reduce(g); });
     failed |= run_case("shadow", "all_gather group of " + std::to_string(n), [&] { return all_gather(g); });
   }
-  std::cout << "shadow: on_wire, and the stretch calibration's group of 2 and 3 (all-reduce, all-gather) "
-               "against the direct computation on CPU Gloo"
+  std::cout << "shadow: on_wire, GlooGroup all-reduces of 2 and 3 thread ranks (transposed, bf16, fp32; non-zero), "
+               "and the stretch calibration's group of 2 and 3 (all-reduce, all-gather) against the direct "
+               "computation on CPU Gloo"
             << std::endl;
   return failed;
 #else
