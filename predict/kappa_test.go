@@ -73,6 +73,10 @@ func TestSimulateKappaPaceTwoCollectives(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "second start", r.Buckets[1].StartMS, 12)
+	// Ready times in wall time, as the unstretched schedule's are: the second
+	// bucket at 12, not its work time 10 (it would read as queued 2 ms).
+	near(t, "first ready", r.Buckets[0].ReadyMS, 5)
+	near(t, "second ready", r.Buckets[1].ReadyMS, 12)
 	near(t, "step", r.StepMS, 10+24+1+3)
 	q, err := SimulateRanks([]Profile{p, p, p}, o)
 	if err != nil {

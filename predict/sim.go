@@ -249,7 +249,7 @@ func simulateStretched(p Profile, o Options, bwd, scale, kappa float64, rest flo
 	for i, b := range p.Buckets {
 		ms := st.ends[i] - st.starts[i]
 		r.CommMS += ms
-		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: bc.bytes[i], ReadyMS: b.ReadyMS * scale,
+		r.Buckets = append(r.Buckets, BucketTiming{Op: b.Op, Bytes: bc.bytes[i], ReadyMS: st.readies[i],
 			StartMS: st.starts[i], EndMS: st.ends[i], MS: ms, How: bc.how[i]})
 	}
 	r.StretchMS = done - bwd

@@ -70,12 +70,13 @@ type stretcher struct {
 	cost, beside, frac []float64 // per bucket: alone, beside compute (0: none), pace lost
 	anchor, prog, fin  []float64 // per rank: a wall time, the backward done by it, its end (< 0: running)
 	starts, ends       []float64 // per bucket, of the last run
+	readies            []float64 // per bucket, of the last run: when the slowest rank had it ready (wall time)
 }
 
 func newStretcher(cost, beside, steal []float64, ranks int) *stretcher {
 	s := &stretcher{cost: cost, beside: beside, frac: make([]float64, len(cost)),
 		anchor: make([]float64, ranks), prog: make([]float64, ranks), fin: make([]float64, ranks),
-		starts: make([]float64, len(cost)), ends: make([]float64, len(cost))}
+		starts: make([]float64, len(cost)), ends: make([]float64, len(cost)), readies: make([]float64, len(cost))}
 	for b := range cost {
 		t := cost[b]
 		if beside[b] > 0 {
@@ -96,10 +97,12 @@ func (s *stretcher) run(pre, bwd []float64, ready func(k, b int) float64) (done,
 		s.anchor[k], s.prog[k], s.fin[k] = pre[k], 0, -1
 	}
 	for b := range s.cost {
-		start := end
+		readyAt := 0.0       // the wall time every rank has it ready
 		for k := range pre { // ready on rank k: its anchor plus the backward left to that point
-			start = math.Max(start, s.anchor[k]+math.Max(0, ready(k, b)-s.prog[k]))
+			readyAt = math.Max(readyAt, s.anchor[k]+math.Max(0, ready(k, b)-s.prog[k]))
 		}
+		start := math.Max(end, readyAt)
+		s.readies[b] = readyAt
 		f := s.frac[b]
 		until := 0.0 // every rank's backward end if this collective ran on
 		for k := range pre {
