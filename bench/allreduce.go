@@ -187,6 +187,16 @@ type Row struct {
 	Compute *ComputeRow `json:"compute,omitempty"`
 }
 
+// FitMS is the time a cost-model fit takes for this size: the mean over
+// iterations (a prediction is of the mean step); results written before
+// mean_ms carried only the median, MS.
+func (r Row) FitMS() float64 {
+	if r.MeanMS > 0 {
+		return r.MeanMS
+	}
+	return r.MS
+}
+
 // Result is the report of `casestudy bench allreduce`.
 type Result struct {
 	Op      string `json:"op"`

@@ -159,7 +159,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	step := Median(each)
 	pr := Prediction{ID: in.ID, Knobs: in.Knobs, Ranks: s.Ranks, Model: s.Cost.Name(), Overlap: overlap,
 		StepMS: step, LowMS: lo, HighMS: hi, MedianProfileStepMS: r.StepMS, RankDraws: draws, RankLaunchSets: len(sets),
-		LaunchPerRank: s.LaunchPerRank && s.Ranks > 1 && len(in.Launches) >= s.Ranks, CommMS: r.CommMS, // as rankLaunches used it
+		LaunchPerRank: perRankApplies(len(in.Launches), s.Ranks, s.LaunchPerRank), CommMS: r.CommMS,
 		ExposedCommMS: r.ExposedCommMS, Buckets: r.Buckets, Inputs: prof, Kappa: opts.Kappa,
 		ComputeScale: opts.ComputeScale, Threads: s.Threads, Cores: s.Cores, Calibration: s.Calibration, Concurrent: s.Concurrent, CostError: s.CostError, Launches: len(in.Launches)}
 	if s.Beside != nil {
@@ -198,7 +198,7 @@ const maxLaunchSets = 64
 // differs between ranks as between launches.
 func rankLaunches(launches, ranks int, perRank bool) [][]int {
 	var out [][]int
-	if !perRank || ranks < 2 || launches < ranks {
+	if !perRankApplies(launches, ranks, perRank) {
 		for l := range launches {
 			set := make([]int, max(ranks, 1))
 			for r := range set {
@@ -275,4 +275,11 @@ func FitError(m AlphaBeta, points []Point, ranks int) float64 {
 		worst = math.Max(worst, math.Abs(ms/p.MS-1))
 	}
 	return worst
+}
+
+// perRankApplies: whether each rank of a predicted launch draws from a launch
+// of its own (perRank asked, N > 1 ranks, at least N launches), as
+// rankLaunches does and predicted.json records.
+func perRankApplies(launches, ranks int, perRank bool) bool {
+	return perRank && ranks > 1 && launches >= ranks
 }

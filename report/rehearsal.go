@@ -295,12 +295,12 @@ func rhFirstLine(s string) string {
 // rehearsalProcessBytes is what a process holds outside the caching
 // allocator (CUDA context, libraries, communicators), counted against the
 // capacity: as the plan counted it (runner.RankEstimate, recorded with the
-// trial); records written before it was recorded counted 512 MiB a process.
+// trial); records written before it was recorded counted store.LegacyProcessBytes.
 func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
 	if info.ProcessBytes > 0 {
 		return info.ProcessBytes
 	}
-	return 512 << 20
+	return store.LegacyProcessBytes
 }
 
 func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {

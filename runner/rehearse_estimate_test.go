@@ -3,6 +3,7 @@ package runner
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"io"
@@ -89,29 +90,42 @@ func loadPeaks(t *testing.T) []measuredPeak {
 	var out []measuredPeak
 	for _, rel := range calibrationRecords {
 		path := filepath.Join("..", "results", "reference", rel)
-		f, err := os.Open(path)
-		require.NoError(t, err)
 		if !strings.HasSuffix(rel, ".tgz") {
+			f, err := os.Open(path)
+			require.NoError(t, err)
 			out = append(out, readPeaks(t, rel, f)...)
 			f.Close()
 			continue
 		}
-		gz, err := gzip.NewReader(f)
-		require.NoError(t, err)
-		tr := tar.NewReader(gz)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
+		tarFiles(t, path, func(name string, data []byte) {
+			if strings.HasSuffix(name, "trials.jsonl") {
+				out = append(out, readPeaks(t, rel+":"+name, bytes.NewReader(data))...)
 			}
-			require.NoError(t, err)
-			if strings.HasSuffix(h.Name, "trials.jsonl") {
-				out = append(out, readPeaks(t, rel+":"+h.Name, tr)...)
-			}
-		}
-		f.Close()
+		})
 	}
 	return out
+}
+
+// tarFiles calls fn with the name and contents of each file of the .tgz at
+// path, in order.
+func tarFiles(t *testing.T, path string, fn func(name string, data []byte)) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		require.NoError(t, err)
+		data, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		fn(h.Name, data)
+	}
 }
 
 // TestRankEstimateMatchesMeasuredPeaks: the plan-time estimate of one rank

@@ -1,13 +1,9 @@
 package runner
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -85,33 +81,20 @@ func loadTPMeasured(t *testing.T) (peaks []measuredPeak, ooms []tpOOM, capacity 
 	t.Helper()
 	capacity = map[string]int64{}
 	for _, rel := range tpMeasuredRecords {
-		f, err := os.Open(filepath.Join("..", "results", "reference", rel))
-		require.NoError(t, err)
-		gz, err := gzip.NewReader(f)
-		require.NoError(t, err)
-		tr := tar.NewReader(gz)
 		var desc engine.Description
 		var rows [][]byte
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
+		tarFiles(t, filepath.Join("..", "results", "reference", rel), func(name string, data []byte) {
+			if !strings.Contains(name, "gpt-tp/") {
+				return
 			}
-			require.NoError(t, err)
-			if !strings.Contains(h.Name, "gpt-tp/") {
-				continue
-			}
-			data, err := io.ReadAll(tr)
-			require.NoError(t, err)
 			switch {
-			case strings.HasSuffix(h.Name, "manifest.json"):
+			case strings.HasSuffix(name, "manifest.json"):
 				var m store.Manifest
 				require.NoError(t, json.Unmarshal(data, &m), rel)
 				require.NotNil(t, m.Rehearsal, rel)
 				capacity[rel] = m.Rehearsal.GPUMemoryBytes
-			case strings.HasSuffix(h.Name, "trials.jsonl"):
-				got := readPeaks(t, rel+":"+h.Name, bytes.NewReader(data))
-				for _, p := range got {
+			case strings.HasSuffix(name, "trials.jsonl"):
+				for _, p := range readPeaks(t, rel+":"+name, bytes.NewReader(data)) {
 					desc = p.desc
 					peaks = append(peaks, p)
 				}
@@ -121,8 +104,7 @@ func loadTPMeasured(t *testing.T) (peaks []measuredPeak, ooms []tpOOM, capacity 
 					rows = append(rows, append([]byte(nil), sc.Bytes()...))
 				}
 			}
-		}
-		f.Close()
+		})
 		for _, row := range rows { // the out-of-memory launches, described as the trials that ran
 			var rec tpRecord
 			require.NoError(t, json.Unmarshal(row, &rec), rel)
@@ -168,6 +150,12 @@ func loadTPMeasured(t *testing.T) (peaks []measuredPeak, ooms []tpOOM, capacity 
 //   - the trials that ran in gpu-check-2026-12-07b still fit 8 ranks on that
 //     GPU (tp 2 without sequence parallelism, which ran in -06f at 92% of
 //     the GPU, is now refused by the 90% rule: on the safe side).
+//
+// In-sample, stated: the whole-sequence and sharded activation sizes were
+// fitted to tp 2 and tp 4 with sequence parallelism, and tpProcessBytes set
+// from the two 0.74/0.80 GiB readings, so those assertions hold the fit to
+// its own inputs; tp 2 without sequence parallelism and the out-of-memory
+// lower bounds are the checks out of sample.
 func TestRankEstimateTensorParallelMeasured(t *testing.T) {
 	peaks, ooms, capacity := loadTPMeasured(t)
 	points := map[int]int{}
@@ -182,11 +170,9 @@ func TestRankEstimateTensorParallelMeasured(t *testing.T) {
 		t.Logf("%-62s tp %d sp %-5v mb %2d  measured %5.2f GB, estimate %5.2f GB (%+.1f%%)", m.source, tp,
 			m.cfg.TP.SequenceParallel, m.cfg.MicroBatch, float64(m.peak)/1e9, est/1e9, 100*rel)
 		assert.InDelta(t, 0, rel, 0.10, "%s: estimate %.2f GB against a measured peak of %.2f GB", m.source, est/1e9, float64(m.peak)/1e9)
-		for rel, c := range capacity {
-			if strings.HasPrefix(m.source, rel) && rel == tpMeasuredRecords[1] {
-				assert.LessOrEqual(t, float64(m.cfg.Dist.WorldSize)*float64(RankEstimate(m.cfg, m.desc)), fitHeadroom*float64(c),
-					"%s ran: its 8 ranks must not be refused", m.source)
-			}
+		if rel := tpMeasuredRecords[1]; strings.HasPrefix(m.source, rel) {
+			assert.LessOrEqual(t, float64(m.cfg.Dist.WorldSize)*float64(RankEstimate(m.cfg, m.desc)), fitHeadroom*float64(capacity[rel]),
+				"%s ran: its 8 ranks must not be refused", m.source)
 		}
 	}
 	assert.GreaterOrEqual(t, points[2], 2, "tp 2 peaks")

@@ -103,11 +103,12 @@ stage_fp8_diag() {
   ((${#skipped[@]})) && echo "- skipped for time: ${skipped[*]}" >>"$WORK/fp8-diag.md"
   cp "$WORK/fp8-diag.md" "$OUT/fp8-diag.md"
   mkdir -p "$OUT/fp8-losses" && cp "$WORK"/fp8diag-*.json "$OUT/fp8-losses/" 2>/dev/null # every step's loss
-  local div spk
+  local div spk behind
   div=$(grep -E '^\| ' "$WORK/fp8-diag.md" | grep -F DIVERGED | cut -d'|' -f2 | tr -d ' ' | paste -sd' ' -)
+  behind=$(grep -E '^\| ' "$WORK/fp8-diag.md" | grep -F BEHIND | cut -d'|' -f2 | tr -d ' ' | paste -sd' ' -)
   spk=$(grep -E '^- transient spikes' "$WORK/fp8-diag.md" | head -1 | cut -c3-)
   if ((rc == 0)); then
-    log_status "fp8-diag: ok, ${#args[@]} runs of $FP8DIAG_STEPS steps; diverged: ${div:-none}; ${spk:-no spikes}${skipped:+; skipped for time: ${skipped[*]}} (fp8-diag.md)"
+    log_status "fp8-diag: ok, ${#args[@]} runs of $FP8DIAG_STEPS steps; diverged: ${div:-none}; behind bf16: ${behind:-none}; ${spk:-no spikes}${skipped:+; skipped for time: ${skipped[*]}} (fp8-diag.md)"
   else
     log_status "fp8-diag: FAIL (fp8_diag.py exit $rc; diverged: ${div:-none}): $(grep -E '^- FAIL' "$WORK/fp8-diag.md" | head -3 | tr '\n' ' ')$(tail -c 300 "$LOG/fp8-diag.err" | tr '\n' ' ') (fp8-diag.md, logs/fp8-diag-*.err)"
     status=1

@@ -1201,7 +1201,7 @@ predict_rehearsal() {
     --iters 10 --warmup 2 --json || sfit=$?; }
   ((sfit == 0)) || fit=$LOG/predict-rh-bench.out
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-one bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" --run-id one \
-    --predict "$n" --fit "$LOG/predict-rh-bench.out" "${steps[@]}" || rc=$?; }
+    --predict "$n" --fit "$fit" "${steps[@]}" || rc=$?; }
   ((rc == 0)) && { predict_rh_timed "$cap" predict-rh-rehearse bin/casestudy run "$study" --engine-lib "$LIB" --out "$out" \
     --run-id rehearsal --rehearse --rehearse-faults=false "${steps[@]}" || rc=$?; }
   name=$(find "$out" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1)

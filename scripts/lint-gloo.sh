@@ -72,6 +72,8 @@ fi
 
 mapfile -t files < <(git ls-files -co --exclude-standard 'engine/native/src/*' 'engine/native/tests/*' |
   grep -E '\.(cpp|h|cu|cuh|hpp)$')
+# No file found is no check: fail rather than pass on nothing.
+((${#files[@]})) || { echo "lint-gloo: no engine sources found (git ls-files): nothing checked"; exit 1; }
 out=$(scan "${files[@]}")
 if [ -n "$out" ]; then
   echo "lint-gloo: a c10d process group or a Gloo collective outside $WRAPPER;"

@@ -35,7 +35,8 @@ type RehearsalTrial struct {
 	EstimateBytes int64 `json:"estimate_bytes,omitempty"`
 	// ProcessBytes is what the plan counted a rank's process to hold outside
 	// the allocator (CUDA context, libraries, communicators), part of
-	// EstimateBytes; 0 in records written before it was recorded.
+	// EstimateBytes; 0 in records written before it was recorded, whose plans
+	// counted LegacyProcessBytes.
 	ProcessBytes int64 `json:"process_bytes,omitempty"`
 	// TensorPar is the tensor-parallel degree (0: none): ranks are
 	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
@@ -121,3 +122,7 @@ func MeanLosses(ranks []RankRecord) []float64 {
 	}
 	return out
 }
+
+// LegacyProcessBytes is what a rehearsal's plan counted a rank's process to
+// hold outside the allocator before RehearsalTrial.ProcessBytes was recorded.
+const LegacyProcessBytes = 512 << 20

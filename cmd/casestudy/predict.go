@@ -240,13 +240,7 @@ func fitBench(flag, files string, beside bool) (predict.AlphaBeta, []predict.Poi
 		}
 		ranks, backend = r.Ranks, r.Backend
 		for _, row := range r.Rows {
-			// The mean time: a prediction is of the mean step (results
-			// before mean_ms: the median).
-			ms := row.MeanMS
-			if ms <= 0 {
-				ms = row.MS
-			}
-			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: ms})
+			pts = append(pts, predict.Point{Bytes: row.Bytes, MS: row.FitMS()})
 		}
 	}
 	name := filepath.Base(files)

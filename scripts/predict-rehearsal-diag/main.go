@@ -54,7 +54,7 @@ func run(oneDir, rehDir, fitFile string) error {
 	}
 	var pts []predict.Point
 	for _, r := range res.Rows {
-		pts = append(pts, predict.Point{Bytes: r.Bytes, MS: r.MeanMS})
+		pts = append(pts, predict.Point{Bytes: r.Bytes, MS: r.FitMS()})
 	}
 	fit, err := predict.FitAlphaBeta(pts, res.Ranks, fitFile)
 	if err != nil {
@@ -106,11 +106,7 @@ func run(oneDir, rehDir, fitFile string) error {
 		}
 		preds = append(preds, p)
 	}
-	measured := map[string]float64{}
-	for k, l := range runs.MeasuredLaunches(reh) {
-		measured[k] = predict.Median(l)
-	}
-	v := predict.Validate(preds, measured, func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(one))
+	v := predict.Validate(preds, runs.Measured(reh), func(p predict.Prediction) string { return runs.Key(p.Knobs) }, runs.Changed(one))
 	fmt.Printf("\n| trial | changed | with these times | measured | error |\n|---|---|---|---|---|\n")
 	for _, c := range v.Checks {
 		fmt.Printf("| %s | %s | %.2f ms | %.2f ms | %+.1f%% |\n", c.ID, c.Changed, c.Predicted, c.Measured, 100*c.Error)
