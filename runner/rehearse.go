@@ -154,6 +154,9 @@ func (r *Runner) runRehearsal(ctx context.Context, res *Result) error {
 		if o.RehearsalEstimates != nil {
 			rh.EstimateBytes = o.RehearsalEstimates[t.ID]
 		}
+		if m, ok := o.RehearsalModels[t.ID]; ok {
+			rh.EstimateModel = &m
+		}
 		rh.ProcessBytes = processBytes(sp.Configs[0])
 		rh.NotApplicable, rh.Notes = notApplicable(t.Knobs)
 		rec := &store.TrialRecord{ID: t.ID, Index: t.Index, Knobs: t.Knobs, Changed: t.Changed, FailedRank: -1,

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
 
@@ -83,12 +84,28 @@ const (
 	accumBytes      = 4
 )
 
-// RankEstimate is the estimated memory of one rank of cfg, in bytes.
+// RankEstimate is the estimated memory of one rank of cfg, in bytes:
+// RankEstimateModel at cfg's micro-batch plus the process.
 func RankEstimate(cfg engine.Config, d engine.Description) int64 {
+	static, perSample := rankEstimateParts(cfg, d)
+	return int64(static+perSample*float64(max(cfg.MicroBatch, 1))) + processBytes(cfg)
+}
+
+// RankEstimateModel is RankEstimate's allocator part as a line in the
+// micro-batch, recorded with each rehearsal trial (store.RehearsalTrial.
+// EstimateModel) so that the report can calibrate it by the measured peak.
+func RankEstimateModel(cfg engine.Config, d engine.Description) store.RankMemoryModel {
+	static, perSample := rankEstimateParts(cfg, d)
+	return store.RankMemoryModel{StaticBytes: int64(static), PerSampleBytes: perSample}
+}
+
+// rankEstimateParts is the static bytes of one rank (model states, buckets,
+// buffers) and its activation bytes per sample of the micro-batch.
+func rankEstimateParts(cfg engine.Config, d engine.Description) (static, perSample float64) {
 	stages, tp, dp := max(cfg.Pipeline.Stages, 1), tpDegree(cfg), dataParallelOf(cfg)
 	// One rank's parameters at its largest stage, as the plan counts them.
 	params := study.RankParams(cfg.Family, d.Params, d.Shapes, stages, tp)
-	static := float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
+	static = float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
 	if dp > 1 {
 		static += float64(params) * dpBucketBytes
 	}
@@ -102,9 +119,8 @@ func RankEstimate(cfg engine.Config, d engine.Description) int64 {
 		static += float64(params) * 4
 	}
 	first, last := stageActivations(cfg, d, stages)
-	mb := float64(max(cfg.MicroBatch, 1))
-	acts := max(first*inFlight(cfg, stages, 0), last*inFlight(cfg, stages, stages-1)) * mb
-	return int64(static+acts) + processBytes(cfg)
+	perSample = max(first*inFlight(cfg, stages, 0), last*inFlight(cfg, stages, stages-1))
+	return static, perSample
 }
 
 // processBytes is what one rank's process holds outside the allocator's peak.

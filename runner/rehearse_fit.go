@@ -20,7 +20,7 @@ import (
 // beside the measured peak), so a rank count is refused only when the ranks
 // sharing one device need more than 90% of its memory.
 
-const fitHeadroom = 0.9
+const fitHeadroom = store.RehearsalFitHeadroom
 
 // DescribeModel is binding.Library.Describe: a model's static facts.
 type DescribeModel func(cfg engine.Config) (engine.Description, error)
@@ -46,6 +46,8 @@ func (m *Machine) RehearsalTarget(host store.Host) FitTarget {
 // RehearsalFit is the plan-time check of a rehearsal's memory.
 type RehearsalFit struct {
 	Estimates map[string]int64 // per rank, by trial ID
+	// Models: each estimate's static and per-sample parts (RankEstimateModel).
+	Models map[string]store.RankMemoryModel
 	// Unfit: with --rehearse-distinct, the trials whose ranks do not fit
 	// but whose layout and paths (pathKey) a trial that fits rehearses; the
 	// runner records them skipped with this reason.
@@ -90,7 +92,7 @@ type FitRow struct {
 // none fits and the layout is refused with the number that would; the plan
 // is refused only when no trial fits at all.
 func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe DescribeModel, target FitTarget, distinct bool) (*RehearsalFit, error) {
-	out := &RehearsalFit{Estimates: map[string]int64{}, Unfit: map[string]string{}, NoReference: map[string]string{}, NoTwin: map[string]string{},
+	out := &RehearsalFit{Estimates: map[string]int64{}, Models: map[string]store.RankMemoryModel{}, Unfit: map[string]string{}, NoReference: map[string]string{}, NoTwin: map[string]string{},
 		TwinMicroBatch: map[string]int{}}
 	budget := int64(float64(target.Capacity) * fitHeadroom)
 	devices := max(target.Devices, 1)
@@ -111,6 +113,7 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 		}
 		per := RankEstimate(cfg, d)
 		out.Estimates[t.ID] = per
+		out.Models[t.ID] = RankEstimateModel(cfg, d)
 		shared := (sp.Ranks + devices - 1) / devices
 		row := FitRow{ID: t.ID, Layout: pathKey(sp), Ranks: sp.Ranks, Shared: shared, Estimate: per, Budget: budget,
 			Fits: target.Capacity <= 0 || int64(shared)*per <= budget}

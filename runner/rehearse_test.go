@@ -144,6 +144,12 @@ func TestCheckRehearsalFit(t *testing.T) {
 	est, err := CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(per) * 100}), false)
 	require.NoError(t, err)
 	assert.Equal(t, per, est.Estimates[p.Trials[0].ID])
+	// The recorded model is the same estimate split: static + 2 samples + the process.
+	model := est.Models[p.Trials[0].ID]
+	assert.Positive(t, model.StaticBytes)
+	assert.Positive(t, model.PerSampleBytes)
+	assert.InDelta(t, per, model.At(2)+fitProcessBytes, 1)
+	assert.Greater(t, model.At(4)-model.At(2), int64(0), "the per-sample part grows with the micro-batch")
 
 	_, err = CheckRehearsalFit(s, p, m, describe, m.RehearsalTarget(store.Host{MemBytes: uint64(per) * 4}), false)
 	require.Error(t, err)

@@ -60,6 +60,9 @@ type Options struct {
 	// RehearsalEstimates: a rehearsal's plan-time memory estimate per rank,
 	// by trial ID (CheckRehearsalFit), recorded with each trial.
 	RehearsalEstimates map[string]int64
+	// RehearsalModels: the same estimates split into their static and
+	// per-sample parts (RankEstimateModel), recorded with each trial.
+	RehearsalModels map[string]store.RankMemoryModel
 	// RehearseDistinct: rehearse only the first trial of each distinct layout
 	// and path (--rehearse-distinct); the others are recorded as covered.
 	RehearseDistinct bool

@@ -38,6 +38,12 @@ type RehearsalTrial struct {
 	// EstimateBytes; 0 in records written before it was recorded, whose plans
 	// counted LegacyProcessBytes.
 	ProcessBytes int64 `json:"process_bytes,omitempty"`
+	// EstimateModel is EstimateBytes split as the plan computed it (runner.
+	// RankEstimateModel): a static part and a per-sample part, linear in the
+	// micro-batch (EstimateBytes = Static + PerSample x MicroBatch +
+	// ProcessBytes). nil in records written before 2026-12-07's mbfit change:
+	// the report then says the largest micro-batch is unknown.
+	EstimateModel *RankMemoryModel `json:"estimate_model,omitempty"`
 	// TensorPar is the tensor-parallel degree (0: none): ranks are
 	// tensor-fastest, rank = t + TensorPar*(d + DataPar*p).
 	TensorPar int `json:"tensor_parallel,omitempty"`
@@ -65,6 +71,21 @@ type RehearsalTrial struct {
 	// Faults are launches with a fault injected in one rank, each classified
 	// as the runner classifies it on a cluster.
 	Faults []RehearsalFault `json:"faults,omitempty"`
+}
+
+// RankMemoryModel is the plan's estimate of one rank's allocator peak as a
+// line in the per-rank micro-batch: what does not grow with it (model
+// states, gradient buckets, accumulation and compression buffers) and what
+// one sample adds (its activations times the micro-batches a stage holds).
+// The process's memory outside the allocator is RehearsalTrial.ProcessBytes.
+type RankMemoryModel struct {
+	StaticBytes    int64   `json:"static_bytes"`
+	PerSampleBytes float64 `json:"per_sample_bytes"`
+}
+
+// At is the model's allocator peak at micro-batch mb.
+func (m RankMemoryModel) At(mb int) int64 {
+	return m.StaticBytes + int64(m.PerSampleBytes*float64(mb))
 }
 
 // RehearsalLaunch is a launch of the rehearsal beside the trial's own.
@@ -126,3 +147,9 @@ func MeanLosses(ranks []RankRecord) []float64 {
 // LegacyProcessBytes is what a rehearsal's plan counted a rank's process to
 // hold outside the allocator before RehearsalTrial.ProcessBytes was recorded.
 const LegacyProcessBytes = 512 << 20
+
+// RehearsalFitHeadroom is the share of one device's memory a rehearsal's
+// plan lets its ranks' estimates fill (runner.CheckRehearsalFit): the rest
+// covers the allocator's reserve above its peak and the estimate's error.
+// The report's largest micro-batch holds the calibrated model to it too.
+const RehearsalFitHeadroom = 0.9

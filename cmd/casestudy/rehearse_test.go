@@ -76,6 +76,11 @@ sweep:
 		assert.Equal(t, []int{1, 2}, steps)
 		assert.Equal(t, steps, ref.Steps, "trial %s: the reference's measured steps", tr.ID)
 		assert.Equal(t, 2, ref.GradAccum, "trial %s: 2 micro-batches accumulated", tr.ID)
+		// The plan's estimate is recorded split (static + per sample), as the
+		// report's largest micro-batch calibrates it.
+		rh := tr.Rehearsal
+		require.NotNil(t, rh.EstimateModel, tr.ID)
+		assert.InDelta(t, rh.EstimateBytes, rh.EstimateModel.At(rh.MicroBatch)+rh.ProcessBytes, 1, "trial %s", tr.ID)
 	}
 
 	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))

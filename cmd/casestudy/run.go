@@ -257,7 +257,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	ropts := runner.Options{Study: s, Plan: plan, Machine: machine, Writer: w,
 		Executable: exe, Env: os.Environ(), Retries: o.retries, Interleave: o.interleave,
 		Only: o.trials, HeartbeatLimit: o.heartbeatTimeout, KillGrace: o.killGrace, NoisyCV: o.noisyCV, Overlap: o.overlap,
-		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: fit.Estimates, RehearsalUnfit: fit.Unfit, RehearsalNoReference: fit.NoReference, RehearsalNoTwin: fit.NoTwin, RehearsalTwinMicroBatch: fit.TwinMicroBatch, RehearseDistinct: o.rehearseDistinct,
+		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: fit.Estimates, RehearsalModels: fit.Models, RehearsalUnfit: fit.Unfit, RehearsalNoReference: fit.NoReference, RehearsalNoTwin: fit.NoTwin, RehearsalTwinMicroBatch: fit.TwinMicroBatch, RehearseDistinct: o.rehearseDistinct,
 		RehearseNoFaults: !o.rehearseFaults}
 	if man.Measurement != nil {
 		d := stats.Design(*man.Measurement)
