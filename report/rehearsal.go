@@ -80,9 +80,17 @@ type RehearsalMemory struct {
 	CapacityBytes int64 `json:"capacity_bytes,omitempty"` // one GPU's (0: CPU ranks)
 	Fits          *bool `json:"fits,omitempty"`           // reserved + the process's overhead within the capacity
 	// LargestMicroBatch is the largest per-rank micro-batch whose extrapolated
-	// peak fits the capacity (0: unknown); Method says how it was extrapolated.
+	// peak fits the capacity (0: unknown or none); Method says how it was
+	// extrapolated (rehearsal_mbfit.go), or why not.
 	LargestMicroBatch int    `json:"largest_micro_batch,omitempty"`
 	Method            string `json:"method,omitempty"`
+	// The plan's model (store.RankMemoryModel) and its calibration: the
+	// static part, the plan's per-sample part and the one that meets the
+	// measured peak, and the largest micro-batch of the plan's model alone.
+	StaticBytes           int64   `json:"static_bytes,omitempty"`
+	PlanPerSampleBytes    float64 `json:"plan_per_sample_bytes,omitempty"`
+	PerSampleBytes        float64 `json:"per_sample_bytes,omitempty"`
+	PlanLargestMicroBatch int     `json:"plan_largest_micro_batch,omitempty"`
 }
 
 // RehearsalBuckets is the reducer's bucket plan as rank 0 ran it.
@@ -305,14 +313,10 @@ func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
 
 func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {
 	m := &RehearsalMemory{EstimateBytes: info.EstimateBytes, CapacityBytes: rh.GPUMemoryBytes, PeakRank: -1}
-	var setup int64
 	for _, r := range ranks {
 		for _, s := range r.Steps {
 			if s.MemPeakBytes > m.PeakBytes {
 				m.PeakBytes, m.PeakRank = s.MemPeakBytes, r.Rank
-				if r.Info != nil {
-					setup = r.Info.MemAfterSetup
-				}
 			}
 			m.ReservedBytes = max(m.ReservedBytes, s.MemReservedBytes)
 		}
@@ -328,18 +332,7 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 	process := rehearsalProcessBytes(info)
 	fits := m.ReservedBytes+process <= m.CapacityBytes
 	m.Fits = &fits
-	mb := max(info.MicroBatch, 1)
-	// One point: the peak over the static memory, taken as 4x the memory
-	// after setup (weights, then gradients and AdamW's two moments).
-	static := 4 * setup
-	perSample := float64(m.PeakBytes-static) / float64(mb)
-	m.Method = "the measured peak over a static part of 4x the memory after setup (weights, gradients, AdamW's moments), linear in the micro-batch"
-	if perSample <= 0 || setup == 0 {
-		m.Method = "unknown: the peak is within the static memory estimate"
-		return m
-	}
-	free := float64(m.CapacityBytes-process-static) / perSample
-	m.LargestMicroBatch = int(math.Floor(free))
+	rehearsalLargestMicroBatch(m, info, process)
 	return m
 }
 

@@ -54,7 +54,11 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		}
 		add("memory per rank", v)
 		if m.LargestMicroBatch > 0 {
-			add("largest micro-batch", fmt.Sprintf("%d per rank fits (estimate: %s)", m.LargestMicroBatch, m.Method))
+			who := "per rank"
+			if t.TensorPar > 1 { // every tensor rank of a data-parallel rank runs its micro-batch
+				who = "per data-parallel rank (each of its tensor ranks)"
+			}
+			add("largest micro-batch", fmt.Sprintf("%d %s fits (estimate: %s)", m.LargestMicroBatch, who, m.Method))
 		} else if m.Method != "" {
 			add("largest micro-batch", m.Method)
 		}

@@ -36,7 +36,8 @@ func TestBuildRehearsal(t *testing.T) {
 	ref := &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10, 9, 8.00001}}
 	dp := store.TrialRecord{ID: "dp", Index: 0, Outcome: store.OK, FailedRank: -1,
 		Knobs:     map[string]string{"ddp.compression": "none"},
-		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 4, Reference: ref},
+		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 4, Reference: ref,
+			EstimateModel: &store.RankMemoryModel{StaticBytes: 4 << 30, PerSampleBytes: 1 << 28}},
 		Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
 			rehearsalRank(0, "a", losses, 5<<30, nil, "fp32"), rehearsalRank(1, "a", losses, 6<<30, nil, "fp32")}}}}
 	bad := dp
@@ -79,9 +80,13 @@ func TestBuildRehearsal(t *testing.T) {
 	assert.Equal(t, 1, g.Memory.PeakRank)
 	require.NotNil(t, g.Memory.Fits)
 	assert.True(t, *g.Memory.Fits)
-	// static 4 GiB (4 x 1 GiB after setup), 0.5 GiB a sample at micro-batch 4:
-	// (80 - 0.5 - 4) / 0.5 = 151.
-	assert.Equal(t, 151, g.Memory.LargestMicroBatch)
+	// The plan's static 4 GiB kept, its 0.25 GiB a sample scaled to 0.5 so
+	// that it meets the 6 GiB peak at micro-batch 4: within 90% of 80 GiB
+	// less the process's 0.5, (72 - 0.5 - 4) / 0.5 = 135; the plan's model
+	// alone (72 - 0.5 - 4) / 0.25 = 270.
+	assert.Equal(t, 135, g.Memory.LargestMicroBatch)
+	assert.Equal(t, 270, g.Memory.PlanLargestMicroBatch)
+	assert.Contains(t, g.Memory.Method, "scaled x2.00")
 	assert.Equal(t, 2, g.Buckets.Count)
 	assert.Equal(t, int64(1<<20), g.Buckets.FirstBytes)
 
