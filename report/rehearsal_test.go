@@ -35,7 +35,7 @@ func TestBuildRehearsal(t *testing.T) {
 	losses := []float64{10, 9, 8}
 	ref := &store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10, 9, 8.00001}}
 	dp := store.TrialRecord{ID: "dp", Index: 0, Outcome: store.OK, FailedRank: -1,
-		Knobs:     map[string]string{"ddp.compression": "none"},
+		Knobs: map[string]string{"ddp.compression": "none"},
 		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 4, Reference: ref,
 			EstimateModel: &store.RankMemoryModel{StaticBytes: 4 << 30, PerSampleBytes: 1 << 28}},
 		Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
