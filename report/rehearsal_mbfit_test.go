@@ -1,10 +1,7 @@
 package report
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/testtar"
 	knobspkg "github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/store"
@@ -45,27 +43,14 @@ const (
 func mbfitRun(t *testing.T, path, dir string) *store.Run {
 	t.Helper()
 	out := t.TempDir()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		name := filepath.Clean(h.Name)
-		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(name, dir+"/") {
-			continue
+	testtar.Walk(t, path, func(name string, data []byte) {
+		name = filepath.Clean(name)
+		if !strings.HasPrefix(name, dir+"/") {
+			return
 		}
 		require.NoError(t, os.MkdirAll(filepath.Join(out, filepath.Dir(name)), 0o755))
-		data, err := io.ReadAll(tr)
-		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), data, 0o644))
-	}
+	})
 	run, err := store.ReadRun(filepath.Join(out, dir))
 	require.NoError(t, err)
 	for i := range run.Trials {

@@ -1,10 +1,8 @@
 package runner
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/testtar"
 	"github.com/casestudy/casestudy/knobs"
 )
 
@@ -97,35 +96,13 @@ func loadPeaks(t *testing.T) []measuredPeak {
 			f.Close()
 			continue
 		}
-		tarFiles(t, path, func(name string, data []byte) {
+		testtar.Walk(t, path, func(name string, data []byte) {
 			if strings.HasSuffix(name, "trials.jsonl") {
 				out = append(out, readPeaks(t, rel+":"+name, bytes.NewReader(data))...)
 			}
 		})
 	}
 	return out
-}
-
-// tarFiles calls fn with the name and contents of each file of the .tgz at
-// path, in order.
-func tarFiles(t *testing.T, path string, fn func(name string, data []byte)) {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		require.NoError(t, err)
-		data, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		fn(h.Name, data)
-	}
 }
 
 // TestRankEstimateMatchesMeasuredPeaks: the plan-time estimate of one rank

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/internal/testtar"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/store"
 )
@@ -83,7 +84,7 @@ func loadTPMeasured(t *testing.T) (peaks []measuredPeak, ooms []tpOOM, capacity 
 	for _, rel := range tpMeasuredRecords {
 		var desc engine.Description
 		var rows [][]byte
-		tarFiles(t, filepath.Join("..", "results", "reference", rel), func(name string, data []byte) {
+		testtar.Walk(t, filepath.Join("..", "results", "reference", rel), func(name string, data []byte) {
 			if !strings.Contains(name, "gpt-tp/") {
 				return
 			}
