@@ -27,7 +27,10 @@ import (
 //     7.78 GiB; its report said "unknown" and "617 per rank fits";
 //   - results/reference/gpu-check-2026-12-07b/rehearse-a.tgz's bert-zero:
 //     studies/bert/zero.yaml, BERT-large micro-batch 32, ZeRO-1 and ZeRO-2 over
-//     8 data-parallel ranks, peaks 6.72 and 6.75 GiB ("unknown" both).
+//     8 data-parallel ranks, peaks 6.72 and 6.75 GiB ("unknown" both);
+//   - results/reference/gpu-check-2026-12-07b/predict-rehearsal.tgz's
+//     gpt-ddp8-quick rehearsal: GPT-2 124M, plain DDP over 8 ranks at
+//     micro-batch 8 (two trials of one layout).
 //
 // Both were written before the plan's model was recorded with each trial:
 // mbfitRun fills it as the runner now does (runner.RankEstimateModel of the
@@ -36,6 +39,7 @@ import (
 const (
 	mbfitTP   = "testdata/rehearse-gpt-tp-2026-12-07.tgz"
 	mbfitZeRO = "../results/reference/gpu-check-2026-12-07b/rehearse-a.tgz"
+	mbfitDDP  = "../results/reference/gpu-check-2026-12-07b/predict-rehearsal.tgz"
 )
 
 // mbfitRun reads the run directory dir of the rehearse.tgz at path, with
@@ -124,12 +128,12 @@ func mbfitBudget(m *RehearsalMemory, info *store.RehearsalTrial) int64 {
 }
 
 // TestRehearsalLargestMicroBatchMeasured: on the recorded rehearsals of
-// tensor parallelism (tp 2, tp 4) and ZeRO (1, 2), the largest micro-batch
+// tensor parallelism (tp 2, tp 4), ZeRO (1, 2) and plain DDP, the largest micro-batch
 // is the plan's model met with the measured peak, named so, and within
 // mbfitFactor of the independent count.
 func TestRehearsalLargestMicroBatchMeasured(t *testing.T) {
 	checked := map[string]int{}
-	for _, src := range []struct{ path, dir string }{{mbfitTP, "gpt-tp"}, {mbfitZeRO, "bert-zero"}} {
+	for _, src := range []struct{ path, dir string }{{mbfitTP, "gpt-tp"}, {mbfitZeRO, "bert-zero"}, {mbfitDDP, "gpt-ddp8-quick/rehearsal"}} {
 		run := mbfitRun(t, src.path, src.dir)
 		s := Build(run, nil)
 		require.NotNil(t, s.Rehearsal)
@@ -174,7 +178,7 @@ func TestRehearsalLargestMicroBatchMeasured(t *testing.T) {
 			t.Logf("largest micro-batch: %s", line)
 		}
 	}
-	for _, want := range []string{"gpt-tp tp2", "gpt-tp tp4", "bert-zero zero1", "bert-zero zero2"} {
+	for _, want := range []string{"gpt-tp tp2", "gpt-tp tp4", "bert-zero zero1", "bert-zero zero2", "gpt-ddp8-quick/rehearsal ddp"} {
 		assert.Positive(t, checked[want], "no ran trial of %s in the records", want)
 	}
 }
@@ -182,6 +186,9 @@ func TestRehearsalLargestMicroBatchMeasured(t *testing.T) {
 func layoutKey(tp, zero int) string {
 	if tp > 1 {
 		return fmt.Sprintf("tp%d", tp)
+	}
+	if zero == 0 {
+		return "ddp"
 	}
 	return fmt.Sprintf("zero%d", zero)
 }
