@@ -20,9 +20,8 @@ import (
 
 // The rehearsals the largest micro-batch is checked on, each a run directory
 // inside a rehearse.tgz of scripts/gpu-rehearse.sh:
-//   - testdata/rehearse-gpt-tp-2026-12-07.tgz: studies/gpt/tp.yaml, GPT-2 350M,
-//     8 ranks sharing one H100 80 GB at commit ed0acf6 (the lead's
-//     gpu-rehearse of 2026-12-07): tp 2 x dp 4 at micro-batch 8 and tp 4 x dp
+//   - results/reference/gpu-check-2026-12-07c/rehearse.tgz: studies/gpt/tp.yaml,
+//     GPT-2 350M, 8 ranks sharing one H100 80 GB at commit ed0acf6: tp 2 x dp 4 at micro-batch 8 and tp 4 x dp
 //     2 at micro-batch 16, both with sequence parallelism, peaks 8.02 and
 //     7.78 GiB; its report said "unknown" and "617 per rank fits";
 //   - results/reference/gpu-check-2026-12-07b/rehearse-a.tgz's bert-zero:
@@ -37,7 +36,7 @@ import (
 // trial's config and of the model its ranks describe), and checks that it
 // reproduces the estimate the plan recorded then, to the byte (1: rounding).
 const (
-	mbfitTP   = "testdata/rehearse-gpt-tp-2026-12-07.tgz"
+	mbfitTP   = "../results/reference/gpu-check-2026-12-07c/rehearse.tgz"
 	mbfitZeRO = "../results/reference/gpu-check-2026-12-07b/rehearse-a.tgz"
 	mbfitDDP  = "../results/reference/gpu-check-2026-12-07b/predict-rehearsal.tgz"
 )
