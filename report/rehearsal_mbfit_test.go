@@ -21,9 +21,10 @@ import (
 // The rehearsals the largest micro-batch is checked on, each a run directory
 // inside a rehearse.tgz of scripts/gpu-rehearse.sh:
 //   - results/reference/gpu-check-2026-12-07c/rehearse.tgz: studies/gpt/tp.yaml,
-//     GPT-2 350M, 8 ranks sharing one H100 80 GB at commit ed0acf6: tp 2 x dp 4 at micro-batch 8 and tp 4 x dp
-//     2 at micro-batch 16, both with sequence parallelism, peaks 8.02 and
-//     7.78 GiB; its report said "unknown" and "617 per rank fits";
+//     GPT-2 350M, 8 ranks sharing one H100 80 GB at commit ed0acf6: tp 2 x
+//     dp 4 at micro-batch 8 and tp 4 x dp 2 at micro-batch 16, both with
+//     sequence parallelism, peaks 8.02 and 7.78 GiB; its report said
+//     "unknown" and "617 per rank fits";
 //   - results/reference/gpu-check-2026-12-07b/rehearse-a.tgz's bert-zero:
 //     studies/bert/zero.yaml, BERT-large micro-batch 32, ZeRO-1 and ZeRO-2 over
 //     8 data-parallel ranks, peaks 6.72 and 6.75 GiB ("unknown" both);
@@ -31,7 +32,7 @@ import (
 //     gpt-ddp8-quick rehearsal: GPT-2 124M, plain DDP over 8 ranks at
 //     micro-batch 8 (two trials of one layout).
 //
-// Both were written before the plan's model was recorded with each trial:
+// All were written before the plan's model was recorded with each trial:
 // mbfitRun fills it as the runner now does (runner.RankEstimateModel of the
 // trial's config and of the model its ranks describe), and checks that it
 // reproduces the estimate the plan recorded then, to the byte (1: rounding).
