@@ -50,6 +50,7 @@ type predictFlags struct {
 	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
 	concurrent  bool                 // predict --concurrent-inputs: CPU inputs measured as N copies at once
 	perRank     bool                 // predict --launch-per-rank: each rank draws from a launch of its own
+	draws       bool                 // predict --collective-draws: each step draws its collectives' times from the calibration's
 
 	// fitStretch: bench allreduce --interference results, the compute a
 	// collective costs the backward (predict.Options.Stretch)
@@ -119,6 +120,9 @@ func newPredictCommand() *cobra.Command {
 		"ranks x threads / cores (docs/predict.md)")
 	f.BoolVar(&o.perRank, "launch-per-rank", false, "each rank of a predicted launch draws its steps from a one-rank launch of its "+
 		"own (every set of --gpus distinct launches), not every rank from the same launch (docs/predict.md)")
+	f.BoolVar(&o.draws, "collective-draws", true, "with --kappa auto's stretch calibration: each simulated step draws every "+
+		"collective's time from the times the calibration measured for its size (their spread, a few collectives stalling), "+
+		"not their median; false: the median (docs/predict.md, \"The collectives' tail\")")
 	f.IntVar(&o.perGPU, "ranks-per-gpu", 1, "the target's ranks share GPUs, this many to a GPU (a one-GPU rehearsal, "+
 		"run --rehearse: all of them): each rank's GPU compute is that many times slower (docs/predict.md)")
 	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
@@ -331,7 +335,7 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		return nil, nil, err
 	}
 	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration, Beside: beside,
-		Stretch: stretch, LaunchPerRank: o.perRank}
+		Stretch: stretch, LaunchPerRank: o.perRank, CollectiveDraws: o.draws}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
 	if o.concurrent { // the inputs already shared the host as N ranks do
 		setup.ComputeScale, setup.Concurrent = 1, true
