@@ -167,6 +167,96 @@ def sched(files):
     return [tuple(p) for p in procs.values() if p[0] > 0 and p[2] > 0]
 
 
+# A stall: a collective more than this many ms above its size's median in
+# the same records (the 1 MiB all-reduce's middle half spans ~0.3 ms on the
+# GPU host's cores, its stalls 3-8 ms; docs/predict.md "The collectives' tail").
+STALL_MS = 2.0
+
+
+def bucket_times(run_root, loaded=None, transfer=False):
+    """Per trial: [(bucket index, bytes, ms)] over every step of every ok
+    launch, rank 0's steps (transfer: the least over ranks, the N-rank run's
+    collective without the wait for a late peer); loaded as in collect."""
+    out = defaultdict(list)
+    for t in trials(run_root):
+        for rp in t.get("repeats") or []:
+            ranks = rp.get("ranks") or []
+            if rp.get("outcome") != "ok" or not ranks:
+                continue
+            for s in ranks[0].get("steps") or []:
+                if loaded is not None and ((s.get("interfere_gbps") or 0) > 0) != loaded:
+                    continue
+                for i, b in enumerate(s.get("buckets") or []):
+                    ms = b.get("transfer_ms") if transfer and b.get("transfer_ms") else b["ms"]
+                    out[key(t)].append((i, b["bytes"], ms))
+    return out
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def tails(root, n):
+    """The collectives' spread: per trial and size, in the calibration and the
+    N-rank run, the median, mean and 90th percentile of one collective and
+    the share of stalls; per bucket index of the N-rank run, its stall share;
+    per step, the summed buckets against the sum of their medians."""
+    cal = bucket_times(root / f"cal{n}", loaded=True)
+    real = bucket_times(root / f"r{n}", transfer=True)
+    print(f"## The collectives' tail ({n} ranks; stall: more than {STALL_MS:g} ms above the size's median in the same records)")
+    print("| trial | size | calibration: n, median, mean, p90, stalled | N-rank run (transfer): n, median, mean, p90, stalled |")
+    print("|---|---|---|---|")
+    for k in sorted(set(cal) | set(real)):
+        for size in sorted({b for _, b, _ in cal.get(k, []) + real.get(k, [])}):
+            cells = []
+            for src in (cal.get(k, []), real.get(k, [])):
+                xs = [ms for _, b, ms in src if b == size]
+                if not xs:
+                    cells.append("")
+                    continue
+                m = statistics.median(xs)
+                st = sum(1 for x in xs if x > m + STALL_MS) / len(xs)
+                cells.append(f"{len(xs)}, {m:.3f}, {statistics.mean(xs):.3f}, {quantile(xs, 0.9):.3f}, {100 * st:.1f}%")
+            print(f"| {k} | {size} B | {cells[0]} | {cells[1]} |")
+    print()
+    print("Stalls by bucket index in the N-rank run (share of its collectives; bucket 0 is the first issued):")
+    print()
+    for k in sorted(real):
+        med_size = defaultdict(list)
+        for _, b, ms in real[k]:
+            med_size[b].append(ms)
+        med_size = {b: statistics.median(v) for b, v in med_size.items()}
+        idx = defaultdict(lambda: [0, 0])
+        for i, b, ms in real[k]:
+            idx[i][0] += ms > med_size[b] + STALL_MS
+            idx[i][1] += 1
+        print(f"- {k}: " + ", ".join(f"{i}: {100 * a / c:.0f}%" for i, (a, c) in sorted(idx.items())))
+    print()
+
+
+def thread_waits(files):
+    """Per process sampled in files: its thread that waited longest on a run
+    queue, as (its CPU ms, its wait ms)."""
+    first, last = {}, {}
+    for f in files:
+        for line in open(f):
+            w = line.split()
+            if len(w) != 5:
+                continue
+            k = (f, w[1], w[2])
+            v = (int(w[3]), int(w[4]))
+            first.setdefault(k, v)
+            last[k] = v
+    worst = {}
+    for k, (r1, w1) in last.items():
+        r0, w0 = first[k]
+        cpu, wait = (r1 - r0) / 1e6, (w1 - w0) / 1e6
+        if wait > worst.get(k[:2], (0, -1))[1]:
+            worst[k[:2]] = (cpu, wait)
+    return list(worst.values())
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: predict-decompose.py OUT N")
@@ -234,6 +324,16 @@ def main():
         if rows:
             print(f"| {what} | {len(rows)} | {med([r[0] / 1e3 / r[2] for r in rows]):.2f} | "
                   f"{med([r[1] / (r[0] + r[1]) for r in rows]):.2f} |")
+    print()
+    print("Each process's thread that waited longest on a run queue (medians over processes):")
+    print()
+    for kind, what in ((f"one{n}", "inputs (copies)"), (f"cal{n}", "calibration"), (f"r{n}", "N-rank run")):
+        rows = thread_waits(sorted(root.glob(f"sched-{kind}-*.txt")))
+        if rows:
+            print(f"- {what}: {med([r[0] for r in rows]):.0f} ms on a CPU, {med([r[1] for r in rows]):.0f} ms waiting "
+                  f"for one ({len(rows)} processes)")
+    print()
+    tails(root, n)
 
 
 if __name__ == "__main__":
