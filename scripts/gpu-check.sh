@@ -1234,23 +1234,20 @@ predict_rehearsal() {
       fi
       echo
       cat "$LOG/predict-rh-check.out"
+      # compared TITLE RC LOGNAME WHAT: a comparison check's table, or why it is missing.
+      compared() {
+        printf '\n### For comparison: %s\n\n' "$1"
+        if (($2 == 0)); then
+          grep -A20 '^### Predicted against measured' "$LOG/$3.out" | tail -n +2
+        else
+          echo "Not checked: predict with $4 failed (exit $2, logs/$3.err)."
+        fi
+      }
       if ((sfit == 0)); then
-        echo
-        echo "### For comparison: the fit of Gloo on host buffers (\`bench allreduce --device cpu\`, no staging copies)"
-        echo
-        if ((hrc == 0)); then
-          grep -A20 '^### Predicted against measured' "$LOG/predict-rh-check-host.out" | tail -n +2
-        else
-          echo "Not checked: predict with the host fit failed (exit $hrc, logs/predict-rh-check-host.err)."
-        fi
-        echo
-        echo "### For comparison: the staged bench's points interpolated (\`--fit-interpolate\`; outside them the same fit)"
-        echo
-        if ((irc == 0)); then
-          grep -A20 '^### Predicted against measured' "$LOG/predict-rh-check-interp.out" | tail -n +2
-        else
-          echo "Not checked: predict with --fit-interpolate failed (exit $irc, logs/predict-rh-check-interp.err)."
-        fi
+        compared "the fit of Gloo on host buffers (\`bench allreduce --device cpu\`, no staging copies)" "$hrc" \
+          predict-rh-check-host "the host fit"
+        compared "the staged bench's points interpolated (\`--fit-interpolate\`; outside them the same fit)" "$irc" \
+          predict-rh-check-interp "--fit-interpolate"
       fi
     } >"$OUT/predict-rehearsal.md"
     # The bar of issue 40 is stated, not asserted here: the rehearsal's two

@@ -142,11 +142,9 @@ def spread(xs):
     return f"{max(xs) / min(xs):.2f}"
 
 
-def sched(files):
-    """Per process sampled in files: (CPU ms of all its threads, their
-    run-queue wait ms, the seconds it was sampled over), last sample less
-    first. Its threads are not named: which one computes is not known (the
-    engine's calls may run on any of the worker's Go threads)."""
+def thread_deltas(files):
+    """Per thread sampled in files: ((file, pid), CPU ms, run-queue wait ms,
+    seconds sampled), last sample less first."""
     first, last = {}, {}
     for f in files:
         for line in open(f):
@@ -157,13 +155,22 @@ def sched(files):
             v = (int(w[3]), int(w[4]), float(w[0]))
             first.setdefault(k, v)
             last[k] = v
-    procs = defaultdict(lambda: [0.0, 0.0, 0.0])
     for k, (r1, w1, t1) in last.items():
         r0, w0, t0 = first[k]
-        p = procs[(k[0], k[1])]
-        p[0] += (r1 - r0) / 1e6
-        p[1] += (w1 - w0) / 1e6
-        p[2] = max(p[2], t1 - t0)
+        yield k[:2], (r1 - r0) / 1e6, (w1 - w0) / 1e6, t1 - t0
+
+
+def sched(files):
+    """Per process sampled in files: (CPU ms of all its threads, their
+    run-queue wait ms, the seconds it was sampled over). Its threads are not
+    named: which one computes is not known (the engine's calls may run on any
+    of the worker's Go threads)."""
+    procs = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for proc, cpu, wait, secs in thread_deltas(files):
+        p = procs[proc]
+        p[0] += cpu
+        p[1] += wait
+        p[2] = max(p[2], secs)
     return [tuple(p) for p in procs.values() if p[0] > 0 and p[2] > 0]
 
 
@@ -238,22 +245,10 @@ def tails(root, n):
 def thread_waits(files):
     """Per process sampled in files: its thread that waited longest on a run
     queue, as (its CPU ms, its wait ms)."""
-    first, last = {}, {}
-    for f in files:
-        for line in open(f):
-            w = line.split()
-            if len(w) != 5:
-                continue
-            k = (f, w[1], w[2])
-            v = (int(w[3]), int(w[4]))
-            first.setdefault(k, v)
-            last[k] = v
     worst = {}
-    for k, (r1, w1) in last.items():
-        r0, w0 = first[k]
-        cpu, wait = (r1 - r0) / 1e6, (w1 - w0) / 1e6
-        if wait > worst.get(k[:2], (0, -1))[1]:
-            worst[k[:2]] = (cpu, wait)
+    for proc, cpu, wait, _ in thread_deltas(files):
+        if wait > worst.get(proc, (0, -1))[1]:
+            worst[proc] = (cpu, wait)
     return list(worst.values())
 
 
