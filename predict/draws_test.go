@@ -23,26 +23,35 @@ func within(t *testing.T, what string, got, want, tol float64) {
 	}
 }
 
+// drawnBucket simulates 2 ranks, each the same step (forward + tail +
+// optimizer 14 ms, backward 20), with one bucket of 1000 bytes ready at
+// ready whose calibrated times are ts: the step with the collective at its
+// median, and with its time drawn.
+func drawnBucket(t *testing.T, ts []float64, ready float64, o Options) (median, drawn RanksResult) {
+	t.Helper()
+	p := Profile{ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 3, World: 1,
+		Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: ready}}}
+	o.Ranks = 2
+	o.Cost = Calibrated{Ranks: 2, Buckets: []CalibratedBucket{{Op: AllReduce, Bytes: 1000, MS: Median(ts), Times: ts}}}
+	var err error
+	if median, err = SimulateRanks([]Profile{p}, o); err != nil {
+		t.Fatal(err)
+	}
+	o.CollectiveDraws = true
+	if drawn, err = SimulateRanks([]Profile{p}, o); err != nil {
+		t.Fatal(err)
+	}
+	return median, drawn
+}
+
 // A bucket whose calibrated times are {1, 1, 1, 9} ms (median 1, mean 3),
 // overlap off, every rank the same step (forward + tail + optimizer 14,
 // backward 20): the step is 34 + the collective, whose expectation is the
 // mean, 3; at the median, 1.
 func TestCollectiveDrawsOverlapOffIsTheMean(t *testing.T) {
 	ts := []float64{1, 1, 1, 9}
-	cost := Calibrated{Ranks: 2, Buckets: []CalibratedBucket{{Op: AllReduce, Bytes: 1000, MS: Median(ts), Times: ts}}}
-	p := Profile{ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 3, World: 1,
-		Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: -1}}}
-	o := Options{Ranks: 2, Overlap: false, Cost: cost}
-	med, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	med, got := drawnBucket(t, ts, -1, Options{Overlap: false})
 	near(t, "at the median", med.StepMS, 34+1)
-	o.CollectiveDraws = true
-	got, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	within(t, "drawn", got.StepMS, 34+3, 4*drawsSE(ts))
 	if got.Draws < maxTuples {
 		t.Errorf("%d draws, want the one combination repeated to at least %d", got.Draws, maxTuples)
@@ -54,21 +63,8 @@ func TestCollectiveDrawsOverlapOffIsTheMean(t *testing.T) {
 // 30 on average (44 in all); the collective at its median (16) or its mean
 // (16) gives 14 + 26 = 40: the mean of the max is not the max at the mean.
 func TestCollectiveDrawsOverlapTakesTheMeanOfTheMax(t *testing.T) {
-	ts := []float64{2, 30}
-	cost := Calibrated{Ranks: 2, Buckets: []CalibratedBucket{{Op: AllReduce, Bytes: 1000, MS: Median(ts), Times: ts}}}
-	p := Profile{ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 3, World: 1,
-		Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: 10}}}
-	o := Options{Ranks: 2, Overlap: true, Cost: cost}
-	med, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	med, got := drawnBucket(t, []float64{2, 30}, 10, Options{Overlap: true})
 	near(t, "at the median", med.StepMS, 40)
-	o.CollectiveDraws = true
-	got, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	within(t, "drawn", got.StepMS, 44, 4*drawsSE([]float64{20, 40}))
 }
 
@@ -145,20 +141,7 @@ func TestCalibratedBucketsKeepTheirTimes(t *testing.T) {
 // pace throughout, ends at 40, the collective at 60 (step 74): 55 on
 // average. At the median (32) it would be 14 + 36 = 50.
 func TestCollectiveDrawsWithThePaceKappa(t *testing.T) {
-	ts := []float64{4, 60}
-	cost := Calibrated{Ranks: 2, Buckets: []CalibratedBucket{{Op: AllReduce, Bytes: 1000, MS: Median(ts), Times: ts}}}
-	p := Profile{ForwardMS: 10, BackwardMS: 20, TailMS: 1, OptimizerMS: 3, World: 1,
-		Buckets: []Bucket{{Op: AllReduce, Bytes: 1000, ReadyMS: 0}}}
-	o := Options{Ranks: 2, Overlap: true, Kappa: 2, Cost: cost}
-	med, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	med, got := drawnBucket(t, []float64{4, 60}, 0, Options{Overlap: true, Kappa: 2})
 	near(t, "at the median", med.StepMS, 50)
-	o.CollectiveDraws = true
-	got, err := SimulateRanks([]Profile{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	within(t, "drawn", got.StepMS, 55, 4*drawsSE([]float64{36, 74}))
 }

@@ -314,19 +314,20 @@ def main():
     print("## Threads (scripts/sched-sample.sh; per process, medians over processes)")
     print("| runs | processes | CPUs busy (CPU s / s) | run-queue wait / (CPU + wait) |")
     print("|---|---|---|---|")
+    waits = []  # each process's longest-waiting thread, printed after the table
     for kind, what in ((f"one{n}", "inputs (copies)"), (f"cal{n}", "calibration"), (f"r{n}", "N-rank run")):
-        rows = sched(sorted(root.glob(f"sched-{kind}-*.txt")))
+        files = sorted(root.glob(f"sched-{kind}-*.txt"))
+        rows, worst = sched(files), thread_waits(files)
         if rows:
             print(f"| {what} | {len(rows)} | {med([r[0] / 1e3 / r[2] for r in rows]):.2f} | "
                   f"{med([r[1] / (r[0] + r[1]) for r in rows]):.2f} |")
+        if worst:
+            waits.append(f"- {what}: {med([r[0] for r in worst]):.0f} ms on a CPU, {med([r[1] for r in worst]):.0f} ms "
+                         f"waiting for one ({len(worst)} processes)")
     print()
     print("Each process's thread that waited longest on a run queue (medians over processes):")
     print()
-    for kind, what in ((f"one{n}", "inputs (copies)"), (f"cal{n}", "calibration"), (f"r{n}", "N-rank run")):
-        rows = thread_waits(sorted(root.glob(f"sched-{kind}-*.txt")))
-        if rows:
-            print(f"- {what}: {med([r[0] for r in rows]):.0f} ms on a CPU, {med([r[1] for r in rows]):.0f} ms waiting "
-                  f"for one ({len(rows)} processes)")
+    print("\n".join(waits))
     print()
     tails(root, n)
 
