@@ -180,10 +180,17 @@ def sched(files):
 STALL_MS = 2.0
 
 
+PHASES = ("inside the backward", "the first after it", "later after it")
+
+
 def bucket_times(run_root, loaded=None, transfer=False):
-    """Per trial: [(bucket index, bytes, ms)] over every step of every ok
-    launch, rank 0's steps (transfer: the least over ranks, the N-rank run's
-    collective without the wait for a late peer); loaded as in collect."""
+    """Per trial: [(bucket index, bytes, ms, phase)] over every step of every
+    ok launch, rank 0's steps (transfer: the least over ranks, the N-rank
+    run's collective without the wait for a late peer); loaded as in
+    collect. The phase (PHASES) is where the collective started on rank 0's
+    communication thread, rebuilt from the step's record: at its ready time
+    (overlap off: the backward's end) or the previous one's end, whichever is
+    later, against the backward's end."""
     out = defaultdict(list)
     for t in trials(run_root):
         for rp in t.get("repeats") or []:
@@ -193,9 +200,15 @@ def bucket_times(run_root, loaded=None, transfer=False):
             for s in ranks[0].get("steps") or []:
                 if loaded is not None and ((s.get("interfere_gbps") or 0) > 0) != loaded:
                     continue
+                bwd, end, after = s["backward_ms"], 0.0, 0
                 for i, b in enumerate(s.get("buckets") or []):
+                    ready = b.get("ready_ms")
+                    start = max(bwd if ready is None or ready < 0 else ready, end)
+                    end = start + b["ms"]
+                    phase = PHASES[0] if start < bwd else PHASES[min(2, 1 + after)]
+                    after += start >= bwd
                     ms = b.get("transfer_ms") if transfer and b.get("transfer_ms") else b["ms"]
-                    out[key(t)].append((i, b["bytes"], ms))
+                    out[key(t)].append((i, b["bytes"], ms, phase))
     return out
 
 
@@ -215,10 +228,10 @@ def tails(root, n):
     print("| trial | size | calibration: n, median, mean, p90, stalled | N-rank run (transfer): n, median, mean, p90, stalled |")
     print("|---|---|---|---|")
     for k in sorted(set(cal) | set(real)):
-        for size in sorted({b for _, b, _ in cal.get(k, []) + real.get(k, [])}):
+        for size in sorted({x[1] for x in cal.get(k, []) + real.get(k, [])}):
             cells = []
             for src in (cal.get(k, []), real.get(k, [])):
-                xs = [ms for _, b, ms in src if b == size]
+                xs = [x[2] for x in src if x[1] == size]
                 if not xs:
                     cells.append("")
                     continue
@@ -227,19 +240,35 @@ def tails(root, n):
                 cells.append(f"{len(xs)}, {m:.3f}, {statistics.mean(xs):.3f}, {quantile(xs, 0.9):.3f}, {100 * st:.1f}%")
             print(f"| {k} | {size} B | {cells[0]} | {cells[1]} |")
     print()
+    print("Stalls by where the collective started (rank 0's record: inside the backward, the first after "
+          "it, later; share stalled of the collectives there):")
+    print()
+    for what, src in (("calibration", cal), ("N-rank run", real)):
+        for k in sorted(src):
+            by = count_stalls(src[k], 3)
+            print(f"- {what}, {k}: " + "; ".join(f"{p}: {100 * a / c:.0f}% of {c}" for p, (a, c) in by.items()))
+    print()
     print("Stalls by bucket index in the N-rank run (share of its collectives; bucket 0 is the first issued):")
     print()
     for k in sorted(real):
-        med_size = defaultdict(list)
-        for _, b, ms in real[k]:
-            med_size[b].append(ms)
-        med_size = {b: statistics.median(v) for b, v in med_size.items()}
-        idx = defaultdict(lambda: [0, 0])
-        for i, b, ms in real[k]:
-            idx[i][0] += ms > med_size[b] + STALL_MS
-            idx[i][1] += 1
+        idx = count_stalls(real[k], 0)
         print(f"- {k}: " + ", ".join(f"{i}: {100 * a / c:.0f}%" for i, (a, c) in sorted(idx.items())))
     print()
+
+
+def count_stalls(recs, field):
+    """Per value of recs' field (bucket_times' tuples: 0 the index, 3 the
+    phase): [stalled, collectives], a stall being more than STALL_MS above
+    its size's median in recs."""
+    sizes = defaultdict(list)
+    for r in recs:
+        sizes[r[1]].append(r[2])
+    med_size = {b: statistics.median(v) for b, v in sizes.items()}
+    out = defaultdict(lambda: [0, 0])
+    for r in recs:
+        out[r[field]][0] += r[2] > med_size[r[1]] + STALL_MS
+        out[r[field]][1] += 1
+    return out
 
 
 def thread_waits(files):

@@ -16,7 +16,7 @@ for c in 4 2; do
   grep -E '^- ' $W/c$c/table.md | cut -c1-400
   sed -n '/^| ranks | trial/,/^verdict/p' $W/c$c/predict-cpu.md | cut -c1-300
   sed -n '/^Each process.s thread/,/^Stalls by bucket/p' $W/c$c/predict-cpu.md | grep -E '^- |1056768|1057280|1058304|5551104' | cut -c1-200
-  sed -n '/^Stalls by bucket/,$p' $W/c$c/predict-cpu.md | grep '^- ' | cut -c1-200
+  sed -n '/^Stalls by where/,$p' $W/c$c/predict-cpu.md | grep '^- ' | cut -c1-200
 done
 mkdir -p $W/logs; cp -r build/gpu-check/logs build/gpu-check/status.md $W/logs/ 2>/dev/null
 tar czf $OUT/all.tgz -C $W . ; echo "end at $SECONDS s"
