@@ -62,7 +62,8 @@ type predictFlags struct {
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
-// --nccl-algo, --nccl-proto, --kappa, --cores).
+// --fit-interpolate, --nccl-algo, --nccl-proto, --kappa, --cores,
+// --collective-draws).
 func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
 		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
@@ -82,6 +83,9 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 		"measured by the κ calibration launch (run --predict runs it; predict reads RUN_DIR/kappa or a calibration run given "+
 		"as a RUN_DIR) (docs/predict.md)")
 	f.IntVar(&o.cores, "cores", 0, "CPU ranks: the cores they share (default: this machine's)")
+	f.BoolVar(&o.draws, "collective-draws", true, "with --kappa auto's stretch calibration: each simulated step draws every "+
+		"collective's time from the times the calibration measured for its size (their spread, a few collectives stalling), "+
+		"not their median; false: the median (docs/predict.md, \"The collectives' tail\")")
 }
 
 func newPredictCommand() *cobra.Command {
@@ -124,9 +128,6 @@ func newPredictCommand() *cobra.Command {
 		"ranks x threads / cores (docs/predict.md)")
 	f.BoolVar(&o.perRank, "launch-per-rank", false, "each rank of a predicted launch draws its steps from a one-rank launch of its "+
 		"own (every set of --gpus distinct launches), not every rank from the same launch (docs/predict.md)")
-	f.BoolVar(&o.draws, "collective-draws", true, "with --kappa auto's stretch calibration: each simulated step draws every "+
-		"collective's time from the times the calibration measured for its size (their spread, a few collectives stalling), "+
-		"not their median; false: the median (docs/predict.md, \"The collectives' tail\")")
 	f.IntVar(&o.perGPU, "ranks-per-gpu", 1, "the target's ranks share GPUs, this many to a GPU (a one-GPU rehearsal, "+
 		"run --rehearse: all of them): each rank's GPU compute is that many times slower (docs/predict.md)")
 	f.StringSliceVar(&o.against, "against", nil, "a measured run of the same study on --gpus ranks to check the predictions against "+
