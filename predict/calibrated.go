@@ -14,6 +14,20 @@ type CalibratedBucket struct {
 	Bytes int64   `json:"bytes"`
 	MS    float64 `json:"ms"`
 	Steps int     `json:"steps"` // loaded steps it is the median of
+	// MeanMS is the mean of the same times: above MS where a few collectives
+	// stall for milliseconds (docs/predict.md, "The collectives' tail").
+	MeanMS float64 `json:"mean_ms,omitempty"`
+	// Times are the measured times themselves, ascending: the spread each
+	// simulated step draws from (Sampled; Options.CollectiveDraws). Not
+	// written: predicted.json keeps MS, MeanMS and Steps.
+	Times []float64 `json:"-"`
+}
+
+// A Sampled cost model also holds each collective's measured times (their
+// spread, not only a central value): Samples gives them ascending, or nil
+// where the model has none for that op, size and rank count.
+type Sampled interface {
+	Samples(op string, bytes int64, ranks int) []float64
 }
 
 // Calibrated is a trial's collective cost model from its stretch
@@ -43,6 +57,20 @@ func (c Calibrated) Time(op string, bytes int64, ranks int) (float64, string, er
 	return c.Fallback.Time(op, bytes, ranks)
 }
 
+// Samples are the calibration's measured times of a bucket of bytes,
+// ascending (nil: none; Time then asks Fallback).
+func (c Calibrated) Samples(op string, bytes int64, ranks int) []float64 {
+	if ranks != c.Ranks {
+		return nil
+	}
+	for _, b := range c.Buckets {
+		if b.Op == op && b.Bytes == bytes && b.MS > 0 {
+			return b.Times
+		}
+	}
+	return nil
+}
+
 // Name says what the model is.
 func (c Calibrated) Name() string {
 	fb := "none"
@@ -52,8 +80,8 @@ func (c Calibrated) Name() string {
 	return fmt.Sprintf("the trial's buckets as timed by its stretch calibration on %d ranks (other sizes: %s)", c.Ranks, fb)
 }
 
-// calibratedBuckets is the median time of each (op, bytes) over the loaded
-// steps' buckets.
+// calibratedBuckets is the median (and mean) time of each (op, bytes) over
+// the loaded steps' buckets, with the times themselves.
 func calibratedBuckets(steps [][]Bucket) []CalibratedBucket {
 	type key struct {
 		op    string
@@ -70,7 +98,8 @@ func calibratedBuckets(steps [][]Bucket) []CalibratedBucket {
 	}
 	var out []CalibratedBucket
 	for k, v := range ms {
-		out = append(out, CalibratedBucket{Op: k.op, Bytes: k.bytes, MS: Median(v), Steps: len(v)})
+		sort.Float64s(v)
+		out = append(out, CalibratedBucket{Op: k.op, Bytes: k.bytes, MS: Median(v), Steps: len(v), MeanMS: mean(v), Times: v})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Bytes != out[j].Bytes {

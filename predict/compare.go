@@ -98,6 +98,9 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		if c := p.Calibration; c != nil && c.ShadowRanks > 0 {
 			fmt.Fprintf(&b, ", κ %.3g from its stretch calibration (ratio %.3f over %d steps)", p.Kappa, c.Ratio, c.Steps)
 		}
+		if p.CollectiveDraws {
+			b.WriteString(", each collective's time drawn from the calibration's times of its size")
+		}
 	}
 	b.WriteString(".\n")
 	if p0.Stretch != nil {

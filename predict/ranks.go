@@ -119,7 +119,19 @@ next:
 	}
 	var drawn []int
 	readyOf := func(i, b int) float64 { return rs[drawn[i]].ready[b] }
+	// With o.CollectiveDraws and measured times to draw from, each step draws
+	// its collectives' times (bucketCosts.draw) with a seeded generator of
+	// its own, and the combinations of measured steps are repeated until
+	// there are at least maxTuples draws.
+	sampled := bc.sampled()
+	crng := rand.New(rand.NewPCG(uint64(len(rs))+1, uint64(nb)))
 	step := func(tuple []int) float64 {
+		if sampled {
+			bc.draw(crng.Float64)
+			if st != nil {
+				st.fracs()
+			}
+		}
 		if st != nil {
 			for i, k := range tuple {
 				pre[i], bwd[i] = rs[k].pre, rs[k].bwd
@@ -155,15 +167,19 @@ next:
 	tuple := make([]int, n) // rank i's step: an index into rs, within set i
 	sum, draws := 0.0, 0
 	if total, ok := product(sets, maxTuples); ok { // every combination
-		for d := 0; d < total; d++ {
-			for i, x := 0, d; i < n; i++ {
+		reps := 1
+		if sampled {
+			reps = (maxTuples + total - 1) / total
+		}
+		for d := 0; d < total*reps; d++ {
+			for i, x := 0, d%total; i < n; i++ {
 				m := len(sets[i])
 				tuple[i] = first[i] + x%m
 				x /= m
 			}
 			sum += step(tuple)
 		}
-		draws = total
+		draws = total * reps
 	} else {
 		rng := rand.New(rand.NewPCG(uint64(len(rs)), uint64(n)))
 		for d := 0; d < maxTuples; d++ {

@@ -54,6 +54,15 @@ type Options struct {
 	// (CPU ranks: bench allreduce --interference); nil: none. With overlap,
 	// each collective slows every backward it overlaps (stretcher).
 	Stretch *Stretch
+	// CollectiveDraws: where the cost model holds a collective's measured
+	// times (Sampled: the stretch calibration's), each simulated N-rank step
+	// (SimulateRankSets) draws every bucket's time from them, one quantile
+	// for its time alone and beside compute, so that the predicted mean step
+	// carries the collectives' spread (a few of them stalling for
+	// milliseconds) as it carries the ranks' compute spread; false: every
+	// collective at the model's time (the calibration's median). Simulate,
+	// the median profile, always uses the model's time.
+	CollectiveDraws bool
 }
 
 // commEnd is when a collective that starts at start ends, done being when
@@ -115,6 +124,46 @@ type bucketCosts struct {
 	bytes               []int64
 	cost, beside, steal []float64
 	how                 []string
+	// With Options.CollectiveDraws, each bucket's measured times alone and
+	// beside compute (Sampled; nil: the model's time every step).
+	alone, besides [][]float64
+}
+
+// sampled says whether any bucket's time is drawn (draw).
+func (c bucketCosts) sampled() bool {
+	for b := range c.alone {
+		if len(c.alone[b]) > 0 || len(c.besides[b]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// draw sets each sampled bucket's time alone and beside compute to one of
+// its measured times, the same quantile u for both (uniform in [0, 1)).
+func (c bucketCosts) draw(u func() float64) {
+	pick := func(ts []float64, q float64) float64 { return ts[min(len(ts)-1, int(q*float64(len(ts))))] }
+	for b := range c.alone {
+		if len(c.alone[b]) == 0 && len(c.besides[b]) == 0 {
+			continue
+		}
+		q := u()
+		if len(c.alone[b]) > 0 {
+			c.cost[b] = pick(c.alone[b], q)
+		}
+		if len(c.besides[b]) > 0 {
+			c.beside[b] = pick(c.besides[b], q)
+		}
+	}
+}
+
+// samples are a cost model's measured times of a collective where it holds
+// them (Sampled), else nil.
+func samples(m CostModel, op string, bytes int64, ranks int) []float64 {
+	if s, ok := m.(Sampled); ok {
+		return s.Samples(op, bytes, ranks)
+	}
+	return nil
 }
 
 func (o Options) bucketCosts(buckets []Bucket, world int) (bucketCosts, error) {
@@ -131,6 +180,15 @@ func (o Options) bucketCosts(buckets []Bucket, world int) (bucketCosts, error) {
 			return bucketCosts{}, fmt.Errorf("bucket %d: %w", i, err)
 		}
 		c.steal[i] = o.stealTime(c.bytes[i])
+	}
+	if o.CollectiveDraws {
+		c.alone, c.besides = make([][]float64, n), make([][]float64, n)
+		for i, b := range buckets {
+			c.alone[i] = samples(o.Cost, b.Op, c.bytes[i], o.Ranks)
+			if o.Beside != nil {
+				c.besides[i] = samples(o.Beside, b.Op, c.bytes[i], o.Ranks)
+			}
+		}
 	}
 	return c, nil
 }

@@ -68,25 +68,38 @@ func FitStretch(points []StretchPoint, ranks int, source string) (Stretch, error
 // at full pace. The state is reused across the rank draws.
 type stretcher struct {
 	cost, beside, frac []float64 // per bucket: alone, beside compute (0: none), pace lost
+	steal              []float64 // per bucket: the compute it steals overlapping a backward throughout
+	pace               float64   // κ as a pace (slow; 1: none)
 	anchor, prog, fin  []float64 // per rank: a wall time, the backward done by it, its end (< 0: running)
 	starts, ends       []float64 // per bucket, of the last run
 	readies            []float64 // per bucket, of the last run: when the slowest rank had it ready (wall time)
 }
 
 func newStretcher(cost, beside, steal []float64, ranks int) *stretcher {
-	s := &stretcher{cost: cost, beside: beside, frac: make([]float64, len(cost)),
+	s := &stretcher{cost: cost, beside: beside, frac: make([]float64, len(cost)), steal: steal, pace: 1,
 		anchor: make([]float64, ranks), prog: make([]float64, ranks), fin: make([]float64, ranks),
 		starts: make([]float64, len(cost)), ends: make([]float64, len(cost)), readies: make([]float64, len(cost))}
-	for b := range cost {
-		t := cost[b]
-		if beside[b] > 0 {
-			t = beside[b]
+	s.fracs()
+	return s
+}
+
+// fracs sets each bucket's lost pace from its steal, its time (beside
+// compute where given, else alone) and the pace κ: again after the times
+// change (a step's drawn collective times, Options.CollectiveDraws).
+func (s *stretcher) fracs() {
+	for b := range s.cost {
+		t := s.cost[b]
+		if s.beside[b] > 0 {
+			t = s.beside[b]
 		}
+		s.frac[b] = 0
 		if t > 0 {
-			s.frac[b] = math.Min(1, math.Max(0, steal[b])/t)
+			s.frac[b] = math.Min(1, math.Max(0, s.steal[b])/t)
+		}
+		if s.pace > 1 {
+			s.frac[b] = 1 - (1-s.frac[b])/s.pace
 		}
 	}
-	return s
 }
 
 // run is the schedule of ranks that start their backward at pre[k], compute
@@ -153,9 +166,8 @@ func (s *stretcher) slow(kappa float64) {
 	if kappa <= 1 {
 		return
 	}
-	for b := range s.frac {
-		s.frac[b] = 1 - (1-s.frac[b])/kappa
-	}
+	s.pace = kappa
+	s.fracs()
 }
 
 // finish records rank k's backward (bwd long) as ended at t.

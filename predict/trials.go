@@ -42,6 +42,9 @@ type Setup struct {
 	// LaunchPerRank: each rank of a predicted launch draws from a one-rank
 	// launch of its own (rankLaunches), not every rank from the same launch.
 	LaunchPerRank bool
+	// CollectiveDraws: each simulated step draws its collectives' times from
+	// the cost model's measured ones where it holds them (Options.CollectiveDraws).
+	CollectiveDraws bool
 }
 
 // Prediction is one trial's predicted step on Setup.Ranks: never a
@@ -85,6 +88,10 @@ type Prediction struct {
 	// pace κ (the backward at 1/κ while a collective runs).
 	Stretch   *Stretch `json:"stretch,omitempty"`
 	StretchMS float64  `json:"stretch_ms,omitempty"`
+	// CollectiveDraws: the rank draws drew each collective's time from the
+	// calibration's measured times (Setup.CollectiveDraws, and the cost model
+	// held some for this trial's buckets).
+	CollectiveDraws bool `json:"collective_draws,omitempty"`
 }
 
 type scaled struct {
@@ -95,6 +102,19 @@ type scaled struct {
 func (s scaled) Time(op string, bytes int64, ranks int) (float64, string, error) {
 	ms, how, err := s.CostModel.Time(op, bytes, ranks)
 	return ms * s.f, how, err
+}
+
+// Samples are the model's measured times (Sampled) scaled as Time is.
+func (s scaled) Samples(op string, bytes int64, ranks int) []float64 {
+	ts := samples(s.CostModel, op, bytes, ranks)
+	if ts == nil || s.f == 1 {
+		return ts
+	}
+	out := make([]float64, len(ts))
+	for i, t := range ts {
+		out[i] = t * s.f
+	}
+	return out
 }
 
 // PredictTrial predicts one trial from its one-rank launches.
@@ -111,7 +131,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	// collectives; any other (the memory load's, or one given) is a pace.
 	whole := s.Calibration != nil && s.Calibration.ShadowRanks > 0
 	opts := Options{Ranks: s.Ranks, Overlap: overlap, Kappa: s.Kappa, KappaWhole: whole, ComputeScale: s.ComputeScale,
-		Cost: s.Cost, Beside: s.Beside, Stretch: s.Stretch}
+		Cost: s.Cost, Beside: s.Beside, Stretch: s.Stretch, CollectiveDraws: s.CollectiveDraws}
 	prof, err := FromSteps(all, 1)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
@@ -170,6 +190,13 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		pr.Stretch = &st
 	}
 	pr.StretchMS = r.StretchMS
+	if s.CollectiveDraws {
+		bc, err := opts.bucketCosts(prof.Buckets, prof.World)
+		if err != nil {
+			return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
+		}
+		pr.CollectiveDraws = bc.sampled()
+	}
 	if pr.Kappa == 0 {
 		pr.Kappa = 1
 	}

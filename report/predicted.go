@@ -98,6 +98,9 @@ func predictedInputs(p predict.Prediction) string {
 	if p.RankDraws > 0 {
 		s += fmt.Sprintf("; %d ranks drawn from the measured steps (%d draws; every rank at the median: %.2f ms)", p.Ranks, p.RankDraws, p.MedianProfileStepMS)
 	}
+	if p.CollectiveDraws {
+		s += "; each collective's time drawn from its calibration's times"
+	}
 	if p.ModelBeside != "" {
 		s += "; collectives beside compute: " + p.ModelBeside
 	}

@@ -142,11 +142,9 @@ def spread(xs):
     return f"{max(xs) / min(xs):.2f}"
 
 
-def sched(files):
-    """Per process sampled in files: (CPU ms of all its threads, their
-    run-queue wait ms, the seconds it was sampled over), last sample less
-    first. Its threads are not named: which one computes is not known (the
-    engine's calls may run on any of the worker's Go threads)."""
+def thread_deltas(files):
+    """Per thread sampled in files: ((file, pid), CPU ms, run-queue wait ms,
+    seconds sampled), last sample less first."""
     first, last = {}, {}
     for f in files:
         for line in open(f):
@@ -157,14 +155,130 @@ def sched(files):
             v = (int(w[3]), int(w[4]), float(w[0]))
             first.setdefault(k, v)
             last[k] = v
-    procs = defaultdict(lambda: [0.0, 0.0, 0.0])
     for k, (r1, w1, t1) in last.items():
         r0, w0, t0 = first[k]
-        p = procs[(k[0], k[1])]
-        p[0] += (r1 - r0) / 1e6
-        p[1] += (w1 - w0) / 1e6
-        p[2] = max(p[2], t1 - t0)
+        yield k[:2], (r1 - r0) / 1e6, (w1 - w0) / 1e6, t1 - t0
+
+
+def sched(files):
+    """Per process sampled in files: (CPU ms of all its threads, their
+    run-queue wait ms, the seconds it was sampled over). Its threads are not
+    named: which one computes is not known (the engine's calls may run on any
+    of the worker's Go threads)."""
+    procs = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for proc, cpu, wait, secs in thread_deltas(files):
+        p = procs[proc]
+        p[0] += cpu
+        p[1] += wait
+        p[2] = max(p[2], secs)
     return [tuple(p) for p in procs.values() if p[0] > 0 and p[2] > 0]
+
+
+# A stall: a collective more than this many ms above its size's median in
+# the same records (the 1 MiB all-reduce's middle half spans ~0.3 ms on the
+# GPU host's cores, its stalls 3-8 ms; docs/predict.md "The collectives' tail").
+STALL_MS = 2.0
+
+
+PHASES = ("inside the backward", "the first after it", "later after it")
+
+
+def bucket_times(run_root, loaded=None, transfer=False):
+    """Per trial: [(bucket index, bytes, ms, phase)] over every step of every
+    ok launch, rank 0's steps (transfer: the least over ranks, the N-rank
+    run's collective without the wait for a late peer); loaded as in
+    collect. The phase (PHASES) is where the collective started on rank 0's
+    communication thread, rebuilt from the step's record: at its ready time
+    (overlap off: the backward's end) or the previous one's end, whichever is
+    later, against the backward's end."""
+    out = defaultdict(list)
+    for t in trials(run_root):
+        for rp in t.get("repeats") or []:
+            ranks = rp.get("ranks") or []
+            if rp.get("outcome") != "ok" or not ranks:
+                continue
+            for s in ranks[0].get("steps") or []:
+                if loaded is not None and ((s.get("interfere_gbps") or 0) > 0) != loaded:
+                    continue
+                bwd, end, after = s["backward_ms"], 0.0, 0
+                for i, b in enumerate(s.get("buckets") or []):
+                    ready = b.get("ready_ms")
+                    start = max(bwd if ready is None or ready < 0 else ready, end)
+                    end = start + b["ms"]
+                    phase = PHASES[0] if start < bwd else PHASES[min(2, 1 + after)]
+                    after += start >= bwd
+                    ms = b.get("transfer_ms") if transfer and b.get("transfer_ms") else b["ms"]
+                    out[key(t)].append((i, b["bytes"], ms, phase))
+    return out
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def tails(root, n):
+    """The collectives' spread: per trial and size, in the calibration and the
+    N-rank run, the median, mean and 90th percentile of one collective and
+    the share of stalls; per bucket index of the N-rank run, its stall share;
+    per step, the summed buckets against the sum of their medians."""
+    cal = bucket_times(root / f"cal{n}", loaded=True)
+    real = bucket_times(root / f"r{n}", transfer=True)
+    print(f"## The collectives' tail ({n} ranks; stall: more than {STALL_MS:g} ms above the size's median in the same records)")
+    print("| trial | size | calibration: n, median, mean, p90, stalled | N-rank run (transfer): n, median, mean, p90, stalled |")
+    print("|---|---|---|---|")
+    for k in sorted(set(cal) | set(real)):
+        for size in sorted({x[1] for x in cal.get(k, []) + real.get(k, [])}):
+            cells = []
+            for src in (cal.get(k, []), real.get(k, [])):
+                xs = [x[2] for x in src if x[1] == size]
+                if not xs:
+                    cells.append("")
+                    continue
+                m = statistics.median(xs)
+                st = sum(1 for x in xs if x > m + STALL_MS) / len(xs)
+                cells.append(f"{len(xs)}, {m:.3f}, {statistics.mean(xs):.3f}, {quantile(xs, 0.9):.3f}, {100 * st:.1f}%")
+            print(f"| {k} | {size} B | {cells[0]} | {cells[1]} |")
+    print()
+    print("Stalls by where the collective started (rank 0's record: inside the backward, the first after "
+          "it, later; share stalled of the collectives there):")
+    print()
+    for what, src in (("calibration", cal), ("N-rank run", real)):
+        for k in sorted(src):
+            by = count_stalls(src[k], 3)
+            print(f"- {what}, {k}: " + "; ".join(f"{p}: {100 * a / c:.0f}% of {c}" for p, (a, c) in by.items()))
+    print()
+    print("Stalls by bucket index in the N-rank run (share of its collectives; bucket 0 is the first issued):")
+    print()
+    for k in sorted(real):
+        idx = count_stalls(real[k], 0)
+        print(f"- {k}: " + ", ".join(f"{i}: {100 * a / c:.0f}%" for i, (a, c) in sorted(idx.items())))
+    print()
+
+
+def count_stalls(recs, field):
+    """Per value of recs' field (bucket_times' tuples: 0 the index, 3 the
+    phase): [stalled, collectives], a stall being more than STALL_MS above
+    its size's median in recs."""
+    sizes = defaultdict(list)
+    for r in recs:
+        sizes[r[1]].append(r[2])
+    med_size = {b: statistics.median(v) for b, v in sizes.items()}
+    out = defaultdict(lambda: [0, 0])
+    for r in recs:
+        out[r[field]][0] += r[2] > med_size[r[1]] + STALL_MS
+        out[r[field]][1] += 1
+    return out
+
+
+def thread_waits(files):
+    """Per process sampled in files: its thread that waited longest on a run
+    queue, as (its CPU ms, its wait ms)."""
+    worst = {}
+    for proc, cpu, wait, _ in thread_deltas(files):
+        if wait > worst.get(proc, (0, -1))[1]:
+            worst[proc] = (cpu, wait)
+    return list(worst.values())
 
 
 def main():
@@ -229,11 +343,22 @@ def main():
     print("## Threads (scripts/sched-sample.sh; per process, medians over processes)")
     print("| runs | processes | CPUs busy (CPU s / s) | run-queue wait / (CPU + wait) |")
     print("|---|---|---|---|")
+    waits = []  # each process's longest-waiting thread, printed after the table
     for kind, what in ((f"one{n}", "inputs (copies)"), (f"cal{n}", "calibration"), (f"r{n}", "N-rank run")):
-        rows = sched(sorted(root.glob(f"sched-{kind}-*.txt")))
+        files = sorted(root.glob(f"sched-{kind}-*.txt"))
+        rows, worst = sched(files), thread_waits(files)
         if rows:
             print(f"| {what} | {len(rows)} | {med([r[0] / 1e3 / r[2] for r in rows]):.2f} | "
                   f"{med([r[1] / (r[0] + r[1]) for r in rows]):.2f} |")
+        if worst:
+            waits.append(f"- {what}: {med([r[0] for r in worst]):.0f} ms on a CPU, {med([r[1] for r in worst]):.0f} ms "
+                         f"waiting for one ({len(worst)} processes)")
+    print()
+    print("Each process's thread that waited longest on a run queue (medians over processes):")
+    print()
+    print("\n".join(waits))
+    print()
+    tails(root, n)
 
 
 if __name__ == "__main__":

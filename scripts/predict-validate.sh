@@ -293,15 +293,18 @@ for n in $RANKS; do
     --fit "${fits%,}" "${besides[@]}" --against "${against%,}" \
     --concurrent-inputs --out "$OUT" --json >"$OUT/predicted$n.json"
   # The same runs predicted other ways, for comparison (not the verdict):
-  # each rank drawn from a launch of its own (--launch-per-rank), without
-  # the stretch calibration, and with the matmul loop's stretch.
+  # each rank drawn from a launch of its own (--launch-per-rank), every
+  # collective at its calibrated median (--collective-draws=false, the model
+  # before the twenty-first session), without the stretch calibration, and
+  # with the matmul loop's stretch.
   variants=(perrank)
-  ((SHADOW)) && variants+=(plain)
+  ((SHADOW)) && variants+=(medians plain)
   ((INTERFERENCE > 0)) && variants+=(loop)
   for var in "${variants[@]}"; do
     extra=()
     [[ $var == loop ]] && extra=(--fit-stretch "${fits%,}")
     [[ $var == perrank ]] && extra=("${cal[@]}" --launch-per-rank)
+    [[ $var == medians ]] && extra=("${cal[@]}" --collective-draws=false)
     mkdir -p "$OUT/$var$n"
     must "predict $n ranks ($var)" on "$(cpus 0 "$need")" "$BIN" predict "$OUT/one$n/$sname"/one* \
       --gpus "$n" --fit "${fits%,}" "${besides[@]}" "${extra[@]}" --against "${against%,}" --concurrent-inputs \
@@ -310,7 +313,8 @@ for n in $RANKS; do
 import json, sys
 v = json.load(open(sys.argv[1]))["validation"]
 what = {"plain": "without the stretch calibration", "loop": "with the matmul loop's stretch (--fit-stretch) instead",
-        "perrank": "each rank drawn from a launch of its own (--launch-per-rank)"}[sys.argv[3]]
+        "perrank": "each rank drawn from a launch of its own (--launch-per-rank)",
+        "medians": "every collective at its calibrated median (--collective-draws=false)"}[sys.argv[3]]
 errs = ", ".join(f"{c['changed']} {100 * c['error']:+.1f}%" for c in v["checks"])
 print(f"{what} (the same runs), {sys.argv[2]} ranks: median |error| {100 * v['median_abs_error']:.1f}%, "
       f"best {'same' if v['same_best'] else 'different'} ({errs})")

@@ -50,6 +50,8 @@ type predictFlags struct {
 	perGPU      int                  // predict --ranks-per-gpu: ranks time-sharing one GPU (a rehearsal)
 	concurrent  bool                 // predict --concurrent-inputs: CPU inputs measured as N copies at once
 	perRank     bool                 // predict --launch-per-rank: each rank draws from a launch of its own
+	draws       bool                 // predict --collective-draws: each step draws its collectives' times from the calibration's
+	interpolate bool                 // --fit-interpolate: the benchmark's points joined by lines within its sizes
 
 	// fitStretch: bench allreduce --interference results, the compute a
 	// collective costs the backward (predict.Options.Stretch)
@@ -60,11 +62,15 @@ type predictFlags struct {
 }
 
 // addPredictModelFlags adds the cost model's flags (--topology, --fit,
-// --nccl-algo, --nccl-proto, --kappa, --cores).
+// --fit-interpolate, --nccl-algo, --nccl-proto, --kappa, --cores,
+// --collective-draws).
 func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 	f.StringVar(&o.topology, "topology", "", "predict with NCCL's tuning model on this topology: "+
 		fmt.Sprint(predict.Topologies())+" or a topology .json file (docs/predict.md)")
 	f.StringVar(&o.fit, "fit", "", "predict with an alpha-beta fit to this `casestudy bench allreduce --json` result (several, comma-separated: one fit to all their points) instead of a topology")
+	f.BoolVar(&o.interpolate, "fit-interpolate", false, "with --fit: a size between two of the benchmark's sizes takes the "+
+		"straight line between their measured times, not the alpha-beta line through every size (sizes outside them: the "+
+		"fit) (docs/predict.md)")
 	f.StringVar(&o.fitBeside, "fit-beside", "", "CPU ranks, with --fit: an alpha-beta fit to `casestudy bench allreduce --beside K --json` "+
 		"results (several, comma-separated), the collectives' cost while the ranks compute: a collective that overlaps the "+
 		"backward runs at this pace until every rank's backward ended (docs/predict.md)")
@@ -77,6 +83,9 @@ func addPredictModelFlags(f *pflag.FlagSet, o *predictFlags) {
 		"measured by the κ calibration launch (run --predict runs it; predict reads RUN_DIR/kappa or a calibration run given "+
 		"as a RUN_DIR) (docs/predict.md)")
 	f.IntVar(&o.cores, "cores", 0, "CPU ranks: the cores they share (default: this machine's)")
+	f.BoolVar(&o.draws, "collective-draws", true, "with --kappa auto's stretch calibration: each simulated step draws every "+
+		"collective's time from the times the calibration measured for its size (their spread, a few collectives stalling), "+
+		"not their median; false: the median (docs/predict.md, \"The collectives' tail\")")
 }
 
 func newPredictCommand() *cobra.Command {
@@ -151,7 +160,21 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		return m, predict.FitError(m, pts, m.Ranks), nil
+		if !o.interpolate {
+			return m, predict.FitError(m, pts, m.Ranks), nil
+		}
+		in, err := predict.NewInterpolated(pts, m.Ranks, m.Source, m)
+		if err != nil {
+			return nil, 0, exitcode.Usage(fmt.Errorf("--fit %s with --fit-interpolate: %w", o.fit, err))
+		}
+		// The band: the largest error of an inner size interpolated from its
+		// neighbours, or the fit's own where it is larger (sizes outside the
+		// points take the fit).
+		e := predict.FitError(m, pts, m.Ranks)
+		if l, ok := in.LeaveOneOutError(); ok && l > e {
+			e = l
+		}
+		return in, e, nil
 	}
 	return nil, 0, exitcode.Usage(errors.New("give --topology NAME or --fit BENCH.json (the collective cost model)"))
 }
@@ -331,7 +354,7 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		return nil, nil, err
 	}
 	setup := predict.Setup{Ranks: o.gpus, Cost: cost, CostError: cerr, Kappa: o.kappa, Calibration: o.calibration, Beside: beside,
-		Stretch: stretch, LaunchPerRank: o.perRank}
+		Stretch: stretch, LaunchPerRank: o.perRank, CollectiveDraws: o.draws}
 	setup.ComputeScale, setup.Threads, setup.Cores = runs.ComputeScale(run, o.gpus, o.cores)
 	if o.concurrent { // the inputs already shared the host as N ranks do
 		setup.ComputeScale, setup.Concurrent = 1, true
