@@ -1,0 +1,119 @@
+// kernels.cuh: the probe's own CUDA kernels: deterministic inputs, the unfused batch-norm passes
+// that ConvBNfprop replaces (scale-bias-ReLU apply, per-channel statistics), and the checks.
+// NHWC throughout: element i of a tensor with C channels is channel i % C.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace probe {
+
+__device__ inline float tof(__half v) { return __half2float(v); }
+__device__ inline float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ inline T fromf(float f);
+template <>
+__device__ inline __half fromf<__half>(float f) { return __float2half_rn(f); }
+template <>
+__device__ inline __nv_bfloat16 fromf<__nv_bfloat16>(float f) { return __float2bfloat16_rn(f); }
+
+// splitmix64 of (seed, i) -> [0, 1).
+__device__ inline float uniform01(uint64_t seed, uint64_t i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// p[i] = lo + (hi - lo) u(i), then max(., 0) if relu.
+template <typename T>
+__global__ void fill(T* p, size_t n, uint64_t seed, float lo, float hi, int relu) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = lo + (hi - lo) * uniform01(seed, i);
+        p[i] = fromf<T>(relu && v < 0.f ? 0.f : v);
+    }
+}
+
+template <typename T>
+__global__ void absolute(const T* in, T* out, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = tof(in[i]);
+        out[i] = fromf<T>(v < 0.f ? -v : v);
+    }
+}
+
+// The unfused forward apply: a = max(x * s[c] + b[c], 0), 8 channels (16 bytes) a thread-step.
+// n and C are multiples of 8 (checked by the host).
+template <typename T>
+__global__ void bn_relu_apply(const T* __restrict__ x, const T* __restrict__ s, const T* __restrict__ b,
+                              T* __restrict__ a, size_t n, int C) {
+    size_t groups = n / 8;
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < groups; g += (size_t)gridDim.x * blockDim.x) {
+        uint4 raw = reinterpret_cast<const uint4*>(x)[g];
+        const T* xv = reinterpret_cast<const T*>(&raw);
+        uint4 outraw;
+        T* ov = reinterpret_cast<T*>(&outraw);
+        int c0 = (int)((g * 8) % (size_t)C);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = tof(xv[j]) * tof(s[c0 + j]) + tof(b[c0 + j]);
+            ov[j] = fromf<T>(v > 0.f ? v : 0.f);
+        }
+        reinterpret_cast<uint4*>(a)[g] = outraw;
+    }
+}
+
+// Per-channel sum, sum of squares and (if sabs) sum of |y| over the rows of y [rows, K].
+// blockDim.x == 256 and 256 % K == 0 (checked by the host): 256 / K rows a block-step.
+// Acc = float: the unfused statistics pass that is timed; Acc = double: the check's reference.
+template <typename T, typename Acc>
+__global__ void channel_stats(const T* __restrict__ y, int64_t rows, int K, Acc* sum, Acc* sq, Acc* sabs) {
+    __shared__ Acc sh[3][256];
+    int c = threadIdx.x % K, r0 = threadIdx.x / K, per = blockDim.x / K;
+    Acc s = 0, q = 0, a = 0;
+    for (int64_t r = (int64_t)blockIdx.x * per + r0; r < rows; r += (int64_t)gridDim.x * per) {
+        Acc v = (Acc)tof(y[r * K + c]);
+        s += v;
+        q += v * v;
+        a += v < 0 ? -v : v;
+    }
+    sh[0][threadIdx.x] = s;
+    sh[1][threadIdx.x] = q;
+    sh[2][threadIdx.x] = a;
+    __syncthreads();
+    if (r0 == 0) {
+        for (int j = 1; j < per; j++) {
+            s += sh[0][threadIdx.x + j * K];
+            q += sh[1][threadIdx.x + j * K];
+            a += sh[2][threadIdx.x + j * K];
+        }
+        atomicAdd(&sum[c], s);
+        atomicAdd(&sq[c], q);
+        if (sabs) atomicAdd(&sabs[c], a);
+    }
+}
+
+// Elementwise check of y against ref: |y - ref| <= 2u |ref| + (2u + acc) S, S = conv(|a|, |w|)
+// (see probe.cu for the bound). Counts violations (NaN counts) and keeps the largest ratio.
+template <typename T>
+__global__ void check_close(const T* y, const T* ref, const T* S, size_t n, float u, float acc,
+                            unsigned long long* bad, unsigned int* max_ratio_bits) {
+    float worst = 0.f;
+    unsigned long long nbad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float a = tof(y[i]), b = tof(ref[i]), s = tof(S[i]);
+        float tol = 2.f * u * fabsf(b) + (2.f * u + acc) * s + 1e-30f;
+        float r = fabsf(a - b) / tol;
+        if (!(r <= 1.f)) nbad++;
+        if (r > worst) worst = r;
+        if (r != r) worst = 3.0e38f;
+    }
+    if (nbad) atomicAdd(bad, nbad);
+    atomicMax(max_ratio_bits, __float_as_uint(worst));  // non-negative floats order as their bits
+}
+
+}  // namespace probe

@@ -1,0 +1,553 @@
+// cudnn_fusion_probe: does cuDNN's ConvBNfprop fusion (scale-bias-ReLU prologue + convolution +
+// per-channel statistics epilogue, docs/resnet-fusion.md) run on this GPU for ResNet-50's layer
+// shapes, is it right, and what does it save against the unfused passes? Issue 41's spike; not
+// part of the engine (build.sh beside this file builds it; scripts/gpu-next/cudnn-fusion.sh runs it).
+//
+// For each case (a ResNet-50 layer at micro-batch --n) and data type (fp16, bf16):
+//   fused    one cuDNN graph: [X*s+b -> ReLU ->] conv(W) -> Y, GenStats(Y) -> sum, sqsum
+//   unfused  the probe's apply kernel (a = ReLU(X*s+b), written), cuDNN's plain convolution
+//            (a graph of the one op), the probe's fp32 statistics kernel over Y
+// Engine configs come from heuristics mode A (FALLBACK if A yields no plan that finalizes); up to
+// --max-plans of them are timed and the fastest kept, for both sides alike.
+//
+// Checks (the fused results against the unfused path computed here, same inputs):
+//   Y      |Yf - Yu| <= 2u|Yu| + (2u + 2 K 2^-24) S  elementwise, S = conv(a, |W|) >= |each term|
+//          sum, u the unit roundoff of the type (2^-11 fp16, 2^-8 bf16), K = C R S terms:
+//          each side rounds its output once (u|Y| each), may round the prologue's output before
+//          the tensor cores (u S each), and sums K products in fp32 in its own order (K 2^-24 S
+//          each, the worst case of recursive summation).
+//   stats  per channel |sum - sum64| <= 2u sum|Y|, |sqsum - sqsum64| <= 4u sum Y^2 against a
+//          float64 reduction of Yf: GenStats may sum Y before its rounding to the type (u|Y| an
+//          element, 2u Y^2 for the square), doubled as the allowance for fp32 accumulation order
+//          (over at most 2^21 terms summed in blocks, far below u).
+//   negative controls: the same two checks of the fused results against conv(a, |W|) must fail,
+//          so the bounds can tell a wrong result from a right one.
+// Timing: CUDA events around each run, --warmup runs discarded, the median of --iters.
+// Output: a Markdown table, and one "RESULT {json}" line per case and type. Exit 0 when every
+// supported case passes its checks (an unsupported case is a finding, reported, not a failure),
+// 1 when a check fails, 2 for bad flags or no usable GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "kernels.cuh"
+
+namespace {
+
+using namespace probe;
+
+void cu(cudaError_t e, const char* what, int line) {
+    if (e == cudaSuccess) return;
+    std::fprintf(stderr, "cudnn_fusion_probe: %s (line %d): %s\n", what, line, cudaGetErrorString(e));
+    std::exit(2);
+}
+#define CU(x) cu((x), #x, __LINE__)
+
+struct Args {
+    int n = 384, iters = 30, warmup = 5, max_plans = 6;
+    double peak_tbs = 3.35;
+    std::vector<std::string> dtypes{"half", "bf16"};
+    std::vector<std::string> cases;  // empty: all
+};
+
+struct Case {
+    const char* name;
+    int64_t c, k, hw, r;
+    bool prologue;
+    const char* layer;
+};
+const Case kCases[] = {
+    {"1x1-64-256", 64, 256, 56, 1, true, "layer1 conv3: bn2's scale-bias-ReLU, conv3, bn3's statistics"},
+    {"3x3-64-64", 64, 64, 56, 3, true, "layer1 conv2: bn1's scale-bias-ReLU, conv2, bn2's statistics"},
+    {"1x1-256-64", 256, 64, 56, 1, false, "layer1.1 conv1: the block's input (a ReLU output), conv1, bn1's statistics"},
+};
+
+[[noreturn]] void usage(const std::string& msg) {
+    std::fprintf(stderr,
+                 "cudnn_fusion_probe: %s\n"
+                 "usage: cudnn_fusion_probe [--n 384] [--iters 30] [--warmup 5] [--max-plans 6] [--peak-tbs 3.35]\n"
+                 "       [--dtype half,bf16] [--case 1x1-64-256,3x3-64-64,1x1-256-64]\n",
+                 msg.c_str());
+    std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    size_t p = 0;
+    while (p <= s.size()) {
+        size_t q = s.find(',', p);
+        if (q == std::string::npos) q = s.size();
+        if (q > p) out.push_back(s.substr(p, q - p));
+        p = q + 1;
+    }
+    return out;
+}
+
+int parse_int(const std::string& flag, const char* v, int lo, int hi) {
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi)
+        usage("flag " + flag + ": '" + v + "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return (int)x;
+}
+
+Args parse(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; i++) {
+        std::string f = argv[i];
+        if (f == "-h" || f == "--help") usage("help");
+        if (i + 1 >= argc) usage("flag " + f + " needs a value");
+        const char* v = argv[++i];
+        if (f == "--n") a.n = parse_int(f, v, 1, 4096);
+        else if (f == "--iters") a.iters = parse_int(f, v, 1, 10000);
+        else if (f == "--warmup") a.warmup = parse_int(f, v, 0, 10000);
+        else if (f == "--max-plans") a.max_plans = parse_int(f, v, 1, 64);
+        else if (f == "--peak-tbs") {
+            char* end = nullptr;
+            a.peak_tbs = std::strtod(v, &end);
+            if (!*v || *end || !(a.peak_tbs > 0)) usage("flag --peak-tbs: '" + std::string(v) + "' is not a positive number");
+        } else if (f == "--dtype") {
+            a.dtypes = split(v);
+            for (auto& d : a.dtypes)
+                if (d != "half" && d != "bf16") usage("flag --dtype: '" + d + "' is not half or bf16");
+            if (a.dtypes.empty()) usage("flag --dtype: empty");
+        } else if (f == "--case") {
+            a.cases = split(v);
+            for (auto& c : a.cases) {
+                bool ok = false;
+                for (auto& k : kCases) ok |= c == k.name;
+                if (!ok) usage("flag --case: unknown case '" + c + "'");
+            }
+        } else usage("unknown flag " + f);
+    }
+    return a;
+}
+
+double median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Median ms of f() over iters runs after warmup runs, CUDA events on stream st.
+template <class F>
+double time_ms(cudaStream_t st, int warmup, int iters, F f) {
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    for (int i = 0; i < warmup; i++) f();
+    CU(cudaStreamSynchronize(st));
+    std::vector<float> ms;
+    for (int i = 0; i < iters; i++) {
+        CU(cudaEventRecord(a, st));
+        f();
+        CU(cudaEventRecord(b, st));
+        CU(cudaEventSynchronize(b));
+        float t = 0;
+        CU(cudaEventElapsedTime(&t, a, b));
+        ms.push_back(t);
+    }
+    CU(cudaEventDestroy(a));
+    CU(cudaEventDestroy(b));
+    return median(ms);
+}
+
+struct Buf {
+    void* p = nullptr;
+    explicit Buf(size_t bytes) { CU(cudaMalloc(&p, bytes < 16 ? 16 : bytes)); }
+    ~Buf() { cudaFree(p); }
+    Buf(const Buf&) = delete;
+    Buf& operator=(const Buf&) = delete;
+};
+
+// uids of the graphs' tensors
+enum : int64_t { U_X = 1, U_S, U_B, U_W, U_Y, U_SUM, U_SQ, V_SCALED = 100, V_BIASED, V_RELU };
+
+// Plans for g: heuristics mode A, FALLBACK if A gives none that finalizes; at most max_plans.
+struct Search {
+    std::vector<std::shared_ptr<Plan>> plans;
+    int proposed = 0, tried = 0;
+    std::string refusal;
+};
+Search find_plans(const Graph& g, int max_plans) {
+    Search s;
+    for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+        std::vector<DescP> cfgs;
+        try {
+            cfgs = engine_configs(g, mode);
+        } catch (const CudnnError& e) {
+            if (s.refusal.empty()) s.refusal = e.what();
+            continue;
+        }
+        s.proposed += (int)cfgs.size();
+        for (auto& cfg : cfgs) {
+            if ((int)s.plans.size() >= max_plans || s.tried >= 4 * max_plans) break;
+            s.tried++;
+            std::string why;
+            auto p = make_plan(g, cfg, &why);
+            if (p) {
+                p->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
+                s.plans.push_back(p);
+            } else if (s.refusal.empty()) {
+                s.refusal = why;
+            }
+        }
+        if (!s.plans.empty()) break;
+    }
+    return s;
+}
+
+struct Timed {
+    std::shared_ptr<Plan> plan;
+    DescP pack;
+    double ms = 0;
+};
+
+// Times every plan with its own pack (ptrs in uid order) and keeps the fastest.
+Timed fastest(cudnnHandle_t h, cudaStream_t st, const Args& a, const Search& s, const std::vector<int64_t>& uids,
+              const std::vector<void*>& ptrs, std::vector<std::shared_ptr<Buf>>& workspaces) {
+    Timed best;
+    for (auto& p : s.plans) {
+        workspaces.push_back(std::make_shared<Buf>((size_t)p->workspace));
+        auto pack = variant_pack(uids, ptrs, workspaces.back()->p);
+        double ms;
+        try {
+            ms = time_ms(st, a.warmup, a.iters, [&] { execute(h, *p, *pack); });
+        } catch (const CudnnError& e) {
+            std::fprintf(stderr, "  engine %lld failed to run: %s\n", (long long)p->engine, e.what());
+            continue;
+        }
+        std::fprintf(stderr, "  engine %lld (%s%s, heuristic %s, workspace %lld B): %.3f ms\n", (long long)p->engine,
+                     p->runtime_compiled ? "runtime-compiled" : "pre-compiled", p->tensor_core ? ", tensor cores" : "",
+                     p->mode.c_str(), (long long)p->workspace, ms);
+        if (!best.plan || ms < best.ms) best = {p, pack, ms};
+    }
+    return best;
+}
+
+template <typename T>
+void launch_fill(T* p, size_t n, uint64_t seed, float lo, float hi, bool relu, cudaStream_t st) {
+    fill<T><<<1024, 256, 0, st>>>(p, n, seed, lo, hi, relu ? 1 : 0);
+    CU(cudaGetLastError());
+}
+
+struct StatsCheck {
+    int bad_channels = 0;
+    double worst = 0;  // largest |error| / bound over channels and both statistics
+};
+StatsCheck check_stats(const std::vector<float>& sum, const std::vector<float>& sq, const std::vector<double>& sum64,
+                       const std::vector<double>& sq64, const std::vector<double>& abs64, double u) {
+    StatsCheck r;
+    for (size_t k = 0; k < sum.size(); k++) {
+        double b1 = 2 * u * abs64[k] + 1e-300, b2 = 4 * u * sq64[k] + 1e-300;
+        double e1 = std::fabs(sum[k] - sum64[k]) / b1, e2 = std::fabs(sq[k] - sq64[k]) / b2;
+        if (!(e1 <= 1) || !(e2 <= 1)) r.bad_channels++;
+        double w = std::max(e1, e2);
+        r.worst = std::isnan(w) ? INFINITY : std::max(r.worst, w);
+    }
+    return r;
+}
+
+struct Row {
+    std::string line, json;
+    bool failed = false;
+};
+
+template <typename T>
+Row run_case(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, const Args& a, cudnnHandle_t h,
+             cudaStream_t st) {
+    const int64_t N = a.n, C = cs.c, K = cs.k, HW = cs.hw, R = cs.r, pad = (cs.r - 1) / 2;
+    const int64_t rows = N * HW * HW;
+    const size_t ein = (size_t)(rows * C), eout = (size_t)(rows * K), ew = (size_t)(K * C * R * R);
+    const double terms = (double)(C * R * R);
+    std::fprintf(stderr, "%s %s (%s), N=%lld\n", cs.name, dtname, cs.layer, (long long)N);
+    Row row;
+    char buf[2048];
+
+    Buf x(ein * sizeof(T)), act(cs.prologue ? ein * sizeof(T) : 16), w(ew * sizeof(T)), wabs(ew * sizeof(T));
+    Buf s(C * sizeof(T)), b(C * sizeof(T)), yf(eout * sizeof(T)), yu(eout * sizeof(T)), sabs(eout * sizeof(T));
+    Buf sum(K * 4), sq(K * 4), usum(K * 4), usq(K * 4), d64(3 * K * 8);
+    // Inputs: x in [-1, 1] (ReLU'd where it is a block's input), w scaled to keep Y of order 1,
+    // batch norm's scale in [0.5, 1.5] and shift in [-0.5, 0.5].
+    float wr = (float)std::sqrt(3.0 / terms);
+    launch_fill((T*)x.p, ein, 11, -1.f, 1.f, !cs.prologue, st);
+    launch_fill((T*)w.p, ew, 12, -wr, wr, false, st);
+    launch_fill((T*)s.p, (size_t)C, 13, 0.5f, 1.5f, false, st);
+    launch_fill((T*)b.p, (size_t)C, 14, -0.5f, 0.5f, false, st);
+    absolute<T><<<1024, 256, 0, st>>>((const T*)w.p, (T*)wabs.p, ew);
+    CU(cudaGetLastError());
+    void* conv_in = cs.prologue ? act.p : x.p;  // the unfused convolution's input
+    auto apply = [&] {
+        bn_relu_apply<T><<<132 * 8, 256, 0, st>>>((const T*)x.p, (const T*)s.p, (const T*)b.p, (T*)act.p, ein, (int)C);
+    };
+    if (cs.prologue) apply();
+    CU(cudaStreamSynchronize(st));
+
+    // The fused graph; GenStats' math precision fp32 first, the I/O type if no engine takes fp32.
+    Search fs;
+    std::unique_ptr<Graph> fg;
+    std::string fprec;
+    for (cudnnDataType_t prec : {CUDNN_DATA_FLOAT, dt}) {
+        fg.reset(new Graph(h));
+        try {
+            auto& X = fg->tensor(U_X, dt, N, C, HW, HW, false);
+            auto& W = fg->tensor(U_W, dt, K, C, R, R, false);
+            auto& Y = fg->tensor(U_Y, dt, N, K, HW, HW, false);
+            auto& SUM = fg->tensor(U_SUM, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
+            auto& SQ = fg->tensor(U_SQ, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
+            if (cs.prologue) {
+                auto& S = fg->tensor(U_S, dt, 1, C, 1, 1, false);
+                auto& B = fg->tensor(U_B, dt, 1, C, 1, 1, false);
+                auto& v1 = fg->tensor(V_SCALED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+                auto& v2 = fg->tensor(V_BIASED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+                auto& v3 = fg->tensor(V_RELU, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+                fg->pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
+                fg->pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
+                fg->pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
+                fg->conv_fwd(v3, W, Y, pad);
+            } else {
+                fg->conv_fwd(X, W, Y, pad);
+            }
+            fg->genstats(Y, SUM, SQ, prec);
+            fg->finalize();
+            fs = find_plans(*fg, a.max_plans);
+        } catch (const CudnnError& e) {
+            fs = Search();
+            fs.refusal = e.what();
+        }
+        fprec = prec == CUDNN_DATA_FLOAT ? "fp32" : dtname;
+        if (!fs.plans.empty()) break;
+    }
+
+    // The unfused convolution: a graph of the one op.
+    Graph ug(h);
+    Search us;
+    try {
+        auto& X = ug.tensor(U_X, dt, N, C, HW, HW, false);
+        auto& W = ug.tensor(U_W, dt, K, C, R, R, false);
+        auto& Y = ug.tensor(U_Y, dt, N, K, HW, HW, false);
+        ug.conv_fwd(X, W, Y, pad);
+        ug.finalize();
+        us = find_plans(ug, a.max_plans);
+    } catch (const CudnnError& e) {
+        us.refusal = e.what();
+    }
+    if (us.plans.empty()) {
+        std::snprintf(buf, sizeof buf, "| %s | %s | – | plain convolution not supported: %s |", cs.name, dtname,
+                      us.refusal.c_str());
+        row.line = buf;
+        row.failed = true;  // the reference itself is missing: nothing here can be trusted
+        return row;
+    }
+    std::vector<std::shared_ptr<Buf>> ws;
+    std::fprintf(stderr, " unfused convolution: %d configs proposed, %zu plans\n", us.proposed, us.plans.size());
+    Timed conv = fastest(h, st, a, us, {U_X, U_W, U_Y}, {conv_in, w.p, yu.p}, ws);
+    if (!conv.plan) {
+        row.line = std::string("| ") + cs.name + " | " + dtname + " | – | no plain-convolution plan ran |";
+        row.failed = true;
+        return row;
+    }
+    // S = conv(a, |W|), for the bounds: the fastest plan again, with its own workspace.
+    Timed conv_abs;
+    ws.push_back(std::make_shared<Buf>((size_t)conv.plan->workspace));
+    conv_abs.pack = variant_pack({U_X, U_W, U_Y}, {conv_in, wabs.p, sabs.p}, ws.back()->p);
+
+    const int stat_blocks = 132 * 8;
+    auto stats32 = [&] {
+        CU(cudaMemsetAsync(usum.p, 0, K * 4, st));
+        CU(cudaMemsetAsync(usq.p, 0, K * 4, st));
+        channel_stats<T, float><<<stat_blocks, 256, 0, st>>>((const T*)yu.p, rows, (int)K, (float*)usum.p,
+                                                              (float*)usq.p, (float*)nullptr);
+    };
+    double t_conv = conv.ms;
+    double t_apply = cs.prologue ? time_ms(st, a.warmup, a.iters, apply) : 0.0;
+    double t_stats = time_ms(st, a.warmup, a.iters, stats32);
+    double t_seq = time_ms(st, a.warmup, a.iters, [&] {
+        if (cs.prologue) apply();
+        execute(h, *conv.plan, *conv.pack);
+        stats32();
+    });
+    // The reference outputs, computed last and left in yu, sabs.
+    if (cs.prologue) apply();
+    execute(h, *conv.plan, *conv.pack);
+    execute(h, *conv.plan, *conv_abs.pack);
+    CU(cudaStreamSynchronize(st));
+
+    const double floor_apply = cs.prologue ? 4.0 * ein / (a.peak_tbs * 1e12) * 1e3 : 0.0;  // read x, write a
+    const double floor_stats = 2.0 * eout / (a.peak_tbs * 1e12) * 1e3;                     // read y
+
+    std::string notes;
+    std::snprintf(buf, sizeof buf, "%d proposed, %zu finalized", fs.proposed, fs.plans.size());
+    std::string found = buf;
+    if (fs.plans.empty()) {
+        std::snprintf(buf, sizeof buf,
+                      "| %s | %s | %s | **not supported**: %s | – | %.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | – | – | – | – |",
+                      cs.name, dtname, found.c_str(), fs.refusal.c_str(), t_conv, t_apply, floor_apply, t_stats,
+                      floor_stats, t_seq);
+        row.line = buf;
+        std::snprintf(buf, sizeof buf,
+                      "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"refusal\":\"%s\","
+                      "\"conv_ms\":%.4f,\"apply_ms\":%.4f,\"stats_ms\":%.4f,\"unfused_seq_ms\":%.4f}",
+                      cs.name, dtname, a.n, "see table", t_conv, t_apply, t_stats, t_seq);
+        row.json = buf;
+        return row;
+    }
+    std::fprintf(stderr, " fused (GenStats math precision %s): %s\n", fprec.c_str(), found.c_str());
+    std::vector<int64_t> fuids = {U_X, U_W, U_Y, U_SUM, U_SQ};
+    std::vector<void*> fptrs = {x.p, w.p, yf.p, sum.p, sq.p};
+    if (cs.prologue) {
+        fuids.insert(fuids.end(), {U_S, U_B});
+        fptrs.insert(fptrs.end(), {s.p, b.p});
+    }
+    Timed fused = fastest(h, st, a, fs, fuids, fptrs, ws);
+    if (!fused.plan) {
+        row.line = std::string("| ") + cs.name + " | " + dtname + " | " + found + " | no fused plan ran |";
+        row.failed = true;
+        return row;
+    }
+    // Does GenStats overwrite or accumulate? Zero, run, read; run again, read.
+    std::vector<float> s1(K), q1(K), s2(K), q2(K);
+    CU(cudaMemsetAsync(sum.p, 0, K * 4, st));
+    CU(cudaMemsetAsync(sq.p, 0, K * 4, st));
+    execute(h, *fused.plan, *fused.pack);
+    CU(cudaMemcpyAsync(s1.data(), sum.p, K * 4, cudaMemcpyDeviceToHost, st));
+    CU(cudaMemcpyAsync(q1.data(), sq.p, K * 4, cudaMemcpyDeviceToHost, st));
+    execute(h, *fused.plan, *fused.pack);
+    CU(cudaMemcpyAsync(s2.data(), sum.p, K * 4, cudaMemcpyDeviceToHost, st));
+    CU(cudaMemcpyAsync(q2.data(), sq.p, K * 4, cudaMemcpyDeviceToHost, st));
+    CU(cudaStreamSynchronize(st));
+    double r_sq = 0;
+    for (int64_t k = 0; k < K; k++) r_sq += q2[k] / (q1[k] + 1e-30) / K;
+    const char* accumulates = r_sq > 1.5 ? "accumulates" : "overwrites";
+
+    // float64 statistics of Yf and of S (the negative control).
+    auto stats64 = [&](const void* y, std::vector<double>& s64, std::vector<double>& q64, std::vector<double>& a64) {
+        CU(cudaMemsetAsync(d64.p, 0, 3 * K * 8, st));
+        double* d = (double*)d64.p;
+        channel_stats<T, double><<<stat_blocks, 256, 0, st>>>((const T*)y, rows, (int)K, d, d + K, d + 2 * K);
+        CU(cudaGetLastError());
+        s64.resize(K);
+        q64.resize(K);
+        a64.resize(K);
+        CU(cudaMemcpyAsync(s64.data(), d, K * 8, cudaMemcpyDeviceToHost, st));
+        CU(cudaMemcpyAsync(q64.data(), d + K, K * 8, cudaMemcpyDeviceToHost, st));
+        CU(cudaMemcpyAsync(a64.data(), d + 2 * K, K * 8, cudaMemcpyDeviceToHost, st));
+        CU(cudaStreamSynchronize(st));
+    };
+    std::vector<double> fs64, fq64, fa64, ns64, nq64, na64;
+    stats64(yf.p, fs64, fq64, fa64);
+    stats64(sabs.p, ns64, nq64, na64);
+    StatsCheck st_ok = check_stats(s1, q1, fs64, fq64, fa64, u);
+    StatsCheck st_neg = check_stats(s1, q1, ns64, nq64, na64, u);
+
+    // Elementwise Y checks.
+    Buf cnt(8), mx(4);
+    auto ycheck = [&](const void* ref, unsigned long long& bad, float& worst) {
+        CU(cudaMemsetAsync(cnt.p, 0, 8, st));
+        CU(cudaMemsetAsync(mx.p, 0, 4, st));
+        check_close<T><<<132 * 8, 256, 0, st>>>((const T*)yf.p, (const T*)ref, (const T*)sabs.p, eout, (float)u,
+                                                (float)(2 * terms * std::ldexp(1.0, -24)),
+                                                (unsigned long long*)cnt.p, (unsigned int*)mx.p);
+        CU(cudaGetLastError());
+        unsigned int bits = 0;
+        CU(cudaMemcpyAsync(&bad, cnt.p, 8, cudaMemcpyDeviceToHost, st));
+        CU(cudaMemcpyAsync(&bits, mx.p, 4, cudaMemcpyDeviceToHost, st));
+        CU(cudaStreamSynchronize(st));
+        std::memcpy(&worst, &bits, 4);
+    };
+    unsigned long long ybad = 0, nbad = 0;
+    float yworst = 0, nworst = 0;
+    ycheck(yu.p, ybad, yworst);
+    ycheck(sabs.p, nbad, nworst);
+
+    bool y_pass = ybad == 0, s_pass = st_ok.bad_channels == 0;
+    bool neg_pass = nbad > 0 && st_neg.bad_channels > 0;  // the controls must fail the bounds
+    row.failed = !(y_pass && s_pass && neg_pass);
+    double saved_seq = t_seq - fused.ms;
+    double saved_floor = t_conv + floor_apply + floor_stats - fused.ms;
+    std::snprintf(buf, sizeof buf,
+                  "| %s | %s | %s | engine %lld (%s, heuristic %s) | %.3f | %.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | "
+                  "%+.3f | %+.3f | %s (%llu of %zu over, worst %.2f of bound) | %s (%d of %lld channels over, worst %.2f; "
+                  "GenStats %s) | %s (%llu elements, %d channels) |",
+                  cs.name, dtname, found.c_str(), (long long)fused.plan->engine,
+                  fused.plan->runtime_compiled ? "runtime-compiled" : "pre-compiled", fused.plan->mode.c_str(),
+                  fused.ms, t_conv, t_apply, floor_apply, t_stats, floor_stats, t_seq, saved_seq, saved_floor,
+                  y_pass ? "ok" : "**FAIL**", ybad, eout, yworst, s_pass ? "ok" : "**FAIL**", st_ok.bad_channels,
+                  (long long)K, st_ok.worst, accumulates, neg_pass ? "fails as it must" : "**DID NOT FAIL**", nbad,
+                  st_neg.bad_channels);
+    row.line = buf;
+    std::snprintf(buf, sizeof buf,
+                  "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":true,\"engine\":%lld,"
+                  "\"runtime_compiled\":%s,\"genstats_prec\":\"%s\",\"fused_ms\":%.4f,\"conv_ms\":%.4f,"
+                  "\"apply_ms\":%.4f,\"apply_floor_ms\":%.4f,\"stats_ms\":%.4f,\"stats_floor_ms\":%.4f,"
+                  "\"unfused_seq_ms\":%.4f,\"saved_vs_seq_ms\":%.4f,\"saved_vs_floor_ms\":%.4f,\"y_ok\":%s,"
+                  "\"y_worst\":%.4g,\"stats_ok\":%s,\"stats_worst\":%.4g,\"controls_fail\":%s,\"genstats\":\"%s\"}",
+                  cs.name, dtname, a.n, (long long)fused.plan->engine, fused.plan->runtime_compiled ? "true" : "false",
+                  fprec.c_str(), fused.ms, t_conv, t_apply, floor_apply, t_stats, floor_stats, t_seq, saved_seq,
+                  saved_floor, y_pass ? "true" : "false", yworst, s_pass ? "true" : "false", st_ok.worst,
+                  neg_pass ? "true" : "false", accumulates);
+    row.json = buf;
+    return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args a = parse(argc, argv);
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        std::fprintf(stderr, "cudnn_fusion_probe: no CUDA device\n");
+        return 2;
+    }
+    cudnnHandle_t h;
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    try {
+        CK(cudnnCreate(&h));
+        CK(cudnnSetStream(h, st));
+    } catch (const CudnnError& e) {
+        std::fprintf(stderr, "cudnn_fusion_probe: %s\n", e.what());
+        return 2;
+    }
+    std::printf("## cuDNN ConvBNfprop probe: %s (sm_%d%d), cuDNN %zu (headers %d), micro-batch %d, median of %d "
+                "after %d warm-up runs\n\n",
+                prop.name, prop.major, prop.minor, cudnnGetVersion(), CUDNN_VERSION, a.n, a.iters, a.warmup);
+    std::printf("Times in ms (CUDA events). Floors: the unfused pass's bytes at %.2f TB/s (apply: read x, write a; "
+                "statistics: read y). Saved: the unfused sequence measured here, and conv + both floors (the engine's "
+                "batch-norm kernels at 100%% of the memory's speed), less the fused graph.\n\n",
+                a.peak_tbs);
+    std::printf("| case | type | fused engine configs | fused engine | fused | conv | apply (floor) | statistics (floor) "
+                "| unfused sequence | saved vs sequence | saved vs conv + floors | Y check | statistics check | "
+                "negative controls |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+    bool failed = false;
+    std::vector<std::string> json;
+    for (auto& cs : kCases) {
+        if (!a.cases.empty() && std::find(a.cases.begin(), a.cases.end(), cs.name) == a.cases.end()) continue;
+        if (256 % cs.k != 0 || cs.c % 8 != 0) {
+            std::fprintf(stderr, "cudnn_fusion_probe: case %s: K must divide 256 and C be a multiple of 8\n", cs.name);
+            return 2;
+        }
+        for (auto& d : a.dtypes) {
+            Row r = d == "half" ? run_case<__half>(cs, "fp16", CUDNN_DATA_HALF, std::ldexp(1.0, -11), a, h, st)
+                                : run_case<__nv_bfloat16>(cs, "bf16", CUDNN_DATA_BFLOAT16, std::ldexp(1.0, -8), a, h, st);
+            std::printf("%s\n", r.line.c_str());
+            std::fflush(stdout);
+            if (!r.json.empty()) json.push_back(r.json);
+            failed |= r.failed;
+        }
+    }
+    std::printf("\n");
+    for (auto& j : json) std::printf("RESULT %s\n", j.c_str());
+    cudnnDestroy(h);
+    cudaStreamDestroy(st);
+    return failed ? 1 : 0;
+}
