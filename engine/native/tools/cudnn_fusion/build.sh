@@ -55,6 +55,12 @@ if (( !found )); then
     command -v "$py" >/dev/null 2>&1 || continue
     root="$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
     if [[ -n "$root" ]] && try "$root/include" "$root/lib" "$root/lib64"; then found=1; break; fi
+    # Another wheel layout (a CUDA-versioned nvidia/ tree): the header and library where they are.
+    sp="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)"
+    [[ -n "$sp" && -d "$sp/nvidia" ]] || continue
+    h="$(find "$sp/nvidia" -name cudnn_graph.h 2>/dev/null | head -1)"
+    l="$(find "$sp/nvidia" -name libcudnn.so.9 2>/dev/null | head -1)"
+    if [[ -n "$h" ]] && try "$(dirname "$h")" "$(dirname "${l:-/nonexistent/x}")"; then found=1; break; fi
   done
 fi
 if (( !found )); then
