@@ -106,18 +106,7 @@ class Graph {
 
     // Cross-correlation, fp32 compute, symmetric padding, unit stride and dilation.
     void conv_fwd(const Desc& x, const Desc& w, const Desc& y, int64_t pad) {
-        auto cd = keep(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-        cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-        cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-        int64_t dims = 2, one[2] = {1, 1}, padv[2] = {pad, pad};
-        cd->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-        cd->set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-        cd->set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-        cd->set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one);
-        cd->set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, one);
-        cd->set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
-        cd->set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
-        cd->finalize();
+        auto cd = conv_desc(pad);
         auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
         float alpha = 1.0f, beta = 0.0f;
         op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
@@ -126,6 +115,21 @@ class Graph {
         op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, *cd);
         op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
         op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+        op->finalize();
+        ops_.push_back(op->get());
+    }
+
+    // The weight gradient of the same convolution: dw = sum over pixels of x (shifted) * dy.
+    void conv_wgrad(const Desc& x, const Desc& dy, const Desc& dw, int64_t pad) {
+        auto cd = conv_desc(pad);
+        auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+        float alpha = 1.0f, beta = 0.0f;
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, *cd);
+        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
         op->finalize();
         ops_.push_back(op->get());
     }
@@ -156,6 +160,21 @@ class Graph {
     cudnnHandle_t handle() const { return handle_; }
 
    private:
+    DescP conv_desc(int64_t pad) {
+        auto cd = keep(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+        cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+        cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+        int64_t dims = 2, one[2] = {1, 1}, padv[2] = {pad, pad};
+        cd->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+        cd->set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+        cd->set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+        cd->set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one);
+        cd->set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, one);
+        cd->set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
+        cd->set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
+        cd->finalize();
+        return cd;
+    }
     DescP keep(cudnnBackendDescriptorType_t t) {
         descs_.push_back(std::make_shared<Desc>(t));
         return descs_.back();

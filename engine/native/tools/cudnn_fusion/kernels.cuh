@@ -116,4 +116,58 @@ __global__ void check_close(const T* y, const T* ref, const T* S, size_t n, floa
     atomicMax(max_ratio_bits, __float_as_uint(worst));  // non-negative floats order as their bits
 }
 
+// Widens n elements to float (the host reads the probe's outputs as floats).
+template <typename T>
+__global__ void widen(const T* in, float* out, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = tof(in[i]);
+}
+
+// The float64 weight gradient at sampled filter elements (one block each; idx: flat KRSC indices
+// of dw [K, R, R, C]): dw = sum over n, p, q of act(x[n, p+r-pad, q+s-pad, c]) * dy[n, p, q, k],
+// act(v) = the unfused apply's ReLU(v s[c] + b[c]) rounded to T when prologue, else v itself.
+// out[2 i] = the sum, out[2 i + 1] = the sum of the terms' squares (the bound's scale).
+template <typename T>
+__global__ void wgrad_ref(const T* x, const T* s, const T* b, const T* dy, int N, int HW, int C, int K, int R,
+                          int pad, const int64_t* idx, int prologue, double* out) {
+    __shared__ double sh[2][256];
+    int64_t e = idx[blockIdx.x];
+    int c = (int)(e % C);
+    int64_t t = e / C;
+    int sx = (int)(t % R);
+    t /= R;
+    int r = (int)(t % R);
+    int k = (int)(t / R);
+    float sc = prologue ? tof(s[c]) : 1.f, bc = prologue ? tof(b[c]) : 0.f;
+    double acc = 0, acc2 = 0;
+    int64_t positions = (int64_t)N * HW * HW;
+    for (int64_t pos = threadIdx.x; pos < positions; pos += blockDim.x) {
+        int q = (int)(pos % HW);
+        int64_t t2 = pos / HW;
+        int p = (int)(t2 % HW);
+        int64_t n = t2 / HW;
+        int hh = p + r - pad, ww = q + sx - pad;
+        if (hh < 0 || hh >= HW || ww < 0 || ww >= HW) continue;
+        float v = tof(x[((n * HW + hh) * HW + ww) * C + c]);
+        float av = prologue ? tof(fromf<T>(fmaxf(v * sc + bc, 0.f))) : v;
+        double term = (double)av * (double)tof(dy[pos * K + k]);
+        acc += term;
+        acc2 += term * term;
+    }
+    sh[0][threadIdx.x] = acc;
+    sh[1][threadIdx.x] = acc2;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            sh[0][threadIdx.x] += sh[0][threadIdx.x + w];
+            sh[1][threadIdx.x] += sh[1][threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = sh[0][0];
+        out[2 * blockIdx.x + 1] = sh[1][0];
+    }
+}
+
 }  // namespace probe

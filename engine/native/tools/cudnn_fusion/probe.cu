@@ -1,9 +1,10 @@
-// cudnn_fusion_probe: does cuDNN's ConvBNfprop fusion (scale-bias-ReLU prologue + convolution +
-// per-channel statistics epilogue, docs/resnet-fusion.md) run on this GPU for ResNet-50's layer
-// shapes, is it right, and what does it save against the unfused passes? Issue 41's spike; not
+// cudnn_fusion_probe: do cuDNN's ResNet fusions, ConvBNfprop (scale-bias-ReLU prologue +
+// convolution + per-channel statistics epilogue) and ConvBNwgrad (the same prologue recomputed in
+// the weight gradient; wgrad.cuh), run on this GPU for ResNet-50's layer shapes, are they right,
+// and what do they save against the unfused passes (docs/resnet-fusion.md)? Issue 41's spike; not
 // part of the engine (build.sh beside this file builds it; scripts/gpu-next/cudnn-fusion.sh runs it).
 //
-// For each case (a ResNet-50 layer at micro-batch --n) and data type (fp16, bf16):
+// For each ConvBNfprop case (a ResNet-50 layer at micro-batch --n) and data type (fp16, bf16):
 //   fused    one cuDNN graph: [X*s+b -> ReLU ->] conv(W) -> Y, GenStats(Y) -> sum, sqsum
 //   unfused  the probe's apply kernel (a = ReLU(X*s+b), written), cuDNN's plain convolution
 //            (a graph of the one op), the probe's fp32 statistics kernel over Y
@@ -23,7 +24,7 @@
 //   negative controls: the same two checks of the fused results against conv(a, |W|) must fail,
 //          so the bounds can tell a wrong result from a right one.
 // Timing: CUDA events around each run, --warmup runs discarded, the median of --iters.
-// Output: a Markdown table, and one "RESULT {json}" line per case and type. Exit 0 when every
+// Output: a Markdown table per pattern, and one "RESULT {json}" line per case and type. Exit 0 when every
 // supported case passes its checks (an unsupported case is a finding, reported, not a failure),
 // 1 when a check fails, 2 for bad flags or no usable GPU.
 #include <cuda_runtime.h>
@@ -36,44 +37,29 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
-#include "kernels.cuh"
+#include "harness.h"
+#include "wgrad.cuh"
 
 namespace {
 
 using namespace probe;
 
-void cu(cudaError_t e, const char* what, int line) {
-    if (e == cudaSuccess) return;
-    std::fprintf(stderr, "cudnn_fusion_probe: %s (line %d): %s\n", what, line, cudaGetErrorString(e));
-    std::exit(2);
-}
-#define CU(x) cu((x), #x, __LINE__)
-
-struct Args {
-    int n = 384, iters = 30, warmup = 5, max_plans = 6;
-    double peak_tbs = 3.35;
-    std::vector<std::string> dtypes{"half", "bf16"};
-    std::vector<std::string> cases;  // empty: all
-};
-
-struct Case {
-    const char* name;
-    int64_t c, k, hw, r;
-    bool prologue;
-    const char* layer;
-};
 const Case kCases[] = {
-    {"1x1-64-256", 64, 256, 56, 1, true, "layer1 conv3: bn2's scale-bias-ReLU, conv3, bn3's statistics"},
-    {"3x3-64-64", 64, 64, 56, 3, true, "layer1 conv2: bn1's scale-bias-ReLU, conv2, bn2's statistics"},
-    {"1x1-256-64", 256, 64, 56, 1, false, "layer1.1 conv1: the block's input (a ReLU output), conv1, bn1's statistics"},
+    {Case::FPROP, "1x1-64-256", 64, 256, 56, 1, true, "layer1 conv3: bn2's scale-bias-ReLU, conv3, bn3's statistics"},
+    {Case::FPROP, "3x3-64-64", 64, 64, 56, 3, true, "layer1 conv2: bn1's scale-bias-ReLU, conv2, bn2's statistics"},
+    {Case::FPROP, "1x1-256-64", 256, 64, 56, 1, false,
+     "layer1.1 conv1: the block's input (a ReLU output), conv1, bn1's statistics"},
+    {Case::WGRAD, "wgrad-1x1-64-256", 64, 256, 56, 1, true,
+     "layer1 conv3's weight gradient, bn2's scale-bias-ReLU recomputed on its input"},
+    {Case::WGRAD, "wgrad-3x3-64-64", 64, 64, 56, 3, true,
+     "layer1 conv2's weight gradient, bn1's scale-bias-ReLU recomputed on its input"},
 };
 
 [[noreturn]] void usage(const std::string& msg) {
     std::fprintf(stderr,
                  "cudnn_fusion_probe: %s\n"
                  "usage: cudnn_fusion_probe [--n 384] [--iters 30] [--warmup 5] [--max-plans 6] [--peak-tbs 3.35]\n"
-                 "       [--dtype half,bf16] [--case 1x1-64-256,3x3-64-64,1x1-256-64]\n",
+                 "       [--dtype half,bf16] [--case 1x1-64-256,3x3-64-64,1x1-256-64,wgrad-1x1-64-256,wgrad-3x3-64-64]\n",
                  msg.c_str());
     std::exit(2);
 }
@@ -130,145 +116,8 @@ Args parse(int argc, char** argv) {
     return a;
 }
 
-double median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-// Median ms of f() over iters runs after warmup runs, CUDA events on stream st.
-template <class F>
-double time_ms(cudaStream_t st, int warmup, int iters, F f) {
-    cudaEvent_t a, b;
-    CU(cudaEventCreate(&a));
-    CU(cudaEventCreate(&b));
-    for (int i = 0; i < warmup; i++) f();
-    CU(cudaStreamSynchronize(st));
-    std::vector<float> ms;
-    for (int i = 0; i < iters; i++) {
-        CU(cudaEventRecord(a, st));
-        f();
-        CU(cudaEventRecord(b, st));
-        CU(cudaEventSynchronize(b));
-        float t = 0;
-        CU(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
-    }
-    CU(cudaEventDestroy(a));
-    CU(cudaEventDestroy(b));
-    return median(ms);
-}
-
-struct Buf {
-    void* p = nullptr;
-    explicit Buf(size_t bytes) { CU(cudaMalloc(&p, bytes < 16 ? 16 : bytes)); }
-    ~Buf() { cudaFree(p); }
-    Buf(const Buf&) = delete;
-    Buf& operator=(const Buf&) = delete;
-};
-
-// uids of the graphs' tensors
-enum : int64_t { U_X = 1, U_S, U_B, U_W, U_Y, U_SUM, U_SQ, V_SCALED = 100, V_BIASED, V_RELU };
-
-// Plans for g: heuristics mode A, FALLBACK if A gives none that finalizes; at most max_plans.
-struct Search {
-    std::vector<std::shared_ptr<Plan>> plans;
-    int proposed = 0, tried = 0;
-    std::string refusal;
-};
-Search find_plans(const Graph& g, int max_plans) {
-    Search s;
-    for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-        std::vector<DescP> cfgs;
-        try {
-            cfgs = engine_configs(g, mode);
-        } catch (const CudnnError& e) {
-            if (s.refusal.empty()) s.refusal = e.what();
-            continue;
-        }
-        s.proposed += (int)cfgs.size();
-        for (auto& cfg : cfgs) {
-            if ((int)s.plans.size() >= max_plans || s.tried >= 4 * max_plans) break;
-            s.tried++;
-            std::string why;
-            auto p = make_plan(g, cfg, &why);
-            if (p) {
-                p->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
-                s.plans.push_back(p);
-            } else if (s.refusal.empty()) {
-                s.refusal = why;
-            }
-        }
-        if (!s.plans.empty()) break;
-    }
-    return s;
-}
-
-struct Timed {
-    std::shared_ptr<Plan> plan;
-    DescP pack;
-    double ms = 0;
-};
-
-// Times every plan with its own pack (ptrs in uid order) and keeps the fastest.
-Timed fastest(cudnnHandle_t h, cudaStream_t st, const Args& a, const Search& s, const std::vector<int64_t>& uids,
-              const std::vector<void*>& ptrs, std::vector<std::shared_ptr<Buf>>& workspaces) {
-    Timed best;
-    for (auto& p : s.plans) {
-        workspaces.push_back(std::make_shared<Buf>((size_t)p->workspace));
-        auto pack = variant_pack(uids, ptrs, workspaces.back()->p);
-        double ms;
-        try {
-            ms = time_ms(st, a.warmup, a.iters, [&] { execute(h, *p, *pack); });
-        } catch (const CudnnError& e) {
-            std::fprintf(stderr, "  engine %lld failed to run: %s\n", (long long)p->engine, e.what());
-            continue;
-        }
-        std::fprintf(stderr, "  engine %lld (%s%s, heuristic %s, workspace %lld B): %.3f ms\n", (long long)p->engine,
-                     p->runtime_compiled ? "runtime-compiled" : "pre-compiled", p->tensor_core ? ", tensor cores" : "",
-                     p->mode.c_str(), (long long)p->workspace, ms);
-        if (!best.plan || ms < best.ms) best = {p, pack, ms};
-    }
-    return best;
-}
-
 template <typename T>
-void launch_fill(T* p, size_t n, uint64_t seed, float lo, float hi, bool relu, cudaStream_t st) {
-    fill<T><<<1024, 256, 0, st>>>(p, n, seed, lo, hi, relu ? 1 : 0);
-    CU(cudaGetLastError());
-}
-
-struct StatsCheck {
-    int bad_channels = 0;
-    double worst = 0;  // largest |error| / bound over channels and both statistics
-};
-StatsCheck check_stats(const std::vector<float>& sum, const std::vector<float>& sq, const std::vector<double>& sum64,
-                       const std::vector<double>& sq64, const std::vector<double>& abs64, double u) {
-    StatsCheck r;
-    for (size_t k = 0; k < sum.size(); k++) {
-        double b1 = 2 * u * abs64[k] + 1e-300, b2 = 4 * u * sq64[k] + 1e-300;
-        double e1 = std::fabs(sum[k] - sum64[k]) / b1, e2 = std::fabs(sq[k] - sq64[k]) / b2;
-        if (!(e1 <= 1) || !(e2 <= 1)) r.bad_channels++;
-        double w = std::max(e1, e2);
-        r.worst = std::isnan(w) ? INFINITY : std::max(r.worst, w);
-    }
-    return r;
-}
-
-// One line of a table cell: cuDNN's messages can be long.
-std::string clip(std::string s) {
-    for (auto& ch : s)
-        if (ch == '|' || ch == '\n') ch = ' ';
-    return s.size() > 240 ? s.substr(0, 240) + "..." : s;
-}
-
-struct Row {
-    std::string line, json;
-    bool failed = false;
-};
-
-template <typename T>
-Row run_case(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, const Args& a, cudnnHandle_t h,
+Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, const Args& a, cudnnHandle_t h,
              cudaStream_t st) {
     const int64_t N = a.n, C = cs.c, K = cs.k, HW = cs.hw, R = cs.r, pad = (cs.r - 1) / 2;
     const int64_t rows = N * HW * HW;
@@ -390,7 +239,6 @@ Row run_case(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, c
     const double floor_apply = cs.prologue ? 4.0 * ein / (a.peak_tbs * 1e12) * 1e3 : 0.0;  // read x, write a
     const double floor_stats = 2.0 * eout / (a.peak_tbs * 1e12) * 1e3;                     // read y
 
-    std::string notes;
     std::snprintf(buf, sizeof buf, "%d proposed, %zu finalized", fs.proposed, fs.plans.size());
     std::string found = buf;
     if (fs.plans.empty()) {
@@ -514,6 +362,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cudnn_fusion_probe: no CUDA device\n");
         return 2;
     }
+    for (auto& cs : kCases)
+        if ((cs.kind == Case::FPROP && 256 % cs.k != 0) || cs.c % 8 != 0) {
+            std::fprintf(stderr, "cudnn_fusion_probe: case %s: K must divide 256 and C be a multiple of 8\n", cs.name);
+            return 2;
+        }
     cudnnHandle_t h;
     cudaStream_t st;
     CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -524,38 +377,53 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cudnn_fusion_probe: %s\n", e.what());
         return 2;
     }
-    std::printf("## cuDNN ConvBNfprop probe: %s (sm_%d%d), cuDNN %zu (headers %d), micro-batch %d, median of %d "
-                "after %d warm-up runs\n\n",
+    std::printf("## cuDNN ConvBNfprop / ConvBNwgrad probe: %s (sm_%d%d), cuDNN %zu (headers %d), micro-batch %d, "
+                "median of %d after %d warm-up runs\n\n",
                 prop.name, prop.major, prop.minor, cudnnGetVersion(), CUDNN_VERSION, a.n, a.iters, a.warmup);
-    std::printf("Times in ms (CUDA events). Floors: the unfused pass's bytes at %.2f TB/s (apply: read x, write a; "
-                "statistics: read y). Saved: the unfused sequence measured here, and conv + both floors (the engine's "
-                "batch-norm kernels at 100%% of the memory's speed), less the fused graph.\n\n",
-                a.peak_tbs);
-    std::printf("| case | type | fused engine configs | fused engine | fused | conv | apply (floor) | statistics (floor) "
-                "| unfused sequence | saved vs sequence | saved vs conv + floors | Y check | statistics check | "
-                "negative controls |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    std::fflush(stdout);
     bool failed = false;
     std::vector<std::string> json;
-    for (auto& cs : kCases) {
-        if (!a.cases.empty() && std::find(a.cases.begin(), a.cases.end(), cs.name) == a.cases.end()) continue;
-        if (256 % cs.k != 0 || cs.c % 8 != 0) {
-            std::fprintf(stderr, "cudnn_fusion_probe: case %s: K must divide 256 and C be a multiple of 8\n", cs.name);
-            return 2;
-        }
-        for (auto& d : a.dtypes) {
-            Row r;
-            try {
-                r = d == "half" ? run_case<__half>(cs, "fp16", CUDNN_DATA_HALF, std::ldexp(1.0, -11), a, h, st)
-                                : run_case<__nv_bfloat16>(cs, "bf16", CUDNN_DATA_BFLOAT16, std::ldexp(1.0, -8), a, h, st);
-            } catch (const CudnnError& e) {  // a call outside the plan search failed: report, go on
-                r.line = std::string("| ") + cs.name + " | " + d + " | – | **error**: " + clip(e.what()) + " |";
-                r.failed = true;
+    for (Case::Kind kind : {Case::FPROP, Case::WGRAD}) {
+        if (kind == Case::FPROP)
+            std::printf("### ConvBNfprop\n\nTimes in ms (CUDA events). Floors: the unfused pass's bytes at %.2f TB/s "
+                        "(apply: read x, write a; statistics: read y). Saved: the unfused sequence measured here, and "
+                        "conv + both floors (the engine's batch-norm kernels at 100%% of the memory's speed), less the "
+                        "fused graph.\n\n| case | type | fused engine configs | fused engine | fused | conv | apply "
+                        "(floor) | statistics (floor) | unfused sequence | saved vs sequence | saved vs conv + floors | "
+                        "Y check | statistics check | negative controls |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                        a.peak_tbs);
+        else
+            std::printf("\n### ConvBNwgrad\n\nTimes in ms. Extra: the fused weight gradient less the plain one (what "
+                        "recomputing the activation costs the backward); the forward apply it makes unnecessary beside "
+                        "it (measured, and its floor at %.2f TB/s).\n\n| case | type | fused engine configs | fused "
+                        "engine | fused | plain | extra | forward apply saved (floor) | dW check | reference self-check "
+                        "(plain dW) | negative control |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+                        a.peak_tbs);
+        std::fflush(stdout);
+        for (auto& cs : kCases) {
+            if (cs.kind != kind) continue;
+            if (!a.cases.empty() && std::find(a.cases.begin(), a.cases.end(), cs.name) == a.cases.end()) continue;
+            for (auto& d : a.dtypes) {
+                bool half = d == "half";
+                const char* name = half ? "fp16" : "bf16";
+                double u = std::ldexp(1.0, half ? -11 : -8);
+                Row r;
+                try {
+                    if (kind == Case::FPROP)
+                        r = half ? run_fprop<__half>(cs, name, CUDNN_DATA_HALF, u, a, h, st)
+                                 : run_fprop<__nv_bfloat16>(cs, name, CUDNN_DATA_BFLOAT16, u, a, h, st);
+                    else
+                        r = half ? run_wgrad<__half>(cs, name, CUDNN_DATA_HALF, u, a, h, st)
+                                 : run_wgrad<__nv_bfloat16>(cs, name, CUDNN_DATA_BFLOAT16, u, a, h, st);
+                } catch (const CudnnError& e) {  // a call outside the plan search failed: report, go on
+                    r.line = std::string("| ") + cs.name + " | " + name + " | – | **error**: " + clip(e.what()) + " |";
+                    r.failed = true;
+                }
+                std::printf("%s\n", r.line.c_str());
+                std::fflush(stdout);
+                if (!r.json.empty()) json.push_back(r.json);
+                failed |= r.failed;
             }
-            std::printf("%s\n", r.line.c_str());
-            std::fflush(stdout);
-            if (!r.json.empty()) json.push_back(r.json);
-            failed |= r.failed;
         }
     }
     std::printf("\n");
