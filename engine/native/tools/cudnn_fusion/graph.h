@@ -134,6 +134,59 @@ class Graph {
         ops_.push_back(op->get());
     }
 
+    // The data gradient of the same convolution: dx = dy convolved back with W.
+    void conv_dgrad(const Desc& dy, const Desc& w, const Desc& dx, int64_t pad) {
+        auto cd = conv_desc(pad);
+        auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+        float alpha = 1.0f, beta = 0.0f;
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx);
+        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, *cd);
+        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+        op->finalize();
+        ops_.push_back(op->get());
+    }
+
+    // An activation's backward (RELU_BWD): dx = dy where the forward input x > 0, else 0.
+    void pointwise_bwd(cudnnPointwiseMode_t mode, const Desc& dy, const Desc& x, const Desc& dx) {
+        auto pw = keep(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+        pw->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+        pw->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+        pw->finalize();
+        auto op = keep(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+        op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw);
+        op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
+        op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+        op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
+        op->finalize();
+        ops_.push_back(op->get());
+    }
+
+    // Batch norm's backward weights (DgradDreluBNBwdWeight's last node): dscale, dbias and the
+    // coefficients of dx = eq_dy * dy + eq_x * x + eq_bias, from dy, x, mean, inv-std and scale.
+    void bn_bwd_weights(const Desc& dy, const Desc& x, const Desc& mean, const Desc& invstd, const Desc& scale,
+                        const Desc& dscale, const Desc& dbias, const Desc& eq_dy, const Desc& eq_x,
+                        const Desc& eq_bias) {
+        auto op = keep(CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR);
+        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+        op->set(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, x);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, dy);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, mean);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, invstd);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, scale);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, dscale);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, dbias);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, eq_dy);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, eq_x);
+        op->set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, eq_bias);
+        op->finalize();
+        ops_.push_back(op->get());
+    }
+
     // Per-channel sum and sum of squares of x (CUDNN_GENSTATS_SUM_SQSUM).
     void genstats(const Desc& x, const Desc& sum, const Desc& sqsum, cudnnDataType_t math_prec) {
         auto op = keep(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);

@@ -34,7 +34,7 @@ struct Args {
 
 // One probed layer: C input channels, K output channels, HW x HW pixels, R x R filter.
 struct Case {
-    enum Kind { FPROP, WGRAD } kind;
+    enum Kind { FPROP, WGRAD, DGRAD } kind;
     const char* name;
     int64_t c, k, hw, r;
     bool prologue;  // fprop: scale-bias-ReLU on the input (else conv + GenStats only)

@@ -19,6 +19,9 @@ template <>
 __device__ inline __half fromf<__half>(float f) { return __float2half_rn(f); }
 template <>
 __device__ inline __nv_bfloat16 fromf<__nv_bfloat16>(float f) { return __float2bfloat16_rn(f); }
+template <>
+__device__ inline float fromf<float>(float f) { return f; }
+__device__ inline float tof(float v) { return v; }
 
 // splitmix64 of (seed, i) -> [0, 1).
 __device__ inline float uniform01(uint64_t seed, uint64_t i) {
@@ -168,6 +171,79 @@ __global__ void wgrad_ref(const T* x, const T* s, const T* b, const T* dy, int N
         out[2 * blockIdx.x] = sh[0][0];
         out[2 * blockIdx.x + 1] = sh[1][0];
     }
+}
+
+// Batch norm's backward sums over g [rows, C] and its input x: out[c] = sum g, out[C + c] =
+// sum g x^, out[2C + c] = sum |g|, out[3C + c] = sum |g x^|, with x^ = (x - mean) invstd. When
+// mask, g is first zeroed where the forward's ReLU was off (bn = x^ s + b <= 0): the unfused
+// path's dReLU + reduction over the plain data gradient; without it g is taken as it is.
+// blockDim.x == 256 and 256 % C == 0 (checked by the host).
+template <typename T, typename Acc>
+__global__ void bn_bwd_sums(const T* __restrict__ g, const T* __restrict__ x, const float* mean, const float* invstd,
+                            const float* s, const float* b, int64_t rows, int C, int mask, Acc* out) {
+    __shared__ Acc sh[4][256];
+    int c = threadIdx.x % C, r0 = threadIdx.x / C, per = blockDim.x / C;
+    float mu = mean[c], is = invstd[c], sc = s[c], bc = b[c];
+    Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (int64_t r = (int64_t)blockIdx.x * per + r0; r < rows; r += (int64_t)gridDim.x * per) {
+        float xh = (tof(x[r * C + c]) - mu) * is;
+        float gv = tof(g[r * C + c]);
+        if (mask && !(xh * sc + bc > 0.f)) gv = 0.f;
+        Acc gx = (Acc)gv * (Acc)xh;
+        a0 += gv;
+        a1 += gx;
+        a2 += gv < 0 ? -(Acc)gv : (Acc)gv;
+        a3 += gx < 0 ? -gx : gx;
+    }
+    sh[0][threadIdx.x] = a0;
+    sh[1][threadIdx.x] = a1;
+    sh[2][threadIdx.x] = a2;
+    sh[3][threadIdx.x] = a3;
+    __syncthreads();
+    if (r0 == 0) {
+        for (int j = 1; j < per; j++) {
+            a0 += sh[0][threadIdx.x + j * C];
+            a1 += sh[1][threadIdx.x + j * C];
+            a2 += sh[2][threadIdx.x + j * C];
+            a3 += sh[3][threadIdx.x + j * C];
+        }
+        atomicAdd(&out[c], a0);
+        atomicAdd(&out[C + c], a1);
+        atomicAdd(&out[2 * C + c], a2);
+        atomicAdd(&out[3 * C + c], a3);
+    }
+}
+
+// Elementwise check of the fused dReLU output gf against the plain data gradient gx, masked by
+// the forward's ReLU (or not, for the negative control): |gf - ref| <= 2u|ref| + acc S, S the
+// data gradient of |dy| and |W| (each side rounds once; fp32 sums of K R S products). Elements
+// whose batch-norm output is within 1e-5 of the ReLU's edge (relative) are skipped and counted:
+// the two sides may compute it a rounding apart and switch the mask.
+template <typename T>
+__global__ void check_drelu(const T* gf, const T* gx, const T* S, const T* x, const float* mean, const float* invstd,
+                            const float* s, const float* b, size_t n, int C, int mask, float u, float acc,
+                            unsigned long long* counts, unsigned int* max_ratio_bits) {
+    float worst = 0.f;
+    unsigned long long nbad = 0, nskip = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % (size_t)C);
+        float xh = (tof(x[i]) - mean[c]) * invstd[c];
+        float bn = xh * s[c] + b[c];
+        if (mask && fabsf(bn) <= 1e-5f * (fabsf(xh * s[c]) + fabsf(b[c]))) {
+            nskip++;
+            continue;
+        }
+        bool on = !mask || bn > 0.f;
+        float ref = on ? tof(gx[i]) : 0.f, sv = on ? tof(S[i]) : 0.f;
+        float tol = 2.f * u * fabsf(ref) + acc * sv + 1e-30f;
+        float r = fabsf(tof(gf[i]) - ref) / tol;
+        if (!(r <= 1.f)) nbad++;
+        if (r > worst) worst = r;
+        if (r != r) worst = 3.0e38f;
+    }
+    if (nbad) atomicAdd(&counts[0], nbad);
+    if (nskip) atomicAdd(&counts[1], nskip);
+    atomicMax(max_ratio_bits, __float_as_uint(worst));
 }
 
 }  // namespace probe

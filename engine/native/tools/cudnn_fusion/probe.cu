@@ -1,6 +1,7 @@
 // cudnn_fusion_probe: do cuDNN's ResNet fusions, ConvBNfprop (scale-bias-ReLU prologue +
-// convolution + per-channel statistics epilogue) and ConvBNwgrad (the same prologue recomputed in
-// the weight gradient; wgrad.cuh), run on this GPU for ResNet-50's layer shapes, are they right,
+// convolution + per-channel statistics epilogue), ConvBNwgrad (the same prologue recomputed in
+// the weight gradient; wgrad.cuh) and DgradDreluBNBwdWeight (data gradient + dReLU + batch norm's
+// backward sums; dgrad.cuh), run on this GPU for ResNet-50's layer shapes, are they right,
 // and what do they save against the unfused passes (docs/resnet-fusion.md)? Issue 41's spike; not
 // part of the engine (build.sh beside this file builds it; scripts/gpu-next/cudnn-fusion.sh runs it).
 //
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "dgrad.cuh"
 #include "wgrad.cuh"
 
 namespace {
@@ -53,13 +55,16 @@ const Case kCases[] = {
      "layer1 conv3's weight gradient, bn2's scale-bias-ReLU recomputed on its input"},
     {Case::WGRAD, "wgrad-3x3-64-64", 64, 64, 56, 3, true,
      "layer1 conv2's weight gradient, bn1's scale-bias-ReLU recomputed on its input"},
+    {Case::DGRAD, "dgrad-1x1-64-256", 64, 256, 56, 1, true, "layer1 conv3's data gradient, bn2's dReLU and backward sums"},
+    {Case::DGRAD, "dgrad-3x3-64-64", 64, 64, 56, 3, true, "layer1 conv2's data gradient, bn1's dReLU and backward sums"},
 };
 
 [[noreturn]] void usage(const std::string& msg) {
     std::fprintf(stderr,
                  "cudnn_fusion_probe: %s\n"
                  "usage: cudnn_fusion_probe [--n 384] [--iters 30] [--warmup 5] [--max-plans 6] [--peak-tbs 3.35]\n"
-                 "       [--dtype half,bf16] [--case 1x1-64-256,3x3-64-64,1x1-256-64,wgrad-1x1-64-256,wgrad-3x3-64-64]\n",
+                 "       [--dtype half,bf16] [--case NAME,...]  (cases: 1x1-64-256 3x3-64-64 1x1-256-64\n"
+                 "       wgrad-1x1-64-256 wgrad-3x3-64-64 dgrad-1x1-64-256 dgrad-3x3-64-64)\n",
                  msg.c_str());
     std::exit(2);
 }
@@ -363,8 +368,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     for (auto& cs : kCases)
-        if ((cs.kind == Case::FPROP && 256 % cs.k != 0) || cs.c % 8 != 0) {
-            std::fprintf(stderr, "cudnn_fusion_probe: case %s: K must divide 256 and C be a multiple of 8\n", cs.name);
+        if ((cs.kind == Case::FPROP && 256 % cs.k != 0) || (cs.kind == Case::DGRAD && 256 % cs.c != 0) ||
+            cs.c % 8 != 0) {
+            std::fprintf(stderr, "cudnn_fusion_probe: case %s: the reduced channels must divide 256, C be a multiple of 8\n",
+                         cs.name);
             return 2;
         }
     cudnnHandle_t h;
@@ -377,12 +384,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cudnn_fusion_probe: %s\n", e.what());
         return 2;
     }
-    std::printf("## cuDNN ConvBNfprop / ConvBNwgrad probe: %s (sm_%d%d), cuDNN %zu (headers %d), micro-batch %d, "
+    std::printf("## cuDNN ConvBNfprop / ConvBNwgrad / DgradDreluBNBwdWeight probe: %s (sm_%d%d), cuDNN %zu (headers %d), micro-batch %d, "
                 "median of %d after %d warm-up runs\n\n",
                 prop.name, prop.major, prop.minor, cudnnGetVersion(), CUDNN_VERSION, a.n, a.iters, a.warmup);
     bool failed = false;
     std::vector<std::string> json;
-    for (Case::Kind kind : {Case::FPROP, Case::WGRAD}) {
+    for (Case::Kind kind : {Case::FPROP, Case::WGRAD, Case::DGRAD}) {
         if (kind == Case::FPROP)
             std::printf("### ConvBNfprop\n\nTimes in ms (CUDA events). Floors: the unfused pass's bytes at %.2f TB/s "
                         "(apply: read x, write a; statistics: read y). Saved: the unfused sequence measured here, and "
@@ -391,6 +398,15 @@ int main(int argc, char** argv) {
                         "(floor) | statistics (floor) | unfused sequence | saved vs sequence | saved vs conv + floors | "
                         "Y check | statistics check | negative controls |\n"
                         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                        a.peak_tbs);
+        else if (kind == Case::DGRAD)
+            std::printf("\n### DgradDreluBNBwdWeight\n\nTimes in ms. Unfused: the plain data gradient, then the "
+                        "probe's dReLU + backward reduction pass (floor: read the gradient and x at %.2f TB/s). Saved: "
+                        "plain + the reduction's floor, less the fused graph. Coefficients: largest relative difference "
+                        "from the textbook batch-norm backward (information, not a check).\n\n| case | type | fused "
+                        "engine configs | fused engine | fused | plain dgrad | reduction (floor) | saved vs plain + floor "
+                        "| g check | dscale/dbias check | negative controls | coefficients |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                         a.peak_tbs);
         else
             std::printf("\n### ConvBNwgrad\n\nTimes in ms. Extra: the fused weight gradient less the plain one (what "
@@ -412,6 +428,9 @@ int main(int argc, char** argv) {
                     if (kind == Case::FPROP)
                         r = half ? run_fprop<__half>(cs, name, CUDNN_DATA_HALF, u, a, h, st)
                                  : run_fprop<__nv_bfloat16>(cs, name, CUDNN_DATA_BFLOAT16, u, a, h, st);
+                    else if (kind == Case::DGRAD)
+                        r = half ? run_dgrad<__half>(cs, name, CUDNN_DATA_HALF, u, a, h, st)
+                                 : run_dgrad<__nv_bfloat16>(cs, name, CUDNN_DATA_BFLOAT16, u, a, h, st);
                     else
                         r = half ? run_wgrad<__half>(cs, name, CUDNN_DATA_HALF, u, a, h, st)
                                  : run_wgrad<__nv_bfloat16>(cs, name, CUDNN_DATA_BFLOAT16, u, a, h, st);
