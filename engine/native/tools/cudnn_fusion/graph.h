@@ -90,11 +90,7 @@ class Graph {
 
     // y = x (op) b, or y = op(x) when b is null (ReLU).
     void pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
-        auto pw = keep(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-        pw->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-        pw->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-        pw->finalize();
+        auto pw = pw_desc(mode);
         auto op = keep(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
         op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw);
         op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
@@ -151,11 +147,7 @@ class Graph {
 
     // An activation's backward (RELU_BWD): dx = dy where the forward input x > 0, else 0.
     void pointwise_bwd(cudnnPointwiseMode_t mode, const Desc& dy, const Desc& x, const Desc& dx) {
-        auto pw = keep(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-        pw->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-        pw->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-        pw->finalize();
+        auto pw = pw_desc(mode);
         auto op = keep(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
         op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw);
         op->set_desc(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
@@ -213,6 +205,21 @@ class Graph {
     cudnnHandle_t handle() const { return handle_; }
 
    private:
+    // fp32 math; a ReLU's clips set as NVIDIA's frontend sets them (0, FLT_MAX, slope 0).
+    DescP pw_desc(cudnnPointwiseMode_t mode) {
+        auto pw = keep(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+        pw->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+        pw->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+        if (mode == CUDNN_POINTWISE_RELU_FWD || mode == CUDNN_POINTWISE_RELU_BWD) {
+            double lower = 0.0, upper = 3.4028234663852886e38, slope = 0.0;
+            pw->set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lower);
+            pw->set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &upper);
+            pw->set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_TYPE_DOUBLE, 1, &slope);
+        }
+        pw->finalize();
+        return pw;
+    }
     DescP conv_desc(int64_t pad) {
         auto cd = keep(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
         cudnnDataType_t comp = CUDNN_DATA_FLOAT;
