@@ -6,6 +6,8 @@ W=/tmp/resF; rm -rf $W; mkdir -p $W
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,power.limit,memory.total --format=csv,noheader; date -u
 engine/native/tools/cudnn_fusion/build.sh $W/bin > $W/build.log 2>&1; echo "build rc=$? at $SECONDS s"; tail -2 $W/build.log
+# libcudnn.so.9 loads its engine sub-libraries (and NVRTC for runtime-compiled engines) by name.
+export LD_LIBRARY_PATH="$(cat $W/bin/cudnn_lib_dir 2>/dev/null):/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for t in "half 110" "bf16 40"; do
   set -- $t
   timeout $2 $W/bin/cudnn_fusion_probe --dtype $1 --n 384 --iters 20 --warmup 3 --max-plans 3 > $W/probe-$1.md 2> $W/probe-$1.log

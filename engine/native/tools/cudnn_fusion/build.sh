@@ -78,5 +78,6 @@ if (( compile_only )); then
   echo "compiled $out/probe.o against $inc (cuDNN $ver headers), $("$nvcc" --version | tail -1)"
 else
   "$nvcc" "${flags[@]}" "$here/probe.cu" -o "$out/cudnn_fusion_probe" -L"$lib" -l:libcudnn.so.9 -Xlinker -rpath="$lib"
+  echo "$lib" > "$out/cudnn_lib_dir"  # for LD_LIBRARY_PATH: libcudnn.so.9 opens its sub-libraries
   echo "built $out/cudnn_fusion_probe against $inc (cuDNN $ver headers), $lib/libcudnn.so.9"
 fi
