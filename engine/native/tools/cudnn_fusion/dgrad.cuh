@@ -54,71 +54,45 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     CU(cudaGetLastError());
     float* o = (float*)outs.p;  // dscale, dbias, eq_dy, eq_x, eq_bias
 
-    Search fs;
-    std::unique_ptr<Graph> fg;
-    std::string inter;
-    for (cudnnDataType_t it : {CUDNN_DATA_FLOAT, dt}) {
-        fg.reset(new Graph(h));
-        try {
-            auto& DY = fg->tensor(G_DY, dt, N, K, HW, HW, false);
-            auto& W = fg->tensor(G_W, dt, K, C, R, R, false);
-            auto& X = fg->tensor(G_X, dt, N, C, HW, HW, false);
-            auto& M = fg->tensor(G_M, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& V = fg->tensor(G_V, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& S = fg->tensor(G_S, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& B = fg->tensor(G_B, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& G = fg->tensor(G_G, dt, N, C, HW, HW, false);
-            auto& DS = fg->tensor(G_DS, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& DB = fg->tensor(G_DB, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& EA = fg->tensor(G_EA, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& EB = fg->tensor(G_EB, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& EC = fg->tensor(G_EC, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
-            auto& vdx = fg->tensor(G_DX, it, N, C, HW, HW, true);
-            auto& vxm = fg->tensor(G_XM, it, N, C, HW, HW, true);
-            auto& vxh = fg->tensor(G_XH, it, N, C, HW, HW, true);
-            auto& vxs = fg->tensor(G_XS, it, N, C, HW, HW, true);
-            auto& vbn = fg->tensor(G_BN, it, N, C, HW, HW, true);
-            fg->conv_dgrad(DY, W, vdx, pad);
-            fg->pointwise(CUDNN_POINTWISE_SUB, X, &M, vxm);
-            fg->pointwise(CUDNN_POINTWISE_MUL, vxm, &V, vxh);
-            fg->pointwise(CUDNN_POINTWISE_MUL, vxh, &S, vxs);
-            fg->pointwise(CUDNN_POINTWISE_ADD, vxs, &B, vbn);
-            fg->pointwise_bwd(CUDNN_POINTWISE_RELU_BWD, vdx, vbn, G);
-            fg->bn_bwd_weights(G, X, M, V, S, DS, DB, EA, EB, EC);
-            fg->finalize();
-            fs = find_plans(*fg, a.max_plans);
-        } catch (const CudnnError& e) {
-            fs = Search();
-            fs.refusal = e.what();
-        }
-        inter = it == CUDNN_DATA_FLOAT ? "fp32" : dtname;
-        if (!fs.plans.empty()) break;
-    }
+    Built fb = build_and_search(h, {CUDNN_DATA_FLOAT, dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t it) {
+        auto& DY = g.tensor(G_DY, dt, N, K, HW, HW, false);
+        auto& W = g.tensor(G_W, dt, K, C, R, R, false);
+        auto& X = g.tensor(G_X, dt, N, C, HW, HW, false);
+        auto& M = g.tensor(G_M, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& V = g.tensor(G_V, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& S = g.tensor(G_S, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& B = g.tensor(G_B, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& G = g.tensor(G_G, dt, N, C, HW, HW, false);
+        auto& DS = g.tensor(G_DS, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& DB = g.tensor(G_DB, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& EA = g.tensor(G_EA, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& EB = g.tensor(G_EB, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& EC = g.tensor(G_EC, CUDNN_DATA_FLOAT, 1, C, 1, 1, false);
+        auto& vdx = g.tensor(G_DX, it, N, C, HW, HW, true);
+        auto& vxm = g.tensor(G_XM, it, N, C, HW, HW, true);
+        auto& vxh = g.tensor(G_XH, it, N, C, HW, HW, true);
+        auto& vxs = g.tensor(G_XS, it, N, C, HW, HW, true);
+        auto& vbn = g.tensor(G_BN, it, N, C, HW, HW, true);
+        g.conv_dgrad(DY, W, vdx, pad);
+        g.pointwise(CUDNN_POINTWISE_SUB, X, &M, vxm);
+        g.pointwise(CUDNN_POINTWISE_MUL, vxm, &V, vxh);
+        g.pointwise(CUDNN_POINTWISE_MUL, vxh, &S, vxs);
+        g.pointwise(CUDNN_POINTWISE_ADD, vxs, &B, vbn);
+        g.pointwise_bwd(CUDNN_POINTWISE_RELU_BWD, vdx, vbn, G);
+        g.bn_bwd_weights(G, X, M, V, S, DS, DB, EA, EB, EC);
+    });
+    const Search& fs = fb.search;
 
-    Graph pg(h);
-    Search ps;
-    try {
-        auto& DY = pg.tensor(G_DY, dt, N, K, HW, HW, false);
-        auto& W = pg.tensor(G_W, dt, K, C, R, R, false);
-        auto& DX = pg.tensor(G_G, dt, N, C, HW, HW, false);
-        pg.conv_dgrad(DY, W, DX, pad);
-        pg.finalize();
-        ps = find_plans(pg, a.max_plans);
-    } catch (const CudnnError& e) {
-        ps.refusal = e.what();
-    }
+    Built pb = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
+        auto& DY = g.tensor(G_DY, dt, N, K, HW, HW, false);
+        auto& W = g.tensor(G_W, dt, K, C, R, R, false);
+        auto& DX = g.tensor(G_G, dt, N, C, HW, HW, false);
+        g.conv_dgrad(DY, W, DX, pad);
+    });
     std::vector<std::shared_ptr<Buf>> ws;
     Timed plain;
-    if (!ps.plans.empty()) {
-        std::fprintf(stderr, " plain data gradient: %d configs proposed, %zu plans\n", ps.proposed, ps.plans.size());
-        plain = fastest(h, st, a, ps, {G_DY, G_W, G_G}, {dy.p, w.p, gx.p}, ws);
-    }
-    if (!plain.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | – | plain data gradient not available: " +
-                   clip(ps.refusal) + " |";
-        row.failed = true;
-        return row;
-    }
+    if (!fastest_or_row(h, st, a, pb, "plain data gradient", {G_DY, G_W, G_G}, {dy.p, w.p, gx.p}, ws, plain, row,
+                        cs.name, dtname)) return row;
     const int blocks = 132 * 8;
     auto reduce32 = [&] {
         CU(cudaMemsetAsync(usums.p, 0, 4 * C * 4, st));
@@ -135,12 +109,10 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     execute(h, *plain.plan, *abs_pack);
     CU(cudaStreamSynchronize(st));
 
-    std::snprintf(buf, sizeof buf, "%d proposed, %zu finalized", fs.proposed, fs.plans.size());
-    std::string found = buf;
     if (fs.plans.empty()) {
         std::snprintf(buf, sizeof buf,
                       "| %s | %s | %s | **not supported**: %s | – | %.3f | %.3f (%.3f) | – | – | – | – | – |",
-                      cs.name, dtname, found.c_str(), clip(fs.refusal).c_str(), plain.ms, t_reduce, floor_reduce);
+                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), plain.ms, t_reduce, floor_reduce);
         row.line = buf;
         std::snprintf(buf, sizeof buf,
                       "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"plain_ms\":%.4f,"
@@ -149,16 +121,11 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
         row.json = buf;
         return row;
     }
-    std::fprintf(stderr, " fused (intermediates %s): %s\n", inter.c_str(), found.c_str());
-    Timed fused = fastest(h, st, a, fs,
-                          {G_DY, G_W, G_X, G_M, G_V, G_S, G_B, G_G, G_DS, G_DB, G_EA, G_EB, G_EC},
-                          {dy.p, w.p, x.p, mean.p, invstd.p, s.p, b.p, gf.p, o, o + C, o + 2 * C, o + 3 * C, o + 4 * C},
-                          ws);
-    if (!fused.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | " + found + " | no fused plan ran |";
-        row.failed = true;
-        return row;
-    }
+    Timed fused;
+    if (!fastest_or_row(h, st, a, fb, "fused DgradDreluBNBwdWeight",
+                        {G_DY, G_W, G_X, G_M, G_V, G_S, G_B, G_G, G_DS, G_DB, G_EA, G_EB, G_EC},
+                        {dy.p, w.p, x.p, mean.p, invstd.p, s.p, b.p, gf.p, o, o + C, o + 2 * C, o + 3 * C, o + 4 * C},
+                        ws, fused, row, cs.name, dtname)) return row;
     CU(cudaMemsetAsync(outs.p, 0, 5 * C * 4, st));
     execute(h, *fused.plan, *fused.pack);
 
@@ -233,9 +200,9 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                   "| %s | %s | %s | engine %lld (%s, heuristic %s, intermediates %s) | %.3f | %.3f | %.3f (%.3f) | %+.3f "
                   "| %s (%llu of %zu over, worst %.2f; %llu at the ReLU's edge skipped) | %s (%d of %lld channels over, "
                   "worst %.2f) | %s (%llu elements, %d channels) | eq_dy %.1e, eq_x %.1e, eq_bias %.1e |",
-                  cs.name, dtname, found.c_str(), (long long)fused.plan->engine,
+                  cs.name, dtname, found(fs).c_str(), (long long)fused.plan->engine,
                   fused.plan->runtime_compiled ? "runtime-compiled" : "pre-compiled", fused.plan->mode.c_str(),
-                  inter.c_str(), fused.ms, plain.ms, t_reduce, floor_reduce, saved_floor, g_ok ? "ok" : "**FAIL**",
+                  fb.variant.c_str(), fused.ms, plain.ms, t_reduce, floor_reduce, saved_floor, g_ok ? "ok" : "**FAIL**",
                   gc[0], ex, gworst, gc[1], s_ok ? "ok" : "**FAIL**", sbad, (long long)C, sworst,
                   n_ok ? "fail as they must" : "**DID NOT FAIL**", nc[0], snbad, da, db, dc);
     row.line = buf;
@@ -245,7 +212,7 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                   "\"reduce_ms\":%.4f,\"reduce_floor_ms\":%.4f,\"saved_vs_floor_ms\":%.4f,\"g_ok\":%s,"
                   "\"sums_ok\":%s,\"controls_fail\":%s,\"coef_rel_diff\":[%.3g,%.3g,%.3g]}",
                   cs.name, dtname, a.n, (long long)fused.plan->engine, fused.plan->runtime_compiled ? "true" : "false",
-                  inter.c_str(), fused.ms, plain.ms, t_reduce, floor_reduce, saved_floor, g_ok ? "true" : "false",
+                  fb.variant.c_str(), fused.ms, plain.ms, t_reduce, floor_reduce, saved_floor, g_ok ? "true" : "false",
                   s_ok ? "true" : "false", n_ok ? "true" : "false", da, db, dc);
     row.json = buf;
     return row;

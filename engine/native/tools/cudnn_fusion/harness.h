@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -187,5 +188,55 @@ struct Row {
     std::string line, json;
     bool failed = false;
 };
+
+// A graph built by build(graph, type) for each type in turn (an intermediate type or a math
+// precision an engine may insist on) until one yields plans. The graph lives as long as this.
+struct Built {
+    Search search;
+    std::unique_ptr<Graph> graph;
+    std::string variant;  // the type that yielded plans (or the last tried)
+};
+template <class F>
+Built build_and_search(cudnnHandle_t h, std::initializer_list<cudnnDataType_t> types, const char* io_name,
+                       int max_plans, F build) {
+    Built r;
+    for (cudnnDataType_t t : types) {
+        r.graph.reset(new Graph(h));
+        try {
+            build(*r.graph, t);
+            r.graph->finalize();
+            r.search = find_plans(*r.graph, max_plans);
+        } catch (const CudnnError& e) {
+            r.search = Search();
+            r.search.refusal = e.what();
+        }
+        r.variant = t == CUDNN_DATA_FLOAT ? "fp32" : io_name;
+        if (!r.search.plans.empty()) break;
+    }
+    return r;
+}
+
+// The fastest plan of b into out; false (and row says why, as a failure) when none ran. what
+// names the graph in the messages ("plain convolution", "fused").
+inline bool fastest_or_row(cudnnHandle_t h, cudaStream_t st, const Args& a, const Built& b, const char* what,
+                           const std::vector<int64_t>& uids, const std::vector<void*>& ptrs,
+                           std::vector<std::shared_ptr<Buf>>& ws, Timed& out, Row& row, const char* case_name,
+                           const char* dtname) {
+    if (!b.search.plans.empty()) {
+        std::fprintf(stderr, " %s (%s): %d configs proposed, %zu plans\n", what, b.variant.c_str(),
+                     b.search.proposed, b.search.plans.size());
+        out = fastest(h, st, a, b.search, uids, ptrs, ws);
+    }
+    if (out.plan) return true;
+    row.line = std::string("| ") + case_name + " | " + dtname + " | – | " + what + ": no plan ran: " +
+               clip(b.search.refusal) + " |";
+    row.failed = true;
+    return false;
+}
+
+// "N proposed, M finalized" of a search, for the table.
+inline std::string found(const Search& s) {
+    return std::to_string(s.proposed) + " proposed, " + std::to_string(s.plans.size()) + " finalized";
+}
 
 }  // namespace probe

@@ -152,69 +152,39 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     CU(cudaStreamSynchronize(st));
 
     // The fused graph; GenStats' math precision fp32 first, the I/O type if no engine takes fp32.
-    Search fs;
-    std::unique_ptr<Graph> fg;
-    std::string fprec;
-    for (cudnnDataType_t prec : {CUDNN_DATA_FLOAT, dt}) {
-        fg.reset(new Graph(h));
-        try {
-            auto& X = fg->tensor(U_X, dt, N, C, HW, HW, false);
-            auto& W = fg->tensor(U_W, dt, K, C, R, R, false);
-            auto& Y = fg->tensor(U_Y, dt, N, K, HW, HW, false);
-            auto& SUM = fg->tensor(U_SUM, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
-            auto& SQ = fg->tensor(U_SQ, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
-            if (cs.prologue) {
-                auto& S = fg->tensor(U_S, dt, 1, C, 1, 1, false);
-                auto& B = fg->tensor(U_B, dt, 1, C, 1, 1, false);
-                auto& v1 = fg->tensor(V_SCALED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-                auto& v2 = fg->tensor(V_BIASED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-                auto& v3 = fg->tensor(V_RELU, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-                fg->pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
-                fg->pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
-                fg->pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
-                fg->conv_fwd(v3, W, Y, pad);
-            } else {
-                fg->conv_fwd(X, W, Y, pad);
-            }
-            fg->genstats(Y, SUM, SQ, prec);
-            fg->finalize();
-            fs = find_plans(*fg, a.max_plans);
-        } catch (const CudnnError& e) {
-            fs = Search();
-            fs.refusal = e.what();
+    Built fb = build_and_search(h, {CUDNN_DATA_FLOAT, dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t prec) {
+        auto& X = g.tensor(U_X, dt, N, C, HW, HW, false);
+        auto& W = g.tensor(U_W, dt, K, C, R, R, false);
+        auto& Y = g.tensor(U_Y, dt, N, K, HW, HW, false);
+        auto& SUM = g.tensor(U_SUM, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
+        auto& SQ = g.tensor(U_SQ, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
+        if (cs.prologue) {
+            auto& S = g.tensor(U_S, dt, 1, C, 1, 1, false);
+            auto& B = g.tensor(U_B, dt, 1, C, 1, 1, false);
+            auto& v1 = g.tensor(V_SCALED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+            auto& v2 = g.tensor(V_BIASED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+            auto& v3 = g.tensor(V_RELU, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
+            g.pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
+            g.pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
+            g.pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
+            g.conv_fwd(v3, W, Y, pad);
+        } else {
+            g.conv_fwd(X, W, Y, pad);
         }
-        fprec = prec == CUDNN_DATA_FLOAT ? "fp32" : dtname;
-        if (!fs.plans.empty()) break;
-    }
+        g.genstats(Y, SUM, SQ, prec);
+    });
+    const Search& fs = fb.search;
 
     // The unfused convolution: a graph of the one op.
-    Graph ug(h);
-    Search us;
-    try {
-        auto& X = ug.tensor(U_X, dt, N, C, HW, HW, false);
-        auto& W = ug.tensor(U_W, dt, K, C, R, R, false);
-        auto& Y = ug.tensor(U_Y, dt, N, K, HW, HW, false);
-        ug.conv_fwd(X, W, Y, pad);
-        ug.finalize();
-        us = find_plans(ug, a.max_plans);
-    } catch (const CudnnError& e) {
-        us.refusal = e.what();
-    }
-    if (us.plans.empty()) {
-        std::snprintf(buf, sizeof buf, "| %s | %s | – | plain convolution not supported: %s |", cs.name, dtname,
-                      clip(us.refusal).c_str());
-        row.line = buf;
-        row.failed = true;  // the reference itself is missing: nothing here can be trusted
-        return row;
-    }
+    Built ub = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
+        g.conv_fwd(g.tensor(U_X, dt, N, C, HW, HW, false), g.tensor(U_W, dt, K, C, R, R, false),
+                   g.tensor(U_Y, dt, N, K, HW, HW, false), pad);
+    });
     std::vector<std::shared_ptr<Buf>> ws;
-    std::fprintf(stderr, " unfused convolution: %d configs proposed, %zu plans\n", us.proposed, us.plans.size());
-    Timed conv = fastest(h, st, a, us, {U_X, U_W, U_Y}, {conv_in, w.p, yu.p}, ws);
-    if (!conv.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | – | no plain-convolution plan ran |";
-        row.failed = true;
-        return row;
-    }
+    Timed conv;
+    if (!fastest_or_row(h, st, a, ub, "plain convolution", {U_X, U_W, U_Y}, {conv_in, w.p, yu.p}, ws, conv, row,
+                        cs.name, dtname))
+        return row;  // the reference itself is missing: nothing here can be trusted
     // S = conv(a, |W|), for the bounds: the fastest plan again, with its own workspace.
     Timed conv_abs;
     ws.push_back(std::make_shared<Buf>((size_t)conv.plan->workspace));
@@ -244,12 +214,10 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     const double floor_apply = cs.prologue ? 4.0 * ein / (a.peak_tbs * 1e12) * 1e3 : 0.0;  // read x, write a
     const double floor_stats = 2.0 * eout / (a.peak_tbs * 1e12) * 1e3;                     // read y
 
-    std::snprintf(buf, sizeof buf, "%d proposed, %zu finalized", fs.proposed, fs.plans.size());
-    std::string found = buf;
     if (fs.plans.empty()) {
         std::snprintf(buf, sizeof buf,
                       "| %s | %s | %s | **not supported**: %s | – | %.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | – | – | – | – |",
-                      cs.name, dtname, found.c_str(), clip(fs.refusal).c_str(), t_conv, t_apply, floor_apply, t_stats,
+                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), t_conv, t_apply, floor_apply, t_stats,
                       floor_stats, t_seq);
         row.line = buf;
         std::snprintf(buf, sizeof buf,
@@ -259,19 +227,14 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
         row.json = buf;
         return row;
     }
-    std::fprintf(stderr, " fused (GenStats math precision %s): %s\n", fprec.c_str(), found.c_str());
     std::vector<int64_t> fuids = {U_X, U_W, U_Y, U_SUM, U_SQ};
     std::vector<void*> fptrs = {x.p, w.p, yf.p, sum.p, sq.p};
     if (cs.prologue) {
         fuids.insert(fuids.end(), {U_S, U_B});
         fptrs.insert(fptrs.end(), {s.p, b.p});
     }
-    Timed fused = fastest(h, st, a, fs, fuids, fptrs, ws);
-    if (!fused.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | " + found + " | no fused plan ran |";
-        row.failed = true;
-        return row;
-    }
+    Timed fused;
+    if (!fastest_or_row(h, st, a, fb, "fused ConvBNfprop", fuids, fptrs, ws, fused, row, cs.name, dtname)) return row;
     // Does GenStats overwrite or accumulate? Zero, run, read; run again, read.
     std::vector<float> s1(K), q1(K), s2(K), q2(K);
     CU(cudaMemsetAsync(sum.p, 0, K * 4, st));
@@ -336,7 +299,7 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                   "| %s | %s | %s | engine %lld (%s, heuristic %s) | %.3f | %.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | "
                   "%+.3f | %+.3f | %s (%llu of %zu over, worst %.2f of bound) | %s (%d of %lld channels over, worst %.2f; "
                   "GenStats %s) | %s (%llu elements, %d channels) |",
-                  cs.name, dtname, found.c_str(), (long long)fused.plan->engine,
+                  cs.name, dtname, found(fs).c_str(), (long long)fused.plan->engine,
                   fused.plan->runtime_compiled ? "runtime-compiled" : "pre-compiled", fused.plan->mode.c_str(),
                   fused.ms, t_conv, t_apply, floor_apply, t_stats, floor_stats, t_seq, saved_seq, saved_floor,
                   y_pass ? "ok" : "**FAIL**", ybad, eout, yworst, s_pass ? "ok" : "**FAIL**", st_ok.bad_channels,
@@ -350,7 +313,7 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                   "\"unfused_seq_ms\":%.4f,\"saved_vs_seq_ms\":%.4f,\"saved_vs_floor_ms\":%.4f,\"y_ok\":%s,"
                   "\"y_worst\":%.4g,\"stats_ok\":%s,\"stats_worst\":%.4g,\"controls_fail\":%s,\"genstats\":\"%s\"}",
                   cs.name, dtname, a.n, (long long)fused.plan->engine, fused.plan->runtime_compiled ? "true" : "false",
-                  fprec.c_str(), fused.ms, t_conv, t_apply, floor_apply, t_stats, floor_stats, t_seq, saved_seq,
+                  fb.variant.c_str(), fused.ms, t_conv, t_apply, floor_apply, t_stats, floor_stats, t_seq, saved_seq,
                   saved_floor, y_pass ? "true" : "false", yworst, s_pass ? "true" : "false", st_ok.worst,
                   neg_pass ? "true" : "false", accumulates);
     row.json = buf;

@@ -65,65 +65,37 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
 
     // The fused graph: intermediates fp32 first, the I/O type if no engine takes fp32 (NVIDIA's
     // ConvBNwgrad sample declares them HALF).
-    Search fs;
-    std::unique_ptr<Graph> fg;
-    std::string inter;
-    for (cudnnDataType_t it : {CUDNN_DATA_FLOAT, dt}) {
-        fg.reset(new Graph(h));
-        try {
-            auto& X = fg->tensor(W_X, dt, N, C, HW, HW, false);
-            auto& S = fg->tensor(W_S, dt, 1, C, 1, 1, false);
-            auto& B = fg->tensor(W_B, dt, 1, C, 1, 1, false);
-            auto& v1 = fg->tensor(W_SCALED, it, N, C, HW, HW, true);
-            auto& v2 = fg->tensor(W_BIASED, it, N, C, HW, HW, true);
-            auto& v3 = fg->tensor(W_RELU, it, N, C, HW, HW, true);
-            auto& DY = fg->tensor(W_DY, dt, N, K, HW, HW, false);
-            auto& DW = fg->tensor(W_DW, dt, K, C, R, R, false);
-            fg->pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
-            fg->pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
-            fg->pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
-            fg->conv_wgrad(v3, DY, DW, pad);
-            fg->finalize();
-            fs = find_plans(*fg, a.max_plans);
-        } catch (const CudnnError& e) {
-            fs = Search();
-            fs.refusal = e.what();
-        }
-        inter = it == CUDNN_DATA_FLOAT ? "fp32" : dtname;
-        if (!fs.plans.empty()) break;
-    }
+    Built fb = build_and_search(h, {CUDNN_DATA_FLOAT, dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t it) {
+        auto& X = g.tensor(W_X, dt, N, C, HW, HW, false);
+        auto& S = g.tensor(W_S, dt, 1, C, 1, 1, false);
+        auto& B = g.tensor(W_B, dt, 1, C, 1, 1, false);
+        auto& v1 = g.tensor(W_SCALED, it, N, C, HW, HW, true);
+        auto& v2 = g.tensor(W_BIASED, it, N, C, HW, HW, true);
+        auto& v3 = g.tensor(W_RELU, it, N, C, HW, HW, true);
+        auto& DY = g.tensor(W_DY, dt, N, K, HW, HW, false);
+        auto& DW = g.tensor(W_DW, dt, K, C, R, R, false);
+        g.pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
+        g.pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
+        g.pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
+        g.conv_wgrad(v3, DY, DW, pad);
+    });
+    const Search& fs = fb.search;
 
-    Graph pg(h);
-    Search ps;
-    try {
-        auto& X = pg.tensor(W_X, dt, N, C, HW, HW, false);
-        auto& DY = pg.tensor(W_DY, dt, N, K, HW, HW, false);
-        auto& DW = pg.tensor(W_DW, dt, K, C, R, R, false);
-        pg.conv_wgrad(X, DY, DW, pad);
-        pg.finalize();
-        ps = find_plans(pg, a.max_plans);
-    } catch (const CudnnError& e) {
-        ps.refusal = e.what();
-    }
+    Built pb = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
+        auto& X = g.tensor(W_X, dt, N, C, HW, HW, false);
+        auto& DY = g.tensor(W_DY, dt, N, K, HW, HW, false);
+        auto& DW = g.tensor(W_DW, dt, K, C, R, R, false);
+        g.conv_wgrad(X, DY, DW, pad);
+    });
     std::vector<std::shared_ptr<Buf>> ws;
     Timed plain;
-    if (!ps.plans.empty()) {
-        std::fprintf(stderr, " plain weight gradient: %d configs proposed, %zu plans\n", ps.proposed, ps.plans.size());
-        plain = fastest(h, st, a, ps, {W_X, W_DY, W_DW}, {act.p, dy.p, dwu.p}, ws);
-    }
-    if (!plain.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | – | plain weight gradient not available: " +
-                   clip(ps.refusal) + " |";
-        row.failed = true;
-        return row;
-    }
+    if (!fastest_or_row(h, st, a, pb, "plain weight gradient", {W_X, W_DY, W_DW}, {act.p, dy.p, dwu.p}, ws, plain,
+                        row, cs.name, dtname)) return row;
     const double t_apply = time_ms(st, a.warmup, a.iters, apply);
     const double floor_apply = 4.0 * ein / (a.peak_tbs * 1e12) * 1e3;
-    std::snprintf(buf, sizeof buf, "%d proposed, %zu finalized", fs.proposed, fs.plans.size());
-    std::string found = buf;
     if (fs.plans.empty()) {
         std::snprintf(buf, sizeof buf, "| %s | %s | %s | **not supported**: %s | – | %.3f | – | %.3f (%.3f) | – | – | – |",
-                      cs.name, dtname, found.c_str(), clip(fs.refusal).c_str(), plain.ms, t_apply, floor_apply);
+                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), plain.ms, t_apply, floor_apply);
         row.line = buf;
         std::snprintf(buf, sizeof buf,
                       "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"plain_ms\":%.4f,"
@@ -132,13 +104,9 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
         row.json = buf;
         return row;
     }
-    std::fprintf(stderr, " fused (intermediates %s): %s\n", inter.c_str(), found.c_str());
-    Timed fused = fastest(h, st, a, fs, {W_X, W_S, W_B, W_DY, W_DW}, {x.p, s.p, b.p, dy.p, dwf.p}, ws);
-    if (!fused.plan) {
-        row.line = std::string("| ") + cs.name + " | " + dtname + " | " + found + " | no fused plan ran |";
-        row.failed = true;
-        return row;
-    }
+    Timed fused;
+    if (!fastest_or_row(h, st, a, fb, "fused ConvBNwgrad", {W_X, W_S, W_B, W_DY, W_DW},
+                        {x.p, s.p, b.p, dy.p, dwf.p}, ws, fused, row, cs.name, dtname)) return row;
     execute(h, *plain.plan, *plain.pack);
     execute(h, *fused.plan, *fused.pack);
 
@@ -170,9 +138,9 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     std::snprintf(buf, sizeof buf,
                   "| %s | %s | %s | engine %lld (%s, heuristic %s, intermediates %s) | %.3f | %.3f | %+.3f | %.3f (%.3f) "
                   "| %s (%d of %d over, worst %.2f of bound) | %s (%d over, worst %.2f) | %s (%d of %d) |",
-                  cs.name, dtname, found.c_str(), (long long)fused.plan->engine,
+                  cs.name, dtname, found(fs).c_str(), (long long)fused.plan->engine,
                   fused.plan->runtime_compiled ? "runtime-compiled" : "pre-compiled", fused.plan->mode.c_str(),
-                  inter.c_str(), fused.ms, plain.ms, fused.ms - plain.ms, t_apply, floor_apply,
+                  fb.variant.c_str(), fused.ms, plain.ms, fused.ms - plain.ms, t_apply, floor_apply,
                   f_ok ? "ok" : "**FAIL**", cf.bad, ns, cf.worst, u_ok ? "ok" : "**FAIL**", cu_.bad, cu_.worst,
                   n_ok ? "fails as it must" : "**DID NOT FAIL**", cn.bad, ns);
     row.line = buf;
@@ -182,7 +150,7 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                   "\"extra_ms\":%.4f,\"apply_ms\":%.4f,\"apply_floor_ms\":%.4f,\"dw_ok\":%s,\"dw_worst\":%.4g,"
                   "\"reference_ok\":%s,\"control_fails\":%s}",
                   cs.name, dtname, a.n, (long long)fused.plan->engine, fused.plan->runtime_compiled ? "true" : "false",
-                  inter.c_str(), fused.ms, plain.ms, fused.ms - plain.ms, t_apply, floor_apply, f_ok ? "true" : "false",
+                  fb.variant.c_str(), fused.ms, plain.ms, fused.ms - plain.ms, t_apply, floor_apply, f_ok ? "true" : "false",
                   cf.worst, u_ok ? "true" : "false", n_ok ? "true" : "false");
     row.json = buf;
     return row;
