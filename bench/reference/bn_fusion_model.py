@@ -30,8 +30,6 @@ convolutions cost over today's plain ones (the probe, engine/native/tools/cudnn_
 measures it per layer shape); the table states the break-even.
 """
 import argparse
-import json
-import sys
 
 import bn_roofline
 
@@ -88,21 +86,8 @@ def main():
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--blocks-per-sm", type=int, default=4)
     a = ap.parse_args()
-    try:
-        with open(a.profile) as f:
-            prof = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"bn_fusion_model: {a.profile}: {e}", file=sys.stderr)
-        sys.exit(2)
-    n = int(prof.get("micro_batch", 0))
-    if n < 1 or prof.get("model") != "resnet50":
-        print(f"bn_fusion_model: {a.profile}: not a resnet50 profile with a micro_batch", file=sys.stderr)
-        sys.exit(2)
-    measured = {}
-    for t in prof.get("top", []):
-        k = bn_roofline.family_of(t["name"])
-        if k:
-            measured[k] = measured.get(k, 0.0) + t["ms"]
+    prof, n = bn_roofline.load_profile(a.profile, "bn_fusion_model")
+    measured = {k: m["ms"] for k, m in bn_roofline.measured_families(prof).items()}
     rows = removed(bn_roofline.bn_layers(n), a.sms * a.blocks_per_sm, a.peak_tbs, measured)
     print(f"PREDICTION, ResNet-50 x {n}, {prof.get('name')} ({a.profile}): batch-norm kernel time the fp16 "
           f"cuDNN fusions would remove (docs/resnet-fusion.md)\n")

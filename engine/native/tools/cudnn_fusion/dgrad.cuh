@@ -30,11 +30,10 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
               cudaStream_t st) {
     // The convolution maps C channels to K; its data gradient maps dy [N, K] back to [N, C], the
     // channels of the batch norm before it.
-    const int64_t N = a.n, C = cs.c, K = cs.k, HW = cs.hw, R = cs.r, pad = (cs.r - 1) / 2;
-    const int64_t rows = N * HW * HW;
-    const size_t ex = (size_t)(rows * C), ey = (size_t)(rows * K), ew = (size_t)(K * C * R * R);
+    const Shape z(cs, a, dtname);
+    const int64_t N = z.N, C = z.C, K = z.K, HW = z.HW, R = z.R, pad = z.pad, rows = z.rows;
+    const size_t ex = z.ein, ey = z.eout, ew = z.ew;
     const double terms = (double)(K * R * R);
-    std::fprintf(stderr, "%s %s (%s), N=%lld\n", cs.name, dtname, cs.layer, (long long)N);
     Row row;
     char buf[2048];
 

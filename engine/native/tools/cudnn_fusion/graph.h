@@ -17,9 +17,11 @@
 #include <cudnn_graph.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace probe {
@@ -102,47 +104,29 @@ class Graph {
 
     // Cross-correlation, fp32 compute, symmetric padding, unit stride and dilation.
     void conv_fwd(const Desc& x, const Desc& w, const Desc& y, int64_t pad) {
-        auto cd = conv_desc(pad);
-        auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-        float alpha = 1.0f, beta = 0.0f;
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, *cd);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops_.push_back(op->get());
+        conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                {{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, &x}, {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, &w},
+                 {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, &y}},
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, pad);
     }
 
     // The weight gradient of the same convolution: dw = sum over pixels of x (shifted) * dy.
     void conv_wgrad(const Desc& x, const Desc& dy, const Desc& dw, int64_t pad) {
-        auto cd = conv_desc(pad);
-        auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-        float alpha = 1.0f, beta = 0.0f;
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, *cd);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops_.push_back(op->get());
+        conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                {{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, &x}, {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, &dy},
+                 {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, &dw}},
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, pad);
     }
 
     // The data gradient of the same convolution: dx = dy convolved back with W.
     void conv_dgrad(const Desc& dy, const Desc& w, const Desc& dx, int64_t pad) {
-        auto cd = conv_desc(pad);
-        auto op = keep(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-        float alpha = 1.0f, beta = 0.0f;
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx);
-        op->set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, *cd);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-        op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-        op->finalize();
-        ops_.push_back(op->get());
+        conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                {{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, &dy}, {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, &w},
+                 {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, &dx}},
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, pad);
     }
 
     // An activation's backward (RELU_BWD): dx = dy where the forward input x > 0, else 0.
@@ -205,6 +189,21 @@ class Graph {
     cudnnHandle_t handle() const { return handle_; }
 
    private:
+    // One convolution op of the given type: its three tensors, descriptor, alpha 1 and beta 0.
+    void conv_op(cudnnBackendDescriptorType_t type,
+                 std::initializer_list<std::pair<cudnnBackendAttributeName_t, const Desc*>> tensors,
+                 cudnnBackendAttributeName_t conv, cudnnBackendAttributeName_t alpha_name,
+                 cudnnBackendAttributeName_t beta_name, int64_t pad) {
+        auto cd = conv_desc(pad);
+        auto op = keep(type);
+        float alpha = 1.0f, beta = 0.0f;
+        for (auto& t : tensors) op->set_desc(t.first, *t.second);
+        op->set_desc(conv, *cd);
+        op->set(alpha_name, CUDNN_TYPE_FLOAT, 1, &alpha);
+        op->set(beta_name, CUDNN_TYPE_FLOAT, 1, &beta);
+        op->finalize();
+        ops_.push_back(op->get());
+    }
     // fp32 math; a ReLU's clips set as NVIDIA's frontend sets them (0, FLT_MAX, slope 0).
     DescP pw_desc(cudnnPointwiseMode_t mode) {
         auto pw = keep(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);

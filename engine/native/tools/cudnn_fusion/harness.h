@@ -42,6 +42,18 @@ struct Case {
     const char* layer;
 };
 
+// A case's sizes at micro-batch a.n: rows = N H W pixels; ein, eout, ew the elements of the
+// convolution's input [N, C], output [N, K] and filter [K, R, R, C]. Announces the case on stderr.
+struct Shape {
+    int64_t N, C, K, HW, R, pad, rows;
+    size_t ein, eout, ew;
+    Shape(const Case& cs, const Args& a, const char* dtname)
+        : N(a.n), C(cs.c), K(cs.k), HW(cs.hw), R(cs.r), pad((cs.r - 1) / 2), rows(N * HW * HW),
+          ein((size_t)(rows * C)), eout((size_t)(rows * K)), ew((size_t)(K * C * R * R)) {
+        std::fprintf(stderr, "%s %s (%s), N=%lld\n", cs.name, dtname, cs.layer, (long long)N);
+    }
+};
+
 inline double median(std::vector<float> v) {
     std::sort(v.begin(), v.end());
     size_t m = v.size() / 2;

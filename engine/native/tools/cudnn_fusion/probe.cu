@@ -124,11 +124,10 @@ Args parse(int argc, char** argv) {
 template <typename T>
 Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, const Args& a, cudnnHandle_t h,
              cudaStream_t st) {
-    const int64_t N = a.n, C = cs.c, K = cs.k, HW = cs.hw, R = cs.r, pad = (cs.r - 1) / 2;
-    const int64_t rows = N * HW * HW;
-    const size_t ein = (size_t)(rows * C), eout = (size_t)(rows * K), ew = (size_t)(K * C * R * R);
+    const Shape z(cs, a, dtname);
+    const int64_t N = z.N, C = z.C, K = z.K, HW = z.HW, R = z.R, pad = z.pad, rows = z.rows;
+    const size_t ein = z.ein, eout = z.eout, ew = z.ew;
     const double terms = (double)(C * R * R);
-    std::fprintf(stderr, "%s %s (%s), N=%lld\n", cs.name, dtname, cs.layer, (long long)N);
     Row row;
     char buf[2048];
 

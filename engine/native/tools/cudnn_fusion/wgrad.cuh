@@ -44,10 +44,9 @@ inline SampleCheck check_samples(const std::vector<float>& dw, const std::vector
 template <typename T>
 Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, const Args& a, cudnnHandle_t h,
               cudaStream_t st) {
-    const int64_t N = a.n, C = cs.c, K = cs.k, HW = cs.hw, R = cs.r, pad = (cs.r - 1) / 2;
-    const int64_t rows = N * HW * HW;
-    const size_t ein = (size_t)(rows * C), eout = (size_t)(rows * K), ew = (size_t)(K * C * R * R);
-    std::fprintf(stderr, "%s %s (%s), N=%lld\n", cs.name, dtname, cs.layer, (long long)N);
+    const Shape z(cs, a, dtname);
+    const int64_t N = z.N, C = z.C, K = z.K, HW = z.HW, R = z.R, pad = z.pad, rows = z.rows;
+    const size_t ein = z.ein, eout = z.eout, ew = z.ew;
     Row row;
     char buf[2048];
 
