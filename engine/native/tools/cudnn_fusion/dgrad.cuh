@@ -82,15 +82,10 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     });
     const Search& fs = fb.search;
 
-    Built pb = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
-        auto& DY = g.tensor(G_DY, dt, N, K, HW, HW, false);
-        auto& W = g.tensor(G_W, dt, K, C, R, R, false);
-        auto& DX = g.tensor(G_G, dt, N, C, HW, HW, false);
-        g.conv_dgrad(DY, W, DX, pad);
-    });
+    Built pb = plain_conv(h, Case::DGRAD, dt, dtname, z, a.max_plans);
     std::vector<std::shared_ptr<Buf>> ws;
     Timed plain;
-    if (!fastest_or_row(h, st, a, pb, "plain data gradient", {G_DY, G_W, G_G}, {dy.p, w.p, gx.p}, ws, plain, row,
+    if (!fastest_or_row(h, st, a, pb, "plain data gradient", {1, 2, 3}, {dy.p, w.p, gx.p}, ws, plain, row,
                         cs.name, dtname)) return row;
     const int blocks = 132 * 8;
     auto reduce32 = [&] {
@@ -104,7 +99,7 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     // References: the plain data gradient (left in gx) and the one of |dy|, |W| (the bound's S).
     execute(h, *plain.plan, *plain.pack);
     ws.push_back(std::make_shared<Buf>((size_t)plain.plan->workspace));
-    auto abs_pack = variant_pack({G_DY, G_W, G_G}, {dyabs.p, wabs.p, sabs.p}, ws.back()->p);
+    auto abs_pack = variant_pack({1, 2, 3}, {dyabs.p, wabs.p, sabs.p}, ws.back()->p);
     execute(h, *plain.plan, *abs_pack);
     CU(cudaStreamSynchronize(st));
 

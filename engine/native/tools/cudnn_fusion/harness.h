@@ -246,6 +246,23 @@ inline bool fastest_or_row(cudnnHandle_t h, cudaStream_t st, const Args& a, cons
     return false;
 }
 
+// The plain (one-op) convolution of a case's kind, the unfused reference: uid 1 and 2 its
+// inputs, 3 its output (fprop: X, W -> Y; wgrad: X, dY -> dW; dgrad: dY, W -> dX).
+inline Built plain_conv(cudnnHandle_t h, Case::Kind kind, cudnnDataType_t dt, const char* dtname, const Shape& z,
+                        int max_plans) {
+    return build_and_search(h, {dt}, dtname, max_plans, [&](Graph& g, cudnnDataType_t) {
+        if (kind == Case::FPROP)
+            g.conv_fwd(g.tensor(1, dt, z.N, z.C, z.HW, z.HW, false), g.tensor(2, dt, z.K, z.C, z.R, z.R, false),
+                       g.tensor(3, dt, z.N, z.K, z.HW, z.HW, false), z.pad);
+        else if (kind == Case::WGRAD)
+            g.conv_wgrad(g.tensor(1, dt, z.N, z.C, z.HW, z.HW, false), g.tensor(2, dt, z.N, z.K, z.HW, z.HW, false),
+                         g.tensor(3, dt, z.K, z.C, z.R, z.R, false), z.pad);
+        else
+            g.conv_dgrad(g.tensor(1, dt, z.N, z.K, z.HW, z.HW, false), g.tensor(2, dt, z.K, z.C, z.R, z.R, false),
+                         g.tensor(3, dt, z.N, z.C, z.HW, z.HW, false), z.pad);
+    });
+}
+
 // "N proposed, M finalized" of a search, for the table.
 inline std::string found(const Search& s) {
     return std::to_string(s.proposed) + " proposed, " + std::to_string(s.plans.size()) + " finalized";

@@ -175,19 +175,16 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     const Search& fs = fb.search;
 
     // The unfused convolution: a graph of the one op.
-    Built ub = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
-        g.conv_fwd(g.tensor(U_X, dt, N, C, HW, HW, false), g.tensor(U_W, dt, K, C, R, R, false),
-                   g.tensor(U_Y, dt, N, K, HW, HW, false), pad);
-    });
+    Built ub = plain_conv(h, Case::FPROP, dt, dtname, z, a.max_plans);
     std::vector<std::shared_ptr<Buf>> ws;
     Timed conv;
-    if (!fastest_or_row(h, st, a, ub, "plain convolution", {U_X, U_W, U_Y}, {conv_in, w.p, yu.p}, ws, conv, row,
+    if (!fastest_or_row(h, st, a, ub, "plain convolution", {1, 2, 3}, {conv_in, w.p, yu.p}, ws, conv, row,
                         cs.name, dtname))
         return row;  // the reference itself is missing: nothing here can be trusted
     // S = conv(a, |W|), for the bounds: the fastest plan again, with its own workspace.
     Timed conv_abs;
     ws.push_back(std::make_shared<Buf>((size_t)conv.plan->workspace));
-    conv_abs.pack = variant_pack({U_X, U_W, U_Y}, {conv_in, wabs.p, sabs.p}, ws.back()->p);
+    conv_abs.pack = variant_pack({1, 2, 3}, {conv_in, wabs.p, sabs.p}, ws.back()->p);
 
     const int stat_blocks = 132 * 8;
     auto stats32 = [&] {

@@ -80,15 +80,10 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     });
     const Search& fs = fb.search;
 
-    Built pb = build_and_search(h, {dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t) {
-        auto& X = g.tensor(W_X, dt, N, C, HW, HW, false);
-        auto& DY = g.tensor(W_DY, dt, N, K, HW, HW, false);
-        auto& DW = g.tensor(W_DW, dt, K, C, R, R, false);
-        g.conv_wgrad(X, DY, DW, pad);
-    });
+    Built pb = plain_conv(h, Case::WGRAD, dt, dtname, z, a.max_plans);
     std::vector<std::shared_ptr<Buf>> ws;
     Timed plain;
-    if (!fastest_or_row(h, st, a, pb, "plain weight gradient", {W_X, W_DY, W_DW}, {act.p, dy.p, dwu.p}, ws, plain,
+    if (!fastest_or_row(h, st, a, pb, "plain weight gradient", {1, 2, 3}, {act.p, dy.p, dwu.p}, ws, plain,
                         row, cs.name, dtname)) return row;
     const double t_apply = time_ms(st, a.warmup, a.iters, apply);
     const double floor_apply = 4.0 * ein / (a.peak_tbs * 1e12) * 1e3;
