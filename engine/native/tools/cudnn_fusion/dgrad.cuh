@@ -103,18 +103,10 @@ Row run_dgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     execute(h, *plain.plan, *abs_pack);
     CU(cudaStreamSynchronize(st));
 
-    if (fs.plans.empty()) {
-        std::snprintf(buf, sizeof buf,
-                      "| %s | %s | %s | **not supported**: %s | – | %.3f | %.3f (%.3f) | – | – | – | – | – |",
-                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), plain.ms, t_reduce, floor_reduce);
-        row.line = buf;
-        std::snprintf(buf, sizeof buf,
-                      "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"plain_ms\":%.4f,"
-                      "\"reduce_ms\":%.4f}",
-                      cs.name, dtname, a.n, plain.ms, t_reduce);
-        row.json = buf;
-        return row;
-    }
+    if (fs.plans.empty())
+        return unsupported(cs, dtname, a.n, fs,
+                           fmt("%.3f | %.3f (%.3f) | – | – | – | – | –", plain.ms, t_reduce, floor_reduce),
+                           fmt("\"plain_ms\":%.4f,\"reduce_ms\":%.4f", plain.ms, t_reduce));
     Timed fused;
     if (!fastest_or_row(h, st, a, fb, "fused DgradDreluBNBwdWeight",
                         {G_DY, G_W, G_X, G_M, G_V, G_S, G_B, G_G, G_DS, G_DB, G_EA, G_EB, G_EC},

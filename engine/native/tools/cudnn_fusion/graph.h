@@ -102,6 +102,22 @@ class Graph {
         ops_.push_back(op->get());
     }
 
+    // The batch norm's apply as a prologue, ReLU(x * s + b): s, b [1, C, 1, 1] of type dt (uids
+    // uid_s, uid_s + 1), the three results [n, c, h, w] virtual of type inter (uids uid_v ...
+    // uid_v + 2). Returns the ReLU's output.
+    const Desc& scale_bias_relu(const Desc& x, int64_t uid_s, int64_t uid_v, cudnnDataType_t dt,
+                                cudnnDataType_t inter, int64_t n, int64_t c, int64_t h, int64_t w) {
+        auto& s = tensor(uid_s, dt, 1, c, 1, 1, false);
+        auto& b = tensor(uid_s + 1, dt, 1, c, 1, 1, false);
+        auto& v1 = tensor(uid_v, inter, n, c, h, w, true);
+        auto& v2 = tensor(uid_v + 1, inter, n, c, h, w, true);
+        auto& v3 = tensor(uid_v + 2, inter, n, c, h, w, true);
+        pointwise(CUDNN_POINTWISE_MUL, x, &s, v1);
+        pointwise(CUDNN_POINTWISE_ADD, v1, &b, v2);
+        pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
+        return v3;
+    }
+
     // Cross-correlation, fp32 compute, symmetric padding, unit stride and dilation.
     void conv_fwd(const Desc& x, const Desc& w, const Desc& y, int64_t pad) {
         conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,

@@ -92,7 +92,7 @@ struct Buf {
 };
 
 // uids of the graphs' tensors
-enum : int64_t { U_X = 1, U_S, U_B, U_W, U_Y, U_SUM, U_SQ, V_SCALED = 100, V_BIASED, V_RELU };
+enum : int64_t { U_X = 1, U_S, U_B, U_W, U_Y, U_SUM, U_SQ, V_SCALED = 100 };
 
 // Plans for g: heuristics mode A, FALLBACK if A gives none that finalizes; at most max_plans.
 struct Search {
@@ -267,5 +267,26 @@ inline Built plain_conv(cudnnHandle_t h, Case::Kind kind, cudnnDataType_t dt, co
 inline std::string found(const Search& s) {
     return std::to_string(s.proposed) + " proposed, " + std::to_string(s.plans.size()) + " finalized";
 }
+
+// printf into a string (table cells, JSON fields).
+template <class... V>
+std::string fmt(const char* f, V... v) {
+    char buf[2048];
+    std::snprintf(buf, sizeof buf, f, v...);
+    return buf;
+}
+
+// The row of a fused pattern no engine took: cuDNN's refusal, then the unfused side's cells and
+// JSON fields as the caller measured them.
+inline Row unsupported(const Case& cs, const char* dtname, int n, const Search& fs, const std::string& cells,
+                       const std::string& json) {
+    Row r;
+    r.line = fmt("| %s | %s | %s | **not supported**: %s | – | %s |", cs.name, dtname, found(fs).c_str(),
+                 clip(fs.refusal).c_str(), cells.c_str());
+    r.json = fmt("{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,%s}", cs.name, dtname, n,
+                 json.c_str());
+    return r;
+}
+
 
 }  // namespace probe

@@ -158,15 +158,7 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
         auto& SUM = g.tensor(U_SUM, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
         auto& SQ = g.tensor(U_SQ, CUDNN_DATA_FLOAT, 1, K, 1, 1, false);
         if (cs.prologue) {
-            auto& S = g.tensor(U_S, dt, 1, C, 1, 1, false);
-            auto& B = g.tensor(U_B, dt, 1, C, 1, 1, false);
-            auto& v1 = g.tensor(V_SCALED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-            auto& v2 = g.tensor(V_BIASED, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-            auto& v3 = g.tensor(V_RELU, CUDNN_DATA_FLOAT, N, C, HW, HW, true);
-            g.pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
-            g.pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
-            g.pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
-            g.conv_fwd(v3, W, Y, pad);
+            g.conv_fwd(g.scale_bias_relu(X, U_S, V_SCALED, dt, CUDNN_DATA_FLOAT, N, C, HW, HW), W, Y, pad);
         } else {
             g.conv_fwd(X, W, Y, pad);
         }
@@ -210,19 +202,12 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     const double floor_apply = cs.prologue ? 4.0 * ein / (a.peak_tbs * 1e12) * 1e3 : 0.0;  // read x, write a
     const double floor_stats = 2.0 * eout / (a.peak_tbs * 1e12) * 1e3;                     // read y
 
-    if (fs.plans.empty()) {
-        std::snprintf(buf, sizeof buf,
-                      "| %s | %s | %s | **not supported**: %s | – | %.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | – | – | – | – |",
-                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), t_conv, t_apply, floor_apply, t_stats,
-                      floor_stats, t_seq);
-        row.line = buf;
-        std::snprintf(buf, sizeof buf,
-                      "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"refusal\":\"%s\","
-                      "\"conv_ms\":%.4f,\"apply_ms\":%.4f,\"stats_ms\":%.4f,\"unfused_seq_ms\":%.4f}",
-                      cs.name, dtname, a.n, "see table", t_conv, t_apply, t_stats, t_seq);
-        row.json = buf;
-        return row;
-    }
+    if (fs.plans.empty())
+        return unsupported(cs, dtname, a.n, fs,
+                           fmt("%.3f | %.3f (%.3f) | %.3f (%.3f) | %.3f | – | – | – | – | –", t_conv, t_apply,
+                               floor_apply, t_stats, floor_stats, t_seq),
+                           fmt("\"conv_ms\":%.4f,\"apply_ms\":%.4f,\"stats_ms\":%.4f,\"unfused_seq_ms\":%.4f", t_conv,
+                               t_apply, t_stats, t_seq));
     std::vector<int64_t> fuids = {U_X, U_W, U_Y, U_SUM, U_SQ};
     std::vector<void*> fptrs = {x.p, w.p, yf.p, sum.p, sq.p};
     if (cs.prologue) {

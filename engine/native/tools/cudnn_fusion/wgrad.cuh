@@ -21,7 +21,7 @@
 
 namespace probe {
 
-enum : int64_t { W_X = 1, W_S, W_B, W_DY, W_DW, W_SCALED = 100, W_BIASED, W_RELU };
+enum : int64_t { W_X = 1, W_S, W_B, W_DY, W_DW, W_SCALED = 100 };
 
 struct SampleCheck {
     int bad = 0;
@@ -66,17 +66,9 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
     // ConvBNwgrad sample declares them HALF).
     Built fb = build_and_search(h, {CUDNN_DATA_FLOAT, dt}, dtname, a.max_plans, [&](Graph& g, cudnnDataType_t it) {
         auto& X = g.tensor(W_X, dt, N, C, HW, HW, false);
-        auto& S = g.tensor(W_S, dt, 1, C, 1, 1, false);
-        auto& B = g.tensor(W_B, dt, 1, C, 1, 1, false);
-        auto& v1 = g.tensor(W_SCALED, it, N, C, HW, HW, true);
-        auto& v2 = g.tensor(W_BIASED, it, N, C, HW, HW, true);
-        auto& v3 = g.tensor(W_RELU, it, N, C, HW, HW, true);
         auto& DY = g.tensor(W_DY, dt, N, K, HW, HW, false);
         auto& DW = g.tensor(W_DW, dt, K, C, R, R, false);
-        g.pointwise(CUDNN_POINTWISE_MUL, X, &S, v1);
-        g.pointwise(CUDNN_POINTWISE_ADD, v1, &B, v2);
-        g.pointwise(CUDNN_POINTWISE_RELU_FWD, v2, nullptr, v3);
-        g.conv_wgrad(v3, DY, DW, pad);
+        g.conv_wgrad(g.scale_bias_relu(X, W_S, W_SCALED, dt, it, N, C, HW, HW), DY, DW, pad);
     });
     const Search& fs = fb.search;
 
@@ -87,17 +79,9 @@ Row run_wgrad(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
                         row, cs.name, dtname)) return row;
     const double t_apply = time_ms(st, a.warmup, a.iters, apply);
     const double floor_apply = 4.0 * ein / (a.peak_tbs * 1e12) * 1e3;
-    if (fs.plans.empty()) {
-        std::snprintf(buf, sizeof buf, "| %s | %s | %s | **not supported**: %s | – | %.3f | – | %.3f (%.3f) | – | – | – |",
-                      cs.name, dtname, found(fs).c_str(), clip(fs.refusal).c_str(), plain.ms, t_apply, floor_apply);
-        row.line = buf;
-        std::snprintf(buf, sizeof buf,
-                      "{\"case\":\"%s\",\"dtype\":\"%s\",\"n\":%d,\"fused_supported\":false,\"plain_ms\":%.4f,"
-                      "\"apply_ms\":%.4f}",
-                      cs.name, dtname, a.n, plain.ms, t_apply);
-        row.json = buf;
-        return row;
-    }
+    if (fs.plans.empty())
+        return unsupported(cs, dtname, a.n, fs, fmt("%.3f | – | %.3f (%.3f) | – | – | –", plain.ms, t_apply, floor_apply),
+                           fmt("\"plain_ms\":%.4f,\"apply_ms\":%.4f", plain.ms, t_apply));
     Timed fused;
     if (!fastest_or_row(h, st, a, fb, "fused ConvBNwgrad", {W_X, W_S, W_B, W_DY, W_DW},
                         {x.p, s.p, b.p, dy.p, dwf.p}, ws, fused, row, cs.name, dtname)) return row;
