@@ -16,8 +16,8 @@
 //   Y      |Yf - Yu| <= 2u|Yu| + (2u + 2 K 2^-24) S  elementwise, S = conv(a, |W|) >= |each term|
 //          sum, u the unit roundoff of the type (2^-11 fp16, 2^-8 bf16), K = C R S terms:
 //          each side rounds its output once (u|Y| each), may round the prologue's output before
-//          the tensor cores (u S each), and sums K products in fp32 in its own order (K 2^-24 S
-//          each, the worst case of recursive summation).
+//          the tensor cores (u S each; no such term without a prologue), and sums K products in
+//          fp32 in its own order (K 2^-24 S each, the worst case of recursive summation).
 //   stats  per channel |sum - sum64| <= 2u sum|Y|, |sqsum - sqsum64| <= 4u sum Y^2 against a
 //          float64 reduction of Yf: GenStats may sum Y before its rounding to the type (u|Y| an
 //          element, 2u Y^2 for the square), doubled as the allowance for fp32 accumulation order
@@ -257,7 +257,7 @@ Row run_fprop(const Case& cs, const char* dtname, cudnnDataType_t dt, double u, 
         CU(cudaMemsetAsync(cnt.p, 0, 8, st));
         CU(cudaMemsetAsync(mx.p, 0, 4, st));
         check_close<T><<<132 * 8, 256, 0, st>>>((const T*)yf.p, (const T*)ref, (const T*)sabs.p, eout, (float)u,
-                                                (float)(2 * terms * std::ldexp(1.0, -24)),
+                                                (float)((cs.prologue ? 2 * u : 0.0) + 2 * terms * std::ldexp(1.0, -24)),
                                                 (unsigned long long*)cnt.p, (unsigned int*)mx.p);
         CU(cudaGetLastError());
         unsigned int bits = 0;
