@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean cudnn-fusion-probe
 
 all: cli engine
 
@@ -118,6 +118,12 @@ gpu-tests: cli
 	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
 	$(GO) test -c -o $(BUILD)/gpu/nvmlgpu.test ./provenance/nvmlgpu
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
+
+# Issue 41's probe of cuDNN's ConvBNfprop fusion (docs/resnet-fusion.md): a
+# standalone program against cuDNN 9's backend API, never linked into the
+# engine; needs nvcc and cuDNN 9 (build.sh says where it looks).
+cudnn-fusion-probe:
+	engine/native/tools/cudnn_fusion/build.sh $(BUILD)/cudnn-fusion
 
 clean:
 	rm -rf bin $(BUILD)

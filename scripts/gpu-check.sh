@@ -77,6 +77,7 @@
 #   resnet50-batch (not by default) ResNet-50 bf16 with graphs at the larger
 #             micro-batches issue 41 allows (RESNET_BATCHES, default "320 384"),
 #             each beside torchvision compiled with the padded stem at that batch
+#             (RESNET_BATCH_FP16=1: the engine in fp16 with graphs as well)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
@@ -646,6 +647,9 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     stage=$s0-b$b # the logs of each batch apart (reference names its log by stage)
     g="resnet50 ${b}x224 channels_last" c=${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$b}
     engine "$g" "engine-bf16-graphs-b$b" 15 "$c,\"graphs\":true}"
+    # RESNET_BATCH_FP16=1: the engine in fp16 too (docs/resnet-fusion.md: cuDNN's batch-norm
+    # fusions are fp16 only, so the fp16 switch's own cost at this batch is an input of the decision)
+    [[ ${RESNET_BATCH_FP16:-0} == 1 ]] && engine "$g" "engine-fp16-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true}"
     ref_pre=tv-padstem reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem
   done
 }

@@ -99,6 +99,34 @@ def family_of(name):
     return f"{base}<{bits}>"
 
 
+def load_profile(path, prog, batch=0):
+    """The profile's JSON and its micro-batch (batch if given); exit 2 naming the file when it
+    cannot be read or is not a ResNet-50 profile."""
+    try:
+        with open(path) as f:
+            prof = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"{prog}: {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+    n = batch or int(prof.get("micro_batch", 0))
+    if n < 1 or prof.get("model") != "resnet50":
+        print(f"{prog}: {path}: not a resnet50 profile with a micro_batch", file=sys.stderr)
+        sys.exit(2)
+    return prof, n
+
+
+def measured_families(prof):
+    """Per kernel family of the profile's top list: {"ms", "calls"} a step."""
+    measured = {}
+    for t in prof.get("top", []):
+        k = family_of(t["name"])
+        if k:
+            m = measured.setdefault(k, {"ms": 0.0, "calls": 0.0})
+            m["ms"] += t["ms"]
+            m["calls"] += t["calls"]
+    return measured
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("profile")
@@ -107,24 +135,9 @@ def main():
     ap.add_argument("--blocks-per-sm", type=int, default=4)
     ap.add_argument("--batch", type=int, default=0, help="micro-batch (default: the profile's)")
     a = ap.parse_args()
-    try:
-        with open(a.profile) as f:
-            prof = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"bn_roofline: {a.profile}: {e}", file=sys.stderr)
-        sys.exit(2)
-    n = a.batch or int(prof.get("micro_batch", 0))
-    if n < 1 or prof.get("model") != "resnet50":
-        print(f"bn_roofline: {a.profile}: not a resnet50 profile with a micro_batch", file=sys.stderr)
-        sys.exit(2)
+    prof, n = load_profile(a.profile, "bn_roofline", a.batch)
     fam = families(bn_layers(n), a.sms * a.blocks_per_sm)
-    measured = {}
-    for t in prof.get("top", []):
-        k = family_of(t["name"])
-        if k:
-            m = measured.setdefault(k, {"ms": 0.0, "calls": 0.0})
-            m["ms"] += t["ms"]
-            m["calls"] += t["calls"]
+    measured = measured_families(prof)
     print(f"ResNet-50 x {n}, {prof.get('name')} ({a.profile}); roofline {a.peak_tbs} TB/s\n")
     print("| kernel family | launches (profile) | GB moved | roofline ms | measured ms | TB/s | of peak | over roofline ms (µs a launch) |")
     print("|---|---|---|---|---|---|---|---|")
