@@ -429,30 +429,16 @@ int add_layer_norm_tests() {
       if (int rc = check(c, torch::kCPU, true)) return rc;
     }
   }
-  // y twice (BERT's LayerNorm outputs): both gradients, or either alone.
-  auto twins = [&](torch::Device dev) {
-    for (const auto& c : cases) {
-      if (dev.is_cpu() && c.out == torch::kHalf) continue;
-      if (c.misaligned || c.residual_grad) continue;
-      if (int rc = run_case("add_layer_norm twin", name(c) + " (" + dev.str() + ")",
-                            [&] { return check_twin(c, dev); }))
-        return rc;
-    }
-    return 0;
-  };
-  {
-    HostKernels host;
-    if (int rc = twins(torch::kCPU)) return rc;
-  }
-  // BERT's LayerNorms without r ("lny"), and with the projection's bias
-  // gradient summed in their backward ("lnb").
+  // y twice (BERT's LayerNorm outputs): both gradients, or either alone;
+  // then without r ("lny"), and with the projection's bias gradient summed in
+  // the backward ("lnb").
   auto bert = [&](torch::Device dev) {
     for (const auto& c : cases) {
       if (dev.is_cpu() && c.out == torch::kHalf) continue;
       if (c.misaligned || c.residual_grad) continue;
-      if (int rc = run_case("add_layer_norm lny", name(c) + " (" + dev.str() + ")",
-                            [&] { return check_lny(c, dev); }))
-        return rc;
+      const std::string n = name(c) + " (" + dev.str() + ")";
+      if (int rc = run_case("add_layer_norm twin", n, [&] { return check_twin(c, dev); })) return rc;
+      if (int rc = run_case("add_layer_norm lny", n, [&] { return check_lny(c, dev); })) return rc;
     }
     struct L {
       int64_t B, T, C, I;
@@ -490,7 +476,6 @@ int add_layer_norm_tests() {
   cases.push_back({32 * 512, 1024, F, F, B, false, false});
   for (const auto& c : cases)
     if (int rc = check(c, dev, true)) return rc;
-  if (int rc = twins(dev)) return rc;
   if (int rc = bert(dev)) return rc;
   std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases, y twice too; lny, lnb)\n";
   return 0;
