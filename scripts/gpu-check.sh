@@ -78,7 +78,10 @@
 #             micro-batches issue 41 allows (RESNET_BATCHES, default "320 384"),
 #             each beside torchvision compiled with the padded stem at that batch
 #             (RESNET_BATCH_FP16=1: the engine in fp16 with graphs as well)
-#   bert512   BERT-large, 32 x 512 tokens, as bert128
+#   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
+#             join kernels with '+': "lnb+lny" leaves both out in one run;
+#             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
+#             ~100 s, never the strongest)
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
@@ -556,6 +559,12 @@ kernels_without() {
       ;;
   esac
 }
+# kernels_without_all NAME...: $KERNELS with every NAME left out.
+kernels_without_all() {
+  local KERNELS=$KERNELS k
+  for k in "$@"; do KERNELS=$(kernels_without "$k"); done
+  echo "$KERNELS"
+}
 stage_gpt() {
   local g="gpt-124m 16x1024" c=$GPT_CFG
   engine "$g" engine-bf16 6 "$c,\"precision\":\"bf16\"}"
@@ -606,11 +615,11 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   engine "$g" engine-bf16-graphs "$2" "$c,\"graphs\":true}"
   local k
   for k in ${BERT_OFF:-res}; do
-    run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-no$k" "$2" "$c,\"graphs\":true}"
+    run_env=CASESTUDY_KERNELS=$(kernels_without_all ${k//+/ }) engine "$g" "engine-bf16-graphs-no$k" "$2" "$c,\"graphs\":true}"
   done
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"
   reference "$g" bert_fast.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
-  reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
+  [[ ${BERT_HF:-1} == 0 ]] || reference "$g" bert_hf.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
 }
 stage_resnet50() {
   local g="resnet50 256x224 channels_last" c=$RESNET_CFG f=$RESNET_FP16_CFG

@@ -34,6 +34,29 @@ std::pair<torch::Tensor, torch::Tensor> add_layer_norm_twin(const torch::Tensor&
                                                             const torch::Tensor& bias, double eps,
                                                             at::ScalarType out);
 
+// add_layer_norm_twin(x, linear_act(x_lin, lin_weight, lin_bias, Act::None),
+// weight, bias, eps, out): BERT's projection, residual add and LayerNorm.
+// With the kernels (linear_add_layer_norm_fused: "lnb") the linear layer's
+// bias gradient is summed by the LayerNorm's backward kernel as it writes
+// the projection's output gradient, not in a pass of the "lin" kernel over
+// it; the values are the same (fp32 sums of the same bf16 gradient, in
+// another order).
+//
+// add_layer_norm_twin and this never return r: with "lny" the forward kernel
+// does not store it and the backward recomputes the normalized values from y,
+// w and b ((y - b) / w: one more rounding, of y to the output dtype, than from
+// r; Apex's and Megatron's "memory-efficient" LayerNorm).
+std::pair<torch::Tensor, torch::Tensor> linear_add_layer_norm_twin(
+    const torch::Tensor& x, const torch::Tensor& x_lin, const torch::Tensor& lin_weight,
+    const torch::Tensor& lin_bias, const torch::Tensor& weight, const torch::Tensor& bias,
+    double eps, at::ScalarType out);
+
+// Whether linear_add_layer_norm_twin sums the bias gradient in the LayerNorm's
+// kernel: "lnb" on, the linear through the "lin" kernel (linear_act_fused, not
+// fp8), and add_layer_norm_fused for x and the linear's output.
+bool linear_add_layer_norm_fused(const torch::Tensor& x, const torch::Tensor& x_lin,
+                                 const torch::Tensor& lin_weight, at::ScalarType out);
+
 // Whether add_layer_norm runs the CUDA kernel for these arguments: the "ln"
 // kernel switched on, CUDA tensors, out bf16 or fp16, x fp32 or out's dtype,
 // delta x's or out's dtype, a row length the kernel takes.

@@ -226,6 +226,17 @@ struct EncoderLayer : torch::nn::Module {
     auto ctx = compat::attention(qkv_[0], qkv_[1], qkv_[2])
                    .transpose(1, 2)
                    .reshape({B, T, H});
+    if (x_res.is_cuda() &&
+        linear_add_layer_norm_fused(x_res, ctx, attn_out->weight, norm_dtype())) {
+      // The projections' bias gradients summed by the LayerNorms' backward
+      // kernels too (add_layer_norm.h, "lnb").
+      auto h = linear_add_layer_norm_twin(x_res, ctx, attn_out->weight, attn_out->bias,
+                                          attn_norm->weight, attn_norm->bias, kLayerNormEps,
+                                          norm_dtype());
+      auto i = intermediate->forward_act(h.first, Act::GeluErf);
+      return linear_add_layer_norm_twin(h.second, i, output->weight, output->bias, out_norm->weight,
+                                        out_norm->bias, kLayerNormEps, norm_dtype());
+    }
     auto a = attn_out->forward_act(ctx, Act::None);
     if (fused_norms(x_res, a)) {  // the residual adds inside the LayerNorm kernels
       auto h = add_layer_norm_twin(x_res, a, attn_norm->weight, attn_norm->bias, kLayerNormEps,

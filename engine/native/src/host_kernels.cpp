@@ -111,8 +111,8 @@ void ln_fwd(const TR* x, const TD* delta, const float* w, const float* b, TR* r_
     for (int64_t c = 0; c < C; c++) {
       float r = f(x[off + c]);
       if (delta) {
-        r_out[off + c] = to<TR>(r + f(delta[off + c]));  // r as stored
-        r = f(r_out[off + c]);
+        r = f(to<TR>(r + f(delta[off + c])));  // r as stored (in r_out, where given)
+        if (r_out) r_out[off + c] = to<TR>(r);
       }
       v[size_t(c)] = r;
       sum += r;
@@ -128,18 +128,30 @@ void ln_fwd(const TR* x, const TD* delta, const float* w, const float* b, TR* r_
 }
 
 template <typename TR, typename TD, typename TO>
-void ln_bwd(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float* mean,
-            const float* rstd, const float* w, TR* dx, TD* ddelta, float* dw, float* db, int64_t rows,
-            int64_t C) {
+void ln_bwd(const LnBwd& a, int64_t rows, int64_t C) {
+  const auto* dy = static_cast<const TO*>(a.dy);
+  const auto* dy2 = static_cast<const TO*>(a.dy2);
+  const auto* dr = static_cast<const TR*>(a.dr);
+  const auto* r = static_cast<const TR*>(a.r);
+  const auto* y = static_cast<const TO*>(a.y);
+  auto* dx = static_cast<TR*>(a.dx);
+  auto* ddelta = static_cast<TD*>(a.ddelta);
+  const float* w = a.w;
   // dy, plus dy2 where given, rounded to TO as a separate add rounds it.
   auto grad = [&](int64_t i) { return dy2 ? f(to<TO>(f(dy[i]) + f(dy2[i]))) : f(dy[i]); };
-  std::vector<double> sdw(static_cast<size_t>(C), 0.0), sdb(static_cast<size_t>(C), 0.0);
+  // x^ from r as stored, or from y, w and b.
+  auto xhat = [&](int64_t row, int64_t c) {
+    const int64_t i = row * C + c;
+    return r ? (f(r[i]) - a.mean[row]) * a.rstd[row] : (f(y[i]) - a.b[c]) / w[c];
+  };
+  std::vector<double> sdw(static_cast<size_t>(C), 0.0), sdb(static_cast<size_t>(C), 0.0),
+      sds(static_cast<size_t>(C), 0.0);
   for (int64_t row = 0; row < rows; row++) {
     const int64_t off = row * C;
-    const float mu = mean[row], rs = rstd[row];
+    const float rs = a.rstd[row];
     double sg = 0, sgx = 0;
     for (int64_t c = 0; c < C; c++) {
-      const float xh = (f(r[off + c]) - mu) * rs, g = grad(off + c);
+      const float xh = xhat(row, c), g = grad(off + c);
       sdw[size_t(c)] += double(g) * xh;
       sdb[size_t(c)] += g;
       sg += double(g) * w[c];
@@ -147,15 +159,17 @@ void ln_bwd(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float*
     }
     const float mg = float(sg / double(C)), mgx = float(sgx / double(C));
     for (int64_t c = 0; c < C; c++) {
-      const float xh = (f(r[off + c]) - mu) * rs;
+      const float xh = xhat(row, c);
       const float d = (dr ? f(dr[off + c]) : 0.f) + rs * (grad(off + c) * w[c] - mg - xh * mgx);
       dx[off + c] = to<TR>(d);
       if (ddelta) ddelta[off + c] = to<TD>(d);
+      sds[size_t(c)] += ddelta ? f(ddelta[off + c]) : f(dx[off + c]);  // as stored
     }
   }
   for (int64_t c = 0; c < C; c++) {
-    dw[c] = float(sdw[size_t(c)]);
-    db[c] = float(sdb[size_t(c)]);
+    a.dw[c] = float(sdw[size_t(c)]);
+    a.db[c] = float(sdb[size_t(c)]);
+    if (a.dsum) a.dsum[c] = float(sds[size_t(c)]);
   }
 }
 }  // namespace
@@ -163,7 +177,7 @@ void ln_bwd(const TO* dy, const TO* dy2, const TR* dr, const TR* r, const float*
 void layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
                     void* y, float* mean, float* rstd, DType tr, DType td, DType to, int64_t rows,
                     int64_t C, float eps) {
-  if (rows < 0 || !layer_norm_supports(C) || (delta && !r_out)) bad("layer_norm_fwd: arguments");
+  if (rows < 0 || !layer_norm_supports(C)) bad("layer_norm_fwd: arguments");
   if (!delta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_fwd: dtypes");
   CS_HOST_DISPATCH(tr, TR, CS_HOST_DISPATCH(td, TD, CS_HOST_DISPATCH(to, TO, ln_fwd<TR, TD, TO>(
@@ -171,17 +185,14 @@ void layer_norm_fwd(const void* x, const void* delta, const float* w, const floa
       static_cast<TO*>(y), mean, rstd, rows, C, eps))));
 }
 
-void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r,
-                    const float* mean, const float* rstd, const float* w, void* dx, void* ddelta,
-                    float* dw, float* db, float* scratch, DType tr, DType td, DType to,
-                    int64_t rows, int64_t C) {
-  if (rows < 0 || !layer_norm_supports(C)) bad("layer_norm_bwd: arguments");
-  if (!ddelta) td = tr;  // unused
+void layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C) {
+  if (rows < 0 || !layer_norm_supports(C) || !a.dy || !a.rstd || !a.w || !a.dx || !a.dw || !a.db ||
+      (a.r ? !a.mean : (!a.y || !a.b)))
+    bad("layer_norm_bwd: arguments");
+  if (!a.ddelta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_bwd: dtypes");
   CS_HOST_DISPATCH(tr, TR, CS_HOST_DISPATCH(td, TD, CS_HOST_DISPATCH(to, TO, ln_bwd<TR, TD, TO>(
-      static_cast<const TO*>(dy), static_cast<const TO*>(dy2), static_cast<const TR*>(dr),
-      static_cast<const TR*>(r), mean, rstd, w, static_cast<TR*>(dx), static_cast<TD*>(ddelta), dw,
-      db, rows, C))));
+      a, rows, C))));
 }
 
 // ---- batch norm + add + ReLU -----------------------------------------------------

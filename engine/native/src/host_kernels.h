@@ -20,6 +20,7 @@ namespace host {
 
 using kern::Act;
 using kern::DType;
+using kern::LnBwd;
 
 void cross_entropy_fwd_grad(void* logits, DType t, int64_t rows, int64_t ld, int64_t V,
                             const int64_t* target, float* loss);
@@ -30,9 +31,7 @@ int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 void layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
                     void* y, float* mean, float* rstd, DType tr, DType td, DType to, int64_t rows,
                     int64_t C, float eps);
-void layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
-                    const float* rstd, const float* w, void* dx, void* ddelta, float* dw, float* db,
-                    float* scratch, DType tr, DType td, DType to, int64_t rows, int64_t C);
+void layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C);
 
 bool bn_act_supports(int64_t C);
 int64_t bn_act_fwd_scratch(int64_t M, int64_t C);

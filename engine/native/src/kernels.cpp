@@ -11,8 +11,9 @@ namespace kernels {
 namespace {
 
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"ce",  "ln",   "bn",  "pool", "lin", "stem",
-                                             "cast", "res", "qkv", "adam", "fp8cast"};
+  static const std::vector<std::string> n = {"ce",   "ln",  "bn",  "pool", "lin",
+                                             "stem", "cast", "res", "qkv",  "adam",
+                                             "fp8cast", "lnb", "lny"};
   return n;
 }
 

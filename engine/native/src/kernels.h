@@ -32,6 +32,13 @@
 //        or column) in one read, then scale and cast to FP8 with the scale
 //        read on the device, the transposed copy the backward needs written
 //        from the same read (fp8_linear.h; GPT and BERT under precision fp8)
+//   lnb  with ln and lin: BERT's attention-output and MLP-output projections'
+//        bias gradients summed by the LayerNorm's backward kernel after them
+//        as it writes the projection's output gradient, not by a pass of
+//        their own (linear_add_layer_norm_twin, add_layer_norm.h)
+//   lny  with ln: BERT's LayerNorms (whose residual sum r nothing uses) store
+//        no r; the backward recomputes the normalized values from the
+//        output (add_layer_norm_twin, add_layer_norm.h)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -55,7 +62,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny"), "none"
 // when none: for cs_info.
 std::string in_use();
 

@@ -36,7 +36,9 @@ variable_list input_weight_grads(AutogradContext* ctx, std::vector<int64_t> dy_s
   const auto w_dtype = at::ScalarType(ctx->saved_data["w_dtype"].toInt());
   auto dw = wc.scalar_type() == torch::kBFloat16 ? compat::mm_to(dz.t(), x2, w_dtype)
                                                  : torch::mm(dz.t(), x2).to(w_dtype);
-  return {dx, dw, db.to(at::ScalarType(ctx->saved_data["b_dtype"].toInt())), torch::Tensor()};
+  // db undefined: the bias gradient is returned elsewhere (linear_bias_grad_elsewhere).
+  auto gb = db.defined() ? db.to(at::ScalarType(ctx->saved_data["b_dtype"].toInt())) : db;
+  return {dx, dw, gb, torch::Tensor()};
 }
 
 // z = x W^T + b in the autocast dtype, every dtype chosen here as autocast
@@ -63,10 +65,13 @@ Projected project(AutogradContext* ctx, const torch::Tensor& x, const torch::Ten
 
 // The "lin" kernel (CUDA, or its host version in the tests) in the backward.
 struct LinearAct : torch::autograd::Function<LinearAct> {
+  // bias_grad false (Act::None only): no bias gradient, no pass over dy.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias,
-                               int64_t act_code) {
+                               int64_t act_code, bool bias_grad) {
     const auto act = Act(act_code);
+    TORCH_CHECK(bias_grad || act == Act::None, "linear_act: no bias gradient with an activation");
+    ctx->saved_data["bias_grad"] = bias_grad;
     auto [x2, wc, z] = project(ctx, x, weight, bias);
     c10::impl::ExcludeDispatchKeyGuard no_cpu(c10::DispatchKey::AutocastCPU);
     c10::impl::ExcludeDispatchKeyGuard no_cuda(c10::DispatchKey::AutocastCUDA);
@@ -88,6 +93,11 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
     const int64_t out = wc.size(0);
     auto dy = grads[0].reshape({-1, out}).to(dt).contiguous();
     const int64_t rows = dy.size(0);
+    if (!ctx->saved_data["bias_grad"].toBool()) {
+      auto g = input_weight_grads(ctx, grads[0].sizes().vec(), dy, x2, wc, torch::Tensor());
+      g.emplace_back();  // bias_grad
+      return g;
+    }
     auto db = torch::empty({out}, dy.options().dtype(torch::kFloat32));
     auto dz = act == Act::None ? dy : torch::empty_like(dy);
     auto scratch = torch::empty({CS_KERNEL_FACT(dy, bias_act_bwd_scratch, rows, out)},
@@ -96,7 +106,9 @@ struct LinearAct : torch::autograd::Function<LinearAct> {
               act == Act::None ? nullptr : z.contiguous().data_ptr(),
               act == Act::None ? nullptr : dz.data_ptr(), db.data_ptr<float>(),
               scratch.data_ptr<float>(), glue::dtype(dt), act, rows, out);
-    return input_weight_grads(ctx, grads[0].sizes().vec(), dz, x2, wc, db);
+    auto g = input_weight_grads(ctx, grads[0].sizes().vec(), dz, x2, wc, db);
+    g.emplace_back();  // bias_grad
+    return g;
   }
 };
 
@@ -160,8 +172,15 @@ torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& weight,
   // precision fp8: the matmuls in FP8 (fp8_linear.h), the activation's backward
   // fused with the bias gradient as below.
   if (fp8::active(x, weight)) return fp8::linear(x, weight, bias, fp8::current(), act);
-  if (linear_act_fused(x, weight)) return LinearAct::apply(x, weight, bias, int64_t(act));
+  if (linear_act_fused(x, weight)) return LinearAct::apply(x, weight, bias, int64_t(act), true);
   return activation(torch::linear(x, weight, bias), act);
+}
+
+torch::Tensor linear_bias_grad_elsewhere(const torch::Tensor& x, const torch::Tensor& weight,
+                                         const torch::Tensor& bias) {
+  TORCH_CHECK(linear_act_fused(x, weight) && !fp8::active(x, weight),
+              "linear_bias_grad_elsewhere: needs the \"lin\" kernel (linear_act_fused) and no fp8");
+  return LinearAct::apply(x, weight, bias, int64_t(Act::None), false);
 }
 
 bool linear_qkv_fused(const torch::Tensor& x, const torch::Tensor& weight, int64_t heads) {

@@ -30,6 +30,13 @@ torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& weight,
 // switched on, autocast on for x's device in bf16 or fp16, weight on x's device.
 bool linear_act_fused(const torch::Tensor& x, const torch::Tensor& weight);
 
+// linear_act(x, weight, bias, Act::None) through the "lin" kernel's function
+// (needs linear_act_fused and no fp8) whose backward returns no gradient for
+// bias: for a caller whose own autograd node returns it
+// (linear_add_layer_norm_twin, add_layer_norm.h).
+torch::Tensor linear_bias_grad_elsewhere(const torch::Tensor& x, const torch::Tensor& weight,
+                                         const torch::Tensor& bias);
+
 // A transformer's qkv projection: x [B, T, in] times weight [3 d, in] plus
 // bias [3 d], returned as q, k and v [B, heads, T, d / heads] (views of the
 // projection as [B, T, 3, heads, d / heads]). With the "qkv" kernel

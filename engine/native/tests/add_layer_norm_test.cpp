@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "add_layer_norm.h"
+#include "compat.h"
 #include "kernels.h"
+#include "linear_act.h"
 #include "native_test.h"
 
 using namespace cs;
@@ -225,6 +227,170 @@ int check_twin(const Case& c, torch::Device dev) {
   return 0;
 }
 
+// "lny": add_layer_norm_twin storing no r, its backward from y. y bit for bit
+// the r path's (r recomputed as it would have been stored); the gradients
+// against the float64 reference, given the twins' gradients added in the
+// output dtype (as the kernel and autograd add them), within the r path's
+// bound: twice the portable path's errors plus fp32's rounding of a sum over
+// the rows. Deterministic.
+int check_lny(const Case& c, torch::Device dev) {
+  torch::manual_seed(uint64_t(c.rows * 11 + c.C));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  auto x0 = (torch::randn({c.rows, c.C}, f32) * 3 + torch::randn({c.rows, 1}, f32)).to(c.tx);
+  const bool has_delta = c.td != at::ScalarType::Undefined;
+  auto d0 = has_delta ? torch::randn({c.rows, c.C}, f32).to(c.td) : torch::Tensor();
+  auto w0 = 1 + 0.1 * torch::randn({c.C}, f32), b0 = 0.1 * torch::randn({c.C}, f32);
+  auto g1 = torch::randn({c.rows, c.C}, f32).to(c.out), g2 = torch::randn({c.rows, c.C}, f32).to(c.out);
+  auto gsum = (g1.to(torch::kFloat32) + g2.to(torch::kFloat32)).to(c.out);
+  auto ref = run(true, x0, d0, w0, b0, gsum, torch::Tensor(), c.out);
+  kernels::set_for_tests("native");
+  auto portable = run(false, x0, d0, w0, b0, gsum, torch::Tensor(), c.out);
+  auto step = [&](const char* k) {
+    kernels::set_for_tests(k);
+    auto x = x0.clone().requires_grad_(true);
+    auto d = has_delta ? d0.clone().requires_grad_(true) : torch::Tensor();
+    auto w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    auto yy = add_layer_norm_twin(x, d, w, b, 1e-5, c.out);
+    TORCH_CHECK(yy.first.grad_fn() && yy.second.grad_fn() == yy.first.grad_fn(), "lny: one node");
+    torch::autograd::backward({yy.first, yy.second}, {g1, g2});
+    kernels::set_for_tests("");
+    Out o;
+    o.y = yy.first.detach();
+    o.dx = x.grad();
+    if (has_delta) o.ddelta = d.grad();
+    o.dw = w.grad();
+    o.db = b.grad();
+    return o;
+  };
+  auto got = step("ln,res,lny"), again = step("ln,res,lny"), rpath = step("ln,res");
+  CS_CHECK(torch::equal(got.y, rpath.y));
+  struct Cmp {
+    const char* what;
+    torch::Tensor got, portable, ref, rpath;
+  };
+  std::vector<Cmp> cmps{{"dx", got.dx, portable.dx, ref.dx, rpath.dx},
+                        {"dw", got.dw, portable.dw, ref.dw, rpath.dw},
+                        {"db", got.db, portable.db, ref.db, rpath.db}};
+  if (has_delta) cmps.push_back({"ddelta", got.ddelta, portable.ddelta, ref.ddelta, rpath.ddelta});
+  for (const auto& m : cmps) {
+    CS_CHECK(m.got.defined() && m.got.scalar_type() == m.portable.scalar_type());
+    const double e = rel_err(m.got, m.ref), floor = rel_err(m.portable, m.ref);
+    if (!(e <= 2 * floor + std::sqrt(double(c.rows)) * std::ldexp(1.0, -24))) {
+      std::cerr << "FAIL add_layer_norm lny " << name(c) << ": " << m.what << " error " << e
+                << " > 2 x the portable path's " << floor << " (the r path's "
+                << rel_err(m.rpath, m.ref) << ")\n";
+      return 1;
+    }
+  }
+  CS_CHECK(torch::equal(got.dx, again.dx) && torch::equal(got.dw, again.dw) &&
+           torch::equal(got.db, again.db));
+  // Against the r path, element by element: y as stored is within u |y| of
+  // its exact value (u the output dtype's unit roundoff), so x^ from y within
+  // e = u |y| / |w| of x^ from r. Hence |dw - dw_r| <= sum over rows of |g| e,
+  // and before dx's rounding |dx - dx_r| <= rstd (e |mgx| + |x^| mean(|g w| e))
+  // (dx = rstd (g w - mean(g w) - x^ mgx), mgx = mean(g w x^)); the roundings
+  // to dx's dtype add up to one unit roundoff of each side, fp32's arithmetic
+  // 2^-20 of the terms. db does not depend on x^: equal.
+  CS_CHECK(torch::equal(got.db, rpath.db));
+  if (has_delta) {
+    auto unit = [](at::ScalarType t) {
+      return std::ldexp(1.0, t == torch::kBFloat16 ? -8 : t == torch::kHalf ? -11 : -24);
+    };
+    const auto f64 = torch::kFloat64;
+    auto g = gsum.to(f64), w = w0.to(f64), y = rpath.y.to(f64);
+    auto e = unit(c.out) * y.abs() / w.abs();
+    torch::Tensor r;
+    {
+      torch::NoGradGuard ng;
+      r = (x0.to(torch::kFloat32) + d0.to(torch::kFloat32)).to(c.tx).to(f64);
+    }
+    auto mean = r.mean(-1, true), var = (r - mean).square().mean(-1, true);
+    auto rs = 1.0 / (var + 1e-5).sqrt(), xh = (r - mean) * rs;
+    auto gw = g * w, mgx = (gw * xh).mean(-1, true);
+    auto arith = std::ldexp(1.0, -20) * rs * (gw.abs() + gw.mean(-1, true).abs() + (xh * mgx).abs());
+    auto pre = rs * (e * mgx.abs() + xh.abs() * (gw.abs() * e).mean(-1, true)) + arith;
+    auto within = [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bound,
+                      const char* what) {
+      auto err = (a.to(f64) - b.to(f64)).abs();
+      if ((err <= bound).all().item<bool>()) return true;
+      std::cerr << "FAIL add_layer_norm lny " << name(c) << ": " << what << " off the r path's by "
+                << (err - bound).max().item<double>() << " past the bound of y's rounding\n";
+      return false;
+    };
+    const double ux = unit(c.tx), ud = unit(c.td);
+    auto dxr = rpath.dx.to(f64).abs(), ddr = rpath.ddelta.to(f64).abs();
+    if (!within(got.dw, rpath.dw, (g.abs() * e).sum(0) + std::ldexp(1.0, -20) * (g * xh).abs().sum(0), "dw") ||
+        !within(got.dx, rpath.dx, pre * (1 + 2 * ux) + 2 * ux * dxr, "dx") ||
+        !within(got.ddelta, rpath.ddelta, pre * (1 + 2 * ud) + 2 * ud * ddr, "ddelta"))
+      return 1;
+  } else {
+    CS_CHECK(torch::equal(got.dx, rpath.dx) && torch::equal(got.dw, rpath.dw));  // x^ from r = x
+  }
+  return 0;
+}
+
+// "lnb": linear_add_layer_norm_twin (BERT's projection, residual add and
+// LayerNorm) against the composition it stands for, add_layer_norm_twin of
+// linear_act's output with "lnb" off, under autocast dt, with "lny" off and
+// on: y and every gradient bit for bit but the projection's bias gradient,
+// which both sum in fp32 from the same values of the projection's output
+// gradient dz in different orders: each within fp32's summation bound
+// (rows 2^-24 sum |dz| a column) of dz's float64 column sums.
+int check_lnb(int64_t B, int64_t T, int64_t C, int64_t I, at::ScalarType dt, torch::Device dev) {
+  torch::manual_seed(uint64_t(B * T * 3 + C + I));
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  auto x0 = (torch::randn({B, T, C}, f32) * 2).to(dt);
+  auto xl0 = torch::randn({B, T, I}, f32).to(dt);
+  auto lw0 = torch::randn({C, I}, f32) / std::sqrt(double(I)), lb0 = 0.5 * torch::randn({C}, f32);
+  auto w0 = 1 + 0.1 * torch::randn({C}, f32), b0 = 0.1 * torch::randn({C}, f32);
+  auto g1 = torch::randn({B, T, C}, f32).to(dt), g2 = torch::randn({B, T, C}, f32).to(dt);
+  struct Got {
+    torch::Tensor y, dx, dxl, dlw, dlb, dw, db, dz;
+  };
+  auto step = [&](const std::string& k, bool lnb) {
+    kernels::set_for_tests(k);
+    auto x = x0.clone().requires_grad_(true), xl = xl0.clone().requires_grad_(true);
+    auto lw = lw0.clone().requires_grad_(true), lb = lb0.clone().requires_grad_(true);
+    auto w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    compat::set_autocast(dev.type(), true, dt);
+    TORCH_CHECK(linear_add_layer_norm_fused(x, xl, lw, dt) == lnb, "lnb: fused as switched");
+    std::pair<torch::Tensor, torch::Tensor> yy;
+    torch::Tensor delta;
+    if (lnb) {
+      yy = linear_add_layer_norm_twin(x, xl, lw, lb, w, b, 1e-12, dt);
+    } else {
+      delta = linear_act(xl, lw, lb, Act::None);
+      delta.retain_grad();
+      yy = add_layer_norm_twin(x, delta, w, b, 1e-12, dt);
+    }
+    compat::set_autocast(dev.type(), false, dt);
+    at::autocast::clear_cache();
+    torch::autograd::backward({yy.first, yy.second}, {g1, g2});
+    kernels::set_for_tests("");
+    return Got{yy.first.detach(), x.grad(), xl.grad(), lw.grad(), lb.grad(), w.grad(), b.grad(),
+               delta.defined() ? delta.grad() : torch::Tensor()};
+  };
+  for (const std::string base : {"ln,lin,res", "ln,lin,res,lny"}) {
+    auto off = step(base, false), on = step(base + ",lnb", true), again = step(base + ",lnb", true);
+    CS_CHECK(torch::equal(on.y, off.y) && torch::equal(on.dx, off.dx) && torch::equal(on.dxl, off.dxl));
+    CS_CHECK(torch::equal(on.dlw, off.dlw) && torch::equal(on.dw, off.dw) && torch::equal(on.db, off.db));
+    CS_CHECK(on.dlb.defined() && on.dlb.scalar_type() == lb0.scalar_type());
+    CS_CHECK(torch::equal(on.dlb, again.dlb));  // deterministic
+    auto dz = off.dz.reshape({-1, C}).to(torch::kFloat64);
+    auto exact = dz.sum(0);
+    auto bound = dz.abs().sum(0) * (double(B * T) * std::ldexp(1.0, -24));
+    for (const auto& got : {on.dlb, off.dlb}) {
+      auto err = (got.to(torch::kFloat64) - exact).abs();
+      if (!(err <= bound).all().item<bool>()) {
+        std::cerr << "FAIL add_layer_norm lnb " << base << ": bias gradient off the column sums by "
+                  << (err - bound).max().item<double>() << " past fp32's bound\n";
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int add_layer_norm_tests() {
@@ -263,22 +429,40 @@ int add_layer_norm_tests() {
       if (int rc = check(c, torch::kCPU, true)) return rc;
     }
   }
-  // y twice (BERT's LayerNorm outputs): both gradients, or either alone.
-  auto twins = [&](torch::Device dev) {
+  // y twice (BERT's LayerNorm outputs): both gradients, or either alone;
+  // then without r ("lny"), and with the projection's bias gradient summed in
+  // the backward ("lnb").
+  auto bert = [&](torch::Device dev) {
     for (const auto& c : cases) {
       if (dev.is_cpu() && c.out == torch::kHalf) continue;
       if (c.misaligned || c.residual_grad) continue;
-      if (int rc = run_case("add_layer_norm twin", name(c) + " (" + dev.str() + ")",
-                            [&] { return check_twin(c, dev); }))
-        return rc;
+      const std::string n = name(c) + " (" + dev.str() + ")";
+      if (int rc = run_case("add_layer_norm twin", n, [&] { return check_twin(c, dev); })) return rc;
+      if (int rc = run_case("add_layer_norm lny", n, [&] { return check_lny(c, dev); })) return rc;
     }
+    struct L {
+      int64_t B, T, C, I;
+      at::ScalarType dt;
+    };
+    std::vector<L> ls = {{2, 5, 64, 96, torch::kBFloat16}, {1, 3, 100, 36, torch::kBFloat16}};
+    if (dev.is_cuda()) {
+      ls.push_back({2, 33, 1024, 1024, torch::kHalf});
+      ls.push_back({32, 512, 1024, 4096, torch::kBFloat16});  // BERT-large 512's MLP output
+    }
+    for (const auto& l : ls)
+      if (int rc = run_case("add_layer_norm lnb",
+                            std::to_string(l.B) + "x" + std::to_string(l.T) + "x" + std::to_string(l.C) +
+                                " from " + std::to_string(l.I) + " " + c10::toString(l.dt) + " (" +
+                                dev.str() + ")",
+                            [&] { return check_lnb(l.B, l.T, l.C, l.I, l.dt, dev); }))
+        return rc;
     return 0;
   };
   {
     HostKernels host;
-    if (int rc = twins(torch::kCPU)) return rc;
+    if (int rc = bert(torch::kCPU)) return rc;
   }
-  std::cout << "  add_layer_norm ln kernel's host version cpu ok (y twice too)\n";
+  std::cout << "  add_layer_norm ln kernel's host version cpu ok (y twice too; lny, lnb)\n";
   if (!cuda) return 0;
   torch::Device dev(torch::kCUDA, 0);
   if (!kernels::compiled()) {
@@ -292,7 +476,7 @@ int add_layer_norm_tests() {
   cases.push_back({32 * 512, 1024, F, F, B, false, false});
   for (const auto& c : cases)
     if (int rc = check(c, dev, true)) return rc;
-  if (int rc = twins(dev)) return rc;
-  std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases, y twice too)\n";
+  if (int rc = bert(dev)) return rc;
+  std::cout << "  add_layer_norm ln kernel cuda ok (" << cases.size() << " cases, y twice too; lny, lnb)\n";
   return 0;
 }

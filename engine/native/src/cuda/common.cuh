@@ -116,6 +116,10 @@ int smem_per_block_optin();
 // pass of a two-pass reduction over rows, deterministic).
 cudaError_t column_sum(const float* part, int64_t rows, int64_t cols, float* out, int64_t split,
                        float* out2, cudaStream_t stream);
+// The same with three outputs: out for c < split, out2 for split <= c <
+// split2, out3[c - split2] for the columns after.
+cudaError_t column_sum3(const float* part, int64_t rows, int64_t cols, float* out, int64_t split,
+                        float* out2, int64_t split2, float* out3, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace cs

@@ -40,6 +40,31 @@ inline bool heads_grad_valid(const HeadsGrad& g) {
   return g.T < lim && g.B <= lim / (g.T > 0 ? g.T : 1) && g.H < lim && g.D <= lim / (3 * g.H);
 }
 
+// The LayerNorm backward's operands (layer_norm_bwd; dtypes tr, td, to as
+// there): the output gradient dy and a second one dy2 (null: none), the
+// residual's own gradient dr (null: none); x^ = (r - mean) rstd from the sum r
+// as stored, or, where r is null, x^ = (y - b) / w from the output y (mean
+// unused); dx, ddelta (null: not written); dw, db; dsum (null: not kept) the
+// column sums of the delta's gradient as stored (fp32: the bias gradient of
+// the linear layer that made delta); scratch for the partial sums.
+struct LnBwd {
+  const void* dy = nullptr;
+  const void* dy2 = nullptr;
+  const void* dr = nullptr;
+  const void* r = nullptr;
+  const void* y = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  const float* w = nullptr;
+  const float* b = nullptr;
+  void* dx = nullptr;
+  void* ddelta = nullptr;
+  float* dw = nullptr;
+  float* db = nullptr;
+  float* dsum = nullptr;
+  float* scratch = nullptr;
+};
+
 // One tensor of the "adam" kernel: n fp32 values of a parameter, its gradient
 // and its two AdamW moments, all laid out alike; weight_decay is its group's.
 struct AdamwJob {

@@ -28,26 +28,29 @@ cudaError_t cross_entropy_fwd_grad(void* logits, DType t, int64_t rows, int64_t 
                                    const int64_t* target, float* loss, cudaStream_t stream);
 
 // ---- layer_norm.cu -------------------------------------------------------------
-// Forward, per row of C values: r = x + delta (delta null: r = x, and r_out is
-// not written), mean and rstd of r in fp32, y = (r - mean) * rstd * w + b.
-// x, r_out: dtype tr; delta: td; y: to; w, b, mean, rstd: fp32.
+// Forward, per row of C values: r = x + delta rounded to tr (delta null: r =
+// x), mean and rstd of r in fp32, y = (r - mean) * rstd * w + b. r is stored
+// in r_out where delta and r_out are given (delta without r_out: not stored;
+// the backward then reads y). x, r_out: dtype tr; delta: td; y: to; w, b,
+// mean, rstd: fp32.
 cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b,
                            void* r_out, void* y, float* mean, float* rstd, DType tr, DType td,
                            DType to, int64_t rows, int64_t C, float eps, cudaStream_t stream);
 
-// Scratch floats layer_norm_bwd needs for rows x C (dw/db partial sums).
+// Scratch floats layer_norm_bwd needs for rows x C (the columns' partial sums).
 int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 
-// Backward: dx = dr + d LayerNorm(r)/dr . dy (dr null: 0) in dtype tr;
-// ddelta (null: not written) the same values in dtype td; dw, db (fp32, C) the
-// weight and bias gradients (overwritten, not accumulated). dy2 (null: none) is
-// a second gradient of y (dtype to), added to dy as it is read, the sum
-// rounded to to as a separate add would. scratch: at least
+// Backward (operands: LnBwd): dx = dr + d LayerNorm(r)/dr . dy (dr null: 0)
+// in dtype tr, with x^ from r as stored, or from y, w and b where r is null;
+// ddelta (null: not written) the same values in dtype td; dw, db (fp32, C)
+// the weight and bias gradients and dsum (null: none; fp32, C) the column
+// sums of the delta's gradient as stored (overwritten, not accumulated). dy2
+// (null: none) is a second gradient of y (dtype to), added to dy as it is
+// read, the sum rounded to to as a separate add would. scratch: at least
 // layer_norm_bwd_scratch(rows, C) floats. Deterministic (no atomics).
-cudaError_t layer_norm_bwd(const void* dy, const void* dy2, const void* dr, const void* r, const float* mean,
-                           const float* rstd, const float* w, void* dx, void* ddelta, float* dw,
-                           float* db, float* scratch, DType tr, DType td, DType to, int64_t rows,
-                           int64_t C, cudaStream_t stream);
+using kern::LnBwd;
+cudaError_t layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C,
+                           cudaStream_t stream);
 
 // Whether the LayerNorm kernels take rows of C values, and these dtypes:
 // output (to) bf16 or fp16; residual (tr) fp32 or the output's; delta (td)
