@@ -1,6 +1,6 @@
-# Next call D (scripts/gpu-next/README.md): issue 41 item 2, BERT-large 32 x 512's
+# Next call bert-ln (scripts/gpu-next/README.md): issue 41 item 2, BERT-large 32 x 512's
 # lnb and lny kernels (docs/perf.md, twenty-first session). OUT is the run tool's.
-W=/tmp/resD; rm -rf $W; mkdir -p $W
+W=/tmp/resBertLN; rm -rf $W; mkdir -p $W
 export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,power.limit,memory.total --format=csv,noheader; cat build/gpu/COMMIT; date -u
 [[ -d .gloo/include/gloo ]] && export CS_GLOO_INCLUDE=$PWD/.gloo/include
