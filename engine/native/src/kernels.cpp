@@ -12,7 +12,7 @@ namespace {
 
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n = {"ce",  "ln",   "bn",  "pool", "lin", "stem",
-                                             "cast", "res", "qkv", "adam", "fp8cast"};
+                                             "cast", "res", "qkv", "adam", "fp8cast", "rand"};
   return n;
 }
 

@@ -32,6 +32,8 @@
 //        or column) in one read, then scale and cast to FP8 with the scale
 //        read on the device, the transposed copy the backward needs written
 //        from the same read (fp8_linear.h; GPT and BERT under precision fp8)
+//   rand the synthetic data's keyed draws (RowRandom, row_random.h) in one
+//        pass a draw, the tensor ops' values (every family's data source)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -55,7 +57,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,rand"), "none"
 // when none: for cs_info.
 std::string in_use();
 
