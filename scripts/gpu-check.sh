@@ -9,8 +9,9 @@
 #             and the C++ unit tests, each suite in its own process: a kernel
 #             whose suite fails (linear_ce: ce, add_layer_norm: ln, bn_relu:
 #             bn, max_pool: pool, linear_act: lin, linear_qkv: qkv, stem_conv:
-#             stem, linear_casts: cast, adamw: adam) is switched off for every
-#             later engine run (CASESTUDY_KERNELS, engine/native/src/kernels.h);
+#             stem, linear_casts: cast, adamw: adam, row_random: rand) is
+#             switched off for every later engine run (CASESTUDY_KERNELS,
+#             engine/native/src/kernels.h);
 #             while the tp suite passes, it runs once more and its "vocab
 #             cross-entropy" and "concurrent groups" cases TP_HUNT (15; 0: off)
 #             rounds each (issue 39's crash)
@@ -77,7 +78,9 @@
 #   resnet50-batch (not by default) ResNet-50 bf16 with graphs at the larger
 #             micro-batches issue 41 allows (RESNET_BATCHES, default "320 384"),
 #             each beside torchvision compiled with the padded stem at that batch
-#             (RESNET_BATCH_FP16=1: the engine in fp16 with graphs as well)
+#             (RESNET_BATCH_FP16=1: the engine in fp16 with graphs as well;
+#             and beside the engine without each kernel in RESNET_BATCH_OFF,
+#             default none)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
 #             join kernels with '+': "lnb+lny" leaves both out in one run;
 #             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
@@ -650,7 +653,7 @@ stage_resnet50_best() {
   reference "$g" resnet_tv.py 0 50 --micro-batch 256 --image-size 224
 }
 stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + graphs at RESNET_BATCHES, torchvision beside each
-  local b g c s0=$stage stage
+  local b g c k s0=$stage stage
   for b in ${RESNET_BATCHES:-320 384}; do
     [[ $b =~ ^[0-9]+$ ]] && ((b > 0 && b <= 400)) || { log_status "resnet50-batch: RESNET_BATCHES entry '$b' is not a micro-batch of 1 to 400 (issue 41's limit)"; status=1; return; }
     stage=$s0-b$b # the logs of each batch apart (reference names its log by stage)
@@ -659,6 +662,9 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     # RESNET_BATCH_FP16=1: the engine in fp16 too (docs/resnet-fusion.md: cuDNN's batch-norm
     # fusions are fp16 only, so the fp16 switch's own cost at this batch is an input of the decision)
     [[ ${RESNET_BATCH_FP16:-0} == 1 ]] && engine "$g" "engine-fp16-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true}"
+    for k in ${RESNET_BATCH_OFF:-}; do # the same without kernel k, beside it
+      run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-b$b-no$k" 15 "$c,\"graphs\":true}"
+    done
     ref_pre=tv-padstem reference "$g" resnet_tv.py 0 40 --micro-batch "$b" --image-size 224 --pad-stem
   done
 }
@@ -845,7 +851,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow"}
+NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow row_random:rand"}
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then

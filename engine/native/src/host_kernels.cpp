@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/gelu.h"
+#include "cuda/row_bits.h"
 
 namespace cs {
 namespace host {
@@ -475,6 +476,30 @@ void qkv_bwd(const kern::HeadsGrad& g, void* dz, float* db, float* scratch, DTyp
     bias_bwd<T>(out, nullptr, nullptr, db, Act::None, rows, C);
   });
   (void)scratch;
+}
+
+void row_random(const kern::RowDraw& d, void* out) {
+  if (d.rows < 0 || d.per_row < 0 || (d.kind == kern::RowKind::Randint && (d.span <= 0 || d.span > (int64_t(1) << 31))))
+    bad("row_random: arguments");
+  const int64_t n = d.per_row, half = (n + 1) / 2;
+  for (int64_t r = 0; r < d.rows; r++) {
+    const uint32_t rk = kern::row_key(d.key, d.row0 + r);
+    float* f = static_cast<float*>(out) + r * n;
+    int64_t* i = static_cast<int64_t*>(out) + r * n;
+    for (int64_t j = 0; j < (d.kind == kern::RowKind::Normal ? half : n); j++) {
+      const uint32_t b = kern::row_bits(rk, j);
+      if (d.kind == kern::RowKind::Normal) {
+        float c, s;
+        kern::row_normal(b, kern::row_bits(rk, half + j), c, s);
+        f[j] = c;
+        if (half + j < n) f[half + j] = s;
+      } else if (d.kind == kern::RowKind::Uniform) {
+        f[j] = kern::row_uniform(b);
+      } else {
+        i[j] = d.kind == kern::RowKind::Randint ? int64_t(b % uint32_t(d.span)) + d.lo : int64_t(b);
+      }
+    }
+  }
 }
 
 }  // namespace host

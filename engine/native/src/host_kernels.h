@@ -65,5 +65,9 @@ void bias_act_bwd(const void* dy, const void* z, void* dz_out, float* db, float*
                   Act act, int64_t rows, int64_t C);
 void qkv_bwd(const kern::HeadsGrad& g, void* dz, float* db, float* scratch, DType t);
 
+// The "rand" kernel's loop (cuda/row_bits.h's element code; the normal's
+// logf, sqrtf, cosf and sinf are the C library's here, not libdevice's).
+void row_random(const kern::RowDraw& d, void* out);
+
 }  // namespace host
 }  // namespace cs

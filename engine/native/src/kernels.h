@@ -39,6 +39,8 @@
 //   lny  with ln: BERT's LayerNorms (whose residual sum r nothing uses) store
 //        no r; the backward recomputes the normalized values from the
 //        output (add_layer_norm_twin, add_layer_norm.h)
+//   rand the synthetic data's keyed draws (RowRandom, row_random.h) in one
+//        pass a draw, the tensor ops' values (every family's data source)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -62,7 +64,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand"), "none"
 // when none: for cs_info.
 std::string in_use();
 

@@ -1,10 +1,16 @@
 // row_random.cpp: see row_random.h. The mixer is lowbias32 (Chris Wellons'
 // hash-prospector: xorshift-multiply rounds, a bijection on 32 bits with low
 // bias), applied to int64 tensors that hold 32-bit values: a product is split
-// into 16-bit halves so that nothing leaves int64's positive range.
+// into 16-bit halves so that nothing leaves int64's positive range. Where the
+// "rand" kernel runs (kernels.h: a CUDA tensor in a build with the engine's
+// kernels), each draw is that one pass instead (cuda/row_random.cu, the same
+// values: row_random_test.cpp); the tensor ops are the CPU path and the
+// kernel's reference.
 #include "row_random.h"
 
 #include <cmath>
+
+#include "kernels_glue.h"
 
 namespace cs {
 namespace {
@@ -40,17 +46,32 @@ torch::Tensor mix(torch::Tensor x) {
 RowRandom::RowRandom(uint64_t seed, int64_t row0, int64_t rows, torch::Device device)
     : seed_(seed), row0_(row0), rows_(rows), device_(device) {}
 
-torch::Tensor RowRandom::row_keys(uint32_t stream) const {
+uint32_t RowRandom::key(uint32_t stream) const {
   uint32_t k = mix(uint32_t(seed_) ^ mix(uint32_t(seed_ >> 32) ^ 0x9e3779b9U));
   k = mix(k ^ stream * 0x85ebca6bU);
   k = mix(k ^ uint32_t(step_));
-  k = mix(k ^ uint32_t(uint64_t(step_) >> 32));
+  return mix(k ^ uint32_t(uint64_t(step_) >> 32));
+}
+
+torch::Tensor RowRandom::row_keys(uint32_t stream) const {
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device_);
   auto rows = torch::arange(row0_, row0_ + rows_, opts).bitwise_and(kMask32);
-  return mix(mix(rows).bitwise_xor(int64_t(k))).unsqueeze(1);
+  return mix(mix(rows).bitwise_xor(int64_t(key(stream)))).unsqueeze(1);
+}
+
+torch::Tensor RowRandom::kernel(kern::RowKind k, uint32_t stream, int64_t per_row, int64_t lo, int64_t span) const {
+  if (!kernels::enabled("rand") || !(device_.is_cuda() || kernels::host_for_tests())) return {};
+  const bool ints = k == kern::RowKind::Bits || k == kern::RowKind::Randint;
+  auto out = torch::empty({rows_, per_row},
+                          torch::TensorOptions().dtype(ints ? torch::kInt64 : torch::kFloat).device(device_));
+  if (!glue::runs_here(out)) return {};
+  const kern::RowDraw d{k, key(stream), row0_, rows_, per_row, lo, span};
+  CS_KERNEL(out, "RowRandom's rand kernel", row_random, d, out.data_ptr());
+  return out;
 }
 
 torch::Tensor RowRandom::bits(uint32_t stream, int64_t per_row) const {
+  if (auto t = kernel(kern::RowKind::Bits, stream, per_row, 0, 0); t.defined()) return t;
   torch::NoGradGuard ng;
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device_);
   // Two rounds over (row key xor element): a row's elements are as far apart
@@ -60,15 +81,18 @@ torch::Tensor RowRandom::bits(uint32_t stream, int64_t per_row) const {
 }
 
 torch::Tensor RowRandom::uniform(uint32_t stream, int64_t per_row) const {
+  if (auto t = kernel(kern::RowKind::Uniform, stream, per_row, 0, 0); t.defined()) return t;
   return bits(stream, per_row).__rshift__(8).to(torch::kFloat).mul_(1.0f / 16777216.0f);
 }
 
 torch::Tensor RowRandom::randint(uint32_t stream, int64_t per_row, int64_t lo, int64_t hi) const {
   TORCH_CHECK(hi > lo && hi - lo <= (int64_t(1) << 31), "RowRandom::randint: bad range [", lo, ", ", hi, ")");
+  if (auto t = kernel(kern::RowKind::Randint, stream, per_row, lo, hi - lo); t.defined()) return t;
   return bits(stream, per_row).remainder(hi - lo).add_(lo);
 }
 
 torch::Tensor RowRandom::normal(uint32_t stream, int64_t per_row) const {
+  if (auto t = kernel(kern::RowKind::Normal, stream, per_row, 0, 0); t.defined()) return t;
   const int64_t half = (per_row + 1) / 2;
   auto h = bits(stream, 2 * half);
   // u1 in (0, 1] so that log is finite; u2 in [0, 1).

@@ -5,12 +5,15 @@
 // generates only its own rows of the global batch and they equal, bit for
 // bit, the same rows of a one-rank run of the global batch (the same on the
 // CPU and on a GPU for the integer draws; floats may differ in the last ulp
-// of log/cos between devices).
+// of log/cos between devices). On a GPU with the engine's kernels each draw
+// is one kernel (kernels.h "rand") with the tensor ops' values.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+
+#include "cuda/dtype.h"
 
 namespace cs {
 
@@ -33,7 +36,11 @@ class RowRandom {
   torch::Tensor normal(uint32_t stream, int64_t per_row) const;
 
  private:
+  uint32_t key(uint32_t stream) const;             // of (seed, stream, step)
   torch::Tensor row_keys(uint32_t stream) const;  // [rows, 1] int64
+  // The draw through the "rand" kernel, or an undefined tensor where it does
+  // not run (then the tensor ops draw).
+  torch::Tensor kernel(kern::RowKind kind, uint32_t stream, int64_t per_row, int64_t lo, int64_t span) const;
   uint64_t seed_;
   int64_t row0_, rows_;
   torch::Device device_;

@@ -2,7 +2,9 @@
 // data-parallel rank's batch equals its slice of a one-rank batch of the
 // global size, for every family, and the keyed draws have the distributions
 // the families expect.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "model.h"
@@ -10,6 +12,8 @@
 #include "row_random.h"
 
 namespace {
+
+namespace kernels = cs::kernels;
 
 bool same(const torch::Tensor& rank, const torch::Tensor& global, int64_t r, int64_t b) {
   if (!rank.defined() || !global.defined()) return rank.defined() == global.defined();
@@ -100,6 +104,72 @@ int family_rank_batches(torch::Device dev) {
   return 0;
 }
 
+// The "rand" kernel (cuda/row_random.cu; on the CPU its host loop) against
+// the tensor ops, its reference: bits, uniform and randint equal bit for bit;
+// normal within 2^-20 of the reference's magnitude, element by element. That
+// bound: with logf within 1 ulp and cosf, sinf within 2 ulp on each side
+// (CUDA's documented maxima; libdevice's on the GPU for both, the C library's
+// and Sleef's here) and sqrt and the products correctly rounded, each side's
+// r cos theta is within (2^-23 + 2^-22 + 2^-24)|z| of the true value (r's
+// relative error at most 2^-24 from log's halved by the root plus 2^-24 its
+// own rounding), so the two differ by at most 7 * 2^-23 |z| < 2^-20 |z|
+// (theta and u1 equal on both: exact integer and power-of-two operations and
+// one identical rounded product). It prints how many differ at all: none
+// where both sides' libdevice is the same code.
+int kernel_is_tensor_ops(torch::Device dev) {
+  if (dev.is_cuda() && !kernels::compiled()) {
+    std::cout << "  row_random: this build has no rand kernel; nothing to compare\n";
+    return 0;
+  }
+  HostKernels host(dev.is_cpu());
+  struct Restore {  // the switch as the environment set it, however the case returns
+    ~Restore() {
+      const char* v = std::getenv("CASESTUDY_KERNELS");
+      kernels::set_for_tests(v ? v : "");
+    }
+  } restore;
+  struct Shape {
+    uint64_t seed;
+    int64_t row0, rows, per_row;
+  };
+  const uint64_t big = 0x9E3779B97F4A7C15ULL * 3 + 1;  // ResNet's seed of 3: high bits set
+  std::vector<Shape> shapes{{7, 0, 3, 1}, {7, 5, 4, 7}, {big, (int64_t(1) << 32) - 2, 5, 1001},
+                            {big, 2 * 384, dev.is_cuda() ? 384 : 4, 3 * 224 * 224}};
+  if (dev.is_cuda()) shapes.push_back({11, 3, 70000, 3});  // rows past the grid's 65,535
+  int64_t differ = 0, total = 0;
+  double worst = 0;
+  for (const auto& sh : shapes) {
+    cs::RowRandom ref(sh.seed, sh.row0, sh.rows, dev), got(sh.seed, sh.row0, sh.rows, dev);
+    for (int step = 0; step < 3; ++step) {
+      for (const uint32_t stream : {0u, 1u, 5u}) {
+        const int64_t n = sh.per_row;
+        kernels::set_for_tests("-rand");
+        CS_CHECK(!kernels::enabled("rand"));
+        auto rb = ref.bits(stream, n), ru = ref.uniform(stream, n), rz = ref.normal(stream, n);
+        auto ri = ref.randint(stream, n, 5, 50257), rw = ref.randint(stream, n, -3, (int64_t(1) << 31) - 3);
+        kernels::set_for_tests("rand");
+        CS_CHECK(kernels::enabled("rand"));
+        auto gb = got.bits(stream, n), gu = got.uniform(stream, n), gz = got.normal(stream, n);
+        auto gi = got.randint(stream, n, 5, 50257), gw = got.randint(stream, n, -3, (int64_t(1) << 31) - 3);
+        CS_CHECK(gb.dtype() == torch::kInt64 && gi.dtype() == torch::kInt64 && gu.dtype() == torch::kFloat &&
+                 gz.dtype() == torch::kFloat && gz.sizes() == rz.sizes() && gz.is_contiguous());
+        CS_CHECK(torch::equal(gb, rb) && torch::equal(gu, ru) && torch::equal(gi, ri) && torch::equal(gw, rw));
+        auto d = (gz.to(torch::kDouble) - rz.to(torch::kDouble)).abs(), mag = rz.to(torch::kDouble).abs();
+        CS_CHECK((d <= mag * std::ldexp(1.0, -20)).all().item<bool>());
+        differ += (d > 0).sum().item<int64_t>();
+        total += d.numel();
+        worst = std::max(worst, (d / mag.clamp_min(1e-30)).max().item<double>());
+      }
+      ref.next_step();
+      got.next_step();
+    }
+  }
+  std::cout << "  row_random rand kernel" << (dev.is_cuda() ? " (cuda)" : " (host loop)")
+            << ": bits, uniform, randint equal; normal: " << differ << " of " << total
+            << " differ, worst |d| / |z| " << worst << " (bound 2^-20 = " << std::ldexp(1.0, -20) << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 int row_random_tests() {
@@ -111,6 +181,7 @@ int row_random_tests() {
     failed += run_case("row_random", "rank rows are global rows" + on, [&] { return rank_rows_are_global_rows(dev); });
     failed += run_case("row_random", "distributions" + on, [&] { return distributions(dev); });
     failed += run_case("row_random", "family rank batches" + on, [&] { return family_rank_batches(dev); });
+    failed += run_case("row_random", "rand kernel = tensor ops" + on, [&] { return kernel_is_tensor_ops(dev); });
   }
   return failed;
 }

@@ -81,5 +81,19 @@ struct AdamwHyper {
   double lr, beta1, beta2, eps;
 };
 
+// The "rand" kernel (RowRandom, row_random.h): what a RowDraw writes: int64
+// bits in [0, 2^32), float uniform in [0, 1), int64 randint in [lo, lo +
+// span), float normal (Box-Muller).
+enum class RowKind { Bits = 0, Uniform = 1, Randint = 2, Normal = 3 };
+
+// One [rows, per_row] draw: key is RowRandom's key of (seed, stream, step),
+// rows are global rows row0 ... row0 + rows - 1.
+struct RowDraw {
+  RowKind kind;
+  uint32_t key;
+  int64_t row0, rows, per_row;
+  int64_t lo, span;  // Randint: 0 < span <= 2^31
+};
+
 }  // namespace kern
 }  // namespace cs

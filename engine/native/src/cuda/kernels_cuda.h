@@ -1,8 +1,9 @@
 // kernels_cuda.h: launchers of the engine's CUDA kernels (cuda/*.cu), on raw
 // device pointers, so that the .cu files need no torch headers. The C++ glue
 // (linear_ce.cpp, add_layer_norm.cpp, bn_relu.cpp, max_pool.cpp,
-// stem_conv.cpp, linear_act.cpp, linear_casts.cpp, optim.cpp, fp8_linear.cpp) checks shapes,
-// dtypes, contiguity and alignment and passes the current stream. Every launcher returns the launch's cudaError_t
+// stem_conv.cpp, linear_act.cpp, linear_casts.cpp, optim.cpp, fp8_linear.cpp,
+// row_random.cpp) checks shapes, dtypes, contiguity and alignment and passes
+// the current stream. Every launcher returns the launch's cudaError_t
 // (cudaSuccess when all went well). host_kernels.h has the same computations
 // as host loops, for the tests.
 #pragma once
@@ -161,6 +162,16 @@ using kern::AdamwHyper;
 using kern::AdamwJob;
 cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, const float* step,
                        const float* grad_scale, const float* found_inf, cudaStream_t stream);
+
+// ---- row_random.cu ---------------------------------------------------------------
+// RowRandom's draw d (row_random.h) into out [d.rows, d.per_row] (contiguous;
+// int64 for Bits and Randint, float for Uniform and Normal), every value as
+// row_bits.h computes it: the tensor ops' values bit for bit (the normal's
+// through logf, sqrtf, cosf and sinf: libdevice's). Errors: a negative size,
+// a Randint span outside (0, 2^31].
+using kern::RowDraw;
+using kern::RowKind;
+cudaError_t row_random(const RowDraw& d, void* out, cudaStream_t stream);
 
 // ---- interfere.cu ----------------------------------------------------------------
 // The κ calibration's load (interfere.cpp): blocks blocks copy src to dst
