@@ -145,14 +145,19 @@ func TestZeroMatchesDDP(t *testing.T) {
 // at once (one bucket) and one that holds its input (all).
 func checkHeldBuckets(t *testing.T, m engine.StepMetrics, step int) {
 	t.Helper()
-	var big, all int64
-	for _, b := range m.Buckets {
-		if b.Op == "reduce_scatter" {
-			big, all = max(big, b.Bytes), all+b.Bytes
-		}
-	}
+	big, all := scatterBytes(m)
 	assert.GreaterOrEqual(t, m.GradBucketPeakBytes, big, "step %d: grad_bucket_peak_bytes below the largest bucket", step)
 	assert.LessOrEqual(t, m.GradBucketPeakBytes, all, "step %d: grad_bucket_peak_bytes above all buckets", step)
+}
+
+// scatterBytes is a step's largest reduce-scatter and all of them, in bytes.
+func scatterBytes(m engine.StepMetrics) (largest, all int64) {
+	for _, b := range m.Buckets {
+		if b.Op == "reduce_scatter" {
+			largest, all = max(largest, b.Bytes), all+b.Bytes
+		}
+	}
+	return largest, all
 }
 
 func gradNorms(ms []engine.StepMetrics) []float64 {
