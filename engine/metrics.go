@@ -41,6 +41,12 @@ type StepMetrics struct {
 	// the forward's waits for the previous step's (the first step lists
 	// none), without it the step's wait for its own. Also in ExposedCommMS.
 	GatherWaitMS float64 `json:"gather_wait_ms,omitempty"`
+	// GradBucketPeakBytes (ZeRO-2) is the most bytes of full (padded fp32)
+	// gradient bucket buffers the rank held at once in the step: a bucket's
+	// buffer lives from its gradients' copy until its reduce-scatter has read
+	// it, so with collectives that keep up it is about one bucket, not the
+	// model's gradients (docs/zero.md). Absent without ZeRO-2.
+	GradBucketPeakBytes int64 `json:"grad_bucket_peak_bytes,omitempty"`
 
 	// TPCommMS is a tensor-parallel rank's time in its tensor group's
 	// collectives (the activations' all-reduces, all-gathers and

@@ -70,7 +70,10 @@ func mbfitRun(t *testing.T, path, dir string) *store.Run {
 		// What the plan recorded at the record's commit: the model is that
 		// estimate split. A refit of runner.RankEstimate moves it: then
 		// rehearse again and check on the new record, which carries its model.
-		assert.InDelta(t, float64(rec.Rehearsal.EstimateBytes), float64(model.At(rec.Rehearsal.MicroBatch)+rehearsalProcessBytes(rec.Rehearsal)), 1,
+		// ZeRO-2's estimate gained one bucket buffer when the reducer stopped
+		// keeping every bucket's (issue 39, after these records; docs/zero.md).
+		added := runner.ZeroBucketBuffer(cfg, info.Description)
+		assert.InDelta(t, float64(rec.Rehearsal.EstimateBytes), float64(model.At(rec.Rehearsal.MicroBatch)-added+rehearsalProcessBytes(rec.Rehearsal)), 1,
 			"%s %s: the derived model against the recorded estimate", dir, rec.ID)
 		rec.Rehearsal.EstimateModel = &model
 	}

@@ -34,7 +34,9 @@ import (
 //	the reducer's fp32 gradient buckets with data parallel, and the
 //	  accumulation buffer with grad_accum > 1: 4 bytes a parameter each
 //	  (measured: 3.6 and 4.1); the compression's wire copy (fp16, bf16: 2
-//	  bytes) or top-k's error-feedback residual (4 bytes);
+//	  bytes) or top-k's error-feedback residual (4 bytes); ZeRO-2 has no
+//	  bucket storage: beside its shard its gradients count as one rank's
+//	  (4 bytes a parameter), and one bucket buffer (ZeroBucketBuffer);
 //	activations per sample, in 16-bit autocast (bf16, fp16): 28 bytes per
 //	  token and hidden unit per transformer block (Korthikanti et al. count 34
 //	  without fused attention) and 3.6 bytes per logit (the logits and their
@@ -106,7 +108,15 @@ func rankEstimateParts(cfg engine.Config, d engine.Description) (static, perSamp
 	// One rank's parameters at its largest stage, as the plan counts them.
 	params := study.RankParams(cfg.Family, d.Params, d.Shapes, stages, tp)
 	static = float64(study.EstimateModelStates(params, cfg.Family, 1, dp, cfg.Zero.Stage).Total())
-	if dp > 1 {
+	switch {
+	case dp > 1 && cfg.Zero.Stage >= 2:
+		// ZeRO-2 keeps no bucket storage (docs/zero.md, "Memory"): beside
+		// its shard (in the model states) the backward's gradients come and
+		// go as on one rank, whose calibrated 4 bytes a parameter they take
+		// again, and one bucket's buffer lives while its gradients are
+		// copied into it.
+		static += float64(4*params) + float64(ZeroBucketBuffer(cfg, d))
+	case dp > 1:
 		static += float64(params) * dpBucketBytes
 	}
 	if cfg.GradAccum > 1 || (stages == 1 && cfg.Pipeline.Microbatches > 1) { // one stage: micro-batches accumulate
@@ -121,6 +131,33 @@ func rankEstimateParts(cfg engine.Config, d engine.Description) (static, perSamp
 	first, last := stageActivations(cfg, d, stages)
 	perSample = max(first*inFlight(cfg, stages, 0), last*inFlight(cfg, stages, stages-1))
 	return static, perSample
+}
+
+// ZeroBucketBuffer is the bytes of ZeRO-2's largest bucket buffer (zero.cpp's
+// ScatterReducer: fp32, one at a time when the reduce-scatters keep up): a
+// bucket closes once it reaches its cap, so at most the larger cap
+// (ddp.bucket_mb, ddp.first_bucket_mb; the engine's 25 and 1 MiB when unset)
+// plus one parameter, a transformer's largest the word embedding (its
+// vocabulary shard under tensor parallelism). ResNet-50's largest parameter
+// (a 3x3 convolution of 512 channels, 9 MiB) is not in its shapes: its
+// bucket counts the cap alone. At most the rank's gradients. 0 without ZeRO-2.
+func ZeroBucketBuffer(cfg engine.Config, d engine.Description) int64 {
+	if cfg.Zero.Stage < 2 {
+		return 0
+	}
+	bucket, first := cfg.DDP.BucketMB, cfg.DDP.FirstBucketMB
+	if bucket == 0 {
+		bucket = 25
+	}
+	if first == 0 {
+		first = 1
+	}
+	buf := int64(max(bucket, first) * (1 << 20))
+	if v, h := d.Shapes["vocab"], d.Shapes["hidden"]; v > 0 && h > 0 {
+		buf += 4 * int64(v/tpDegree(cfg)) * int64(h)
+	}
+	params := study.RankParams(cfg.Family, d.Params, d.Shapes, max(cfg.Pipeline.Stages, 1), tpDegree(cfg))
+	return min(buf, 4*params)
 }
 
 // processBytes is what one rank's process holds outside the allocator's peak.

@@ -161,5 +161,15 @@ func TestRankEstimatePipeline(t *testing.T) {
 	z1 := RankEstimate(c, b)
 	c.Zero.Stage = 2
 	assert.Less(t, z1, ddp)
-	assert.Less(t, RankEstimate(c, b), z1)
+	z2 := RankEstimate(c, b)
+	assert.Less(t, z2, z1)
+	// ZeRO-2 against ZeRO-1: the gradients' shard, and one bucket buffer in
+	// the place of DDP's bucket storage (the same 4 bytes a parameter less
+	// the buffer): the 25 MiB cap plus the word embedding, which closes its
+	// bucket (the rehearsal's 121.24 MiB bucket, gpu-check-2026-12-07b).
+	buf := ZeroBucketBuffer(c, b)
+	assert.Equal(t, int64(25<<20)+4*30522*1024, buf)
+	assert.Equal(t, 4*b.Params-(4*b.Params+7)/8-buf, z1-z2, "the gradients' shard over 8 ranks")
+	c.Zero.Stage = 1
+	assert.Zero(t, ZeroBucketBuffer(c, b))
 }

@@ -76,6 +76,24 @@ class GlooCommunicator : public Communicator {
     });
   }
 
+  // The all-reduce and the block's copy both on the queue's thread (the sum
+  // and the block are the default's, Communicator::reduce_scatter_sum): in is
+  // released when the job ends, not held until wait().
+  std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
+    check_cpu(in, "reduce_scatter");
+    check_cpu(out, "reduce_scatter");
+    if (in.numel() != out.numel() * world_ || in.scalar_type() != out.scalar_type()) {
+      throw CommError("gloo reduce_scatter: input must hold world_size x output elements of its dtype");
+    }
+    auto pg = pg_;
+    const int64_t at = int64_t(rank_) * out.numel();
+    return queue_.submit([pg, in, out, at] {
+      on_wire(in, [&](const torch::Tensor& w) { pg->allreduce(w).wait(); });
+      torch::NoGradGuard ng;
+      out.copy_(in.narrow(0, at, out.numel()));
+    });
+  }
+
   void broadcast(torch::Tensor t, int root) override {
     check_cpu(t, "broadcast", false);
     auto pg = pg_;

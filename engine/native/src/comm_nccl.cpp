@@ -13,6 +13,7 @@
 // waits behind an enqueue. Every collective counts in comm_watch's progress.
 // NCCL's env knobs (NCCL_ALGO, NCCL_PROTO, ...) apply as read by the init in
 // this fresh process.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -213,10 +214,22 @@ class NcclCommunicator : public Communicator {
     if (in.numel() != out.numel() * world_ || out.scalar_type() != in.scalar_type()) {
       throw CommError("nccl reduce_scatter: input must hold world_size x output elements of its dtype");
     }
-    return launch("reduce_scatter", {in, out}, [&](cudaStream_t s) {
+    // in is not kept until wait() (ZeRO-2 drops its bucket buffer at once,
+    // dist.h): the comm stream is recorded on its memory in the caching
+    // allocator, which then hands the memory out again only after what the
+    // stream has queued so far, the reduce-scatter, has run (c10d's
+    // recordStream). Memory from another allocator is kept as before.
+    const bool cached = caching_allocator(in);
+    std::vector<torch::Tensor> keep{out};
+    if (!cached) keep.push_back(in);
+    auto work = launch("reduce_scatter", std::move(keep), [&](cudaStream_t s) {
       return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(out.scalar_type()), ncclSum,
                                comm_, s);
     });
+    if (cached)
+      c10::cuda::CUDACachingAllocator::recordStream(
+          in.storage().data_ptr(), c10::cuda::getStreamFromExternal(stream_, static_cast<c10::DeviceIndex>(dev_)));
+    return work;
   }
 
   void broadcast(torch::Tensor t, int root) override {
@@ -365,6 +378,13 @@ class NcclCommunicator : public Communicator {
 #endif
 
  private:
+  // t's memory comes from the CUDA caching allocator (recordStream applies).
+  static bool caching_allocator(const torch::Tensor& t) {
+    const auto* alloc = c10::cuda::CUDACachingAllocator::get();
+    return alloc != nullptr && alloc->raw_deleter() != nullptr &&
+           t.storage().data_ptr().get_deleter() == alloc->raw_deleter();
+  }
+
   void check(const torch::Tensor& t, const char* what) const {
     if (!t.is_cuda() || t.device().index() != dev_ || !t.is_contiguous()) {
       throw CommError(std::string("nccl ") + what + ": needs a contiguous tensor on cuda:" + std::to_string(dev_));

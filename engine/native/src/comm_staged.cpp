@@ -10,7 +10,10 @@
 // on a dedicated high-priority communication stream, and wait() makes the
 // current stream wait on an `end` event recorded there. The staging thread
 // (a HostQueue) keeps the collectives in issue order, so the reducer's
-// buckets overlap with the backward pass as on NCCL.
+// buckets overlap with the backward pass as on NCCL. The reduce-scatter (ZeRO-2)
+// is the exception: its device-to-host copy is queued on the communication
+// stream when it is issued, so the caller's buffer is free once that copy has
+// run rather than once the thread reaches the collective.
 //
 // The same code runs with CPU tensors with dist.backend gloo-staged (the copies
 // are then host memcpys): CPU CI exercises it without a GPU.
@@ -26,6 +29,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
+#include <thread>
 
 #include "comm_internal.h"
 #include "host_queue.h"
@@ -158,6 +162,58 @@ class StagedCommunicator : public Communicator {
             host->all_gather(as_bytes(hin), as_bytes(hout))->wait();
           }
           to_device(side, hout, out, end.get());
+        }),
+        end, side);
+  }
+
+  // ZeRO-2's reduce-scatter. in is copied to a host buffer when this is
+  // called (on a GPU: on the comm stream after the caller's queued work, the
+  // stream recorded on in's memory in the caching allocator), so no reference
+  // to it outlives this call: its device memory is free once the copy has run,
+  // however long the queue takes to reach the collective. The job sums the
+  // host buffer (the host communicator's all-reduce: the same sum as the
+  // default's, Communicator::reduce_scatter_sum) and copies block rank() back
+  // into out. bf16 is summed as fp32, as all_reduce_sum.
+  std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
+    check(in, "reduce_scatter");
+    check(out, "reduce_scatter");
+    if (in.numel() != out.numel() * world_size() || in.scalar_type() != out.scalar_type())
+      throw CommError("staged reduce_scatter: input must hold world_size x output elements of its dtype");
+    auto side = side_;
+    const bool fp32 = !gloo_dtype(in.scalar_type());
+    torch::Tensor host = host_buffer(in, fp32 ? torch::kFloat : in.scalar_type());
+    std::shared_ptr<c10::Event> copied;
+    {
+      torch::NoGradGuard ng;
+      if (!side.cuda()) {
+        host.copy_(in);
+      } else {
+        c10::DeviceGuard g(side.device());
+        auto ready = record_ready();
+        c10::Stream comm = side.comm();
+        ready->block(comm);
+        c10::StreamGuard sg(comm);
+        torch::Tensor wire = fp32 ? in.to(torch::kFloat) : in;  // made on comm: ordered there
+        host.copy_(wire, /*non_blocking=*/true);
+        copied = std::make_shared<c10::Event>(side.device().type());
+        copied->record(comm);
+        c10::impl::VirtualGuardImpl impl(side.device().type());
+        impl.recordDataPtrOnStream(in.storage().data_ptr(), comm);
+      }
+    }
+    auto end = side.cuda() ? std::make_shared<c10::Event>(side.device().type()) : nullptr;
+    Communicator* h = host_.get();
+    const int64_t at = int64_t(rank()) * out.numel();
+    return std::make_shared<StagedWork>(
+        queue_.submit([side, copied, end, h, host, out, at] {
+          c10::OptionalDeviceGuard dg;
+          if (side.cuda()) dg.reset_device(side.device());
+          while (copied && !copied->query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+          h->all_reduce_sum(host)->wait();
+          torch::NoGradGuard ng;
+          torch::Tensor block = host.narrow(0, at, out.numel());
+          if (block.scalar_type() != out.scalar_type()) block = block.to(out.scalar_type());
+          to_device(side, block, out, end.get());
         }),
         end, side);
   }

@@ -57,10 +57,17 @@ class Communicator {
   virtual std::shared_ptr<CommWork> all_gather(torch::Tensor in, torch::Tensor out) = 0;
   // Sums in (contiguous, world_size * out.numel() elements) across ranks and
   // leaves block rank() of the sum in out; async like all_reduce_sum. in's
-  // contents are unspecified afterwards. Used by ZeRO-2 (zero.h). NCCL runs
-  // ncclReduceScatter; the default, Gloo's (libtorch 1.13's ProcessGroupGloo has
-  // no reduce_scatter), all-reduces in and copies the block at wait(): the same
-  // sum, twice the traffic of a ring reduce-scatter.
+  // contents are unspecified afterwards. Used by ZeRO-2 (zero.h), which drops
+  // its own reference to in at once: a backend holds in only as long as the
+  // collective reads it, never until wait(), so the buckets of a backward are
+  // not all alive at its end. NCCL runs ncclReduceScatter and records its
+  // stream on in's memory in the caching allocator (as c10d does); the
+  // host-staged backend copies in to the host when called and the device
+  // memory is free once that copy is done; Gloo (libtorch 1.13's
+  // ProcessGroupGloo has no reduce_scatter) all-reduces in on its thread and
+  // copies the block out there, releasing in as the job ends: the same sum,
+  // twice the traffic of a ring reduce-scatter. The default (any other
+  // backend) all-reduces in and copies the block at wait(), holding in until then.
   virtual std::shared_ptr<CommWork> reduce_scatter_sum(torch::Tensor in, torch::Tensor out);
   // Bytes t occupies on the wire (Gloo sends bf16 as fp32).
   virtual int64_t wire_bytes(const torch::Tensor& t) const {
@@ -134,6 +141,13 @@ struct ReducerStats {
   int64_t comm_bytes = 0;
   int collectives = 0;
   std::vector<BucketStat> buckets;
+  // ZeRO-2's reducer (zero.cpp): the most bytes of full (padded fp32) bucket
+  // buffers held at once in the step, the reducer's and its collectives'
+  // references; -1 for a reducer that keeps its buckets (DDP's: the whole
+  // gradient). On a GPU the caching allocator may keep a released buffer's
+  // memory out of reuse a little longer, until the communication stream has
+  // read it.
+  int64_t held_peak_bytes = -1;
 };
 
 class GradReducer {

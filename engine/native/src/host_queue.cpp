@@ -72,6 +72,10 @@ HostQueue::HostQueue(std::string name, int deadline_ms) : state_(std::make_share
         }
       }
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      // What the job captured (a collective's tensors) is released before
+      // the work is done, not when the next job replaces it: a reduce-scatter's
+      // input is gone once its collective is (dist.h).
+      task.fn = nullptr;
 
       commwatch::completed();  // done, failed, or skipped after an earlier failure
       if (!error.empty() && failed.empty()) commwatch::failed(error);

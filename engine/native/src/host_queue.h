@@ -49,7 +49,9 @@ class HostQueue {
   HostQueue(const HostQueue&) = delete;
   HostQueue& operator=(const HostQueue&) = delete;
 
-  // Queues fn (a blocking collective); its exception becomes the work's CommError.
+  // Queues fn (a blocking collective); its exception becomes the work's
+  // CommError. fn, and what it captured, is destroyed on the queue's thread
+  // as soon as it has run, before the work is marked done.
   std::shared_ptr<HostWork> submit(std::function<void()> fn);
   // Queues fn and waits for it.
   void run(std::function<void()> fn) { submit(std::move(fn))->wait(); }

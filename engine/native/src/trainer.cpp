@@ -842,6 +842,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     m["exposed_comm_ms"] = rs.exposed_comm_ms;
     m["comm_bytes"] = rs.comm_bytes;
     m["collectives"] = rs.collectives;
+    if (rs.held_peak_bytes >= 0) m["grad_bucket_peak_bytes"] = rs.held_peak_bytes;
     json buckets = json::array();
     for (const auto& b : rs.buckets) {
       buckets.push_back({{"bytes", b.bytes},

@@ -10,6 +10,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -308,12 +309,20 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 // and freed, and the buffer is reduce-scattered into the rank's block
 // (shard[b]); finalize() waits and averages. Earlier micro-batches (grad_accum)
 // accumulate in the parameters' own .grad(), as without ZeRO.
+//
+// The reducer keeps no reference to a bucket buffer once its reduce-scatter is
+// launched: the communicator holds it only as long as the collective reads it
+// (dist.h reduce_scatter_sum), so the full gradient never exists at once, only
+// the buckets in flight. Weak references to the launched buffers measure that
+// (ReducerStats::held_peak_bytes): at each new buffer, the bytes of it and of
+// the launched buffers something still holds; the most of a step is its peak,
+// since the held bytes grow only when a buffer is made.
 class ScatterReducer : public GradReducer {
  public:
   ScatterReducer(std::shared_ptr<ZeroLayout> L, std::vector<torch::Tensor> shard,
                  Communicator& comm, const DDPOptions& o)
       : L_(std::move(L)), shard_(std::move(shard)), comm_(comm), overlap_(o.overlap),
-        pending_(L_->buckets.size(), 0), wire_(L_->buckets.size()), work_(L_->buckets.size()),
+        pending_(L_->buckets.size(), 0), work_(L_->buckets.size()),
         clock_(make_timeline(L_->flat.device(), 2)) {
     if (!overlap_) return;
     for (size_t i = 0; i < L_->params.size(); ++i) {
@@ -336,6 +345,7 @@ class ScatterReducer : public GradReducer {
       work_[b].reset();
     }
     next_ = 0;
+    held_peak_ = 0;
   }
 
   void finalize() override {
@@ -348,7 +358,6 @@ class ScatterReducer : public GradReducer {
     for (size_t b = 0; b < L_->buckets.size(); b++) {
       work_[b]->wait();
       shard_[b].div_(double(L_->world));
-      wire_[b] = torch::Tensor();  // the full bucket's gradients: gone after the reduce
     }
     clock_->mark(1);
     valid_ = false;
@@ -382,6 +391,7 @@ class ScatterReducer : public GradReducer {
     if (s.collectives > 0) {
       clock_->finish(1);
       s.exposed_comm_ms = clock_->ms(0, 1);
+      s.held_peak_bytes = held_peak_;
     }
     stats_ = s;
     valid_ = true;
@@ -401,14 +411,32 @@ class ScatterReducer : public GradReducer {
   void launch(size_t bi) {
     const auto& b = L_->buckets[bi];
     torch::Tensor flat = torch::zeros({b.padded}, L_->flat.options());
+    const int64_t bytes = b.padded * int64_t(flat.element_size());
+    hold(flat, bytes);
     for (size_t i : b.params) {
       torch::Tensor& g = L_->params[i].mutable_grad();
       if (!g.defined()) continue;  // unused this step: zero
       view_as_in(flat, L_->at[i] - b.offset, L_->params[i]).copy_(g);
       g = torch::Tensor();  // only the rank's block survives the step
     }
-    wire_[bi] = flat;
     work_[bi] = comm_.reduce_scatter_sum(flat, shard_[bi]);
+    // flat goes out of scope here: from now on only the collective holds it.
+  }
+
+  // A new bucket buffer: the launched ones still held (by their collectives)
+  // and it, against the step's peak; then it is watched as they are.
+  void hold(const torch::Tensor& flat, int64_t bytes) {
+    int64_t now = bytes;
+    size_t kept = 0;
+    for (size_t k = 0; k < held_.size(); k++) {
+      if (held_[k].buffer.expired()) continue;
+      now += held_[k].bytes;
+      if (k != kept) held_[kept] = std::move(held_[k]);
+      kept++;
+    }
+    held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(kept), held_.end());
+    held_peak_ = std::max(held_peak_, now);
+    held_.push_back({flat.storage().getWeakStorageImpl(), bytes});
   }
 
   std::shared_ptr<ZeroLayout> L_;
@@ -416,8 +444,13 @@ class ScatterReducer : public GradReducer {
   Communicator& comm_;
   bool overlap_;
   std::vector<int> pending_;
-  std::vector<torch::Tensor> wire_;
   std::vector<std::shared_ptr<CommWork>> work_;
+  struct Held {
+    c10::weak_intrusive_ptr<c10::StorageImpl> buffer;
+    int64_t bytes;
+  };
+  std::vector<Held> held_;  // the launched bucket buffers, weakly
+  int64_t held_peak_ = 0;   // this step's most bucket-buffer bytes held at once
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   mutable std::mutex mu_;
   bool communicate_ = false;
