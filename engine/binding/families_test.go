@@ -312,6 +312,24 @@ func TestGPUFamilySteps(t *testing.T) {
 	}
 }
 
+// TestGPUResNetFusion: resnet.fusion cudnn (docs/resnet-fusion.md) on the tiny
+// ResNet in fp16, channels_last: eager and replayed as a CUDA graph from one
+// seed agree as TestGPUFamilyGraphsMatchEager's runs do (the fused plans are
+// built in the eager warm-up steps, none inside the capture), and in bf16 the
+// engine refuses the knob with the reason. The fused block against the
+// unfused one is cs_native_tests resnet_fusion.
+func TestGPUResNetFusion(t *testing.T) {
+	lib := gpuLibrary(t)
+	cfg := gpuFamily("resnet50", "tiny", "fp16", false)
+	cfg.ChannelsLast = true
+	cfg.ResNet = &engine.ResNetConfig{Fusion: "cudnn"}
+	graphsMatchEager(t, lib, cfg, 8, 0.01)
+	cfg.Precision = "bf16"
+	_, err := lib.Create(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "takes fp16 only on the H100")
+}
+
 // TestGPUFamilyGraphsMatchEager: each preset from the same seed, eager and
 // replayed as a CUDA graph, in bf16: the tiny ones for 8 steps, BERT-large and
 // ResNet-50 at the benchmark shapes for 5 (two replays). Tolerance 1% relative
