@@ -64,7 +64,7 @@ constexpr auto kCL = at::MemoryFormat::ChannelsLast;
 std::tuple<torch::Tensor, torch::Tensor> conv_grads(const torch::Tensor& dy, const torch::Tensor& x,
                                                     const torch::Tensor& w, int64_t stride, bool need_dx) {
   const int64_t pad = w.size(2) / 2;
-  auto g = at::convolution_backward(dy.contiguous(kCL), x, w, c10::nullopt, {stride, stride}, {pad, pad},
+  auto g = at::convolution_backward(dy.contiguous(kCL), x, w, at::OptionalIntArrayRef(), {stride, stride}, {pad, pad},
                                     {1, 1}, false, {0, 0}, 1, {need_dx, true, false});
   return {std::get<0>(g), std::get<1>(g)};
 }
