@@ -252,6 +252,31 @@ func TestFamilyBadConfig(t *testing.T) {
 	}
 }
 
+// resnet.fusion cudnn through the C ABI on the CPU: refused at cs_create as a
+// config error naming the field and saying why (device cpu; bf16), while
+// cs_describe, which checks the model alone, takes it; an unknown value is
+// refused by both.
+func TestResNetFusionRefusedOnCPU(t *testing.T) {
+	lib := realLibrary(t)
+	cfg := tinyResNet()
+	cfg.Precision, cfg.ChannelsLast = "fp16", true
+	cfg.ResNet = &engine.ResNetConfig{Fusion: "cudnn"}
+	_, err := lib.Describe(cfg)
+	require.NoError(t, err)
+	e, err := lib.Create(cfg)
+	require.Error(t, err)
+	assert.Nil(t, e)
+	assertConfigError(t, err, "cs_create", "resnet.fusion cudnn: runs cuDNN's fused convolutions on CUDA only")
+	cfg.Device, cfg.Precision = "cuda", "bf16"
+	_, err = lib.Create(cfg)
+	require.Error(t, err)
+	assertConfigError(t, err, "cs_create", "cuDNN's ConvBNfprop takes fp16 only on the H100 (docs/resnet-fusion.md)")
+	cfg.ResNet.Fusion = "fused"
+	_, err = lib.Describe(cfg)
+	require.Error(t, err)
+	assertConfigError(t, err, "cs_describe", "resnet.fusion")
+}
+
 // The trainer's knobs work with both families on the CPU: bf16 autocast and
 // gradient accumulation (two micro-batches per step) train with finite losses
 // that track fp32 (first loss within 2%: same weights and batch, bf16 matmuls).
