@@ -33,8 +33,9 @@ type Config struct {
 	DDP      DDPConfig      `json:"ddp"`
 	Pipeline PipelineConfig `json:"pipeline"`
 	Zero     ZeroConfig     `json:"zero"`
-	TP       *TPConfig      `json:"tp,omitempty"`  // tensor parallelism; nil: none
-	FP8      *FP8Config     `json:"fp8,omitempty"` // precision fp8 only
+	TP       *TPConfig      `json:"tp,omitempty"`     // tensor parallelism; nil: none
+	FP8      *FP8Config     `json:"fp8,omitempty"`    // precision fp8 only
+	ResNet   *ResNetConfig  `json:"resnet,omitempty"` // resnet50 options; nil: the defaults
 	Fault    FaultConfig    `json:"fault"`
 }
 
@@ -101,6 +102,14 @@ type TPConfig struct {
 type FP8Config struct {
 	Scaling string `json:"scaling,omitempty"` // tensor | row
 	Grad    string `json:"grad,omitempty"`    // e5m2 | e4m3
+}
+
+// ResNetConfig holds resnet50's options. Fusion "cudnn" folds the bottleneck
+// blocks' batch norms into cuDNN's fused convolutions (ConvBNfprop; needs
+// precision fp16, channels_last, device cuda and an engine built with cuDNN's
+// backend headers: docs/resnet-fusion.md); "" or "off": the engine's kernels.
+type ResNetConfig struct {
+	Fusion string `json:"fusion,omitempty"` // off | cudnn
 }
 
 // FaultConfig injects a fault for tests of the runner's failure handling.

@@ -102,6 +102,11 @@ func EngineConfig(values map[string]string, cfg *engine.Config) error {
 		cfg.FP8 = &engine.FP8Config{Scaling: r.str("fp8.scaling"), Grad: r.str("fp8.grad")}
 	}
 
+	cfg.ResNet = nil
+	if f := r.str("resnet.fusion"); f != "off" {
+		cfg.ResNet = &engine.ResNetConfig{Fusion: f}
+	}
+
 	cfg.Fault = engine.FaultConfig{}
 	if kind := r.str("fault.kind"); kind != "none" {
 		cfg.Fault = engine.FaultConfig{Kind: kind, Rank: r.integer("fault.rank"),

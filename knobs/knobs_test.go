@@ -23,7 +23,7 @@ func TestRegistryEntriesAreComplete(t *testing.T) {
 		"ddp.overlap", "ddp.compression", "ddp.topk_ratio", "pipeline.stages", "pipeline.microbatches",
 		"pipeline.schedule", "pipeline.balance", "grad_accum", "mps", "mps.active_thread_pct", "procs_per_gpu",
 		"micro_batch", "seq_len", "image_size", "channels_last", "activation_checkpointing",
-		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms", "zero.stage", "zero.overlap_gather"}
+		"fault.kind", "fault.rank", "fault.at_step", "fault.slow_ms", "zero.stage", "zero.overlap_gather", "resnet.fusion"}
 	for _, name := range required {
 		_, ok := Lookup(name)
 		assert.True(t, ok, name)
@@ -194,6 +194,11 @@ func TestEngineConfig(t *testing.T) {
 	require.NoError(t, EngineConfig(map[string]string{"precision": "fp8", "fp8.scaling": "row"}, &cfg))
 	assert.Equal(t, &engine.FP8Config{Scaling: "row", Grad: "e5m2"}, cfg.FP8)
 
+	assert.Nil(t, cfg.ResNet, "resnet.fusion off: no resnet object")
+	cfg = engine.Config{}
+	require.NoError(t, EngineConfig(map[string]string{"resnet.fusion": "cudnn"}, &cfg))
+	assert.Equal(t, &engine.ResNetConfig{Fusion: "cudnn"}, cfg.ResNet)
+
 	assert.Error(t, EngineConfig(map[string]string{"grad_accum": "two"}, &cfg))
 }
 
@@ -267,6 +272,12 @@ func TestCheck(t *testing.T) {
 		{"fp8 cpu baseline", map[string]string{"precision": "fp8"}, nil, Setting{Device: "cpu", Ranks: 1, Family: "gpt"}, "this study runs on cpu"},
 		{"fp8 a100", map[string]string{"precision": "fp8"}, all("precision"), Setting{Device: "cuda", Ranks: 1, Family: "gpt", ComputeCap: 80}, "this node's GPUs are 8.0"},
 		{"fp8 scaling without fp8", map[string]string{"precision": "bf16", "fp8.scaling": "row"}, all("fp8.scaling"), gpu8, "unless precision is fp8"},
+		{"fusion fp16", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, ""},
+		{"fusion bf16", map[string]string{"resnet.fusion": "cudnn", "precision": "bf16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "takes fp16 only on the H100"},
+		{"fusion nchw", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "set channels_last true"},
+		{"fusion cpu", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cpu", Ranks: 1, Family: "resnet50"}, "CUDA only"},
+		{"fusion gpt", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "gpt"}, "family is gpt"},
+		{"fusion checkpointing", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true", "activation_checkpointing": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "activation checkpointing"},
 		{"fp8 scaling with fp8", map[string]string{"precision": "fp8", "fp8.scaling": "row"}, all("fp8.scaling"), Setting{Device: "cuda", Ranks: 1, Family: "gpt"}, ""},
 	}
 	for _, tt := range tests {

@@ -122,6 +122,13 @@ func knobList() []*Knob {
 		{Name: "channels_last", Type: Bool, Apply: Engine, Chapter: 29, Default: "false", Families: []string{"resnet50"},
 			Doc: "Stores images and convolution weights in NHWC order (resnet50), which tensor-core convolutions " +
 				"prefer under bf16/fp16."},
+		{Name: "resnet.fusion", Type: Enum, Values: []string{"off", "cudnn"}, Apply: Engine, Chapter: 29, Default: "off", Families: []string{"resnet50"},
+			Constraint: "cudnn only with precision fp16, channels_last true, device cuda, activation_checkpointing false and an " +
+				"engine built with cuDNN 9's backend headers",
+			Doc: "cudnn folds ResNet-50's batch norms into cuDNN's fused convolutions (ConvBNfprop): each bottleneck " +
+				"block's convolutions write their output's batch-norm statistics, and conv3 applies bn2's scale, " +
+				"bias and ReLU to its input as it loads it, so those batch-norm passes do not run " +
+				"(docs/resnet-fusion.md). fp16 only: cuDNN has no bf16 engine for it on the H100."},
 		{Name: "ddp.bucket_mb", Type: Float, Min: "0.001", Max: "4096", Apply: Engine, Chapter: 16, Default: "25",
 			Constraint: "no effect with one data-parallel rank, with pipeline.stages > 1 or with tp.degree > 1 and zero.stage 0 (ZeRO's buckets follow it)",
 			Doc: "Gradient bucket size in MiB for the data-parallel all-reduce (PyTorch DDP's bucket_cap_mb). " +

@@ -103,6 +103,9 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 	if r := fp8Reason(get("precision"), s); r != "" {
 		return r
 	}
+	if r := fusionReason(get, s); r != "" {
+		return r
+	}
 	if get("graphs") == "true" && world > 1 {
 		return fmt.Sprintf("graphs=true with %d ranks in the communicator: the engine captures the step of a single rank only (no data parallel or pipeline stages yet); set graphs: false", world)
 	}
@@ -141,6 +144,28 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 		case n == "mps.active_thread_pct" && v != Auto && get("mps") != "true":
 			return fmt.Sprintf("mps.active_thread_pct=%s has no effect unless mps is true", v)
 		}
+	}
+	return ""
+}
+
+// fusionReason says why resnet.fusion=cudnn cannot run in this trial (the
+// engine refuses the same at init, and where its build lacks cuDNN's
+// backend headers).
+func fusionReason(get func(string) string, s Setting) string {
+	if get("resnet.fusion") != "cudnn" {
+		return ""
+	}
+	switch {
+	case s.Family != "" && s.Family != "resnet50":
+		return "resnet.fusion=cudnn folds batch norm into ResNet-50's convolutions; this study's family is " + s.Family
+	case s.Device == "cpu":
+		return "resnet.fusion=cudnn runs cuDNN's fused convolutions on CUDA only; this study runs on cpu"
+	case get("precision") != "fp16":
+		return fmt.Sprintf("resnet.fusion=cudnn: cuDNN's ConvBNfprop takes fp16 only on the H100 (docs/resnet-fusion.md); precision=%s", get("precision"))
+	case get("channels_last") != "true":
+		return "resnet.fusion=cudnn: cuDNN's ConvBNfprop takes NHWC tensors only: set channels_last true"
+	case get("activation_checkpointing") == "true":
+		return "resnet.fusion=cudnn does not run under activation checkpointing yet: set activation_checkpointing false"
 	}
 	return ""
 }

@@ -80,7 +80,9 @@
 #             each beside torchvision compiled with the padded stem at that batch
 #             (RESNET_BATCH_FP16=1: the engine in fp16 with graphs as well;
 #             and beside the engine without each kernel in RESNET_BATCH_OFF,
-#             default none)
+#             default none;
+#             RESNET_BATCH_FUSED=1: the engine in fp16 with graphs and
+#             resnet.fusion cudnn, docs/resnet-fusion.md section 6)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
 #             join kernels with '+': "lnb+lny" leaves both out in one run;
 #             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
@@ -89,7 +91,8 @@
 #             ResNet-50 256x224 channels_last, GPT-2 124M 16x1024 (and, named in
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
 #             the strongest BERT reference), engine bf16 and the reference eager
-#             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models;
+#             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models,
+#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn;
 #             PROFILE_RESNET_MB, default 256, ResNet-50's micro-batch),
 #             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
@@ -284,7 +287,7 @@ for v in $CUDNN_LIMITS; do
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
-  [[ $v =~ ^(bert512|bert128|resnet50|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50 or gpt" >&2; exit 2; }
+  [[ $v =~ ^(bert512|bert128|resnet50|resnet50-fused|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50, resnet50-fused or gpt" >&2; exit 2; }
 done
 [[ $PROFILE_RESNET_MB =~ ^[0-9]+$ ]] && ((PROFILE_RESNET_MB >= 1 && PROFILE_RESNET_MB <= 400)) ||
   { echo "gpu-check.sh: PROFILE_RESNET_MB: '$PROFILE_RESNET_MB': want a micro-batch of 1 to 400" >&2; exit 2; }
@@ -662,6 +665,10 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     # RESNET_BATCH_FP16=1: the engine in fp16 too (docs/resnet-fusion.md: cuDNN's batch-norm
     # fusions are fp16 only, so the fp16 switch's own cost at this batch is an input of the decision)
     [[ ${RESNET_BATCH_FP16:-0} == 1 ]] && engine "$g" "engine-fp16-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true}"
+    # RESNET_BATCH_FUSED=1: fp16 with the batch norms folded into cuDNN's convolutions
+    # (resnet.fusion cudnn; docs/resnet-fusion.md section 6 predicts ~7,400 img/s at 384)
+    [[ ${RESNET_BATCH_FUSED:-0} == 1 ]] &&
+      engine "$g" "engine-fp16-fused-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}"
     for k in ${RESNET_BATCH_OFF:-}; do # the same without kernel k, beside it
       run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-b$b-no$k" 15 "$c,\"graphs\":true}"
     done
@@ -824,9 +831,10 @@ profile_pair() {
   local key=$1 shape=$2 ee=$3 er=$4 script=$5 cfg=$6 pre
   shift 6
   pre=$(ref_prefix "$script")
-  local stage="profile-$key" e="$PROF/$key-engine-bf16.json" r="$PROF/$key-$pre-$PROFILE_REF.json"
+  local en=${prof_engine:-engine-bf16} # the engine run's name (prof_engine: another precision or path)
+  local stage="profile-$key" e="$PROF/$key-$en.json" r="$PROF/$key-$pre-$PROFILE_REF.json"
   prof_pairs+=("$shape" "$e" "$r")
-  engine "profile $shape" engine-bf16 "$ee" "$cfg}" --profile "$e"
+  engine "profile $shape" "$en" "$ee" "$cfg}" --profile "$e"
   if [[ $PROFILE_REF == compile ]]; then # compiled only: its estimate is the eager one + 30 s of compiling
     reference "profile $shape" "$script" 0 $((er + 30)) "$@" --profile "$r"
   else
@@ -845,13 +853,18 @@ stage_profile() {
         local mb=$PROFILE_RESNET_MB
         profile_pair resnet50 "resnet50 ${mb}x224 channels_last" $(((20 * mb + 255) / 256)) $(((30 * mb + 255) / 256)) resnet_tv.py \
           "${RESNET_CFG/\"micro_batch\":256/\"micro_batch\":$mb}" --micro-batch "$mb" --image-size 224 ;;
+      resnet50-fused) # the same, the engine in fp16 with resnet.fusion cudnn (the reference as above)
+        local mb=$PROFILE_RESNET_MB c=${RESNET_FP16_CFG/\"micro_batch\":256/\"micro_batch\":$PROFILE_RESNET_MB}
+        prof_engine=engine-fp16-fused profile_pair resnet50fused "resnet50 ${mb}x224 channels_last (engine fp16 fused)" \
+          $(((20 * mb + 255) / 256)) $(((30 * mb + 255) / 256)) resnet_tv.py "$c,\"resnet\":{\"fusion\":\"cudnn\"}" \
+          --micro-batch "$mb" --image-size 224 ;;
       gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
     esac
   done
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow row_random:rand zero"}
+NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow row_random:rand zero resnet_fusion"}
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then
@@ -875,6 +888,10 @@ native_tests() {
     elif ((rc == 0)) && grep -q "no NCCL in this build" "$LOG/native-tests-$suite.out" 2>/dev/null; then
       # nccl_split passes without NCCL having checked nothing: not a pass on the GPU machine.
       echo "FAIL $suite: no NCCL in this build, the split did not run" >>"$LOG/native-tests-$suite.err"
+      failed+=("$suite")
+    elif ((rc == 0)) && grep -q "resnet.fusion: not in this build" "$LOG/native-tests-$suite.out" 2>/dev/null; then
+      # resnet_fusion passes its refusals alone where CMake found no cuDNN backend headers: not a pass here.
+      echo "FAIL $suite: the fused path is not in this build (CMake's 'cuDNN 9 backend headers' line says why)" >>"$LOG/native-tests-$suite.err"
       failed+=("$suite")
     elif ((rc == 0)); then
       ok+=("$suite")

@@ -252,6 +252,31 @@ func TestFamilyBadConfig(t *testing.T) {
 	}
 }
 
+// resnet.fusion cudnn through the C ABI on the CPU: refused at cs_create as a
+// config error naming the field and saying why (device cpu; bf16), while
+// cs_describe, which checks the model alone, takes it; an unknown value is
+// refused by both.
+func TestResNetFusionRefusedOnCPU(t *testing.T) {
+	lib := realLibrary(t)
+	cfg := tinyResNet()
+	cfg.Precision, cfg.ChannelsLast = "fp16", true
+	cfg.ResNet = &engine.ResNetConfig{Fusion: "cudnn"}
+	_, err := lib.Describe(cfg)
+	require.NoError(t, err)
+	e, err := lib.Create(cfg)
+	require.Error(t, err)
+	assert.Nil(t, e)
+	assertConfigError(t, err, "cs_create", "resnet.fusion cudnn: runs cuDNN's fused convolutions on CUDA only")
+	cfg.Device, cfg.Precision = "cuda", "bf16"
+	_, err = lib.Create(cfg)
+	require.Error(t, err)
+	assertConfigError(t, err, "cs_create", "cuDNN's ConvBNfprop takes fp16 only on the H100 (docs/resnet-fusion.md)")
+	cfg.ResNet.Fusion = "fused"
+	_, err = lib.Describe(cfg)
+	require.Error(t, err)
+	assertConfigError(t, err, "cs_describe", "resnet.fusion")
+}
+
 // The trainer's knobs work with both families on the CPU: bf16 autocast and
 // gradient accumulation (two micro-batches per step) train with finite losses
 // that track fp32 (first loss within 2%: same weights and batch, bf16 matmuls).
@@ -310,6 +335,24 @@ func TestGPUFamilySteps(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestGPUResNetFusion: resnet.fusion cudnn (docs/resnet-fusion.md) on the tiny
+// ResNet in fp16, channels_last: eager and replayed as a CUDA graph from one
+// seed agree as TestGPUFamilyGraphsMatchEager's runs do (the fused plans are
+// built in the eager warm-up steps, none inside the capture), and in bf16 the
+// engine refuses the knob with the reason. The fused block against the
+// unfused one is cs_native_tests resnet_fusion.
+func TestGPUResNetFusion(t *testing.T) {
+	lib := gpuLibrary(t)
+	cfg := gpuFamily("resnet50", "tiny", "fp16", false)
+	cfg.ChannelsLast = true
+	cfg.ResNet = &engine.ResNetConfig{Fusion: "cudnn"}
+	graphsMatchEager(t, lib, cfg, 8, 0.01)
+	cfg.Precision = "bf16"
+	_, err := lib.Create(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "takes fp16 only on the H100")
 }
 
 // TestGPUFamilyGraphsMatchEager: each preset from the same seed, eager and

@@ -25,22 +25,45 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
                                const torch::Tensor& weight, const torch::Tensor& bias,
                                const torch::Tensor& residual, torch::Tensor running_mean,
                                torch::Tensor running_var, double eps, double momentum, bool relu,
-                               bool twin) {
+                               bool twin, const torch::Tensor& sums) {
     ctx->set_materialize_grads(false);  // an unused twin's gradient stays undefined
     const int64_t C = x.size(1), M = x.numel() / C;
     auto f32 = x.options().dtype(torch::kFloat32);
     auto y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     auto mask = relu ? torch::empty({M * C / 8}, x.options().dtype(torch::kUInt8)) : torch::Tensor();
     auto save_mean = torch::empty({C}, f32), save_invstd = torch::empty({C}, f32);
-    auto scratch = torch::empty({CS_KERNEL_FACT(x, bn_act_fwd_scratch, M, C)}, f32);
     const bool has_res = residual.numel() > 0;  // an empty placeholder: no residual add
-    CS_KERNEL(x, "batch norm + ReLU forward kernels", bn_act_fwd, x.data_ptr(),
-              has_res ? residual.data_ptr() : nullptr, weight.data_ptr<float>(),
-              bias.data_ptr<float>(), running_mean.data_ptr<float>(),
-              running_var.data_ptr<float>(), y.data_ptr(),
-              relu ? mask.data_ptr<uint8_t>() : nullptr, save_mean.data_ptr<float>(),
-              save_invstd.data_ptr<float>(), scratch.data_ptr<float>(),
-              glue::dtype(x.scalar_type()), M, C, float(eps), float(momentum), relu);
+    if (sums.numel() > 0) {
+      // The statistics as sums [2][C] (a fused convolution's, resnet_fusion.h): no
+      // statistics pass; the finalize and the apply as bn_act_fwd runs them.
+#ifdef CS_WITH_KERNELS
+      TORCH_CHECK(x.is_cuda() && sums.is_cuda(), "batch norm from sums: CUDA tensors only");
+      auto coef = torch::empty({2 * C}, f32);
+      glue::check(cuda::bn_sums_finalize(sums.data_ptr<float>(), sums.data_ptr<float>() + C,
+                                         weight.data_ptr<float>(), bias.data_ptr<float>(),
+                                         running_mean.data_ptr<float>(), running_var.data_ptr<float>(),
+                                         save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
+                                         coef.data_ptr<float>(), nullptr, M, C, float(eps),
+                                         float(momentum), glue::stream()),
+                  "batch norm finalize from sums");
+      glue::check(cuda::bn_act_apply(x.data_ptr(), has_res ? residual.data_ptr() : nullptr,
+                                     coef.data_ptr<float>(), y.data_ptr(),
+                                     relu ? mask.data_ptr<uint8_t>() : nullptr,
+                                     glue::dtype(x.scalar_type()), M, C, relu, glue::stream()),
+                  "batch norm apply");
+#else
+      TORCH_CHECK(false, "batch norm from sums: this build has no CUDA kernels");
+#endif
+    } else {
+      auto scratch = torch::empty({CS_KERNEL_FACT(x, bn_act_fwd_scratch, M, C)}, f32);
+      CS_KERNEL(x, "batch norm + ReLU forward kernels", bn_act_fwd, x.data_ptr(),
+                has_res ? residual.data_ptr() : nullptr, weight.data_ptr<float>(),
+                bias.data_ptr<float>(), running_mean.data_ptr<float>(),
+                running_var.data_ptr<float>(), y.data_ptr(),
+                relu ? mask.data_ptr<uint8_t>() : nullptr, save_mean.data_ptr<float>(),
+                save_invstd.data_ptr<float>(), scratch.data_ptr<float>(),
+                glue::dtype(x.scalar_type()), M, C, float(eps), float(momentum), relu);
+    }
     ctx->save_for_backward({x, weight, save_mean, save_invstd, mask});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = has_res;
@@ -79,7 +102,7 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
               dw.data_ptr<float>(), db.data_ptr<float>(), scratch.data_ptr<float>(),
               glue::dtype(x.scalar_type()), M, C, relu);
     return {dx, dw, db, has_res ? dres : torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -165,7 +188,7 @@ std::pair<torch::Tensor, torch::Tensor> bn_act_once(torch::nn::BatchNorm2dImpl& 
     auto o = BatchNormAct::apply(x, m.weight, m.bias,
                                  residual.defined() ? residual : torch::empty({0}, x.options()),
                                  m.running_mean, m.running_var, m.options.eps(),
-                                 *m.options.momentum(), relu, twin);
+                                 *m.options.momentum(), relu, twin, torch::empty({0}, x.options()));
     return {o[0], twin ? o[1] : o[0]};
   }
   auto y = m.forward(x);
@@ -175,6 +198,28 @@ std::pair<torch::Tensor, torch::Tensor> bn_act_once(torch::nn::BatchNorm2dImpl& 
 }
 
 }  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> batch_norm_act_from_sums(torch::nn::BatchNorm2dImpl& m,
+                                                                 const torch::Tensor& x,
+                                                                 const torch::Tensor& sums,
+                                                                 const torch::Tensor& residual,
+                                                                 bool relu, bool twin) {
+  TORCH_CHECK(batch_norm_act_fused(m, x, residual) && x.is_cuda(),
+              "batch norm from sums: needs the bn kernels on a CUDA channels_last tensor");
+  TORCH_CHECK(sums.is_cuda() && sums.scalar_type() == torch::kFloat32 && sums.numel() == 2 * x.size(1),
+              "batch norm from sums: sums must be CUDA fp32 [2, C]");
+  TORCH_CHECK(!recomputing(), "batch norm from sums: not under activation checkpointing");
+  twin = twin && kernels::enabled("res");
+  {
+    torch::NoGradGuard ng;
+    m.num_batches_tracked.add_(1);  // as BatchNorm's forward counts
+  }
+  auto o = BatchNormAct::apply(x, m.weight, m.bias,
+                               residual.defined() ? residual : torch::empty({0}, x.options()),
+                               m.running_mean, m.running_var, m.options.eps(), *m.options.momentum(),
+                               relu, twin, sums.contiguous());
+  return {o[0], twin ? o[1] : o[0]};
+}
 
 torch::Tensor batch_norm_act(torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
                              const torch::Tensor& residual, bool relu) {

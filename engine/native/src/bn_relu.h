@@ -29,6 +29,17 @@ std::pair<torch::Tensor, torch::Tensor> batch_norm_act_twin(torch::nn::BatchNorm
                                                             const torch::Tensor& residual,
                                                             bool relu);
 
+// batch_norm_act(_twin) with the batch statistics of x given as sums (fp32
+// CUDA [2, C]: the per-channel sum and sum of squares, e.g. from a fused
+// convolution's GenStats, resnet_fusion.h): no statistics pass, the same
+// finalize (from the sums), apply and backward kernels otherwise. CUDA
+// only, batch_norm_act_fused must hold, not under activation checkpointing.
+std::pair<torch::Tensor, torch::Tensor> batch_norm_act_from_sums(torch::nn::BatchNorm2dImpl& m,
+                                                                 const torch::Tensor& x,
+                                                                 const torch::Tensor& sums,
+                                                                 const torch::Tensor& residual,
+                                                                 bool relu, bool twin);
+
 // Whether batch_norm_act runs the kernels: the "bn" kernel switched on, m in
 // training mode with running statistics and a momentum, x a CUDA bf16 or
 // fp16 channels_last tensor with a channel count the kernels take, the

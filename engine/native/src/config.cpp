@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "resnet_fusion.h"
+
 namespace cs {
 namespace {
 
@@ -261,6 +263,9 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   c.tp.degree = int(tp.integer("degree", 1));
   c.tp.sequence_parallel = tp.boolean("sequence_parallel", false);
 
+  Fields rn(f.object("resnet"), "resnet.");
+  m.resnet_fusion = rn.str("fusion", "off");
+
   Fields f8(f.object("fp8"), "fp8.");
   c.fp8.scaling = f8.str("scaling", "tensor");
   c.fp8.grad = f8.str("grad", "e5m2");
@@ -279,7 +284,10 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
   z.refuse_unknown();
   tp.refuse_unknown();
   f8.refuse_unknown();
+  rn.refuse_unknown();
   fl.refuse_unknown();
+  if (m.resnet_fusion.empty()) m.resnet_fusion = "off";
+  one_of("resnet.fusion", m.resnet_fusion, {"off", "cudnn"});
   if (model_only) return c;
 
   // Engine fields. 0 means "the default" where engine/config.go says so.
@@ -340,6 +348,8 @@ EngineConfig parse_config(const std::string& text, bool model_only) {
     throw ConfigError("zero.stage must be 0, 1 or 2, got " + std::to_string(c.zero.stage));
 
   check_tp(c);
+  check_resnet_fusion(m.resnet_fusion, m.family, precision_name(c.precision), m.channels_last,
+                      c.device, m.activation_checkpointing);
 
   if (!c.fault.kind.empty())
     one_of("fault.kind", c.fault.kind, {"crash", "abort", "exit", "hang", "slow", "oom", "error", "stall", "overflow"});

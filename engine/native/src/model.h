@@ -32,6 +32,7 @@ struct ModelConfig {
   int64_t image_size = 0;  // resnet50; 0: 224 (tiny: 32)
   bool activation_checkpointing = false;
   bool channels_last = false;
+  std::string resnet_fusion;  // resnet.fusion: "" / off, or cudnn (resnet_fusion.h)
   int64_t seed = 0;
 };
 

@@ -17,6 +17,7 @@
 #include "bn_relu.h"
 #include "device.h"
 #include "max_pool.h"
+#include "resnet_fusion.h"
 #include "row_random.h"
 #include "stem_conv.h"
 
@@ -174,7 +175,12 @@ struct Stem : Layer {
 struct Bottleneck : Layer {
   ConvPtr conv1, conv2, conv3, down;
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr}, down_bn{nullptr};
-  Bottleneck(int64_t in, int64_t width, int64_t stride, const torch::TensorOptions& o) {
+  std::unique_ptr<BottleneckFusion> fusion;  // resnet.fusion cudnn (resnet_fusion.h)
+  int64_t stride;
+  Bottleneck(int64_t in, int64_t width, int64_t stride, const torch::TensorOptions& o,
+             const std::string& name, bool fused)
+      : stride(stride) {
+    if (fused) fusion = std::make_unique<BottleneckFusion>(name);
     int64_t out = width * kExpansion;
     const auto dev = o.device();
     conv1 = register_module("conv1", conv(in, width, 1, 1, 0, o));
@@ -197,6 +203,11 @@ struct Bottleneck : Layer {
                                                        const torch::Tensor& x_res) override {
     torch::Tensor identity =
         down ? batch_norm_act(*down_bn, down->forward(x_res), {}, /*relu=*/false) : x_res;
+    std::pair<torch::Tensor, torch::Tensor> out;
+    if (fusion && fusion->forward({conv1->weight, conv2->weight, conv3->weight, bn1.get(), bn2.get(),
+                                   bn3.get(), stride},
+                                  x, identity, &out))
+      return out;
     torch::Tensor y = batch_norm_act(*bn1, conv1->forward(x), {}, true);
     y = batch_norm_act(*bn2, conv2->forward(y), {}, true);
     return batch_norm_act_twin(*bn3, conv3->forward(y), identity, true);
@@ -226,8 +237,11 @@ class ResNet : public Model {
     for (size_t st = 0; st < s.blocks.size(); ++st) {
       for (int64_t b = 0; b < s.blocks[st]; ++b) {
         int64_t stride = (st > 0 && b == 0) ? 2 : 1;
-        add("layer" + std::to_string(st + 1) + "_" + std::to_string(b),
-            std::make_shared<Bottleneck>(in, s.planes[st], stride, o), true);
+        const std::string name = "layer" + std::to_string(st + 1) + "_" + std::to_string(b);
+        add(name,
+            std::make_shared<Bottleneck>(in, s.planes[st], stride, o, name,
+                                         cfg.resnet_fusion == "cudnn"),
+            true);
         in = s.planes[st] * kExpansion;
       }
     }

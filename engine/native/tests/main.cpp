@@ -15,6 +15,7 @@ int tppp_tests();        // tppp_test.cpp
 int nccl_split_tests();  // nccl_split_test.cpp
 int shadow_tests();      // shadow_test.cpp
 int zero_tests();        // zero_test.cpp
+int resnet_fusion_tests();  // resnet_fusion_test.cpp
 
 int main(int argc, char** argv) {
   int failed = 0, ran = 0;
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
                           {"fp8_linear", fp8_linear_tests}, {"fp8_cast", fp8_cast_tests},
                           {"row_random", row_random_tests}, {"checkpoint", checkpoint_tests},
                           {"tppp", tppp_tests}, {"nccl_split", nccl_split_tests},
-                          {"shadow", shadow_tests}, {"zero", zero_tests}}) {
+                          {"shadow", shadow_tests}, {"zero", zero_tests},
+                          {"resnet_fusion", resnet_fusion_tests}}) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; i++) wanted |= std::strcmp(argv[i], name) == 0;
     if (!wanted) continue;

@@ -254,6 +254,39 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   shift[c] = b[c] - mean * s;
 }
 
+// Per channel from sums (a convolution's fused statistics, cuDNN's GenStats:
+// sum and sum of squares of x over M rows, fp32): mean, invstd (the variance
+// sqsum / M - mean^2 in double, clamped at 0), the running statistics, the
+// affine transform as scale, shift in coef [2][C] and, where coef16 is set, the
+// same rounded to fp16 (a fused convolution's scale-bias prologue takes fp16).
+__global__ void bn_sums_finalize_kernel(const float* __restrict__ sum, const float* __restrict__ sqsum,
+                                        int C, int64_t M, const float* __restrict__ w,
+                                        const float* __restrict__ b, float eps, float momentum,
+                                        float* running_mean, float* running_var,
+                                        float* __restrict__ save_mean, float* __restrict__ save_invstd,
+                                        float* __restrict__ coef, __half* __restrict__ coef16) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const double mean = double(sum[c]) / double(M);
+  double var = double(sqsum[c]) / double(M) - mean * mean;
+  if (var < 0) var = 0;
+  const float invstd = rsqrtf(float(var) + eps);
+  save_mean[c] = float(mean);
+  save_invstd[c] = invstd;
+  if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
+  if (running_var) {
+    const double unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
+    running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
+  }
+  const float s = w[c] * invstd, t = b[c] - float(mean) * s;
+  coef[c] = s;
+  coef[C + c] = t;
+  if (coef16) {
+    coef16[c] = __float2half_rn(s);
+    coef16[C + c] = __float2half_rn(t);
+  }
+}
+
 // The coefficients of channels c0 .. c0 + kV - 1 from coef [NC][C].
 template <int NC>
 __device__ __forceinline__ void load_coefs(const float* coef, int C, int c0, float (&k)[NC][kV]) {
@@ -452,6 +485,20 @@ void over_items(int64_t vecs, int C, cudaStream_t stream, A... args) {
     Moving<<<grid_stride_blocks<Moving>(vecs, kThreads), kThreads, 0, stream>>>(args..., vecs, C);
 }
 
+// The apply pass: y = relu?(x scale + shift (+ res)), the mask, coef [2][C].
+template <typename T>
+void apply(const void* x, const void* res, const float* coef, void* y, uint8_t* mask, int64_t M, int64_t C,
+           bool relu, cudaStream_t stream) {
+  const T* xt = static_cast<const T*>(x);
+  const T* rt = static_cast<const T*>(res);
+  T* yt = static_cast<T*>(y);
+  with_flags(res != nullptr, relu, [&](auto res_flag, auto relu_flag) {
+    constexpr bool kRes = decltype(res_flag)::value, kRelu = decltype(relu_flag)::value;
+    over_items<bn_fwd_apply_kernel<T, kRes, kRelu, true>, bn_fwd_apply_kernel<T, kRes, kRelu, false>>(
+        M * C / kV, int(C), stream, xt, rt, coef, yt, mask);
+  });
+}
+
 template <typename T>
 cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, float* rm,
                 float* rv, void* y, uint8_t* mask, float* save_mean, float* save_invstd,
@@ -463,13 +510,7 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
   const Split s = over_rows<bn_fwd_stats_kernel<T>>(M, kMaxPerSm, part, stream, xt, M, int(C));
   bn_fwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, int(C), M, w, b, eps, momentum, rm, rv, save_mean, save_invstd, coef, coef + C);
-  const T* rt = static_cast<const T*>(res);
-  T* yt = static_cast<T*>(y);
-  with_flags(res != nullptr, relu, [&](auto res_flag, auto relu_flag) {
-    constexpr bool kRes = decltype(res_flag)::value, kRelu = decltype(relu_flag)::value;
-    over_items<bn_fwd_apply_kernel<T, kRes, kRelu, true>, bn_fwd_apply_kernel<T, kRes, kRelu, false>>(
-        M * C / kV, int(C), stream, xt, rt, coef, yt, mask);
-  });
+  apply<T>(x, res, coef, y, mask, M, C, relu, stream);
   return cudaGetLastError();
 }
 
@@ -550,6 +591,28 @@ cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, con
                               scratch, M, C, relu, stream);
   return bwd<__half>(dy, dy2, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db, scratch, M,
                      C, relu, stream);
+}
+
+cudaError_t bn_sums_finalize(const float* sum, const float* sqsum, const float* w, const float* b,
+                             float* running_mean, float* running_var, float* save_mean,
+                             float* save_invstd, float* coef, void* coef16, int64_t M, int64_t C,
+                             float eps, float momentum, cudaStream_t stream) {
+  if (M <= 0 || C <= 0) return cudaErrorInvalidValue;
+  bn_sums_finalize_kernel<<<unsigned((C + 127) / 128), 128, 0, stream>>>(
+      sum, sqsum, int(C), M, w, b, eps, momentum, running_mean, running_var, save_mean, save_invstd,
+      coef, static_cast<__half*>(coef16));
+  return cudaGetLastError();
+}
+
+cudaError_t bn_act_apply(const void* x, const void* residual, const float* coef, void* y,
+                         uint8_t* mask, DType t, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
+  if (M <= 0 || !bn_act_supports(C) || (relu && !mask) || t == DType::F32) return cudaErrorInvalidValue;
+  if (!ok_ptrs({x, residual, y}, {coef})) return cudaErrorMisalignedAddress;
+  if (t == DType::BF16)
+    apply<__nv_bfloat16>(x, residual, coef, y, mask, M, C, relu, stream);
+  else
+    apply<__half>(x, residual, coef, y, mask, M, C, relu, stream);
+  return cudaGetLastError();
 }
 
 }  // namespace cuda

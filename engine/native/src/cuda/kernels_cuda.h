@@ -85,6 +85,20 @@ cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, con
                        float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu,
                        cudaStream_t stream);
 
+// The same batch norm's passes apart, for statistics that come as sums (a
+// fused convolution's GenStats, resnet_fusion.h): bn_sums_finalize turns
+// sum, sqsum (fp32, C, over M rows) into save_mean, save_invstd, the running
+// statistics (as bn_act_fwd) and coef [2][C] (scale, shift; fp32, 32-byte
+// aligned), and where coef16 is not null the same as fp16 [2][C];
+// bn_act_apply writes y = relu?(x scale + shift (+ residual)) and the mask
+// as bn_act_fwd does.
+cudaError_t bn_sums_finalize(const float* sum, const float* sqsum, const float* w, const float* b,
+                             float* running_mean, float* running_var, float* save_mean,
+                             float* save_invstd, float* coef, void* coef16, int64_t M, int64_t C,
+                             float eps, float momentum, cudaStream_t stream);
+cudaError_t bn_act_apply(const void* x, const void* residual, const float* coef, void* y,
+                         uint8_t* mask, DType t, int64_t M, int64_t C, bool relu, cudaStream_t stream);
+
 // ---- max_pool.cu -----------------------------------------------------------------
 // Max pooling (window k, stride s, padding p, no dilation, floor mode) over x
 // [N, H, W, C] (channels_last, bf16 or fp16) into y [N, Ho, Wo, C]; arg (one

@@ -72,7 +72,8 @@ fi
 ver="$(awk '{sub(/\r$/, "")} /#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{printf "%s%s", sep, $3; sep="."}' "$inc/cudnn_version.h" 2>/dev/null || true)"
 [[ "$ver" == 9.* ]] || die "$inc/cudnn_version.h says cuDNN '${ver:-?}', the probe needs cuDNN 9"
 mkdir -p "$out"
-flags=(-std=c++17 -O2 "-arch=sm_$arch" -I"$inc" -Xcompiler -Wall)
+# -I src: the graph-building header is the engine's (src/cudnn_fusion_graph.h), one copy for both.
+flags=(-std=c++17 -O2 "-arch=sm_$arch" -I"$inc" -I"$here/../../src" -Xcompiler -Wall)
 if (( compile_only )); then
   "$nvcc" "${flags[@]}" -c "$here/probe.cu" -o "$out/probe.o"
   echo "compiled $out/probe.o against $inc (cuDNN $ver headers), $("$nvcc" --version | tail -1)"

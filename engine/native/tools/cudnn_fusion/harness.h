@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
+#include "cudnn_fusion_graph.h"  // engine/native/src: the engine's copy (build.sh: -I)
 #include "kernels.cuh"
 
 namespace probe {
+using namespace ::cs::cudnnfe;
 
 inline void cu(cudaError_t e, const char* what, int line) {
     if (e == cudaSuccess) return;

@@ -1,5 +1,8 @@
-// graph.h: a thin layer over cuDNN's backend (graph) C API (cudnn_graph.h, cuDNN 9) for the
-// ConvBNfprop probe (probe.cu). Not part of the engine: built only by build.sh next to it.
+// cudnn_fusion_graph.h: a thin layer over cuDNN's backend (graph) C API (cudnn_graph.h,
+// cuDNN 9): the one copy of it, used by the engine's fused ResNet path (resnet_fusion.cpp,
+// built only where CMake finds cuDNN's backend headers: CS_WITH_CUDNN_FUSION) and by the
+// standalone probe (tools/cudnn_fusion/, docs/resnet-fusion.md section 4). Header-only, no
+// torch: the probe compiles it with nvcc alone.
 //
 // The calls, in the order the backend wants them (docs.nvidia.com/cudnn, "Graph API" and the
 // backend descriptor reference):
@@ -24,7 +27,8 @@
 #include <utility>
 #include <vector>
 
-namespace probe {
+namespace cs {
+namespace cudnnfe {
 
 struct CudnnError : std::runtime_error {
     cudnnStatus_t status;
@@ -39,7 +43,7 @@ inline void check(cudnnStatus_t s, const char* what, int line) {
                          (last[0] ? std::string(" [") + last + "]" : std::string()),
                      s);
 }
-#define CK(x) ::probe::check((x), #x, __LINE__)
+#define CK(x) ::cs::cudnnfe::check((x), #x, __LINE__)
 
 // One backend descriptor, destroyed with its owner.
 class Desc {
@@ -118,13 +122,13 @@ class Graph {
         return v3;
     }
 
-    // Cross-correlation, fp32 compute, symmetric padding, unit stride and dilation.
-    void conv_fwd(const Desc& x, const Desc& w, const Desc& y, int64_t pad) {
+    // Cross-correlation, fp32 compute, symmetric padding, unit dilation, the given stride.
+    void conv_fwd(const Desc& x, const Desc& w, const Desc& y, int64_t pad, int64_t stride = 1) {
         conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
                 {{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, &x}, {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, &w},
                  {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, &y}},
                 CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, pad);
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, pad, stride);
     }
 
     // The weight gradient of the same convolution: dw = sum over pixels of x (shifted) * dy.
@@ -209,8 +213,8 @@ class Graph {
     void conv_op(cudnnBackendDescriptorType_t type,
                  std::initializer_list<std::pair<cudnnBackendAttributeName_t, const Desc*>> tensors,
                  cudnnBackendAttributeName_t conv, cudnnBackendAttributeName_t alpha_name,
-                 cudnnBackendAttributeName_t beta_name, int64_t pad) {
-        auto cd = conv_desc(pad);
+                 cudnnBackendAttributeName_t beta_name, int64_t pad, int64_t stride = 1) {
+        auto cd = conv_desc(pad, stride);
         auto op = keep(type);
         float alpha = 1.0f, beta = 0.0f;
         for (auto& t : tensors) op->set_desc(t.first, *t.second);
@@ -235,16 +239,16 @@ class Graph {
         pw->finalize();
         return pw;
     }
-    DescP conv_desc(int64_t pad) {
+    DescP conv_desc(int64_t pad, int64_t stride) {
         auto cd = keep(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
         cudnnDataType_t comp = CUDNN_DATA_FLOAT;
         cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-        int64_t dims = 2, one[2] = {1, 1}, padv[2] = {pad, pad};
+        int64_t dims = 2, one[2] = {1, 1}, padv[2] = {pad, pad}, st[2] = {stride, stride};
         cd->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
         cd->set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
         cd->set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
         cd->set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one);
-        cd->set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, one);
+        cd->set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, st);
         cd->set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
         cd->set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padv);
         cd->finalize();
@@ -341,4 +345,5 @@ inline void execute(cudnnHandle_t h, const Plan& p, const Desc& pack) {
     CK(cudnnBackendExecute(h, p.plan->get(), pack.get()));
 }
 
-}  // namespace probe
+}  // namespace cudnnfe
+}  // namespace cs

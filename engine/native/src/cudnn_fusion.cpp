@@ -1,0 +1,207 @@
+// cudnn_fusion.cpp: see cudnn_fusion.h. The graph is the probe's
+// (engine/native/tools/cudnn_fusion/probe.cu, measured on an H100 with cuDNN
+// 9.19: docs/resnet-fusion.md section 5), built through the one shared layer
+// over cuDNN's backend API, cudnn_fusion_graph.h.
+#include "cudnn_fusion.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#ifdef CS_WITH_CUDNN_FUSION
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include "cudnn_fusion_graph.h"
+#endif
+
+namespace cs {
+
+bool FusedConvShape::operator<(const FusedConvShape& o) const {
+  return std::tie(N, C, H, W, K, R, stride, prologue) <
+         std::tie(o.N, o.C, o.H, o.W, o.K, o.R, o.stride, o.prologue);
+}
+
+std::string FusedConvShape::str() const {
+  std::ostringstream s;
+  s << (prologue ? "scale-bias-relu + " : "") << R << "x" << R << " conv " << C << "->" << K
+    << " stride " << stride << " on " << N << "x" << H << "x" << W << " + genstats";
+  return s.str();
+}
+
+#ifndef CS_WITH_CUDNN_FUSION
+
+bool cudnn_fusion_built() { return false; }
+
+std::string cudnn_fusion_missing() {
+#ifndef CS_WITH_KERNELS
+  return "this engine was built without its CUDA kernels (a CPU build, or no nvcc at build time)";
+#else
+  return "cuDNN 9's backend headers (cudnn_graph.h) were not found when the engine was built "
+         "(CMake looks in torch's nvidia-cudnn wheel, CUDNN_ROOT, CUDNN_INCLUDE and the system)";
+#endif
+}
+
+void fused_conv_prepare(const FusedConvShape&, const torch::Device&) {
+  throw std::runtime_error("resnet.fusion: " + cudnn_fusion_missing());
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor&, const torch::Tensor&,
+                                                            const torch::Tensor&, int64_t) {
+  throw std::runtime_error("resnet.fusion: " + cudnn_fusion_missing());
+}
+
+std::vector<std::string> fused_conv_plans() { return {}; }
+
+#else
+
+namespace fe = cudnnfe;
+
+bool cudnn_fusion_built() { return true; }
+std::string cudnn_fusion_missing() { return ""; }
+
+namespace {
+
+// Tensor uids of the graph (the probe's layout).
+enum : int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSqSum = 5, kScale = 6, kBias = 7, kVirtual = 8 };
+
+struct Entry {
+  std::unique_ptr<fe::Graph> graph;
+  std::shared_ptr<fe::Plan> plan;
+  cudnnHandle_t handle = nullptr;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::map<int, cudnnHandle_t> handles;                        // per device
+  std::map<std::pair<int, FusedConvShape>, std::shared_ptr<Entry>> plans;
+};
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: handles outlive static teardown order
+  return *c;
+}
+
+cudnnHandle_t handle_locked(Cache& c, int device) {
+  auto it = c.handles.find(device);
+  if (it != c.handles.end()) return it->second;
+  cudnnHandle_t h = nullptr;
+  CK(cudnnCreate(&h));
+  c.handles[device] = h;
+  return h;
+}
+
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+}
+
+std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
+  auto e = std::make_shared<Entry>();
+  e->handle = h;
+  e->graph = std::make_unique<fe::Graph>(h);
+  fe::Graph& g = *e->graph;
+  const cudnnDataType_t half = CUDNN_DATA_HALF, f32 = CUDNN_DATA_FLOAT;
+  auto& X = g.tensor(kX, half, s.N, s.C, s.H, s.W, false);
+  auto& W = g.tensor(kW, half, s.K, s.C, s.R, s.R, false);
+  auto& Y = g.tensor(kY, half, s.N, s.K, s.Ho(), s.Wo(), false);
+  auto& SUM = g.tensor(kSum, f32, 1, s.K, 1, 1, false);
+  auto& SQ = g.tensor(kSqSum, f32, 1, s.K, 1, 1, false);
+  if (s.prologue)
+    g.conv_fwd(g.scale_bias_relu(X, kScale, kVirtual, half, f32, s.N, s.C, s.H, s.W), W, Y, s.R / 2,
+               s.stride);
+  else
+    g.conv_fwd(X, W, Y, s.R / 2, s.stride);
+  g.genstats(Y, SUM, SQ, f32);
+  g.finalize();
+  std::string why;
+  for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (auto& cfg : fe::engine_configs(g, mode)) {
+      e->plan = fe::make_plan(g, cfg, &why);
+      if (e->plan) {
+        e->plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
+        return e;
+      }
+    }
+  }
+  throw std::runtime_error("resnet.fusion: cuDNN has no engine for " + s.str() +
+                           (why.empty() ? std::string(" (no engine config proposed)") : " (last refusal: " + why + ")"));
+}
+
+std::shared_ptr<Entry> entry(const FusedConvShape& s, int device, cudaStream_t stream) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto key = std::make_pair(device, s);
+  auto it = c.plans.find(key);
+  if (it != c.plans.end()) return it->second;
+  if (capturing(stream))
+    throw std::runtime_error("resnet.fusion: the cuDNN plan for " + s.str() +
+                             " would be built inside CUDA graph capture; run an eager step first");
+  auto e = build(s, handle_locked(c, device));
+  c.plans[key] = e;
+  return e;
+}
+
+}  // namespace
+
+void fused_conv_prepare(const FusedConvShape& s, const torch::Device& device) {
+  TORCH_CHECK(device.is_cuda(), "resnet.fusion: CUDA only");
+  c10::cuda::CUDAGuard guard(device);
+  entry(s, device.index(), c10::cuda::getCurrentCUDAStream().stream());
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor& x,
+                                                            const torch::Tensor& w,
+                                                            const torch::Tensor& scale_bias,
+                                                            int64_t stride) {
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kHalf && x.dim() == 4 && x.is_contiguous(cl),
+              "fused conv: x must be CUDA fp16 channels_last");
+  TORCH_CHECK(w.is_cuda() && w.scalar_type() == torch::kHalf && w.dim() == 4 && w.is_contiguous(cl) &&
+                  w.size(1) == x.size(1) && w.size(2) == w.size(3),
+              "fused conv: w must be CUDA fp16 channels_last [K, C, R, R]");
+  const bool prologue = scale_bias.defined();
+  TORCH_CHECK(!prologue || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
+                            scale_bias.numel() == 2 * x.size(1)),
+              "fused conv: scale_bias must be fp16 [2, C]");
+  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), stride, prologue};
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  auto e = entry(s, x.get_device(), stream);
+  auto y = torch::empty({s.N, s.K, s.Ho(), s.Wo()}, x.options().memory_format(cl));
+  auto sums = torch::empty({2, s.K}, x.options().dtype(torch::kFloat32));  // GenStats overwrites
+  auto ws = torch::empty({std::max<int64_t>(e->plan->workspace, 1)}, x.options().dtype(torch::kUInt8));
+  std::vector<int64_t> uids{kX, kW, kY, kSum, kSqSum};
+  std::vector<void*> ptrs{x.data_ptr(), w.data_ptr(), y.data_ptr(), sums.data_ptr<float>(),
+                          sums.data_ptr<float>() + s.K};
+  if (prologue) {
+    uids.insert(uids.end(), {kScale, kBias});
+    auto* sb = static_cast<at::Half*>(scale_bias.data_ptr());
+    ptrs.insert(ptrs.end(), {static_cast<void*>(sb), static_cast<void*>(sb + s.C)});
+  }
+  for (void* p : ptrs)
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0, "fused conv: a tensor is not 16-byte aligned");
+  auto pack = fe::variant_pack(uids, ptrs, ws.data_ptr());
+  CK(cudnnSetStream(e->handle, stream));
+  fe::execute(e->handle, *e->plan, *pack);
+  return {y, sums};
+}
+
+std::vector<std::string> fused_conv_plans() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::vector<std::string> out;
+  for (auto& kv : c.plans) {
+    const auto& p = *kv.second->plan;
+    out.push_back("cuda:" + std::to_string(kv.first.first) + " " + kv.first.second.str() + ": engine " +
+                  std::to_string(p.engine) + (p.runtime_compiled ? " (runtime-compiled)" : "") +
+                  ", workspace " + std::to_string(p.workspace) + " bytes, heuristic " + p.mode);
+  }
+  return out;
+}
+
+#endif
+
+}  // namespace cs
