@@ -11,8 +11,8 @@
 // current stream wait on an `end` event recorded there. The staging thread
 // (a HostQueue) keeps the collectives in issue order, so the reducer's
 // buckets overlap with the backward pass as on NCCL. The reduce-scatter (ZeRO-2)
-// is the exception: its device-to-host copy is queued on the communication
-// stream when it is issued, so the caller's buffer is free once that copy has
+// is the exception: its device-to-host copy is queued on a copy stream of its
+// own when it is issued, so the caller's buffer is free once that copy has
 // run rather than once the thread reaches the collective.
 //
 // The same code runs with CPU tensors with dist.backend gloo-staged (the copies
@@ -68,6 +68,8 @@ class DeviceSide {
     c10::impl::VirtualGuardImpl impl(device.type());
     if (!device_.has_index()) device_ = impl.getDevice();  // "cuda": the current one
     comm_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/true);
+    // Another pool than comm_'s (normal priority): never the same stream.
+    copy_ = impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
   }
   bool cuda() const { return device_.is_cuda(); }
   torch::Device device() const { return device_; }
@@ -77,10 +79,14 @@ class DeviceSide {
     return impl.getStream(device_);
   }
   c10::Stream comm() const { return *comm_; }
+  // The reduce-scatter's copies to the host at the call: a stream of their own,
+  // so that the staging thread's later work on comm() does not queue behind
+  // them (which would hold each collective's copy back until the backward ends).
+  c10::Stream copy() const { return *copy_; }
 
  private:
   torch::Device device_;
-  c10::optional<c10::Stream> comm_;
+  c10::optional<c10::Stream> comm_, copy_;
 };
 
 // What one staged collective moves: the device tensor, its host copy, and how
@@ -190,15 +196,15 @@ class StagedCommunicator : public Communicator {
       } else {
         c10::DeviceGuard g(side.device());
         auto ready = record_ready();
-        c10::Stream comm = side.comm();
-        ready->block(comm);
-        c10::StreamGuard sg(comm);
-        torch::Tensor wire = fp32 ? in.to(torch::kFloat) : in;  // made on comm: ordered there
+        c10::Stream copy = side.copy();
+        ready->block(copy);
+        c10::StreamGuard sg(copy);
+        torch::Tensor wire = fp32 ? in.to(torch::kFloat) : in;  // made on copy: ordered there
         host.copy_(wire, /*non_blocking=*/true);
         copied = std::make_shared<c10::Event>(side.device().type());
-        copied->record(comm);
+        copied->record(copy);
         c10::impl::VirtualGuardImpl impl(side.device().type());
-        impl.recordDataPtrOnStream(in.storage().data_ptr(), comm);
+        impl.recordDataPtrOnStream(in.storage().data_ptr(), copy);
       }
     }
     auto end = side.cuda() ? std::make_shared<c10::Event>(side.device().type()) : nullptr;
