@@ -49,7 +49,7 @@ func (m Interpolated) Time(op string, bytes int64, ranks int) (float64, string, 
 	if op == AllReduce && ranks == m.Ranks && len(ps) >= 2 && bytes >= ps[0].Bytes && bytes <= ps[len(ps)-1].Bytes {
 		i := sort.Search(len(ps), func(i int) bool { return ps[i].Bytes >= bytes })
 		if ps[i].Bytes == bytes {
-			return ps[i].MS, "measured", nil
+			return ps[i].MS, "bench point", nil
 		}
 		a, b := ps[i-1], ps[i]
 		f := float64(bytes-a.Bytes) / float64(b.Bytes-a.Bytes)

@@ -16,8 +16,8 @@ func TestInterpolatedClosedForms(t *testing.T) {
 		want  float64
 		how   string
 	}{
-		{1 << 20, 1.5, "measured"},                         // the mean of its two points
-		{4 << 20, 3, "measured"},                           // a measured size
+		{1 << 20, 1.5, "bench point"},                      // the mean of its two points
+		{4 << 20, 3, "bench point"},                        // a measured size
 		{10 << 20, 3 + 0.5*8, "interpolated"},              // halfway from 4 to 16 MiB
 		{(1 << 20) + (3<<20)/3, 1.5 + 0.5, "interpolated"}, // a third of the way from 1 to 4 MiB
 		{64 << 20, 100, "fixed"},                           // past the largest: the fallback

@@ -666,7 +666,7 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     # fusions are fp16 only, so the fp16 switch's own cost at this batch is an input of the decision)
     [[ ${RESNET_BATCH_FP16:-0} == 1 ]] && engine "$g" "engine-fp16-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true}"
     # RESNET_BATCH_FUSED=1: fp16 with the batch norms folded into cuDNN's convolutions
-    # (resnet.fusion cudnn; docs/resnet-fusion.md section 6 predicts ~7,400 img/s at 384)
+    # (resnet.fusion cudnn; docs/resnet-fusion.md section 6 predicts ~7,290 img/s at 384)
     [[ ${RESNET_BATCH_FUSED:-0} == 1 ]] &&
       engine "$g" "engine-fp16-fused-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}"
     for k in ${RESNET_BATCH_OFF:-}; do # the same without kernel k, beside it

@@ -142,6 +142,8 @@ func (o predictFlags) costModel(ranks int) (predict.CostModel, float64, error) {
 	switch {
 	case o.topology != "" && o.fit != "":
 		return nil, 0, exitcode.Usage(errors.New("give --topology or --fit, not both"))
+	case o.interpolate && o.fit == "":
+		return nil, 0, exitcode.Usage(errors.New("--fit-interpolate joins the points of --fit's benchmark: give --fit too"))
 	case o.topology != "":
 		t, err := predict.LoadTopology(o.topology)
 		if err != nil {

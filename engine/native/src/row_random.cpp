@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "cuda/row_bits.h"
 #include "kernels_glue.h"
 
 namespace cs {
@@ -18,14 +19,8 @@ namespace {
 constexpr int64_t kMask32 = 0xFFFFFFFFLL;
 constexpr uint32_t kMul1 = 0x7feb352dU, kMul2 = 0x846ca68bU;
 
-uint32_t mix(uint32_t x) {
-  x ^= x >> 16;
-  x *= kMul1;
-  x ^= x >> 15;
-  x *= kMul2;
-  x ^= x >> 16;
-  return x;
-}
+// The scalar mixer: the kernel's own (cuda/row_bits.h), for the step keys.
+uint32_t mix(uint32_t x) { return kern::mix32(x); }
 
 // (x * c) mod 2^32 for 0 <= x < 2^32.
 torch::Tensor mulmod(const torch::Tensor& x, uint32_t c) {
