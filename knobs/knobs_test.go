@@ -276,7 +276,6 @@ func TestCheck(t *testing.T) {
 		{"fusion bf16", map[string]string{"resnet.fusion": "cudnn", "precision": "bf16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "takes fp16 only on the H100"},
 		{"fusion nchw", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "set channels_last true"},
 		{"fusion cpu", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cpu", Ranks: 1, Family: "resnet50"}, "CUDA only"},
-		{"fusion gpt", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "gpt"}, "family is gpt"},
 		{"fusion checkpointing", map[string]string{"resnet.fusion": "cudnn", "precision": "fp16", "channels_last": "true", "activation_checkpointing": "true"}, all("resnet.fusion"), Setting{Device: "cuda", Ranks: 1, Family: "resnet50"}, "activation checkpointing"},
 		{"fp8 scaling with fp8", map[string]string{"precision": "fp8", "fp8.scaling": "row"}, all("fp8.scaling"), Setting{Device: "cuda", Ranks: 1, Family: "gpt"}, ""},
 	}

@@ -150,14 +150,14 @@ func Check(values map[string]string, changed map[string]bool, s Setting) string 
 
 // fusionReason says why resnet.fusion=cudnn cannot run in this trial (the
 // engine refuses the same at init, and where its build lacks cuDNN's
-// backend headers).
+// backend headers). The knob is resnet50's only (Families): a study of
+// another family that sets or sweeps it is refused at load, with its
+// position (study/build.go), so no trial of one reaches this.
 func fusionReason(get func(string) string, s Setting) string {
 	if get("resnet.fusion") != "cudnn" {
 		return ""
 	}
 	switch {
-	case s.Family != "" && s.Family != "resnet50":
-		return "resnet.fusion=cudnn folds batch norm into ResNet-50's convolutions; this study's family is " + s.Family
 	case s.Device == "cpu":
 		return "resnet.fusion=cudnn runs cuDNN's fused convolutions on CUDA only; this study runs on cpu"
 	case get("precision") != "fp16":

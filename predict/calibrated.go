@@ -44,12 +44,8 @@ type Calibrated struct {
 
 // Time is the calibrated time of a bucket of bytes, else Fallback's.
 func (c Calibrated) Time(op string, bytes int64, ranks int) (float64, string, error) {
-	if ranks == c.Ranks {
-		for _, b := range c.Buckets {
-			if b.Op == op && b.Bytes == bytes && b.MS > 0 {
-				return b.MS, "calibrated", nil
-			}
-		}
+	if b := c.bucket(op, bytes, ranks); b != nil {
+		return b.MS, "calibrated", nil
 	}
 	if c.Fallback == nil {
 		return 0, "", fmt.Errorf("no calibrated %s of %d bytes on %d ranks and no fallback model", op, bytes, ranks)
@@ -60,12 +56,21 @@ func (c Calibrated) Time(op string, bytes int64, ranks int) (float64, string, er
 // Samples are the calibration's measured times of a bucket of bytes,
 // ascending (nil: none; Time then asks Fallback).
 func (c Calibrated) Samples(op string, bytes int64, ranks int) []float64 {
+	if b := c.bucket(op, bytes, ranks); b != nil {
+		return b.Times
+	}
+	return nil
+}
+
+// bucket is the calibrated bucket of op and bytes on ranks (nil: none, or
+// no time), the one lookup of Time and Samples.
+func (c Calibrated) bucket(op string, bytes int64, ranks int) *CalibratedBucket {
 	if ranks != c.Ranks {
 		return nil
 	}
-	for _, b := range c.Buckets {
+	for i, b := range c.Buckets {
 		if b.Op == op && b.Bytes == bytes && b.MS > 0 {
-			return b.Times
+			return &c.Buckets[i]
 		}
 	}
 	return nil

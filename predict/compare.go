@@ -60,6 +60,20 @@ func Validate(preds []Prediction, measured map[string]float64, key func(Predicti
 	return v
 }
 
+// WinnerLine says whether the measurement separates its best trial from
+// every other (runs.DecideWinner), with the evidence: without it the same
+// or a different winner tests nothing.
+func (v Validation) WinnerLine() string {
+	s := "The measured winner is separated from every other trial ("
+	if !v.WinnerDecidable {
+		s = "The winner is not decidable by the measurement: its best trial is not separated from every other ("
+	}
+	if len(v.Separations) == 0 {
+		s += "no launches to compare"
+	}
+	return s + strings.Join(v.Separations, "; ") + ")."
+}
+
 // Markdown renders predictions as their own report section: predicted
 // values with their bands and inputs, apart from every measurement.
 func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation) string {
@@ -113,15 +127,7 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		}
 		fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
 			100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
-		if !v.WinnerDecidable {
-			b.WriteString("The winner is not decidable by the measurement: its best trial is not separated from every other (")
-		} else {
-			b.WriteString("The measured winner is separated from every other trial (")
-		}
-		if len(v.Separations) == 0 {
-			b.WriteString("no launches to compare")
-		}
-		b.WriteString(strings.Join(v.Separations, "; ") + ").\n")
+		b.WriteString(v.WinnerLine() + "\n")
 		if len(v.Unmatched) > 0 {
 			fmt.Fprintf(&b, "No measurement for: %s.\n", strings.Join(v.Unmatched, ", "))
 		}

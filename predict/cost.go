@@ -80,7 +80,7 @@ type Point struct {
 // FitAlphaBeta fits α and β of an all-reduce over ranks to points by least
 // squares on T = a + b·bytes (a = 2(p-1)α, b = 2(p-1)/p·β), weighting each
 // point by 1/T² so small and large messages count alike (relative error).
-// It needs at least two distinct sizes and ranks ≥ 2.
+// It needs at least two distinct sizes and ranks ≥ 2; the fit records ranks.
 func FitAlphaBeta(points []Point, ranks int, source string) (AlphaBeta, error) {
 	if ranks < 2 {
 		return AlphaBeta{}, fmt.Errorf("alpha-beta fit: needs at least 2 ranks, got %d", ranks)
@@ -101,7 +101,7 @@ func FitAlphaBeta(points []Point, ranks int, source string) (AlphaBeta, error) {
 	}
 	a = math.Max(a, 0)
 	p := float64(ranks)
-	return AlphaBeta{AlphaMS: a / (2 * (p - 1)), BetaMSPerB: b * p / (2 * (p - 1)), Source: source}, nil
+	return AlphaBeta{AlphaMS: a / (2 * (p - 1)), BetaMSPerB: b * p / (2 * (p - 1)), Source: source, Ranks: ranks}, nil
 }
 
 // wls is a weighted least-squares line y = a + b·x over message sizes x.

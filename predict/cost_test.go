@@ -19,6 +19,9 @@ func TestAlphaBetaRecoversItsParameters(t *testing.T) {
 	if math.Abs(got.AlphaMS/want.AlphaMS-1) > 1e-6 || math.Abs(got.BetaMSPerB/want.BetaMSPerB-1) > 1e-6 {
 		t.Errorf("fit %+v, want %+v", got, want)
 	}
+	if got.Ranks != 4 {
+		t.Errorf("fit on %d ranks, want the points' 4", got.Ranks)
+	}
 	// Ring closed forms at p = 2: 2α + n·β for all-reduce, α + n/2·β for all-gather.
 	ar, _, _ := got.Time(AllReduce, 1000, 2)
 	ag, _, _ := got.Time(AllGather, 1000, 2)

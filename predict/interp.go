@@ -51,9 +51,7 @@ func (m Interpolated) Time(op string, bytes int64, ranks int) (float64, string, 
 		if ps[i].Bytes == bytes {
 			return ps[i].MS, "bench point", nil
 		}
-		a, b := ps[i-1], ps[i]
-		f := float64(bytes-a.Bytes) / float64(b.Bytes-a.Bytes)
-		return a.MS + f*(b.MS-a.MS), "interpolated", nil
+		return lerp(ps[i-1], ps[i], bytes), "interpolated", nil
 	}
 	if m.Fallback == nil {
 		return 0, "", fmt.Errorf("interpolated model: %s of %d bytes on %d ranks is outside its points and there is no fallback", op, bytes, ranks)
@@ -77,10 +75,14 @@ func (m Interpolated) LeaveOneOutError() (float64, bool) {
 	ps := m.Points
 	worst := 0.0
 	for i := 1; i+1 < len(ps); i++ {
-		a, b := ps[i-1], ps[i+1]
-		f := float64(ps[i].Bytes-a.Bytes) / float64(b.Bytes-a.Bytes)
-		e := (a.MS + f*(b.MS-a.MS) - ps[i].MS) / ps[i].MS
+		e := (lerp(ps[i-1], ps[i+1], ps[i].Bytes) - ps[i].MS) / ps[i].MS
 		worst = max(worst, e, -e)
 	}
 	return worst, len(ps) > 2
+}
+
+// lerp is the time at bytes on the line through a and b (a.Bytes < b.Bytes).
+func lerp(a, b Point, bytes int64) float64 {
+	f := float64(bytes-a.Bytes) / float64(b.Bytes-a.Bytes)
+	return a.MS + f*(b.MS-a.MS)
 }

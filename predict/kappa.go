@@ -84,12 +84,13 @@ func CalibrateShadow(trial string, ranks int, launches [][]ShadowStep) (Calibrat
 	if len(ratios) == 0 {
 		return Calibration{}, fmt.Errorf("stretch calibration of %s: no loaded step beside a clean one in %d launches (%d clean, %d loaded steps)", trial, len(launches), len(clean), len(loaded))
 	}
-	if g := Median(gbps); g <= 0 {
+	g := Median(gbps)
+	if g <= 0 {
 		return Calibration{}, fmt.Errorf("stretch calibration of %s: no collective ran on the group in its loaded steps", trial)
 	}
 	r := Median(ratios)
 	return Calibration{Kappa: math.Max(1, r), Ratio: r, Trial: trial, BackwardMS: Median(clean),
-		LoadedBackwardMS: Median(loaded), LoadGBps: Median(gbps), Steps: len(ratios), ShadowRanks: ranks, Launches: used,
+		LoadedBackwardMS: Median(loaded), LoadGBps: g, Steps: len(ratios), ShadowRanks: ranks, Launches: used,
 		Buckets: calibratedBuckets(buckets)}, nil
 }
 

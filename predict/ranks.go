@@ -49,6 +49,13 @@ func SimulateRanks(steps []Profile, o Options) (RanksResult, error) {
 // differs between the ranks, as it does in the N-rank run. Every set must
 // hold steps of the same trial; len(sets) must be o.Ranks.
 func SimulateRankSets(sets [][]Profile, o Options) (RanksResult, error) {
+	return simulateRankSets(sets, o, o.bucketCosts)
+}
+
+// simulateRankSets is SimulateRankSets with the bucket costs from costs
+// (the first step's buckets). It does not change what costs gives: the
+// collectives' drawn times go to a copy.
+func simulateRankSets(sets [][]Profile, o Options, costs costsFunc) (RanksResult, error) {
 	kappa, cs, err := o.factors()
 	if err != nil {
 		return RanksResult{}, err
@@ -80,9 +87,13 @@ next:
 		kappa = 1
 	}
 	nb := len(steps[0].Buckets)
-	bc, err := o.bucketCosts(steps[0].Buckets, steps[0].World)
+	bc, err := costs(steps[0].Buckets, steps[0].World)
 	if err != nil {
 		return RanksResult{}, err
+	}
+	sampled := bc.sampled()
+	if sampled { // each step's draws overwrite the times (bucketCosts.draw)
+		bc = bc.clone()
 	}
 	cost, beside, steal := bc.cost, bc.beside, bc.steal
 	// Each step's times as the simulation uses them.
@@ -123,7 +134,6 @@ next:
 	// its collectives' times (bucketCosts.draw) with a seeded generator of
 	// its own, and the combinations of measured steps are repeated until
 	// there are at least maxTuples draws.
-	sampled := bc.sampled()
 	crng := rand.New(rand.NewPCG(uint64(len(rs))+1, uint64(nb)))
 	step := func(tuple []int) float64 {
 		if sampled {

@@ -3,6 +3,7 @@ package predict
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Profile is what one measured step of a one-rank run (a world of one with
@@ -139,6 +140,13 @@ func (c bucketCosts) sampled() bool {
 	return false
 }
 
+// clone is c with times of its own to draw into (draw changes cost and
+// beside; the rest it only reads).
+func (c bucketCosts) clone() bucketCosts {
+	c.cost, c.beside = slices.Clone(c.cost), slices.Clone(c.beside)
+	return c
+}
+
 // draw sets each sampled bucket's time alone and beside compute to one of
 // its measured times, the same quantile u for both (uniform in [0, 1)).
 func (c bucketCosts) draw(u func() float64) {
@@ -233,6 +241,15 @@ func (b Bucket) wireBytes(world, ranks int) int64 {
 // o.KappaWhole: the backward and its ready times × κ); without it the
 // collectives run after backward, one after another.
 func Simulate(p Profile, o Options) (Result, error) {
+	return simulate(p, o, o.bucketCosts)
+}
+
+// costsFunc gives the bucket costs of buckets measured at world
+// (Options.bucketCosts, or PredictTrial's, computed once per trial: costMemo).
+type costsFunc func(buckets []Bucket, world int) (bucketCosts, error)
+
+// simulate is Simulate with the bucket costs from costs.
+func simulate(p Profile, o Options, costs costsFunc) (Result, error) {
 	kappa, cs, err := o.factors()
 	if err != nil {
 		return Result{}, err
@@ -246,9 +263,9 @@ func Simulate(p Profile, o Options) (Result, error) {
 		bwd, scale = bwd*kappa, scale*kappa
 	}
 	if pace := o.kappaPace(kappa); o.Overlap && (o.Stretch != nil || pace > 1) {
-		return simulateStretched(p, o, bwd, scale, pace, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
+		return simulateStretched(p, costs, bwd, scale, pace, p.ForwardMS*cs+tail*cs+p.OptimizerMS*cs)
 	}
-	bc, err := o.bucketCosts(p.Buckets, p.World)
+	bc, err := costs(p.Buckets, p.World)
 	if err != nil {
 		return Result{}, err
 	}
@@ -290,13 +307,13 @@ func (o Options) kappaPace(kappa float64) float64 {
 // collective takes from the backward (o.Stretch and the pace κ, stretcher):
 // bwd is the backward at full pace, scale what ready times are multiplied
 // by, rest the step's forward, tail and optimizer.
-func simulateStretched(p Profile, o Options, bwd, scale, kappa float64, rest float64) (Result, error) {
+func simulateStretched(p Profile, costs costsFunc, bwd, scale, kappa float64, rest float64) (Result, error) {
 	for i, b := range p.Buckets {
 		if b.ReadyMS < 0 {
 			return Result{}, fmt.Errorf("bucket %d has no ready time: the one-rank run must have ddp.overlap true", i)
 		}
 	}
-	bc, err := o.bucketCosts(p.Buckets, p.World)
+	bc, err := costs(p.Buckets, p.World)
 	if err != nil {
 		return Result{}, err
 	}

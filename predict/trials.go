@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 
 	"github.com/casestudy/casestudy/engine"
@@ -136,7 +137,13 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 	}
-	r, err := Simulate(prof, opts)
+	// The band: every simulation at the cost model's times (k = 0) and at
+	// 1 ∓ CostError of them; each factor's bucket costs computed once
+	// (costMemo), for the median profile, every set of launches and the
+	// record of whether the collectives were drawn.
+	band := []float64{1, 1 - s.CostError, 1 + s.CostError}
+	memo := newCostMemo(opts, band)
+	r, err := simulate(prof, opts, memo.at(0))
 	if err != nil {
 		return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 	}
@@ -160,13 +167,8 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		for r, l := range set {
 			p[r] = profs[l]
 		}
-		for k, f := range []float64{1, 1 - s.CostError, 1 + s.CostError} {
-			o := opts
-			o.Cost = scaled{s.Cost, f}
-			if s.Beside != nil {
-				o.Beside = scaled{s.Beside, f}
-			}
-			q, err := SimulateRankSets(p, o)
+		for k := range band {
+			q, err := simulateRankSets(p, memo.opts[k], memo.at(k))
 			if err != nil {
 				return Prediction{}, fmt.Errorf("trial %s launches %v: %w", in.ID, set, err)
 			}
@@ -191,7 +193,7 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 	}
 	pr.StretchMS = r.StretchMS
 	if s.CollectiveDraws {
-		bc, err := opts.bucketCosts(prof.Buckets, prof.World)
+		bc, err := memo.at(0)(prof.Buckets, prof.World)
 		if err != nil {
 			return Prediction{}, fmt.Errorf("trial %s: %w", in.ID, err)
 		}
@@ -208,6 +210,60 @@ func PredictTrial(in TrialInput, s Setup) (Prediction, error) {
 		pr.TokensPerS = float64(s.Ranks*all[0].Tokens) / (step / 1e3)
 	}
 	return pr, nil
+}
+
+// costMemo is a trial's bucket costs at each factor of the band (opts[k]:
+// the cost models scaled by it), computed once per bucket plan (the
+// buckets' ops and sizes at their world: a trial's launches normally share
+// one), not once per simulation.
+type costMemo struct {
+	opts  []Options
+	plans []costPlan
+}
+
+type costPlan struct {
+	buckets []Bucket
+	world   int
+	costs   []*bucketCosts // by factor; nil: not yet computed
+}
+
+func newCostMemo(o Options, band []float64) *costMemo {
+	m := &costMemo{}
+	for _, f := range band {
+		k := o
+		k.Cost = scaled{o.Cost, f}
+		if o.Beside != nil {
+			k.Beside = scaled{o.Beside, f}
+		}
+		m.opts = append(m.opts, k)
+	}
+	return m
+}
+
+// at gives the bucket costs at factor k. Factor 1 scales no time (scaled
+// multiplies by 1 and keeps the samples), so it is the unscaled models'.
+func (m *costMemo) at(k int) costsFunc {
+	return func(buckets []Bucket, world int) (bucketCosts, error) {
+		var plan *costPlan
+		for i := range m.plans {
+			if p := &m.plans[i]; p.world == world && slices.EqualFunc(p.buckets, buckets, func(a, b Bucket) bool { return a.Op == b.Op && a.Bytes == b.Bytes }) {
+				plan = p
+				break
+			}
+		}
+		if plan == nil {
+			m.plans = append(m.plans, costPlan{buckets: buckets, world: world, costs: make([]*bucketCosts, len(m.opts))})
+			plan = &m.plans[len(m.plans)-1]
+		}
+		if plan.costs[k] == nil {
+			bc, err := m.opts[k].bucketCosts(buckets, world)
+			if err != nil {
+				return bucketCosts{}, err
+			}
+			plan.costs[k] = &bc
+		}
+		return *plan.costs[k], nil
+	}
 }
 
 // maxLaunchSets bounds the sets of launches PredictTrial draws its ranks

@@ -72,6 +72,9 @@ func TestPredictedSectionApartFromMeasurements(t *testing.T) {
 	assert.Contains(t, sec, "| (baseline) | 123.45 ms | 130.00 ms | -5.0% | false |")
 	assert.Contains(t, sec, "| micro_batch=32 | 456.78 ms | 110.00 ms | +315.2% | false |")
 	assert.Contains(t, sec, "the model picked a different winner")
+	// Whether that winner means anything: the measurement's own separation
+	// (predicted.md says it; the report said only same or different).
+	assert.Contains(t, sec, "The winner is not decidable by the measurement: its best trial is not separated from every other (no launches to compare).")
 	before := md[:strings.Index(md, "## Predicted trials")]
 	assert.NotContains(t, before, "123.45", "no prediction above its section (headline, trials, verdicts)")
 	assert.Equal(t, strings.Replace(read(without, "report.md"), "## Checklist findings", "", 1)[:len(before)], before,

@@ -78,7 +78,7 @@ type RehearsalMemory struct {
 	PeakRank      int   `json:"peak_rank"`
 	EstimateBytes int64 `json:"estimate_bytes,omitempty"` // plan-time estimate
 	CapacityBytes int64 `json:"capacity_bytes,omitempty"` // one GPU's (0: CPU ranks)
-	Fits          *bool `json:"fits,omitempty"`           // reserved + the process's overhead within the capacity
+	Fits          *bool `json:"fits,omitempty"`           // the peak within rehearsalBudget: the process's overhead and the headroom, as LargestMicroBatch
 	// LargestMicroBatch is the largest per-rank micro-batch whose extrapolated
 	// peak fits the capacity (0: unknown or none); Method says how it was
 	// extrapolated (rehearsal_mbfit.go), or why not.
@@ -330,7 +330,7 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		return m
 	}
 	process := rehearsalProcessBytes(info)
-	fits := m.ReservedBytes+process <= m.CapacityBytes
+	fits := m.PeakBytes <= rehearsalBudget(m.CapacityBytes, process)
 	m.Fits = &fits
 	rehearsalLargestMicroBatch(m, info, process)
 	return m

@@ -20,6 +20,21 @@ import (
 // where the record has no model (records before 2026-12-07) or where the
 // peak is below the model's static part (the model cannot be calibrated).
 
+// rehearsalBudget is the most one rank's allocator peak may reach on one
+// real GPU of capacity bytes: RehearsalFitHeadroom of it less the process's
+// memory outside the allocator, the plan's rule (runner.CheckRehearsalFit).
+// It is the one rule of a rehearsal trial's memory: whether its measured
+// peak fits (RehearsalMemory.Fits) and its largest micro-batch, so that a
+// trial fits exactly when its largest micro-batch is at least its own.
+func rehearsalBudget(capacity, process int64) int64 {
+	return int64(float64(capacity)*store.RehearsalFitHeadroom) - process
+}
+
+// rehearsalRule says rehearsalBudget in words.
+func rehearsalRule(capacity, process int64) string {
+	return fmt.Sprintf("%.0f%% of one GPU's %s less the process's %s, the plan's rule", 100*store.RehearsalFitHeadroom, rhGiB(capacity), rhGiB(process))
+}
+
 // rehearsalLargestMicroBatch fills m's largest micro-batch and its method
 // from the measured peak (m.PeakBytes > 0, m.CapacityBytes > 0).
 func rehearsalLargestMicroBatch(m *RehearsalMemory, info *store.RehearsalTrial, process int64) {
@@ -29,8 +44,8 @@ func rehearsalLargestMicroBatch(m *RehearsalMemory, info *store.RehearsalTrial, 
 		return
 	}
 	mb := max(info.MicroBatch, 1)
-	budget := int64(float64(m.CapacityBytes)*store.RehearsalFitHeadroom) - process
-	rule := fmt.Sprintf("%.0f%% of one GPU's %s less the process's %s, the plan's rule", 100*store.RehearsalFitHeadroom, rhGiB(m.CapacityBytes), rhGiB(process))
+	budget := rehearsalBudget(m.CapacityBytes, process)
+	rule := rehearsalRule(m.CapacityBytes, process)
 	m.StaticBytes, m.PlanPerSampleBytes = model.StaticBytes, model.PerSampleBytes
 	m.PlanLargestMicroBatch = largestLinear(budget, model.StaticBytes, model.PerSampleBytes)
 	if m.PeakBytes <= model.StaticBytes {
@@ -40,7 +55,7 @@ func rehearsalLargestMicroBatch(m *RehearsalMemory, info *store.RehearsalTrial, 
 		return
 	}
 	m.PerSampleBytes = float64(m.PeakBytes-model.StaticBytes) / float64(mb)
-	n := largestLinear(budget, model.StaticBytes, m.PerSampleBytes)
+	n := largestCalibrated(budget, model.StaticBytes, m.PeakBytes, mb)
 	how := fmt.Sprintf("the plan's per-rank model calibrated by the measured peak: its static %s kept, its per-sample %s scaled x%.2f to %s so that it meets the peak at micro-batch %d; within %s; the plan's model alone: %d",
 		rhGiB(model.StaticBytes), rhMiB(int64(model.PerSampleBytes)), m.PerSampleBytes/model.PerSampleBytes, rhMiB(int64(m.PerSampleBytes)), mb, rule, m.PlanLargestMicroBatch)
 	if n < 1 {
@@ -57,4 +72,14 @@ func largestLinear(budget, static int64, perSample float64) int {
 		return 0
 	}
 	return int(math.Floor(float64(budget-static) / perSample))
+}
+
+// largestCalibrated is largestLinear of the line through static at 0 and
+// peak at mb (peak > static), in whole bytes: at least mb exactly when peak
+// is within budget (a float per-sample part could round it to mb - 1).
+func largestCalibrated(budget, static, peak int64, mb int) int {
+	if budget <= static {
+		return 0
+	}
+	return int((budget - static) * int64(mb) / (peak - static))
 }

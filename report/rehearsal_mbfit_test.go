@@ -196,12 +196,9 @@ func layoutKey(tp, zero int) string {
 	return fmt.Sprintf("zero%d", zero)
 }
 
-// TestRehearsalLargestMicroBatchCases: a peak above the plan's estimate
-// gives a smaller answer than the plan's model alone, still the largest that
-// fits; a peak below the static part and a record without the model say
-// unknown and print no number.
-func TestRehearsalLargestMicroBatchCases(t *testing.T) {
-	run := mbfitRun(t, mbfitTP, "gpt-tp")
+// mbfitTP4 is the recorded tp 4 trial that ran (GPT-2 350M, micro-batch 16).
+func mbfitTP4(t *testing.T, run *store.Run) *store.TrialRecord {
+	t.Helper()
 	var rec *store.TrialRecord
 	for i := range run.Trials {
 		if r := &run.Trials[i]; r.Outcome == store.OK && r.Rehearsal.TensorPar == 4 {
@@ -209,6 +206,16 @@ func TestRehearsalLargestMicroBatchCases(t *testing.T) {
 		}
 	}
 	require.NotNil(t, rec, "the tp 4 trial")
+	return rec
+}
+
+// TestRehearsalLargestMicroBatchCases: a peak above the plan's estimate
+// gives a smaller answer than the plan's model alone, still the largest that
+// fits; a peak below the static part and a record without the model say
+// unknown and print no number.
+func TestRehearsalLargestMicroBatchCases(t *testing.T) {
+	run := mbfitRun(t, mbfitTP, "gpt-tp")
+	rec := mbfitTP4(t, run)
 	info, mb := rec.Rehearsal, rec.Rehearsal.MicroBatch
 	model := *info.EstimateModel
 	memory := func(peak int64, info *store.RehearsalTrial) *RehearsalMemory {
@@ -246,4 +253,56 @@ func TestRehearsalLargestMicroBatchCases(t *testing.T) {
 	full := memory(int64(float64(run.Manifest.Rehearsal.GPUMemoryBytes)*store.RehearsalFitHeadroom), &one)
 	assert.Zero(t, full.LargestMicroBatch, full.Method)
 	assert.True(t, strings.HasPrefix(full.Method, "none fits: "), full.Method)
+}
+
+// TestRehearsalFitsIsTheLargestMicroBatchRule: whether a trial fits one real
+// GPU and its largest micro-batch hold to one rule (rehearsalBudget): a peak
+// at 95% of the GPU (with the process) does not fit and its largest
+// micro-batch is below the trial's; at 85% it fits and the largest is at
+// least the trial's; and at every peak from 50% to 100%, "fits" is "the
+// largest micro-batch is at least the trial's". Before, "fits" held the
+// reserved memory to 100% while the largest micro-batch kept 10% headroom:
+// at 95% a trial fitted with a largest micro-batch below the one it ran.
+func TestRehearsalFitsIsTheLargestMicroBatchRule(t *testing.T) {
+	run := mbfitRun(t, mbfitTP, "gpt-tp")
+	info := mbfitTP4(t, run).Rehearsal
+	capacity, process, mb := run.Manifest.Rehearsal.GPUMemoryBytes, rehearsalProcessBytes(info), info.MicroBatch
+	at := func(share float64) *RehearsalMemory { // the peak (and reserved) with the process at share of the GPU
+		peak := int64(share*float64(capacity)) - process
+		ranks := []store.RankRecord{{Rank: 0, Steps: []engine.StepMetrics{{MemPeakBytes: peak, MemReservedBytes: peak}}}}
+		m := rehearsalMemory(ranks, info, run.Manifest.Rehearsal)
+		require.NotNil(t, m.Fits)
+		return m
+	}
+	line := func(m *RehearsalMemory) string {
+		for _, kv := range rehearsalLines(&RehearsalTrial{Memory: m}) {
+			if kv[0] == "memory per rank" {
+				return kv[1]
+			}
+		}
+		return ""
+	}
+
+	over := at(0.95)
+	assert.False(t, *over.Fits, "peak and process at 95% of the GPU: above the 90% rule")
+	assert.Less(t, over.LargestMicroBatch, mb, over.Method)
+	assert.Contains(t, line(over), "DOES NOT FIT (the peak and the process above 90% of it")
+	under := at(0.85)
+	assert.True(t, *under.Fits)
+	assert.GreaterOrEqual(t, under.LargestMicroBatch, mb, under.Method)
+	assert.NotContains(t, line(under), "DOES NOT FIT")
+
+	for share := 0.50; share <= 1.0; share += 0.0025 {
+		m := at(share)
+		assert.Equal(t, m.LargestMicroBatch >= mb, *m.Fits, "peak and process at %.2f%% of the GPU: fits %v, largest micro-batch %d, the trial's %d",
+			100*share, *m.Fits, m.LargestMicroBatch, mb)
+	}
+	// At the budget to the byte: fits, and the largest is the trial's own.
+	budget := mbfitBudget(over, info) // 90% of the GPU less the process
+	edge := rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget, MemReservedBytes: budget}}}}, info, run.Manifest.Rehearsal)
+	assert.True(t, *edge.Fits)
+	assert.Equal(t, mb, edge.LargestMicroBatch, edge.Method)
+	edge = rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget + 1, MemReservedBytes: budget + 1}}}}, info, run.Manifest.Rehearsal)
+	assert.False(t, *edge.Fits)
+	assert.Equal(t, mb-1, edge.LargestMicroBatch, edge.Method)
 }

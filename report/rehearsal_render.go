@@ -49,7 +49,7 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 		if m.CapacityBytes > 0 {
 			v += fmt.Sprintf("; against one GPU's %s", rhGiB(m.CapacityBytes))
 			if m.Fits != nil && !*m.Fits {
-				v += ": DOES NOT FIT"
+				v += fmt.Sprintf(": DOES NOT FIT (the peak and the process above %.0f%% of it, the plan's rule)", 100*store.RehearsalFitHeadroom)
 			}
 		}
 		add("memory per rank", v)

@@ -89,16 +89,24 @@ const (
 // RankEstimate is the estimated memory of one rank of cfg, in bytes:
 // RankEstimateModel at cfg's micro-batch plus the process.
 func RankEstimate(cfg engine.Config, d engine.Description) int64 {
-	static, perSample := rankEstimateParts(cfg, d)
-	return int64(static+perSample*float64(max(cfg.MicroBatch, 1))) + processBytes(cfg)
+	est, _ := rankEstimate(cfg, d)
+	return est
 }
 
 // RankEstimateModel is RankEstimate's allocator part as a line in the
 // micro-batch, recorded with each rehearsal trial (store.RehearsalTrial.
 // EstimateModel) so that the report can calibrate it by the measured peak.
 func RankEstimateModel(cfg engine.Config, d engine.Description) store.RankMemoryModel {
+	_, model := rankEstimate(cfg, d)
+	return model
+}
+
+// rankEstimate is RankEstimate and RankEstimateModel from one count of the
+// parts (CheckRehearsalFit records both for every trial).
+func rankEstimate(cfg engine.Config, d engine.Description) (int64, store.RankMemoryModel) {
 	static, perSample := rankEstimateParts(cfg, d)
-	return store.RankMemoryModel{StaticBytes: int64(static), PerSampleBytes: perSample}
+	est := int64(static+perSample*float64(max(cfg.MicroBatch, 1))) + processBytes(cfg)
+	return est, store.RankMemoryModel{StaticBytes: int64(static), PerSampleBytes: perSample}
 }
 
 // rankEstimateParts is the static bytes of one rank (model states, buckets,

@@ -111,9 +111,8 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 		if err != nil {
 			return nil, fmt.Errorf("trial %s: describing %s %s: %w", t.ID, cfg.Family, cfg.Preset, err)
 		}
-		per := RankEstimate(cfg, d)
-		out.Estimates[t.ID] = per
-		out.Models[t.ID] = RankEstimateModel(cfg, d)
+		per, model := rankEstimate(cfg, d)
+		out.Estimates[t.ID], out.Models[t.ID] = per, model
 		shared := (sp.Ranks + devices - 1) / devices
 		row := FitRow{ID: t.ID, Layout: pathKey(sp), Ranks: sp.Ranks, Shared: shared, Estimate: per, Budget: budget,
 			Fits: target.Capacity <= 0 || int64(shared)*per <= budget}
@@ -186,18 +185,18 @@ func CheckRehearsalFit(s *study.Study, plan *study.Plan, m *Machine, describe De
 func twinMicroBatch(cfg engine.Config, d engine.Description, shared int, budget int64, target FitTarget) (int, string) {
 	twin := cfg
 	twin.Precision = "fp32"
-	for mb := cfg.MicroBatch; mb >= 1; mb-- {
+	var tw, ref int64 // at the last micro-batch tried: 1 when none fits
+	for mb := max(cfg.MicroBatch, 1); mb >= 1; mb-- {
 		twin.MicroBatch = mb
-		if int64(shared)*RankEstimate(twin, d) <= budget && RankEstimate(referenceConfig(twin), d) <= budget {
+		tw, ref = RankEstimate(twin, d), RankEstimate(referenceConfig(twin), d)
+		if int64(shared)*tw <= budget && ref <= budget {
 			return mb, ""
 		}
 	}
-	twin.MicroBatch = 1
-	tw := RankEstimate(twin, d)
 	return 0, fmt.Sprintf("the trial's fp32 twin fits at no micro-batch from %d down to 1: at 1 it needs about %s a rank (estimate), %s for the %d ranks on %s, "+
 		"and its one-rank fp32 reference %s, against %s of %s: not launched",
 		cfg.MicroBatch, rehearsalGiB(tw), rehearsalGiB(int64(shared)*tw), shared, rehearsalDevice(target.Device),
-		rehearsalGiB(RankEstimate(referenceConfig(twin), d)), rehearsalGiB(budget), target.What)
+		rehearsalGiB(ref), rehearsalGiB(budget), target.What)
 }
 
 func rehearsalDevice(device string) string {

@@ -103,6 +103,9 @@ func TestLoadErrors(t *testing.T) {
 		{"missing name", "model: {family: gpt, preset: tiny}\n", []string{`name is required`}},
 		{"unsafe name", "name: ../../etc\nmodel: {family: gpt, preset: tiny}\n", []string{`name "../../etc": use letters`}},
 		{"knob of another family", head + "baseline: {channels_last: true}\n", []string{`baseline: channels_last applies to resnet50 models only, not bert`}},
+		// resnet.fusion's family rule lives here, not in the planner's rules (knobs/rules.go fusionReason).
+		{"resnet.fusion in another family's baseline", head + "baseline: {resnet.fusion: cudnn}\n", []string{`3:27: baseline: resnet.fusion applies to resnet50 models only, not bert`}},
+		{"resnet.fusion in another family's sweep", head + "sweep: {strategy: grid, knobs: {resnet.fusion: [off, cudnn]}}\n", []string{`sweep: resnet.fusion applies to resnet50 models only, not bert`}},
 		{"contradiction: gpus on cpu", head + "workload: {device: cpu, gpus: 2}\n", []string{`workload.gpus: 2 GPUs contradicts device cpu`}},
 		{"contradiction: mps on cpu", head + "workload: {device: cpu}\nbaseline: {mps: true}\n", []string{`baseline mps: true contradicts device cpu`}},
 		{"objective memory on cpu", head + "workload: {device: cpu}\nobjective: {metric: memory}\n", []string{`objective.metric: memory needs a GPU (workload.device is cpu`}},

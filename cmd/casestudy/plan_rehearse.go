@@ -12,6 +12,7 @@ import (
 	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/runner"
+	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
 
@@ -61,7 +62,7 @@ func writeRehearsalFit(w io.Writer, s *study.Study, plan *study.Plan, libFlag st
 	if fit == nil {
 		return ferr
 	}
-	fmt.Fprintf(w, "\nrehearsal on %d GPU(s) of %g GiB (estimate per rank: docs/rehearsal.md; a device's ranks may use 90%%):\n", o.gpus, o.gib)
+	fmt.Fprintf(w, "\nrehearsal on %d GPU(s) of %g GiB (estimate per rank: docs/rehearsal.md; a device's ranks may use %.0f%%):\n", o.gpus, o.gib, 100*store.RehearsalFitHeadroom)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  trial\tranks/GPU\tper rank\ton one GPU\trehearsal\tlayout")
 	runs, skipped, refused, most := 0, 0, 0, 0

@@ -276,7 +276,6 @@ func fitBench(flag, files string, beside bool) (predict.AlphaBeta, []predict.Poi
 	if err != nil {
 		return predict.AlphaBeta{}, nil, exitcode.Usage(fmt.Errorf("%s %s: %w", flag, files, err))
 	}
-	m.Ranks = ranks
 	return m, pts, nil
 }
 
