@@ -35,8 +35,11 @@ using torch::autograd::variable_list;
 // kernel of its own, where x also feeds the next block). Gradients of unused
 // outputs stay undefined (no zero tensor made and read).
 // Without keep_r ("lny": a caller that never uses r, BERT's) r is not an
-// output and, with a delta, not stored: the backward recomputes x^ from y, w
-// and b ({y} or {y, y2}). A defined lin_bias ("lnb") is the bias of the linear
+// output and, with a delta, stored only in the columns whose x^ y does not
+// give back (kern::ln_keeps_r: |w| < max(|b|, 2^-14), cuda/ln_keep.h): the
+// backward recomputes x^ from y, w and b in the others ({y} or {y, y2}). The
+// buffer for r is allocated whole (the kept columns are known on the device
+// only), so "lny" saves r's writes and reads, not its memory. A defined lin_bias ("lnb") is the bias of the linear
 // layer whose output delta is: its value is not read, its gradient (delta's
 // gradient summed over the rows) comes from the backward kernel, and that
 // linear layer's own node returns none (linear_bias_grad_elsewhere).
@@ -51,24 +54,24 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     ctx->set_materialize_grads(false);
     const auto out = at::ScalarType(out_dtype);
     const bool has_delta = delta_in.numel() > 0;  // an empty placeholder: no residual add
-    const bool from_y = !keep_r && has_delta;     // no r stored: x^ from y in the backward
+    const bool from_y = !keep_r && has_delta;     // r in the kept columns only: x^ from y elsewhere
     auto x = x_in.contiguous();
     auto delta = has_delta ? delta_in.contiguous() : torch::Tensor();
     const int64_t C = x.size(-1), rows = x.numel() / C;
     auto w = weight.to(torch::kFloat32).contiguous(), b = bias.to(torch::kFloat32).contiguous();
-    auto r = !has_delta ? x : from_y ? torch::Tensor() : torch::empty_like(x);
+    auto r = !has_delta ? x : torch::empty_like(x);
     auto y = torch::empty(x.sizes(), x.options().dtype(out));
     auto f32 = x.options().dtype(torch::kFloat32);
     auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
     CS_KERNEL(x, "add_layer_norm forward kernel", layer_norm_fwd, x.data_ptr(),
               has_delta ? delta.data_ptr() : nullptr, w.data_ptr<float>(), b.data_ptr<float>(),
-              has_delta && r.defined() ? r.data_ptr() : nullptr, y.data_ptr(),
-              mean.data_ptr<float>(), rstd.data_ptr<float>(), glue::dtype(x.scalar_type()),
+              has_delta ? r.data_ptr() : nullptr, y.data_ptr(), mean.data_ptr<float>(),
+              rstd.data_ptr<float>(), glue::dtype(x.scalar_type()),
               glue::dtype(has_delta ? delta.scalar_type() : x.scalar_type()), glue::dtype(out),
-              rows, C, float(eps));
-    // from_y: y (an output: saved as such), w and b in place of r and mean.
+              rows, C, float(eps), from_y);
+    // from_y: y (an output: saved as such) and b besides (r's kept columns only).
     if (from_y)
-      ctx->save_for_backward({y, rstd, w, b});
+      ctx->save_for_backward({r, mean, rstd, w, y, b});
     else
       ctx->save_for_backward({r, mean, rstd, w});
     ctx->saved_data["from_y"] = from_y;
@@ -98,7 +101,7 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     const auto r_dtype = at::ScalarType(ctx->saved_data["r_dtype"].toInt());
     const auto delta_dtype = at::ScalarType(ctx->saved_data["delta_dtype"].toInt());
     const auto out = at::ScalarType(ctx->saved_data["out"].toInt());
-    // {r (or y), mean (or rstd), ...}: see forward.
+    // {r, mean, rstd, w (, y, b)}: see forward.
     const torch::Tensor& stored = saved[0];
     // Any of them undefined where unused.
     const size_t at = keep_r ? 1 : 0;
@@ -123,16 +126,13 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     a.dy = dy.data_ptr();
     a.dy2 = dy2.defined() ? dy2.data_ptr() : nullptr;
     a.dr = dr.defined() ? dr.data_ptr() : nullptr;
+    a.r = stored.data_ptr();
+    a.mean = saved[1].data_ptr<float>();
+    a.rstd = saved[2].data_ptr<float>();
+    a.w = saved[3].data_ptr<float>();
     if (from_y) {
-      a.y = stored.data_ptr();
-      a.rstd = saved[1].data_ptr<float>();
-      a.w = saved[2].data_ptr<float>();
-      a.b = saved[3].data_ptr<float>();
-    } else {
-      a.r = stored.data_ptr();
-      a.mean = saved[1].data_ptr<float>();
-      a.rstd = saved[2].data_ptr<float>();
-      a.w = saved[3].data_ptr<float>();
+      a.y = saved[4].data_ptr();
+      a.b = saved[5].data_ptr<float>();
     }
     a.dx = dx.data_ptr();
     a.ddelta = separate ? ddelta.data_ptr() : nullptr;
@@ -186,7 +186,8 @@ namespace {
 bool twins_on(bool twin) { return twin && kernels::enabled("res"); }
 
 // add_layer_norm, y once or twice ({r, y} or {r, y, y2}); keep_r false (a
-// caller that uses y only): {y} or {y, y2} where "lny" is on, r not stored.
+// caller that uses y only): {y} or {y, y2} where "lny" is on, r stored only in
+// the columns kern::ln_keeps_r picks.
 std::vector<torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& delta,
                                const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                                at::ScalarType out, bool twin, bool keep_r) {

@@ -43,9 +43,12 @@ std::pair<torch::Tensor, torch::Tensor> add_layer_norm_twin(const torch::Tensor&
 // another order).
 //
 // add_layer_norm_twin and this never return r: with "lny" the forward kernel
-// does not store it and the backward recomputes the normalized values from y,
-// w and b ((y - b) / w: one more rounding, of y to the output dtype, than from
-// r; Apex's and Megatron's "memory-efficient" LayerNorm).
+// stores it only in the columns whose normalized values y does not give back
+// (|w| < max(|b|, 2^-14): cuda/ln_keep.h, where the error bound is derived)
+// and the backward recomputes the others from y, w and b ((y - b) / w: one
+// more rounding, of y to the output dtype, than from r; Apex's and Megatron's
+// "memory-efficient" LayerNorm, which divides by w in every column). r's
+// buffer is still allocated whole: "lny" saves its writes, not its memory.
 std::pair<torch::Tensor, torch::Tensor> linear_add_layer_norm_twin(
     const torch::Tensor& x, const torch::Tensor& x_lin, const torch::Tensor& lin_weight,
     const torch::Tensor& lin_bias, const torch::Tensor& weight, const torch::Tensor& bias,

@@ -38,16 +38,12 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
       // statistics pass; the finalize and the apply as bn_act_fwd runs them.
 #ifdef CS_WITH_KERNELS
       TORCH_CHECK(x.is_cuda() && sums.is_cuda(), "batch norm from sums: CUDA tensors only");
-      auto coef = torch::empty({2 * C}, f32);
-      glue::check(cuda::bn_sums_finalize(sums.data_ptr<float>(), sums.data_ptr<float>() + C,
-                                         weight.data_ptr<float>(), bias.data_ptr<float>(),
-                                         running_mean.data_ptr<float>(), running_var.data_ptr<float>(),
-                                         save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
-                                         coef.data_ptr<float>(), nullptr, M, C, float(eps),
-                                         float(momentum), glue::stream()),
-                  "batch norm finalize from sums");
+      auto fin = batch_norm_finalize_sums(sums, weight, bias, running_mean, running_var, M, eps, momentum,
+                                          false, "batch norm finalize from sums");
+      save_mean = fin.mean;
+      save_invstd = fin.invstd;
       glue::check(cuda::bn_act_apply(x.data_ptr(), has_res ? residual.data_ptr() : nullptr,
-                                     coef.data_ptr<float>(), y.data_ptr(),
+                                     fin.coef.data_ptr<float>(), y.data_ptr(),
                                      relu ? mask.data_ptr<uint8_t>() : nullptr,
                                      glue::dtype(x.scalar_type()), M, C, relu, glue::stream()),
                   "batch norm apply");
@@ -107,6 +103,31 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
 };
 
 }  // namespace
+
+BnFromSums batch_norm_finalize_sums(const torch::Tensor& sums, const torch::Tensor& weight,
+                                    const torch::Tensor& bias, torch::Tensor running_mean,
+                                    torch::Tensor running_var, int64_t M, double eps,
+                                    double momentum, bool fp16_coef, const char* what) {
+#ifdef CS_WITH_KERNELS
+  const int64_t C = weight.size(0);
+  TORCH_CHECK(sums.is_cuda() && sums.scalar_type() == torch::kFloat32 && sums.is_contiguous() &&
+                  sums.numel() == 2 * C,
+              what, ": sums must be contiguous CUDA fp32 [2, C]");
+  auto f32 = sums.options();
+  BnFromSums o{torch::empty({C}, f32), torch::empty({C}, f32), torch::empty({2 * C}, f32),
+               fp16_coef ? torch::empty({2, C}, f32.dtype(torch::kHalf)) : torch::Tensor()};
+  glue::check(cuda::bn_sums_finalize(sums.data_ptr<float>(), sums.data_ptr<float>() + C,
+                                     weight.data_ptr<float>(), bias.data_ptr<float>(),
+                                     running_mean.data_ptr<float>(), running_var.data_ptr<float>(),
+                                     o.mean.data_ptr<float>(), o.invstd.data_ptr<float>(),
+                                     o.coef.data_ptr<float>(), fp16_coef ? o.coef16.data_ptr() : nullptr,
+                                     M, C, float(eps), float(momentum), glue::stream()),
+              what);
+  return o;
+#else
+  TORCH_CHECK(false, what, ": this build has no CUDA kernels");
+#endif
+}
 
 bool batch_norm_act_fused(const torch::nn::BatchNorm2dImpl& m, const torch::Tensor& x,
                           const torch::Tensor& residual) {

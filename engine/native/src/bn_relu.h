@@ -40,6 +40,23 @@ std::pair<torch::Tensor, torch::Tensor> batch_norm_act_from_sums(torch::nn::Batc
                                                                  const torch::Tensor& residual,
                                                                  bool relu, bool twin);
 
+// The finalize from sums, the one both batch_norm_act_from_sums and
+// resnet.fusion's bn2 (resnet_fusion.cpp, whose apply runs in conv3's
+// prologue) run: cuda::bn_sums_finalize on sums (fp32 CUDA [2, C], the
+// per-channel sum and sum of squares of x over M rows) with m's affine
+// parameters, eps and momentum, updating m's running statistics. Returns
+// the batch mean and invstd (fp32 [C], for the backward kernels), the scale
+// and shift (fp32 [2 C]) and, with fp16_coef, the same rounded to fp16
+// ([2, C], a fused convolution's scale-bias prologue takes fp16). what names
+// the caller in a kernel's error. CUDA builds with the kernels only.
+struct BnFromSums {
+  torch::Tensor mean, invstd, coef, coef16;
+};
+BnFromSums batch_norm_finalize_sums(const torch::Tensor& sums, const torch::Tensor& weight,
+                                    const torch::Tensor& bias, torch::Tensor running_mean,
+                                    torch::Tensor running_var, int64_t M, double eps,
+                                    double momentum, bool fp16_coef, const char* what);
+
 // Whether batch_norm_act runs the kernels: the "bn" kernel switched on, m in
 // training mode with running statistics and a momentum, x a CUDA bf16 or
 // fp16 channels_last tensor with a channel count the kernels take, the

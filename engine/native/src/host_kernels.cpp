@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/gelu.h"
+#include "cuda/ln_keep.h"
 #include "cuda/row_bits.h"
 
 namespace cs {
@@ -104,7 +105,7 @@ int64_t layer_norm_bwd_scratch(int64_t, int64_t) { return 1; }
 namespace {
 template <typename TR, typename TD, typename TO>
 void ln_fwd(const TR* x, const TD* delta, const float* w, const float* b, TR* r_out, TO* y,
-            float* mean_out, float* rstd_out, int64_t rows, int64_t C, float eps) {
+            float* mean_out, float* rstd_out, int64_t rows, int64_t C, float eps, bool sparse) {
   std::vector<float> v(static_cast<size_t>(C));
   for (int64_t row = 0; row < rows; row++) {
     const int64_t off = row * C;
@@ -113,7 +114,7 @@ void ln_fwd(const TR* x, const TD* delta, const float* w, const float* b, TR* r_
       float r = f(x[off + c]);
       if (delta) {
         r = f(to<TR>(r + f(delta[off + c])));  // r as stored (in r_out, where given)
-        if (r_out) r_out[off + c] = to<TR>(r);
+        if (r_out && (!sparse || kern::ln_keeps_r(w[c], b[c]))) r_out[off + c] = to<TR>(r);
       }
       v[size_t(c)] = r;
       sum += r;
@@ -140,10 +141,12 @@ void ln_bwd(const LnBwd& a, int64_t rows, int64_t C) {
   const float* w = a.w;
   // dy, plus dy2 where given, rounded to TO as a separate add rounds it.
   auto grad = [&](int64_t i) { return dy2 ? f(to<TO>(f(dy[i]) + f(dy2[i]))) : f(dy[i]); };
-  // x^ from r as stored, or from y, w and b.
+  // x^ from r as stored, or from y, w and b where y is given, but in the
+  // columns ln_keeps_r picks (r stored there).
   auto xhat = [&](int64_t row, int64_t c) {
     const int64_t i = row * C + c;
-    return r ? (f(r[i]) - a.mean[row]) * a.rstd[row] : (f(y[i]) - a.b[c]) / w[c];
+    if (y && !kern::ln_keeps_r(w[c], a.b[c])) return (f(y[i]) - a.b[c]) / w[c];
+    return (f(r[i]) - a.mean[row]) * a.rstd[row];
   };
   std::vector<double> sdw(static_cast<size_t>(C), 0.0), sdb(static_cast<size_t>(C), 0.0),
       sds(static_cast<size_t>(C), 0.0);
@@ -177,18 +180,18 @@ void ln_bwd(const LnBwd& a, int64_t rows, int64_t C) {
 
 void layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
                     void* y, float* mean, float* rstd, DType tr, DType td, DType to, int64_t rows,
-                    int64_t C, float eps) {
+                    int64_t C, float eps, bool r_sparse) {
   if (rows < 0 || !layer_norm_supports(C)) bad("layer_norm_fwd: arguments");
   if (!delta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_fwd: dtypes");
   CS_HOST_DISPATCH(tr, TR, CS_HOST_DISPATCH(td, TD, CS_HOST_DISPATCH(to, TO, ln_fwd<TR, TD, TO>(
       static_cast<const TR*>(x), static_cast<const TD*>(delta), w, b, static_cast<TR*>(r_out),
-      static_cast<TO*>(y), mean, rstd, rows, C, eps))));
+      static_cast<TO*>(y), mean, rstd, rows, C, eps, r_sparse))));
 }
 
 void layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C) {
   if (rows < 0 || !layer_norm_supports(C) || !a.dy || !a.rstd || !a.w || !a.dx || !a.dw || !a.db ||
-      (a.r ? !a.mean : (!a.y || !a.b)))
+      !a.r || !a.mean || (a.y && !a.b))
     bad("layer_norm_bwd: arguments");
   if (!a.ddelta) td = tr;  // unused
   if (!layer_norm_dtypes(tr, td, to)) bad("layer_norm_bwd: dtypes");

@@ -30,7 +30,7 @@ bool layer_norm_dtypes(DType tr, DType td, DType to);
 int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 void layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
                     void* y, float* mean, float* rstd, DType tr, DType td, DType to, int64_t rows,
-                    int64_t C, float eps);
+                    int64_t C, float eps, bool r_sparse);
 void layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C);
 
 bool bn_act_supports(int64_t C);

@@ -98,16 +98,10 @@ struct BnConvGenStats : torch::autograd::Function<BnConvGenStats> {
                                const torch::Tensor& bn_b, const torch::Tensor& sums2,
                                torch::Tensor running_mean, torch::Tensor running_var, double eps,
                                double momentum, const torch::Tensor& w3) {
-    const int64_t C = y2.size(1), M = y2.numel() / C;
-    auto f32 = y2.options().dtype(torch::kFloat32);
-    auto mean = torch::empty({C}, f32), invstd = torch::empty({C}, f32), coef = torch::empty({2 * C}, f32);
-    auto coef16 = torch::empty({2, C}, y2.options().dtype(torch::kHalf));
-    glue::check(cuda::bn_sums_finalize(sums2.data_ptr<float>(), sums2.data_ptr<float>() + C,
-                                       bn_w.data_ptr<float>(), bn_b.data_ptr<float>(),
-                                       running_mean.data_ptr<float>(), running_var.data_ptr<float>(),
-                                       mean.data_ptr<float>(), invstd.data_ptr<float>(), coef.data_ptr<float>(),
-                                       coef16.data_ptr(), M, C, float(eps), float(momentum), glue::stream()),
-                "resnet.fusion: bn2 finalize");
+    const int64_t M = y2.numel() / y2.size(1);
+    auto fin = batch_norm_finalize_sums(sums2, bn_w, bn_b, running_mean, running_var, M, eps, momentum, true,
+                                        "resnet.fusion: bn2 finalize");
+    const auto &mean = fin.mean, &invstd = fin.invstd, &coef16 = fin.coef16;
     auto [y3, sums3] = fused_conv_genstats(y2, w3, coef16, 1);
     ctx->save_for_backward({y2, bn_w, mean, invstd, coef16, w3});
     ctx->mark_non_differentiable({sums3});

@@ -18,6 +18,7 @@
 
 #include "add_layer_norm.h"
 #include "compat.h"
+#include "cuda/ln_keep.h"
 #include "kernels.h"
 #include "linear_act.h"
 #include "native_test.h"
@@ -227,19 +228,30 @@ int check_twin(const Case& c, torch::Device dev) {
   return 0;
 }
 
-// "lny": add_layer_norm_twin storing no r, its backward from y. y bit for bit
+// "lny": add_layer_norm_twin storing r only in the columns kern::ln_keeps_r
+// picks (cuda/ln_keep.h), its backward from y in the others. y bit for bit
 // the r path's (r recomputed as it would have been stored); the gradients
 // against the float64 reference, given the twins' gradients added in the
 // output dtype (as the kernel and autograd add them), within the r path's
 // bound: twice the portable path's errors plus fp32's rounding of a sum over
-// the rows. Deterministic.
-int check_lny(const Case& c, torch::Device dev) {
+// the rows. Deterministic. gamma: the LayerNorm weight as usual (Gamma::Usual,
+// 1 + 0.1 N(0, 1)), or with every eighth column's 1e-3 times that
+// (Gamma::Tiny; from column 3), and besides every eighth column's 0
+// (Gamma::Zero; from column 0): columns whose x^ y does not give back (|b|
+// ~ 0.1 > |w|), kept. With these the case prints the errors against the
+// reference (lny's, the r path's).
+enum class Gamma { Usual, Tiny, Zero };
+
+int check_lny(const Case& c, torch::Device dev, Gamma gamma = Gamma::Usual) {
   torch::manual_seed(uint64_t(c.rows * 11 + c.C));
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
   auto x0 = (torch::randn({c.rows, c.C}, f32) * 3 + torch::randn({c.rows, 1}, f32)).to(c.tx);
   const bool has_delta = c.td != at::ScalarType::Undefined;
   auto d0 = has_delta ? torch::randn({c.rows, c.C}, f32).to(c.td) : torch::Tensor();
   auto w0 = 1 + 0.1 * torch::randn({c.C}, f32), b0 = 0.1 * torch::randn({c.C}, f32);
+  auto col = torch::arange(c.C, f32).remainder(8), none = torch::zeros({c.C}, f32.dtype(torch::kBool));
+  auto tiny = gamma != Gamma::Usual ? col == 3 : none, zero = gamma == Gamma::Zero ? col == 0 : none;
+  w0 = torch::where(tiny, w0 * 1e-3, torch::where(zero, torch::zeros_like(w0), w0));
   auto g1 = torch::randn({c.rows, c.C}, f32).to(c.out), g2 = torch::randn({c.rows, c.C}, f32).to(c.out);
   auto gsum = (g1.to(torch::kFloat32) + g2.to(torch::kFloat32)).to(c.out);
   auto ref = run(true, x0, d0, w0, b0, gsum, torch::Tensor(), c.out);
@@ -264,6 +276,29 @@ int check_lny(const Case& c, torch::Device dev) {
   };
   auto got = step("ln,res,lny"), again = step("ln,res,lny"), rpath = step("ln,res");
   CS_CHECK(torch::equal(got.y, rpath.y));
+  // The kept columns, as the kernel picks them.
+  auto wc = w0.cpu(), bc = b0.cpu();
+  auto kept = torch::zeros({c.C}, torch::kBool);
+  for (int64_t j = 0; j < c.C; j++)
+    kept[j] = kern::ln_keeps_r(wc[j].item<float>(), bc[j].item<float>());
+  kept = kept.to(dev);
+  CS_CHECK(kept.logical_or(zero.logical_not()).all().item<bool>());  // w 0: kept
+  if (gamma != Gamma::Usual) {
+    auto at_cols = [&](const torch::Tensor& t, const torch::Tensor& m) { return t.index({m}); };
+    auto errs = [&](const char* what, const torch::Tensor& g, const torch::Tensor& r, const torch::Tensor& ref_t) {
+      std::cout << "    " << what << " " << rel_err(g, ref_t) << " (r path " << rel_err(r, ref_t) << ")";
+    };
+    std::cout << "  lny, w 1e-3 x in columns 3 mod 8" << (gamma == Gamma::Zero ? ", 0 in 0 mod 8" : "")
+              << ", " << name(c) << ": " << kept.sum().item<int64_t>()
+              << " columns keep r; errors against float64, lny's (the r path's):\n";
+    errs("dx", got.dx, rpath.dx, ref.dx);
+    errs("dw", got.dw, rpath.dw, ref.dw);
+    errs("dw at w 1e-3 x", at_cols(got.dw, tiny), at_cols(rpath.dw, tiny), at_cols(ref.dw, tiny));
+    if (gamma == Gamma::Zero)
+      errs("dw at w 0", at_cols(got.dw, zero), at_cols(rpath.dw, zero), at_cols(ref.dw, zero));
+    errs("db", got.db, rpath.db, ref.db);
+    std::cout << "\n";
+  }
   struct Cmp {
     const char* what;
     torch::Tensor got, portable, ref, rpath;
@@ -298,7 +333,8 @@ int check_lny(const Case& c, torch::Device dev) {
     };
     const auto f64 = torch::kFloat64;
     auto g = gsum.to(f64), w = w0.to(f64), y = rpath.y.to(f64);
-    auto e = unit(c.out) * y.abs() / w.abs();
+    // x^ from y within u |y| / |w|; in the kept columns x^ is the r path's.
+    auto e = torch::where(kept, torch::zeros_like(y), unit(c.out) * y.abs() / w.abs());
     torch::Tensor r;
     {
       torch::NoGradGuard ng;
@@ -439,6 +475,9 @@ int add_layer_norm_tests() {
       const std::string n = name(c) + " (" + dev.str() + ")";
       if (int rc = run_case("add_layer_norm twin", n, [&] { return check_twin(c, dev); })) return rc;
       if (int rc = run_case("add_layer_norm lny", n, [&] { return check_lny(c, dev); })) return rc;
+      if (c.td == at::ScalarType::Undefined) continue;  // no delta: x^ from r = x, not from y
+      for (auto gm : {Gamma::Tiny, Gamma::Zero})
+        if (int rc = run_case("add_layer_norm lny small w", n, [&] { return check_lny(c, dev, gm); })) return rc;
     }
     struct L {
       int64_t B, T, C, I;

@@ -43,8 +43,9 @@ inline bool heads_grad_valid(const HeadsGrad& g) {
 // The LayerNorm backward's operands (layer_norm_bwd; dtypes tr, td, to as
 // there): the output gradient dy and a second one dy2 (null: none), the
 // residual's own gradient dr (null: none); x^ = (r - mean) rstd from the sum r
-// as stored, or, where r is null, x^ = (y - b) / w from the output y (mean
-// unused); dx, ddelta (null: not written); dw, db; dsum (null: not kept) the
+// as stored (r and mean always given), or, where y is given ("lny"), x^ =
+// (y - b) / w from the output y but in the columns ln_keeps_r (ln_keep.h)
+// picks, the only ones whose r the forward stored; dx, ddelta (null: not written); dw, db; dsum (null: not kept) the
 // column sums of the delta's gradient as stored (fp32: the bias gradient of
 // the linear layer that made delta); scratch for the partial sums.
 struct LnBwd {

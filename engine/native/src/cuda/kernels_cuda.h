@@ -31,18 +31,20 @@ cudaError_t cross_entropy_fwd_grad(void* logits, DType t, int64_t rows, int64_t 
 // ---- layer_norm.cu -------------------------------------------------------------
 // Forward, per row of C values: r = x + delta rounded to tr (delta null: r =
 // x), mean and rstd of r in fp32, y = (r - mean) * rstd * w + b. r is stored
-// in r_out where delta and r_out are given (delta without r_out: not stored;
-// the backward then reads y). x, r_out: dtype tr; delta: td; y: to; w, b,
-// mean, rstd: fp32.
+// in r_out where delta and r_out are given, with r_sparse ("lny") only in the
+// columns kern::ln_keeps_r(w, b) picks (ln_keep.h; the backward reads y in
+// the others). x, r_out: dtype tr; delta: td; y: to; w, b, mean, rstd: fp32.
 cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b,
                            void* r_out, void* y, float* mean, float* rstd, DType tr, DType td,
-                           DType to, int64_t rows, int64_t C, float eps, cudaStream_t stream);
+                           DType to, int64_t rows, int64_t C, float eps, bool r_sparse,
+                           cudaStream_t stream);
 
 // Scratch floats layer_norm_bwd needs for rows x C (the columns' partial sums).
 int64_t layer_norm_bwd_scratch(int64_t rows, int64_t C);
 
 // Backward (operands: LnBwd): dx = dr + d LayerNorm(r)/dr . dy (dr null: 0)
-// in dtype tr, with x^ from r as stored, or from y, w and b where r is null;
+// in dtype tr, with x^ from r as stored, or where y is given from y, w and b
+// but in the columns ln_keeps_r picks (r as a sparse forward stored it);
 // ddelta (null: not written) the same values in dtype td; dw, db (fp32, C)
 // the weight and bias gradients and dsum (null: none; fp32, C) the column
 // sums of the delta's gradient as stored (overwritten, not accumulated). dy2

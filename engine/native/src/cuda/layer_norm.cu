@@ -7,12 +7,15 @@
 // holds the row in registers: every load of a row issued at once, each read
 // once (the generic one reads a row twice, a pack at a time: latency-bound).
 // Two variants serve BERT's LayerNorms (add_layer_norm.h, kernels "lny" and
-// "lnb"): a forward that stores no sum r (its backward recomputes x^ from the
-// output y, w and b), and a backward that also sums the delta's gradient down
-// the columns (the bias gradient of the linear layer whose output delta is).
+// "lnb"): a forward that stores the sum r only in the columns whose x^ the
+// output y does not give back (ln_keep.h: |w| < max(|b|, 2^-14)), its backward
+// recomputing x^ from the output y, w and b in the others, and a backward
+// that also sums the delta's gradient down the columns (the bias gradient of
+// the linear layer whose output delta is).
 #include <type_traits>
 
 #include "common.cuh"
+#include "ln_keep.h"
 
 namespace cs {
 namespace cuda {
@@ -29,13 +32,14 @@ int bwd_warps(int64_t C) {
 }
 
 // r and x may be the same buffer (no delta): r is re-read by the thread that
-// wrote it, so no pointer here is __restrict__. With a delta and no r_out the
-// sum is not stored: each pass recomputes it from x and delta (the rows are
-// still in L1 or L2), rounded to TR as it would have been stored.
-template <typename TR, typename TD, int N>
+// wrote it, so no pointer here is __restrict__. With a delta and no r_out, or
+// r_out written only in the kept columns (SPARSE), each pass recomputes the
+// sum from x and delta (the rows are still in L1 or L2), rounded to TR as it
+// is stored.
+template <typename TR, typename TD, int N, bool SPARSE>
 __device__ __forceinline__ void load_r(const TR* x, const TD* delta, const TR* r_out, int64_t i,
                                        float (&v)[N]) {
-  if (delta && !r_out) {
+  if (delta && (SPARSE || !r_out)) {
     float d[N];
     load_f<TR, N>(x + i, v);
     load_f<TD, N>(delta + i, d);
@@ -46,7 +50,9 @@ __device__ __forceinline__ void load_r(const TR* x, const TD* delta, const TR* r
   }
 }
 
-template <typename TR, typename TD, typename TO, int N>
+// SPARSE ("lny"): r_out (with a delta) written only in the columns
+// ln_keeps_r picks.
+template <typename TR, typename TD, typename TO, int N, bool SPARSE>
 __global__ void __launch_bounds__(kFwdWarps * 32)
     layer_norm_fwd_kernel(const TR* x, const TD* delta, const float* w, const float* b, TR* r_out, TO* y,
                   float* mean_out, float* rstd_out, int64_t rows, int C, float eps) {
@@ -64,7 +70,13 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
       load_f<TD, N>(delta + off + c, d);
 #pragma unroll
       for (int k = 0; k < N; k++) v[k] = to_f<TR>(from_f<TR>(v[k] + d[k]));  // r as stored
-      if (r_row) store_f<TR, N>(r_row + c, v);
+      if (SPARSE && r_row) {
+#pragma unroll
+        for (int k = 0; k < N; k++)
+          if (kern::ln_keeps_r(w[c + k], b[c + k])) r_row[c + k] = from_f<TR>(v[k]);
+      } else if (r_row) {
+        store_f<TR, N>(r_row + c, v);
+      }
     }
 #pragma unroll
     for (int k = 0; k < N; k++) sum += v[k];
@@ -73,14 +85,14 @@ __global__ void __launch_bounds__(kFwdWarps * 32)
   float sq = 0.f;
   for (int c = lane * N; c < C; c += 32 * N) {
     float v[N];
-    load_r<TR, TD, N>(x + off, delta ? delta + off : nullptr, r_row, c, v);
+    load_r<TR, TD, N, SPARSE>(x + off, delta ? delta + off : nullptr, r_row, c, v);
 #pragma unroll
     for (int k = 0; k < N; k++) sq += (v[k] - mean) * (v[k] - mean);
   }
   const float rstd = rsqrtf(warp_sum(sq) / float(C) + eps);
   for (int c = lane * N; c < C; c += 32 * N) {
     float v[N], wv[N], bv[N];
-    load_r<TR, TD, N>(x + off, delta ? delta + off : nullptr, r_row, c, v);
+    load_r<TR, TD, N, SPARSE>(x + off, delta ? delta + off : nullptr, r_row, c, v);
     load_f<float, N>(w + c, wv);
     load_f<float, N>(b + c, bv);
 #pragma unroll
@@ -153,7 +165,8 @@ struct Bwd {
   int C, S;
 };
 
-// The row's stored values for x^ at i: r (FROM_Y false) or y.
+// The row's stored values for x^ at i: r (FROM_Y false) or y (r only in the
+// columns ln_keeps_r picks: see xhat).
 template <typename TR, typename TD, typename TO, int N, bool FROM_Y>
 __device__ __forceinline__ void load_v(const Bwd<TR, TD, TO>& a, int64_t i, float (&v)[N]) {
   if (FROM_Y)
@@ -162,10 +175,14 @@ __device__ __forceinline__ void load_v(const Bwd<TR, TD, TO>& a, int64_t i, floa
     load_f<TR, N>(a.r + i, v);
 }
 
-// x^ from r ((r - mean) rstd) or from y ((y - b) / w).
-template <bool FROM_Y>
-__device__ __forceinline__ float xhat(float v, float mu, float rs, float w, float b) {
-  return FROM_Y ? (v - b) / w : (v - mu) * rs;
+// x^ from r ((r - mean) rstd, v r) or, FROM_Y, from y ((y - b) / w, v y)
+// except in the columns ln_keeps_r picks, whose r the forward stored at r[i].
+template <bool FROM_Y, typename TR>
+__device__ __forceinline__ float xhat(float v, float mu, float rs, float w, float b, const TR* r,
+                                      int64_t i) {
+  if (!FROM_Y) return (v - mu) * rs;
+  if (kern::ln_keeps_r(w, b)) return (to_f<TR>(r[i]) - mu) * rs;
+  return (v - b) / w;
 }
 
 // The delta gradient d as stored (in TD where ddelta is written apart, else TR).
@@ -188,7 +205,7 @@ __global__ void layer_norm_bwd_kernel(const Bwd<TR, TD, TO> a) {
   for (int64_t row = int64_t(blockIdx.x) * warps + warp; row < a.rows;
        row += int64_t(gridDim.x) * warps) {
     const int64_t off = row * C;
-    const float mu = FROM_Y ? 0.f : a.mean[row], rs = a.rstd[row];
+    const float mu = a.mean[row], rs = a.rstd[row];
     float sg = 0.f, sgx = 0.f;
     for (int c = lane * N; c < C; c += 32 * N) {
       float g[N], v[N], wv[N], bv[N];
@@ -198,7 +215,7 @@ __global__ void layer_norm_bwd_kernel(const Bwd<TR, TD, TO> a) {
       if (FROM_Y) load_f<float, N>(a.b + c, bv);
 #pragma unroll
       for (int k = 0; k < N; k++) {
-        const float xh = xhat<FROM_Y>(v[k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f);
+        const float xh = xhat<FROM_Y>(v[k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f, a.r, off + c + k);
         const int s = slot<N>(c + k, C);
         sdw[s] += g[k] * xh;
         sdb[s] += g[k];
@@ -222,7 +239,7 @@ __global__ void layer_norm_bwd_kernel(const Bwd<TR, TD, TO> a) {
         for (int k = 0; k < N; k++) d[k] = 0.f;
 #pragma unroll
       for (int k = 0; k < N; k++) {
-        const float xh = xhat<FROM_Y>(v[k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f);
+        const float xh = xhat<FROM_Y>(v[k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f, a.r, off + c + k);
         d[k] += rs * (g[k] * wv[k] - mg - xh * mgx);
       }
       store_f<TR, N>(a.dx + off + c, d);
@@ -266,7 +283,7 @@ __global__ void layer_norm_bwd_reg_kernel(const Bwd<TR, TD, TO> a) {
 #pragma unroll
         for (int k = 0; k < N; k++) d[j][k] = 0.f;
     }
-    const float mu = FROM_Y ? 0.f : a.mean[row], rs = a.rstd[row];
+    const float mu = a.mean[row], rs = a.rstd[row];
     float sg = 0.f, sgx = 0.f;
 #pragma unroll
     for (int j = 0; j < ITERS; j++) {
@@ -276,7 +293,7 @@ __global__ void layer_norm_bwd_reg_kernel(const Bwd<TR, TD, TO> a) {
       if (FROM_Y) load_f<float, N>(a.b + c, bv);
 #pragma unroll
       for (int k = 0; k < N; k++) {
-        const float xh = xhat<FROM_Y>(v[j][k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f);
+        const float xh = xhat<FROM_Y>(v[j][k], mu, rs, wv[k], FROM_Y ? bv[k] : 0.f, a.r, off + c + k);
         const int s = slot<N>(c + k, C);
         sdw[s] += g[j][k] * xh;
         sdb[s] += g[j][k];
@@ -314,7 +331,7 @@ bool vec_ok(int64_t C, std::initializer_list<const void*> ps) {
 
 template <typename TR, typename TD, typename TO>
 cudaError_t fwd(const void* x, const void* delta, const float* w, const float* b, void* r_out,
-                void* y, float* mean, float* rstd, int64_t rows, int64_t C, float eps,
+                void* y, float* mean, float* rstd, int64_t rows, int64_t C, float eps, bool sparse,
                 cudaStream_t stream) {
   const unsigned grid = unsigned((rows + kFwdWarps - 1) / kFwdWarps);
   auto args = [&](auto kernel) {
@@ -322,10 +339,11 @@ cudaError_t fwd(const void* x, const void* delta, const float* w, const float* b
         static_cast<const TR*>(x), static_cast<const TD*>(delta), w, b, static_cast<TR*>(r_out),
         static_cast<TO*>(y), mean, rstd, rows, int(C), eps);
   };
-  if (vec_ok<TR, TD, TO>(C, {x, delta, w, b, r_out, y}))
-    args(layer_norm_fwd_kernel<TR, TD, TO, 8>);
+  const bool vec = vec_ok<TR, TD, TO>(C, {x, delta, w, b, r_out, y});
+  if (sparse && delta && r_out)
+    args(vec ? layer_norm_fwd_kernel<TR, TD, TO, 8, true> : layer_norm_fwd_kernel<TR, TD, TO, 1, true>);
   else
-    args(layer_norm_fwd_kernel<TR, TD, TO, 1>);
+    args(vec ? layer_norm_fwd_kernel<TR, TD, TO, 8, false> : layer_norm_fwd_kernel<TR, TD, TO, 1, false>);
   return cudaGetLastError();
 }
 
@@ -375,7 +393,7 @@ cudaError_t bwd(const LnBwd& p, int64_t rows, int64_t C, cudaStream_t stream) {
     else
       launch(layer_norm_bwd_kernel<TR, TD, TO, 8, DY2, FROM_Y>);
   };
-  const bool from_y = p.r == nullptr;
+  const bool from_y = p.y != nullptr;
   if (p.dy2 && from_y)
     pick(std::true_type{}, std::true_type{});
   else if (p.dy2)
@@ -427,18 +445,19 @@ bool layer_norm_dtypes(DType tr, DType td, DType to) {
 
 cudaError_t layer_norm_fwd(const void* x, const void* delta, const float* w, const float* b,
                            void* r_out, void* y, float* mean, float* rstd, DType tr, DType td,
-                           DType to, int64_t rows, int64_t C, float eps, cudaStream_t stream) {
+                           DType to, int64_t rows, int64_t C, float eps, bool r_sparse,
+                           cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || !layer_norm_supports(C)) return cudaErrorInvalidValue;
   if (!delta) td = tr;  // unused
-  CS_DISPATCH_LN(tr, td, to, fwd, x, delta, w, b, r_out, y, mean, rstd, rows, C, eps, stream);
+  CS_DISPATCH_LN(tr, td, to, fwd, x, delta, w, b, r_out, y, mean, rstd, rows, C, eps, r_sparse, stream);
 }
 
 cudaError_t layer_norm_bwd(const LnBwd& a, DType tr, DType td, DType to, int64_t rows, int64_t C,
                            cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || !layer_norm_supports(C) || !a.dy || !a.rstd || !a.w || !a.dx || !a.dw || !a.db ||
-      !a.scratch || (a.r ? !a.mean : (!a.y || !a.b)))
+      !a.scratch || !a.r || !a.mean || (a.y && !a.b))
     return cudaErrorInvalidValue;
   if (!a.ddelta) td = tr;  // unused
   CS_DISPATCH_LN(tr, td, to, bwd, a, rows, C, stream);
