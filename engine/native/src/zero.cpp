@@ -304,11 +304,23 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
-// ZeRO-2's reducer: as a bucket's last gradient is accumulated in the last
-// micro-batch's backward, its gradients are copied into a padded bucket buffer
+// ZeRO-2's reducer: in every micro-batch's backward, as a bucket's last
+// gradient is accumulated, its gradients are copied into a padded bucket buffer
 // and freed, and the buffer is reduce-scattered into the rank's block
-// (shard[b]); finalize() waits and averages. Earlier micro-batches (grad_accum)
-// accumulate in the parameters' own .grad(), as without ZeRO.
+// (shard[b]). In a later micro-batch of the step (grad_accum > 1) the rank
+// first adds the shard (the sum so far) into its own block of the buffer, so
+// the reduce-scatter leaves the running sum in the shard: no output beside it,
+// and between micro-batches a rank holds its shard, not the gradients
+// (as DeepSpeed's stage 2, which also reduces every micro-batch and keeps
+// only the rank's partition of the gradients).
+// end_micro_batch() (the trainer, after each backward but the last) and
+// finalize() (after the last) launch what the hooks did not (every bucket
+// without ddp.overlap) and wait; finalize() then averages.
+//
+// Summation order: the shard sums every rank's every micro-batch, in another
+// order than DDP (each rank's micro-batches first, in .grad(), then the
+// ranks), so with grad_accum > 1 stage 2 is within float32 rounding of DDP,
+// not bitwise (docs/zero.md derives the bound).
 //
 // The reducer keeps no reference to a bucket buffer once its reduce-scatter is
 // launched: the communicator holds it only as long as the collective reads it
@@ -322,8 +334,7 @@ class ScatterReducer : public GradReducer {
   ScatterReducer(std::shared_ptr<ZeroLayout> L, std::vector<torch::Tensor> shard,
                  Communicator& comm, const DDPOptions& o)
       : L_(std::move(L)), shard_(std::move(shard)), comm_(comm), overlap_(o.overlap),
-        pending_(L_->buckets.size(), 0), work_(L_->buckets.size()),
-        clock_(make_timeline(L_->flat.device(), 2)) {
+        pending_(L_->buckets.size(), 0), work_(L_->buckets.size()) {
     if (!overlap_) return;
     for (size_t i = 0; i < L_->params.size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(L_->params[i]);
@@ -336,30 +347,42 @@ class ScatterReducer : public GradReducer {
     for (auto& h : hooks_) h.first->del_post_hook(h.second);
   }
 
-  void prepare(bool communicate) override {
+  // Every micro-batch communicates; last says it is the step's last.
+  void prepare(bool last) override {
     std::lock_guard<std::mutex> lk(mu_);
-    communicate_ = communicate;
-    if (!communicate) return;
+    if (active_) throw std::logic_error("zero: prepare() before the previous micro-batch was ended");
+    if (!open_) {  // the step's first micro-batch
+      open_ = true;
+      micro_ = 0;
+      held_peak_ = 0;
+      all_.clear();
+    } else {
+      micro_++;
+    }
+    last_ = last;
+    active_ = true;
     for (size_t b = 0; b < L_->buckets.size(); b++) {
       pending_[b] = int(L_->buckets[b].params.size());
       work_[b].reset();
     }
     next_ = 0;
-    held_peak_ = 0;
+  }
+
+  bool reduces_each_micro_batch() const override { return true; }
+
+  void end_micro_batch() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!active_ || last_) throw std::logic_error("zero: end_micro_batch() outside an earlier micro-batch");
+    settle();
   }
 
   void finalize() override {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!communicate_) throw std::logic_error("zero: finalize() without prepare(true)");
-    communicate_ = false;
+    if (!active_ || !last_) throw std::logic_error("zero: finalize() without prepare(true)");
+    settle();
     torch::NoGradGuard ng;
-    clock_->mark(0);
-    while (next_ < L_->buckets.size()) launch(next_++);
-    for (size_t b = 0; b < L_->buckets.size(); b++) {
-      work_[b]->wait();
-      shard_[b].div_(double(L_->world));
-    }
-    clock_->mark(1);
+    for (auto& s : shard_) s.div_(double(L_->world));
+    open_ = false;
     valid_ = false;
   }
 
@@ -373,24 +396,38 @@ class ScatterReducer : public GradReducer {
   void set_loss_scale(const torch::Tensor&) override {}
   void end_step(const torch::Tensor&) override {}
 
+  std::vector<c10::Storage> held_storage() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<c10::Storage> out;
+    for (const auto& s : shard_) out.push_back(s.storage());
+    for (const auto& h : held_) {
+      auto alive = h.buffer.lock();
+      if (alive) out.emplace_back(std::move(alive));
+    }
+    return out;
+  }
+
+  // Every micro-batch's reduce-scatters; the exposed time is the waits at the
+  // end of each backward (end_micro_batch, finalize).
   ReducerStats stats() const override {
     std::lock_guard<std::mutex> lk(mu_);
     if (valid_) return stats_;
     ReducerStats s;
-    for (size_t b = 0; b < work_.size(); b++) {
-      if (!work_[b]) continue;
+    for (const auto& [b, w] : all_) {
       BucketStat bs;
       bs.op = "reduce_scatter";
       bs.bytes = L_->buckets[b].padded * 4;
-      bs.ms = work_[b]->elapsed_ms();
+      bs.ms = w->elapsed_ms();
       s.comm_ms += bs.ms;
       s.comm_bytes += bs.bytes;
       s.collectives++;
       s.buckets.push_back(bs);
     }
     if (s.collectives > 0) {
-      clock_->finish(1);
-      s.exposed_comm_ms = clock_->ms(0, 1);
+      for (size_t k = 0; k <= micro_ && k < clocks_.size(); k++) {
+        clocks_[k]->finish(1);
+        s.exposed_comm_ms += clocks_[k]->ms(0, 1);
+      }
       s.held_peak_bytes = held_peak_;
     }
     stats_ = s;
@@ -401,11 +438,24 @@ class ScatterReducer : public GradReducer {
  private:
   void on_ready(size_t i) {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!communicate_) return;
+    if (!active_) return;
     size_t b = L_->bucket_of[i];
     if (pending_[b] > 0) pending_[b]--;
     torch::NoGradGuard ng;
     while (next_ < L_->buckets.size() && pending_[next_] == 0) launch(next_++);
+  }
+
+  // The end of a micro-batch's backward: the buckets not launched yet, then
+  // the wait for every bucket (timed: the exposed part).
+  void settle() {
+    torch::NoGradGuard ng;
+    while (clocks_.size() <= micro_) clocks_.push_back(make_timeline(L_->flat.device(), 2));
+    Timeline& clock = *clocks_[micro_];
+    clock.mark(0);
+    while (next_ < L_->buckets.size()) launch(next_++);
+    for (size_t b = 0; b < L_->buckets.size(); b++) work_[b]->wait();
+    clock.mark(1);
+    active_ = false;
   }
 
   void launch(size_t bi) {
@@ -415,11 +465,16 @@ class ScatterReducer : public GradReducer {
     hold(flat, bytes);
     for (size_t i : b.params) {
       torch::Tensor& g = L_->params[i].mutable_grad();
-      if (!g.defined()) continue;  // unused this step: zero
+      if (!g.defined()) continue;  // unused this micro-batch: zero
       view_as_in(flat, L_->at[i] - b.offset, L_->params[i]).copy_(g);
-      g = torch::Tensor();  // only the rank's block survives the step
+      g = torch::Tensor();  // only the rank's block survives the micro-batch
     }
+    // A later micro-batch: the sum so far into this rank's block (the previous
+    // micro-batch's reduce-scatter was waited for at its settle), so the
+    // reduce-scatter leaves the new sum in the shard.
+    if (micro_ > 0) flat.narrow(0, L_->block_begin(b) - b.offset, b.block).add_(shard_[bi]);
     work_[bi] = comm_.reduce_scatter_sum(flat, shard_[bi]);
+    all_.emplace_back(bi, work_[bi]);
     // flat goes out of scope here: from now on only the collective holds it.
   }
 
@@ -444,7 +499,8 @@ class ScatterReducer : public GradReducer {
   Communicator& comm_;
   bool overlap_;
   std::vector<int> pending_;
-  std::vector<std::shared_ptr<CommWork>> work_;
+  std::vector<std::shared_ptr<CommWork>> work_;  // this micro-batch's, per bucket
+  std::vector<std::pair<size_t, std::shared_ptr<CommWork>>> all_;  // the step's: bucket, work
   struct Held {
     c10::weak_intrusive_ptr<c10::StorageImpl> buffer;
     int64_t bytes;
@@ -453,9 +509,12 @@ class ScatterReducer : public GradReducer {
   int64_t held_peak_ = 0;   // this step's most bucket-buffer bytes held at once
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   mutable std::mutex mu_;
-  bool communicate_ = false;
+  bool open_ = false;    // a step has begun (its first prepare) and not been finalized
+  bool active_ = false;  // in a micro-batch's backward: between prepare and its settle
+  bool last_ = false;    // the micro-batch is the step's last
+  size_t micro_ = 0;     // the micro-batch's index in the step
   size_t next_ = 0;
-  std::unique_ptr<Timeline> clock_;
+  std::vector<std::unique_ptr<Timeline>> clocks_;  // per micro-batch: marks 0, 1 around its settle
   mutable ReducerStats stats_;
   mutable bool valid_ = false;
 };
