@@ -77,49 +77,65 @@ func TestZeroGradAccum(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			desc, err := lib.Describe(tc.cfg)
 			require.NoError(t, err)
-			dumps := map[int][]paramDump{} // rank 0's parameters after the last step, by stage
-			run := func(c engine.Config) []rankResult {
-				dir := t.TempDir()
-				t.Setenv("CASESTUDY_PARAM_DUMP", dir)
+			z1, z2 := zeroAccumAgainstDDP(t, tc.cfg, func(c engine.Config) []rankResult {
 				rs, errs := startRanks(t, lib, c, world, steps, tc.opts)
 				for r, err := range errs {
 					require.NoError(t, err, "zero.stage %d rank %d", c.Zero.Stage, r)
 				}
-				sameParams(t, rs)
-				d, err := readParamDump(filepath.Join(dir, "rank0.bin"))
-				require.NoError(t, err, "zero.stage %d", c.Zero.Stage)
-				dumps[c.Zero.Stage] = d
 				return rs
-			}
-			ddp, z1, z2 := run(tc.cfg), run(withZero(tc.cfg, 1)), run(withZero(tc.cfg, 2))
-			assert.Equal(t, ddp[0].Checksum, z1[0].Checksum, "ZeRO-1 parameters differ from DDP's")
-			assert.Equal(t, gradNorms(ddp[0].Metrics), gradNorms(z1[0].Metrics), "ZeRO-1 grad norms")
-			assert.Equal(t, ddp[0].Losses, z1[0].Losses, "ZeRO-1 losses")
-			worst := 0.0 // the largest relative difference seen, for the log
-			rel := func(a, b float64) float64 { return math.Abs(a-b) / math.Abs(a) }
-			for i, m := range z2[0].Metrics {
-				want := ddp[0].Metrics[i]
-				assert.InEpsilon(t, want.Loss, m.Loss, zeroTol, "step %d loss", i)
-				assert.InEpsilon(t, want.GradNorm, m.GradNorm, zeroTol, "step %d grad norm", i)
-				worst = max(worst, rel(want.Loss, m.Loss), rel(want.GradNorm, m.GradNorm))
-				assert.Equal(t, tc.cfg.GradAccum*opCount(want)["all_reduce"], opCount(m)["reduce_scatter"],
-					"step %d: one reduce-scatter a bucket a micro-batch", i)
-				checkHeldBuckets(t, m, i)
-			}
-			assert.False(t, math.IsNaN(z2[0].Checksum.Sum))
-			lr := tc.cfg.LearningRate
-			moved, far := paramsWithin(t, dumps[0], dumps[2], paramTolLR*lr)
-			clipped := 0
-			for _, n := range gradNorms(ddp[0].Metrics) {
-				if n > 1 { // Trainer::kMaxGradNorm
-					clipped++
-				}
-			}
-			t.Logf("%s: ZeRO-2 against DDP: losses and norms within %.2g relative; parameters: %d of %d elements moved, the worst by %.3g lr (bound %g lr), sum %.2g relative; %d of %d steps clipped",
-				tc.name, worst, moved, numel(dumps[0]), far/lr, paramTolLR, rel(ddp[0].Checksum.Sum, z2[0].Checksum.Sum), clipped, steps)
+			})
 			checkAccumMemory(t, desc.Params, z1, z2, world)
 		})
 	}
+}
+
+// zeroAccumAgainstDDP runs cfg through run (its ranks, all succeeding) at
+// ZeRO stages 0, 1 and 2, rank 0's parameters dumped after the last step:
+// ZeRO-1 bit-identical to DDP; ZeRO-2's losses and norms within zeroTol,
+// every parameter element within paramTolLR lr of DDP's, and one
+// reduce-scatter a bucket a micro-batch. Returns the ZeRO-1 and -2 ranks.
+func zeroAccumAgainstDDP(t *testing.T, cfg engine.Config, run func(engine.Config) []rankResult) (z1, z2 []rankResult) {
+	t.Helper()
+	require.Positive(t, cfg.LearningRate, "the parameters' bound is in units of the learning rate: set it")
+	dumps := map[int][]paramDump{} // rank 0's parameters after the last step, by stage
+	dumped := func(c engine.Config) []rankResult {
+		dir := t.TempDir()
+		t.Setenv("CASESTUDY_PARAM_DUMP", dir)
+		rs := run(c)
+		sameParams(t, rs)
+		d, err := readParamDump(filepath.Join(dir, "rank0.bin"))
+		require.NoError(t, err, "zero.stage %d", c.Zero.Stage)
+		dumps[c.Zero.Stage] = d
+		return rs
+	}
+	ddp := dumped(cfg)
+	z1, z2 = dumped(withZero(cfg, 1)), dumped(withZero(cfg, 2))
+	assert.Equal(t, ddp[0].Checksum, z1[0].Checksum, "ZeRO-1 parameters differ from DDP's")
+	assert.Equal(t, gradNorms(ddp[0].Metrics), gradNorms(z1[0].Metrics), "ZeRO-1 grad norms")
+	assert.Equal(t, ddp[0].Losses, z1[0].Losses, "ZeRO-1 losses")
+	worst := 0.0 // the largest relative difference seen, for the log
+	rel := func(a, b float64) float64 { return math.Abs(a-b) / math.Abs(a) }
+	for i, m := range z2[0].Metrics {
+		want := ddp[0].Metrics[i]
+		assert.InEpsilon(t, want.Loss, m.Loss, zeroTol, "step %d loss", i)
+		assert.InEpsilon(t, want.GradNorm, m.GradNorm, zeroTol, "step %d grad norm", i)
+		worst = max(worst, rel(want.Loss, m.Loss), rel(want.GradNorm, m.GradNorm))
+		assert.Equal(t, max(cfg.GradAccum, 1)*opCount(want)["all_reduce"], opCount(m)["reduce_scatter"],
+			"step %d: one reduce-scatter a bucket a micro-batch", i)
+		checkHeldBuckets(t, m, i)
+	}
+	assert.False(t, math.IsNaN(z2[0].Checksum.Sum))
+	lr := cfg.LearningRate
+	moved, far := paramsWithin(t, dumps[0], dumps[2], paramTolLR*lr)
+	clipped := 0
+	for _, n := range gradNorms(ddp[0].Metrics) {
+		if n > 1 { // Trainer::kMaxGradNorm
+			clipped++
+		}
+	}
+	t.Logf("grad_accum %d: ZeRO-2 against DDP: losses and norms within %.2g relative; parameters: %d of %d elements moved, the worst by %.3g lr (bound %g lr), sum %.2g relative; %d of %d steps clipped",
+		cfg.GradAccum, worst, moved, numel(dumps[0]), far/lr, paramTolLR, rel(ddp[0].Checksum.Sum, z2[0].Checksum.Sum), clipped, len(ddp[0].Metrics))
+	return z1, z2
 }
 
 // checkAccumMemory: between micro-batches (accum_grad_bytes) ZeRO-1 holds
