@@ -96,7 +96,7 @@ namespace cs {
 void check_zero(const EngineConfig& cfg);
 
 class PipeGroup;    // pipeline_group.h
-struct ZeroLayout;  // zero.cpp
+struct ZeroLayout;  // zero_layout.h
 
 // A Communicator over a PipeGroup (tensor parallelism's data group), for
 // ZeroOptimizer and the DDP reducer it drives. The group's collectives are

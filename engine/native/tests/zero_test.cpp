@@ -110,23 +110,29 @@ class WatchingComm : public Communicator {
 };
 
 // 8 parameters of 4096 fp32 elements (16 KiB) and buckets of 16 KiB: 8
-// buckets of one parameter, each rank's block 2048 elements.
-int reducer_case(bool hold) {
-  torch::manual_seed(3);
+// buckets of one parameter, each rank's block 2048 elements. ZeRO-2 over comm.
+struct EightBuckets {
   std::vector<torch::Tensor> params;
-  std::vector<bool> decays;
-  for (int i = 0; i < 8; i++) {
-    params.push_back(torch::randn({64, 64}).requires_grad_(true));
-    decays.push_back(true);
+  std::unique_ptr<ZeroOptimizer> zero;
+  std::unique_ptr<GradReducer> reducer;
+  EightBuckets(uint64_t seed, Communicator& comm, bool overlap) {
+    torch::manual_seed(seed);
+    for (int i = 0; i < 8; i++) params.push_back(torch::randn({64, 64}).requires_grad_(true));
+    ZeroOptions z;
+    z.stage = 2;
+    DDPOptions ddp;
+    ddp.bucket_mb = ddp.first_bucket_mb = 16.0 / 1024;
+    ddp.overlap = overlap;
+    zero = std::make_unique<ZeroOptimizer>(params, std::vector<bool>(8, true), comm, z, ddp, OptimOptions{});
+    reducer = zero->make_reducer();
   }
+};
+
+int reducer_case(bool hold) {
   WatchingComm comm(hold);
-  ZeroOptions z;
-  z.stage = 2;
-  DDPOptions ddp;
-  ddp.bucket_mb = ddp.first_bucket_mb = 16.0 / 1024;
-  ddp.overlap = true;
-  ZeroOptimizer zero(params, decays, comm, z, ddp, OptimOptions{});
-  auto reducer = zero.make_reducer();
+  EightBuckets m(3, comm, /*overlap=*/true);
+  auto& params = m.params;
+  auto& reducer = m.reducer;
   const int64_t bucket_bytes = 64 * 64 * 4;
   for (int step = 0; step < 2; step++) {
     comm.reset();
@@ -163,21 +169,10 @@ int reducer_case(bool hold) {
 // gradient is 2 (k + 1) (i + 1) p_i and the three sum to 12 (i + 1) p_i; the
 // other rank sends zeros, so the average over the world of two is half that.
 int accum_case(bool overlap) {
-  torch::manual_seed(5);
-  std::vector<torch::Tensor> params;
-  std::vector<bool> decays;
-  for (int i = 0; i < 8; i++) {
-    params.push_back(torch::randn({64, 64}).requires_grad_(true));
-    decays.push_back(true);
-  }
   WatchingComm comm(false, /*other=*/0);
-  ZeroOptions z;
-  z.stage = 2;
-  DDPOptions ddp;
-  ddp.bucket_mb = ddp.first_bucket_mb = 16.0 / 1024;
-  ddp.overlap = overlap;
-  ZeroOptimizer zero(params, decays, comm, z, ddp, OptimOptions{});
-  auto reducer = zero.make_reducer();
+  EightBuckets m(5, comm, overlap);
+  auto& params = m.params;
+  auto& reducer = m.reducer;
   CS_CHECK(reducer->reduces_each_micro_batch());
   const int64_t bucket_bytes = 64 * 64 * 4, shard_bytes = 8 * bucket_bytes / 2;
   for (int step = 0; step < 2; step++) {
