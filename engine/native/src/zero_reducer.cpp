@@ -8,25 +8,12 @@
 
 #include "device.h"
 #include "model.h"
+#include "ready_hook.h"
 #include "zero_layout.h"
 
 namespace cs {
 
 namespace {
-
-using torch::autograd::variable_list;
-
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 // ZeRO-2's reducer: in every micro-batch's backward, as a bucket's last
 // gradient is accumulated, its gradients are copied into a padded bucket buffer
