@@ -47,6 +47,14 @@ type StepMetrics struct {
 	// it, so with collectives that keep up it is about one bucket, not the
 	// model's gradients (docs/zero.md). Absent without ZeRO-2.
 	GradBucketPeakBytes int64 `json:"grad_bucket_peak_bytes,omitempty"`
+	// AccumGradBytes (data parallel with grad_accum > 1) is the most bytes of
+	// gradient storage the rank held after a micro-batch's backward but the
+	// last, before the next forward: the parameters' .grad() storages and
+	// what the reducer keeps beside them (ZeRO-2: its shard and any bucket
+	// buffer a collective still holds), each storage counted once. A count of
+	// the engine's references, not of an allocator: DDP and ZeRO-1 hold every
+	// gradient there, ZeRO-2 its shard (docs/zero.md). Absent otherwise.
+	AccumGradBytes int64 `json:"accum_grad_bytes,omitempty"`
 
 	// TPCommMS is a tensor-parallel rank's time in its tensor group's
 	// collectives (the activations' all-reduces, all-gathers and

@@ -57,7 +57,13 @@ func tpZeroCheck(t *testing.T, cfg engine.Config, stage int, rs, base []rankResu
 			ops := opCount(m)
 			// The data group runs ZeRO's collectives only; each is one bucket.
 			assert.Equal(t, len(m.Buckets), m.Collectives-m.TPCollectives, "rank %d step %d: the data group's collectives are the buckets", r, i)
-			assert.Equal(t, want.TPCollectives, m.TPCollectives, "rank %d step %d: the tensor group's collectives are tp's", r, i)
+			if stage == 2 && cfg.GradAccum > 1 && cfg.TP.SequenceParallel {
+				// Stage 2 sums the sequence-parallel gradients over the tensor
+				// group every micro-batch (before its reduce-scatter), tp once.
+				assert.Greater(t, m.TPCollectives, want.TPCollectives, "rank %d step %d: the per-micro-batch sequence-parallel sums", r, i)
+			} else {
+				assert.Equal(t, want.TPCollectives, m.TPCollectives, "rank %d step %d: the tensor group's collectives are tp's", r, i)
+			}
 			// The engine's own answer (cs_info): over NCCL groups it keeps the
 			// all-gathers in the step whatever zero.overlap_gather says.
 			overlap := z.OverlapGather
@@ -67,7 +73,8 @@ func tpZeroCheck(t *testing.T, cfg engine.Config, stage int, rs, base []rankResu
 			if stage == 1 {
 				assert.Equal(t, z.Buckets, ops["all_reduce"], "rank %d step %d: one all-reduce a bucket", r, i)
 			} else {
-				assert.Equal(t, z.Buckets, ops["reduce_scatter"], "rank %d step %d: one reduce-scatter a bucket", r, i)
+				// ZeRO-2 reduce-scatters every micro-batch (grad_accum).
+				assert.Equal(t, max(cfg.GradAccum, 1)*z.Buckets, ops["reduce_scatter"], "rank %d step %d: one reduce-scatter a bucket a micro-batch", r, i)
 				assert.Equal(t, 1, ops["all_reduce"], "rank %d step %d: the norm's float64 all-reduce", r, i)
 			}
 			gatherMS := 0.0
@@ -102,9 +109,12 @@ func TestTPZeroMatchesTP(t *testing.T) {
 	const steps, world = 3, 4
 	gpt := tpGPT(2, true)
 	gpt.LearningRate = 3e-2
-	accum := tpGPT(2, false) // earlier micro-batches accumulate in .grad(), the last one reduces
+	accum := tpGPT(2, false) // stage 2 reduces every micro-batch, DDP and stage 1 the last
 	accum.GradAccum = 2
-	for name, cfg := range map[string]engine.Config{"gpt": gpt, "bert": tpBERT(2, true), "gpt grad_accum 2 without sequence parallel": accum} {
+	accumSP := tpGPT(2, true) // stage 2: each micro-batch's sequence-parallel sums before its reduce-scatter
+	accumSP.GradAccum = 2
+	for name, cfg := range map[string]engine.Config{"gpt": gpt, "bert": tpBERT(2, true), "gpt grad_accum 2 without sequence parallel": accum,
+		"gpt grad_accum 2 with sequence parallel": accumSP} {
 		t.Run(name, func(t *testing.T) {
 			cfg = tpZeroCase(t, lib, cfg)
 			got := map[int][]rankResult{}

@@ -170,8 +170,10 @@ func gradNorms(ms []engine.StepMetrics) []float64 {
 
 // TestZeroClipAndVariants: GPT tiny at a learning rate that drives the
 // gradient norm above the clip threshold, on 4 ranks (blocks of a quarter,
-// padding), with gradient accumulation and without overlap: stage 1 stays
-// bit-identical to DDP and stage 2 within noise.
+// padding): stage 1 stays bit-identical to DDP and stage 2 within noise. The
+// same with gradient accumulation and without overlap (2 ranks) is
+// TestZeroGradAccum's "gpt grad_accum 2 without overlap": stage 2 then sums
+// the micro-batches in another order, which needs its element-wise check.
 func TestZeroClipAndVariants(t *testing.T) {
 	lib := glooLibrary(t)
 	base := zeroCases(t, lib)[0]
@@ -183,7 +185,6 @@ func TestZeroClipAndVariants(t *testing.T) {
 		overlap     bool
 	}{
 		{"4 ranks", 4, 1, true},
-		{"2 ranks, grad_accum 2, no overlap", 2, 2, false},
 	}
 	const steps = 4
 	for _, tt := range tests {

@@ -154,12 +154,27 @@ class GradReducer {
  public:
   virtual ~GradReducer() = default;
   // Before the backward of each micro-batch; communicate is true only for the
-  // last micro-batch of a step (grad_accum > 1 accumulates locally first).
+  // last micro-batch of a step (grad_accum > 1 accumulates locally first; a
+  // reducer that reduces_each_micro_batch() communicates in every one).
   virtual void prepare(bool communicate) = 0;
   // After the last backward: launches what is left, waits, averages over ranks and
   // leaves the averaged gradients in each parameter's .grad().
   virtual void finalize() = 0;
   virtual ReducerStats stats() const = 0;
+  // grad_accum > 1. A reducer that reduces every micro-batch (ZeRO-2's: it
+  // keeps only the rank's shard between micro-batches) says so here, and the
+  // trainer calls end_micro_batch() after each backward but the last (after
+  // tensor parallelism's sequence-parallel sums): it launches what the
+  // backward's hooks did not, waits, and folds the micro-batch's reduced
+  // gradients into what it keeps. DDP's reducer accumulates in .grad() and
+  // reduces once, in the last micro-batch: neither applies.
+  virtual bool reduces_each_micro_batch() const { return false; }
+  virtual void end_micro_batch() {}
+  // Gradient storage the reducer holds beyond the parameters' .grad() (ZeRO-2:
+  // the shard, reduce-scatter outputs not yet folded in, bucket buffers its
+  // collectives still hold), for the trainer's count of the gradient bytes
+  // held between micro-batches (accum_grad_bytes).
+  virtual std::vector<c10::Storage> held_storage() const { return {}; }
   // fault.kind stall: in the next step's communicating backward, just before
   // bucket b (the last bucket when b is past it) is launched, the caller's
   // stream sleeps ms milliseconds (a spin kernel on a GPU, the host on the

@@ -25,6 +25,7 @@
 #include "comm_watch.h"
 #include "dist.h"
 #include "model.h"
+#include "ready_hook.h"
 
 #ifdef CS_WITH_NCCL
 #include <ATen/cuda/Sleep.h>
@@ -37,21 +38,6 @@ namespace cs {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-using torch::autograd::variable_list;
-
-// Calls fn after the AccumulateGrad node it is attached to has run.
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 // Measures the time the step waits in finalize(): the host clock on the CPU,
 // CUDA events on the current stream on a GPU (read lazily, so finalize does not

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 #include <thread>
+#include <unordered_set>
 
 #include "checksum.h"
 #include "comm_watch.h"
@@ -505,8 +506,24 @@ void Trainer::zero_grads() {
   }
 }
 
+// The bytes of gradient storage the rank holds now: the parameters' .grad()
+// and what the reducer keeps beside them (dist.h held_storage), each storage
+// once (DDP's .grad()s are views of its buckets).
+int64_t Trainer::gradient_bytes_held() const {
+  std::unordered_set<const c10::StorageImpl*> seen;
+  int64_t bytes = 0;
+  auto add = [&](const c10::Storage& s) {
+    if (s.unsafeGetStorageImpl() && seen.insert(s.unsafeGetStorageImpl()).second) bytes += int64_t(s.nbytes());
+  };
+  for (const auto& p : params_)
+    if (p.grad().defined()) add(p.grad().storage());
+  for (const auto& s : reducer_->held_storage()) add(s);
+  return bytes;
+}
+
 void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
   const int64_t ga = cfg_.grad_accum;
+  accum_grad_bytes_ = -1;
   auto mark = [&](int i) {
     if (timed) timed->mark(i);
     if (tp_) tp_->at_mark(i);
@@ -530,6 +547,14 @@ void Trainer::run_step(const std::vector<Batch>& batches, Timeline* timed) {
     if (interf_) interf_->begin();
     loss.backward();
     if (interf_) interf_->end();
+    if (reducer_ && i < ga - 1 && reducer_->reduces_each_micro_batch()) {  // ZeRO-2: dist.h
+      if (tp_ && zero_) {  // this micro-batch's sequence-parallel sums before its reduce-scatter
+        torch::NoGradGuard ng;
+        tp::allreduce_sequence_parallel_grads(tp_->model->sequence_parallel_params(), tp_->ctx);
+      }
+      reducer_->end_micro_batch();
+    }
+    if (reducer_ && i < ga - 1) accum_grad_bytes_ = std::max(accum_grad_bytes_, gradient_bytes_held());
     mark(int(2 + 2 * i));
   }
   if (tp_ && zero_) {  // as reduce_and_clip_tp: the tensor group's sum before the data group's
@@ -767,7 +792,7 @@ Trainer::Issued Trainer::issue(Timeline& tl) {
     tl.mark(last);
   }
   // A replay writes the graph's one metrics vector: the next would overwrite it.
-  Issued s{step_, replayed, replayed ? metrics_.clone() : metrics_};
+  Issued s{step_, replayed, replayed ? metrics_.clone() : metrics_, replayed ? -1 : accum_grad_bytes_};
   step_++;
   return s;
 }
@@ -843,6 +868,7 @@ json Trainer::metrics_json(const Issued& s, Timeline& tl, const MemoryStats& mem
     m["comm_bytes"] = rs.comm_bytes;
     m["collectives"] = rs.collectives;
     if (rs.held_peak_bytes >= 0) m["grad_bucket_peak_bytes"] = rs.held_peak_bytes;
+    if (s.accum_grad_bytes >= 0) m["accum_grad_bytes"] = s.accum_grad_bytes;
     json buckets = json::array();
     for (const auto& b : rs.buckets) {
       buckets.push_back({{"bytes", b.bytes},

@@ -88,6 +88,7 @@ class Trainer {
   void inject_fault_before_step();
   void arm_overflow_fault();  // fault.kind overflow: a gradient hook on this rank
   void zero_grads();
+  int64_t gradient_bytes_held() const;  // reducer_ set: .grad()s and the reducer's (trainer.cpp)
   // forward + backward for every micro-batch, reducer, clip, optimizer; leaves
   // [loss, grad_norm, found_inf, loss_scale] in metrics_. Marks the timeline when
   // timed (not during graph capture).
@@ -99,6 +100,9 @@ class Trainer {
     int64_t step;
     bool replayed;
     torch::Tensor metrics;
+    // With a reducer and grad_accum > 1: the most gradient bytes held after a
+    // micro-batch's backward but the last (gradient_bytes_held); else -1.
+    int64_t accum_grad_bytes = -1;
   };
   Issued issue(Timeline& tl);  // one step, timed on tl; nothing waits for the device
   // The metrics of an issued step whose last event is done (mem: the window's peaks).
@@ -118,6 +122,7 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   std::vector<std::unique_ptr<Timeline>> timelines_;  // one for each step of a steps() call
   torch::Tensor metrics_;  // device, float32 [4]
+  int64_t accum_grad_bytes_ = -1;  // this step's Issued::accum_grad_bytes
   int64_t step_ = 0;
   int threads_ = 1;
   double peak_tflops_ = 0;

@@ -2,8 +2,6 @@
 // reduce-scatter (dist.h).
 #include "zero.h"
 
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <c10/core/Event.h>
@@ -20,6 +18,7 @@
 #include "model.h"
 #include "pipeline_group.h"
 #include "tp.h"
+#include "zero_layout.h"
 
 namespace cs {
 
@@ -179,20 +178,19 @@ void check_zero(const EngineConfig& cfg) {
                            cfg.ddp.compression + " is not supported with it (use stage 1)");
 }
 
-struct ZeroLayout {
-  struct Bucket {
-    int64_t offset = 0, numel = 0, padded = 0, block = 0;  // block = padded / world
-    std::vector<size_t> params;                             // indices into params
-  };
-  int world = 1, rank = 0;
-  torch::Tensor flat;
-  std::vector<torch::Tensor> params;
-  std::vector<int64_t> at;  // each parameter's offset in flat
-  std::vector<size_t> bucket_of;
-  std::vector<Bucket> buckets;
-
-  int64_t block_begin(const Bucket& b) const { return b.offset + rank * b.block; }
-};
+// zero_layout.h.
+torch::Tensor view_as_in(const torch::Tensor& flat, int64_t offset, const torch::Tensor& like) {
+  std::vector<int64_t> st;
+  if (like.is_non_overlapping_and_dense()) {
+    st = like.strides().vec();
+  } else {
+    st.assign(like.dim(), 1);
+    for (int64_t d = like.dim() - 1; d > 0; d--) st[d - 1] = st[d] * std::max<int64_t>(like.size(d), 1);
+  }
+  auto v = torch::empty({0}, flat.options());
+  v.set_(flat.storage(), flat.storage_offset() + offset, like.sizes(), st);
+  return v;
+}
 
 namespace {
 
@@ -208,21 +206,6 @@ constexpr double kMiB = 1024.0 * 1024.0;
 constexpr int64_t kAlign = 64;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-// A tensor over flat's storage from element offset, laid out as like: like's
-// strides where like is dense (channels_last stays channels_last), else row-major.
-torch::Tensor view_as_in(const torch::Tensor& flat, int64_t offset, const torch::Tensor& like) {
-  std::vector<int64_t> st;
-  if (like.is_non_overlapping_and_dense()) {
-    st = like.strides().vec();
-  } else {
-    st.assign(like.dim(), 1);
-    for (int64_t d = like.dim() - 1; d > 0; d--) st[d - 1] = st[d] * std::max<int64_t>(like.size(d), 1);
-  }
-  auto v = torch::empty({0}, flat.options());
-  v.set_(flat.storage(), flat.storage_offset() + offset, like.sizes(), st);
-  return v;
-}
 
 torch::Tensor range_of(const torch::Tensor& t, int64_t offset, int64_t len) {
   auto v = torch::empty({0}, t.options());
@@ -289,176 +272,6 @@ std::shared_ptr<ZeroLayout> make_layout(const std::vector<torch::Tensor>& params
   }
   return L;
 }
-
-using torch::autograd::variable_list;
-
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-
-// ZeRO-2's reducer: as a bucket's last gradient is accumulated in the last
-// micro-batch's backward, its gradients are copied into a padded bucket buffer
-// and freed, and the buffer is reduce-scattered into the rank's block
-// (shard[b]); finalize() waits and averages. Earlier micro-batches (grad_accum)
-// accumulate in the parameters' own .grad(), as without ZeRO.
-//
-// The reducer keeps no reference to a bucket buffer once its reduce-scatter is
-// launched: the communicator holds it only as long as the collective reads it
-// (dist.h reduce_scatter_sum), so the full gradient never exists at once, only
-// the buckets in flight. Weak references to the launched buffers measure that
-// (ReducerStats::held_peak_bytes): at each new buffer, the bytes of it and of
-// the launched buffers something still holds; the most of a step is its peak,
-// since the held bytes grow only when a buffer is made.
-class ScatterReducer : public GradReducer {
- public:
-  ScatterReducer(std::shared_ptr<ZeroLayout> L, std::vector<torch::Tensor> shard,
-                 Communicator& comm, const DDPOptions& o)
-      : L_(std::move(L)), shard_(std::move(shard)), comm_(comm), overlap_(o.overlap),
-        pending_(L_->buckets.size(), 0), work_(L_->buckets.size()),
-        clock_(make_timeline(L_->flat.device(), 2)) {
-    if (!overlap_) return;
-    for (size_t i = 0; i < L_->params.size(); ++i) {
-      auto acc = torch::autograd::impl::grad_accumulator(L_->params[i]);
-      if (!acc) throw std::runtime_error("zero: a parameter is not a leaf (no gradient accumulator)");
-      uintptr_t key = acc->add_post_hook(std::make_unique<ReadyHook>([this, i] { on_ready(i); }));
-      hooks_.emplace_back(acc, key);
-    }
-  }
-  ~ScatterReducer() override {
-    for (auto& h : hooks_) h.first->del_post_hook(h.second);
-  }
-
-  void prepare(bool communicate) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    communicate_ = communicate;
-    if (!communicate) return;
-    for (size_t b = 0; b < L_->buckets.size(); b++) {
-      pending_[b] = int(L_->buckets[b].params.size());
-      work_[b].reset();
-    }
-    next_ = 0;
-    held_peak_ = 0;
-  }
-
-  void finalize() override {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!communicate_) throw std::logic_error("zero: finalize() without prepare(true)");
-    communicate_ = false;
-    torch::NoGradGuard ng;
-    clock_->mark(0);
-    while (next_ < L_->buckets.size()) launch(next_++);
-    for (size_t b = 0; b < L_->buckets.size(); b++) {
-      work_[b]->wait();
-      shard_[b].div_(double(L_->world));
-    }
-    clock_->mark(1);
-    valid_ = false;
-  }
-
-  // The stall fault drives the DDP reducer's watchdog path; ZeRO-2's reducer
-  // refuses it rather than ignoring it.
-  void stall_before(int, int) override {
-    throw ConfigError("fault.kind stall is not supported with zero.stage 2 (use zero.stage 0 or 1)");
-  }
-  // No top-k under ZeRO-2: nothing is kept across steps, so the loss scale and
-  // found_inf need no handling here.
-  void set_loss_scale(const torch::Tensor&) override {}
-  void end_step(const torch::Tensor&) override {}
-
-  ReducerStats stats() const override {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (valid_) return stats_;
-    ReducerStats s;
-    for (size_t b = 0; b < work_.size(); b++) {
-      if (!work_[b]) continue;
-      BucketStat bs;
-      bs.op = "reduce_scatter";
-      bs.bytes = L_->buckets[b].padded * 4;
-      bs.ms = work_[b]->elapsed_ms();
-      s.comm_ms += bs.ms;
-      s.comm_bytes += bs.bytes;
-      s.collectives++;
-      s.buckets.push_back(bs);
-    }
-    if (s.collectives > 0) {
-      clock_->finish(1);
-      s.exposed_comm_ms = clock_->ms(0, 1);
-      s.held_peak_bytes = held_peak_;
-    }
-    stats_ = s;
-    valid_ = true;
-    return s;
-  }
-
- private:
-  void on_ready(size_t i) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!communicate_) return;
-    size_t b = L_->bucket_of[i];
-    if (pending_[b] > 0) pending_[b]--;
-    torch::NoGradGuard ng;
-    while (next_ < L_->buckets.size() && pending_[next_] == 0) launch(next_++);
-  }
-
-  void launch(size_t bi) {
-    const auto& b = L_->buckets[bi];
-    torch::Tensor flat = torch::zeros({b.padded}, L_->flat.options());
-    const int64_t bytes = b.padded * int64_t(flat.element_size());
-    hold(flat, bytes);
-    for (size_t i : b.params) {
-      torch::Tensor& g = L_->params[i].mutable_grad();
-      if (!g.defined()) continue;  // unused this step: zero
-      view_as_in(flat, L_->at[i] - b.offset, L_->params[i]).copy_(g);
-      g = torch::Tensor();  // only the rank's block survives the step
-    }
-    work_[bi] = comm_.reduce_scatter_sum(flat, shard_[bi]);
-    // flat goes out of scope here: from now on only the collective holds it.
-  }
-
-  // A new bucket buffer: the launched ones still held (by their collectives)
-  // and it, against the step's peak; then it is watched as they are.
-  void hold(const torch::Tensor& flat, int64_t bytes) {
-    int64_t now = bytes;
-    size_t kept = 0;
-    for (size_t k = 0; k < held_.size(); k++) {
-      if (held_[k].buffer.expired()) continue;
-      now += held_[k].bytes;
-      if (k != kept) held_[kept] = std::move(held_[k]);
-      kept++;
-    }
-    held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(kept), held_.end());
-    held_peak_ = std::max(held_peak_, now);
-    held_.push_back({flat.storage().getWeakStorageImpl(), bytes});
-  }
-
-  std::shared_ptr<ZeroLayout> L_;
-  std::vector<torch::Tensor> shard_;
-  Communicator& comm_;
-  bool overlap_;
-  std::vector<int> pending_;
-  std::vector<std::shared_ptr<CommWork>> work_;
-  struct Held {
-    c10::weak_intrusive_ptr<c10::StorageImpl> buffer;
-    int64_t bytes;
-  };
-  std::vector<Held> held_;  // the launched bucket buffers, weakly
-  int64_t held_peak_ = 0;   // this step's most bucket-buffer bytes held at once
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
-  mutable std::mutex mu_;
-  bool communicate_ = false;
-  size_t next_ = 0;
-  std::unique_ptr<Timeline> clock_;
-  mutable ReducerStats stats_;
-  mutable bool valid_ = false;
-};
 
 }  // namespace
 
@@ -609,7 +422,7 @@ torch::Tensor forward_loss_waiting(Model& model, ZeroOptimizer& zero, const Batc
 
 std::unique_ptr<GradReducer> ZeroOptimizer::make_reducer() {
   if (z_.stage == 1) return cs::make_reducer(layout_->params, comm_, ddp_);
-  return std::make_unique<ScatterReducer>(layout_, shard_grads_, comm_, ddp_);
+  return make_scatter_reducer(layout_, shard_grads_, comm_, ddp_);
 }
 
 std::vector<torch::Tensor> ZeroOptimizer::piece_grads() {

@@ -23,7 +23,11 @@
 // Stage 2: a reducer of its own (make_reducer) copies each bucket's gradients
 // into a padded bucket buffer as the bucket becomes ready in backward, frees the
 // parameters' .grad(), and reduce-scatters the bucket: only the rank's block of
-// the averaged gradient stays. The clip norm is one float64 all-reduce of the
+// the averaged gradient stays. With grad_accum > 1 it does so in every
+// micro-batch's backward, a later micro-batch adding the running sum into the
+// rank's own block first (GradReducer::end_micro_batch, dist.h), so between
+// micro-batches a rank holds its shard, not the gradients; the sum's order
+// then differs from DDP's (docs/zero.md bounds it). The clip norm is one float64 all-reduce of the
 // blocks' sums of squares (grad_sumsq, as the pipeline's clip), which also
 // carries fp16's found_inf: a non-finite block makes the sum non-finite on every
 // rank, as an all-reduce with max would. Within float32 reduction-order noise
@@ -92,7 +96,7 @@ namespace cs {
 void check_zero(const EngineConfig& cfg);
 
 class PipeGroup;    // pipeline_group.h
-struct ZeroLayout;  // zero.cpp
+struct ZeroLayout;  // zero_layout.h
 
 // A Communicator over a PipeGroup (tensor parallelism's data group), for
 // ZeroOptimizer and the DDP reducer it drives. The group's collectives are

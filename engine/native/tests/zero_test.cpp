@@ -9,6 +9,11 @@
 //     bucket, the largest, not the model; with a communicator that holds its
 //     inputs until wait() (as the default reduce-scatter and, before issue
 //     39's fix, the reducer itself did) both counts say every bucket;
+//   - grad_accum 3 (with and without ddp.overlap): every micro-batch's
+//     backward reduce-scatters every bucket, no .grad() survives a
+//     micro-batch, the reducer holds only the shard between micro-batches
+//     (held_storage), and the shard ends as the average of every micro-batch's
+//     sum;
 //   - the Gloo and host-staged (CPU tensors) communicators on 2 thread ranks:
 //     the staged one holds no reference to the input once reduce_scatter_sum
 //     returns, Gloo none once the work is done (before wait() is called; c10d's
@@ -52,10 +57,12 @@ class HoldingWork : public CommWork {
 
 // Rank 0 of a world of two whose other rank sends the same gradients: the
 // reduce-scatter leaves twice this rank's block, so the average is the
-// gradient itself. Each call counts the earlier inputs still alive.
+// gradient itself (other = 1). With other = 0 the other rank sends zeros, so
+// the block is this rank's own (what a later micro-batch adds to its block
+// included). Each call counts the earlier inputs still alive.
 class WatchingComm : public Communicator {
  public:
-  explicit WatchingComm(bool hold) : hold_(hold) {}
+  explicit WatchingComm(bool hold, double other = 1) : hold_(hold), other_(other) {}
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   std::string backend() const override { return "test"; }
@@ -75,7 +82,7 @@ class WatchingComm : public Communicator {
     outs_.push_back(out);
     {
       torch::NoGradGuard ng;
-      out.copy_(in.narrow(0, 0, out.numel()) * 2);
+      out.copy_(in.narrow(0, 0, out.numel()) * (1 + other_));
     }
     if (hold_) return std::make_shared<HoldingWork>(in);
     return std::make_shared<DoneWork>();
@@ -96,29 +103,36 @@ class WatchingComm : public Communicator {
 
  private:
   bool hold_;
+  double other_;
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> seen_;
   std::vector<torch::Tensor> outs_;  // the shards
   int64_t most_alive_ = 0;
 };
 
 // 8 parameters of 4096 fp32 elements (16 KiB) and buckets of 16 KiB: 8
-// buckets of one parameter, each rank's block 2048 elements.
-int reducer_case(bool hold) {
-  torch::manual_seed(3);
+// buckets of one parameter, each rank's block 2048 elements. ZeRO-2 over comm.
+struct EightBuckets {
   std::vector<torch::Tensor> params;
-  std::vector<bool> decays;
-  for (int i = 0; i < 8; i++) {
-    params.push_back(torch::randn({64, 64}).requires_grad_(true));
-    decays.push_back(true);
+  std::unique_ptr<ZeroOptimizer> zero;
+  std::unique_ptr<GradReducer> reducer;
+  EightBuckets(uint64_t seed, Communicator& comm, bool overlap) {
+    torch::manual_seed(seed);
+    for (int i = 0; i < 8; i++) params.push_back(torch::randn({64, 64}).requires_grad_(true));
+    ZeroOptions z;
+    z.stage = 2;
+    DDPOptions ddp;
+    ddp.bucket_mb = ddp.first_bucket_mb = 16.0 / 1024;
+    ddp.overlap = overlap;
+    zero = std::make_unique<ZeroOptimizer>(params, std::vector<bool>(8, true), comm, z, ddp, OptimOptions{});
+    reducer = zero->make_reducer();
   }
+};
+
+int reducer_case(bool hold) {
   WatchingComm comm(hold);
-  ZeroOptions z;
-  z.stage = 2;
-  DDPOptions ddp;
-  ddp.bucket_mb = ddp.first_bucket_mb = 16.0 / 1024;
-  ddp.overlap = true;
-  ZeroOptimizer zero(params, decays, comm, z, ddp, OptimOptions{});
-  auto reducer = zero.make_reducer();
+  EightBuckets m(3, comm, /*overlap=*/true);
+  auto& params = m.params;
+  auto& reducer = m.reducer;
   const int64_t bucket_bytes = 64 * 64 * 4;
   for (int step = 0; step < 2; step++) {
     comm.reset();
@@ -147,6 +161,52 @@ int reducer_case(bool hold) {
       CS_CHECK(torch::equal(comm.outs()[k], want));
     }
     for (auto& p : params) CS_CHECK(!p.grad().defined());  // only the shard survives
+  }
+  return 0;
+}
+
+// grad_accum 3: micro-batch k's loss is (k + 1) sum_i (i + 1) |p_i|^2, so its
+// gradient is 2 (k + 1) (i + 1) p_i and the three sum to 12 (i + 1) p_i; the
+// other rank sends zeros, so the average over the world of two is half that.
+int accum_case(bool overlap) {
+  WatchingComm comm(false, /*other=*/0);
+  EightBuckets m(5, comm, overlap);
+  auto& params = m.params;
+  auto& reducer = m.reducer;
+  CS_CHECK(reducer->reduces_each_micro_batch());
+  const int64_t bucket_bytes = 64 * 64 * 4, shard_bytes = 8 * bucket_bytes / 2;
+  for (int step = 0; step < 2; step++) {
+    comm.reset();
+    for (int k = 0; k < 3; k++) {
+      reducer->prepare(k == 2);
+      torch::Tensor loss = torch::zeros({});
+      for (size_t i = 0; i < params.size(); i++)
+        loss = loss + (params[i] * params[i]).sum() * double((k + 1) * (i + 1));
+      loss.backward();
+      if (k == 2) break;
+      // Without overlap the backward launched nothing: it all runs now.
+      CS_CHECK(comm.calls() == (overlap ? 8 * (k + 1) : 8 * k));
+      reducer->end_micro_batch();
+      CS_CHECK(comm.calls() == 8 * (k + 1));
+      for (auto& p : params) CS_CHECK(!p.grad().defined());
+      int64_t held = 0;
+      for (const auto& st : reducer->held_storage()) held += int64_t(st.nbytes());
+      CS_CHECK(held == shard_bytes);  // the shard only: no bucket buffer, no other output
+    }
+    reducer->finalize();
+    const ReducerStats s = reducer->stats();
+    CS_CHECK(comm.calls() == 24);
+    CS_CHECK(s.collectives == 24);
+    CS_CHECK(s.held_peak_bytes == bucket_bytes);
+    CS_CHECK(comm.most_alive() == 0);
+    // The last micro-batch's outputs are the shards, bucket k parameter 7 - k.
+    for (size_t k = 0; k < params.size(); k++) {
+      const size_t i = params.size() - 1 - k;
+      torch::Tensor want = (params[i].detach() * 6 * double(i + 1)).reshape({-1}).narrow(0, 0, 2048);
+      const torch::Tensor& got = comm.outs()[16 + k];
+      CS_CHECK(torch::allclose(got, want, 1e-6, 0));
+    }
+    for (auto& p : params) CS_CHECK(!p.grad().defined());
   }
   return 0;
 }
@@ -207,6 +267,8 @@ int zero_tests() {
   int failed = 0;
   failed += run_case("zero", "reducer: reduce-scatter done at the call", [] { return reducer_case(false); });
   failed += run_case("zero", "reducer: inputs held until wait()", [] { return reducer_case(true); });
+  failed += run_case("zero", "reducer: grad_accum 3, overlap", [] { return accum_case(true); });
+  failed += run_case("zero", "reducer: grad_accum 3, no overlap", [] { return accum_case(false); });
 #ifdef CS_WITH_GLOO
   failed += run_case("zero", "gloo reduce-scatter releases its input", [] { return comm_case("gloo"); });
   failed += run_case("zero", "gloo-staged reduce-scatter releases its input", [] { return comm_case("gloo-staged"); });
