@@ -7,14 +7,14 @@
 # With zero2.sh's suites (zero, reducer) and Go tests (TestGPUZeroGradientMemory, TestGPUZeroWorldOfOne,
 # TestGPUStagedZero: issue 39) in the same tests stage.
 # OUT is the run tool's: gpu-check writes its table and bench lines there as it goes (GRZ_BUDGET,
-# default 550 s, for a shorter call). Carry bin, build/gpu and .gloo.
+# default 550 s, for a shorter call; GRZ_STAGES, GRZ_SUITES and GRZ_TESTS choose less). Carry bin, build/gpu and .gloo.
 W=/tmp/resGRZ; rm -rf $W; mkdir -p $W
 export PATH=/usr/local/cuda/bin:$PATH NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,power.limit,memory.total --format=csv,noheader; git log -1 --format=%h 2>/dev/null; cat build/gpu/COMMIT; date -u
 nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 [[ -d .gloo/include/gloo ]] && export CS_GLOO_INCLUDE=$PWD/.gloo/include
-STAGES="tests resnet50-batch profile" NATIVE_SUITES="resnet_fusion bn_relu:bn kernels row_random:rand zero reducer" TP_HUNT=0 \
-  TEST_RUN='^TestGPU(ResNetFusion|FamilySteps|ZeroGradientMemory|ZeroWorldOfOne|StagedZero)$' RESNET_BATCHES="384" RESNET_BATCH_FP16=1 RESNET_BATCH_FUSED=1 \
+STAGES="${GRZ_STAGES:-tests resnet50-batch profile}" NATIVE_SUITES="${GRZ_SUITES:-resnet_fusion bn_relu:bn kernels row_random:rand zero reducer}" TP_HUNT=0 \
+  TEST_RUN="${GRZ_TESTS:-^TestGPU(ResNetFusion|FamilySteps|ZeroGradientMemory|ZeroWorldOfOne|StagedZero)\$}" RESNET_BATCHES="384" RESNET_BATCH_FP16=1 RESNET_BATCH_FUSED=1 \
   RESNET_BATCH_OFF=rand PROFILE_MODELS="resnet50-fused" PROFILE_RESNET_MB=384 \
   EST_TESTS=150 CAP_TESTS=280 BUDGET_S=${GRZ_BUDGET:-550} OUT=$OUT/g scripts/gpu-check.sh > $W/g.log 2>&1; echo "grz rc=$? at $SECONDS s"
 grep -hE "cuDNN fusion|cuDNN 9 backend" build/gpu-check/logs/cmake*.out 2>/dev/null | head -3
