@@ -16,7 +16,7 @@ nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__versi
 STAGES="${GRZ_STAGES:-tests resnet50-batch profile}" NATIVE_SUITES="${GRZ_SUITES:-resnet_fusion bn_relu:bn kernels row_random:rand zero reducer}" TP_HUNT=0 \
   TEST_RUN="${GRZ_TESTS:-^TestGPU(ResNetFusion|FamilySteps|ZeroGradientMemory|ZeroWorldOfOne|StagedZero)\$}" RESNET_BATCHES="384" RESNET_BATCH_FP16=1 RESNET_BATCH_FUSED=1 \
   RESNET_BATCH_OFF=rand PROFILE_MODELS="resnet50-fused" PROFILE_RESNET_MB=384 \
-  EST_TESTS=150 CAP_TESTS=280 BUDGET_S=${GRZ_BUDGET:-550} OUT=$OUT/g scripts/gpu-check.sh > $W/g.log 2>&1; echo "grz rc=$? at $SECONDS s"
+  EST_TESTS=${EST_TESTS:-150} CAP_TESTS=${CAP_TESTS:-280} BUDGET_S=${GRZ_BUDGET:-550} OUT=$OUT/g scripts/gpu-check.sh > $W/g.log 2>&1; echo "grz rc=$? at $SECONDS s"
 grep -hE "cuDNN fusion|cuDNN 9 backend" build/gpu-check/logs/cmake*.out 2>/dev/null | head -3
 grep -E '^- ' $OUT/g/table.md | cut -c1-300 | head -30
 grep -E "^(ok|FAIL)|fused block|tiny step|plan |refusals" build/gpu-check/logs/native-tests-resnet_fusion.out 2>/dev/null | cut -c1-200 | head -40
