@@ -61,6 +61,7 @@ int linear_qkv_tests();
 int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();
+int adamc_tests();  // adamc_test.cpp
 int adamw_tests();
 int reducer_tests();
 int tp_tests();
