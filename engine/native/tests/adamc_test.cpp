@@ -409,11 +409,7 @@ int adamc_tests() {
   kernels::set_for_tests("");
   if (rc != 0) return rc;
   std::cout << "  adamc host version cpu ok\n";
-  if (!torch::cuda::is_available() || !kernels::compiled()) {
-    std::cout << "  adamc cuda: not run (" << (kernels::compiled() ? "no CUDA device" : "no CUDA kernels in this build")
-              << ")\n";
-    return 0;
-  }
+  if (!cuda_cases_run("adamc")) return 0;
 #ifdef CS_WITH_KERNELS
   const torch::Device cuda(torch::kCUDA);
   for (auto dt : {torch::kBFloat16, torch::kHalf}) {
