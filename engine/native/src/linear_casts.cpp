@@ -29,12 +29,29 @@ torch::Tensor LinearCopies::valid(const torch::Tensor& p, at::ScalarType dt) con
   return it->second.value;
 }
 
+torch::Tensor LinearCopies::serve(const torch::Tensor& p, at::ScalarType dt) {
+  auto c = valid(p, dt);
+  if (c.defined()) copies_[p.unsafeGetTensorImpl()].served = true;
+  return c;
+}
+
+bool LinearCopies::served_valid() const {
+  for (const auto& kv : copies_)
+    if (kv.second.served && !holds(kv.second, kv.second.source)) return false;
+  return true;
+}
+
+void LinearCopies::clear_served() {
+  for (auto& kv : copies_) kv.second.served = false;
+}
+
 torch::Tensor LinearCopies::claim(const torch::Tensor& p, at::ScalarType dt) {
   Copy& c = copies_[p.unsafeGetTensorImpl()];
   if (!c.value.defined() || c.value.scalar_type() != dt || c.value.sizes() != p.sizes() ||
       c.value.device() != p.device() || !sole(c.value))
     c.value = torch::empty(p.sizes(), p.options().dtype(dt));
   c.source = p;
+  c.served = false;  // cast from here on
   c.version = p._version();
   c.data = p.data_ptr();
   return c.value;
@@ -89,7 +106,7 @@ LinearCasts::LinearCasts(const std::vector<torch::Tensor>& params, LinearCopies*
   for (const auto& p : params) {
     if (p.device() != first.device() || p.scalar_type() != torch::kFloat32 || !p.is_contiguous())
       continue;  // linear_act casts it itself
-    torch::Tensor c = keep ? keep->valid(p, dt) : torch::Tensor();
+    torch::Tensor c = keep ? keep->serve(p, dt) : torch::Tensor();
     if (!c.defined()) {
       c = keep ? keep->claim(p, dt) : torch::empty(p.sizes(), p.options().dtype(dt));
       jobs.push_back({p.data_ptr<float>(), c.data_ptr(), p.numel()});

@@ -41,6 +41,9 @@ class LinearCopies {
  public:
   // p's copy in dt when it holds the cast of p's present values; else undefined.
   torch::Tensor valid(const torch::Tensor& p, at::ScalarType dt) const;
+  // valid, for a forward that reads the copy without casting it: marked as
+  // served (served_valid).
+  torch::Tensor serve(const torch::Tensor& p, at::ScalarType dt);
   // The buffer for p's copy in dt, recorded as valid for p as it is now: the
   // caller writes the cast into it before anything reads it.
   torch::Tensor claim(const torch::Tensor& p, at::ScalarType dt);
@@ -60,6 +63,13 @@ class LinearCopies {
   // one, the copy: valid for p as it is now when was_valid, else invalid.
   void updated(const torch::Tensor& p, bool was_valid);
 
+  // Whether every copy served since clear_served is valid now. A captured
+  // CUDA graph's forward reads the copies it was served, uncast, at every
+  // replay: the captured optimizer step must have written them all
+  // (Trainer::capture checks it).
+  bool served_valid() const;
+  void clear_served();
+
   // How many copies exist, how many of them are valid for their sources now (tests).
   size_t size() const { return copies_.size(); }
   size_t valid_count() const;
@@ -70,6 +80,7 @@ class LinearCopies {
     torch::Tensor value;
     int64_t version = -1;  // of the source when written; -1: invalid
     const void* data = nullptr;  // the source's data then
+    bool served = false;         // serve since clear_served, not cast since
   };
   static bool holds(const Copy& c, const torch::Tensor& p);
   std::unordered_map<const c10::TensorImpl*, Copy> copies_;

@@ -670,6 +670,11 @@ void Trainer::capture(const std::vector<Batch>& batches) {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
   metrics_ = torch::Tensor();
   g.stream.synchronize();
+  // The linear layers' copies the captured forward reads without a cast must
+  // be written by the captured optimizer step ("adamc", linear_casts.h).
+  auto* owner = dynamic_cast<LinearCopiesModel*>(model_.get());
+  auto copies = owner ? owner->linear_copies() : nullptr;
+  if (copies) copies->clear_served();
   g.graph = std::make_unique<at::cuda::CUDAGraph>();
   g.graph->capture_begin();
   try {
@@ -683,6 +688,13 @@ void Trainer::capture(const std::vector<Batch>& batches) {
     throw;
   }
   g.graph->capture_end();
+  if (copies && !copies->served_valid()) {
+    g.graph.reset();
+    throw std::logic_error(
+        "graphs: the captured step reads a linear layer's bf16 copy that its optimizer step does "
+        "not write, so every replay would read stale weights; run with CASESTUDY_KERNELS=-adamc "
+        "and report it");
+  }
 #endif
 }
 

@@ -260,7 +260,13 @@ int writers_case() {
   };
   CS_CHECK(forward(2) == 0);
   const void* buffer = keep.valid(w, dt).data_ptr();
+  keep.clear_served();
   CS_CHECK(forward(0) == 0);  // nothing changed: nothing cast
+  CS_CHECK(keep.served_valid());
+  w.detach().mul_(1.5);  // written after the forward read the copies uncast (a graph's replay would be stale)
+  CS_CHECK(!keep.served_valid());
+  CS_CHECK(forward(1) == 0);  // cast again: no longer served uncast
+  CS_CHECK(keep.served_valid());
   torch::NoGradGuard ng;
   auto fresh = [&] { return torch::randn({64, 48}) * 0.1; };
   // A checkpoint's load (copy_).
