@@ -864,7 +864,7 @@ stage_profile() {
 }
 
 # The C++ test suites (tests/main.cpp) and the kernel each one checks.
-NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow row_random:rand zero resnet_fusion"}
+NATIVE_SUITES=${NATIVE_SUITES:-"optim kernels linear_ce:ce add_layer_norm:ln bn_relu:bn max_pool:pool linear_act:lin linear_qkv:qkv stem_conv:stem linear_casts:cast adamw:adam adamc:adamc reducer tp tppp fp8_linear fp8_cast:fp8cast checkpoint nccl_split shadow row_random:rand zero resnet_fusion"}
 native_tests() {
   local e suite kernel ok=() failed=() off=()
   if [[ $DRY == 1 ]]; then

@@ -288,7 +288,7 @@ struct Heads : torch::nn::Module {
   }
 };
 
-class Bert : public Model, public TensorParallelModel {
+class Bert : public Model, public TensorParallelModel, public LinearCopiesModel {
  public:
   // The parameters are created on device and drawn there from seed (init);
   // with a tensor group every rank then keeps its shards of them.
@@ -317,7 +317,7 @@ class Bert : public Model, public TensorParallelModel {
       auto p = layers_[i - 1]->linear_params();
       lin.insert(lin.end(), p.begin(), p.end());
     }
-    LinearCasts casts(lin);
+    LinearCasts casts(lin, copies_.get());
     // h_res: h again, as the previous layer returned it for the next one's
     // residual (EncoderLayer::forward_twin); dropped where the range ends.
     torch::Tensor h_res = h;
@@ -360,6 +360,9 @@ class Bert : public Model, public TensorParallelModel {
 
   // The MLM decoder is the word embedding (layer 0): a pipeline keeps a copy on
   // the last stage and sums the two gradients.
+  // The linear layers' casts its forward keeps (LinearCasts, kernels.h "adamc").
+  std::shared_ptr<LinearCopies> linear_copies() override { return copies_; }
+
   std::vector<torch::Tensor> loss_parameters() override { return {embeddings_->word->weight}; }
 
   // HF's pre-training recipe: no weight decay for biases and LayerNorm weights;
@@ -506,6 +509,7 @@ class Bert : public Model, public TensorParallelModel {
   bool checkpointing_;
   tp::Context ctx_;  // the tensor group (none: degree 1)
   int64_t vocab_pad_ = 0, full_numel_ = 0;
+  std::shared_ptr<LinearCopies> copies_ = std::make_shared<LinearCopies>();  // linear_copies()
   tp::Shards shards_;  // this rank's shards (tp_on())
   std::shared_ptr<Embeddings> embeddings_;
   std::vector<std::shared_ptr<EncoderLayer>> layers_;

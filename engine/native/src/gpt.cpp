@@ -200,7 +200,7 @@ struct BlockImpl : torch::nn::Module {
   torch::Tensor ln_2_w, ln_2_b, c_fc_w, c_fc_b, mlp_proj_w, mlp_proj_b;
 };
 
-class GPT : public Model, public TensorParallelModel {
+class GPT : public Model, public TensorParallelModel, public LinearCopiesModel {
  public:
   GPT(const ModelConfig& c, torch::Device device, const tp::Context& ctx = tp::Context())
       : s_(shape_of(c)), checkpointing_(c.activation_checkpointing), ctx_(ctx) {
@@ -256,7 +256,7 @@ class GPT : public Model, public TensorParallelModel {
       auto p = blocks_[size_t(i - 1)]->linear_params();
       lin.insert(lin.end(), p.begin(), p.end());
     }
-    LinearCasts casts(lin);
+    LinearCasts casts(lin, copies_.get());
     torch::Tensor x = x_in, delta;
     for (int64_t i = first; i < last; i++) {
       if (i == 0) {
@@ -309,6 +309,9 @@ class GPT : public Model, public TensorParallelModel {
     if (layer == s_.layers + 1) return {ln_f_w_, ln_f_b_};
     throw std::out_of_range("gpt layer " + std::to_string(layer));
   }
+
+  // The linear layers' casts its forward keeps (LinearCasts, kernels.h "adamc").
+  std::shared_ptr<LinearCopies> linear_copies() override { return copies_; }
 
   std::vector<torch::Tensor> loss_parameters() override { return {wte_}; }  // tied head
 
@@ -405,6 +408,7 @@ class GPT : public Model, public TensorParallelModel {
   bool checkpointing_;
   tp::Context ctx_;  // the tensor group (none: degree 1)
   int64_t vocab_pad_ = 0, full_numel_ = 0;
+  std::shared_ptr<LinearCopies> copies_ = std::make_shared<LinearCopies>();  // linear_copies()
   tp::Shards shards_;  // this rank's shards (tp_on())
   torch::Tensor wte_, wpe_, ln_f_w_, ln_f_b_;
   std::vector<std::shared_ptr<BlockImpl>> blocks_;

@@ -409,6 +409,7 @@ void adamw_many(const kern::AdamwJob* jobs, int count, const kern::AdamwHyper& h
     const kern::AdamwJob& job = jobs[j];
     if (job.n < 0 || (job.n > 0 && (!job.param || !job.grad || !job.exp_avg || !job.exp_avg_sq)))
       bad("adamw_many: job");
+    if (job.copy && job.copy_dt != DType::BF16 && job.copy_dt != DType::F16) bad("adamw_many: copy dtype");
   }
   if (found_inf && *found_inf != 0) return;
   const float lr = float(h.lr), beta1 = float(h.beta1), beta2 = float(h.beta2), eps = float(h.eps);
@@ -430,6 +431,8 @@ void adamw_many(const kern::AdamwJob* jobs, int count, const kern::AdamwHyper& h
       job.param[i] = p - update;
       job.exp_avg[i] = m;
       job.exp_avg_sq[i] = v;
+      if (job.copy)  // the "adamc" copy: the updated parameter as stored, rounded as its cast
+        CS_HOST_DISPATCH(job.copy_dt, T, { static_cast<T*>(job.copy)[i] = to<T>(job.param[i]); });
     }
   }
 }

@@ -13,7 +13,8 @@ namespace {
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n = {"ce",   "ln",  "bn",  "pool", "lin",
                                              "stem", "cast", "res", "qkv",  "adam",
-                                             "fp8cast", "lnb", "lny", "rand"};
+                                             "fp8cast", "lnb", "lny", "rand",
+                                             "adamc"};
   return n;
 }
 

@@ -41,6 +41,10 @@
 //        output (add_layer_norm_twin, add_layer_norm.h)
 //   rand the synthetic data's keyed draws (RowRandom, row_random.h) in one
 //        pass a draw, the tensor ops' values (every family's data source)
+//   adamc with adam and cast: the AdamW kernel writes the linear layers'
+//        bf16/fp16 weights and biases (the cast's values) as it updates their
+//        fp32 masters, and the next forward casts only those something else
+//        wrote since (LinearCopies, linear_casts.h; GPT and BERT)
 // CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
 // compiled kernel; "native" or "none": none; else a comma-separated list of
 // names to use ("ce,ln"), or of names to leave out, each with a leading '-'
@@ -64,7 +68,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc"), "none"
 // when none: for cs_info.
 std::string in_use();
 

@@ -7,6 +7,7 @@
 #include "compat.h"
 #include "kernels.h"
 #include "kernels_glue.h"
+#include "linear_casts.h"
 
 namespace cs {
 namespace {
@@ -96,6 +97,12 @@ void Optimizer::decide() {
 void Optimizer::step(const torch::Tensor& found_inf, const torch::Tensor& grad_coef) {
   torch::NoGradGuard ng;
   decide();
+  // Only the engine's AdamW writes the copies (adamw_engine): any other
+  // update leaves those of the parameters it changes invalid.
+  if (copies_ && !engine_)
+    for (const auto& g : groups_)
+      for (const auto& p : g.params)
+        if (p.grad().defined()) copies_->updated(p, false);
   if (fused_) {
     // The fused kernels divide each gradient by grad_scale as they read it.
     torch::Tensor scale;
@@ -156,6 +163,10 @@ void Optimizer::adamw_fused(Group& g, const torch::Tensor& found_inf,
 // step's gradients are not read again); the scalars stay on the device.
 void Optimizer::adamw_engine(const torch::Tensor& found_inf, const torch::Tensor& grad_scale) {
   const auto dev = step_t_.device();
+  // The copies this step writes ("adamc"), and whether each was valid before
+  // it: a skipped step writes none, and leaves valid only those that were.
+  const bool copies = copies_ && kernels::enabled("adamc");
+  std::vector<std::pair<torch::Tensor, bool>> written;
   std::vector<kern::AdamwJob> jobs;
   for (auto& g : groups_)
     for (size_t i = 0; i < g.params.size(); i++) {
@@ -165,8 +176,13 @@ void Optimizer::adamw_engine(const torch::Tensor& found_inf, const torch::Tensor
       TORCH_CHECK(grad.scalar_type() == torch::kFloat32 && grad.device() == dev &&
                       grad.strides() == p.strides(),
                   "engine AdamW: a gradient not laid out as its ", p.sizes(), " parameter");
-      jobs.push_back({p.data_ptr<float>(), grad.data_ptr<float>(), g.m[i].data_ptr<float>(),
-                      g.v[i].data_ptr<float>(), p.numel(), g.wd});
+      kern::AdamwJob job{p.data_ptr<float>(), grad.data_ptr<float>(), g.m[i].data_ptr<float>(),
+                         g.v[i].data_ptr<float>(), p.numel(), g.wd};
+      const auto t = copies ? copies_->target(p) : LinearCopies::Target{};
+      job.copy = t.dst;
+      job.copy_dt = t.dt;
+      if (copies_) written.emplace_back(p, t.writes && t.valid);
+      jobs.push_back(job);
     }
   auto scalar = [&](const torch::Tensor& t, const char* what) -> const float* {
     if (!t.defined()) return nullptr;
@@ -186,6 +202,7 @@ void Optimizer::adamw_engine(const torch::Tensor& found_inf, const torch::Tensor
       if (!g.params[i].grad().defined()) continue;
       for (auto* t : {&g.params[i], &g.m[i], &g.v[i]}) torch::autograd::impl::bump_version(*t);
     }
+  for (const auto& w : written) copies_->updated(w.first, w.second);
 }
 
 // buf = momentum * buf + (grad + wd * p); p -= lr * buf, in one kernel over

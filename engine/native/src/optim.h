@@ -5,12 +5,15 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model.h"
 
 namespace cs {
+
+class LinearCopies;
 
 struct OptimOptions {
   OptimizerKind kind = OptimizerKind::AdamW;
@@ -46,6 +49,12 @@ class Optimizer {
   // "foreach-adamw", "fused-sgd-momentum" or "sgd-momentum" (recorded in
   // cs_info; before the first step, the one intended).
   std::string implementation() const;
+  // The linear layers' low-precision copies (linear_casts.h; the model's,
+  // LinearCopiesModel::linear_copies): the engine's AdamW kernel writes the copy of each
+  // parameter that has one as it updates the parameter (kernels.h "adamc"),
+  // keeping it valid for the next forward; every other path leaves the
+  // copies of what it updates invalid. Null: none.
+  void keep_copies(std::shared_ptr<LinearCopies> copies) { copies_ = std::move(copies); }
   // Bytes of the optimizer states this rank holds (AdamW's two moments, SGD's
   // momentum buffer): the record's optimizer_state_bytes.
   int64_t state_bytes() const;
@@ -73,6 +82,7 @@ class Optimizer {
   bool fused_ = false;   // a fused kernel of this optimizer kind: PyTorch's CUDA one, or engine_
   bool engine_ = false;  // the engine's AdamW kernel (kernels.h "adam")
   bool decided_ = false;
+  std::shared_ptr<LinearCopies> copies_;  // keep_copies
   torch::Tensor step_t_;  // device step counter (fused and engine AdamW)
   int64_t step_ = 0;      // host step counter (foreach AdamW)
 };

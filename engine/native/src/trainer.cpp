@@ -18,6 +18,7 @@
 #include "cudnn_tuning.h"
 #include "interfere.h"
 #include "kernels.h"
+#include "linear_casts.h"
 #include "pipeline.h"
 #include "rank_facts.h"
 #include "row_random.h"
@@ -302,6 +303,10 @@ void Trainer::build_optimizer() {
   }
   const double lr = cfg_.lr > 0 ? cfg_.lr : family_->default_lr;
   optim_ = std::make_unique<Optimizer>(decay, no_decay, default_optim(family_->optimizer, lr));
+  // The engine's AdamW writes the linear layers' bf16 copies as it updates
+  // them ("adamc"). ZeRO's optimizer updates its shards, not these tensors:
+  // its all-gathers leave the copies invalid (zero.cpp bumps the versions).
+  if (auto* m = dynamic_cast<LinearCopiesModel*>(model_.get())) optim_->keep_copies(m->linear_copies());
 }
 
 void Trainer::build_data() {
@@ -381,12 +386,18 @@ void Trainer::connect() {
   // bucket by bucket (as DDP's constructor); any other parameter goes here.
   // Buffers (BatchNorm's running statistics) are not broadcast: every rank
   // builds them from the same seed and keeps its own (docs/data-parallel.md).
+  // The broadcasts write through raw pointers: the versions are bumped so that
+  // what reads them (LinearCasts' kept copies, linear_casts.h) sees the change.
+  auto broadcast = [&](torch::Tensor& p) {
+    comm_->broadcast(p.detach(), 0);
+    torch::autograd::impl::bump_version(p);
+  };
   for (auto& p : params_)
-    if (!p.requires_grad()) comm_->broadcast(p.detach(), 0);
+    if (!p.requires_grad()) broadcast(p);
   if (cfg_.zero.stage > 0) {
     // ZeRO's reducers do not broadcast: every trainable parameter here.
     for (auto& p : params_)
-      if (p.requires_grad()) comm_->broadcast(p.detach(), 0);
+      if (p.requires_grad()) broadcast(p);
     build_zero(*comm_, cfg_.ddp, nullptr, cfg_.zero.overlap_gather);
     return;
   }
@@ -684,6 +695,11 @@ void Trainer::capture(const std::vector<Batch>& batches) {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
   metrics_ = torch::Tensor();
   g.stream.synchronize();
+  // The linear layers' copies the captured forward reads without a cast must
+  // be written by the captured optimizer step ("adamc", linear_casts.h).
+  auto* owner = dynamic_cast<LinearCopiesModel*>(model_.get());
+  auto copies = owner ? owner->linear_copies() : nullptr;
+  if (copies) copies->clear_served();
   g.graph = std::make_unique<at::cuda::CUDAGraph>();
   g.graph->capture_begin();
   try {
@@ -697,6 +713,13 @@ void Trainer::capture(const std::vector<Batch>& batches) {
     throw;
   }
   g.graph->capture_end();
+  if (copies && !copies->served_valid()) {
+    g.graph.reset();
+    throw std::logic_error(
+        "graphs: the captured step reads a linear layer's bf16 copy that its optimizer step does "
+        "not write, so every replay would read stale weights; run with CASESTUDY_KERNELS=-adamc "
+        "and report it");
+  }
 #endif
 }
 

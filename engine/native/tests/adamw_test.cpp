@@ -361,11 +361,7 @@ int adamw_tests() {
   }
   if (rc != 0) return rc;
   std::cout << "  adamw host version cpu ok\n";
-  if (!torch::cuda::is_available() || !kernels::compiled()) {
-    std::cout << "  adamw cuda: not run (" << (kernels::compiled() ? "no CUDA device" : "no CUDA kernels in this build")
-              << ")\n";
-    return 0;
-  }
+  if (!cuda_cases_run("adamw")) return 0;
 #if defined(CS_WITH_KERNELS) && CS_HAS_FUSED_ADAMW
   for (bool scaled : {false, true})
     for (bool misalign : {false, true})

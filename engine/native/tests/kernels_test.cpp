@@ -22,14 +22,14 @@ bool throws(const std::string& v) {
 }  // namespace
 
 int kernels_tests() {
-  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand");
-  CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand");
+  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
   CS_CHECK(kernels::parse("native") == "");
   CS_CHECK(kernels::parse("none") == "");
   CS_CHECK(kernels::parse("ln") == "ln");
   CS_CHECK(kernels::parse(" bn , ce ") == "ce,bn");
-  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand");
-  CS_CHECK(kernels::parse("-bn,-ce,-pool,-lin,-stem,-cast,-res,-qkv,-adam,-fp8cast,-lnb,-lny,-rand") == "ln");
+  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  CS_CHECK(kernels::parse("-bn,-ce,-pool,-lin,-stem,-cast,-res,-qkv,-adam,-fp8cast,-lnb,-lny,-rand,-adamc") == "ln");
   CS_CHECK(kernels::parse("native,pool") == "pool");
   CS_CHECK(kernels::parse("adam,ce") == "ce,adam");  // the list's order
   CS_CHECK(throws("layernorm"));

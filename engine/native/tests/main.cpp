@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
                           {"profile_spans", profile_spans_tests},
                           {"checksum", checksum_tests}, {"stem_conv", stem_conv_tests},
                           {"linear_casts", linear_casts_tests}, {"adamw", adamw_tests},
+                          {"adamc", adamc_tests},
                           {"reducer", reducer_tests}, {"tp", tp_tests},
                           {"fp8_linear", fp8_linear_tests}, {"fp8_cast", fp8_cast_tests},
                           {"row_random", row_random_tests}, {"checkpoint", checkpoint_tests},

@@ -39,6 +39,15 @@ int run_case(const char* suite, const std::string& what, Check&& check) {
   return rc;
 }
 
+// Whether a suite's CUDA cases can run (a CUDA device and the kernels built);
+// where not, says why on a line of its own ("  SUITE cuda: not run (...)").
+inline bool cuda_cases_run(const char* suite) {
+  if (torch::cuda::is_available() && cs::kernels::compiled()) return true;
+  std::cout << "  " << suite << " cuda: not run ("
+            << (cs::kernels::compiled() ? "no CUDA device" : "no CUDA kernels in this build") << ")\n";
+  return false;
+}
+
 // While it lives, the kernels' host versions run on CPU tensors
 // (kernels::set_host_for_tests(on)); they are off again when it ends, however
 // the test returns.
@@ -61,6 +70,7 @@ int linear_qkv_tests();
 int checksum_tests();
 int stem_conv_tests();
 int linear_casts_tests();
+int adamc_tests();  // adamc_test.cpp
 int adamw_tests();
 int reducer_tests();
 int tp_tests();

@@ -5,6 +5,12 @@
 // tensors in flight where all four pointers are 16-byte aligned, and reads
 // them one float at a time (still coalesced) where they are not.
 //
+// With a copy (kernels.h "adamc"), the job's updated parameter is also
+// written rounded to bf16 or fp16, from the registers it is stored from: the
+// linear layers' low-precision weights, which the next forward then need not
+// cast from a fresh read of the fp32 values (linear_casts.h). A skipped step
+// (found_inf) writes no copy either.
+//
 // Unlike at::_fused_adamw_, the gradient is only read: with a grad_scale
 // PyTorch writes the unscaled gradient back, 32 bytes moved per parameter
 // against 28 here. The arithmetic is PyTorch's (2.11's fused_adam_utils.cuh,
@@ -34,6 +40,7 @@ struct Batch {
   float* exp_avg_sq[kMaxJobs];
   int64_t n[kMaxJobs];
   float lr_wd[kMaxJobs];        // lr * weight_decay in float, as PyTorch's; 0: no decay
+  void* copy[kMaxJobs];         // the parameter's bf16 or fp16 copy; null: none
   int64_t first[kMaxJobs + 1];  // the first block of each job; first[count]: all blocks
   float lr, beta1, beta2, eps;
   const float* step;
@@ -41,7 +48,9 @@ struct Batch {
   const float* found_inf;   // null: never skip
   int count;
   bool vec[kMaxJobs];
+  unsigned char copy_dt[kMaxJobs];  // kNoCopy, kBf16 or kF16
 };
+constexpr unsigned char kNoCopy = 0, kBf16 = 1, kF16 = 2;
 static_assert(sizeof(Batch) <= 4096, "a kernel argument holds at most 4 KB");
 
 // The per-step factors, from the device step counter (already counting this
@@ -75,8 +84,28 @@ __device__ __forceinline__ float (&pack(float (&x)[kK], int u))[kPack] {
   return *reinterpret_cast<float(*)[kPack]>(x + u * kPack);
 }
 
-// At most 64 registers, so that 4 blocks share a multiprocessor (60 with nvcc
-// 11.8 for sm_90, no spills): 8 loads of 16 bytes in flight a thread, 128 KB
+// A thread's kK updated values into the copy as T (rounded to nearest even),
+// where they were read from: a pack per kUnroll (packed), else one by one,
+// those below n.
+template <typename T>
+__device__ __forceinline__ void store_copy(void* copy, float (&p)[kK], int64_t start, int64_t n,
+                                           bool packed) {
+  T* c = static_cast<T*>(copy);
+  if (packed) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++)
+      store_f<T, kPack>(c + start + u * kRegion + threadIdx.x * kPack, pack(p, u));
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kK; k++) {
+    const int64_t i = start + k * kThreads + threadIdx.x;
+    if (i < n) c[i] = from_f<T>(p[k]);
+  }
+}
+
+// At most 64 registers, so that 4 blocks share a multiprocessor (64 with nvcc
+// 11.8 for sm_90 since the copies' stores, 60 before; no spills): 8 loads of 16 bytes in flight a thread, 128 KB
 // a multiprocessor, several times the bytes its share of the bandwidth needs
 // in flight (Little's law).
 __global__ void __launch_bounds__(kThreads, 4) adamw_kernel(const __grid_constant__ Batch b) {
@@ -100,6 +129,8 @@ __global__ void __launch_bounds__(kThreads, 4) adamw_kernel(const __grid_constan
   const int64_t n = b.n[lo];
   const float lr_wd = b.lr_wd[lo];
   const bool vec = b.vec[lo];
+  void* const copy = b.copy[lo];
+  const unsigned char copy_dt = b.copy_dt[lo];
   const int64_t base = (block - b.first[lo]) * kChunk;
   __syncthreads();
   const Factors f = shared;
@@ -157,6 +188,10 @@ __global__ void __launch_bounds__(kThreads, 4) adamw_kernel(const __grid_constan
         }
       }
     }
+    if (copy_dt == kBf16)
+      store_copy<__nv_bfloat16>(copy, p, start, n, packed);
+    else if (copy_dt == kF16)
+      store_copy<__half>(copy, p, start, n, packed);
   }
 }
 
@@ -173,6 +208,8 @@ cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, con
       const AdamwJob& job = jobs[start + j];
       if (job.n < 0 || (job.n > 0 && (!job.param || !job.grad || !job.exp_avg || !job.exp_avg_sq)))
         return cudaErrorInvalidValue;
+      if (job.copy && job.copy_dt != DType::BF16 && job.copy_dt != DType::F16)
+        return cudaErrorInvalidValue;
       b.param[j] = job.param;
       b.grad[j] = job.grad;
       b.exp_avg[j] = job.exp_avg;
@@ -181,8 +218,11 @@ cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, con
       // PyTorch skips the decay where the (float) weight decay is 0.
       const float wd = float(job.weight_decay);
       b.lr_wd[j] = wd == 0 ? 0.f : float(h.lr) * wd;
+      b.copy[j] = job.copy;
+      b.copy_dt[j] = !job.copy ? kNoCopy : job.copy_dt == DType::BF16 ? kBf16 : kF16;
+      // A pack of kPack 2-byte values of the copy: 8 bytes.
       b.vec[j] = aligned(job.param, 16) && aligned(job.grad, 16) && aligned(job.exp_avg, 16) &&
-                 aligned(job.exp_avg_sq, 16);
+                 aligned(job.exp_avg_sq, 16) && aligned(job.copy, 8);
       b.first[j] = blocks;
       blocks += (job.n + kChunk - 1) / kChunk;
     }

@@ -68,6 +68,9 @@ struct LnBwd {
 
 // One tensor of the "adam" kernel: n fp32 values of a parameter, its gradient
 // and its two AdamW moments, all laid out alike; weight_decay is its group's.
+// copy (null: none; the "adamc" switch, linear_casts.h): n values of copy_dt
+// (BF16 or F16) laid out as the parameter, where the kernel writes the
+// updated parameter rounded to nearest even, the bits of its cast.
 struct AdamwJob {
   float* param;
   const float* grad;
@@ -75,6 +78,8 @@ struct AdamwJob {
   float* exp_avg_sq;
   int64_t n;
   double weight_decay;
+  void* copy = nullptr;
+  DType copy_dt = DType::BF16;
 };
 
 // The AdamW hyper-parameters every tensor of an "adam" launch shares.

@@ -173,7 +173,8 @@ cudaError_t fp8_cast(const void* x, DType t, int64_t rows, int64_t cols, Fp8Axis
 // not), then the decoupled decay, the moments and the parameter update with
 // the bias corrections of the step count *step (this step included). Nothing
 // changes where found_inf (null: never) holds a nonzero value. The gradients
-// are only read. Every scalar stays on the device (graph-capturable).
+// are only read. Every scalar stays on the device (graph-capturable). A job's
+// copy (kernels.h "adamc") gets the updated parameter in bf16 or fp16.
 using kern::AdamwHyper;
 using kern::AdamwJob;
 cudaError_t adamw_many(const AdamwJob* jobs, int count, const AdamwHyper& h, const float* step,
