@@ -92,7 +92,7 @@
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
 #             the strongest BERT reference), engine bf16 and the reference eager
 #             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models,
-#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn;
+#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn; resnet50-fp16: the same unfused;
 #             PROFILE_RESNET_MB, default 256, ResNet-50's micro-batch),
 #             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
@@ -287,7 +287,7 @@ for v in $CUDNN_LIMITS; do
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
-  [[ $v =~ ^(bert512|bert128|resnet50|resnet50-fused|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50, resnet50-fused or gpt" >&2; exit 2; }
+  [[ $v =~ ^(bert512|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
 done
 [[ $PROFILE_RESNET_MB =~ ^[0-9]+$ ]] && ((PROFILE_RESNET_MB >= 1 && PROFILE_RESNET_MB <= 400)) ||
   { echo "gpu-check.sh: PROFILE_RESNET_MB: '$PROFILE_RESNET_MB': want a micro-batch of 1 to 400" >&2; exit 2; }
@@ -857,6 +857,11 @@ stage_profile() {
         local mb=$PROFILE_RESNET_MB c=${RESNET_FP16_CFG/\"micro_batch\":256/\"micro_batch\":$PROFILE_RESNET_MB}
         prof_engine=engine-fp16-fused profile_pair resnet50fused "resnet50 ${mb}x224 channels_last (engine fp16 fused)" \
           $(((20 * mb + 255) / 256)) $(((30 * mb + 255) / 256)) resnet_tv.py "$c,\"resnet\":{\"fusion\":\"cudnn\"}" \
+          --micro-batch "$mb" --image-size 224 ;;
+      resnet50-fp16) # the fused path's unfused twin: the engine in fp16 without resnet.fusion
+        local mb=$PROFILE_RESNET_MB c=${RESNET_FP16_CFG/\"micro_batch\":256/\"micro_batch\":$PROFILE_RESNET_MB}
+        prof_engine=engine-fp16 profile_pair resnet50fp16 "resnet50 ${mb}x224 channels_last (engine fp16)" \
+          $(((20 * mb + 255) / 256)) $(((30 * mb + 255) / 256)) resnet_tv.py "$c" \
           --micro-batch "$mb" --image-size 224 ;;
       gpt) profile_pair gpt "gpt-124m 16x1024" 15 25 gpt2_nano.py "$GPT_CFG,\"precision\":\"bf16\"" --micro-batch 16 --seq-len 1024 ;;
     esac
