@@ -1,4 +1,4 @@
-# Calls G, rand and ZERO2 in one (scripts/gpu-next/README.md; issue 41): resnet.fusion cudnn (g.sh) and
+# Calls G, rand and ZERO2 in one (scripts/gpu-next/README.md; issues 41 and 39): resnet.fusion cudnn (g.sh) and
 # the synthetic data's "rand" kernel (rand.sh), sharing one build and one ResNet-50 group at 384.
 # The engine built (CMake: "cuDNN fusion"), the native suites resnet_fusion, bn_relu, kernels and
 # row_random, the Go tests TestGPUResNetFusion and TestGPUFamilySteps; ResNet-50 at 384 in bf16,
