@@ -12,6 +12,8 @@ STAGES="tests resnet50-batch profile" NATIVE_SUITES="resnet_fusion" TEST_RUN='^T
   PROFILE_MODELS="resnet50-fused resnet50-fp16" PROFILE_RESNET_MB=384 \
   CAP_TESTS=120 BUDGET_S=${FPROF_BUDGET:-520} OUT=$OUT/f scripts/gpu-check.sh > $W/f.log 2>&1; echo "fprof rc=$? at $SECONDS s"
 grep -E '^- ' $OUT/f/table.md | cut -c1-300 | head -20
+# A block that ran unfused says so on stderr (cuDNN's refusal at once, any fallback at destroy): none expected.
+grep -rhE "resnet.fusion: .* (runs|ran) unfused" build/gpu-check/logs 2>/dev/null | sort | uniq -c | head
 grep -A19 'Top 15 of engine-' $OUT/f/table.md | cut -c1-200 | head -45
 # Per kernel name, fused against unfused fp16: where the milliseconds moved.
 python3 - "$OUT/f" <<'PY'

@@ -11,10 +11,12 @@ namespace {
 
 thread_local LinearCasts* innermost = nullptr;
 
-// Whether nothing but the LinearCopies entry (and the LinearCasts serving it,
-// which share its TensorImpl) refers to t's memory: no autograd graph saved
-// it, no view of it lives.
-bool sole(const torch::Tensor& t) { return t.storage().use_count() == 1; }
+// Whether nothing but the LinearCopies entry refers to t: no view of its
+// memory lives (storage), and no other handle of the tensor itself, which is
+// how autograd keeps a saved input that is not an output of its function
+// (SavedVariable: linear_act's weight until its backward has run). Called
+// where no LinearCasts serves it (its claim, the optimizer's target).
+bool sole(const torch::Tensor& t) { return t.storage().use_count() == 1 && t.use_count() == 1; }
 
 }  // namespace
 
@@ -43,6 +45,10 @@ bool LinearCopies::served_valid() const {
 
 void LinearCopies::clear_served() {
   for (auto& kv : copies_) kv.second.served = false;
+}
+
+void LinearCopies::invalidate_all() {
+  for (auto& kv : copies_) kv.second.version = -1;
 }
 
 torch::Tensor LinearCopies::claim(const torch::Tensor& p, at::ScalarType dt) {

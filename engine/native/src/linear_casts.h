@@ -69,6 +69,8 @@ class LinearCopies {
   // (Trainer::capture checks it).
   bool served_valid() const;
   void clear_served();
+  // Every copy invalid (a capture that failed: its casts ran nothing).
+  void invalidate_all();
 
   // How many copies exist, how many of them are valid for their sources now (tests).
   size_t size() const { return copies_.size(); }

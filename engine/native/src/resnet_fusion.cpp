@@ -40,10 +40,23 @@ void check_resnet_fusion(const std::string& fusion, const std::string& family,
 }
 
 namespace {
-std::atomic<int64_t> g_refused{0};
+std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0};
 }  // namespace
 
+BottleneckFusion::BottleneckFusion(std::string name) : name_(std::move(name)) { g_live++; }
+
+BottleneckFusion::~BottleneckFusion() {
+  g_live--;
+  if (unfused_ > 0)
+    std::fprintf(stderr,
+                 "resnet.fusion: %s ran unfused in %lld of %lld forwards (cuDNN refused it, or its inputs were "
+                 "not what the fused path takes: the bn kernel off, eval mode, another dtype or layout)\n",
+                 name_.c_str(), static_cast<long long>(unfused_), static_cast<long long>(unfused_ + fused_));
+}
+
 int64_t BottleneckFusion::refused() { return g_refused.load(); }
+int64_t BottleneckFusion::fused_forwards() { return g_fused.load(); }
+int64_t BottleneckFusion::live_blocks() { return g_live.load(); }
 
 #ifndef CS_WITH_CUDNN_FUSION
 
@@ -150,6 +163,17 @@ torch::Tensor half_cl(const torch::Tensor& w) { return w.to(torch::kHalf).contig
 
 bool BottleneckFusion::forward(const BottleneckParts& p, const torch::Tensor& x, const torch::Tensor& identity,
                                std::pair<torch::Tensor, torch::Tensor>* out) {
+  if (!fused_forward(p, x, identity, out)) {
+    unfused_++;
+    return false;
+  }
+  fused_++;
+  g_fused++;
+  return true;
+}
+
+bool BottleneckFusion::fused_forward(const BottleneckParts& p, const torch::Tensor& x,
+                                     const torch::Tensor& identity, std::pair<torch::Tensor, torch::Tensor>* out) {
   if (state_ < 0 || !kernels::enabled("bn") || !takes(x) || !takes(identity)) return false;
   if (!bn_takes(*p.bn1) || !bn_takes(*p.bn2) || !bn_takes(*p.bn3)) return false;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);

@@ -43,17 +43,31 @@ struct BottleneckParts {
 // unfused: <reason>") and the block stays unfused.
 class BottleneckFusion {
  public:
-  explicit BottleneckFusion(std::string name) : name_(std::move(name)) {}
+  explicit BottleneckFusion(std::string name);
+  // Says on stderr, once, how many of its forwards ran unfused, if any did:
+  // a block whose inputs the fused path does not take falls back silently
+  // at each call (the bn kernel off, eval mode, another dtype or layout).
+  ~BottleneckFusion();
+  BottleneckFusion(const BottleneckFusion&) = delete;
+  BottleneckFusion& operator=(const BottleneckFusion&) = delete;
   // The block's output twice (batch_norm_act_twin), or false where the fused
   // path does not run for these inputs (nothing ran then).
   bool forward(const BottleneckParts& p, const torch::Tensor& x, const torch::Tensor& identity,
                std::pair<torch::Tensor, torch::Tensor>* out);
   // Blocks of this process that cuDNN refused (the tests require none).
   static int64_t refused();
+  // This process's fused block forwards, and its blocks alive: a test
+  // asserts that every block of a fused model ran fused at every step.
+  static int64_t fused_forwards();
+  static int64_t live_blocks();
 
  private:
   std::string name_;
   int state_ = 0;  // 0: not tried, 1: fused, -1: cuDNN refused a graph
+  int64_t fused_ = 0, unfused_ = 0;  // this block's forwards
+  // forward's work, counted by forward (CUDA builds with the fused path only).
+  bool fused_forward(const BottleneckParts& p, const torch::Tensor& x, const torch::Tensor& identity,
+                     std::pair<torch::Tensor, torch::Tensor>* out);
 };
 
 }  // namespace cs

@@ -710,11 +710,13 @@ void Trainer::capture(const std::vector<Batch>& batches) {
     } catch (...) {
     }
     g.graph.reset();
+    if (copies) copies->invalidate_all();  // captured casts and updates wrote nothing
     throw;
   }
   g.graph->capture_end();
   if (copies && !copies->served_valid()) {
     g.graph.reset();
+    copies->invalidate_all();
     throw std::logic_error(
         "graphs: the captured step reads a linear layer's bf16 copy that its optimizer step does "
         "not write, so every replay would read stale weights; run with CASESTUDY_KERNELS=-adamc "

@@ -201,7 +201,7 @@ int optimizer_case(torch::Device dev, at::ScalarType cdt) {
     const bool skip = k == kSkipped;
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
     if (skip) {  // another writer: the copy of tensor `stale` no longer its cast
-      stale_copy = keep->valid(eng[stale], cdt);  // the same TensorImpl: not a holder
+      stale_copy = keep->valid(eng[stale], cdt);  // the same TensorImpl: a holder (sole), never rewritten
       CS_CHECK(stale_copy.defined());
       ref[stale].detach().mul_(2);
       eng[stale].detach().mul_(2);
@@ -289,6 +289,13 @@ int writers_case() {
   w.detach().add_(1.0);
   CS_CHECK(forward(1) == 0);
   CS_CHECK(keep.valid(w, dt).data_ptr() != held.data_ptr() && torch::equal(held, was));
+  // Held as autograd holds a saved input that is not an output (SavedVariable:
+  // the same TensorImpl, no view): a new buffer too.
+  const auto same = keep.valid(w, dt), same_was = same.clone();
+  CS_CHECK(same.defined());
+  w.detach().add_(1.0);
+  CS_CHECK(forward(1) == 0);
+  CS_CHECK(keep.valid(w, dt).data_ptr() != same.data_ptr() && torch::equal(same, same_was));
   // Switched off: nothing kept, every forward casts.
   kernels::set_for_tests("-adamc");
   LinearCopies none;

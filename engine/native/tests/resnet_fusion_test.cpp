@@ -229,13 +229,18 @@ int model_case(const torch::Device& dev) {
   c.micro_batch = 8;
   c.channels_last = true;
   std::vector<std::shared_ptr<Model>> models;
+  const int64_t live_before = BottleneckFusion::live_blocks();
   for (const char* fusion : {"cudnn", "off", "off"}) {
     c.resnet_fusion = fusion;
     models.push_back(fam.build(c, dev));
     models.back()->train();
   }
+  // Every block of the fused model runs fused at every step (a silent fallback
+  // would leave the losses within their bound and fuse nothing).
+  const int64_t blocks = BottleneckFusion::live_blocks() - live_before;
+  CS_CHECK(blocks > 0);
   auto data = fam.data(c, dev, 0, 1);
-  const int64_t refused_before = BottleneckFusion::refused();
+  const int64_t refused_before = BottleneckFusion::refused(), fused_before = BottleneckFusion::fused_forwards();
   for (int step = 0; step < 3; ++step) {
     const Batch b = data->next();
     double loss[3];
@@ -265,6 +270,9 @@ int model_case(const torch::Device& dev) {
     }
   }
   CS_CHECK(BottleneckFusion::refused() == refused_before);
+  std::cout << "  tiny: " << blocks << " blocks, " << BottleneckFusion::fused_forwards() - fused_before
+            << " fused forwards in 3 steps\n";
+  CS_CHECK(BottleneckFusion::fused_forwards() - fused_before == 3 * blocks);
   return 0;
 }
 

@@ -25,9 +25,10 @@
 namespace cs {
 namespace kern {
 
-// Whether column (w, b) keeps r: not |w| >= max(|b|, 2^-14) (a NaN w or b too).
+// Whether column (w, b) keeps r: not (|w| >= |b| and |w| >= 2^-14); a NaN w or
+// b keeps it (fmaxf would drop a NaN b: compared one by one).
 CS_HOST_DEVICE bool ln_keeps_r(float w, float b) {
-  return !(fabsf(w) >= fmaxf(fabsf(b), 6.103515625e-05f));
+  return !(fabsf(w) >= fabsf(b) && fabsf(w) >= 6.103515625e-05f);
 }
 
 }  // namespace kern
