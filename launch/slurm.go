@@ -386,22 +386,28 @@ func (g *slurmGroup) flush(waitErr error) {
 		}
 		out = append(out, e)
 	}
-	order := func(e Exit) int {
-		switch {
-		case e.Code > 0 && e.Signal == "":
-			return 0
-		case e.Signal != "" || e.Code != 0:
-			return 1
-		}
-		return 2
-	}
-	sort.SliceStable(out, func(i, j int) bool { return order(out[i]) < order(out[j]) })
+	sort.SliceStable(out, func(i, j int) bool { return exitOrder(out[i]) < exitOrder(out[j]) })
 	for _, e := range out {
 		g.sent[e.Rank] = true
 		g.exits <- e
 	}
 	g.closed = true
 	close(g.exits)
+}
+
+// exitOrder ranks the Exits flush sends: a rank that failed on its own (a
+// non-zero code) first, then one that was ended (a signal, or the code a
+// shell exits with when its child dies of SIGTERM or SIGKILL, 128+15 and
+// 128+9, as a task whose command is a shell reports --kill-on-bad-exit's
+// SIGTERM), then the rest.
+func exitOrder(e Exit) int {
+	switch {
+	case e.Code > 0 && e.Signal == "" && e.Code != 128+15 && e.Code != 128+9:
+		return 0
+	case e.Signal != "" || e.Code != 0:
+		return 1
+	}
+	return 2
 }
 
 func (g *slurmGroup) Exits() <-chan Exit { return g.exits }

@@ -75,6 +75,19 @@ func TestStepReport(t *testing.T) {
 	}
 }
 
+// TestExitOrder: a rank's own failure comes before the ranks
+// --kill-on-bad-exit ended, whether Slurm reports those as a signal or as
+// the code their shell exited with (seen in launch/slurmtest's
+// TestLauncherExits, 2026-12-07: rank 0's "exit code 143" sent first).
+func TestExitOrder(t *testing.T) {
+	own, term := Exit{Rank: 1, Code: 3}, Exit{Rank: 0, Code: 143}
+	assert.Less(t, exitOrder(own), exitOrder(term))
+	assert.Less(t, exitOrder(own), exitOrder(Exit{Code: 137}))
+	assert.Less(t, exitOrder(own), exitOrder(Exit{Code: -1, Signal: "SIGTERM"}))
+	assert.Less(t, exitOrder(term), exitOrder(Exit{}))
+	assert.Equal(t, exitOrder(Exit{Code: 1}), exitOrder(Exit{Code: 139})) // 128+SIGSEGV: its own failure
+}
+
 func TestTaskListAndLabels(t *testing.T) {
 	assert.Equal(t, []int{3}, taskList("3"))
 	assert.Equal(t, []int{0, 1}, taskList("0-1"))
