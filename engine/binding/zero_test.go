@@ -160,6 +160,17 @@ func scatterBytes(m engine.StepMetrics) (largest, all int64) {
 	return largest, all
 }
 
+// clippedSteps counts the norms above the clip's threshold (Trainer::kMaxGradNorm, 1).
+func clippedSteps(norms []float64) int {
+	n := 0
+	for _, v := range norms {
+		if v > 1 {
+			n++
+		}
+	}
+	return n
+}
+
 func gradNorms(ms []engine.StepMetrics) []float64 {
 	out := make([]float64, len(ms))
 	for i, m := range ms {
