@@ -152,6 +152,13 @@ type Info struct {
 	// 10 candidates, the default), "benchmark, every algorithm" or "heuristics"
 	// (CASESTUDY_CUDNN_BENCHMARK_LIMIT; engine/native/src/cudnn_tuning.h).
 	CuDNN string `json:"cudnn,omitempty"`
+	// Libraries are the copies of cuDNN, NCCL, cuBLAS, the CUDA runtime and
+	// torch the rank's process loaded, by path, and CuDNNRuntime the loaded
+	// cuDNN's version (on a GPU): the loader takes one copy of each per
+	// process, and a cuDNN other than torch's runs every attention and
+	// convolution kernel (the engine says so on stderr).
+	Libraries    map[string]string `json:"libraries,omitempty"`
+	CuDNNRuntime string            `json:"cudnn_runtime,omitempty"`
 	// Pipeline is this rank's place in a pipeline (pipeline.stages > 1).
 	Pipeline *PipelineInfo `json:"pipeline,omitempty"`
 	// Threads is the engine's intra-op thread count; AffinityCPUs the CPUs
@@ -220,14 +227,19 @@ type ZeroInfo struct {
 
 // BuildInfo is what cs_build_info returns.
 type BuildInfo struct {
-	ABI           int    `json:"abi"`
-	Torch         string `json:"torch"`
-	CUDA          string `json:"cuda"`
-	NCCL          string `json:"nccl"`
-	CuDNN         string `json:"cudnn"`
-	Gloo          bool   `json:"gloo"`
-	CUDAAvailable bool   `json:"cuda_available"`
-	DeviceCount   int    `json:"device_count"`
+	ABI   int    `json:"abi"`
+	Torch string `json:"torch"`
+	CUDA  string `json:"cuda"`
+	NCCL  string `json:"nccl"`
+	CuDNN string `json:"cudnn"`
+	// CuDNNRuntime is the version of the cuDNN loaded in the probing process
+	// ("" when none was loaded yet); Libraries the paths the loader opened for
+	// cuDNN, NCCL, cuBLAS, the CUDA runtime and torch (engine/native/src/loaded_libs.h).
+	CuDNNRuntime  string            `json:"cudnn_runtime,omitempty"`
+	Libraries     map[string]string `json:"libraries,omitempty"`
+	Gloo          bool              `json:"gloo"`
+	CUDAAvailable bool              `json:"cuda_available"`
+	DeviceCount   int               `json:"device_count"`
 }
 
 // Checksum is what cs_param_checksum returns.

@@ -131,6 +131,7 @@ func diagnose(m machine, engineLib, out string) *doctorReport {
 		ok("engine", "%s", path)
 		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, binding.ABIVersion)
 		ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
+		cudnnCopy(bi, ok, miss)
 		if !bi.CUDAAvailable {
 			miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")
 			r.GPUNeeds = append(r.GPUNeeds, "a CUDA engine build")
@@ -238,4 +239,25 @@ func loadAverage() (float64, error) {
 	var l float64
 	_, err = fmt.Sscan(string(b), &l)
 	return l, err
+}
+
+// cudnnCopy reports which cuDNN the engine's process loaded: the loader takes
+// one copy a process, and one other than the version torch was built with
+// (a system libcudnn found first) runs torch's attention and convolutions too.
+func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(string, string, string)) {
+	if bi.CuDNNRuntime == "" {
+		return
+	}
+	path := "?"
+	for name, p := range bi.Libraries {
+		if strings.HasPrefix(name, "libcudnn.so") {
+			path = p
+		}
+	}
+	if bi.CuDNN != "" && bi.CuDNNRuntime != bi.CuDNN {
+		miss("cudnn copy", fmt.Sprintf("loaded cuDNN %s from %s, torch was built with %s", bi.CuDNNRuntime, path, bi.CuDNN),
+			"rebuild the engine (make engine: its RUNPATH leaves system directories out) and check LD_LIBRARY_PATH for another libcudnn.so.9")
+		return
+	}
+	ok("cudnn copy", "%s from %s", bi.CuDNNRuntime, path)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/engine/binding"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -149,4 +151,26 @@ func TestCompareStudyBaseline(t *testing.T) {
 	code, out, stderr = runCLI(t, "compare", "--inconclusive=pass", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "old: "+filepath.Join(studies, "bert.baseline.json"))
+}
+
+// TestDoctorCuDNNCopy: a cuDNN loaded in another version than torch's is a
+// MISS with the loaded path and the fix; the same version is ok; none loaded
+// says nothing.
+func TestDoctorCuDNNCopy(t *testing.T) {
+	m := fakeMachine()
+	bi := engine.BuildInfo{ABI: binding.ABIVersion, Torch: "2.11.0", CuDNN: "91900", CuDNNRuntime: "91300",
+		Libraries: map[string]string{"libcudnn.so.9": "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"}}
+	m.engine = func(string) (string, engine.BuildInfo, error) { return "/e/libcasestudy_engine.so", bi, nil }
+	var buf bytes.Buffer
+	printDoctor(&buf, diagnose(m, "", "results"))
+	assert.Contains(t, buf.String(), "MISS  cudnn copy loaded cuDNN 91300 from /usr/lib/x86_64-linux-gnu/libcudnn.so.9, torch was built with 91900")
+	assert.Contains(t, buf.String(), "check LD_LIBRARY_PATH for another libcudnn.so.9")
+	bi.CuDNNRuntime = "91900"
+	buf.Reset()
+	printDoctor(&buf, diagnose(m, "", "results"))
+	assert.Contains(t, buf.String(), "ok    cudnn copy 91900 from /usr/lib/x86_64-linux-gnu/libcudnn.so.9")
+	bi.CuDNNRuntime = ""
+	buf.Reset()
+	printDoctor(&buf, diagnose(m, "", "results"))
+	assert.NotContains(t, buf.String(), "cudnn copy")
 }

@@ -37,6 +37,28 @@ func gpuLibrary(t *testing.T) *Library {
 	return lib
 }
 
+// TestGPULibraryCopies: the cuDNN this process runs is the version torch was
+// built with. The loader takes one copy a process and the engine is loaded
+// before torch: a system libcudnn.so.9 first on the engine's RUNPATH served
+// torch's attention and convolutions at 7242a59 (docs/perf.md, "Twenty-third
+// session"). Logs every loaded copy's path.
+func TestGPULibraryCopies(t *testing.T) {
+	lib := gpuLibrary(t)
+	bi, err := lib.BuildInfo()
+	require.NoError(t, err)
+	t.Logf("cuDNN built %q, loaded %q; libraries %v", bi.CuDNN, bi.CuDNNRuntime, bi.Libraries)
+	e, err := lib.Create(gpuGPT("tiny", "bf16", false))
+	require.NoError(t, err)
+	defer e.Close()
+	info, err := e.Info()
+	require.NoError(t, err)
+	t.Logf("after create: cuDNN loaded %q; libraries %v", info.CuDNNRuntime, info.Libraries)
+	require.NotEmpty(t, info.Libraries, "a CUDA rank records its libraries")
+	if bi.CuDNN != "" && info.CuDNNRuntime != "" {
+		assert.Equal(t, bi.CuDNN, info.CuDNNRuntime, "the loaded cuDNN (%v) is not torch's", info.Libraries)
+	}
+}
+
 func gpuGPT(preset, precision string, graphs bool) engine.Config {
 	c := engine.Config{
 		Family: "gpt", Preset: preset, MicroBatch: 8, Device: "cuda", Precision: precision,

@@ -302,4 +302,14 @@ func TestProbe(t *testing.T) {
 	assert.Equal(t, lib.Path(), path)
 	assert.Equal(t, ABIVersion, bi.ABI)
 	assert.NotEmpty(t, bi.Torch)
+	// The loaded copies, by path (loaded_libs.h): torch's own library at least.
+	found := false
+	for name, p := range bi.Libraries {
+		if strings.HasPrefix(name, "libtorch_cpu.so") {
+			found = true
+			_, err := os.Stat(p)
+			assert.NoError(t, err, "%s: %s", name, p)
+		}
+	}
+	assert.True(t, found, "no libtorch_cpu among the loaded libraries: %v", bi.Libraries)
 }

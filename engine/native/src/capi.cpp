@@ -15,6 +15,7 @@
 #include "config.h"
 #include "device.h"
 #include "dist.h"
+#include "loaded_libs.h"
 #include "profile.h"
 #include "trainer.h"
 
@@ -139,6 +140,8 @@ cs_status cs_build_info(char** out, char** err) noexcept {
               {"cuda", cuda_version()},
               {"nccl", nccl_version()},
               {"cudnn", cudnn_version()},
+              {"cudnn_runtime", cs::cudnn_runtime_version()},
+              {"libraries", cs::loaded_libraries()},
 #ifdef CS_WITH_GLOO
               {"gloo", true},
 #else

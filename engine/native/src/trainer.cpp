@@ -3,6 +3,7 @@
 #include "trainer.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "interfere.h"
 #include "kernels.h"
 #include "linear_casts.h"
+#include "loaded_libs.h"
 #include "pipeline.h"
 #include "rank_facts.h"
 #include "row_random.h"
@@ -222,6 +224,7 @@ void Trainer::init_device() {
 #endif
   apply_math_mode(cfg_.precision);
   name_ = device_name(device_);
+  if (device_.is_cuda()) note_libraries();
   peak_tflops_ = cfg_.peak_tflops > 0 ? cfg_.peak_tflops : table_peak_tflops(name_, cfg_.precision);
   if (cfg_.graphs) graph_ = std::make_unique<Graph>(device_);
   try {  // CASESTUDY_INTERFERE: the κ calibration's load beside each backward (interfere.h);
@@ -436,6 +439,27 @@ void Trainer::set_threads() const {
   if (at::get_num_threads() != threads_) at::set_num_threads(threads_);
 }
 
+// The copies of cuDNN, NCCL, cuBLAS, ... this process runs (loaded_libs.h),
+// for info(); a cuDNN other than the one torch was built with is said on
+// stderr: it serves torch's attention and convolutions too, and a faster or
+// slower one changes every measurement (docs/perf.md, "Twenty-third session").
+void Trainer::note_libraries() {
+  libraries_ = loaded_libraries();
+  cudnn_runtime_ = cudnn_runtime_version();
+  const auto& hooks = at::detail::getCUDAHooks();
+  if (cudnn_runtime_.empty() || !hooks.hasCuDNN()) return;
+  const std::string built = std::to_string(hooks.versionCuDNN());
+  if (cudnn_runtime_ == built) return;
+  std::string path = "?";
+  for (const auto& kv : libraries_.items())
+    if (kv.key().rfind("libcudnn.so", 0) == 0) path = kv.value().get<std::string>();
+  std::fprintf(stderr,
+               "casestudy: the cuDNN this process loaded (%s, version %s) is not the one torch was built with "
+               "(%s): the engine's RUNPATH or LD_LIBRARY_PATH found another copy first; every cuDNN kernel "
+               "(attention, convolutions) runs from it\n",
+               path.c_str(), cudnn_runtime_.c_str(), built.c_str());
+}
+
 json Trainer::info() const {
   json j = describe_json(cfg_.model);
   j["device"] = device_.str();
@@ -460,6 +484,8 @@ json Trainer::info() const {
   const json gpu = gpu_identity(device_);  // items() must not outlive it
   for (const auto& kv : gpu.items()) j[kv.key()] = kv.value();
   j["torch"] = compat::torch_version();
+  if (!libraries_.empty()) j["libraries"] = libraries_;
+  if (!cudnn_runtime_.empty()) j["cudnn_runtime"] = cudnn_runtime_;
   j["init_phases"] = phases_.to_json();
   if (pipe_) j["pipeline"] = pipe_->info();
   if (tp_)

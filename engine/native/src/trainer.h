@@ -84,6 +84,7 @@ class Trainer {
   void add_tp_comm(nlohmann::json& m);
   bool data_parallel() const;
   void set_threads() const;
+  void note_libraries();
   std::vector<double> measure_layers_everywhere();  // pipeline.balance_by time
   void inject_fault_before_step();
   void arm_overflow_fault();  // fault.kind overflow: a gradient hook on this rank
@@ -129,6 +130,8 @@ class Trainer {
   double max_grad_norm_ = 0;  // the clip threshold, read once at construction (trainer.cpp max_grad_norm)
   int64_t mem_after_setup_ = 0;
   std::string name_;
+  nlohmann::json libraries_ = nlohmann::json::object();  // note_libraries(): loaded_libs.h
+  std::string cudnn_runtime_;
   InitPhases phases_;
 
   // CUDA graphs (trainer.cpp keeps the CUDA types out of this header).

@@ -160,6 +160,8 @@ def summarize(name, cfg, info, steps, warmup):
         "config": cfg, "graphs": bool(info.get("graphs")), "graphed": graphed,
         "optimizer": info.get("optimizer"), "attention": info.get("attention"),
         "kernels": info.get("kernels"), "cudnn": info.get("cudnn"),
+        # The copies of cuDNN, NCCL, cuBLAS, ... this process ran (a GPU rank's info).
+        "cudnn_runtime": info.get("cudnn_runtime"), "libraries": info.get("libraries"),
         "params": info.get("params"), "flops_per_sample": fps,
         "warmup": warmup, "steps": len(m),
         "step_ms": {"median": med, "p10": pct(ms, 0.1), "p90": pct(ms, 0.9)},
