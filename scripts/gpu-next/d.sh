@@ -9,8 +9,9 @@ nproc; cat build/gpu/COMMIT; date -u
   for f in base_slice_ns min_granularity_ns wakeup_granularity_ns latency_ns; do
     [[ -r /sys/kernel/debug/sched/$f ]] && echo "$f $(cat /sys/kernel/debug/sched/$f)"; done
   grep -o 'CONFIG_HZ=[0-9]*' /boot/config-"$(uname -r)" 2>/dev/null; } | tee $W/sched.txt
+# D_RANKS=4 D_CORES=3: 4 ranks with room for their threads (12 of cores 1-15; twenty-third session).
 for c in ${D_CORES:-4 2}; do # D_CORES=4: the 4-core half only (call C at ed0acf6 was the 2-core control)
-  CORES_PER_RANK=$c PREDICT_CPU_RANKS=2 PREDICT_CPU_ROUNDS=8 EST_PREDICT_CPU=200 CAP_PREDICT_CPU=215 \
+  CORES_PER_RANK=$c PREDICT_CPU_RANKS=${D_RANKS:-2} PREDICT_CPU_ROUNDS=8 EST_PREDICT_CPU=200 CAP_PREDICT_CPU=215 \
     SKIP_BUILD=1 STAGES="predict-cpu" BUDGET_S=250 OUT=$W/c$c scripts/gpu-check.sh > $W/c$c.log 2>&1
   echo "== $c cores a rank: predict-cpu rc=$? at $SECONDS s"
   grep -E '^- ' $W/c$c/table.md | cut -c1-400
