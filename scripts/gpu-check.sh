@@ -92,7 +92,7 @@
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
 #             the strongest BERT reference), engine bf16 and the reference eager
 #             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models,
-#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn; resnet50-fp16: the same unfused;
+#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn; resnet50-fp16: the same unfused; bert512-nolny: BERT-large 512 without the lny kernel;
 #             PROFILE_RESNET_MB, default 256, ResNet-50's micro-batch),
 #             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
@@ -287,7 +287,7 @@ for v in $CUDNN_LIMITS; do
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
-  [[ $v =~ ^(bert512|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
+  [[ $v =~ ^(bert512|bert512-nolny|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert512-nolny, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
 done
 [[ $PROFILE_RESNET_MB =~ ^[0-9]+$ ]] && ((PROFILE_RESNET_MB >= 1 && PROFILE_RESNET_MB <= 400)) ||
   { echo "gpu-check.sh: PROFILE_RESNET_MB: '$PROFILE_RESNET_MB': want a micro-batch of 1 to 400" >&2; exit 2; }
@@ -848,6 +848,9 @@ stage_profile() {
   for m in $PROFILE_MODELS; do
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
+      bert512-nolny) # the same without the lny kernel (issue 41: measured 1.0 ms slower with it, gpu-check-2026-12-07f)
+        run_env=CASESTUDY_KERNELS=$(kernels_without lny) prof_engine=engine-bf16-nolny profile_pair bert512nolny \
+          "bert-large 32x512 (engine without lny)" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
       resnet50) # at PROFILE_RESNET_MB images a step, the estimates in proportion
         local mb=$PROFILE_RESNET_MB

@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,power.limit,memory.total --format=csv,noheader; cat 
 # where time is left.
 STAGES="tests bert512 profile gpt" NATIVE_SUITES="add_layer_norm:ln linear_act:lin linear_qkv:qkv kernels adamw:adam adamc:adamc linear_casts:cast" \
   TEST_RUN='^TestGPU(BF16TracksFP32|FamilyGraphsMatchEager|FamilySteps)$/bert' \
-  BERT_OFF="lnb lny lnb+lny adamc" BERT_HF=0 PROFILE_MODELS=bert512 PROFILE_REF=compile \
+  BERT_OFF="lnb lny lnb+lny adamc" BERT_HF=0 PROFILE_MODELS="bert512 bert512-nolny" PROFILE_REF=compile \
   CAP_TESTS=150 BUDGET_S=530 OUT=$W/d scripts/gpu-check.sh > $W/d.log 2>&1; echo "d rc=$? at $SECONDS s"
 grep -E '^- |^\| (engine|fast)' $W/d/table.md | cut -c1-300 | head -40
 grep -hE -- '^\s*--- FAIL|^FAIL|panic' build/gpu-check/logs/test-*.out 2>/dev/null | head -20
@@ -24,5 +24,7 @@ grep -E "^(ok|FAIL)|cuda ok|FAIL" build/gpu-check/logs/native-tests-*.out | cut 
 # lny with a small or zero LayerNorm weight in some columns (docs/perf.md "lny and a small
 # gamma"): the errors against float64, lny's and the r path's, per CUDA case.
 grep -hA1 "^  lny, w" build/gpu-check/logs/native-tests-*.out | cut -c1-240 | head -40
+# Where lny's time goes (2026-12-07f: 1.0 ms slower with it): the engine's profile against the one without it.
+python3 bench/reference/profile_diff.py --tgz $W/d/profiles.tgz bert512-engine-bf16 bert512nolny-engine-bf16-nolny --labels lny,nolny
 mkdir -p $W/logs; cp -r build/gpu-check/logs build/gpu-check/status.md $W/logs/ 2>/dev/null
 tar czf $OUT/all.tgz -C $W . ; echo "end at $SECONDS s"

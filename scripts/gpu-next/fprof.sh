@@ -16,26 +16,7 @@ grep -E '^- ' $OUT/f/table.md | cut -c1-300 | head -20
 grep -rhE "resnet.fusion: .* (runs|ran) unfused" build/gpu-check/logs 2>/dev/null | sort | uniq -c | head
 grep -A19 'Top 15 of engine-' $OUT/f/table.md | cut -c1-200 | head -45
 # Per kernel name, fused against unfused fp16: where the milliseconds moved.
-python3 - "$OUT/f" <<'PY'
-import json, sys, tarfile, collections
-d = {}
-with tarfile.open(f"{sys.argv[1]}/profiles.tgz") as t:
-    for m in t.getmembers():
-        for k in ("resnet50fused-engine-fp16-fused", "resnet50fp16-engine-fp16"):
-            if m.name.endswith(k + ".json"):
-                d[k] = json.load(t.extractfile(m))
-if len(d) == 2:
-    f, u = d["resnet50fused-engine-fp16-fused"], d["resnet50fp16-engine-fp16"]
-    print("step_ms fused", round(f["step_ms"], 2), "unfused", round(u["step_ms"], 2), "kernel_ms", round(f["kernel_ms"], 2), round(u["kernel_ms"], 2))
-    # "top": the 40 largest kernels a step (name, category, calls, ms); "categories": all of them.
-    for key, field in (("categories", "category"), ("top", "name")):
-        a = collections.Counter({k[field][:90]: k["ms"] for k in f.get(key, [])})
-        b = collections.Counter({k[field][:90]: k["ms"] for k in u.get(key, [])})
-        print("by", field, "(fused - unfused; a kernel outside one run's top 40 counts 0 there)")
-        for n in sorted(set(a) | set(b), key=lambda n: -abs(a[n] - b[n]))[:25]:
-            print(f"{a[n] - b[n]:+8.3f} ms  fused {a[n]:7.3f}  unfused {b[n]:7.3f}  {n}")
-else:
-    print("profiles missing:", list(d))
-PY
+python3 bench/reference/profile_diff.py --tgz "$OUT/f/profiles.tgz" resnet50fused-engine-fp16-fused resnet50fp16-engine-fp16 \
+  --labels fused,unfused
 mkdir -p $W/logs; cp -r build/gpu-check/logs build/gpu-check/status.md $W/logs/ 2>/dev/null
 tar czf $OUT/all.tgz -C $W . ; rm -f $OUT/f/logs.tgz; echo "end at $SECONDS s"
