@@ -1,8 +1,8 @@
 # Call LIB (scripts/gpu-next/README.md): which cuDNN the engine's process ran at 7242a59, and
 # whether the RUNPATH fix gives GPT/BERT back their ed0acf6 step (issue 41; docs/perf.md
 # "Twenty-third session": in one call ed0acf6 ran GPT-2 graphs 32.3 ms and BERT-large 512 71.6 ms,
-# 7242a59 33.8 and 76.0, the references unchanged; BERT's profiled run, torch imported before
-# the engine, 74.9 against 77.2 without).
+# 7242a59 33.8 and 76.0, the references unchanged, the native path's GPU losses changed, not
+# its CPU losses).
 # Before the call, here: rm -rf ab-old && mkdir ab-old && git archive 7242a59 engine/native | tar x -C ab-old
 # (ab-old/ is ignored: carry it with bin, build/gpu and .gloo). OUT is the run tool's.
 set -u
