@@ -826,16 +826,19 @@ stage_fp8() {
 
 # profile_pair KEY SHAPE EST_ENGINE EST_REFERENCE SCRIPT CONFIG ARGS...: the
 # engine (CONFIG, bf16) and the reference eager (SCRIPT ARGS...) with --profile
-# into $PROF/KEY-*.json, in the group "profile SHAPE".
+# into $PROF/KEY-*.json, in the group "profile SHAPE". prof_ref_of=KEY2: no
+# reference run, the engine compared with KEY2's (profiled earlier in the stage).
 profile_pair() {
   local key=$1 shape=$2 ee=$3 er=$4 script=$5 cfg=$6 pre
   shift 6
   pre=$(ref_prefix "$script")
   local en=${prof_engine:-engine-bf16} # the engine run's name (prof_engine: another precision or path)
-  local stage="profile-$key" e="$PROF/$key-$en.json" r="$PROF/$key-$pre-$PROFILE_REF.json"
+  local stage="profile-$key" e="$PROF/$key-$en.json" r="$PROF/${prof_ref_of:-$key}-$pre-$PROFILE_REF.json"
   prof_pairs+=("$shape" "$e" "$r")
   engine "profile $shape" "$en" "$ee" "$cfg}" --profile "$e"
-  if [[ $PROFILE_REF == compile ]]; then # compiled only: its estimate is the eager one + 30 s of compiling
+  if [[ -n ${prof_ref_of:-} ]]; then
+    : # the reference of prof_ref_of's pair
+  elif [[ $PROFILE_REF == compile ]]; then # compiled only: its estimate is the eager one + 30 s of compiling
     reference "profile $shape" "$script" 0 $((er + 30)) "$@" --profile "$r"
   else
     reference "profile $shape" "$script" "$er" 0 "$@" --profile "$r"
@@ -849,7 +852,7 @@ stage_profile() {
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert512-nolny) # the same without the lny kernel (issue 41: measured 1.0 ms slower with it, gpu-check-2026-12-07f)
-        run_env=CASESTUDY_KERNELS=$(kernels_without lny) prof_engine=engine-bf16-nolny profile_pair bert512nolny \
+        run_env=CASESTUDY_KERNELS=$(kernels_without lny) prof_engine=engine-bf16-nolny prof_ref_of=bert512 profile_pair bert512nolny \
           "bert-large 32x512 (engine without lny)" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
       resnet50) # at PROFILE_RESNET_MB images a step, the estimates in proportion

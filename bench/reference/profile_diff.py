@@ -34,8 +34,10 @@ def diff(a, b, labels=("a", "b"), rows=25):
     out = [f"step_ms {la} {a['step_ms']:.2f} {lb} {b['step_ms']:.2f} "
            f"kernel_ms {a['kernel_ms']:.2f} {b['kernel_ms']:.2f}"]
     for key, field in (("categories", "category"), ("top", "name")):
-        x = collections.Counter({k[field][:90]: k["ms"] for k in a.get(key, [])})
-        y = collections.Counter({k[field][:90]: k["ms"] for k in b.get(key, [])})
+        x, y = collections.Counter(), collections.Counter()
+        for counter, p in ((x, a), (y, b)):  # names alike in their first 90 characters add up
+            for k in p.get(key, []):
+                counter[k[field][:90]] += k["ms"]
         out.append(f"by {field} ({la} - {lb}; a kernel outside one run's top 40 counts 0 there)")
         for n in sorted(set(x) | set(y), key=lambda n: (-abs(x[n] - y[n]), n))[:rows]:
             out.append(f"{x[n] - y[n]:+8.3f} ms  {la} {x[n]:7.3f}  {lb} {y[n]:7.3f}  {n}")

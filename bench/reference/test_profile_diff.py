@@ -32,6 +32,13 @@ class DiffTest(unittest.TestCase):
         self.assertEqual(names[1], "  -2.550 ms  fused   0.640  unfused   3.190  bn_stats")
         self.assertEqual(names[2], "  +0.660 ms  fused   0.660  unfused   0.000  fused_conv")
 
+    def test_long_names_alike_add_up(self):
+        long = "k" * 95
+        a = prof(1.0, {"x": 3.0}, {long + "1": 1.0, long + "2": 2.0})
+        b = prof(1.0, {"x": 3.0}, {long + "2": 2.0, long + "1": 1.0})
+        names = profile_diff.diff(a, b)[-1:]
+        self.assertEqual(names[0], "  +0.000 ms  a   3.000  b   3.000  " + "k" * 90)
+
     def test_from_tgz_and_missing(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "profiles.tgz")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -131,7 +132,9 @@ func diagnose(m machine, engineLib, out string) *doctorReport {
 		ok("engine", "%s", path)
 		ok("abi", "%d (this casestudy speaks %d)", bi.ABI, binding.ABIVersion)
 		ok("torch", "%s, CUDA %s, NCCL %s, cuDNN %s, Gloo %v", orNone(bi.Torch), orNone(bi.CUDA), orNone(bi.NCCL), orNone(bi.CuDNN), bi.Gloo)
-		cudnnCopy(bi, ok, miss)
+		if !cudnnCopy(bi, ok, miss) {
+			r.GPUNeeds = append(r.GPUNeeds, "the cuDNN torch was built with")
+		}
 		if !bi.CUDAAvailable {
 			miss("cuda", "the engine was built without CUDA or sees no device", "build the engine against a CUDA torch (pip install torch; make engine) for GPU studies")
 			r.GPUNeeds = append(r.GPUNeeds, "a CUDA engine build")
@@ -242,11 +245,13 @@ func loadAverage() (float64, error) {
 }
 
 // cudnnCopy reports which cuDNN the engine's process loaded: the loader takes
-// one copy a process, and one other than the version torch was built with
-// (a system libcudnn found first) runs torch's attention and convolutions too.
-func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(string, string, string)) {
+// one copy a process, and one of another major or minor version than torch
+// was built with (a system libcudnn found first) runs torch's attention and
+// convolutions too; it returns false then. Another patch level (a newer
+// nvidia-cudnn in torch's own wheel directory) is reported, not flagged.
+func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(string, string, string)) bool {
 	if bi.CuDNNRuntime == "" {
-		return
+		return true
 	}
 	path := "?"
 	for name, p := range bi.Libraries {
@@ -254,10 +259,25 @@ func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(s
 			path = p
 		}
 	}
-	if bi.CuDNN != "" && bi.CuDNNRuntime != bi.CuDNN {
+	if bi.CuDNN != "" && cudnnMinor(bi.CuDNNRuntime) != cudnnMinor(bi.CuDNN) {
 		miss("cudnn copy", fmt.Sprintf("loaded cuDNN %s from %s, torch was built with %s", bi.CuDNNRuntime, path, bi.CuDNN),
-			"rebuild the engine (make engine: its RUNPATH leaves system directories out) and check LD_LIBRARY_PATH for another libcudnn.so.9")
-		return
+			"rebuild the engine (make engine: its RUNPATH leaves out what the loader finds by itself) and check LD_LIBRARY_PATH for another libcudnn.so.9")
+		return false
 	}
-	ok("cudnn copy", "%s from %s", bi.CuDNNRuntime, path)
+	ok("cudnn copy", "%s from %s (torch built with %s)", bi.CuDNNRuntime, path, orNone(bi.CuDNN))
+	return true
+}
+
+// cudnnMinor is a cuDNN version number (9: major*10000 + minor*100 + patch;
+// 8 and before: major*1000 + minor*100 + patch) without its patch level; the
+// text itself where it is not a number.
+func cudnnMinor(v string) string {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return v
+	}
+	if n >= 10000 {
+		return fmt.Sprintf("%d.%d", n/10000, n/100%100)
+	}
+	return fmt.Sprintf("%d.%d", n/1000, n/100%10)
 }

@@ -165,10 +165,16 @@ func TestDoctorCuDNNCopy(t *testing.T) {
 	printDoctor(&buf, diagnose(m, "", "results"))
 	assert.Contains(t, buf.String(), "MISS  cudnn copy loaded cuDNN 91300 from /usr/lib/x86_64-linux-gnu/libcudnn.so.9, torch was built with 91900")
 	assert.Contains(t, buf.String(), "check LD_LIBRARY_PATH for another libcudnn.so.9")
-	bi.CuDNNRuntime = "91900"
-	buf.Reset()
-	printDoctor(&buf, diagnose(m, "", "results"))
-	assert.Contains(t, buf.String(), "ok    cudnn copy 91900 from /usr/lib/x86_64-linux-gnu/libcudnn.so.9")
+	assert.Contains(t, buf.String(), "GPU studies also need the NVIDIA driver, the cuDNN torch was built with, a CUDA engine build")
+	for _, v := range []string{"91900", "91901"} { // another patch level: reported, not flagged
+		bi.CuDNNRuntime = v
+		buf.Reset()
+		printDoctor(&buf, diagnose(m, "", "results"))
+		assert.Contains(t, buf.String(), "ok    cudnn copy "+v+" from /usr/lib/x86_64-linux-gnu/libcudnn.so.9 (torch built with 91900)")
+		assert.NotContains(t, buf.String(), "need the cuDNN")
+	}
+	assert.Equal(t, "8.9", cudnnMinor("8902"))
+	assert.Equal(t, "9.19", cudnnMinor("91900"))
 	bi.CuDNNRuntime = ""
 	buf.Reset()
 	printDoctor(&buf, diagnose(m, "", "results"))

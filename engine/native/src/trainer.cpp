@@ -449,7 +449,10 @@ void Trainer::note_libraries() {
   const auto& hooks = at::detail::getCUDAHooks();
   if (cudnn_runtime_.empty() || !hooks.hasCuDNN()) return;
   const std::string built = std::to_string(hooks.versionCuDNN());
-  if (cudnn_runtime_ == built) return;
+  // Major and minor (cuDNN 9: major*10000 + minor*100 + patch; 8: *1000, *100):
+  // a newer patch in torch's own wheel directory is how torch's users update it.
+  auto major_minor = [](long v) { return v >= 10000 ? v / 100 : (v / 1000) * 100 + (v / 100) % 10; };
+  if (major_minor(std::stol(cudnn_runtime_)) == major_minor(hooks.versionCuDNN())) return;
   std::string path = "?";
   for (const auto& kv : libraries_.items())
     if (kv.key().rfind("libcudnn.so", 0) == 0) path = kv.value().get<std::string>();
