@@ -454,6 +454,7 @@ func provenance(run *store.Run) Provenance {
 		}
 	}
 	p.RankGPUs, p.BNBuffers = rankGPUs(run), bnBufferFact(bnBufferTrials(run))
+	p.CuDNNLoaded, p.Libraries = rankLibraries(run)
 	if e := m.Engine; e != nil {
 		p.Torch, p.CUDA, p.NCCL, p.CuDNN = e.Torch, e.CUDA, e.NCCL, engine.CuDNNVersion(e.CuDNN)
 	}

@@ -33,6 +33,8 @@ func changedBetween(old, new *Summary) []ProvChange {
 	add("CUDA (torch's)", o.CUDA, n.CUDA)
 	add("NCCL", o.NCCL, n.NCCL)
 	add("cuDNN", o.CuDNN, n.CuDNN)
+	add("cuDNN the ranks loaded", strings.Join(o.CuDNNLoaded, ", "), strings.Join(n.CuDNNLoaded, ", "))
+	add("library files the ranks loaded", strings.Join(o.Libraries, "; "), strings.Join(n.Libraries, "; "))
 	add("driver", o.Driver, n.Driver)
 	add("CUDA driver", o.CUDADriver, n.CUDADriver)
 	add("GPUs", strings.Join(o.GPUs, ", "), strings.Join(n.GPUs, ", "))

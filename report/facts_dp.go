@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -96,4 +97,35 @@ func bnBufferFact(ids []string) string {
 	return fmt.Sprintf("parameters broadcast from rank 0 once, at start; BatchNorm running statistics never broadcast "+
 		"(each rank keeps its own), unlike PyTorch DDP's default broadcast_buffers=True, which broadcasts them before every forward: "+
 		"one collective per step fewer than a default DDP run (ResNet data-parallel trials: %s)", strings.Join(ids, ", "))
+}
+
+// rankLibraries is what the run's GPU ranks loaded (cs_info's libraries and
+// cudnn_runtime): the loaded cuDNN's version(s) and each library file by
+// name, "libcudnn.so.9 /path/libcudnn.so.9", every distinct copy over every
+// launch of every trial (two copies of one name: ranks that ran different
+// files). The engine's build facts say what torch was built with; this is
+// what ran (docs/perf.md, "Twenty-third session": a second cuDNN in the
+// process slowed GPT and BERT by 4.5-6%). Empty on the CPU and for records
+// from before the libraries were recorded.
+func rankLibraries(run *store.Run) (cudnn []string, libs []string) {
+	for _, t := range run.Trials {
+		for _, rp := range t.Repeats {
+			for _, rk := range rp.Ranks {
+				if rk.Info == nil {
+					continue
+				}
+				if v := rk.Info.CuDNNRuntime; v != "" && !slices.Contains(cudnn, engine.CuDNNVersion(v)) {
+					cudnn = append(cudnn, engine.CuDNNVersion(v))
+				}
+				for name, path := range rk.Info.Libraries {
+					if l := name + " " + path; !slices.Contains(libs, l) {
+						libs = append(libs, l)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(cudnn)
+	slices.Sort(libs)
+	return cudnn, libs
 }

@@ -65,3 +65,41 @@ func TestBNBufferFact(t *testing.T) {
 	assert.Contains(t, fact, "parameters broadcast from rank 0 once")
 	assert.Contains(t, fact, "trials: dp2, dp4")
 }
+
+// TestRankLibrariesFact: the report states the cuDNN and the library files
+// the ranks loaded, each distinct copy once (two ranks with different files
+// both show), and compare lists a change of them between runs; nothing on
+// records without them.
+func TestRankLibrariesFact(t *testing.T) {
+	lib := func(cudnn, path string) *engine.Info {
+		i := rankInfo("bert", 2, "GPU-a", "")
+		i.CuDNNRuntime = cudnn
+		i.Libraries = map[string]string{"libcudnn.so.9": path, "libnccl.so.2": "/w/nvidia/nccl/lib/libnccl.so.2"}
+		return i
+	}
+	wheel, system := "/w/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+	run := func(second *engine.Info) *store.Run {
+		return &store.Run{Trials: []store.TrialRecord{{ID: "a", Repeats: []store.RepeatRecord{{Ranks: []store.RankRecord{
+			{Rank: 0, Info: lib("91900", wheel)}, {Rank: 1, Info: second}}}}}}}
+	}
+	same := &Summary{Provenance: provenance(run(lib("91900", wheel)))}
+	rows := provenanceRows(same)
+	assert.Contains(t, rows, [2]string{"cuDNN the ranks loaded", "9.19.0"})
+	assert.Contains(t, rows, [2]string{"library files the ranks loaded",
+		"libcudnn.so.9 " + wheel + "; libnccl.so.2 /w/nvidia/nccl/lib/libnccl.so.2"})
+	mixed := &Summary{Provenance: provenance(run(lib("91300", system)))}
+	assert.Contains(t, provenanceRows(mixed), [2]string{"cuDNN the ranks loaded", "9.13.0, 9.19.0"})
+	assert.Contains(t, provenanceRows(mixed), [2]string{"library files the ranks loaded",
+		"libcudnn.so.9 " + system + "; libcudnn.so.9 " + wheel + "; libnccl.so.2 /w/nvidia/nccl/lib/libnccl.so.2"})
+	changed := changedBetween(same, mixed)
+	var what []string
+	for _, c := range changed {
+		what = append(what, c.What)
+	}
+	assert.Equal(t, []string{"cuDNN the ranks loaded", "library files the ranks loaded"}, what)
+	old := &Summary{Provenance: provenance(&store.Run{Trials: []store.TrialRecord{{ID: "a", Repeats: []store.RepeatRecord{
+		{Ranks: []store.RankRecord{{Rank: 0, Info: rankInfo("bert", 2, "GPU-a", "")}, {Rank: 1, Info: rankInfo("bert", 2, "GPU-a", "")}}}}}}})}
+	for _, row := range provenanceRows(old) {
+		assert.NotContains(t, row[0], "loaded", "a record from before the libraries were recorded")
+	}
+}

@@ -195,6 +195,8 @@ func provenanceRows(s *Summary) [][2]string {
 		{"ranks' GPUs", strings.Join(p.RankGPUs, "; ")},
 		{"driver", driver},
 		{"libraries", strings.Join(libs, ", ")},
+		{"cuDNN the ranks loaded", strings.Join(p.CuDNNLoaded, ", ")},
+		{"library files the ranks loaded", strings.Join(p.Libraries, "; ")},
 		{"nodes", fmt.Sprint(p.Nodes)},
 		{"NVLink multicast", nvlsFact(s)},
 		{"BatchNorm buffers", p.BNBuffers},

@@ -224,21 +224,26 @@ type Breakdown struct {
 
 // Provenance says where and with what the numbers were measured.
 type Provenance struct {
-	RunDir      string            `json:"run_dir,omitempty"`
-	Command     string            `json:"command"`
-	Casestudy   string            `json:"casestudy"` // version (commit)
-	StudyPath   string            `json:"study_path"`
-	StudySHA256 string            `json:"study_sha256"`
-	Host        string            `json:"host"`
-	CPU         string            `json:"cpu"`
-	GPUs        []string          `json:"gpus"` // "0: NVIDIA H200 (141 GiB)"
-	GPUUUIDs    []string          `json:"gpu_uuids,omitempty"`
-	Driver      string            `json:"driver,omitempty"`
-	CUDADriver  string            `json:"cuda_driver,omitempty"`
-	CUDA        string            `json:"cuda,omitempty"` // torch's CUDA
-	NCCL        string            `json:"nccl,omitempty"`
-	Torch       string            `json:"torch,omitempty"`
-	CuDNN       string            `json:"cudnn,omitempty"`
+	RunDir      string   `json:"run_dir,omitempty"`
+	Command     string   `json:"command"`
+	Casestudy   string   `json:"casestudy"` // version (commit)
+	StudyPath   string   `json:"study_path"`
+	StudySHA256 string   `json:"study_sha256"`
+	Host        string   `json:"host"`
+	CPU         string   `json:"cpu"`
+	GPUs        []string `json:"gpus"` // "0: NVIDIA H200 (141 GiB)"
+	GPUUUIDs    []string `json:"gpu_uuids,omitempty"`
+	Driver      string   `json:"driver,omitempty"`
+	CUDADriver  string   `json:"cuda_driver,omitempty"`
+	CUDA        string   `json:"cuda,omitempty"` // torch's CUDA
+	NCCL        string   `json:"nccl,omitempty"`
+	Torch       string   `json:"torch,omitempty"`
+	CuDNN       string   `json:"cudnn,omitempty"`
+	// CuDNNLoaded and Libraries are what the ranks' processes loaded (their
+	// cs_info; rankLibraries): the cuDNN version(s) and "name path" of each
+	// copy of cuDNN, NCCL, cuBLAS, the CUDA runtime and torch.
+	CuDNNLoaded []string          `json:"cudnn_loaded,omitempty"`
+	Libraries   []string          `json:"libraries,omitempty"`
 	Topology    string            `json:"topology,omitempty"`
 	Nodes       int               `json:"nodes"`
 	Model       map[string]any    `json:"model,omitempty"`

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -268,16 +267,12 @@ func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(s
 	return true
 }
 
-// cudnnMinor is a cuDNN version number (9: major*10000 + minor*100 + patch;
-// 8 and before: major*1000 + minor*100 + patch) without its patch level; the
-// text itself where it is not a number.
+// cudnnMinor is a cuDNN version number without its patch level ("91900":
+// "9.19"; engine.CuDNNVersion reads it); the text itself where it is not one.
 func cudnnMinor(v string) string {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return v
+	s := engine.CuDNNVersion(v)
+	if strings.Count(s, ".") != 2 {
+		return s
 	}
-	if n >= 10000 {
-		return fmt.Sprintf("%d.%d", n/10000, n/100%100)
-	}
-	return fmt.Sprintf("%d.%d", n/1000, n/100%10)
+	return s[:strings.LastIndex(s, ".")]
 }
