@@ -160,6 +160,27 @@ def launches(groups):
     return lines
 
 
+def libraries(groups):
+    """The library files the engine's processes loaded (cs_bench.py's "libraries"
+    and "cudnn_runtime", a GPU rank's cs_info): each distinct copy with how many
+    runs loaded it. Two copies of one name: runs that loaded different files.
+    [] where no line carries them (the CPU, older lines, references)."""
+    copies, cudnn = {}, {}
+    for rows in groups.values():
+        for r in rows:
+            for name, path in sorted((r.get("libraries") or {}).items()):
+                copies[(name, path)] = copies.get((name, path), 0) + 1
+            if r.get("cudnn_runtime"):
+                cudnn[r["cudnn_runtime"]] = cudnn.get(r["cudnn_runtime"], 0) + 1
+    if not copies:
+        return []
+    out = ["## Libraries the engine's processes loaded", "",
+           "cuDNN loaded: " + ", ".join(f"{v} ({n} runs)" for v, n in sorted(cudnn.items())) if cudnn
+           else "cuDNN loaded: none reported", ""]
+    out += [f"- `{name}` {path} ({n} runs)" for (name, path), n in sorted(copies.items())]
+    return out + [""]
+
+
 def main(argv):
     if len(argv) != 1:
         sys.exit("usage: table.py BENCH.jsonl")
@@ -173,6 +194,7 @@ def main(argv):
         out += ["## Verdicts on launches", "",
                 "A fresh launch per arm and round; a verdict rests on the launches' medians, not "
                 "on one launch's steps.", ""] + verdicts
+    out += libraries(groups)
     out += ["## Runs", ""]
     for g, rows in groups.items():
         out += detail(g, rows)

@@ -119,6 +119,17 @@ class TableTest(unittest.TestCase):
         self.assertIn("### profile gpt-124m 16x1024", table.detail("profile gpt-124m 16x1024",
                                                                   groups["profile gpt-124m 16x1024"]))
 
+    def test_libraries_each_copy_with_its_runs(self):
+        wheel, system = "/w/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+        a = dict(self.row("g", "engine-bf16", 1.0), libraries={"libcudnn.so.9": wheel}, cudnn_runtime="91900")
+        b = dict(self.row("g", "engine-bf16-graphs", 1.0), libraries={"libcudnn.so.9": wheel}, cudnn_runtime="91900")
+        c = dict(self.row("h", "engine-bf16", 1.0), libraries={"libcudnn.so.9": system}, cudnn_runtime="91300")
+        lines = table.libraries({"g": [a, b, self.row("g", "fast-eager", 1.0)], "h": [c]})
+        self.assertEqual(lines[2], "cuDNN loaded: 91300 (1 runs), 91900 (2 runs)")
+        self.assertIn(f"- `libcudnn.so.9` {wheel} (2 runs)", lines)
+        self.assertIn(f"- `libcudnn.so.9` {system} (1 runs)", lines)
+        self.assertEqual(table.libraries({"g": [self.row("g", "engine-bf16", 1.0)]}), [])
+
     def test_against_the_best_reference_of_each_mode_in_any_of_their_precisions(self):
         g = "resnet50 256x224"
         rows = [self.row(g, "engine-bf16", 300.0), dict(self.row(g, "engine-fp16", 330.0), precision="fp16"),
