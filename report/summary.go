@@ -243,7 +243,7 @@ type Provenance struct {
 	// cs_info; rankLibraries): the cuDNN version(s) and "name path" of each
 	// copy of cuDNN, NCCL, cuBLAS, the CUDA runtime and torch.
 	CuDNNLoaded []string          `json:"cudnn_loaded,omitempty"`
-	Libraries   []string          `json:"libraries,omitempty"`
+	Libraries   []string          `json:"loaded_libraries,omitempty"`
 	Topology    string            `json:"topology,omitempty"`
 	Nodes       int               `json:"nodes"`
 	Model       map[string]any    `json:"model,omitempty"`

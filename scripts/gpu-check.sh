@@ -286,6 +286,8 @@ for v in $CUDNN_LIMITS; do
   [[ $v =~ ^([0-9]+|off)$ ]] || { echo "gpu-check.sh: CUDNN_LIMITS: '$v': want whole numbers or off" >&2; exit 2; }
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
+[[ " $PROFILE_MODELS " != *" bert512-nolny "* || " ${PROFILE_MODELS%%bert512-nolny*} " == *" bert512 "* ]] ||
+  { echo "gpu-check.sh: PROFILE_MODELS: bert512-nolny is compared with bert512's reference: name bert512 before it" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
   [[ $v =~ ^(bert512|bert512-nolny|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert512-nolny, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
 done

@@ -218,9 +218,11 @@ fi
 # A rank runs its compute thread and three Gloo threads: with fewer than 4 cores
 # each, a rank's collectives stall for milliseconds while its compute runs (the
 # twenty-third session, docs/predict.md "Out of sample": 2 ranks at 4 cores a
-# rank 0% of 1 MiB collectives stalled, median |error| 2.6%; at 2 cores 26-46%
+# rank 0% of 1 MiB collectives stalled, median |error| 2.6%; at 2 cores 13-46%
 # and 18%), which no one-rank input shows: the verdict is then of the host too.
-if ((!pin || CORES_PER_RANK < 4)); then
+if ((!pin)); then
+  host+="; cores a rank unknown (not pinned): with fewer than 4 (compute + Gloo's threads) collectives stall beyond what the model sees (docs/predict.md \"Out of sample\")"
+elif ((CORES_PER_RANK < 4)); then
   host+="; contended: fewer than 4 cores a rank (compute + Gloo's threads), collectives stall beyond what the model sees (docs/predict.md \"Out of sample\")"
 fi
 echo "$host" >&2
