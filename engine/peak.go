@@ -46,3 +46,15 @@ func CuDNNVersion(raw string) string {
 	}
 	return fmt.Sprintf("%d.%d.%d", n/1000, n%1000/100, n%100) // cuDNN <= 8: major*1000 + minor*100 + patch
 }
+
+// CuDNNMinor is CuDNNVersion without the patch level ("91900": "9.19"): two
+// copies of cuDNN a patch apart are the same release for what runs (a newer
+// nvidia-cudnn wheel is how torch's users update it); anything CuDNNVersion
+// does not read is returned unchanged.
+func CuDNNMinor(raw string) string {
+	s := CuDNNVersion(raw)
+	if strings.Count(s, ".") != 2 {
+		return s
+	}
+	return s[:strings.LastIndex(s, ".")]
+}

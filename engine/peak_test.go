@@ -36,4 +36,9 @@ func TestCuDNNVersion(t *testing.T) {
 			t.Errorf("CuDNNVersion(%q) = %q, want %q", raw, got, want)
 		}
 	}
+	for raw, want := range map[string]string{"91900": "9.19", "91901": "9.19", "8902": "8.9", "9.1.0": "9.1", "x": "x", "": ""} {
+		if got := CuDNNMinor(raw); got != want {
+			t.Errorf("CuDNNMinor(%q) = %q, want %q", raw, got, want)
+		}
+	}
 }

@@ -853,7 +853,7 @@ stage_profile() {
   for m in $PROFILE_MODELS; do
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
-      bert512-nolny) # the same without the lny kernel (issue 41: measured 1.0 ms slower with it, gpu-check-2026-12-07f)
+      bert512-nolny) # the same without the lny kernel (issue 41: 1.0 ms slower with it in one launch each, gpu-check-2026-12-07f)
         run_env=CASESTUDY_KERNELS=$(kernels_without lny) prof_engine=engine-bf16-nolny prof_ref_of=bert512 profile_pair bert512nolny \
           "bert-large 32x512 (engine without lny)" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;

@@ -258,21 +258,11 @@ func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(s
 			path = p
 		}
 	}
-	if bi.CuDNN != "" && cudnnMinor(bi.CuDNNRuntime) != cudnnMinor(bi.CuDNN) {
+	if bi.CuDNN != "" && engine.CuDNNMinor(bi.CuDNNRuntime) != engine.CuDNNMinor(bi.CuDNN) {
 		miss("cudnn copy", fmt.Sprintf("loaded cuDNN %s from %s, torch was built with %s", bi.CuDNNRuntime, path, bi.CuDNN),
 			"rebuild the engine (make engine: its RUNPATH leaves out what the loader finds by itself) and check LD_LIBRARY_PATH for another libcudnn.so.9")
 		return false
 	}
 	ok("cudnn copy", "%s from %s (torch built with %s)", bi.CuDNNRuntime, path, orNone(bi.CuDNN))
 	return true
-}
-
-// cudnnMinor is a cuDNN version number without its patch level ("91900":
-// "9.19"; engine.CuDNNVersion reads it); the text itself where it is not one.
-func cudnnMinor(v string) string {
-	s := engine.CuDNNVersion(v)
-	if strings.Count(s, ".") != 2 {
-		return s
-	}
-	return s[:strings.LastIndex(s, ".")]
 }

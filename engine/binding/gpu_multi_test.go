@@ -192,7 +192,7 @@ func TestGPUMultiZero(t *testing.T) {
 			require.NoError(t, err)
 			z1 := runGPURanks(t, lib, withZero(cfg, 1), n, steps)
 			z2 := runGPURanks(t, lib, withZero(cfg, 2), n, steps)
-			checkZeroPeaks(t, fmt.Sprintf("%d NCCL ranks, grad_accum %d", n, ga), z1, z2, desc.Params, n)
+			checkZeroPeaks(t, fmt.Sprintf("%d NCCL ranks, grad_accum %d", n, ga), z1, z2, desc.Params, n, ga)
 		})
 	}
 }

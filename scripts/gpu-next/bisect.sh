@@ -16,8 +16,8 @@ trees=(ab/*/)
 jobs=$((16 / ${#trees[@]})); ((jobs >= 2)) || jobs=2
 for t in "${trees[@]}"; do
   c=$(basename "$t")
-  (cmake -S "$t/engine/native" -B "build/ab-$c" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCS_CUDA_ARCHS=90 >"$OUT/build-$c.log" 2>&1 &&
-    cmake --build "build/ab-$c" -j "$jobs" --target casestudy_engine >>"$OUT/build-$c.log" 2>&1; echo "$c build rc=$? at $SECONDS s") &
+  (bash scripts/gpu-next/build-tree.sh "$t/engine/native" "build/ab-$c" "$jobs" >"$OUT/build-$c.log" 2>&1
+    echo "$c build rc=$? at $SECONDS s") &
 done
 wait
 CFG='{"family":"gpt","preset":"124m","micro_batch":16,"seq_len":1024,"device":"cuda","precision":"bf16","seed":1'

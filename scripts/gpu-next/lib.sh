@@ -22,8 +22,7 @@ late() { ((SECONDS > 570 - $1)) && echo "skipped at $SECONDS s: needs ~$1 s"; }
 # by gpu-check with the tests (TestGPULibraryCopies, FamilySteps): nothing is timed before all three are done.
 oldbuild() { # DIR CMAKE_ARGS...
   local d=$1; shift
-  cmake -S ab-old/engine/native -B "$d" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCS_CUDA_ARCHS=90 "$@" > "$W/$(basename "$d")-cmake.log" 2>&1 &&
-    cmake --build "$d" -j 8 --target casestudy_engine > "$W/$(basename "$d")-build.log" 2>&1
+  bash scripts/gpu-next/build-tree.sh ab-old/engine/native "$d" 8 "$@" > "$W/$(basename "$d")-build.log" 2>&1
 }
 oldbuild build/engine-old & b1=$!
 oldbuild build/engine-old-nf -DCS_WITH_CUDNN_FUSION=OFF & b2=$!

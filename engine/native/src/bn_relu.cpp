@@ -31,7 +31,7 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
     auto f32 = x.options().dtype(torch::kFloat32);
     auto y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     auto mask = relu ? torch::empty({M * C / 8}, x.options().dtype(torch::kUInt8)) : torch::Tensor();
-    auto save_mean = torch::empty({C}, f32), save_invstd = torch::empty({C}, f32);
+    torch::Tensor save_mean, save_invstd;  // the batch's, for the backward kernels
     const bool has_res = residual.numel() > 0;  // an empty placeholder: no residual add
     if (sums.numel() > 0) {
       // The statistics as sums [2][C] (a fused convolution's, resnet_fusion.h): no
@@ -51,6 +51,8 @@ struct BatchNormAct : torch::autograd::Function<BatchNormAct> {
       TORCH_CHECK(false, "batch norm from sums: this build has no CUDA kernels");
 #endif
     } else {
+      save_mean = torch::empty({C}, f32);
+      save_invstd = torch::empty({C}, f32);
       auto scratch = torch::empty({CS_KERNEL_FACT(x, bn_act_fwd_scratch, M, C)}, f32);
       CS_KERNEL(x, "batch norm + ReLU forward kernels", bn_act_fwd, x.data_ptr(),
                 has_res ? residual.data_ptr() : nullptr, weight.data_ptr<float>(),
