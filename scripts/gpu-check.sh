@@ -55,7 +55,8 @@
 #             bf16 (graphs off: kernels.py's tables, profiles.tgz)
 #   bert128   BERT-large, 32 x 128 tokens: engine bf16, bf16 with a wait for
 #             the device after every step (--steps-per-call 1), bf16 + graphs (and
-#             without each kernel switch in BERT_OFF, default res), bf16 without
+#             without each kernel switch in BERT_OFF, default res, and with each
+#             kernel in BERT_ON that is off by default, e.g. lny), bf16 without
 #             the kernels; the fastest public-practice BERT (bert_fast.py) and
 #             HF's, eager and compiled; first the host's
 #             speed at eager launches (engine/native/tools/host_probe.py), a
@@ -84,7 +85,7 @@
 #             RESNET_BATCH_FUSED=1: the engine in fp16 with graphs and
 #             resnet.fusion cudnn, docs/resnet-fusion.md section 6)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
-#             join kernels with '+': "lnb+lny" leaves both out in one run;
+#             join kernels with '+': "lnb+adamc" leaves both out in one run;
 #             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
 #             ~100 s, never the strongest)
 #   profile   (not by default) where the GPU time goes: BERT-large 32x512,
@@ -92,7 +93,7 @@
 #             PROFILE_MODELS, BERT-large 32x128; both BERTs against bert_fast.py,
 #             the strongest BERT reference), engine bf16 and the reference eager
 #             (PROFILE_REF=compile: compiled; PROFILE_MODELS picks the models,
-#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn; resnet50-fp16: the same unfused; bert512-nolny: BERT-large 512 without the lny kernel;
+#             resnet50-fused: ResNet-50 in fp16 with resnet.fusion cudnn; resnet50-fp16: the same unfused; bert512-lny: BERT-large 512 with the lny kernel (off by default);
 #             PROFILE_RESNET_MB, default 256, ResNet-50's micro-batch),
 #             PROFILE_WARMUP + PROFILE_STEPS steps,
 #             then 3 more under torch.profiler (--profile, kernels.py): per
@@ -191,9 +192,10 @@
 # with RUN_STUDY=1, study.tgz (the run directory). The table is printed last,
 # whatever happened.
 #
-# Engine runs get CASESTUDY_KERNELS=$KERNELS (default all; the tests stage
+# Engine runs get CASESTUDY_KERNELS=$KERNELS (default: the engine's default set,
+# every kernel but lny; the tests stage
 # leaves out the kernels whose suite failed), unless a run sets it itself.
-# Environment: KERNELS (all), CUDA_ARCHS (90: the kernels' compute capabilities),
+# Environment: KERNELS (default), CUDA_ARCHS (90: the kernels' compute capabilities),
 # OUT (default build/gpu-out), WORK (logs, default build/gpu-check),
 # BUDGET_S (500), RESERVE_S (15), ENGINE_BUILD (build/engine), ENGINE_LIB (a
 # library already built: no build), JOBS (16), EST_SCALE (100, percent),
@@ -230,7 +232,7 @@ CUDNN_LIMITS=${CUDNN_LIMITS:-10 off 1 2 3 10}
 CUDNN_WARMUP=${CUDNN_WARMUP:-2}
 CUDNN_STEPS=${CUDNN_STEPS:-10}
 STAGES=${STAGES:-tests gpt resnet50 bert128 bert512 gpt-more resnet50-fp16 resnet50-padstem}
-KERNELS=${KERNELS:-all} # CASESTUDY_KERNELS of the engine runs (tests may narrow it)
+KERNELS=${KERNELS:-default} # CASESTUDY_KERNELS of the engine runs (tests may narrow it)
 CUDA_ARCHS=${CUDA_ARCHS:-90} # compute capabilities of the engine's kernels (H100, H200)
 [[ ${RUN_STUDY:-0} == 1 && " $STAGES " != *" study "* ]] && STAGES="$STAGES study"
 TEST_RUN=${TEST_RUN:-^TestGPU}
@@ -286,10 +288,10 @@ for v in $CUDNN_LIMITS; do
   [[ $v =~ ^([0-9]+|off)$ ]] || { echo "gpu-check.sh: CUDNN_LIMITS: '$v': want whole numbers or off" >&2; exit 2; }
 done
 [[ $PROFILE_REF =~ ^(eager|compile)$ ]] || { echo "gpu-check.sh: PROFILE_REF=$PROFILE_REF: want eager or compile" >&2; exit 2; }
-[[ " $PROFILE_MODELS " != *" bert512-nolny "* || " ${PROFILE_MODELS%%bert512-nolny*} " == *" bert512 "* ]] ||
-  { echo "gpu-check.sh: PROFILE_MODELS: bert512-nolny is compared with bert512's reference: name bert512 before it" >&2; exit 2; }
+[[ " $PROFILE_MODELS " != *" bert512-lny "* || " ${PROFILE_MODELS%%bert512-lny*} " == *" bert512 "* ]] ||
+  { echo "gpu-check.sh: PROFILE_MODELS: bert512-lny is compared with bert512's reference: name bert512 before it" >&2; exit 2; }
 for v in $PROFILE_MODELS; do
-  [[ $v =~ ^(bert512|bert512-nolny|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert512-nolny, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
+  [[ $v =~ ^(bert512|bert512-lny|bert128|resnet50|resnet50-fused|resnet50-fp16|gpt)$ ]] || { echo "gpu-check.sh: PROFILE_MODELS: '$v': want bert512, bert512-lny, bert128, resnet50, resnet50-fused, resnet50-fp16 or gpt" >&2; exit 2; }
 done
 [[ $PROFILE_RESNET_MB =~ ^[0-9]+$ ]] && ((PROFILE_RESNET_MB >= 1 && PROFILE_RESNET_MB <= 400)) ||
   { echo "gpu-check.sh: PROFILE_RESNET_MB: '$PROFILE_RESNET_MB': want a micro-batch of 1 to 400" >&2; exit 2; }
@@ -558,13 +560,24 @@ RESNET_FP16_CFG=${RESNET_CFG/\"bf16\"/\"fp16\"}
 kernels_without() {
   local k
   case $KERNELS in
-    "" | all) echo "-$1" ;;
+    "" | default) echo "-$1" ;;
+    all) echo "all,-$1" ;;
     native | none) echo native ;;
-    -*) echo "$KERNELS,-$1" ;;
+    -* | +* | default,* | all,* | native,* | none,*) echo "$KERNELS,-$1" ;;
     *)
       k=$(echo ",$KERNELS," | sed "s/,$1,/,/; s/^,//; s/,\$//")
       echo "${k:-native}"
       ;;
+  esac
+}
+# kernels_with NAME: $KERNELS with kernel NAME added (one off by default, e.g. lny).
+kernels_with() {
+  case $KERNELS in
+    "" | default) echo "+$1" ;;
+    all) echo all ;;
+    native | none) echo "$1" ;;
+    -* | +* | default,* | all,* | native,* | none,*) echo "$KERNELS,+$1" ;;
+    *) [[ ,$KERNELS, == *,$1,* ]] && echo "$KERNELS" || echo "$KERNELS,$1" ;;
   esac
 }
 # kernels_without_all NAME...: $KERNELS with every NAME left out.
@@ -624,6 +637,9 @@ stage_bert() { # SEQ EST_ENGINE EST_EAGER EST_COMPILE
   local k
   for k in ${BERT_OFF:-res}; do
     run_env=CASESTUDY_KERNELS=$(kernels_without_all ${k//+/ }) engine "$g" "engine-bf16-graphs-no$k" "$2" "$c,\"graphs\":true}"
+  done
+  for k in ${BERT_ON:-}; do
+    run_env=CASESTUDY_KERNELS=$(kernels_with "$k") engine "$g" "engine-bf16-graphs-with$k" "$2" "$c,\"graphs\":true}"
   done
   run_env=CASESTUDY_KERNELS=native engine "$g" engine-bf16-native "$2" "$c}"
   reference "$g" bert_fast.py "$3" "$4" --preset large --micro-batch 32 --seq-len "$1"
@@ -853,9 +869,9 @@ stage_profile() {
   for m in $PROFILE_MODELS; do
     case $m in
       bert512) profile_pair bert512 "bert-large 32x512" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
-      bert512-nolny) # the same without the lny kernel (issue 41: 1.0 ms slower with it in one launch each, gpu-check-2026-12-07f)
-        run_env=CASESTUDY_KERNELS=$(kernels_without lny) prof_engine=engine-bf16-nolny prof_ref_of=bert512 profile_pair bert512nolny \
-          "bert-large 32x512 (engine without lny)" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
+      bert512-lny) # the same with the lny kernel, off by default (issue 41: its LayerNorm kernels 1.7 ms slower, gpu-check-2026-12-07g)
+        run_env=CASESTUDY_KERNELS=$(kernels_with lny) prof_engine=engine-bf16-lny prof_ref_of=bert512 profile_pair bert512lny \
+          "bert-large 32x512 (engine with lny)" 20 30 bert_fast.py "$(bert_cfg 512)" --preset large --micro-batch 32 --seq-len 512 ;;
       bert128) profile_pair bert128 "bert-large 32x128" 15 25 bert_fast.py "$(bert_cfg 128)" --preset large --micro-batch 32 --seq-len 128 ;;
       resnet50) # at PROFILE_RESNET_MB images a step, the estimates in proportion
         local mb=$PROFILE_RESNET_MB

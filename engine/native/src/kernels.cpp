@@ -18,6 +18,12 @@ const std::vector<std::string>& names() {
   return n;
 }
 
+// Compiled but off unless asked for ("all", or a list naming it): "lny" costs
+// time since the twenty-second session's small-gamma fix (BERT-large 32 x 512
+// on an H100 at 58a5cfc: 73.6 ms a step with it, 72.6 without; its LayerNorm
+// kernels 1.7 ms slower in the profile: docs/perf.md "Twenty-fourth session").
+bool off_by_default(const std::string& n) { return n == "lny"; }
+
 bool known(const std::string& n) {
   for (const auto& k : names())
     if (k == n) return true;
@@ -67,32 +73,40 @@ std::string parse(const std::string& value) {
     const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
     if (b != std::string::npos) items.push_back(item.substr(b, e - b + 1));
   }
-  std::vector<bool> on(names().size(), true);
-  bool any_plus = false, any_minus = false;
+  std::vector<bool> on(names().size());
+  for (size_t i = 0; i < names().size(); i++) on[i] = !off_by_default(names()[i]);
+  // A plain name lists the kernels to use; '-name' and '+name' change the set
+  // so far (the default, or "all"/"native" before them).
+  bool any_plain = false, any_signed = false;
   for (const auto& it : items) {
-    if (it == "all") continue;
+    if (it == "default") continue;
+    if (it == "all") {
+      on.assign(on.size(), true);
+      continue;
+    }
     if (it == "native" || it == "none") {
       on.assign(on.size(), false);
       continue;
     }
-    const bool minus = it[0] == '-';
-    const std::string n = minus ? it.substr(1) : it;
+    const bool sign = it[0] == '-' || it[0] == '+';
+    const std::string n = sign ? it.substr(1) : it;
     if (!known(n)) {
       std::string all;
       for (const auto& k : names()) all += (all.empty() ? "" : ", ") + k;
       throw std::invalid_argument("CASESTUDY_KERNELS: unknown kernel \"" + n +
-                                  "\"; use all, native, or names among " + all +
-                                  " (each optionally with a leading '-')");
+                                  "\"; use default, all, native, or names among " + all +
+                                  " (each optionally with a leading '-' or '+')");
     }
-    (minus ? any_minus : any_plus) = true;
+    (sign ? any_signed : any_plain) = true;
   }
-  if (any_plus && any_minus)
+  if (any_plain && any_signed)
     throw std::invalid_argument("CASESTUDY_KERNELS=" + value +
-                                ": list the kernels to use or those to leave out ('-name'), not both");
-  if (any_plus) on.assign(on.size(), false);
+                                ": list the kernels to use, or those to leave out ('-name') "
+                                "or add ('+name'), not both");
+  if (any_plain) on.assign(on.size(), false);
   for (const auto& it : items) {
-    const bool minus = it[0] == '-';
-    const std::string n = minus ? it.substr(1) : it;
+    const bool minus = it[0] == '-', plus = it[0] == '+';
+    const std::string n = minus || plus ? it.substr(1) : it;
     for (size_t i = 0; i < names().size(); i++)
       if (names()[i] == n) on[i] = !minus;
   }

@@ -37,18 +37,23 @@
 //        as it writes the projection's output gradient, not by a pass of
 //        their own (linear_add_layer_norm_twin, add_layer_norm.h)
 //   lny  with ln: BERT's LayerNorms (whose residual sum r nothing uses) store
-//        no r; the backward recomputes the normalized values from the
-//        output (add_layer_norm_twin, add_layer_norm.h)
+//        r only where gamma is small; the backward recomputes the normalized
+//        values from the output elsewhere (add_layer_norm_twin,
+//        add_layer_norm.h). Off by default: it costs ~1 ms a BERT-large 512
+//        step on an H100 since the small-gamma fix (docs/perf.md)
 //   rand the synthetic data's keyed draws (RowRandom, row_random.h) in one
 //        pass a draw, the tensor ops' values (every family's data source)
 //   adamc with adam and cast: the AdamW kernel writes the linear layers'
 //        bf16/fp16 weights and biases (the cast's values) as it updates their
 //        fp32 masters, and the next forward casts only those something else
 //        wrote since (LinearCopies, linear_casts.h; GPT and BERT)
-// CASESTUDY_KERNELS, read once per process, picks them: unset or "all": every
-// compiled kernel; "native" or "none": none; else a comma-separated list of
-// names to use ("ce,ln"), or of names to leave out, each with a leading '-'
-// ("-bn"). An unknown name is an error (std::invalid_argument at first use).
+// CASESTUDY_KERNELS, read once per process, picks them: unset, empty or
+// "default": every compiled kernel but those off by default (lny); "all":
+// every compiled kernel; "native" or "none": none; else a comma-separated list
+// of names to use ("ce,ln"), or of names to leave out of the default set or
+// add to it, each with a leading '-' or '+' ("-bn", "+lny"; "all,-bn": every
+// kernel but bn).
+// An unknown name is an error (std::invalid_argument at first use).
 //
 // Tests can also run the kernels' host versions (host_kernels.h) on CPU
 // tensors (set_host_for_tests): the same autograd functions, saved tensors
@@ -68,7 +73,7 @@ bool compiled();
 // or its host version under set_host_for_tests.
 bool enabled(const char* name);
 
-// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc"), "none"
+// The kernels in use, comma-separated ("ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,rand,adamc"), "none"
 // when none: for cs_info.
 std::string in_use();
 

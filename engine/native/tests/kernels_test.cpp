@@ -22,13 +22,22 @@ bool throws(const std::string& v) {
 }  // namespace
 
 int kernels_tests() {
-  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  // lny is off by default (kernels.cpp: off_by_default), on with "all" or by name.
+  CS_CHECK(kernels::parse("") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,rand,adamc");
+  CS_CHECK(kernels::parse("default") == kernels::parse(""));
   CS_CHECK(kernels::parse("all") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  CS_CHECK(kernels::parse("all,-bn") == "ce,ln,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  CS_CHECK(kernels::parse("ln,res,lny") == "ln,res,lny");
+  CS_CHECK(kernels::parse("+lny") == kernels::parse("all"));
+  CS_CHECK(kernels::parse("-lnb,+lny") == "ce,ln,bn,pool,lin,stem,cast,res,qkv,adam,fp8cast,lny,rand,adamc");
+  CS_CHECK(kernels::parse("native,+pool") == "pool");
+  CS_CHECK(throws("+xx"));
+  CS_CHECK(throws("ce,+lny"));
   CS_CHECK(kernels::parse("native") == "");
   CS_CHECK(kernels::parse("none") == "");
   CS_CHECK(kernels::parse("ln") == "ln");
   CS_CHECK(kernels::parse(" bn , ce ") == "ce,bn");
-  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,lny,rand,adamc");
+  CS_CHECK(kernels::parse("-bn") == "ce,ln,pool,lin,stem,cast,res,qkv,adam,fp8cast,lnb,rand,adamc");
   CS_CHECK(kernels::parse("-bn,-ce,-pool,-lin,-stem,-cast,-res,-qkv,-adam,-fp8cast,-lnb,-lny,-rand,-adamc") == "ln");
   CS_CHECK(kernels::parse("native,pool") == "pool");
   CS_CHECK(kernels::parse("adam,ce") == "ce,adam");  // the list's order

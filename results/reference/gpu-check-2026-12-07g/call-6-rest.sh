@@ -1,0 +1,2 @@
+# Call 6 (2026-12-07 17:42 UTC, same machine): the Go GPU tests call 5 did not reach. As run.
+export NCCL_NVLS_ENABLE=0 CS_GLOO_INCLUDE=$PWD/.gloo/include CASESTUDY_GPU_TESTS=1 CASESTUDY_ENGINE_LIB=$PWD/build/engine/libcasestudy_engine.so; cd engine/binding && timeout 230 ../../build/gpu/engine.test -test.count=1 -test.v -test.timeout=225s -test.run '^(TestGPUMultiTPPipeline|TestGPUMultiTPZero|TestGPUMultiZeroMatchesDDP|TestGPUStagedZero|TestGPUTPPipelineStaged|TestGPUTPStagedZero|TestGPUZeroWorldOfOne)$' > $OUT/rest.out 2>&1; echo rc=$?
