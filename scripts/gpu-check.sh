@@ -1126,6 +1126,12 @@ stage_tests() {
     [[ $DRY == 1 ]] && continue
     if ((rc == 0)); then
       log_status "tests: ok $n in $((SECONDS - start)) s"
+    elif grep -q '^panic: test timed out after' "$LOG/test-$n.err" "$LOG/test-$n.out" 2>/dev/null &&
+      ! grep -qE '^\s*--- FAIL' "$LOG/test-$n.out"; then
+      # go test's own -test.timeout (the budget's share): no test failed, the
+      # rest did not run. Not a pass either: the stage still counts it.
+      log_status "tests: NOT FINISHED $n: the time limit (${tl} s) ended it in $(grep -E '^=== RUN' "$LOG/test-$n.out" | tail -1 | awk '{print $3}'), no test failed before; the tests after it did not run (logs/test-$n.out; raise BUDGET_S or CAP_TESTS, or narrow TEST_RUN)"
+      status=1
     else
       log_status "tests: FAIL $n (exit $rc, logs/test-$n.out)"
       tail -30 "$LOG/test-$n.out"
