@@ -104,9 +104,8 @@ func bnBufferFact(ids []string) string {
 // name, "libcudnn.so.9 /path/libcudnn.so.9", every distinct copy over every
 // launch of every trial (two copies of one name: ranks that ran different
 // files). The engine's build facts say what torch was built with; this is
-// what ran (docs/perf.md, "Twenty-third session": a second cuDNN in the
-// process, the suspected cause of GPT and BERT running 4.5-6% slower at one
-// commit). Empty on the CPU and for records
+// what ran (docs/perf.md, "Twenty-fourth session": a second cuDNN in the
+// process made GPT-2 4.3% slower at one commit). Empty on the CPU and for records
 // from before the libraries were recorded.
 func rankLibraries(run *store.Run) (cudnn []string, libs []string) {
 	for _, t := range run.Trials {

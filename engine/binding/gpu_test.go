@@ -40,8 +40,8 @@ func gpuLibrary(t *testing.T) *Library {
 // TestGPULibraryCopies: the cuDNN this process runs is the version torch was
 // built with. The loader takes one copy a process and the engine is loaded
 // before torch: a system libcudnn.so.9 first on the engine's RUNPATH would
-// serve torch's attention and convolutions (the suspected cause of 7242a59's
-// slower GPT and BERT: docs/perf.md, "Twenty-third session"). Major and minor
+// serve torch's attention and convolutions (7242a59's slower GPT-2, measured:
+// docs/perf.md, "Twenty-fourth session"). Major and minor
 // must match; a patch level may differ. Logs every loaded copy's path.
 func TestGPULibraryCopies(t *testing.T) {
 	lib := gpuLibrary(t)

@@ -18,10 +18,11 @@ const std::vector<std::string>& names() {
   return n;
 }
 
-// Compiled but off unless asked for ("all", or a list naming it): "lny" costs
-// time since the twenty-second session's small-gamma fix (BERT-large 32 x 512
-// on an H100 at 58a5cfc: 73.6 ms a step with it, 72.6 without; its LayerNorm
-// kernels 1.7 ms slower in the profile: docs/perf.md "Twenty-fourth session").
+// Compiled but off unless asked for ("all", "+lny" or a list naming it): "lny"
+// was slower than without it on BERT-large 32 x 512 on an H100 at 58a5cfc
+// (73.6 ms a step against 72.6, one launch each; its LayerNorm kernels 1.7 ms
+// slower in the profile: docs/perf.md "Twenty-fourth session"). It never ran
+// on a GPU before its small-gamma fix.
 bool off_by_default(const std::string& n) { return n == "lny"; }
 
 bool known(const std::string& n) {
@@ -75,17 +76,21 @@ std::string parse(const std::string& value) {
   }
   std::vector<bool> on(names().size());
   for (size_t i = 0; i < names().size(); i++) on[i] = !off_by_default(names()[i]);
-  // A plain name lists the kernels to use; '-name' and '+name' change the set
-  // so far (the default, or "all"/"native" before them).
+  // The base set: the default, every kernel ("all") or none ("native"),
+  // wherever the keyword stands; a plain name lists the kernels to use (after
+  // "native" at most: "native,pool"); '-name' and '+name' change the base set,
+  // in the list's order.
   bool any_plain = false, any_signed = false;
+  std::string base;
   for (const auto& it : items) {
-    if (it == "default") continue;
-    if (it == "all") {
-      on.assign(on.size(), true);
-      continue;
-    }
-    if (it == "native" || it == "none") {
-      on.assign(on.size(), false);
+    if (it == "default" || it == "all" || it == "native" || it == "none") {
+      const std::string b = it == "none" ? "native" : it;
+      if (!base.empty() && base != b)
+        throw std::invalid_argument("CASESTUDY_KERNELS=" + value + ": \"" + base + "\" and \"" + b +
+                                    "\" together; name one base set (default, all or native)");
+      base = b;
+      if (b == "all") on.assign(on.size(), true);
+      if (b == "native") on.assign(on.size(), false);
       continue;
     }
     const bool sign = it[0] == '-' || it[0] == '+';
@@ -103,6 +108,10 @@ std::string parse(const std::string& value) {
     throw std::invalid_argument("CASESTUDY_KERNELS=" + value +
                                 ": list the kernels to use, or those to leave out ('-name') "
                                 "or add ('+name'), not both");
+  if (any_plain && (base == "all" || base == "default"))
+    throw std::invalid_argument("CASESTUDY_KERNELS=" + value + ": \"" + base +
+                                "\" with a list of kernels to use; give the list alone, or '-name'/'+name' after \"" +
+                                base + "\"");
   if (any_plain) on.assign(on.size(), false);
   for (const auto& it : items) {
     const bool minus = it[0] == '-', plus = it[0] == '+';

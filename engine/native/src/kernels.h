@@ -39,8 +39,9 @@
 //   lny  with ln: BERT's LayerNorms (whose residual sum r nothing uses) store
 //        r only where gamma is small; the backward recomputes the normalized
 //        values from the output elsewhere (add_layer_norm_twin,
-//        add_layer_norm.h). Off by default: it costs ~1 ms a BERT-large 512
-//        step on an H100 since the small-gamma fix (docs/perf.md)
+//        add_layer_norm.h). Off by default: measured after its small-gamma
+//        fix, it cost ~1 ms a BERT-large 512 step on an H100 (one launch
+//        each, in two calls; docs/perf.md "Twenty-fourth session")
 //   rand the synthetic data's keyed draws (RowRandom, row_random.h) in one
 //        pass a draw, the tensor ops' values (every family's data source)
 //   adamc with adam and cast: the AdamW kernel writes the linear layers'
@@ -50,9 +51,10 @@
 // CASESTUDY_KERNELS, read once per process, picks them: unset, empty or
 // "default": every compiled kernel but those off by default (lny); "all":
 // every compiled kernel; "native" or "none": none; else a comma-separated list
-// of names to use ("ce,ln"), or of names to leave out of the default set or
-// add to it, each with a leading '-' or '+' ("-bn", "+lny"; "all,-bn": every
-// kernel but bn).
+// of names to use ("ce,ln"), or of names to leave out of the base set (the
+// default, or "all") or add to it, each with a leading '-' or '+', applied in
+// order ("-bn", "+lny"; "all,-bn": every kernel but bn). Two base keywords,
+// or "all"/"default" with a plain list, are errors.
 // An unknown name is an error (std::invalid_argument at first use).
 //
 // Tests can also run the kernels' host versions (host_kernels.h) on CPU

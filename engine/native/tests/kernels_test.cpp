@@ -33,6 +33,11 @@ int kernels_tests() {
   CS_CHECK(kernels::parse("native,+pool") == "pool");
   CS_CHECK(throws("+xx"));
   CS_CHECK(throws("ce,+lny"));
+  CS_CHECK(kernels::parse("-bn,all") == kernels::parse("all,-bn"));  // the keyword wherever it stands
+  CS_CHECK(kernels::parse("+lny,-lny") == kernels::parse(""));        // signed entries in order
+  CS_CHECK(throws("all,ln"));      // a base set with a list of kernels to use
+  CS_CHECK(throws("default,lny"));
+  CS_CHECK(throws("all,native"));  // two base sets
   CS_CHECK(kernels::parse("native") == "");
   CS_CHECK(kernels::parse("none") == "");
   CS_CHECK(kernels::parse("ln") == "ln");
