@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean cudnn-fusion-probe
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean cudnn-fusion-probe kernel-probe
 
 all: cli engine
 
@@ -124,6 +124,9 @@ gpu-tests: cli
 # engine; needs nvcc and cuDNN 9 (build.sh says where it looks).
 cudnn-fusion-probe:
 	engine/native/tools/cudnn_fusion/build.sh $(BUILD)/cudnn-fusion
+
+kernel-probe:
+	engine/native/tools/kernel_probe/build.sh $(BUILD)/kernel-probe
 
 clean:
 	rm -rf bin $(BUILD)
