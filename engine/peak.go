@@ -58,3 +58,21 @@ func CuDNNMinor(raw string) string {
 	}
 	return s[:strings.LastIndex(s, ".")]
 }
+
+// CuDNNCopy judges the cuDNN a process loaded (its cudnnGetVersion, loaded,
+// and the loaded files by name, libraries: cs_info's or cs_build_info's)
+// against the one torch was built with (built): path is the loaded
+// libcudnn.so's ("?" when not among libraries), and ok is false only where
+// both versions are known and their major or minor differ (a patch level
+// apart is the same release: a newer nvidia-cudnn wheel is how torch's users
+// update it). The doctor and the GPU test share it; the engine says the same
+// on stderr (trainer.cpp note_libraries).
+func CuDNNCopy(built, loaded string, libraries map[string]string) (path string, ok bool) {
+	path = "?"
+	for name, p := range libraries {
+		if strings.HasPrefix(name, "libcudnn.so") {
+			path = p
+		}
+	}
+	return path, built == "" || loaded == "" || CuDNNMinor(built) == CuDNNMinor(loaded)
+}

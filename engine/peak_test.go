@@ -41,4 +41,17 @@ func TestCuDNNVersion(t *testing.T) {
 			t.Errorf("CuDNNMinor(%q) = %q, want %q", raw, got, want)
 		}
 	}
+	libs := map[string]string{"libcudnn.so.9": "/usr/lib/libcudnn.so.9", "libnccl.so.2": "/w/libnccl.so.2"}
+	for _, c := range []struct {
+		built, loaded string
+		ok            bool
+	}{{"91900", "91900", true}, {"91900", "91901", true}, {"91900", "91400", false}, {"91900", "", true}, {"", "91400", true}} {
+		path, ok := CuDNNCopy(c.built, c.loaded, libs)
+		if path != "/usr/lib/libcudnn.so.9" || ok != c.ok {
+			t.Errorf("CuDNNCopy(%q, %q) = %q, %v; want the libcudnn path, %v", c.built, c.loaded, path, ok, c.ok)
+		}
+	}
+	if path, _ := CuDNNCopy("91900", "91900", map[string]string{"libnccl.so.2": "/w"}); path != "?" {
+		t.Errorf("CuDNNCopy without a libcudnn: path %q, want ?", path)
+	}
 }

@@ -2,12 +2,28 @@ package report
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
-	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/store"
 )
+
+// rankInfos yields every rank of every launch of every trial that reported
+// its cs_info, with its trial's ID, in the run's order.
+func rankInfos(run *store.Run) iter.Seq2[string, store.RankRecord] {
+	return func(yield func(string, store.RankRecord) bool) {
+		for _, t := range run.Trials {
+			for _, rp := range t.Repeats {
+				for _, rk := range rp.Ranks {
+					if rk.Info != nil && !yield(t.ID, rk) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
 
 // rankGPUs is each GPU the run's ranks reported running on (cs_info's UUID
 // and PCI bus id, as the rank itself saw its device: on Slurm the runner
@@ -18,20 +34,16 @@ func rankGPUs(run *store.Run) []string {
 	type dev struct{ uuid, pci, node string }
 	ranks := map[dev][]int{}
 	var order []dev
-	for _, t := range run.Trials {
-		for _, rp := range t.Repeats {
-			for _, rk := range rp.Ranks {
-				if rk.Info == nil || rk.Info.GPUUUID == "" {
-					continue
-				}
-				d := dev{rk.Info.GPUUUID, rk.Info.PCIBusID, rk.Node}
-				if _, ok := ranks[d]; !ok {
-					order = append(order, d)
-				}
-				if !slices.Contains(ranks[d], rk.Rank) {
-					ranks[d] = append(ranks[d], rk.Rank)
-				}
-			}
+	for _, rk := range rankInfos(run) {
+		if rk.Info.GPUUUID == "" {
+			continue
+		}
+		d := dev{rk.Info.GPUUUID, rk.Info.PCIBusID, rk.Node}
+		if _, ok := ranks[d]; !ok {
+			order = append(order, d)
+		}
+		if !slices.Contains(ranks[d], rk.Rank) {
+			ranks[d] = append(ranks[d], rk.Rank)
 		}
 	}
 	for _, d := range order {
@@ -68,17 +80,9 @@ func rankGPUs(run *store.Run) []string {
 // data parallel over more than one rank, by the ranks' cs_info.
 func bnBufferTrials(run *store.Run) []string {
 	var ids []string
-	for _, t := range run.Trials {
-	trial:
-		for _, rp := range t.Repeats {
-			for _, rk := range rp.Ranks {
-				if i := rk.Info; i != nil && strings.HasPrefix(i.Family, "resnet") && i.WorldSize > 1 && i.Pipeline == nil {
-					if !slices.Contains(ids, t.ID) {
-						ids = append(ids, t.ID)
-					}
-					break trial
-				}
-			}
+	for id, rk := range rankInfos(run) {
+		if i := rk.Info; strings.HasPrefix(i.Family, "resnet") && i.WorldSize > 1 && i.Pipeline == nil && !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
 	return ids
@@ -97,35 +101,4 @@ func bnBufferFact(ids []string) string {
 	return fmt.Sprintf("parameters broadcast from rank 0 once, at start; BatchNorm running statistics never broadcast "+
 		"(each rank keeps its own), unlike PyTorch DDP's default broadcast_buffers=True, which broadcasts them before every forward: "+
 		"one collective per step fewer than a default DDP run (ResNet data-parallel trials: %s)", strings.Join(ids, ", "))
-}
-
-// rankLibraries is what the run's GPU ranks loaded (cs_info's libraries and
-// cudnn_runtime): the loaded cuDNN's version(s) and each library file by
-// name, "libcudnn.so.9 /path/libcudnn.so.9", every distinct copy over every
-// launch of every trial (two copies of one name: ranks that ran different
-// files). The engine's build facts say what torch was built with; this is
-// what ran (docs/perf.md, "Twenty-fourth session": a second cuDNN in the
-// process made GPT-2 4.3% slower at one commit). Empty on the CPU and for records
-// from before the libraries were recorded.
-func rankLibraries(run *store.Run) (cudnn []string, libs []string) {
-	for _, t := range run.Trials {
-		for _, rp := range t.Repeats {
-			for _, rk := range rp.Ranks {
-				if rk.Info == nil {
-					continue
-				}
-				if v := rk.Info.CuDNNRuntime; v != "" && !slices.Contains(cudnn, engine.CuDNNVersion(v)) {
-					cudnn = append(cudnn, engine.CuDNNVersion(v))
-				}
-				for name, path := range rk.Info.Libraries {
-					if l := name + " " + path; !slices.Contains(libs, l) {
-						libs = append(libs, l)
-					}
-				}
-			}
-		}
-	}
-	slices.Sort(cudnn)
-	slices.Sort(libs)
-	return cudnn, libs
 }

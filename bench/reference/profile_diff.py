@@ -17,6 +17,8 @@ import json
 import sys
 import tarfile
 
+from kernels import _ms, load
+
 
 def from_tgz(path, names):
     found = {}
@@ -31,8 +33,8 @@ def from_tgz(path, names):
 def diff(a, b, labels=("a", "b"), rows=25):
     """The report as a list of lines."""
     la, lb = labels
-    out = [f"step_ms {la} {a['step_ms']:.2f} {lb} {b['step_ms']:.2f} "
-           f"kernel_ms {a['kernel_ms']:.2f} {b['kernel_ms']:.2f}"]
+    out = [f"step_ms {la} {_ms(a.get('step_ms'))} {lb} {_ms(b.get('step_ms'))} "
+           f"kernel_ms {_ms(a.get('kernel_ms'))} {_ms(b.get('kernel_ms'))}"]
     for key, field in (("categories", "category"), ("top", "name")):
         x, y = collections.Counter(), collections.Counter()
         for counter, p in ((x, a), (y, b)):  # names alike in their first 90 characters add up
@@ -52,11 +54,13 @@ def main(argv=None):
     p.add_argument("--labels", default="a,b")
     p.add_argument("--rows", type=int, default=25)
     args = p.parse_args(argv)
-    labels = tuple(args.labels.split(",", 1)) if "," in args.labels else ("a", "b")
+    if "," not in args.labels:
+        p.error("--labels %r: want two names, comma-separated (a,b)" % args.labels)
+    labels = tuple(args.labels.split(",", 1))
     if args.tgz:
         a, b = from_tgz(args.tgz, [args.a, args.b])
     else:
-        a, b = (json.load(open(f)) for f in (args.a, args.b))
+        a, b = (load(f) for f in (args.a, args.b))
     if a is None or b is None:
         print("profiles missing:", [n for n, d in ((args.a, a), (args.b, b)) if d is None])
         return 1
@@ -64,6 +68,10 @@ def main(argv=None):
         print("a profile failed:", a.get("error") or b.get("error"))
         return 1
     print("\n".join(diff(a, b, labels, args.rows)))
+    # Two profiles of one build differed by up to ~0.9 ms in a family the change
+    # did not touch (docs/perf.md, "Twenty-fourth session"): a few steps each.
+    print("(%s and %s: %s and %s profiled steps; differences within ~1 ms of one family may be the profiles' spread)"
+          % (labels[0], labels[1], a.get("steps", "?"), b.get("steps", "?")))
     return 0
 
 

@@ -59,6 +59,19 @@ class DiffTest(unittest.TestCase):
             self.assertEqual(rc, 1)
             self.assertIn("profiles missing: ['r-none']", out.getvalue())
 
+    def test_files_missing_and_labels(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = os.path.join(d, "a.json")
+            with open(a, "w") as f:
+                json.dump(A, f)
+            out = io.StringIO()
+            with redirect_stdout(out):
+                rc = profile_diff.main([a, os.path.join(d, "none.json")])
+            self.assertEqual(rc, 1)
+            self.assertIn("a profile failed: no profile", out.getvalue())
+            with self.assertRaises(SystemExit):
+                profile_diff.main([a, a, "--labels", "x"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -252,13 +252,8 @@ func cudnnCopy(bi engine.BuildInfo, ok func(string, string, ...any), miss func(s
 	if bi.CuDNNRuntime == "" {
 		return true
 	}
-	path := "?"
-	for name, p := range bi.Libraries {
-		if strings.HasPrefix(name, "libcudnn.so") {
-			path = p
-		}
-	}
-	if bi.CuDNN != "" && engine.CuDNNMinor(bi.CuDNNRuntime) != engine.CuDNNMinor(bi.CuDNN) {
+	path, same := engine.CuDNNCopy(bi.CuDNN, bi.CuDNNRuntime, bi.Libraries)
+	if !same {
 		miss("cudnn copy", fmt.Sprintf("loaded cuDNN %s from %s, torch was built with %s", bi.CuDNNRuntime, path, bi.CuDNN),
 			"rebuild the engine (make engine: its RUNPATH leaves out what the loader finds by itself) and check LD_LIBRARY_PATH for another libcudnn.so.9")
 		return false

@@ -1,20 +1,23 @@
 // gelu_bwd.cu: where the engine's GELU backward (bias_act_bwd, act GeluErf:
 // dz = dy gelu'(z) and the bias gradient, BERT's intermediate layer) loses
 // against the memory bandwidth (docs/perf.md, "Twenty-fourth session": 0.182 ms
-// a call at 16,384 x 4,096 bf16 on an H100, 2.21 TB/s, where torch's GELU
-// forward reaches 2.86 TB/s). Times with CUDA events, at one shape:
+// a call at 16,384 x 4,096 bf16 on an H100 in the profile, kernel alone, 2.21
+// TB/s, where torch's GELU forward reaches 2.86 TB/s). Times with CUDA events,
+// at one shape, each sample REPS back-to-back calls between one pair of events
+// (the host's launch gaps hidden), the median of ITERS samples after WARMUP:
 //   engine-erf    the engine's kernel and its column sum, as BERT calls it
-//   engine-none   the same kernel without the activation (dz = dy, the bias sum):
-//                 its structure without the erf math
 //   engine-tanh   the same with GPT-2's tanh GELU
-//   ew-copy       a plain elementwise kernel with the same traffic (read dy and
-//                 z, write dz = dy * z): the bandwidth this traffic can reach
-//   ew-erf        that kernel with the erf GELU's derivative (no bias sum): the
-//                 math's cost where nothing else limits
-// Reading: ew-erf close to ew-copy and engine-erf close to engine-none: the
-// kernel's structure (occupancy, the row walk, the partial sums) is the limit;
-// ew-erf well above ew-copy: the math is. Not part of `make engine`:
-// tools/kernel_probe/build.sh builds it against the engine's CUDA sources.
+//   engine-none   the same kernel without an activation: it reads dy only (no
+//                 z, no dz written), so a read-only bandwidth figure, not the
+//                 erf kernel's structure
+//   ew-copy       a plain elementwise kernel with the erf kernel's traffic
+//                 (read dy and z, write dz = dy * z): what this traffic reaches
+//   ew-erf        that kernel with the erf GELU's derivative (no bias sum)
+// Reading: ew-erf against ew-copy is the math's cost where nothing else
+// limits; engine-erf against ew-erf is the cost of the engine kernel's
+// structure (its occupancy, row walk, partial sums and column sum) at the
+// same math. Not part of `make engine`: tools/kernel_probe/build.sh builds it
+// against the engine's CUDA sources.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -62,7 +65,7 @@ __global__ void ew_kernel(const uint4* __restrict__ dy, const uint4* __restrict_
 
 struct Args {
   int64_t rows = 32 * 512, C = 4096;
-  int iters = 50, warmup = 10;
+  int iters = 30, warmup = 5, reps = 10;
 };
 
 Args parse(int argc, char** argv) {
@@ -77,19 +80,21 @@ Args parse(int argc, char** argv) {
     else if (const char* v = val("--cols")) a.C = std::atoll(v);
     else if (const char* v = val("--iters")) a.iters = std::atoi(v);
     else if (const char* v = val("--warmup")) a.warmup = std::atoi(v);
+    else if (const char* v = val("--reps")) a.reps = std::atoi(v);
     else {
-      std::fprintf(stderr, "gelu_bwd_probe: unknown argument %s (--rows N --cols C --iters N --warmup N)\n", s.c_str());
+      std::fprintf(stderr, "gelu_bwd_probe: unknown argument %s (--rows N --cols C --iters N --warmup N --reps N)\n", s.c_str());
       std::exit(2);
     }
   }
-  if (a.rows < 1 || a.C < 8 || a.C % 8 || a.iters < 1 || a.warmup < 0) {
-    std::fprintf(stderr, "gelu_bwd_probe: want rows >= 1, cols a multiple of 8, iters >= 1\n");
+  if (a.rows < 1 || a.C < 8 || a.C % 8 || a.iters < 1 || a.warmup < 0 || a.reps < 1) {
+    std::fprintf(stderr, "gelu_bwd_probe: want rows >= 1, cols a multiple of 8, iters and reps >= 1\n");
     std::exit(2);
   }
   return a;
 }
 
-// Median and range of `iters` timed calls of f, after `warmup` untimed ones.
+// Median and range of `iters` samples of f's time a call, each `reps` calls
+// back to back between two events, after `warmup` untimed calls.
 template <class F>
 void timed(const char* name, const Args& a, double bytes, F f) {
   cudaEvent_t e0, e1;
@@ -99,12 +104,12 @@ void timed(const char* name, const Args& a, double bytes, F f) {
   std::vector<float> ms;
   for (int i = 0; i < a.iters; i++) {
     CU(cudaEventRecord(e0));
-    CU(f());
+    for (int r = 0; r < a.reps; r++) CU(f());
     CU(cudaEventRecord(e1));
     CU(cudaEventSynchronize(e1));
     float t = 0;
     CU(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
+    ms.push_back(t / a.reps);
   }
   std::sort(ms.begin(), ms.end());
   const float med = ms[ms.size() / 2];
@@ -121,8 +126,8 @@ int main(int argc, char** argv) {
   const int64_t n = a.rows * a.C;
   cudaDeviceProp p{};
   CU(cudaGetDeviceProperties(&p, 0));
-  std::printf("gelu_bwd_probe: %s, %d SMs; %lld x %lld bf16, %d timed calls after %d\n", p.name,
-              p.multiProcessorCount, (long long)a.rows, (long long)a.C, a.iters, a.warmup);
+  std::printf("gelu_bwd_probe: %s, %d SMs; %lld x %lld bf16, %d samples of %d calls after %d\n", p.name,
+              p.multiProcessorCount, (long long)a.rows, (long long)a.C, a.iters, a.reps, a.warmup);
   T *dy, *z, *dz;
   float *db, *scratch;
   CU(cudaMalloc(&dy, n * sizeof(T)));
