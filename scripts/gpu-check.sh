@@ -169,9 +169,10 @@
 #             into predict-rehearsal.tgz; EST_PREDICT/CAP_PREDICT (70/110 s),
 #             EST_PREDICT_RH/CAP_PREDICT_RH (120/180 s); docs/predict.md
 #   predict-cpu  (not in the default STAGES) issue 40 (a) on this machine's idle
-#             CPUs: scripts/predict-validate.sh (studies/gpt/predict-cpu.yaml on
-#             PREDICT_CPU_RANKS, "2 4", CPU Gloo ranks pinned (taskset) to 2 cores a
-#             rank, predicted from one-rank inputs and measured; the bar: median
+#             CPUs: scripts/predict-validate.sh (PREDICT_CPU_STUDY, default
+#             studies/gpt/predict-cpu.yaml, on PREDICT_CPU_RANKS, "2 4", CPU Gloo
+#             ranks pinned (taskset) to CORES_PER_RANK, 2, cores a rank, or N:C
+#             pairs), predicted from one-rank inputs and measured; the bar: median
 #             |error| <= 10% and the same best trial at each where the
 #             measurement decides its winner; "not judged" where it does not), as many of
 #             PREDICT_CPU_ROUNDS (8) rounds as fit (PREDICT_CPU_REPEATS, 2, N-rank launches
@@ -1398,7 +1399,7 @@ stage_predict_cpu() {
     { [[ $DRY == 1 ]] || log_status "predict-cpu: skipped, needs ~$est s, $(left0) s left"; return; }
   t=$(min "$cap" "$(left)")
   # Its own budget: the rounds stop in time for the predictions.
-  timed "$cap" predict-cpu env BIN=bin/casestudy ENGINE_LIB="$LIB" PYTHON="$PY" RANKS="${PREDICT_CPU_RANKS:-2 4}" \
+  timed "$cap" predict-cpu env BIN=bin/casestudy ENGINE_LIB="$LIB" PYTHON="$PY" RANKS="${PREDICT_CPU_RANKS:-2 4}" STUDY="${PREDICT_CPU_STUDY:-studies/gpt/predict-cpu.yaml}" \
     ROUNDS="${PREDICT_CPU_ROUNDS:-8}" REPEATS="${PREDICT_CPU_REPEATS:-2}" BUDGET_S=$((t > 30 ? t - 15 : t)) LAUNCH_TIMEOUT=$t scripts/predict-validate.sh "$out" || rc=$?
   advance "$est"
   [[ $DRY == 1 ]] && return

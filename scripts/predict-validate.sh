@@ -51,6 +51,8 @@
 #     do; auto pins when taskset exists and the host has more than the
 #     largest N x CORES_PER_RANK cores (core 0 is left to the runners), 1
 #     insists, 0 never,
+#   CORES_PER_RANK (2): one number for every N, or N:C pairs, one for each N
+#     of RANKS ("2:4 4:3": 2 ranks on 8 cores, 4 on 12),
 #   BUDGET_S (0: none): a round starts only if the longest round so far and
 #     the predictions (~20 s) still fit in BUDGET_S seconds from the start; the
 #     summary says how many rounds ran (at least one),
@@ -103,10 +105,10 @@ die() {
   exit 3
 }
 [[ $BESIDE == auto && ${SHADOW} =~ ^[0-9]+$ ]] && BESIDE=$((SHADOW ? 0 : 1))
-for v in ROUNDS CORES_PER_RANK BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED REPEATS; do
+for v in ROUNDS BUDGET_S LAUNCH_TIMEOUT INTERFERENCE SHADOW CAL_STEPS BESIDE SCHED REPEATS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: want a whole number"
 done
-((ROUNDS >= 1 && CORES_PER_RANK >= 1 && LAUNCH_TIMEOUT >= 1 && REPEATS >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, CORES_PER_RANK, LAUNCH_TIMEOUT, REPEATS: want 1 or more; CAL_STEPS 2 or more"
+((ROUNDS >= 1 && LAUNCH_TIMEOUT >= 1 && REPEATS >= 1 && CAL_STEPS >= 2)) || die "ROUNDS, LAUNCH_TIMEOUT, REPEATS: want 1 or more; CAL_STEPS 2 or more"
 [[ $PIN =~ ^(auto|0|1)$ ]] || die "PIN=$PIN: want auto, 0 or 1"
 maxn=0
 for n in $RANKS; do
@@ -114,6 +116,18 @@ for n in $RANKS; do
   ((n > maxn)) && maxn=$n
 done
 ((maxn > 0)) || die "RANKS is empty"
+# CORES_PER_RANK: one number, or N:C for each N of RANKS (cpr[N]).
+declare -A cpr=()
+if [[ $CORES_PER_RANK =~ ^[0-9]+$ ]]; then
+  for n in $RANKS; do cpr[$n]=$CORES_PER_RANK; done
+else
+  for p in $CORES_PER_RANK; do
+    [[ $p =~ ^([0-9]+):([0-9]+)$ ]] || die "CORES_PER_RANK: '$p': want a whole number, or N:C pairs such as \"2:4 4:3\""
+    cpr[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+  done
+  for n in $RANKS; do [[ -n ${cpr[$n]:-} ]] || die "CORES_PER_RANK=$CORES_PER_RANK: no N:C pair for $n ranks (RANKS=$RANKS)"; done
+fi
+for n in $RANKS; do ((cpr[$n] >= 1)) || die "CORES_PER_RANK: $n ranks: want 1 or more cores a rank"; done
 [[ -x $BIN ]] || die "no $BIN (make cli)"
 [[ -f $STUDY ]] || die "STUDY=$STUDY: no such file"
 sname=$(awk '/^name:/ {print $2; exit}' "$STUDY")
@@ -139,14 +153,15 @@ for p in "${parts[@]}"; do
 done
 ((${#allowed[@]})) || mapfile -t allowed < <(seq 0 $(($(nproc) - 1)))
 cores=${#allowed[@]}
-need=$((maxn * CORES_PER_RANK))
+need=0 # the most cores one N's run is pinned to
+for n in $RANKS; do ((n * cpr[$n] > need)) && need=$((n * cpr[$n])); done
 first=0
 ((cores > need)) && first=1 # core 0 to the runners and the system
 case $PIN in
   auto) pin=0; command -v taskset >/dev/null && ((cores > need)) && pin=1 ;;
   1) pin=1
      command -v taskset >/dev/null || die "PIN=1: no taskset"
-     ((cores >= need)) || die "PIN=1: $maxn ranks x $CORES_PER_RANK cores need $need cores, this host has $cores" ;;
+     ((cores >= need)) || die "PIN=1: CORES_PER_RANK=$CORES_PER_RANK needs $need cores, this host has $cores" ;;
   0) pin=0 ;;
 esac
 # cpus FROM COUNT: taskset's list of COUNT allowed cores from position first+FROM.
@@ -211,7 +226,7 @@ rm -rf "$OUT" && mkdir -p "$OUT" && : >"$OUT/compare.md"
 tpc=$( (lscpu 2>/dev/null || true) | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}')
 host="host: $cores cores ($(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo '?'); ${tpc:-?} threads per core), load $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 if ((pin)); then
-  host+="; pinned (taskset): each N-rank run, its benchmarks and its N one-rank copies on the first N x $CORES_PER_RANK of cores $(cpus 0 "$need")"
+  host+="; pinned (taskset): each N-rank run, its benchmarks and its N one-rank copies on the first N x C of cores $(cpus 0 "$need") ($(for n in $RANKS; do printf '%s ranks x %s cores; ' "$n" "${cpr[$n]}"; done | sed 's/; $//'))"
 else
   host+="; not pinned"
 fi
@@ -227,9 +242,11 @@ contended=""
 if ((!pin)); then
   contended="cores a rank unknown (not pinned)"
   host+="; cores a rank unknown (not pinned): with fewer than 4 (compute + Gloo's threads) collectives stall beyond what the model sees (docs/predict.md \"Out of sample\")"
-elif ((CORES_PER_RANK < 4)); then
-  contended="$CORES_PER_RANK cores a rank"
-  host+="; contended: fewer than 4 cores a rank (compute + Gloo's threads), collectives stall beyond what the model sees (docs/predict.md \"Out of sample\")"
+else
+  for n in $RANKS; do
+    ((cpr[$n] < 4)) && contended+="${contended:+, }$n ranks at ${cpr[$n]} cores a rank"
+  done
+  [[ -n $contended ]] && host+="; contended ($contended): fewer than 4 cores a rank (compute + Gloo's threads), collectives stall beyond what the model sees (docs/predict.md \"Out of sample\")"
 fi
 echo "$host" >&2
 longest=0 rounds=0 loads=()
@@ -241,7 +258,7 @@ for r in $(seq "$ROUNDS"); do
   t0=$SECONDS
   load=$(cut -d' ' -f1 /proc/loadavg)
   for n in $RANKS; do
-    all=$(cpus 0 $((n * CORES_PER_RANK)))
+    all=$(cpus 0 $((n * cpr[$n])))
     # The collectives' fit: a benchmark each round, all rounds' points in one
     # fit; with the compute a collective costs the backward it overlaps
     # (--interference: compute loops alone and beside the collectives).
