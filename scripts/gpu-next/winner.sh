@@ -5,8 +5,9 @@
 # cores 1-15), 4 ranks on 3 (12), as many of 8 rounds x 2 launches a trial as fit. The bar: median
 # |error| <= 10% at each N, and the predicted best the measured best where the measurement
 # separates it (exit 0 met, 1 not met, 4 a winner not separated). Engine built on this machine
-# by an earlier call (SKIP_BUILD=1) unless WINNER_BUILD=1. OUT is the run tool's. Carry bin,
-# build/gpu, .gloo.
+# by an earlier call (SKIP_BUILD=1) unless WINNER_BUILD=1 (the build's ~135 s on a fresh machine
+# added to the budget: 2026-12-07h's call 4 left it out and ran no round). WINNER_S (500): the
+# stage's seconds. OUT is the run tool's. Carry bin, build/gpu, .gloo.
 W=/tmp/resW; rm -rf $W; mkdir -p $W
 nproc; cat build/gpu/COMMIT; date -u
 [[ -d .gloo/include/gloo ]] && export CS_GLOO_INCLUDE=$PWD/.gloo/include
@@ -14,7 +15,7 @@ nproc; cat build/gpu/COMMIT; date -u
 skip=1; [[ ${WINNER_BUILD:-0} == 1 ]] && skip=0
 CORES_PER_RANK="2:4 4:3" PREDICT_CPU_RANKS="2 4" PREDICT_CPU_STUDY=studies/gpt/predict-cpu-winner.yaml PREDICT_CPU_ROUNDS=8 \
   EST_PREDICT_CPU=$((${WINNER_S:-500} - 20)) CAP_PREDICT_CPU=${WINNER_S:-500} SKIP_BUILD=$skip STAGES="predict-cpu" \
-  BUDGET_S=$((${WINNER_S:-500} + 40)) OUT=$W/w scripts/gpu-check.sh > $W/w.log 2>&1
+  BUDGET_S=$((${WINNER_S:-500} + 40 + (skip ? 0 : 150))) OUT=$W/w scripts/gpu-check.sh > $W/w.log 2>&1
 echo "== winner: predict-cpu rc=$? at $SECONDS s"
 grep -E '^- ' $W/w/table.md | cut -c1-400
 sed -n '/^| ranks | trial/,/^verdict/p' $W/w/predict-cpu.md | cut -c1-300

@@ -16,20 +16,26 @@
 // Reading: ew-erf against ew-copy is the math's cost where nothing else
 // limits; engine-erf against ew-erf is the cost of the engine kernel's
 // structure (its occupancy, row walk, partial sums and column sum) at the
-// same math. Not part of `make engine`: tools/kernel_probe/build.sh builds it
-// against the engine's CUDA sources.
+// same math. Then, erf at this shape and tanh at GPT-2's (--tanh-cols, 3072),
+// the engine's kernel ("engine", as above) and shapes.cuh's rewrite of it in
+// block shapes (BXxRY uU bB: threads across the
+// columns and down the rows, rows each thread loads before it computes,
+// blocks a multiprocessor), each checked against the engine's own output (dz
+// bit for bit, db to fp32 summation order) before it is timed. Not part of
+// `make engine`: tools/kernel_probe/build.sh builds it against the engine's
+// CUDA sources.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "common.cuh"
-#include "gelu.h"
+#include "shapes.cuh"
 #include "kernels_cuda.h"
 
 namespace {
@@ -64,7 +70,7 @@ __global__ void ew_kernel(const uint4* __restrict__ dy, const uint4* __restrict_
 }
 
 struct Args {
-  int64_t rows = 32 * 512, C = 4096;
+  int64_t rows = 32 * 512, C = 4096, tanh_C = 3072;
   int iters = 30, warmup = 5, reps = 10;
 };
 
@@ -78,16 +84,18 @@ Args parse(int argc, char** argv) {
     };
     if (const char* v = val("--rows")) a.rows = std::atoll(v);
     else if (const char* v = val("--cols")) a.C = std::atoll(v);
+    else if (const char* v = val("--tanh-cols")) a.tanh_C = std::atoll(v);
     else if (const char* v = val("--iters")) a.iters = std::atoi(v);
     else if (const char* v = val("--warmup")) a.warmup = std::atoi(v);
     else if (const char* v = val("--reps")) a.reps = std::atoi(v);
     else {
-      std::fprintf(stderr, "gelu_bwd_probe: unknown argument %s (--rows N --cols C --iters N --warmup N --reps N)\n", s.c_str());
+      std::fprintf(stderr, "gelu_bwd_probe: unknown argument %s (--rows N --cols C --tanh-cols C --iters N --warmup N --reps N)\n", s.c_str());
       std::exit(2);
     }
   }
-  if (a.rows < 1 || a.C < 8 || a.C % 8 || a.iters < 1 || a.warmup < 0 || a.reps < 1) {
-    std::fprintf(stderr, "gelu_bwd_probe: want rows >= 1, cols a multiple of 8, iters and reps >= 1\n");
+  if (a.rows < 1 || a.C < 8 || a.C % 8 || a.tanh_C < 8 || a.tanh_C % 8 || a.tanh_C > a.C || a.iters < 1 ||
+      a.warmup < 0 || a.reps < 1) {
+    std::fprintf(stderr, "gelu_bwd_probe: want rows >= 1, cols multiples of 8 (tanh-cols <= cols), iters and reps >= 1\n");
     std::exit(2);
   }
   return a;
@@ -119,6 +127,89 @@ void timed(const char* name, const Args& a, double bytes, F f) {
   CU(cudaEventDestroy(e1));
 }
 
+
+// The engine's own output for act at rows x C (its Default shape), on the
+// host: what every shape must reproduce.
+struct Ref {
+  std::vector<uint16_t> dz;
+  std::vector<float> db;
+};
+
+// A kernel f writing dz and db: checked against ref (dz bit for bit, db
+// within fp32 summation-order error of the column's absolute sum), then
+// timed; a mismatch exits 1.
+template <class F>
+void checked(const char* name, const Args& a, int64_t C, T* dz, float* db, const Ref& ref, F f) {
+  const int64_t n = a.rows * C;
+  CU(cudaMemset(dz, 0, n * sizeof(T)));
+  CU(f());
+  CU(cudaDeviceSynchronize());
+  std::vector<uint16_t> hz(n);
+  std::vector<float> hb(C);
+  CU(cudaMemcpy(hz.data(), dz, n * sizeof(T), cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hb.data(), db, C * sizeof(float), cudaMemcpyDeviceToHost));
+  if (std::memcmp(hz.data(), ref.dz.data(), n * sizeof(T)) != 0) {
+    std::fprintf(stderr, "gelu_bwd_probe: %s: dz differs from the engine's\n", name);
+    std::exit(1);
+  }
+  double worst = 0;
+  for (int64_t c = 0; c < C; c++) {
+    double mag = 0;  // the column's absolute sum bounds the summation-order error
+    for (int64_t r = 0; r < a.rows; r++) {
+      uint32_t bits = uint32_t(ref.dz[r * C + c]) << 16;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      mag += std::fabs(v);
+    }
+    const double e = std::fabs(double(hb[c]) - ref.db[c]) / (mag > 0 ? mag : 1);
+    if (e > worst) worst = e;
+  }
+  if (worst > 1e-5) {
+    std::fprintf(stderr, "gelu_bwd_probe: %s: db differs from the engine's by %.3g of the column's |dz| sum\n", name, worst);
+    std::exit(1);
+  }
+  timed(name, a, 3.0 * n * sizeof(T), f);
+}
+
+Ref reference(const Args& a, int64_t C, Act act, const T* dy, const T* z, T* dz, float* db, float* scratch) {
+  const int64_t n = a.rows * C;
+  CU(cs::cuda::bias_act_bwd(dy, z, dz, db, scratch, cs::cuda::DType::BF16, act, a.rows, C, 0));
+  CU(cudaDeviceSynchronize());
+  Ref r{std::vector<uint16_t>(n), std::vector<float>(C)};
+  CU(cudaMemcpy(r.dz.data(), dz, n * sizeof(T), cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.db.data(), db, C * sizeof(float), cudaMemcpyDeviceToHost));
+  return r;
+}
+
+// One shape of shapes.cuh's kernel.
+template <class S>
+void shape(const char* name, const Args& a, int64_t C, Act act, const T* dy, const T* z, T* dz, float* db,
+           float* scratch, const Ref& ref) {
+  checked(name, a, C, dz, db, ref,
+          [&] { return cs::cuda::bias_act::run_rows<S, T>(dy, z, dz, db, scratch, act, a.rows, C, 0); });
+}
+
+// shapes.cuh's shapes at one activation and width, after the engine's kernel.
+void shapes(const char* act_name, const Args& a, int64_t C, Act act, const T* dy, const T* z, T* dz, float* db,
+            float* scratch) {
+  namespace ba = cs::cuda::bias_act;
+  const Ref ref = reference(a, C, act, dy, z, dz, db, scratch);
+  std::printf("%s at %lld x %lld:\n", act_name, (long long)a.rows, (long long)C);
+  checked("engine", a, C, dz, db, ref, [&] {
+    return cs::cuda::bias_act_bwd(dy, z, dz, db, scratch, cs::cuda::DType::BF16, act, a.rows, C, 0);
+  });
+  shape<ba::Shape<32, 8, 2, 4>>("32x8 u2 b4", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<32, 8, 4, 2>>("32x8 u4 b2", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<64, 4, 4, 2>>("64x4 u4 b2", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<64, 4, 2, 4>>("64x4 u2 b4", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<128, 2, 2, 4>>("128x2 u2 b4", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<128, 1, 4, 4>>("128x1 u4 b4", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<256, 1, 2, 4>>("256x1 u2 b4", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<256, 1, 1, 8>>("256x1 u1 b8", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<256, 1, 4, 2>>("256x1 u4 b2", a, C, act, dy, z, dz, db, scratch, ref);
+  shape<ba::Shape<512, 1, 2, 2>>("512x1 u2 b2", a, C, act, dy, z, dz, db, scratch, ref);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,7 +225,8 @@ int main(int argc, char** argv) {
   CU(cudaMalloc(&z, n * sizeof(T)));
   CU(cudaMalloc(&dz, n * sizeof(T)));
   CU(cudaMalloc(&db, a.C * sizeof(float)));
-  CU(cudaMalloc(&scratch, cs::cuda::bias_act_bwd_scratch(a.rows, a.C) * sizeof(float)));
+  // Scratch for every shape: at most a partial per row and column.
+  CU(cudaMalloc(&scratch, a.rows * a.C * sizeof(float)));
   {  // values of a pre-activation's size: z ~ N(0, 1)-like, dy small
     std::vector<T> h(n);
     uint32_t s = 12345;
@@ -164,6 +256,8 @@ int main(int argc, char** argv) {
   };
   timed("ew-copy", a, three, ew(ew_kernel<Act::None>));
   timed("ew-erf", a, three, ew(ew_kernel<Act::GeluErf>));
+  shapes("erf", a, a.C, Act::GeluErf, dy, z, dz, db, scratch);
+  shapes("tanh", a, a.tanh_C, Act::GeluTanh, dy, z, dz, db, scratch);
   CU(cudaDeviceSynchronize());
   return 0;
 }
