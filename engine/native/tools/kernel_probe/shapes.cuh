@@ -44,8 +44,9 @@ Split split(int64_t rows, int64_t C, int N) {
 }
 
 // Where a thread's column of dy lies, row by row: column(col) gives a cursor
-// whose at(r) points at row r's element.
-// Rows: dy itself, rows of C.
+// whose at(r) points at row r's element. Rows: dy itself, rows of C (the
+// engine's kernel also gathers the qkv projection's rows, bias_act.cu's
+// Heads: not probed here).
 template <typename T>
 struct Rows {
   static constexpr bool kGathers = false;
@@ -57,37 +58,6 @@ struct Rows {
     __device__ const T* at(int64_t r) const { return p + r * C; }
   };
   __device__ Cursor column(int64_t col) const { return {dy + col, C}; }
-};
-
-// Heads: the q, k and v gradients [B, H, T, D] (strides b, h, t and 1), row
-// b T + t, column s H D + h D + j of source s (HeadsGrad).
-template <typename T>
-struct Heads {
-  static constexpr bool kGathers = true;
-  const T* src[3];
-  int64_t sb[3], sh[3], st[3];
-  uint32_t H, T_, D;
-  struct Cursor {
-    const T* p;
-    int64_t sb, st;
-    uint32_t T_;
-    __device__ const T* at(int64_t r) const {
-      const uint32_t b = uint32_t(r) / T_, t = uint32_t(r) - b * T_;
-      return p + int64_t(b) * sb + int64_t(t) * st;
-    }
-  };
-  // Selects, not src[s]: a runtime index into a kernel argument would go
-  // through local memory.
-  template <typename V>
-  __device__ static V pick(uint32_t s, V a, V b, V c) {
-    return s == 0 ? a : s == 1 ? b : c;
-  }
-  __device__ Cursor column(int64_t col) const {
-    const uint32_t d = H * D, s = uint32_t(col) / d, rem = uint32_t(col) - s * d;
-    const uint32_t h = rem / D, j = rem - h * D;
-    const T* base = pick(s, src[0], src[1], src[2]) + int64_t(h) * pick(s, sh[0], sh[1], sh[2]) + j;
-    return {base, pick(s, sb[0], sb[1], sb[2]), pick(s, st[0], st[1], st[2]), T_};
-  }
 };
 
 // U rows of a thread's columns: loaded raw (N values of T in 16 bytes or
@@ -172,9 +142,7 @@ cudaError_t launch(const Src& src, const void* z, void* dz, float* db, float* sc
   const T* zt = static_cast<const T*>(z);
   T* dzt = static_cast<T*>(dz);
   auto args = [&](auto k) { k<<<grid, block, 0, stream>>>(src, zt, dzt, rows, int(C), s.rows_per_block, scratch); };
-  if constexpr (Src::kGathers)  // the qkv projection: no activation
-    args(kernel<S, T, N, Act::None, Src>);
-  else if (act == Act::GeluTanh)
+  if (act == Act::GeluTanh)
     args(kernel<S, T, N, Act::GeluTanh, Src>);
   else if (act == Act::GeluErf)
     args(kernel<S, T, N, Act::GeluErf, Src>);
