@@ -1380,9 +1380,10 @@ print("median |error| %.1f%%, best %s" % (100 * v["median_abs_error"], "same" if
 }
 
 # stage_predict_cpu: issue 40 (a): the CPU Gloo validation
-# (scripts/predict-validate.sh: studies/gpt/predict-cpu.yaml predicted on 2
-# and 4 CPU ranks from one-rank inputs and a Gloo fit, then measured) on this
-# machine's idle cores, pinned (taskset) to 2 cores a rank, as
+# (scripts/predict-validate.sh: PREDICT_CPU_STUDY, studies/gpt/predict-cpu.yaml
+# by default, predicted on 2 and 4 CPU ranks from one-rank inputs and a Gloo
+# fit, then measured) on this machine's idle cores, pinned (taskset) to
+# CORES_PER_RANK cores a rank (2, or N:C pairs), as
 # many rounds (PREDICT_CPU_ROUNDS, 8, at most; PREDICT_CPU_REPEATS, 2, N-rank
 # launches a trial each) as fit in the stage's time
 # (EST_PREDICT_CPU/CAP_PREDICT_CPU, 460/480 s, at most what is left: a round of

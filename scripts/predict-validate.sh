@@ -100,7 +100,7 @@ exec 3>&2 # the script's own stderr: die's message, whatever a command's redirec
 die() {
   echo "predict-validate.sh: $*" >&3
   # shellcheck disable=SC2046 # one pid a word
-  kill -TERM $(jobs -p) 2>/dev/null # the other copies of a round: none outlives the script
+  kill -TERM $(jobs -p) 2>/dev/null || true # the other copies of a round: none outlives the script
   wait
   exit 3
 }
@@ -123,6 +123,8 @@ if [[ $CORES_PER_RANK =~ ^[0-9]+$ ]]; then
 else
   for p in $CORES_PER_RANK; do
     [[ $p =~ ^([0-9]+):([0-9]+)$ ]] || die "CORES_PER_RANK: '$p': want a whole number, or N:C pairs such as \"2:4 4:3\""
+    [[ " $RANKS " == *" ${BASH_REMATCH[1]} "* ]] || die "CORES_PER_RANK: '$p': $((10#${BASH_REMATCH[1]})) ranks is not in RANKS=$RANKS"
+    [[ -z ${cpr[${BASH_REMATCH[1]}]:-} ]] || die "CORES_PER_RANK: ${BASH_REMATCH[1]} ranks given twice"
     cpr[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
   done
   for n in $RANKS; do [[ -n ${cpr[$n]:-} ]] || die "CORES_PER_RANK=$CORES_PER_RANK: no N:C pair for $n ranks (RANKS=$RANKS)"; done
@@ -189,7 +191,7 @@ stop() {
   trap - TERM INT
   echo "predict-validate.sh: stopped by a signal after ${SECONDS} s" >&3
   # shellcheck disable=SC2046 # one pid a word
-  kill -TERM $(jobs -p) 2>/dev/null
+  kill -TERM $(jobs -p) 2>/dev/null || true
   wait
   exit 143
 }

@@ -6,7 +6,7 @@
 #   engine/native/tools/kernel_probe/build.sh [OUT_DIR]   (default build/kernel-probe)
 #
 # nvcc: $NVCC, else nvcc on PATH, else /usr/local/cuda/bin/nvcc. Architecture: CUDA_ARCH (90).
-# Run: OUT_DIR/gelu_bwd_probe [--rows 16384 --cols 4096 --iters 30 --warmup 5 --reps 10]
+# Run: OUT_DIR/gelu_bwd_probe [--rows 16384 --cols 4096 --tanh-cols 3072 --iters 30 --warmup 5 --reps 10]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 src="$here/../../src/cuda"

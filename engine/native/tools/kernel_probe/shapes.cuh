@@ -164,18 +164,6 @@ cudaError_t run_rows(const void* dy, const void* z, void* dz, float* db, float* 
   return launch<S, T, 1>(src, z, dz, db, scratch, act, rows, C, stream);
 }
 
-// The scratch (floats) that shape S needs for rows x C at any vector width.
-template <class S>
-int64_t scratch_floats(int64_t rows, int64_t C) {
-  if (rows <= 0 || C <= 0) return 1;
-  int64_t most = 1;  // over the vector widths of the dtypes (wider: fewer tiles, more row blocks)
-  for (int n : {1, 4, 8}) {
-    const int64_t b = split<S>(rows, C, n).row_blocks;
-    if (b > most) most = b;
-  }
-  return most * C;
-}
-
 }  // namespace bias_act
 }  // namespace cuda
 }  // namespace cs
