@@ -24,7 +24,8 @@ type Validation struct {
 	PredictedBest  string   `json:"predicted_best"`
 	MeasuredBest   string   `json:"measured_best"`
 	SameBest       bool     `json:"same_best"`
-	Unmatched      []string `json:"unmatched,omitempty"` // predictions with no measurement
+	Unmatched      []string `json:"unmatched,omitempty"`     // predictions with no measurement
+	MeasuredOnly   []string `json:"measured_only,omitempty"` // measured trials (their keys) with no prediction
 	// WinnerDecidable: the measurement separates its best trial from every
 	// other (runs.DecideWinner); when false SameBest tests nothing and no
 	// verdict rests on it. Separations: the evidence, one line per trial.
@@ -34,11 +35,16 @@ type Validation struct {
 
 // Validate compares predictions with measured step times (ms) by trial
 // key; key names a prediction the way the measured map does (knob values).
+// A prediction without a measurement goes to Unmatched, a measured trial
+// without a prediction to MeasuredOnly: either leaves the validation
+// incomplete (Incomplete), and no verdict rests on it.
 func Validate(preds []Prediction, measured map[string]float64, key func(Prediction) string, changed func(Prediction) string) Validation {
 	var v Validation
 	var abs []float64
 	bestP, bestM := math.Inf(1), math.Inf(1)
+	predicted := map[string]bool{}
 	for _, p := range preds {
+		predicted[key(p)] = true
 		m, ok := measured[key(p)]
 		if !ok || m <= 0 {
 			v.Unmatched = append(v.Unmatched, p.ID)
@@ -55,15 +61,43 @@ func Validate(preds []Prediction, measured map[string]float64, key func(Predicti
 			bestM, v.MeasuredBest = m, p.ID
 		}
 	}
+	for k, m := range measured {
+		if m > 0 && !predicted[k] {
+			v.MeasuredOnly = append(v.MeasuredOnly, k)
+		}
+	}
+	sort.Strings(v.MeasuredOnly)
 	v.MedianAbsError = Median(abs)
 	v.SameBest = v.PredictedBest != "" && v.PredictedBest == v.MeasuredBest
 	return v
+}
+
+// Incomplete says why no verdict can rest on v ("" when one can): no trial
+// both predicted and measured, a prediction without its measurement (the
+// error and the winner judged on the rest), or a measured trial without its
+// prediction (it could be the measured winner, which the model then never
+// named). The gate fails closed on it.
+func (v Validation) Incomplete() string {
+	var why []string
+	if len(v.Checks) == 0 {
+		why = append(why, "no trial both predicted and measured")
+	}
+	if len(v.Unmatched) > 0 {
+		why = append(why, "no measurement for "+strings.Join(v.Unmatched, ", "))
+	}
+	if len(v.MeasuredOnly) > 0 {
+		why = append(why, "no prediction for the measured "+strings.Join(v.MeasuredOnly, "; "))
+	}
+	return strings.Join(why, "; ")
 }
 
 // WinnerLine says whether the measurement separates its best trial from
 // every other (runs.DecideWinner), with the evidence: without it the same
 // or a different winner tests nothing.
 func (v Validation) WinnerLine() string {
+	if why := v.Incomplete(); why != "" {
+		return "Not judged: " + why + "."
+	}
 	s := "The measured winner is separated from every other trial ("
 	if !v.WinnerDecidable {
 		s = "The winner is not decidable by the measurement: its best trial is not separated from every other ("
@@ -128,9 +162,6 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
 			100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
 		b.WriteString(v.WinnerLine() + "\n")
-		if len(v.Unmatched) > 0 {
-			fmt.Fprintf(&b, "No measurement for: %s.\n", strings.Join(v.Unmatched, ", "))
-		}
 	}
 	return b.String()
 }

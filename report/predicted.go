@@ -150,11 +150,7 @@ func validationText(v *predict.Validation) string {
 	}
 	t := fmt.Sprintf("Median absolute error %.1f%% over %d trials; the model picked %s (predicted best %s, measured best %s).",
 		100*v.MedianAbsError, len(v.Checks), same, v.PredictedBest, v.MeasuredBest)
-	t += " " + v.WinnerLine()
-	if len(v.Unmatched) > 0 {
-		t += " No measurement for: " + strings.Join(v.Unmatched, ", ") + "."
-	}
-	return t
+	return t + " " + v.WinnerLine()
 }
 
 type predictedRow struct {

@@ -73,8 +73,9 @@
 # was predicted but at some N the measurement does not decide its winner
 # ("winner not decidable by the measurement": not judged on the winner
 # there, neither met nor failed); 3 when something could not run (a missing
-# tool, a command that failed or ran past its deadline) or when BUDGET_S left
-# one round of ROUNDS >= 2 (one launch a trial: not judged).
+# tool, a command that failed or ran past its deadline), when BUDGET_S left
+# one round of ROUNDS >= 2 (one launch a trial: not judged), or when a trial
+# was predicted but not measured, or measured but not predicted (not judged).
 # shellcheck disable=SC2317 # start, on and stop are called indirectly (must, the trap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -311,7 +312,7 @@ for r in $(seq "$ROUNDS"); do
   ((SECONDS - t0 > longest)) && longest=$((SECONDS - t0))
   echo "round $r done in $((SECONDS - t0)) s (load at its start $load)" >&2
 done
-status=0
+status=0 incomplete="" # incomplete: the Ns whose validation lacks a trial on one side
 {
   echo "| ranks | trial | predicted | measured | error | in band |"
   echo "|---|---|---|---|---|---|"
@@ -385,6 +386,19 @@ with open(summary, "a") as s:
                     f"{c['loaded_backward_ms']:.1f} ms beside its collectives on {c.get('shadow_ranks', '?')} ranks (medians); "
                     f"ratio {c['ratio']:.3f}, the median over {c['steps']} loaded steps each against the clean ones beside it "
                     f"({c.get('launches', '?')} launches); kappa {c['kappa']:.3f}{control}\n")
+# Incomplete (a trial predicted but not measured, or measured but not
+# predicted, or none both): no verdict rests on it (3, not judged).
+missing = []
+if not v["checks"]:
+    missing.append("no trial both predicted and measured")
+if v.get("unmatched"):
+    missing.append("no measurement for " + ", ".join(v["unmatched"]))
+if v.get("measured_only"):
+    missing.append("no prediction for the measured " + "; ".join(v["measured_only"]))
+if missing:
+    with open(summary, "a") as s:
+        s.write(f"{n} ranks: not judged: {'; '.join(missing)}\n")
+    sys.exit(12)
 if v["median_abs_error"] > 0.10 or (decided and not v["same_best"]):
     sys.exit(10)  # 1: an error
 sys.exit(0 if decided else 11)
@@ -392,7 +406,8 @@ EOF
   case $rc in
     0) ;;
     10) status=1 ;;
-    11) ((status == 1)) || status=4 ;;
+    11) ((status == 1 || status == 3)) || status=4 ;;
+    12) incomplete+=" $n"; ((status == 1)) || status=3 ;;
     *) die "reading $OUT/predicted$n.json: exit $rc" ;;
   esac
 done
@@ -410,7 +425,9 @@ done
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || "$BIN" --version 2>/dev/null | head -1)"
   fi
   cat "$OUT/compare.md"
-  if ((status == 3)); then
+  if ((status == 3)) && [[ -n $incomplete ]]; then
+    echo "verdict: not judged: at${incomplete} ranks a trial was predicted but not measured, or measured but not predicted (above)"
+  elif ((status == 3)); then
     echo "verdict: not judged: $rounds round (one launch a trial) before BUDGET_S ran out; at least 2 are needed"
   elif ((status == 0)); then
     echo "verdict: the bar is met (median |error| <= 10% and the same best trial at every N, each winner decided by the measurement)"

@@ -408,6 +408,9 @@ func predictRun(o predictFlags, rs ...*store.Run) ([]predict.Prediction, *predic
 		if runs.Loaded(m) || runs.ShadowRanks(m) > 0 { // a calibration is never a measurement of the trials
 			return nil, nil, exitcode.Usage(fmt.Errorf("--against %s: a calibration launch (a load or a stretch calibration beside its backward), not a measurement of the trials", dir))
 		}
+		if err := runs.CheckRanks(m, o.gpus); err != nil {
+			return nil, nil, exitcode.Usage(fmt.Errorf("--against: %w (--gpus %d)", err, o.gpus))
+		}
 		meas = append(meas, m)
 	}
 	launches := runs.MeasuredLaunches(meas...)

@@ -229,6 +229,14 @@ func TestPredictRefusesACalibrationAsMeasurement(t *testing.T) {
 	code, _, stderr = runCLI(t, "predict", one, cal, "--gpus", "4", "--fit", fit, "--kappa", "auto")
 	assert.Equal(t, exitcode.Input, code, stderr)
 	assert.Contains(t, stderr, "on 2 ranks, predicting for 4")
+	// A one-rank run (no calibration in it) is no measurement of 2 ranks.
+	plain := trial(0)
+	for i := range plain.Repeats[0].Ranks[0].Steps {
+		plain.Repeats[0].Ranks[0].Steps[i].InterfereRanks = 0
+	}
+	code, _, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", write(plain))
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, "ran 1 ranks, not the 2 predicted")
 }
 
 // TestRunPredictKappaAutoCPU: on CPU ranks `run --predict N --kappa auto`

@@ -10,22 +10,34 @@ import (
 )
 
 // MeasuredLaunches is Measured before the median: per trial key, each ok
-// launch's slowest rank's mean step time, in the runs' order.
+// launch's slowest rank's mean step time, in the runs' order, as every
+// verdict counts launches (stats.TrialLaunches): a tainted launch (a
+// throttled GPU, NCCL on another transport; the runner launches it again) is
+// left out, as it is of every statistic.
 func MeasuredLaunches(rs ...*store.Run) map[string][]float64 {
 	per := map[string][]float64{}
 	for _, run := range rs {
-		for _, t := range run.Trials {
-			for _, rp := range t.Repeats {
-				if rp.Outcome != store.OK {
-					continue
-				}
-				if s := slowestMean(rp.Ranks); s > 0 {
-					per[Key(t.Knobs)] = append(per[Key(t.Knobs)], s)
-				}
+		for i := range run.Trials {
+			t := &run.Trials[i]
+			if v := stats.TrialLaunches(t, stats.Metrics["step_time"]).Values; len(v) > 0 {
+				per[Key(t.Knobs)] = append(per[Key(t.Knobs)], v...)
 			}
 		}
 	}
 	return per
+}
+
+// CheckRanks refuses a measured run whose ok launches did not run n ranks:
+// a check of predictions for n ranks pools launches of n ranks only.
+func CheckRanks(run *store.Run, n int) error {
+	for _, t := range run.Trials {
+		for _, rp := range t.Repeats {
+			if rp.Outcome == store.OK && len(rp.Ranks) != n {
+				return fmt.Errorf("%s: trial %s's launch %d ran %d ranks, not the %d predicted", run.Dir, t.ID, rp.Repeat, len(rp.Ranks), n)
+			}
+		}
+	}
+	return nil
 }
 
 // DecideWinner says whether the measurement itself separates its best trial
@@ -36,12 +48,14 @@ func MeasuredLaunches(rs ...*store.Run) map[string][]float64 {
 // direction is asked) and Holm's correction over the other trials
 // (stats.Holm at stats.Alpha). The winner is decidable when every other
 // trial is slower with its test rejected after the correction; one launch a
-// trial, or any other trial within the noise, is not. It sets v's
-// WinnerDecidable and Separations (one line per other trial).
+// trial, or any other trial within the noise, is not; nor is an incomplete
+// validation (predict.Validation.Incomplete: a trial predicted but not
+// measured, or measured but not predicted). It sets v's WinnerDecidable and
+// Separations (one line per other trial).
 func DecideWinner(v *predict.Validation, launches map[string][]float64, key func(id string) string) {
 	v.WinnerDecidable, v.Separations = false, nil
 	best := launches[key(v.MeasuredBest)]
-	if v.MeasuredBest == "" || len(best) == 0 {
+	if v.MeasuredBest == "" || len(best) == 0 || v.Incomplete() != "" { // incomplete: no winner to judge
 		return
 	}
 	type other struct {

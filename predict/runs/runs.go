@@ -78,21 +78,6 @@ func Measured(rs ...*store.Run) map[string]float64 {
 	return out
 }
 
-func slowestMean(ranks []store.RankRecord) float64 {
-	slowest := 0.0
-	for _, r := range ranks {
-		if len(r.Steps) == 0 {
-			continue
-		}
-		sum := 0.0
-		for _, s := range r.Steps {
-			sum += s.StepMS
-		}
-		slowest = max(slowest, sum/float64(len(r.Steps)))
-	}
-	return slowest
-}
-
 // Merge pools the inputs of several one-rank runs of the same study by trial
 // (its knob values): each trial's launches from every run, in the first
 // run's trial order.

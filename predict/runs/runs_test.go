@@ -313,3 +313,77 @@ func TestDecideWinner(t *testing.T) {
 		t.Errorf("a gap that does not survive Holm's correction: decidable %t (%q)", v.WinnerDecidable, v.Separations)
 	}
 }
+
+// The verdict's inputs from the runs as they are, through Validate and
+// DecideWinner together: a tainted launch left out as every statistic leaves
+// it out, a trial measured but not predicted (or predicted but not measured)
+// making the validation incomplete, and launches of another rank count refused.
+func TestValidationFromRuns(t *testing.T) {
+	key := func(b string) string { return Key(map[string]string{"ddp.bucket_mb": b}) }
+	pred := func(id, bucket string, ms float64) predict.Prediction {
+		return predict.Prediction{ID: id, Knobs: map[string]string{"ddp.bucket_mb": bucket}, StepMS: ms, LowMS: ms * 0.9, HighMS: ms * 1.1}
+	}
+	changed := func(p predict.Prediction) string { return p.Knobs["ddp.bucket_mb"] }
+	validate := func(preds []predict.Prediction, recs ...*store.TrialRecord) predict.Validation {
+		t.Helper()
+		run, err := store.ReadRun(writeRun(t, recs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := MeasuredLaunches(run)
+		med := map[string]float64{}
+		for k, v := range l {
+			med[k] = predict.Median(v)
+		}
+		v := predict.Validate(preds, med, func(p predict.Prediction) string { return Key(p.Knobs) }, changed)
+		ids := map[string]string{}
+		for _, p := range preds {
+			ids[p.ID] = Key(p.Knobs)
+		}
+		DecideWinner(&v, l, func(id string) string { return ids[id] })
+		return v
+	}
+	two := []predict.Prediction{pred("a", "1", 100), pred("b", "25", 130)}
+
+	// A tainted launch (250 ms, relaunched) is not pooled: a's 99-101 against
+	// b's 129-131 stays separated.
+	a := measuredLaunches("a", "1", 99, 100, 101, 250)
+	a.Repeats[3].Tainted = "throttled"
+	v := validate(two, a, measuredLaunches("b", "25", 129, 130, 131))
+	if !v.WinnerDecidable || !v.SameBest || v.Incomplete() != "" {
+		t.Errorf("a tainted launch pooled: decidable %t, same %t, %q (%q)", v.WinnerDecidable, v.SameBest, v.Incomplete(), v.Separations)
+	}
+
+	// A faster trial measured but not predicted: the validation is incomplete,
+	// no winner decided, and the line says why.
+	v = validate(two, measuredLaunches("a", "1", 99, 100, 101), measuredLaunches("b", "25", 129, 130, 131),
+		measuredLaunches("c", "0.05", 60, 61, 62))
+	if v.WinnerDecidable || len(v.MeasuredOnly) != 1 || v.MeasuredOnly[0] != key("0.05") ||
+		!strings.Contains(v.WinnerLine(), "no prediction for the measured "+key("0.05")) {
+		t.Errorf("a measured trial without a prediction: decidable %t, measured only %q, %q", v.WinnerDecidable, v.MeasuredOnly, v.WinnerLine())
+	}
+
+	// A prediction without a measurement: incomplete too.
+	v = validate(append(two, pred("c", "0.05", 90)), measuredLaunches("a", "1", 99, 100, 101), measuredLaunches("b", "25", 129, 130, 131))
+	if v.WinnerDecidable || !strings.Contains(v.Incomplete(), "no measurement for c") {
+		t.Errorf("a prediction without a measurement: decidable %t, %q", v.WinnerDecidable, v.Incomplete())
+	}
+
+	// Nothing matched: not a median error of 0 that passes.
+	v = validate(two, measuredLaunches("x", "8", 99, 100, 101))
+	if !strings.Contains(v.Incomplete(), "no trial both predicted and measured") || v.WinnerDecidable {
+		t.Errorf("nothing matched: %q, decidable %t", v.Incomplete(), v.WinnerDecidable)
+	}
+
+	// Launches of another rank count are refused (measuredLaunches runs one).
+	run, err := store.ReadRun(writeRun(t, measuredLaunches("a", "1", 99, 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRanks(run, 2); err == nil || !strings.Contains(err.Error(), "ran 1 ranks, not the 2 predicted") {
+		t.Errorf("a one-rank run checked as 2 ranks: %v", err)
+	}
+	if err := CheckRanks(run, 1); err != nil {
+		t.Errorf("a one-rank run checked as one: %v", err)
+	}
+}
