@@ -308,13 +308,15 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 			return err
 		}
 	}
-	preds, v, err := predictRun(o, rs...)
-	if err != nil {
-		return err
-	}
 	out := o.out
 	if out == "" {
 		out = dirs[0]
+	} else if err := os.MkdirAll(out, 0o755); err != nil { // a new folder is made; a path that cannot be one is refused first
+		return exitcode.Usage(fmt.Errorf("--out %s: %w", out, err))
+	}
+	preds, v, err := predictRun(o, rs...)
+	if err != nil {
+		return err
 	}
 	if err := runs.Write(out, run, preds, v); err != nil {
 		return err

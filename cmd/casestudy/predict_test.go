@@ -237,6 +237,14 @@ func TestPredictRefusesACalibrationAsMeasurement(t *testing.T) {
 	code, _, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--against", write(plain))
 	assert.Equal(t, exitcode.Input, code, stderr)
 	assert.Contains(t, stderr, "ran 1 ranks, not the 2 predicted")
+	// --out: a new folder is made; a file there is refused before any work.
+	dir := filepath.Join(t.TempDir(), "new", "dir")
+	code, _, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--out", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(dir, "predicted.json"))
+	code, _, stderr = runCLI(t, "predict", one, "--gpus", "2", "--fit", fit, "--out", fit)
+	assert.Equal(t, exitcode.Input, code, stderr)
+	assert.Contains(t, stderr, "--out "+fit)
 }
 
 // TestRunPredictKappaAutoCPU: on CPU ranks `run --predict N --kappa auto`
