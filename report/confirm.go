@@ -45,12 +45,14 @@ func paramsText(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// winners are the trials decided better than the baseline, best first.
+// winners are the trials decided better than the baseline by more than the
+// study's threshold (stats.Comparison.Winner: only those are called a win),
+// best first.
 func winners(s *Summary) []*Trial {
 	var out []*Trial
 	for i := range s.Trials {
 		t := &s.Trials[i]
-		if c := t.VsBaseline; c != nil && c.Verdict == stats.Better {
+		if c := t.VsBaseline; c != nil && c.Winner() {
 			out = append(out, t)
 		}
 	}
@@ -101,6 +103,8 @@ func recipeCaveats(s *Summary, w *Measured) []string {
 		status := "decided faster"
 		if c := t.VsBaseline; c == nil || c.Verdict != stats.Better {
 			status = "the best trial, not decided"
+		} else if !c.Winner() {
+			status = "the best trial, faster but by more than the threshold not shown"
 		}
 		if gb := globalBatchOf(t, w); gb > 0 && w.GlobalBatch > 0 && gb != w.GlobalBatch {
 			out = append(out, fmt.Sprintf("%s (%s) changes the global batch from %d to %d samples per optimizer step: "+
