@@ -115,6 +115,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad metric", head + "objective: {metric: thruput}\n", []string{`objective.metric: "thruput" is not a metric`}},
 		{"bad timeout", head + "workload: {timeout: 10}\n", []string{`workload.timeout: "10" is not a duration (write e.g. 10m, 90s, 1h30m)`}},
 		{"bad threshold", head + "compare: {threshold: 5}\n", []string{`compare.threshold: "5" reads as more than 100%; write 5% or 0.05`}},
+		{"threshold of 100%", head + "compare: {threshold: 100%}\n", []string{`compare.threshold: 100% must be above 0% and below 100%`}},
+		{"threshold of 1", head + "compare: {threshold: 1}\n", []string{`compare.threshold: 1 must be above 0% and below 100%`}},
 		{"bad report format", head + "report: {formats: [html, pdf]}\n", []string{`report.formats: "pdf" is not one of html | md | json`}},
 		{"bad device", head + "workload: {device: gpu}\n", []string{`workload.device: "gpu" is not one of auto | cuda | cpu`}},
 		{"bad constraint syntax", head + "sweep: {strategy: grid, knobs: {precision: [bf16]}, constraints: ['precision = fp16']}\n", []string{`constraint "precision = fp16": unexpected character '='`}},
