@@ -416,6 +416,7 @@ func comparableOf(m *store.Manifest, metric stats.Metric) Comparable {
 		}
 	}
 	c.GPU = strings.Join(names, ", ")
+	fillScale(&c, m.Workload)
 	return c
 }
 

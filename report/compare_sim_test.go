@@ -64,3 +64,40 @@ func TestSimulatedGate(t *testing.T) {
 		assert.GreaterOrEqual(t, float64(caught)/n, 0.97, m.name)
 	}
 }
+
+// TestSimulatedImprovements: "faster by more than δ" is corrected for the
+// number of trials. Ten trials exactly 1+δ faster, 3 launches a side at the
+// H200-calibrated noise: at least one called an improvement in at most 8% of
+// runs (Holm over the one-sided tests against 1+δ; on each row's own 90%
+// interval it was about 40%), while a trial 25% faster among them is still
+// called one in at least 90%.
+func TestSimulatedImprovements(t *testing.T) {
+	models := make([]synth.Model, 10)
+	for i := range models {
+		models[i] = synth.Typical.Scaled(1 + 0.1*float64(i))
+	}
+	edge, faster := make([]synth.Model, 10), append([]synth.Model(nil), models...)
+	for i, m := range models {
+		edge[i] = m.Scaled(1.05)
+	}
+	faster[3] = models[3].Scaled(1.25)
+	r := rand.New(rand.NewPCG(8, 1))
+	const n = 400
+	false_, caught := 0, 0
+	for range n {
+		c, err := Compare(synthRun(r, models, 3), synthRun(r, edge, 3), "a", "b", 0.05)
+		require.NoError(t, err)
+		if len(c.Improvements) > 0 {
+			false_++
+		}
+		c, err = Compare(synthRun(r, models, 3), synthRun(r, faster, 3), "a", "b", 0.05)
+		require.NoError(t, err)
+		if slices.Contains(c.Improvements, "3") {
+			caught++
+		}
+	}
+	t.Logf("improvements, 10 trials x 3 launches: at exactly 1.05x %.1f%% of runs call one, 1.25x caught %.1f%%",
+		100*float64(false_)/n, 100*float64(caught)/n)
+	assert.LessOrEqual(t, float64(false_)/n, 0.08)
+	assert.GreaterOrEqual(t, float64(caught)/n, 0.90)
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -163,5 +164,75 @@ func TestReadSummaryErrors(t *testing.T) {
 		_, err := ReadSummary(p)
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), p)
+	}
+}
+
+// TestCompareFailsClosed: what compare cannot see is never a pass.
+//   - A trial that finished in OLD and is not in NEW (a NEW run that stopped
+//     early, or a study cut down) makes the gate inconclusive, naming it; a
+//     trial that did not finish in OLD has nothing to regress from and is
+//     only listed. NEW holding one trial of seven passed before.
+//   - A baseline whose launches are all tainted (trials finished, no clean
+//     launch) leaves every row undecided: it passed, "Holm over 0", before.
+func TestCompareFailsClosed(t *testing.T) {
+	old, rerun := load(t, "runs/bert-grid"), load(t, "runs/bert-grid-rerun")
+	keep := func(s *Summary, ids ...string) *Summary {
+		var ts []Trial
+		for _, tr := range s.Trials {
+			if slices.Contains(ids, tr.ID) {
+				ts = append(ts, tr)
+			}
+		}
+		s.Trials = ts
+		return s
+	}
+	c, err := Compare(old, keep(load(t, "runs/bert-grid-rerun"), "t-72f0c541"), "old", "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Contains(t, c.Verdict, "INCONCLUSIVE: 4 trials that finished in OLD are not in NEW: micro_batch=32 (t-b3cb018b), precision=bf16 (t-37eef005)")
+	assert.Contains(t, c.Verdict, "the 1 in both runs: no trial slower by more than 5% (95% one-sided, Holm over 1)")
+	assert.Contains(t, c.Verdict, "--inconclusive=pass")
+	assert.Len(t, c.OnlyOld, 6)
+
+	// the trials that did not finish in OLD (oom, unsupported) may be missing
+	var finished []string
+	for _, tr := range old.Trials {
+		if tr.Outcome == store.OK && tr.ID != "t-37eef005" { // the re-run's undecided bf16 left out too
+			finished = append(finished, tr.ID)
+		}
+	}
+	c, err = Compare(keep(load(t, "runs/bert-grid"), finished...), keep(load(t, "runs/bert-grid-rerun"), finished...), "old", "new", 0.05)
+	require.NoError(t, err)
+	require.Equal(t, stats.GatePassed, c.Gate, c.Verdict)
+	c, err = Compare(keep(load(t, "runs/bert-grid"), append(finished, old.Trials[2].ID, old.Trials[6].ID)...),
+		keep(load(t, "runs/bert-grid-rerun"), finished...), "old", "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, []store.Outcome{store.OOM, store.Unsupported}, []store.Outcome{old.Trials[2].Outcome, old.Trials[6].Outcome})
+	assert.Equal(t, stats.GatePassed, c.Gate, c.Verdict)
+	assert.Len(t, c.OnlyOld, 2)
+	// and a finished one may not
+	c, err = Compare(keep(load(t, "runs/bert-grid"), append(finished, "t-37eef005")...), keep(load(t, "runs/bert-grid-rerun"), finished...), "old", "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Contains(t, c.Verdict, "INCONCLUSIVE: 1 trial that finished in OLD is not in NEW: precision=bf16 (t-37eef005)")
+
+	// a regression stays one, the missing trials said after it
+	c, err = Compare(old, keep(load(t, "runs/bert-grid-slower"), fixID(knobs("bf16", "32"))), "old", "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateFailed, c.Gate, c.Verdict)
+	assert.Contains(t, c.Verdict, ". Also 4 trials that finished in OLD are not in NEW")
+
+	// every launch of OLD tainted
+	tainted := load(t, "runs/bert-grid")
+	for i := range tainted.Trials {
+		tainted.Trials[i].Launches.Values, tainted.Trials[i].Value = nil, stats.Value{}
+	}
+	c, err = Compare(tainted, rerun, "old", "new", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Len(t, c.Undecided, 5)
+	assert.Contains(t, c.Verdict, "INCONCLUSIVE: 5 of 5 trials could not be judged; no clean launch in OLD: baseline (t-72f0c541)")
+	for _, r := range c.Rows {
+		assert.NotContains(t, r.Note, "was ok, now finishes")
 	}
 }

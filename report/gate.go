@@ -8,16 +8,23 @@ import (
 	"strings"
 
 	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
 )
 
 // gate judges the rows with the regression gate (stats.Gate): pairs are the
-// rows' OLD and NEW trials, history the earlier comparable runs.
-func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary) {
+// rows' OLD and NEW trials, history the earlier comparable runs, missing the
+// trials that finished in OLD and are not in NEW (by name). A missing trial
+// makes a passing gate inconclusive: a NEW whose study or summary file holds
+// one trial of OLD's seven would otherwise pass on that one. (A run that
+// stopped early records the rest as not_run: those rows fail already.)
+// Trials that did not finish in OLD have nothing to regress from and are
+// only listed (OnlyOld), as their rows are not judged.
+func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary, missing []string) {
 	in := make([]stats.GateInput, len(pairs))
 	for i, p := range pairs {
 		ot, nt := p[0], p[1]
 		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldOK: ot.OK(), NewOK: nt.OK(),
-			Old: ot.Launches.Values, New: nt.Launches.Values}
+			OldFinished: ot.Outcome == store.OK, Old: ot.Launches.Values, New: nt.Launches.Values}
 		for _, h := range history {
 			if ht := h.trial(nt.ID); ht != nil && ht.OK() && len(ht.Launches.Values) > 0 {
 				in[i].History = append(in[i].History, ht.Launches.Values)
@@ -47,6 +54,25 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary) {
 		}
 	}
 	c.Gate, c.Verdict = res.Outcome, res.Line
+	if len(missing) == 0 {
+		return
+	}
+	what := fmt.Sprintf("%d %s that finished in OLD %s not in NEW: %s",
+		len(missing), plural(len(missing), "trial", "trials"), plural(len(missing), "is", "are"), strings.Join(missing, ", "))
+	if c.Gate != stats.GatePassed {
+		c.Verdict += ". Also " + what
+		return
+	}
+	c.Gate = stats.GateInconclusive
+	c.Verdict = fmt.Sprintf("INCONCLUSIVE: %s; the %d in both runs: %s. Run NEW with every trial of OLD, "+
+		"or pass --inconclusive=pass to accept a NEW that holds only some of them", what, len(pairs), strings.TrimPrefix(res.Line, "PASS: "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // gateName names a trial by its knobs, then its ID: "micro_batch=32 (1537e079)".
@@ -69,15 +95,19 @@ func (s *Summary) trial(id string) *Trial {
 
 // LoadGateHistory reads the earlier runs in dir (run directories, or summary and
 // baseline JSON files) that are comparable with new, leaving out new itself
-// (by run ID) and anything that is not a run. It says in notes what it left
-// out and why. A trial is judged on its history only when at least
-// stats.MinHistory of these runs hold it.
-func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string, err error) {
+// and old (by run ID), every copy of a run after the first (a run directory
+// and its baseline file, or a file copied twice: one run counted n times
+// would shrink the between-run spread towards 0 and decide a row on it) and
+// anything that is not a run. It says in notes what it left out and why. A
+// trial is judged on its history only when at least stats.MinHistory of
+// these runs hold it.
+func LoadGateHistory(dir string, old, new *Summary) (runs []*Summary, notes []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--history %s: %w (give a directory of earlier run directories or baseline files)", dir, err)
 	}
 	skipped := map[string][]string{}
+	seen := map[string]string{} // run ID -> the entry read for it
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if !e.IsDir() && !strings.HasSuffix(e.Name(), ".json") {
@@ -96,9 +126,19 @@ func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string,
 		switch {
 		case s.RunID != "" && s.RunID == new.RunID:
 			continue // NEW itself
+		case old != nil && s.RunID != "" && s.RunID == old.RunID:
+			skipped["OLD's run"] = append(skipped["OLD's run"], e.Name())
+			continue
 		case comparable(s, new) != nil:
 			skipped["not comparable with NEW"] = append(skipped["not comparable with NEW"], e.Name())
 			continue
+		case s.RunID != "" && seen[s.RunID] != "":
+			why := "a run read already, by run ID"
+			skipped[why] = append(skipped[why], e.Name()+" (= "+seen[s.RunID]+")")
+			continue
+		}
+		if s.RunID != "" {
+			seen[s.RunID] = e.Name()
 		}
 		runs = append(runs, s)
 	}

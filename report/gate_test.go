@@ -51,7 +51,7 @@ func TestGateWithHistory(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.json"), []byte("{}"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("not a run"), 0o644))
 
-	hist, notes, err := LoadGateHistory(dir, slow)
+	hist, notes, err := LoadGateHistory(dir, old, slow)
 	require.NoError(t, err)
 	assert.Len(t, hist, 6)
 	assert.Contains(t, fmt.Sprint(notes), "left out 1 entries (not comparable with NEW): other.json")
@@ -64,12 +64,53 @@ func TestGateWithHistory(t *testing.T) {
 	assert.Equal(t, 6, c.Rows[0].Gate.HistoryRuns)
 	assert.Contains(t, c.Rows[0].Gate.Method, "prediction interval from 6 earlier runs")
 
-	hist, _, err = LoadGateHistory(dir, same)
+	hist, _, err = LoadGateHistory(dir, old, same)
 	require.NoError(t, err)
 	c, err = CompareWithHistory(old, same, "old", "same", 0.05, hist[:6])
 	require.NoError(t, err)
 	assert.Equal(t, stats.GatePassed, c.Gate, c.Verdict)
 
-	_, _, err = LoadGateHistory(filepath.Join(dir, "missing"), same)
+	_, _, err = LoadGateHistory(filepath.Join(dir, "missing"), old, same)
 	assert.ErrorContains(t, err, "--history")
+}
+
+// TestGateHistoryCopies: a history folder that holds one run several times
+// (a file copied, or a run directory beside its baseline file) counts it
+// once, and OLD's own run not at all: five copies of OLD gave five "earlier
+// runs" with no spread between them, and one launch a side passed on that
+// point interval. Now the row is undecided and the notes say what was left
+// out.
+func TestGateHistoryCopies(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 2))
+	run := func(id string, f float64) *Summary {
+		s := synthRun(r, []synth.Model{synth.H100.Scaled(f)}, 1)
+		s.Schema, s.Kind, s.RunID, s.Study = SchemaVersion, KindSummary, id, "gate"
+		return s
+	}
+	old, cur, earlier := run("old", 1), run("new", 0.99), run("earlier", 1)
+	dir := t.TempDir()
+	write := func(name string, s *Summary) {
+		var b bytes.Buffer
+		require.NoError(t, WriteJSON(&b, s))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
+	}
+	for i := range 5 {
+		write(fmt.Sprintf("old%d.json", i), old)
+		write(fmt.Sprintf("earlier%d.json", i), earlier)
+	}
+
+	hist, notes, err := LoadGateHistory(dir, old, cur)
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	assert.Equal(t, "earlier", hist[0].RunID)
+	assert.Contains(t, fmt.Sprint(notes), "left out 4 entries (a run read already, by run ID): earlier1.json (= earlier0.json)")
+	assert.Contains(t, fmt.Sprint(notes), "left out 5 entries (OLD's run): old0.json")
+	assert.Contains(t, fmt.Sprint(notes), "holds 1 comparable earlier runs; a trial needs 5")
+
+	// what the copies decided before: five of OLD's run as history
+	copies := []*Summary{old, old, old, old, old}
+	c, err := CompareWithHistory(old, cur, "old", "new", 0.05, copies)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Contains(t, c.Rows[0].Gate.Method, "no between-run spread")
 }

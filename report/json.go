@@ -18,7 +18,8 @@ func WriteJSON(w io.Writer, s *Summary) error {
 	return enc.Encode(s)
 }
 
-// ReadSummary reads a summary.json or baseline file and checks its schema.
+// ReadSummary reads a summary.json or baseline file and checks its schema
+// and what compare trusts in it (checkSummary: a SummaryError, exit status 2).
 func ReadSummary(path string) (*Summary, error) {
 	b, err := store.ReadRegular(path, store.ManifestLimit) // not a FIFO or a device (audit N8)
 	if err != nil {
@@ -40,6 +41,9 @@ func ReadSummary(path string) (*Summary, error) {
 		return nil, fmt.Errorf("%s is the summary of a rehearsal (%s): compare, export and baselines take measured runs only", path, store.RehearsalNote)
 	case s.Kind != KindSummary && s.Kind != KindBaseline:
 		return nil, fmt.Errorf("%s: \"kind\" is %q, want %q or %q", path, s.Kind, KindSummary, KindBaseline)
+	}
+	if err := checkSummary(path, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

@@ -192,6 +192,14 @@ type Comparable struct {
 	Workload string `json:"workload"` // device, steps, warm-up steps
 	GPU      string `json:"gpu"`      // GPU model(s), "" on CPU
 	Metric   string `json:"metric"`   // the objective
+	// The run's scale, the study's workload.gpus, nodes, ranks, threads and
+	// world_of_one: not knobs, so trial IDs match across them (scaleDiffers).
+	// nil: not recorded (files written before casestudy recorded them).
+	GPUs       *int  `json:"gpus,omitempty"`
+	Nodes      *int  `json:"nodes,omitempty"`
+	Ranks      *int  `json:"ranks,omitempty"`
+	Threads    *int  `json:"threads,omitempty"`
+	WorldOfOne *bool `json:"world_of_one,omitempty"`
 }
 
 // StepTime is the descriptive spread of step time in ms.

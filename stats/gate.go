@@ -12,9 +12,11 @@ import (
 
 // The regression gate (casestudy compare): per trial, NEW against OLD, a
 // one-sided test at GateAlpha of "NEW is no worse than 1/(1+δ) of OLD",
-// Holm over the rows. It fails closed: a run passes only when every row's
-// lower bound clears 1/(1+δ); what it cannot judge is inconclusive, never a
-// pass (docs/reports.md, "The gate").
+// Holm over the rows. It fails closed: a run passes only when at least one
+// row was tested and every row's lower bound clears 1/(1+δ); what it cannot
+// judge is inconclusive, never a pass (docs/reports.md, "The gate"). A trial
+// that finished in OLD without a clean launch is such a row: with nothing to
+// judge NEW against, passing it would pass whatever NEW measured.
 
 // GateAlpha is the one-sided level of each row's test (a 90% two-sided
 // interval: its lower end is the 95% one-sided bound).
@@ -33,7 +35,7 @@ const (
 	GateSuspected  GateState = "suspected"  // the estimate is below 1/(1+δ), not confirmed
 	GatePass       GateState = "pass"       // the lower bound clears 1/(1+δ)
 	GateUndecided  GateState = "undecided"  // none of these
-	GateNotJudged  GateState = "not_judged" // not measured in both runs (and not a trial that stopped finishing)
+	GateNotJudged  GateState = "not_judged" // did not finish in OLD (nothing there to regress from)
 )
 
 // Outcomes of the gate as a whole.
@@ -50,9 +52,15 @@ const (
 type GateInput struct {
 	Name     string // how the summary line names it: its knobs and id
 	Old, New []float64
-	OldOK    bool
+	OldOK    bool // finished in OLD with clean launches
 	NewOK    bool
-	History  [][]float64
+	// OldFinished: the trial finished in OLD (outcome ok), clean launches
+	// or not. One that finished with none (every launch tainted) is
+	// undecided, not "not judged": a trial that did not finish in OLD has
+	// nothing to regress from, this one has a baseline the gate cannot
+	// read. OldOK implies it.
+	OldFinished bool
+	History     [][]float64
 }
 
 // GateRow is one trial's judgement.
@@ -123,8 +131,14 @@ func gateRow(in GateInput, m Metric, lt float64) GateRow {
 	case in.OldOK && !in.NewOK:
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
 		return g
-	case !in.OldOK || !in.NewOK || len(in.Old) == 0 || len(in.New) == 0:
-		g.State, g.Method = GateNotJudged, "not measured in both runs"
+	case !in.OldOK && !in.OldFinished:
+		g.State, g.Method = GateNotJudged, "did not finish in OLD"
+		return g
+	case !in.OldOK || len(in.Old) == 0:
+		g.Method = "finished in OLD without a clean launch (every launch tainted or without the metric): nothing to judge NEW against"
+		return g
+	case len(in.New) == 0:
+		g.Method = "no launch values in NEW"
 		return g
 	}
 	sign := 1.0
@@ -156,6 +170,18 @@ func gateRow(in GateInput, m Metric, lt float64) GateRow {
 		se, df = hist.sd*math.Sqrt(1+1/float64(hist.runs)), float64(hist.runs-1)
 		g.HistoryRuns = hist.runs
 		g.Method = fmt.Sprintf("prediction interval from %d earlier runs (NEW against their mean)", hist.runs)
+		if se == 0 {
+			// Earlier runs that agree to the last digit are copies of one
+			// run (or one launch each of a metric without spread), not
+			// evidence that runs never differ: the prediction interval
+			// would be a point, and one launch a side would pass or fail
+			// on it.
+			g.Method = fmt.Sprintf("the %d earlier runs hold the same value: no between-run spread to predict from (copies of one run?)", hist.runs)
+			if d < lt {
+				g.State = GateSuspected
+			}
+			return g
+		}
 	default:
 		sp2 := ((nx-1)*x.Variance() + (ny-1)*y.Variance()) / (nx + ny - 2)
 		launch := sp2 * (1/nx + 1/ny)
@@ -265,11 +291,14 @@ func (g GateRow) text(in GateInput, delta float64) string {
 		}
 		return t
 	}
-	if in.OldOK && in.NewOK && math.IsNaN(g.Lo) {
-		return fmt.Sprintf("undecided: %s (%s)", r, g.Method)
-	}
 	if g.State == GateNotJudged {
 		return "not judged: " + g.Method
+	}
+	if !in.OldOK || len(in.Old) == 0 || len(in.New) == 0 {
+		return "undecided: " + g.Method
+	}
+	if math.IsNaN(g.Lo) {
+		return fmt.Sprintf("undecided: %s (%s)", r, g.Method)
 	}
 	if strings.Contains(g.Method, "degrees of freedom") || g.HistoryRuns > 0 {
 		return fmt.Sprintf("undecided: %s (%s; needs more launches a side)", r, g.Method)
@@ -277,10 +306,12 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	return fmt.Sprintf("undecided: %s (needs more launches a side)", r)
 }
 
-// gateLine is the outcome and its one-line summary.
+// gateLine is the outcome and its one-line summary. k is how many rows were
+// tested (had a p-value): PASS needs at least one, so that a run whose rows
+// were all left out (none finished in OLD) says so instead of passing.
 func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, string) {
 	band := PercentText(delta)
-	var reg, sus, und, slow []string
+	var reg, sus, und, noBase, slow []string
 	var slowLo, slowHi float64
 	judged := 0
 	for i, g := range rows {
@@ -295,7 +326,9 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		case GateSuspected:
 			sus = append(sus, fmt.Sprintf("%s %s×", name, ratioDec(g.Ratio, 3)))
 		case GateUndecided:
-			if in[i].OldOK && in[i].NewOK {
+			if !in[i].OldOK || len(in[i].Old) == 0 {
+				noBase = append(noBase, name)
+			} else {
 				und = append(und, name)
 			}
 		case GatePass:
@@ -307,7 +340,7 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 				slow = append(slow, name)
 			}
 		}
-		if in[i].OldOK && in[i].NewOK {
+		if g.State != GateNotJudged {
 			judged++
 		}
 	}
@@ -318,15 +351,28 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 	switch {
 	case len(reg) > 0:
 		return GateFailed, fmt.Sprintf("REGRESSION: %d %s slower by more than %s or failing: %s%s", len(reg), trialsWord(len(reg)), band, strings.Join(reg, ", "), within)
-	case len(sus)+len(und) > 0:
-		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und), judged, trialsWord(judged))
+	case len(sus)+len(und)+len(noBase) > 0:
+		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und)+len(noBase), judged, trialsWord(judged))
 		if len(sus) > 0 {
 			line += "; suspected regressions: " + strings.Join(sus, ", ")
 		}
 		if len(und) > 0 {
 			line += "; undecided: " + strings.Join(und, ", ")
 		}
-		return GateInconclusive, line + within + fmt.Sprintf(". Rerun with more launches a side (repeats: 3 or more, or repeats: auto), or give --history DIR with %d or more earlier runs", MinHistory)
+		if len(noBase) > 0 {
+			line += "; no clean launch in OLD: " + strings.Join(noBase, ", ")
+		}
+		line += within + "."
+		if len(sus)+len(und) > 0 {
+			line += fmt.Sprintf(" Rerun with more launches a side (repeats: 3 or more, or repeats: auto), or give --history DIR with %d or more earlier runs.", MinHistory)
+		}
+		if len(noBase) > 0 {
+			line += " Compare against a run whose launches of these trials are clean (rerun OLD's study, or write the baseline again from such a run)."
+		}
+		return GateInconclusive, strings.TrimSuffix(line, ".")
+	case k == 0:
+		return GateInconclusive, fmt.Sprintf("INCONCLUSIVE: no trial was tested: none of the %d %s in both runs finished in OLD, so nothing shows NEW no slower. "+
+			"Compare against a run in which these trials finished", len(rows), trialsWord(len(rows)))
 	}
 	return GatePassed, fmt.Sprintf("PASS: no trial slower by more than %s (%s one-sided, Holm over %d)%s", band, PercentText(1-GateAlpha), k, within)
 }

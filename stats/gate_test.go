@@ -165,3 +165,56 @@ func TestGateRows(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.True(t, math.IsNaN(back.Rows[0].Lo))
 }
+
+// TestGateNeedsABaseline: the gate passes only on rows it tested. A trial
+// that finished in OLD with no clean launch (every launch tainted) has
+// nothing to judge NEW against: undecided, and the run inconclusive, even
+// with NEW at half of anything plausible (it passed, "Holm over 0", before).
+// A run whose common trials all failed in OLD tested nothing: inconclusive
+// too. A trial that failed in OLD beside a tested one is still not judged
+// and does not hold the run back.
+func TestGateNeedsABaseline(t *testing.T) {
+	clean := GateInput{Name: "baseline (aa)", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldOK: true, NewOK: true, OldFinished: true}
+	tainted := GateInput{Name: "micro_batch=32 (bb)", New: []float64{50, 51, 49}, OldFinished: true, NewOK: true}
+	failedBefore := GateInput{Name: "fp16 (cc)", New: []float64{100, 101, 99}, NewOK: true}
+
+	res := Gate([]GateInput{tainted}, throughputMetric, 0.05)
+	assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
+	assert.Equal(t, GateUndecided, res.Rows[0].State)
+	assert.Contains(t, res.Rows[0].Text, "undecided: finished in OLD without a clean launch")
+	assert.Contains(t, res.Line, "INCONCLUSIVE: 1 of 1 trial could not be judged; no clean launch in OLD: micro_batch=32 (bb). Compare against a run whose launches")
+	assert.NotContains(t, res.Line, "more launches a side", "more launches in NEW would not help")
+
+	res = Gate([]GateInput{clean, tainted}, throughputMetric, 0.05)
+	assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
+	assert.Equal(t, GatePass, res.Rows[0].State)
+
+	res = Gate([]GateInput{failedBefore}, throughputMetric, 0.05)
+	assert.Equal(t, GateNotJudged, res.Rows[0].State)
+	assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
+	assert.Contains(t, res.Line, "INCONCLUSIVE: no trial was tested: none of the 1 trial in both runs finished in OLD")
+
+	res = Gate([]GateInput{clean, failedBefore}, throughputMetric, 0.05)
+	assert.Equal(t, GatePassed, res.Outcome, res.Line)
+	assert.Contains(t, res.Line, "Holm over 1")
+}
+
+// TestGateHistoryWithoutSpread: earlier runs that agree to the last digit
+// (one run copied five times) give no prediction interval: at one launch a
+// side the row is undecided (suspected below 1/(1+δ)), where the "exact
+// difference" of a zero spread passed NEW 1% slower and failed it at 10%.
+func TestGateHistoryWithoutSpread(t *testing.T) {
+	copies := [][]float64{{100}, {100}, {100}, {100}, {100}}
+	for _, c := range []struct {
+		new  float64
+		want GateState
+	}{{99, GateUndecided}, {90, GateSuspected}} {
+		res := Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{c.new}, OldOK: true, NewOK: true, OldFinished: true, History: copies}}, throughputMetric, 0.05)
+		assert.Equal(t, c.want, res.Rows[0].State, res.Rows[0].Text)
+		assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
+		assert.Contains(t, res.Rows[0].Method, "the 5 earlier runs hold the same value: no between-run spread")
+	}
+	// launches that vary still decide against a history without spread
+	res := Gate([]GateInput{{Name: "x", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldOK: true, NewOK: true, History: copies}}, throughputMetric, 0.05)
+	assert.Equal(t, GatePass, res.Rows[0].State, res.Rows[0].Text)
+}

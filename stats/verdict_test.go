@@ -126,3 +126,36 @@ func TestSimulatedFamilyWiseBeyond(t *testing.T) {
 		assert.LessOrEqual(t, rate, 0.05, m.name)
 	}
 }
+
+// TestCorrectedBeyond: "by more than δ" as one of a family. BeyondP reads
+// the one-sided p against the band's edge off the row's own interval (its
+// lower end at 1+δ is p = 5%); a row beyond the band whose test does not
+// survive Holm keeps its direction with the size unresolved, in the words of
+// row 4 of the table.
+func TestCorrectedBeyond(t *testing.T) {
+	c := Compare([]float64{110, 110.5, 109.5}, []float64{100, 100.5, 99.5}, throughputMetric, Level{Confidence: 0.9, Threshold: 0.05, Pooled: true})
+	assert.True(t, c.Winner(), c.Text())
+	better, worse := c.BeyondP()
+	assert.Less(t, better, 0.05)
+	assert.Greater(t, worse, 0.99)
+	edge := c
+	edge.Lo = 1.05
+	edge.Hi = c.Ratio * c.Ratio / edge.Lo
+	better, _ = edge.BeyondP()
+	assert.InDelta(t, 0.05, better, 1e-9, "a 90% interval's lower end on 1+δ")
+
+	assert.Equal(t, c, CorrectedBeyond(c, true, false))
+	kept := CorrectedBeyond(c, false, false)
+	assert.False(t, kept.Winner())
+	assert.Equal(t, Better, kept.Verdict)
+	assert.Contains(t, kept.VerdictText(), "faster, by ")
+	assert.Contains(t, kept.VerdictText(), "(more than 5% not shown")
+	assert.Contains(t, kept.Note, "Holm")
+
+	exact := Compare([]float64{2, 2}, []float64{1, 1}, Metrics["memory"], Level{Confidence: 0.9, Threshold: 0.05, Pooled: true})
+	better, worse = exact.BeyondP()
+	assert.Equal(t, []float64{1, 0}, []float64{better, worse}, "twice the memory: exactly worse by more than δ")
+	one := Compare([]float64{110}, []float64{100}, throughputMetric, Level{Confidence: 0.9, Threshold: 0.05, Pooled: true})
+	better, _ = one.BeyondP()
+	assert.True(t, math.IsNaN(better), "one launch: no test")
+}

@@ -54,12 +54,29 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	if err := report.WriteFile(output, buf.Bytes(), stdout); err != nil {
 		return outputErr(err)
 	}
-	ok := s.Counts["ok"]
+	// count what the gate can use: trials with clean launches (Trial.OK), not
+	// outcome ok, which a trial whose every launch was tainted has too
+	ok := 0
+	var unclean []string
+	for i := range s.Trials {
+		switch t := &s.Trials[i]; {
+		case t.OK():
+			ok++
+		case t.Outcome == store.OK:
+			unclean = append(unclean, fmt.Sprintf("%s (%s)", t.Label, t.ID))
+		}
+	}
 	if ok == 0 {
-		return exitcode.With(exitcode.Failure, fmt.Errorf("%s has no trial that finished: the baseline holds nothing to compare against", dir))
+		return exitcode.With(exitcode.Failure, fmt.Errorf("%s has no trial that finished with a clean launch: the baseline holds nothing to compare against; "+
+			"write it from a run whose trials finished untainted", dir))
 	}
 	if output != "-" {
 		fmt.Fprintf(stderr, "wrote %s: %d of %d trials with samples\n", output, ok, len(s.Trials))
+	}
+	if len(unclean) > 0 {
+		fmt.Fprintf(stderr, "warning: %d trial(s) finished without a clean launch (every launch tainted or without the metric: %s): "+
+			"compare cannot judge NEW against them and is inconclusive while they are in the baseline; write it from a run whose launches are clean\n",
+			len(unclean), strings.Join(unclean, ", "))
 	}
 	if few := fewLaunches(s, minBaselineLaunches); len(few) > 0 {
 		fmt.Fprintf(stderr, "warning: %d trial(s) hold fewer than %d launches (%s): compare cannot judge one launch a side "+

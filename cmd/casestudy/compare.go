@@ -36,17 +36,19 @@ func newCompareCommand() *cobra.Command {
 			"the same configuration on both sides), and the report's verdict against the threshold (within ±5%, " +
 			"faster or slower by more than 5%, faster or slower with more than 5% not shown, undecided).\n\n" +
 			"The gate: per trial a one-sided 5% test of \"NEW >= 1/(1+threshold) of OLD\", Holm over the trials " +
-			"(--threshold; default the study's compare.threshold, else 5%). REGRESSION when it is rejected, or a " +
+			"(--threshold; default the study's compare.threshold, the stricter of OLD's and NEW's, else 5%). REGRESSION when it is rejected, or a " +
 			"trial that finished in OLD fails in NEW; PASS when the row's lower bound clears 1/(1+threshold); " +
-			"SUSPECTED when the estimate is below it but not confirmed; else UNDECIDED. One launch a side gives no " +
+			"SUSPECTED when the estimate is below it but not confirmed; else UNDECIDED (so is a trial that finished in OLD " +
+			"without a clean launch: nothing to judge NEW against). The run is INCONCLUSIVE, not PASS, when a row is " +
+			"SUSPECTED or UNDECIDED, when a trial that finished in OLD is not in NEW, or when no row was tested. One launch a side gives no " +
 			"interval: give --history DIR with at least 5 earlier comparable runs of the trial for a prediction " +
-			"interval, or the row is SUSPECTED or UNDECIDED. With --history the between-run variance joins the " +
+			"interval (OLD's run and second copies of a run, by run ID, are left out), or the row is SUSPECTED or UNDECIDED. With --history the between-run variance joins the " +
 			"standard error at any number of launches. benchstat's median change and Mann-Whitney p are shown alongside.\n\n" +
 			"Runs that measured different things (model, preset, GPU model, device, steps, warm-up, objective) " +
 			"or share no trial are refused.\n\n" +
 			"With NEW alone, OLD is the baseline file NEW's study names under compare.baseline.\n\n" +
 			"Exit status: 0 every trial shown no slower than 1/(1+threshold), 1 regression, 4 inconclusive (a " +
-			"suspected or undecided trial; --inconclusive=pass makes it 0), 2 usage or input error (including runs " +
+			"suspected or undecided trial, a trial missing from NEW, or none tested; --inconclusive=pass makes it 0), 2 usage or input error (including runs " +
 			"that cannot be compared), 3 the output cannot be written.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,7 +62,7 @@ func newCompareCommand() *cobra.Command {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], opts, cmd.Flags().Changed("threshold"))
 		},
 	}
-	cmd.Flags().StringVar(&opts.threshold, "threshold", "", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, else 5%)")
+	cmd.Flags().StringVar(&opts.threshold, "threshold", "", "regression threshold, like 5% or 0.05 (default: the study's compare.threshold, the stricter of OLD's and NEW's, else 5%)")
 	cmd.Flags().StringVar(&opts.history, "history", "", "a directory of earlier comparable runs (run directories or baseline files); 5 or more holding a trial let one launch a side be judged")
 	cmd.Flags().StringVar(&opts.inconclusive, "inconclusive", "fail", "what an inconclusive gate exits with: fail (exit 4) or pass (exit 0)")
 	cmd.Flags().StringVar(&opts.format, "format", "text", "output format: text, md, html or json")
@@ -101,6 +103,10 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	source := "flag"
 	switch {
 	case thresholdSet:
+	case cur.CompareThreshold > 0 && old.CompareThreshold > 0:
+		// The stricter of the two: a change that loosens its own study's
+		// threshold does not loosen the gate that judges it.
+		threshold, source = min(cur.CompareThreshold, old.CompareThreshold), "study"
 	case cur.CompareThreshold > 0:
 		threshold, source = cur.CompareThreshold, "study"
 	case old.CompareThreshold > 0:
@@ -111,7 +117,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	var history []*report.Summary
 	var historyNotes []string
 	if opts.history != "" {
-		history, historyNotes, err = report.LoadGateHistory(opts.history, cur)
+		history, historyNotes, err = report.LoadGateHistory(opts.history, old, cur)
 		if err != nil {
 			return exitcode.Usage(err)
 		}

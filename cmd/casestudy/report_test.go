@@ -241,3 +241,111 @@ func TestHistoryCommand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(string(b), "<svg"))
 }
+
+// editedRun writes a copy of the run directory orig whose trials edit
+// rewrites (nil drops the trial) and returns its path.
+func editedRun(t *testing.T, orig string, edit func(*store.TrialRecord) *store.TrialRecord) string {
+	t.Helper()
+	dir := t.TempDir()
+	man, err := os.ReadFile(filepath.Join(orig, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), man, 0o644))
+	recs, err := store.ReadTrials(filepath.Join(orig, "trials.jsonl"))
+	require.NoError(t, err)
+	var b bytes.Buffer
+	for i := range recs {
+		r := edit(&recs[i])
+		if r == nil {
+			continue
+		}
+		line, err := json.Marshal(r)
+		require.NoError(t, err)
+		b.Write(append(line, '\n'))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "trials.jsonl"), b.Bytes(), 0o644))
+	return dir
+}
+
+// TestCompareFailsClosedCommand: the gate's exit status when it cannot see
+// (each exited 0 before):
+//   - OLD's launches all tainted: compare exits 4 naming the trials; baseline
+//     of such a run counts 0 trials with samples and fails (it said "5 of 7");
+//     with one trial tainted it counts 4 and warns;
+//   - NEW's summary holding one of OLD's trials: exit 4 naming the others, 0
+//     only with --inconclusive=pass;
+//   - --history with copies of one run: the copies are left out, and said so.
+func TestCompareFailsClosedCommand(t *testing.T) {
+	base, rerun := fixture("runs/bert-grid"), fixture("runs/bert-grid-rerun")
+	taint := func(only string) func(*store.TrialRecord) *store.TrialRecord {
+		return func(r *store.TrialRecord) *store.TrialRecord {
+			for i := range r.Repeats {
+				if only == "" || r.ID == only {
+					r.Repeats[i].Tainted = "another process on the GPU"
+				}
+			}
+			return r
+		}
+	}
+	tainted := editedRun(t, base, taint(""))
+	code, stdout, stderr := runCLI(t, "compare", tainted, rerun)
+	assert.Equal(t, 4, code, stderr)
+	assert.Contains(t, stdout, "INCONCLUSIVE: 5 of 5 trials could not be judged; no clean launch in OLD: baseline (t-72f0c541), micro_batch=32 (t-b3cb018b)")
+	code, _, stderr = runCLI(t, "baseline", tainted, "-o", filepath.Join(t.TempDir(), "b.json"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no trial that finished with a clean launch")
+	code, _, stderr = runCLI(t, "baseline", editedRun(t, base, taint("t-b3cb018b")), "-o", filepath.Join(t.TempDir(), "b.json"))
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "4 of 7 trials with samples")
+	assert.Contains(t, stderr, "warning: 1 trial(s) finished without a clean launch (every launch tainted or without the metric: micro_batch=32 (t-b3cb018b))")
+
+	// a summary file of NEW cut down to one trial (a run directory that
+	// stopped early records the rest as not_run: a regression already)
+	cut, err := report.LoadSide(rerun)
+	require.NoError(t, err)
+	cut.Trials = cut.Trials[:1]
+	var buf bytes.Buffer
+	require.NoError(t, report.WriteJSON(&buf, cut))
+	one := filepath.Join(t.TempDir(), "one.json")
+	require.NoError(t, os.WriteFile(one, buf.Bytes(), 0o644))
+	code, stdout, stderr = runCLI(t, "compare", base, one)
+	assert.Equal(t, 4, code, stderr)
+	assert.Contains(t, stdout, "INCONCLUSIVE: 4 trials that finished in OLD are not in NEW: micro_batch=32 (t-b3cb018b)")
+	code, _, stderr = runCLI(t, "compare", base, one, "--inconclusive=pass")
+	assert.Equal(t, 0, code, stderr)
+
+	hist := t.TempDir()
+	for _, name := range []string{"a.json", "b.json", "c.json"} {
+		code, _, stderr = runCLI(t, "baseline", rerun, "-o", filepath.Join(hist, name))
+		require.Equal(t, 0, code, stderr)
+	}
+	_, stdout, _ = runCLI(t, "compare", base, base, "--history", hist)
+	assert.Contains(t, stdout, "left out 2 entries (a run read already, by run ID): b.json (= a.json), c.json (= a.json)")
+}
+
+// TestCompareThresholdTheStricter: with both runs recording a study
+// threshold, the gate uses the stricter, so a NEW run that loosens its own
+// study's threshold does not loosen the gate that judges it.
+func TestCompareThresholdTheStricter(t *testing.T) {
+	write := func(src string, threshold float64) string {
+		s, err := report.LoadSide(fixture(src))
+		require.NoError(t, err)
+		s.CompareThreshold = threshold
+		var buf bytes.Buffer
+		require.NoError(t, report.WriteJSON(&buf, s))
+		p := filepath.Join(t.TempDir(), "s.json")
+		require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
+		return p
+	}
+	threshold := func(old, new string) float64 {
+		_, stdout, stderr := runCLI(t, "compare", old, new, "--json")
+		var c struct {
+			Threshold float64 `json:"threshold"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &c), stderr)
+		return c.Threshold
+	}
+	strict, loose := write("runs/bert-grid", 0.02), write("runs/bert-grid-rerun", 0.5)
+	assert.Equal(t, 0.02, threshold(strict, loose))
+	assert.Equal(t, 0.02, threshold(write("runs/bert-grid", 0.5), write("runs/bert-grid-rerun", 0.02)))
+	assert.Equal(t, 0.5, threshold(write("runs/bert-grid", 0), loose), "OLD records none: NEW's")
+}

@@ -5,8 +5,9 @@
 //	1   failure: a trial failed, crashed or timed out, a regression was found, a gate tripped
 //	2   usage or input error: unknown command or flag, a flag value out of range, bad study file, missing run directory
 //	3   environment error: engine library missing or of another ABI, too few GPUs, an output that cannot be written
-//	4   inconclusive: casestudy compare could not judge every trial (a suspected regression, or too few launches
-//	    to decide); the gate fails closed, so a CI job stops here unless it passes --inconclusive=pass
+//	4   inconclusive: casestudy compare could not judge every trial (a suspected regression, too few launches
+//	    to decide, no clean launch in OLD, a trial of OLD missing from NEW, or none tested); the gate fails
+//	    closed, so a CI job stops here unless it passes --inconclusive=pass
 //	129 stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal's number, as shells report it);
 //	    a stopped run can be resumed
 package exitcode
@@ -28,7 +29,8 @@ const (
 )
 
 // Inconclusive is compare's gate when it could not show that no trial
-// regressed (a suspected or undecided row): it fails closed.
+// regressed (a suspected or undecided row, a trial of OLD missing from NEW,
+// or no row tested): it fails closed.
 const Inconclusive = 4
 
 // Error carries an exit status with the error it wraps.
