@@ -232,6 +232,8 @@ func compareTrial(ot, nt *Trial, m stats.Metric, level stats.Level) CompareRow {
 		row.New = &v
 	}
 	switch {
+	case ot.OK() && !nt.OK() && nt.Outcome == store.OK: // ran, every launch tainted: the gate's note says so
+		return row
 	case ot.OK() && !nt.OK():
 		row.Regression = true
 		row.Note = fmt.Sprintf("finished before, now %s: %s", nt.Outcome, nt.Error)

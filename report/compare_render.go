@@ -43,7 +43,7 @@ func (c *Comparison) method() string {
 	return fmt.Sprintf("%s over launches: NEW against OLD as the ratio of geometric means, %s Student t interval on log values (pooled variance: the same configuration on both sides); "+
 		"verdicts against ±%s as in the report. Gate: per trial a one-sided %s test of \"NEW >= %s of OLD\", Holm over %d trials: "+
 		"REGRESSION when it is rejected (or a trial that finished before fails now), PASS when the %s lower bound clears %s, "+
-		"SUSPECTED when the estimate is below it unconfirmed, else UNDECIDED (so is a trial that finished in OLD without a clean launch); "+
+		"SUSPECTED when the estimate is below it unconfirmed, else UNDECIDED (so is a trial that finished in OLD or in NEW without a clean launch); "+
 		"any SUSPECTED or UNDECIDED row, a trial that finished in OLD and is not in NEW, or no row tested makes the run INCONCLUSIVE; %s (threshold %s, %s)",
 		c.Metric.Unit, stats.PercentText(c.Confidence), pctText(c.Threshold), stats.PercentText(stats.GateAlpha),
 		stats.RatioText(1/(1+c.Threshold)), len(c.Rows), stats.PercentText(1-stats.GateAlpha), stats.RatioText(1/(1+c.Threshold)),

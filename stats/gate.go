@@ -60,6 +60,11 @@ type GateInput struct {
 	// nothing to regress from, this one has a baseline the gate cannot
 	// read. OldOK implies it.
 	OldFinished bool
+	// NewFinished: the trial finished in NEW (outcome ok), clean launches or
+	// not. One that finished there with none (every launch tainted: a
+	// throttled GPU, another process on it) is undecided, not a regression:
+	// it ran, and nothing says how fast.
+	NewFinished bool
 	History     [][]float64
 }
 
@@ -128,6 +133,9 @@ func Gate(in []GateInput, m Metric, delta float64) GateResult {
 func gateRow(in GateInput, m Metric, lt float64) GateRow {
 	g := GateRow{State: GateUndecided, Lo: math.NaN(), Hi: math.NaN(), P: math.NaN()}
 	switch {
+	case in.OldOK && !in.NewOK && in.NewFinished:
+		g.Method = "finished in NEW without a clean launch (every launch tainted or without the metric): rerun it"
+		return g
 	case in.OldOK && !in.NewOK:
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
 		return g
@@ -311,7 +319,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 // were all left out (none finished in OLD) says so instead of passing.
 func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, string) {
 	band := PercentText(delta)
-	var reg, sus, und, noBase, slow []string
+	var reg, sus, und, noBase, noNew, slow []string
 	var slowLo, slowHi float64
 	judged := 0
 	for i, g := range rows {
@@ -328,6 +336,8 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		case GateUndecided:
 			if !in[i].OldOK || len(in[i].Old) == 0 {
 				noBase = append(noBase, name)
+			} else if !in[i].NewOK && in[i].NewFinished {
+				noNew = append(noNew, name)
 			} else {
 				und = append(und, name)
 			}
@@ -351,8 +361,8 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 	switch {
 	case len(reg) > 0:
 		return GateFailed, fmt.Sprintf("REGRESSION: %d %s slower by more than %s or failing: %s%s", len(reg), trialsWord(len(reg)), band, strings.Join(reg, ", "), within)
-	case len(sus)+len(und)+len(noBase) > 0:
-		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und)+len(noBase), judged, trialsWord(judged))
+	case len(sus)+len(und)+len(noBase)+len(noNew) > 0:
+		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und)+len(noBase)+len(noNew), judged, trialsWord(judged))
 		if len(sus) > 0 {
 			line += "; suspected regressions: " + strings.Join(sus, ", ")
 		}
@@ -362,12 +372,18 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		if len(noBase) > 0 {
 			line += "; no clean launch in OLD: " + strings.Join(noBase, ", ")
 		}
+		if len(noNew) > 0 {
+			line += "; no clean launch in NEW: " + strings.Join(noNew, ", ")
+		}
 		line += within + "."
 		if len(sus)+len(und) > 0 {
 			line += fmt.Sprintf(" Rerun with more launches a side (repeats: 3 or more, or repeats: auto), or give --history DIR with %d or more earlier runs.", MinHistory)
 		}
 		if len(noBase) > 0 {
 			line += " Compare against a run whose launches of these trials are clean (rerun OLD's study, or write the baseline again from such a run)."
+		}
+		if len(noNew) > 0 {
+			line += " Rerun NEW where its launches are clean (its records say why each was tainted)."
 		}
 		return GateInconclusive, strings.TrimSuffix(line, ".")
 	case k == 0:

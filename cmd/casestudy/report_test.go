@@ -349,3 +349,23 @@ func TestCompareThresholdTheStricter(t *testing.T) {
 	assert.Equal(t, 0.02, threshold(write("runs/bert-grid", 0.5), write("runs/bert-grid-rerun", 0.02)))
 	assert.Equal(t, 0.5, threshold(write("runs/bert-grid", 0), loose), "OLD records none: NEW's")
 }
+
+// TestCompareNewTaintedIsNoRegression: NEW's launches all tainted (a
+// throttled GPU, another process on it): the trials ran, nothing says how
+// fast, so the gate is inconclusive (exit 4), not a regression (exit 1).
+func TestCompareNewTaintedIsNoRegression(t *testing.T) {
+	base, rerun := fixture("runs/bert-grid"), fixture("runs/bert-grid-rerun")
+	tainted := editedRun(t, rerun, func(r *store.TrialRecord) *store.TrialRecord {
+		for i := range r.Repeats {
+			r.Repeats[i].Tainted = "another process on the GPU"
+		}
+		return r
+	})
+	code, stdout, stderr := runCLI(t, "compare", base, tainted)
+	assert.Equal(t, 4, code, stderr)
+	assert.NotContains(t, stdout, "REGRESSION:")
+	assert.Contains(t, stdout, "finished in NEW without a clean launch")
+	assert.Contains(t, stdout, "INCONCLUSIVE: 5 of 5 trials could not be judged; no clean launch in NEW: baseline (t-72f0c541)")
+	assert.Contains(t, stdout, "Rerun NEW where its launches are clean")
+	assert.NotContains(t, stdout, "Rerun with more launches a side")
+}
