@@ -296,6 +296,10 @@ func checkGraphs(c *evalContext) verdict {
 				Recommendation: "use graphs: false (the steps are not launch-bound)",
 			}
 		}
+		if win != nil { // base == "true": the study already does what the rule would recommend
+			return pass("the baseline already uses CUDA Graphs, %s faster than eager (trials %s, %s: %s)",
+				x(win.Speedup), win.Alt.ID, win.Base.ID, win.Cmp.Text())
+		}
 		return pass("CUDA Graphs changed speed by at most %s (trials %s, %s: %s); a recommendation needs %s and a faster verdict",
 			x(b.Speedup), b.Alt.ID, b.Base.ID, b.Cmp.Text(), x(c.t("min_speedup")))
 	}

@@ -315,7 +315,7 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 			ordered = append(ordered, nil)
 		}
 	}
-	bi := stats.Best(ordered, s.Metric)
+	bi := stats.Best(withIntervals(ordered, s.Metric), s.Metric)
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
@@ -326,19 +326,22 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 		return h
 	}
 	best := &s.Trials[bi]
-	best.Best = true
-	h.Best = best.ID
-	bv := best.Value
-	h.BestValue = &bv
-	h.BestKnobs = map[string]string{}
-	for _, k := range best.Changed {
-		h.BestKnobs[k] = best.Knobs[k]
+	mark := func(t *Trial) { // the headline's trial: the ★ best of the tables and summary.json
+		t.Best = true
+		h.Best = t.ID
+		bv := t.Value
+		h.BestValue = &bv
+		h.BestKnobs = map[string]string{}
+		for _, k := range t.Changed {
+			h.BestKnobs[k] = t.Knobs[k]
+		}
 	}
 	base := baselineTrial(s)
 	if base == nil {
+		mark(best)
 		h.Status = HeadlineNoBaseline
 		h.Text = fmt.Sprintf("Best trial %s: %s %s (%s). The baseline trial did not finish, so there is nothing to compare it with.",
-			best.ID, Num(bv.Center), s.Metric.Unit, knobList(h.BestKnobs))
+			best.ID, Num(best.Value.Center), s.Metric.Unit, knobList(h.BestKnobs))
 		return h
 	}
 	h.Baseline = base.ID
@@ -351,23 +354,71 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 		}
 	}
 	if best == base {
+		mark(best)
 		h.BestIsBase = true
-		h.Text = fmt.Sprintf("The baseline is the best trial: %s %s; no swept setting beat it.", Num(bv.Center), s.Metric.Unit)
+		h.Text = fmt.Sprintf("The baseline has the best estimate: %s %s; no swept setting beat it.", Num(best.Value.Center), s.Metric.Unit)
 		if h.Comparisons == 0 {
-			h.Text = fmt.Sprintf("Only the baseline ran: %s %s; no swept setting was measured against it.", Num(bv.Center), s.Metric.Unit)
+			h.Text = fmt.Sprintf("Only the baseline ran: %s %s; no swept setting was measured against it.", Num(best.Value.Center), s.Metric.Unit)
 		}
 		return h
 	}
-	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, s.Design.SelectionLevel(s.Threshold(), h.Comparisons))
+	level := s.Design.SelectionLevel(s.Threshold(), h.Comparisons)
+	c := stats.Compare(best.Launches.Values, base.Launches.Values, s.Metric, level)
+	if !c.Winner() {
+		// The best estimate is no decided winner (a noisy trial, or one
+		// launch where nothing else has an interval): another trial shown
+		// beyond δ at the same corrected level is, and the headline names it
+		// rather than say that nothing beat the baseline.
+		for i := range s.Trials {
+			t := &s.Trials[i]
+			if t == base || t == best || !t.OK() || t.VsBaseline == nil {
+				continue
+			}
+			if ct := stats.Compare(t.Launches.Values, base.Launches.Values, s.Metric, level); ct.Winner() && (!c.Winner() || ct.Ratio > c.Ratio) {
+				best, c = t, ct
+			}
+		}
+	}
+	mark(best)
 	h.Comparison = &c
 	if c.Winner() { // a winner is named only when it beat the baseline by more than δ
-		h.Text = fmt.Sprintf("Best trial %s (%s): %s the baseline's %s: %s (%s).",
-			best.ID, labelOf(best), c.RatioText(), s.Metric.Unit, c.VerdictText(), headlineQualifier(c, h.Comparisons))
+		h.Text = fmt.Sprintf("Best trial %s (%s): %s: %s (%s).",
+			best.ID, labelOf(best), vsBaseline(c, s.Metric), c.VerdictText(), headlineQualifier(c, h.Comparisons))
 		return h
 	}
-	h.Text = fmt.Sprintf("No setting beat the baseline by more than %s; the best, %s (%s), is %s: %s the baseline's %s (%s).",
-		stats.PercentText(s.Threshold()), labelOf(best), best.ID, c.VerdictText(), c.RatioText(), s.Metric.Unit, headlineQualifier(c, h.Comparisons))
+	h.Text = fmt.Sprintf("No setting was shown to beat the baseline by more than %s; the best estimate, %s (%s), is %s: %s (%s).",
+		stats.PercentText(s.Threshold()), labelOf(best), best.ID, c.VerdictText(), vsBaseline(c, s.Metric), headlineQualifier(c, h.Comparisons))
 	return h
+}
+
+// withIntervals is the trials the headline picks its best from: those with
+// an interval (two or more clean launches) when any has one, so that one
+// lucky launch does not take the headline from trials that were measured
+// (nil for the others); all of them when none has an interval.
+func withIntervals(recs []*store.TrialRecord, m stats.Metric) []*store.TrialRecord {
+	out := make([]*store.TrialRecord, len(recs))
+	any := false
+	for i, r := range recs {
+		if r != nil && stats.TrialLaunches(r, m).N() >= 2 {
+			out[i], any = r, true
+		}
+	}
+	if !any {
+		return recs
+	}
+	return out
+}
+
+// vsBaseline is a headline's ratio against the baseline in words that read
+// right whichever way the metric is better: "1.20× [1.13, 1.28] the
+// baseline's samples/s", and for step time or memory, where the ratio is the
+// baseline's over the trial's, "1.20× [1.13, 1.28] the baseline (its ms over
+// this trial's)".
+func vsBaseline(c stats.Comparison, m stats.Metric) string {
+	if m.HigherIsBetter {
+		return fmt.Sprintf("%s the baseline's %s", c.RatioText(), m.Unit)
+	}
+	return fmt.Sprintf("%s the baseline (its %s over this trial's)", c.RatioText(), m.Unit)
 }
 
 // headlineQualifier says what the headline's interval is.

@@ -24,7 +24,8 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary, missing []strin
 	for i, p := range pairs {
 		ot, nt := p[0], p[1]
 		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldOK: ot.OK(), NewOK: nt.OK(),
-			OldFinished: ot.Outcome == store.OK, NewFinished: nt.Outcome == store.OK, Old: ot.Launches.Values, New: nt.Launches.Values}
+			OldFinished: ot.Outcome == store.OK, NewFinished: nt.Outcome == store.OK, Old: ot.Launches.Values, New: nt.Launches.Values,
+			OldUnmeasured: ot.Outcome == NotRun || ot.Outcome == store.Interrupted}
 		for _, h := range history {
 			if ht := h.trial(nt.ID); ht != nil && ht.OK() && len(ht.Launches.Values) > 0 {
 				in[i].History = append(in[i].History, ht.Launches.Values)

@@ -56,7 +56,7 @@ func WinnerLine(s *Summary) string {
 	case h.BestIsBase && h.Comparisons == 0:
 		return fmt.Sprintf("winner: none: only the baseline ran (%s %s)", Num(h.BestValue.Center), h.Unit)
 	case h.BestIsBase:
-		return fmt.Sprintf("winner: the baseline (%s %s): no swept setting beat it", Num(h.BestValue.Center), h.Unit)
+		return fmt.Sprintf("winner: none: the baseline has the best estimate (%s %s); no swept setting beat it", Num(h.BestValue.Center), h.Unit)
 	case h.Comparison == nil:
 		return "winner: " + h.Text
 	case !h.Comparison.Winner():

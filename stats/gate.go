@@ -60,6 +60,11 @@ type GateInput struct {
 	// nothing to regress from, this one has a baseline the gate cannot
 	// read. OldOK implies it.
 	OldFinished bool
+	// OldUnmeasured: the trial was planned in OLD but never measured there
+	// (the run stopped before it, or was interrupted in it): undecided, not
+	// "not judged", or a baseline written from an incomplete run would pass
+	// every regression of the trials it lacks.
+	OldUnmeasured bool
 	// NewFinished: the trial finished in NEW (outcome ok), clean launches or
 	// not. One that finished there with none (every launch tainted: a
 	// throttled GPU, another process on it) is undecided, not a regression:
@@ -138,6 +143,9 @@ func gateRow(in GateInput, m Metric, lt float64) GateRow {
 		return g
 	case in.OldOK && !in.NewOK:
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
+		return g
+	case !in.OldOK && in.OldUnmeasured:
+		g.Method = "not measured in OLD (the run stopped before it or was interrupted in it): nothing to judge NEW against"
 		return g
 	case !in.OldOK && !in.OldFinished:
 		g.State, g.Method = GateNotJudged, "did not finish in OLD"
@@ -319,7 +327,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 // were all left out (none finished in OLD) says so instead of passing.
 func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, string) {
 	band := PercentText(delta)
-	var reg, sus, und, noBase, noNew, slow []string
+	var reg, sus, und, noBase, noNew, unmeasured, slow []string
 	var slowLo, slowHi float64
 	judged := 0
 	for i, g := range rows {
@@ -334,7 +342,9 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		case GateSuspected:
 			sus = append(sus, fmt.Sprintf("%s %s×", name, ratioDec(g.Ratio, 3)))
 		case GateUndecided:
-			if !in[i].OldOK || len(in[i].Old) == 0 {
+			if in[i].OldUnmeasured && !in[i].OldOK {
+				unmeasured = append(unmeasured, name)
+			} else if !in[i].OldOK || len(in[i].Old) == 0 {
 				noBase = append(noBase, name)
 			} else if !in[i].NewOK && in[i].NewFinished {
 				noNew = append(noNew, name)
@@ -361,8 +371,8 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 	switch {
 	case len(reg) > 0:
 		return GateFailed, fmt.Sprintf("REGRESSION: %d %s slower by more than %s or failing: %s%s", len(reg), trialsWord(len(reg)), band, strings.Join(reg, ", "), within)
-	case len(sus)+len(und)+len(noBase)+len(noNew) > 0:
-		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und)+len(noBase)+len(noNew), judged, trialsWord(judged))
+	case len(sus)+len(und)+len(noBase)+len(noNew)+len(unmeasured) > 0:
+		line := fmt.Sprintf("INCONCLUSIVE: %d of %d %s could not be judged", len(sus)+len(und)+len(noBase)+len(noNew)+len(unmeasured), judged, trialsWord(judged))
 		if len(sus) > 0 {
 			line += "; suspected regressions: " + strings.Join(sus, ", ")
 		}
@@ -375,6 +385,9 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		if len(noNew) > 0 {
 			line += "; no clean launch in NEW: " + strings.Join(noNew, ", ")
 		}
+		if len(unmeasured) > 0 {
+			line += "; not measured in OLD: " + strings.Join(unmeasured, ", ")
+		}
 		line += within + "."
 		if len(sus)+len(und) > 0 {
 			line += fmt.Sprintf(" Rerun with more launches a side (repeats: 3 or more, or repeats: auto), or give --history DIR with %d or more earlier runs.", MinHistory)
@@ -384,6 +397,9 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		}
 		if len(noNew) > 0 {
 			line += " Rerun NEW where its launches are clean (its records say why each was tainted)."
+		}
+		if len(unmeasured) > 0 {
+			line += " Compare against a complete run (finish OLD's with casestudy run --resume)."
 		}
 		return GateInconclusive, strings.TrimSuffix(line, ".")
 	case k == 0:

@@ -47,28 +47,36 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	s.Kind = report.KindBaseline
 	s.DropLaunchDetail()
 	s.Provenance.RunDir = dir
-	var buf bytes.Buffer
-	if err := report.WriteJSON(&buf, s); err != nil {
-		return err
-	}
-	if err := report.WriteFile(output, buf.Bytes(), stdout); err != nil {
-		return outputErr(err)
-	}
 	// count what the gate can use: trials with clean launches (Trial.OK), not
-	// outcome ok, which a trial whose every launch was tainted has too
+	// outcome ok, which a trial whose every launch was tainted has too; and
+	// refuse before writing, so that a committed baseline is never replaced
+	// by one that holds nothing or lacks planned trials
 	ok := 0
-	var unclean []string
+	var unclean, unmeasured []string
 	for i := range s.Trials {
 		switch t := &s.Trials[i]; {
 		case t.OK():
 			ok++
 		case t.Outcome == store.OK:
 			unclean = append(unclean, fmt.Sprintf("%s (%s)", t.Label, t.ID))
+		case t.Outcome == report.NotRun || t.Outcome == store.Interrupted:
+			unmeasured = append(unmeasured, fmt.Sprintf("%s (%s, %s)", t.Label, t.ID, t.Outcome))
 		}
 	}
 	if ok == 0 {
 		return exitcode.With(exitcode.Failure, fmt.Errorf("%s has no trial that finished with a clean launch: the baseline holds nothing to compare against; "+
-			"write it from a run whose trials finished untainted", dir))
+			"write it from a run whose trials finished untainted (nothing written)", dir))
+	}
+	if len(unmeasured) > 0 {
+		return exitcode.With(exitcode.Failure, fmt.Errorf("%s did not measure %d planned trial(s): %s; a baseline without them could not show their regressions: "+
+			"finish the run (casestudy run STUDY --resume) and write the baseline from it (nothing written)", dir, len(unmeasured), strings.Join(unmeasured, ", ")))
+	}
+	var buf bytes.Buffer
+	if err := report.WriteJSON(&buf, s); err != nil {
+		return err
+	}
+	if err := report.WriteFile(output, buf.Bytes(), stdout); err != nil {
+		return outputErr(err)
 	}
 	if output != "-" {
 		fmt.Fprintf(stderr, "wrote %s: %d of %d trials with samples\n", output, ok, len(s.Trials))

@@ -369,3 +369,38 @@ func TestCompareNewTaintedIsNoRegression(t *testing.T) {
 	assert.Contains(t, stdout, "Rerun NEW where its launches are clean")
 	assert.NotContains(t, stdout, "Rerun with more launches a side")
 }
+
+// TestIncompleteBaselineFailsClosed: a run that stopped before some planned
+// trials (not_run) gives no baseline (exit 1, nothing written, a committed
+// file left as it was), and as OLD of compare it leaves those trials
+// undecided (exit 4), where it passed their regressions before.
+func TestIncompleteBaselineFailsClosed(t *testing.T) {
+	base, rerun := fixture("runs/bert-grid"), fixture("runs/bert-grid-rerun")
+	kept := 0
+	partial := editedRun(t, base, func(r *store.TrialRecord) *store.TrialRecord {
+		if kept++; kept > 3 {
+			return nil // as if the run stopped after its third trial
+		}
+		return r
+	})
+	out := filepath.Join(t.TempDir(), "committed.baseline.json")
+	require.NoError(t, os.WriteFile(out, []byte("the committed baseline\n"), 0o644))
+	code, _, stderr := runCLI(t, "baseline", partial, "-o", out)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "planned trial(s)")
+	assert.Contains(t, stderr, "not_run")
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "the committed baseline\n", string(got), "nothing written")
+
+	code, stdout, stderr := runCLI(t, "compare", partial, rerun)
+	assert.Equal(t, 4, code, stderr)
+	assert.Contains(t, stdout, "not measured in OLD: ")
+	assert.Contains(t, stdout, "Compare against a complete run")
+
+	code, _, stderr = runCLI(t, "baseline", fixture("runs/all-failed"), "-o", out)
+	assert.Equal(t, 1, code, stderr)
+	got, err = os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "the committed baseline\n", string(got), "a failed baseline leaves the file as it was")
+}
