@@ -17,6 +17,9 @@ func StudyBaseline(runDir string) (string, error) {
 		return "", err
 	}
 	m := &run.Manifest
+	if m.CompareBaseline != "" { // resolved when the run started, extends included
+		return m.CompareBaseline, nil
+	}
 	top := parseYAML(m.StudyText)
 	cmp := mapValue(top, "compare")
 	b := mapValue(cmp, "baseline")

@@ -128,3 +128,18 @@ func TestCommitOnFullDisk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, recs)
 }
+
+// TestManifestRecordsTheCompareBaseline: compare.baseline inherited through
+// extends, relative to the file that set it, recorded absolute, so that
+// `casestudy compare NEW` finds it from any folder.
+func TestManifestRecordsTheCompareBaseline(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "studies", "base.yaml")
+	child := writeStudy(t, dir, "name: child\nextends: base.yaml\nsweep: {strategy: grid, knobs: {micro_batch: [1, 2]}}\n")
+	require.NoError(t, os.WriteFile(base, []byte("name: base\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 1, steps: 1}\n"+
+		"compare: {baseline: nightly.baseline.json}\n"), 0o644))
+	s, plan := loadPlan(t, child)
+	man := NewManifest("r1", s, plan, &Machine{Device: "cpu"}, nil, nil, nil)
+	assert.Equal(t, filepath.Join(dir, "studies", "nightly.baseline.json"), man.CompareBaseline)
+	assert.True(t, filepath.IsAbs(man.CompareBaseline))
+}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 		Baseline:         s.Baseline,
 		Objective:        store.Objective{Metric: s.Objective.Metric, Goal: s.Objective.Goal},
 		CompareThreshold: s.Compare.Threshold,
+		CompareBaseline:  absPath(s.Compare.Baseline),
 		Workload: map[string]any{
 			"device": s.Workload.Device, "device_resolved": m.Device, "gpus": s.Workload.GPUs,
 			"nodes": s.Workload.Nodes, "ranks": s.Workload.Ranks, "warmup_steps": s.Workload.WarmupSteps,
@@ -72,4 +74,17 @@ func repeatsText(n int) any {
 		return "auto"
 	}
 	return n
+}
+
+// absPath is p made absolute against the working directory (the folder the
+// run started in); "" and URLs stay as they are, and so does p when the
+// working directory cannot be read.
+func absPath(p string) string {
+	if p == "" || filepath.IsAbs(p) || strings.Contains(p, "://") {
+		return p
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

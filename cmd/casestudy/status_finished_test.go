@@ -151,6 +151,20 @@ func TestCompareStudyBaseline(t *testing.T) {
 	code, out, stderr = runCLI(t, "compare", "--inconclusive=pass", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "old: "+filepath.Join(studies, "bert.baseline.json"))
+
+	// A run that recorded the resolved path (compare_baseline: absolute,
+	// an extended study's included) uses it, whatever its study text says
+	// and whichever folder compare runs from.
+	elsewhere := filepath.Join(t.TempDir(), "nightly.baseline.json")
+	require.NoError(t, os.Rename(filepath.Join(studies, "bert.baseline.json"), elsewhere))
+	run.Manifest.CompareBaseline = elsewhere
+	run.Manifest.StudyText = strings.Replace(run.Manifest.StudyText, ", baseline: bert.baseline.json", "", 1)
+	mb, err = json.Marshal(run.Manifest)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), mb, 0o644))
+	code, out, stderr = runCLI(t, "compare", "--inconclusive=pass", dir)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "old: "+elsewhere)
 }
 
 // TestDoctorCuDNNCopy: a cuDNN loaded in another version than torch's is a
