@@ -26,13 +26,13 @@ type Manifest struct {
 	Objective Objective         `json:"objective"`
 	// CompareThreshold is the study's compare.threshold (fraction, 0.05 = 5%);
 	// 0 when the study sets none. casestudy compare defaults to it.
-	CompareThreshold float64        `json:"compare_threshold,omitempty"`
+	CompareThreshold float64 `json:"compare_threshold,omitempty"`
 	// CompareBaseline is the study's compare.baseline (its extends chain
 	// included) as an absolute path when the run started, for `casestudy
 	// compare NEW` from any folder; "" when the study sets none (and in runs
 	// made before it was recorded: then the study text and study_path).
-	CompareBaseline string `json:"compare_baseline,omitempty"`
-	Workload         map[string]any `json:"workload"`
+	CompareBaseline string         `json:"compare_baseline,omitempty"`
+	Workload        map[string]any `json:"workload"`
 	// Measurement is how launches were scheduled and what the verdicts are
 	// decided at; nil in runs made before it was recorded (read as a fixed
 	// number of repeats at 95%).
