@@ -40,6 +40,7 @@ func outsideStudy(t *testing.T, root string) string {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "shared", "base.yaml"), []byte(`name: base
 model: {family: gpt, preset: tiny, micro_batch: 2, seq_len: 32}
 workload: {device: cpu, ranks: 1, warmup_steps: 1, steps: 3, timeout: 1m, threads: 1}
+compare: {baseline: tiny.baseline.json}
 `), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "studies", "tiny.yaml"), []byte(`name: tiny
 extends: ../shared/base.yaml
@@ -96,6 +97,9 @@ func TestPrintedCommandsRunAsPrinted(t *testing.T) {
 	code, checked := shell(t, elsewhere, check[1])
 	require.Equal(t, 0, code, "%s\n%s", check[1], checked)
 	assert.Contains(t, checked, "checklist of ")
+	// the gate against the study's compare.baseline, set in the extended
+	// file, relative to it, printed absolute
+	assert.Regexp(t, `(?m)^gate: +\S+ compare \S+ \(against `+regexp.QuoteMeta(filepath.Join(root, "shared", "tiny.baseline.json"))+`\)$`, resumed)
 
 	run, err = store.ReadRun(dir)
 	require.NoError(t, err)

@@ -113,6 +113,9 @@ func writeRunReports(out io.Writer, run *store.Run, s *study.Study, studyArgs []
 	fmt.Fprint(out, paths.String())
 	if !run.Manifest.IsRehearsal() { // the checklist reads measurements
 		fmt.Fprintf(out, "checklist: %s\n", commandLine(append([]string{"check", absPath(run.Dir)}, studyArgs...)...))
+		if b := run.Manifest.CompareBaseline; b != "" { // run measures; the gate against the study's baseline is compare's
+			fmt.Fprintf(out, "gate:      %s (against %s)\n", commandLine("compare", absPath(run.Dir)), b)
+		}
 	}
 	return strings.Fields(paths.String()), nil
 }
