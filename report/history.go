@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,8 +26,9 @@ type History struct {
 	// compare.threshold (else DefaultThreshold).
 	Level stats.Level
 	// ChangeLevel is the level each trial's change-point test ran at
-	// (ChangeAlpha over the trials tested; history_changes.go).
-	ChangeLevel float64
+	// (ChangeAlpha over the ChangeTested trials tested; history_changes.go).
+	ChangeLevel  float64
+	ChangeTested int
 }
 
 // HistoryRun is one run directory of the history.
@@ -43,8 +45,9 @@ type HistoryTrial struct {
 	Knobs  string
 	Points []HistoryPoint
 	// Drift compares the trial's launches in the last run where it finished
-	// with the first one: last against first, Welch over launches at 95%
-	// (nil when it finished in fewer than two runs).
+	// with the first one: last against first over launches, at History.Level
+	// (compare's 90% Student t interval, pooled variance; nil when it
+	// finished in fewer than two runs).
 	Drift *stats.Comparison
 	// Changes are the change points of its values over the runs (Index:
 	// the first run after the change), tested at History.ChangeLevel.
@@ -59,7 +62,11 @@ type HistoryPoint struct {
 }
 
 // LoadHistory reads every run directory directly under dir (a
-// results/<study>/ folder), oldest first.
+// results/<study>/ folder), oldest first. It charts only runs that compare
+// would compare with the latest one (comparable: the same model and preset,
+// device and steps, GPU model, objective and scale) and each run once, by
+// run ID (a copied run directory would count twice); the others are left
+// out with a warning that names the run and the reason.
 func LoadHistory(dir string) (*History, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -106,6 +113,7 @@ func LoadHistory(dir string) (*History, error) {
 		runs[i], sorted[i] = h.Runs[j], sums[j]
 	}
 	h.Runs, sums = runs, sorted
+	h.Runs, sums = h.keepComparable(h.Runs, sums)
 	h.Study = sums[len(sums)-1].Study
 	h.Metric = sums[len(sums)-1].Metric
 	h.Level = stats.Level{Confidence: 1 - 2*stats.Alpha, Threshold: DefaultThreshold, Pooled: true}
@@ -118,9 +126,6 @@ func LoadHistory(dir string) (*History, error) {
 		if s.Study != h.Study {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("%s is a run of study %q, not %q", h.Runs[ri].Dir, s.Study, h.Study))
 		}
-		if s.Metric.Name != h.Metric.Name {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("%s measured %s, not %s: its values are left out", h.Runs[ri].Dir, s.Metric.Name, h.Metric.Name))
-		}
 		for _, t := range s.Trials {
 			i, ok := byID[t.ID]
 			if !ok {
@@ -129,7 +134,7 @@ func LoadHistory(dir string) (*History, error) {
 				h.Trials = append(h.Trials, HistoryTrial{ID: t.ID, Knobs: labelOf(&t), Points: make([]HistoryPoint, len(sums))})
 			}
 			p := HistoryPoint{Outcome: t.Outcome}
-			if t.OK() && s.Metric.Name == h.Metric.Name {
+			if t.OK() {
 				p.Value, p.launches = t.Value, t.Launches.Values
 			}
 			h.Trials[i].Points[ri] = p
@@ -140,6 +145,43 @@ func LoadHistory(dir string) (*History, error) {
 	}
 	h.setChangePoints()
 	return h, nil
+}
+
+// keepComparable drops the copies of a run read already (by run ID, the
+// first in time order kept, as LoadGateHistory does) and then every run that
+// compare would refuse against the latest one (comparable), each with a
+// warning. runs and sums are in time order, one to one.
+func (h *History) keepComparable(runs []HistoryRun, sums []*Summary) ([]HistoryRun, []*Summary) {
+	seen := map[string]string{} // run ID -> the directory kept for it
+	var keptRuns []HistoryRun
+	var keptSums []*Summary
+	for i, r := range runs {
+		if first, dup := seen[r.RunID]; dup && r.RunID != "" {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("left out %s: run %s again (a copy of %s); each run counts once", r.Dir, r.RunID, first))
+			continue
+		}
+		seen[r.RunID] = r.Dir
+		keptRuns, keptSums = append(keptRuns, r), append(keptSums, sums[i])
+	}
+	last := len(keptSums) - 1
+	latest := keptSums[last]
+	runs, sums = keptRuns[:0:0], keptSums[:0:0]
+	for i, s := range keptSums {
+		if i != last {
+			if err := comparable(s, latest); err != nil {
+				why := err.Error()
+				var nc *NotComparableError
+				if errors.As(err, &nc) {
+					why = strings.Join(nc.Reasons, "; ")
+				}
+				h.Warnings = append(h.Warnings, fmt.Sprintf("left out %s (run %s): compare would refuse it against the latest run %s (OLD: this run, NEW: the latest): %s",
+					keptRuns[i].Dir, keptRuns[i].RunID, keptRuns[last].RunID, why))
+				continue
+			}
+		}
+		runs, sums = append(runs, keptRuns[i]), append(sums, s)
+	}
+	return runs, sums
 }
 
 func drift(points []HistoryPoint, m stats.Metric, lv stats.Level) *stats.Comparison {

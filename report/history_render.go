@@ -50,17 +50,18 @@ func driftText(d *stats.Comparison) string {
 
 // historyMethod says what the numbers are.
 func historyMethod(h *History) string {
+	drift := fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
+		"against the first, ratio with a %s Student t interval over launches (pooled variance, as compare) and its verdict against ±%s. ",
+		h.Metric.Unit, stats.PercentText(h.Level.Confidence), stats.PercentText(h.Level.Threshold))
 	if h.ChangeLevel == 0 {
-		return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
-			"against the first, ratio with a 95%% Welch interval over launches and its verdict. Change point: not tested, "+
-			"no trial finished in %d runs or more", h.Metric.Unit, changeMinRuns)
+		return drift + fmt.Sprintf("Change point: not tested, no trial finished in %d runs or more", changeMinRuns)
 	}
-	return fmt.Sprintf("%s: geometric mean over each run's launches. Last vs first: the last run where the trial finished "+
-		"against the first, ratio with a %s Student t interval over launches (pooled variance, as compare) and its verdict against ±%s. "+
-		"Change point: E-Divisive means on each trial's values over the runs (%d or more finished), permutation test at %s per trial (%s over the trials tested); "+
-		"the run named is the first after the change, the ratio after over before (better > 1)",
-		h.Metric.Unit, stats.PercentText(h.Level.Confidence), stats.PercentText(h.Level.Threshold),
-		changeMinRuns, stats.PercentText(h.ChangeLevel), stats.PercentText(ChangeAlpha))
+	opt := h.changeOptions().WithDefaults()
+	return drift + fmt.Sprintf("Change point: E-Divisive means on each trial's values over the runs (%d or more finished), "+
+		"permutation test at %s per trial (%s over the %s tested; every order of up to %d runs, else %d random orders); "+
+		"%s; the run named is the first after the change, the ratio after over before (better > 1)",
+		changeMinRuns, stats.PercentText(h.ChangeLevel), stats.PercentText(ChangeAlpha), countText(h.ChangeTested, "trial"),
+		stats.ExactOrders, opt.Permutations, h.changeReachText())
 }
 
 // historyHeader: the answer first (last vs first, change point), then one

@@ -32,11 +32,15 @@ func newHistoryCommand() *cobra.Command {
 		Short: "The objective of each trial over many runs of one study: drift and change points",
 		Long: "history reads every run directory under DIR (results/<study>/), oldest first (--last N: the newest N), " +
 			"and shows each trial's value per run (the study's objective, the geometric mean over the run's launches) " +
-			"as a table and, in HTML, as charts (absolute and relative to the first run) with links to each run's report.\n\n" +
-			"'last vs first' compares the last run where the trial finished with the first: the ratio with a 95% Welch " +
-			"interval over launches and its verdict. 'change point' is E-Divisive means over the trial's values " +
-			"(6 or more finished runs), a permutation test at 5% over all the trials tested (Bonferroni); it names " +
-			"the first run after the change and the ratio after over before (better > 1).",
+			"as a table and, in HTML, as charts (absolute and relative to the first run) with links to each run's report. " +
+			"Runs that compare would refuse against the latest one (another model or preset, device, step count, GPU model, " +
+			"objective, or GPU, node, rank or thread count) and copies of a run (the same run ID) are left out with a warning.\n\n" +
+			"'last vs first' compares the last run where the trial finished with the first: the ratio with compare's 90% " +
+			"Student t interval over launches (pooled variance) and its verdict. 'change point' is E-Divisive means over the " +
+			"trial's values (6 or more finished runs), a permutation test at 5% over all the trials tested (Bonferroni); it names " +
+			"the first run after the change and the ratio after over before (better > 1). A change needs 3 runs or more after " +
+			"it (more with many trials: the method line says how many), so one in the last runs cannot be flagged yet; " +
+			"'cannot detect (N runs, K trials)' says that N runs are too few for any change to reach the level of K trials.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.json && cmd.Flags().Changed("format") {
@@ -98,7 +102,7 @@ type historyTrialJSON struct {
 	ID     string             `json:"id"`
 	Knobs  string             `json:"knobs"`           // the knobs that differ from the baseline
 	Points []historyPointJSON `json:"points"`          // one per run, in the order of runs
-	Drift  *stats.Comparison  `json:"drift,omitempty"` // the last run against the first (Welch over launches)
+	Drift  *stats.Comparison  `json:"drift,omitempty"` // the last run against the first (90% Student t over launches, pooled, as compare)
 	// Changes are the change points (index: the first run after the change).
 	Changes []stats.ChangePoint `json:"change_points"`
 }
