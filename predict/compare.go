@@ -159,8 +159,12 @@ func Markdown(preds []Prediction, changed func(Prediction) string, v *Validation
 		for _, c := range v.Checks {
 			fmt.Fprintf(&b, "| %s | %s | %.2f ms | %.2f ms | %+.1f%% | %t |\n", c.ID, c.Changed, c.Predicted, c.Measured, 100*c.Error, c.InBand)
 		}
-		fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
-			100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
+		if v.Incomplete() == "" { // an incomplete check states no error and no winner: only why
+			fmt.Fprintf(&b, "\nMedian absolute error %.1f%%; best trial predicted %s, measured %s (%s).\n",
+				100*v.MedianAbsError, v.PredictedBest, v.MeasuredBest, map[bool]string{true: "same", false: "different"}[v.SameBest])
+		} else {
+			b.WriteString("\n")
+		}
 		b.WriteString(v.WinnerLine() + "\n")
 	}
 	return b.String()

@@ -315,7 +315,13 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 			ordered = append(ordered, nil)
 		}
 	}
-	bi := stats.Best(withIntervals(ordered, s.Metric), s.Metric)
+	baseIdx := -1
+	for i := range s.Trials {
+		if s.Trials[i].Baseline {
+			baseIdx = i
+		}
+	}
+	bi := stats.Best(withIntervals(ordered, baseIdx, s.Metric), s.Metric)
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
@@ -391,15 +397,21 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 	return h
 }
 
-// withIntervals is the trials the headline picks its best from: those with
-// an interval (two or more clean launches) when any has one, so that one
-// lucky launch does not take the headline from trials that were measured
-// (nil for the others); all of them when none has an interval.
-func withIntervals(recs []*store.TrialRecord, m stats.Metric) []*store.TrialRecord {
+// withIntervals is the trials the headline picks its best from: the
+// baseline (base, its index; -1 for none) always, and of the swept trials
+// those with an interval (two or more clean launches) when any swept trial
+// has one, so that one lucky launch does not take the headline from trials
+// that were measured (nil for the others); every trial when no swept trial
+// has an interval. The baseline stays a candidate either way: dropping it
+// would call a lower trial the best estimate, and keeping it alone would
+// call it best over trials it was never compared with.
+func withIntervals(recs []*store.TrialRecord, base int, m stats.Metric) []*store.TrialRecord {
 	out := make([]*store.TrialRecord, len(recs))
 	any := false
 	for i, r := range recs {
-		if r != nil && stats.TrialLaunches(r, m).N() >= 2 {
+		if i == base {
+			out[i] = r
+		} else if r != nil && stats.TrialLaunches(r, m).N() >= 2 {
 			out[i], any = r, true
 		}
 	}

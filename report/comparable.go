@@ -67,6 +67,11 @@ func checkSummary(path string, s *Summary) error {
 		return bad("objective.goal", "is %s, but %s is better %s", g, m.Name, betterWord(m))
 	}
 	s.Metric = m
+	// compare defaults to the recorded threshold: one at 100% or more would
+	// pass a 2x slowdown (compare --threshold and a study's refuse it too)
+	if t := s.CompareThreshold; !(t >= 0 && t < 1) {
+		return bad("compare_threshold", "is %v: a threshold is a fraction above 0 and below 1 (0.05 = 5%%; 0 or absent: none recorded)", t)
+	}
 
 	c := &s.Comparable
 	for _, f := range []struct{ field, v string }{

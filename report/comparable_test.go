@@ -97,6 +97,9 @@ func TestReadSummaryRefusesUntrustedFiles(t *testing.T) {
 			i := firstWithLaunches(t, m)
 			trialAt(m, i)["launches"].(map[string]any)["values"].([]any)[0] = 0
 		}, ".launches.values[0]"},
+		{"threshold of 500%", func(m map[string]any) { m["compare_threshold"] = 5.0 }, "compare_threshold"},
+		{"threshold of 100%", func(m map[string]any) { m["compare_threshold"] = 1.0 }, "compare_threshold"},
+		{"negative threshold", func(m map[string]any) { m["compare_threshold"] = -0.05 }, "compare_threshold"},
 		{"negative launch value", func(m map[string]any) {
 			i := firstWithLaunches(t, m)
 			trialAt(m, i)["launches"].(map[string]any)["values"].([]any)[1] = -3.5

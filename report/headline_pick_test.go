@@ -84,3 +84,23 @@ func TestBounds(t *testing.T) {
 	assert.Equal(t, "[1.090, 1.095]", bounds(1.09024, 1.09476))
 	assert.Equal(t, "[1.0902, 1.0904]", bounds(1.09024, 1.09036))
 }
+
+// Only the baseline with an interval (every swept trial one clean launch):
+// the headline does not call the baseline best over trials it cannot
+// compare; the best estimate stays a swept trial, undecided.
+func TestHeadlineBaselineAloneWithAnInterval(t *testing.T) {
+	run := readFixture(t, "runs/bert-grid")
+	for i := range run.Trials {
+		if run.Trials[i].ID == "t-72f0c541" { // the baseline
+			continue
+		}
+		for k := range run.Trials[i].Repeats {
+			if k > 0 {
+				run.Trials[i].Repeats[k].Tainted = "throttled"
+			}
+		}
+	}
+	s := Build(run, nil)
+	assert.False(t, s.Headline.BestIsBase, s.Headline.Text)
+	assert.NotContains(t, WinnerLine(s), "the baseline has the best estimate")
+}

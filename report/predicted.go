@@ -144,6 +144,9 @@ func writeValidationMD(b *strings.Builder, v *predict.Validation) {
 }
 
 func validationText(v *predict.Validation) string {
+	if v.Incomplete() != "" { // no error and no winner stated: only why not
+		return v.WinnerLine()
+	}
 	same := "a different winner"
 	if v.SameBest {
 		same = "the same winner"

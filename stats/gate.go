@@ -138,6 +138,11 @@ func Gate(in []GateInput, m Metric, delta float64) GateResult {
 func gateRow(in GateInput, m Metric, lt float64) GateRow {
 	g := GateRow{State: GateUndecided, Lo: math.NaN(), Hi: math.NaN(), P: math.NaN()}
 	switch {
+	case in.OldFinished && !in.OldOK && !in.NewOK && !in.NewFinished:
+		// finished in OLD (its launches tainted) and failed in NEW: it ran
+		// before and does not now, whatever OLD's launches measured
+		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
+		return g
 	case in.OldOK && !in.NewOK && in.NewFinished:
 		g.Method = "finished in NEW without a clean launch (every launch tainted or without the metric): rerun it"
 		return g
@@ -291,7 +296,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	r := ratioDec(g.Ratio, 3) + "×" + iv
 	switch g.State {
 	case GateRegression:
-		if in.OldOK && !in.NewOK {
+		if !in.NewOK && !in.NewFinished {
 			return "REGRESSION: finished in OLD, fails in NEW"
 		}
 		return fmt.Sprintf("REGRESSION: %s, slower by more than %s", r, band)
@@ -334,7 +339,7 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		name := in[i].Name
 		switch g.State {
 		case GateRegression:
-			if in[i].OldOK && !in[i].NewOK {
+			if !in[i].NewOK && !in[i].NewFinished {
 				reg = append(reg, name+" fails now")
 			} else {
 				reg = append(reg, fmt.Sprintf("%s %s×", name, ratioDec(g.Ratio, 3)))

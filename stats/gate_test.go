@@ -218,3 +218,13 @@ func TestGateHistoryWithoutSpread(t *testing.T) {
 	res := Gate([]GateInput{{Name: "x", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldOK: true, NewOK: true, History: copies}}, throughputMetric, 0.05)
 	assert.Equal(t, GatePass, res.Rows[0].State, res.Rows[0].Text)
 }
+
+// A trial that finished in OLD (its launches all tainted) and fails in NEW is
+// a regression, as any trial that ran before and does not now.
+func TestGateFailsNowAfterATaintedOld(t *testing.T) {
+	in := GateInput{Name: "bf16 (dd)", OldFinished: true}
+	res := Gate([]GateInput{in}, throughputMetric, 0.05)
+	assert.Equal(t, GateFailed, res.Outcome, res.Line)
+	assert.Equal(t, "REGRESSION: finished in OLD, fails in NEW", res.Rows[0].Text)
+	assert.Contains(t, res.Line, "bf16 (dd) fails now")
+}

@@ -165,6 +165,16 @@ func TestCompareStudyBaseline(t *testing.T) {
 	code, out, stderr = runCLI(t, "compare", "--inconclusive=pass", dir)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "old: "+elsewhere)
+
+	// Recorded on another machine (the path is not here) and the study's text
+	// does not name one (an extended file did): a clear error, exit 2.
+	run.Manifest.CompareBaseline = "/elsewhere/studies/bert.baseline.json"
+	mb, err = json.Marshal(run.Manifest)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), mb, 0o644))
+	code, _, stderr = runCLI(t, "compare", dir)
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "was /elsewhere/studies/bert.baseline.json where the run was made, not on this machine")
 }
 
 // TestDoctorCuDNNCopy: a cuDNN loaded in another version than torch's is a

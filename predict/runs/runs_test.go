@@ -374,6 +374,9 @@ func TestValidationFromRuns(t *testing.T) {
 	if !strings.Contains(v.Incomplete(), "no trial both predicted and measured") || v.WinnerDecidable {
 		t.Errorf("nothing matched: %q, decidable %t", v.Incomplete(), v.WinnerDecidable)
 	}
+	if md := predict.Markdown(two, changed, &v); strings.Contains(md, "Median absolute error") || !strings.Contains(md, "Not judged: ") {
+		t.Errorf("an incomplete check states an error or a winner:\n%s", md)
+	}
 
 	// Launches of another rank count are refused (measuredLaunches runs one).
 	run, err := store.ReadRun(writeRun(t, measuredLaunches("a", "1", 99, 100)))
