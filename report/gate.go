@@ -96,7 +96,8 @@ func (s *Summary) trial(id string) *Trial {
 
 // LoadGateHistory reads the earlier runs in dir (run directories, or summary and
 // baseline JSON files) that are comparable with new, leaving out new itself
-// and old (by run ID), every copy of a run after the first (a run directory
+// (by run ID; old's run stays, an earlier run like any other, once), every
+// copy of a run after the first (a run directory
 // and its baseline file, or a file copied twice: one run counted n times
 // would shrink the between-run spread towards 0 and decide a row on it) and
 // anything that is not a run. It says in notes what it left out and why. A
@@ -127,9 +128,6 @@ func LoadGateHistory(dir string, old, new *Summary) (runs []*Summary, notes []st
 		switch {
 		case s.RunID != "" && s.RunID == new.RunID:
 			continue // NEW itself
-		case old != nil && s.RunID != "" && s.RunID == old.RunID:
-			skipped["OLD's run"] = append(skipped["OLD's run"], e.Name())
-			continue
 		case comparable(s, new) != nil:
 			skipped["not comparable with NEW"] = append(skipped["not comparable with NEW"], e.Name())
 			continue

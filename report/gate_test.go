@@ -101,11 +101,12 @@ func TestGateHistoryCopies(t *testing.T) {
 
 	hist, notes, err := LoadGateHistory(dir, old, cur)
 	require.NoError(t, err)
-	require.Len(t, hist, 1)
+	require.Len(t, hist, 2, "each run once; OLD's run is an earlier run too")
 	assert.Equal(t, "earlier", hist[0].RunID)
-	assert.Contains(t, fmt.Sprint(notes), "left out 4 entries (a run read already, by run ID): earlier1.json (= earlier0.json)")
-	assert.Contains(t, fmt.Sprint(notes), "left out 5 entries (OLD's run): old0.json")
-	assert.Contains(t, fmt.Sprint(notes), "holds 1 comparable earlier runs; a trial needs 5")
+	assert.Equal(t, "old", hist[1].RunID)
+	assert.Contains(t, fmt.Sprint(notes), "left out 8 entries (a run read already, by run ID): earlier1.json (= earlier0.json)")
+	assert.Contains(t, fmt.Sprint(notes), "old1.json (= old0.json)")
+	assert.Contains(t, fmt.Sprint(notes), "holds 2 comparable earlier runs; a trial needs 5")
 
 	// what the copies decided before: five of OLD's run as history
 	copies := []*Summary{old, old, old, old, old}
