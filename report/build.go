@@ -315,13 +315,7 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 			ordered = append(ordered, nil)
 		}
 	}
-	baseIdx := -1
-	for i := range s.Trials {
-		if s.Trials[i].Baseline {
-			baseIdx = i
-		}
-	}
-	bi := stats.Best(withIntervals(ordered, baseIdx, s.Metric), s.Metric)
+	bi := stats.Best(withIntervals(s, ordered), s.Metric)
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))
@@ -397,21 +391,21 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 	return h
 }
 
-// withIntervals is the trials the headline picks its best from: the
-// baseline (base, its index; -1 for none) always, and of the swept trials
+// withIntervals is the trials the headline picks its best from (recs in
+// s.Trials' order): the baseline always, and of the swept trials
 // those with an interval (two or more clean launches) when any swept trial
 // has one, so that one lucky launch does not take the headline from trials
 // that were measured (nil for the others); every trial when no swept trial
 // has an interval. The baseline stays a candidate either way: dropping it
 // would call a lower trial the best estimate, and keeping it alone would
 // call it best over trials it was never compared with.
-func withIntervals(recs []*store.TrialRecord, base int, m stats.Metric) []*store.TrialRecord {
+func withIntervals(s *Summary, recs []*store.TrialRecord) []*store.TrialRecord {
 	out := make([]*store.TrialRecord, len(recs))
 	any := false
 	for i, r := range recs {
-		if i == base {
+		if s.Trials[i].Baseline {
 			out[i] = r
-		} else if r != nil && stats.TrialLaunches(r, m).N() >= 2 {
+		} else if r != nil && s.Trials[i].Launches.N() >= 2 { // the clean launches buildTrial counted
 			out[i], any = r, true
 		}
 	}

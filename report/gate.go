@@ -25,7 +25,7 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary, missing []strin
 		ot, nt := p[0], p[1]
 		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldOK: ot.OK(), NewOK: nt.OK(),
 			OldFinished: ot.Outcome == store.OK, NewFinished: nt.Outcome == store.OK, Old: ot.Launches.Values, New: nt.Launches.Values,
-			OldUnmeasured: ot.Outcome == NotRun || ot.Outcome == store.Interrupted}
+			OldUnmeasured: ot.Unmeasured()}
 		for _, h := range history {
 			if ht := h.trial(nt.ID); ht != nil && ht.OK() && len(ht.Launches.Values) > 0 {
 				in[i].History = append(in[i].History, ht.Launches.Values)
@@ -96,14 +96,14 @@ func (s *Summary) trial(id string) *Trial {
 
 // LoadGateHistory reads the earlier runs in dir (run directories, or summary and
 // baseline JSON files) that are comparable with new, leaving out new itself
-// (by run ID; old's run stays, an earlier run like any other, once), every
+// (by run ID; OLD's run stays, an earlier run like any other, once), every
 // copy of a run after the first (a run directory
 // and its baseline file, or a file copied twice: one run counted n times
 // would shrink the between-run spread towards 0 and decide a row on it) and
 // anything that is not a run. It says in notes what it left out and why. A
 // trial is judged on its history only when at least stats.MinHistory of
 // these runs hold it.
-func LoadGateHistory(dir string, old, new *Summary) (runs []*Summary, notes []string, err error) {
+func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--history %s: %w (give a directory of earlier run directories or baseline files)", dir, err)

@@ -51,7 +51,7 @@ func TestGateWithHistory(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.json"), []byte("{}"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README"), []byte("not a run"), 0o644))
 
-	hist, notes, err := LoadGateHistory(dir, old, slow)
+	hist, notes, err := LoadGateHistory(dir, slow)
 	require.NoError(t, err)
 	assert.Len(t, hist, 6)
 	assert.Contains(t, fmt.Sprint(notes), "left out 1 entries (not comparable with NEW): other.json")
@@ -64,13 +64,13 @@ func TestGateWithHistory(t *testing.T) {
 	assert.Equal(t, 6, c.Rows[0].Gate.HistoryRuns)
 	assert.Contains(t, c.Rows[0].Gate.Method, "prediction interval from 6 earlier runs")
 
-	hist, _, err = LoadGateHistory(dir, old, same)
+	hist, _, err = LoadGateHistory(dir, same)
 	require.NoError(t, err)
 	c, err = CompareWithHistory(old, same, "old", "same", 0.05, hist[:6])
 	require.NoError(t, err)
 	assert.Equal(t, stats.GatePassed, c.Gate, c.Verdict)
 
-	_, _, err = LoadGateHistory(filepath.Join(dir, "missing"), old, same)
+	_, _, err = LoadGateHistory(filepath.Join(dir, "missing"), same)
 	assert.ErrorContains(t, err, "--history")
 }
 
@@ -99,7 +99,7 @@ func TestGateHistoryCopies(t *testing.T) {
 		write(fmt.Sprintf("earlier%d.json", i), earlier)
 	}
 
-	hist, notes, err := LoadGateHistory(dir, old, cur)
+	hist, notes, err := LoadGateHistory(dir, cur)
 	require.NoError(t, err)
 	require.Len(t, hist, 2, "each run once; OLD's run is an earlier run too")
 	assert.Equal(t, "earlier", hist[0].RunID)

@@ -266,5 +266,9 @@ type Provenance struct {
 	BNBuffers string `json:"bn_buffers,omitempty"`
 }
 
+// Unmeasured: planned but never measured (not_run: the run stopped before
+// it; interrupted in it).
+func (t *Trial) Unmeasured() bool { return t.Outcome == NotRun || t.Outcome == store.Interrupted }
+
 // OK reports whether the trial finished with a measurement.
 func (t *Trial) OK() bool { return t.Outcome == store.OK && t.Value.N > 0 }

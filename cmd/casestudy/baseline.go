@@ -59,7 +59,7 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 			ok++
 		case t.Outcome == store.OK:
 			unclean = append(unclean, fmt.Sprintf("%s (%s)", t.Label, t.ID))
-		case t.Outcome == report.NotRun || t.Outcome == store.Interrupted:
+		case t.Unmeasured():
 			unmeasured = append(unmeasured, fmt.Sprintf("%s (%s, %s)", t.Label, t.ID, t.Outcome))
 		}
 	}

@@ -117,7 +117,7 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	var history []*report.Summary
 	var historyNotes []string
 	if opts.history != "" {
-		history, historyNotes, err = report.LoadGateHistory(opts.history, old, cur)
+		history, historyNotes, err = report.LoadGateHistory(opts.history, cur)
 		if err != nil {
 			return exitcode.Usage(err)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -49,14 +48,7 @@ func tutorialGate(t *testing.T, dir string) {
 // launch's throughput multiplied by f and its step times divided by f.
 func scaledRunCopy(t *testing.T, dir string, f float64) string {
 	t.Helper()
-	out := t.TempDir()
-	man, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(out, "manifest.json"), man, 0o644))
-	recs, err := store.ReadTrials(filepath.Join(dir, "trials.jsonl"))
-	require.NoError(t, err)
-	var b bytes.Buffer
-	for _, r := range recs {
+	return editedRun(t, dir, func(r *store.TrialRecord) *store.TrialRecord {
 		for i := range r.Repeats {
 			rp := &r.Repeats[i]
 			rp.SamplesPerS *= f
@@ -68,12 +60,8 @@ func scaledRunCopy(t *testing.T, dir string, f float64) string {
 			}
 		}
 		r.Summary = nil // summarised again from the scaled launches
-		line, err := json.Marshal(r)
-		require.NoError(t, err)
-		b.Write(append(line, '\n'))
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(out, "trials.jsonl"), b.Bytes(), 0o644))
-	return out
+		return r
+	})
 }
 
 // TestTutorialGateSteps: the same steps on a recorded run (no engine

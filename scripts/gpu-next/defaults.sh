@@ -1,4 +1,4 @@
-# Call DEFAULTS (scripts/gpu-next/README.md, item 2): on an H100, the engine with its default
+# Call DEFAULTS (run 2026-12-07h call 2 with STAGES="tests" only: results/reference/gpu-check-2026-12-07h/README.md): on an H100, the engine with its default
 # kernels since the twenty-fourth session (lny off): the GELU backward probe first (~15 s:
 # engine/native/tools/kernel_probe, docs/perf.md "Twenty-fourth session"), then the suites of
 # the kernels GPT and BERT use and their Go GPU tests (every family, graphs against eager, bf16
