@@ -109,7 +109,7 @@ func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string,
 		return nil, nil, fmt.Errorf("--history %s: %w (give a directory of earlier run directories or baseline files)", dir, err)
 	}
 	skipped := map[string][]string{}
-	seen := map[string]string{} // run ID -> the entry read for it
+	seen := runIDs{}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if !e.IsDir() && !strings.HasSuffix(e.Name(), ".json") {
@@ -131,13 +131,11 @@ func LoadGateHistory(dir string, new *Summary) (runs []*Summary, notes []string,
 		case comparable(s, new) != nil:
 			skipped["not comparable with NEW"] = append(skipped["not comparable with NEW"], e.Name())
 			continue
-		case s.RunID != "" && seen[s.RunID] != "":
-			why := "a run read already, by run ID"
-			skipped[why] = append(skipped[why], e.Name()+" (= "+seen[s.RunID]+")")
-			continue
 		}
-		if s.RunID != "" {
-			seen[s.RunID] = e.Name()
+		if first, dup := seen.again(s.RunID, e.Name()); dup {
+			why := "a run read already, by run ID"
+			skipped[why] = append(skipped[why], e.Name()+" (= "+first+")")
+			continue
 		}
 		runs = append(runs, s)
 	}

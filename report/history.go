@@ -147,20 +147,37 @@ func LoadHistory(dir string) (*History, error) {
 	return h, nil
 }
 
+// runIDs remembers the entry each run ID was first read from: a history
+// counts a run once, however many copies of it a folder holds (compare's
+// --history and the history view alike).
+type runIDs map[string]string
+
+// again says whether run id was read already, and from which entry; else it
+// remembers name for id. A run without an ID is never a copy.
+func (r runIDs) again(id, name string) (string, bool) {
+	if id == "" {
+		return "", false
+	}
+	if first, ok := r[id]; ok {
+		return first, true
+	}
+	r[id] = name
+	return "", false
+}
+
 // keepComparable drops the copies of a run read already (by run ID, the
 // first in time order kept, as LoadGateHistory does) and then every run that
 // compare would refuse against the latest one (comparable), each with a
 // warning. runs and sums are in time order, one to one.
 func (h *History) keepComparable(runs []HistoryRun, sums []*Summary) ([]HistoryRun, []*Summary) {
-	seen := map[string]string{} // run ID -> the directory kept for it
+	seen := runIDs{}
 	var keptRuns []HistoryRun
 	var keptSums []*Summary
 	for i, r := range runs {
-		if first, dup := seen[r.RunID]; dup && r.RunID != "" {
+		if first, dup := seen.again(r.RunID, r.Dir); dup {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("left out %s: run %s again (a copy of %s); each run counts once", r.Dir, r.RunID, first))
 			continue
 		}
-		seen[r.RunID] = r.Dir
 		keptRuns, keptSums = append(keptRuns, r), append(keptSums, sums[i])
 	}
 	last := len(keptSums) - 1
