@@ -11,6 +11,19 @@ import (
 	"github.com/casestudy/casestudy/store"
 )
 
+// gateSide is what a run did with trial t, for the gate.
+func gateSide(t *Trial) stats.GateSide {
+	switch {
+	case t.OK():
+		return stats.SideClean
+	case t.Outcome == store.OK:
+		return stats.SideTainted
+	case t.Unmeasured():
+		return stats.SideUnmeasured
+	}
+	return stats.SideFailed
+}
+
 // gate judges the rows with the regression gate (stats.Gate): pairs are the
 // rows' OLD and NEW trials, history the earlier comparable runs, missing the
 // trials that finished in OLD and are not in NEW (by name). A missing trial
@@ -23,9 +36,8 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary, missing []strin
 	in := make([]stats.GateInput, len(pairs))
 	for i, p := range pairs {
 		ot, nt := p[0], p[1]
-		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldOK: ot.OK(), NewOK: nt.OK(),
-			OldFinished: ot.Outcome == store.OK, NewFinished: nt.Outcome == store.OK, Old: ot.Launches.Values, New: nt.Launches.Values,
-			OldUnmeasured: ot.Unmeasured()}
+		in[i] = stats.GateInput{Name: gateName(c.Rows[i]), OldSide: gateSide(ot), NewSide: gateSide(nt),
+			Old: ot.Launches.Values, New: nt.Launches.Values}
 		for _, h := range history {
 			if ht := h.trial(nt.ID); ht != nil && ht.OK() && len(ht.Launches.Values) > 0 {
 				in[i].History = append(in[i].History, ht.Launches.Values)

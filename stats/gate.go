@@ -45,32 +45,39 @@ const (
 	GatePassed       = "pass"
 )
 
+// GateSide is what one run did with a trial.
+type GateSide int
+
+const (
+	// SideFailed: it did not finish there (failed, crashed, not run).
+	SideFailed GateSide = iota
+	// SideUnmeasured: planned there but never measured (the run stopped
+	// before it or was interrupted in it). In OLD it is undecided, not "not
+	// judged", or a baseline written from an incomplete run would pass every
+	// regression of the trials it lacks; in NEW it reads as failed.
+	SideUnmeasured
+	// SideTainted: it finished there without a clean launch (every launch
+	// tainted: a throttled GPU, another process on it; or without the
+	// metric). In NEW it is undecided, not a regression: it ran, and nothing
+	// says how fast; in OLD undecided, not "not judged": there is a baseline
+	// the gate cannot read. Failing in NEW after it is a regression.
+	SideTainted
+	// SideClean: it finished there with clean launches.
+	SideClean
+)
+
+func (s GateSide) finished() bool { return s == SideTainted || s == SideClean }
+
 // GateInput is one trial in both runs: launch values (objective, oriented
-// by the metric), whether each side finished, and the trial's values in
+// by the metric), what each run did with it, and the trial's values in
 // earlier comparable runs (one slice of launch values per run; nil for no
 // history).
 type GateInput struct {
 	Name     string // how the summary line names it: its knobs and id
 	Old, New []float64
-	OldOK    bool // finished in OLD with clean launches
-	NewOK    bool
-	// OldFinished: the trial finished in OLD (outcome ok), clean launches
-	// or not. One that finished with none (every launch tainted) is
-	// undecided, not "not judged": a trial that did not finish in OLD has
-	// nothing to regress from, this one has a baseline the gate cannot
-	// read. OldOK implies it.
-	OldFinished bool
-	// OldUnmeasured: the trial was planned in OLD but never measured there
-	// (the run stopped before it, or was interrupted in it): undecided, not
-	// "not judged", or a baseline written from an incomplete run would pass
-	// every regression of the trials it lacks.
-	OldUnmeasured bool
-	// NewFinished: the trial finished in NEW (outcome ok), clean launches or
-	// not. One that finished there with none (every launch tainted: a
-	// throttled GPU, another process on it) is undecided, not a regression:
-	// it ran, and nothing says how fast.
-	NewFinished bool
-	History     [][]float64
+	OldSide  GateSide
+	NewSide  GateSide
+	History  [][]float64
 }
 
 // GateRow is one trial's judgement.
@@ -138,24 +145,24 @@ func Gate(in []GateInput, m Metric, delta float64) GateResult {
 func gateRow(in GateInput, m Metric, lt float64) GateRow {
 	g := GateRow{State: GateUndecided, Lo: math.NaN(), Hi: math.NaN(), P: math.NaN()}
 	switch {
-	case in.OldFinished && !in.OldOK && !in.NewOK && !in.NewFinished:
-		// finished in OLD (its launches tainted) and failed in NEW: it ran
+	case in.OldSide == SideTainted && !in.NewSide.finished():
+		// finished in OLD (its launches tainted) and fails in NEW: it ran
 		// before and does not now, whatever OLD's launches measured
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
 		return g
-	case in.OldOK && !in.NewOK && in.NewFinished:
+	case in.OldSide == SideClean && in.NewSide == SideTainted:
 		g.Method = "finished in NEW without a clean launch (every launch tainted or without the metric): rerun it"
 		return g
-	case in.OldOK && !in.NewOK:
+	case in.OldSide == SideClean && !in.NewSide.finished():
 		g.State, g.Method = GateRegression, "finished in OLD, fails in NEW"
 		return g
-	case !in.OldOK && in.OldUnmeasured:
+	case in.OldSide == SideUnmeasured:
 		g.Method = "not measured in OLD (the run stopped before it or was interrupted in it): nothing to judge NEW against"
 		return g
-	case !in.OldOK && !in.OldFinished:
+	case in.OldSide == SideFailed:
 		g.State, g.Method = GateNotJudged, "did not finish in OLD"
 		return g
-	case !in.OldOK || len(in.Old) == 0:
+	case in.OldSide == SideTainted || len(in.Old) == 0:
 		g.Method = "finished in OLD without a clean launch (every launch tainted or without the metric): nothing to judge NEW against"
 		return g
 	case len(in.New) == 0:
@@ -296,7 +303,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	r := ratioDec(g.Ratio, 3) + "×" + iv
 	switch g.State {
 	case GateRegression:
-		if !in.NewOK && !in.NewFinished {
+		if !in.NewSide.finished() {
 			return "REGRESSION: finished in OLD, fails in NEW"
 		}
 		return fmt.Sprintf("REGRESSION: %s, slower by more than %s", r, band)
@@ -315,7 +322,7 @@ func (g GateRow) text(in GateInput, delta float64) string {
 	if g.State == GateNotJudged {
 		return "not judged: " + g.Method
 	}
-	if !in.OldOK || len(in.Old) == 0 || len(in.New) == 0 {
+	if in.OldSide != SideClean || len(in.Old) == 0 || len(in.New) == 0 {
 		return "undecided: " + g.Method
 	}
 	if math.IsNaN(g.Lo) {
@@ -339,7 +346,7 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		name := in[i].Name
 		switch g.State {
 		case GateRegression:
-			if !in[i].NewOK && !in[i].NewFinished {
+			if !in[i].NewSide.finished() {
 				reg = append(reg, name+" fails now")
 			} else {
 				reg = append(reg, fmt.Sprintf("%s %s×", name, ratioDec(g.Ratio, 3)))
@@ -347,11 +354,11 @@ func gateLine(in []GateInput, rows []GateRow, delta float64, k int) (string, str
 		case GateSuspected:
 			sus = append(sus, fmt.Sprintf("%s %s×", name, ratioDec(g.Ratio, 3)))
 		case GateUndecided:
-			if in[i].OldUnmeasured && !in[i].OldOK {
+			if in[i].OldSide == SideUnmeasured {
 				unmeasured = append(unmeasured, name)
-			} else if !in[i].OldOK || len(in[i].Old) == 0 {
+			} else if in[i].OldSide != SideClean || len(in[i].Old) == 0 {
 				noBase = append(noBase, name)
-			} else if !in[i].NewOK && in[i].NewFinished {
+			} else if in[i].NewSide == SideTainted {
 				noNew = append(noNew, name)
 			} else {
 				und = append(und, name)

@@ -38,7 +38,7 @@ func gateNight(r *rand.Rand, models []synth.Model, drop []float64, n, hist int, 
 	old, cur := night(r, models, ones, n, nightSD), night(r, models, drop, n, nightSD)
 	in := make([]GateInput, len(models))
 	for i := range models {
-		in[i] = GateInput{Name: strconv.Itoa(i), Old: old[i], New: cur[i], OldOK: true, NewOK: true}
+		in[i] = GateInput{Name: strconv.Itoa(i), Old: old[i], New: cur[i], OldSide: SideClean, NewSide: SideClean}
 		for _, h := range history {
 			in[i].History = append(in[i].History, h[i])
 		}
@@ -116,11 +116,11 @@ func TestSimulatedGateNights(t *testing.T) {
 // TestGateRows: the rows on constructed launches, and the summary line.
 func TestGateRows(t *testing.T) {
 	in := []GateInput{
-		{Name: "micro_batch=32 (aa)", Old: []float64{100, 100.2, 99.8}, New: []float64{90, 90.1, 89.9}, OldOK: true, NewOK: true},
-		{Name: "baseline (bb)", Old: []float64{100, 100.2, 99.8}, New: []float64{97, 97.1, 96.9}, OldOK: true, NewOK: true},
-		{Name: "fp32 (cc)", Old: []float64{100}, New: []float64{67}, OldOK: true, NewOK: true},
-		{Name: "tf32 (dd)", Old: []float64{100, 101}, New: nil, OldOK: true, NewOK: false},
-		{Name: "noisy (ee)", Old: []float64{100, 110, 90}, New: []float64{96, 106, 86}, OldOK: true, NewOK: true},
+		{Name: "micro_batch=32 (aa)", Old: []float64{100, 100.2, 99.8}, New: []float64{90, 90.1, 89.9}, OldSide: SideClean, NewSide: SideClean},
+		{Name: "baseline (bb)", Old: []float64{100, 100.2, 99.8}, New: []float64{97, 97.1, 96.9}, OldSide: SideClean, NewSide: SideClean},
+		{Name: "fp32 (cc)", Old: []float64{100}, New: []float64{67}, OldSide: SideClean, NewSide: SideClean},
+		{Name: "tf32 (dd)", Old: []float64{100, 101}, New: nil, OldSide: SideClean, NewSide: SideFailed},
+		{Name: "noisy (ee)", Old: []float64{100, 110, 90}, New: []float64{96, 106, 86}, OldSide: SideClean, NewSide: SideClean},
 	}
 	res := Gate(in, throughputMetric, 0.05)
 	states := []GateState{GateRegression, GatePass, GateSuspected, GateRegression, GateUndecided}
@@ -145,15 +145,15 @@ func TestGateRows(t *testing.T) {
 	assert.Contains(t, res.Line, "PASS: no trial slower by more than 5% (95% one-sided, Holm over 1); 1 trial slower by")
 
 	// 2 launches a side says so
-	res = Gate([]GateInput{{Name: "x", Old: []float64{100, 100.1}, New: []float64{100, 100.2}, OldOK: true, NewOK: true}}, throughputMetric, 0.05)
+	res = Gate([]GateInput{{Name: "x", Old: []float64{100, 100.1}, New: []float64{100, 100.2}, OldSide: SideClean, NewSide: SideClean}}, throughputMetric, 0.05)
 	assert.Contains(t, res.Rows[0].Method, "2 launches a side: spread from 2 degrees of freedom")
 
 	// history makes one launch a side decidable
 	hist := [][]float64{{100}, {100.3}, {99.8}, {100.1}, {99.9}}
-	res = Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{99.9}, OldOK: true, NewOK: true, History: hist}}, throughputMetric, 0.05)
+	res = Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{99.9}, OldSide: SideClean, NewSide: SideClean, History: hist}}, throughputMetric, 0.05)
 	assert.Equal(t, GatePass, res.Rows[0].State, res.Rows[0].Text)
 	assert.Equal(t, 5, res.Rows[0].HistoryRuns)
-	res = Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{99.9}, OldOK: true, NewOK: true, History: hist[:4]}}, throughputMetric, 0.05)
+	res = Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{99.9}, OldSide: SideClean, NewSide: SideClean, History: hist[:4]}}, throughputMetric, 0.05)
 	assert.Equal(t, GateUndecided, res.Rows[0].State)
 	assert.Contains(t, res.Rows[0].Method, "4 earlier runs hold this trial, 5 needed")
 
@@ -174,9 +174,9 @@ func TestGateRows(t *testing.T) {
 // too. A trial that failed in OLD beside a tested one is still not judged
 // and does not hold the run back.
 func TestGateNeedsABaseline(t *testing.T) {
-	clean := GateInput{Name: "baseline (aa)", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldOK: true, NewOK: true, OldFinished: true}
-	tainted := GateInput{Name: "micro_batch=32 (bb)", New: []float64{50, 51, 49}, OldFinished: true, NewOK: true}
-	failedBefore := GateInput{Name: "fp16 (cc)", New: []float64{100, 101, 99}, NewOK: true}
+	clean := GateInput{Name: "baseline (aa)", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldSide: SideClean, NewSide: SideClean}
+	tainted := GateInput{Name: "micro_batch=32 (bb)", New: []float64{50, 51, 49}, OldSide: SideTainted, NewSide: SideClean}
+	failedBefore := GateInput{Name: "fp16 (cc)", New: []float64{100, 101, 99}, NewSide: SideClean}
 
 	res := Gate([]GateInput{tainted}, throughputMetric, 0.05)
 	assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
@@ -209,20 +209,20 @@ func TestGateHistoryWithoutSpread(t *testing.T) {
 		new  float64
 		want GateState
 	}{{99, GateUndecided}, {90, GateSuspected}} {
-		res := Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{c.new}, OldOK: true, NewOK: true, OldFinished: true, History: copies}}, throughputMetric, 0.05)
+		res := Gate([]GateInput{{Name: "x", Old: []float64{100}, New: []float64{c.new}, OldSide: SideClean, NewSide: SideClean, History: copies}}, throughputMetric, 0.05)
 		assert.Equal(t, c.want, res.Rows[0].State, res.Rows[0].Text)
 		assert.Equal(t, GateInconclusive, res.Outcome, res.Line)
 		assert.Contains(t, res.Rows[0].Method, "the 5 earlier runs hold the same value: no between-run spread")
 	}
 	// launches that vary still decide against a history without spread
-	res := Gate([]GateInput{{Name: "x", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldOK: true, NewOK: true, History: copies}}, throughputMetric, 0.05)
+	res := Gate([]GateInput{{Name: "x", Old: []float64{100, 100.2, 99.8}, New: []float64{100.1, 99.9, 100}, OldSide: SideClean, NewSide: SideClean, History: copies}}, throughputMetric, 0.05)
 	assert.Equal(t, GatePass, res.Rows[0].State, res.Rows[0].Text)
 }
 
 // A trial that finished in OLD (its launches all tainted) and fails in NEW is
 // a regression, as any trial that ran before and does not now.
 func TestGateFailsNowAfterATaintedOld(t *testing.T) {
-	in := GateInput{Name: "bf16 (dd)", OldFinished: true}
+	in := GateInput{Name: "bf16 (dd)", OldSide: SideTainted}
 	res := Gate([]GateInput{in}, throughputMetric, 0.05)
 	assert.Equal(t, GateFailed, res.Outcome, res.Line)
 	assert.Equal(t, "REGRESSION: finished in OLD, fails in NEW", res.Rows[0].Text)
