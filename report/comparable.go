@@ -105,6 +105,15 @@ func checkSummary(path string, s *Summary) error {
 			return bad(fmt.Sprintf("trials[%d].id", i), "is %s, the ID of trials[%d] too: each trial appears once (compare matches trials by ID)", t.ID, j)
 		}
 		first[t.ID] = i
+		for _, a := range []struct {
+			field string
+			n     int
+		}{{"samples_per_s", len(t.Launches.SamplesPerS)}, {"repeats", len(t.Launches.Repeats)}} {
+			if a.n != 0 && a.n != len(t.Launches.Values) {
+				return bad(fmt.Sprintf("trials[%d].launches.%s", i, a.field), "of trial %s has %d entries where launches.values has %d: one each per clean launch",
+					t.ID, a.n, len(t.Launches.Values))
+			}
+		}
 		for k, v := range t.Launches.Values {
 			if !(v > 0) || math.IsInf(v, 0) {
 				return bad(fmt.Sprintf("trials[%d].launches.values[%d]", i, k), "of trial %s is %v: a launch's %s must be finite and positive",

@@ -97,6 +97,14 @@ func TestReadSummaryRefusesUntrustedFiles(t *testing.T) {
 			i := firstWithLaunches(t, m)
 			trialAt(m, i)["launches"].(map[string]any)["values"].([]any)[0] = 0
 		}, ".launches.values[0]"},
+		{"a launch's samples/s dropped", func(m map[string]any) {
+			l := trialAt(m, firstWithLaunches(t, m))["launches"].(map[string]any)
+			l["samples_per_s"] = l["samples_per_s"].([]any)[1:]
+		}, ".launches.samples_per_s"},
+		{"a repeat index added", func(m map[string]any) {
+			l := trialAt(m, firstWithLaunches(t, m))["launches"].(map[string]any)
+			l["repeats"] = append(l["repeats"].([]any), 9.0)
+		}, ".launches.repeats"},
 		{"threshold of 500%", func(m map[string]any) { m["compare_threshold"] = 5.0 }, "compare_threshold"},
 		{"threshold of 100%", func(m map[string]any) { m["compare_threshold"] = 1.0 }, "compare_threshold"},
 		{"negative threshold", func(m map[string]any) { m["compare_threshold"] = -0.05 }, "compare_threshold"},
