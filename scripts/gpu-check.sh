@@ -83,9 +83,7 @@
 #             and beside the engine without each kernel in RESNET_BATCH_OFF,
 #             default none;
 #             RESNET_BATCH_FUSED=1: the engine in fp16 with graphs and
-#             resnet.fusion cudnn, docs/resnet-fusion.md section 6;
-#             RESNET_BATCH_FUSED_ARMS: that run again per arm, first, tuned
-#             or lim0: section 8)
+#             resnet.fusion cudnn, docs/resnet-fusion.md section 6)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
 #             join kernels with '+': "lnb+adamc" leaves both out in one run;
 #             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
@@ -711,24 +709,6 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     # (resnet.fusion cudnn; docs/resnet-fusion.md section 6 predicts ~7,290 img/s at 384)
     [[ ${RESNET_BATCH_FUSED:-0} == 1 ]] &&
       engine "$g" "engine-fp16-fused-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}"
-    # RESNET_BATCH_FUSED_ARMS: the fused run again per arm, in the order given (an arm named twice
-    # runs twice, -r2 on its second name): first (CASESTUDY_CUDNN_FUSION_PLAN=first: cuDNN's
-    # heuristic's first plan for each fused graph, untimed: the plan choice before the fused plans
-    # were autotuned), tuned (the default again), lim0 (CASESTUDY_CUDNN_BENCHMARK_LIMIT=0: every
-    # plan and every convolution algorithm timed)
-    local arm seen=" " fcfg="${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}" nm env
-    for arm in ${RESNET_BATCH_FUSED_ARMS:-}; do
-      case $arm in
-        first) env=CASESTUDY_CUDNN_FUSION_PLAN=first ;;
-        tuned) env= ;;
-        lim0) env=CASESTUDY_CUDNN_BENCHMARK_LIMIT=0 ;;
-        *) log_status "resnet50-batch: RESNET_BATCH_FUSED_ARMS entry '$arm' is not first, tuned or lim0"; status=1; return ;;
-      esac
-      nm="engine-fp16-fused-graphs-b$b-$arm"
-      [[ $seen == *" $arm "* ]] && nm="$nm-r2"
-      seen="$seen$arm "
-      run_env=$env engine "$g" "$nm" 15 "$fcfg"
-    done
     for k in ${RESNET_BATCH_OFF:-}; do # the same without kernel k, beside it
       run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-b$b-no$k" 15 "$c,\"graphs\":true}"
     done

@@ -298,37 +298,6 @@ inline std::vector<DescP> engine_configs(const Graph& g, cudnnBackendHeurMode_t 
     return cfgs;
 }
 
-// What the engine behind an engine config says of itself (index, runtime compilation, tensor
-// cores), into p's fields; readable before any plan of it is finalized (a runtime-compiled
-// engine compiles at its plan's finalize).
-inline void describe_engine(const Desc& cfg, Plan* p) {
-    int64_t n = 0;
-    Desc eng(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-    CK(cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                eng.ptr()));
-    CK(cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &p->engine));
-    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-    if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, bn) == CUDNN_STATUS_SUCCESS)
-        for (int64_t i = 0; i < n; i++) p->runtime_compiled |= bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-    cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, nn) == CUDNN_STATUS_SUCCESS)
-        for (int64_t i = 0; i < n; i++) p->tensor_core |= nn[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
-}
-
-// Whether an engine config's engine is compiled at run time (its plan's finalize compiles it:
-// seconds, where a pre-compiled one takes milliseconds); false when cuDNN does not say.
-inline bool runtime_compiled(const DescP& cfg) {
-    Plan p;
-    try {
-        describe_engine(*cfg, &p);
-    } catch (const CudnnError&) {
-        return false;
-    }
-    return p.runtime_compiled;
-}
-
 // The plan of one engine config, or null with the reason when the engine refuses the graph.
 inline std::shared_ptr<Plan> make_plan(const Graph& g, const DescP& cfg, std::string* why) {
     auto p = std::make_shared<Plan>();
@@ -342,7 +311,18 @@ inline std::shared_ptr<Plan> make_plan(const Graph& g, const DescP& cfg, std::st
         int64_t n = 0;
         CK(cudnnBackendGetAttribute(p->plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                     &n, &p->workspace));
-        describe_engine(*cfg, p.get());
+        Desc eng(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        CK(cudnnBackendGetAttribute(cfg->get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                    eng.ptr()));
+        CK(cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &p->engine));
+        cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+        if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, bn) == CUDNN_STATUS_SUCCESS)
+            for (int64_t i = 0; i < n; i++) p->runtime_compiled |= bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+        cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+        if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, nn) == CUDNN_STATUS_SUCCESS)
+            for (int64_t i = 0; i < n; i++) p->tensor_core |= nn[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
     } catch (const CudnnError& e) {
         if (why) *why = e.what();
         return nullptr;

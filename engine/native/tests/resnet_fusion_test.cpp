@@ -16,17 +16,7 @@
 // unfused in fp16 and in fp32 from one seed on the same batches: the fused
 // losses within three times the unfused fp16 losses' distance to fp32 (at
 // least one fp16 rounding of the loss), and no block refused by cuDNN.
-// The blocks and the model run with the engine's default plan choice (cuDNN
-// autotuning on, 10 candidates: each fused graph's fastest of up to 10 plans).
-// A fused 3x3 convolution with its prologue, its plan the fastest of every
-// plan the heuristic proposes, against a float64 reference (output and
-// GenStats' sums); its plan line names how many were timed; a bad
-// CASESTUDY_CUDNN_FUSION_PLAN refused naming the variable.
-#include <ATen/Context.h>
-
 #include <cmath>
-#include <cstdlib>
-#include <stdexcept>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -286,64 +276,6 @@ int model_case(const torch::Device& dev) {
   return 0;
 }
 
-// One fused convolution of a shape no other case uses (so its plan is built here) with every
-// proposed plan timed: y and the sums against float64, within one fp16 rounding of the output's
-// magnitude bound (|relu(x)| * |w| summed) plus fp32 accumulation slack; then a bad
-// CASESTUDY_CUDNN_FUSION_PLAN refused for another new shape.
-int tuned_case(const torch::Device& dev) {
-  auto& ctx = at::globalContext();
-  const bool bench0 = ctx.benchmarkCuDNN();
-  const int limit0 = ctx.benchmarkLimitCuDNN();
-  ctx.setBenchmarkCuDNN(true);
-  ctx.setBenchmarkLimitCuDNN(0);  // every plan
-  const auto cl = at::MemoryFormat::ChannelsLast;
-  const int64_t N = 8, C = 64, H = 20, K = 96;
-  torch::manual_seed(7);
-  auto opt = torch::TensorOptions().device(dev).dtype(torch::kHalf);
-  auto x = torch::randn({N, C, H, H}, opt).contiguous(cl);
-  auto w = (torch::randn({K, C, 3, 3}, opt) * 0.05).contiguous(cl);
-  auto sb = torch::cat({torch::rand({1, C}, opt) + 0.5, torch::randn({1, C}, opt) * 0.1}).contiguous();
-  auto out = fused_conv_genstats(x, w, sb, 1);
-  auto d = torch::TensorOptions().device(dev).dtype(torch::kFloat64);
-  auto a = torch::relu(x.to(d) * sb[0].to(d).view({1, C, 1, 1}) + sb[1].to(d).view({1, C, 1, 1}));
-  auto ref = torch::conv2d(a, w.to(d), {}, 1, 1);
-  auto mag = torch::conv2d(a.abs(), w.to(d).abs(), {}, 1, 1);
-  // The prologue's output is rounded to fp16 before the product (cuDNN's virtual tensor), the
-  // product accumulates in fp32 and y is stored in fp16: a few fp16 roundings of |a| |w|.
-  auto err = (out.first.to(d) - ref).abs();
-  const double worst = (err / (mag * std::ldexp(1.0, -9) + 1e-6)).max().item<double>();
-  std::cout << "  tuned 3x3 " << C << "->" << K << " on " << N << "x" << H << "x" << H
-            << ": worst |y - ref| / (2^-9 |a||w|) " << worst << "\n";
-  CS_CHECK(worst <= 1.0);
-  auto yr = out.first.to(d);  // GenStats sums the stored fp16 y in fp32
-  auto sum = yr.sum({0, 2, 3}), sq = (yr * yr).sum({0, 2, 3});
-  auto got = out.second.to(d);
-  // GenStats may sum y before its fp16 rounding: one rounding (2^-11) of each term, and fp32's.
-  CS_CHECK(((got[0] - sum).abs() <= yr.abs().sum({0, 2, 3}) * std::ldexp(1.0, -10) + 1e-3).all().item<bool>());
-  CS_CHECK(((got[1] - sq).abs() <= sq * std::ldexp(1.0, -9) + 1e-3).all().item<bool>());
-  bool named = false;
-  const std::string shape = FusedConvShape{N, C, H, H, K, 3, 1, true}.str();
-  for (const auto& p : fused_conv_plans())
-    if (p.find(shape) != std::string::npos) {
-      std::cout << "  plan " << p << "\n";
-      named = p.find("fastest of ") != std::string::npos || p.find("untimed") != std::string::npos;
-    }
-  CS_CHECK(named);
-  setenv("CASESTUDY_CUDNN_FUSION_PLAN", "fastest", 1);
-  std::string why;
-  try {
-    fused_conv_genstats(x, w, torch::Tensor(), 2);  // a new shape: stride 2, no prologue
-  } catch (const std::invalid_argument& e) {
-    why = e.what();
-  }
-  unsetenv("CASESTUDY_CUDNN_FUSION_PLAN");
-  ctx.setBenchmarkCuDNN(bench0);
-  ctx.setBenchmarkLimitCuDNN(limit0);
-  std::cout << "  bad plan choice: " << why << "\n";
-  CS_CHECK(why.find("CASESTUDY_CUDNN_FUSION_PLAN=fastest: want tuned") == 0);
-  return 0;
-}
-
 #endif
 
 }  // namespace
@@ -356,15 +288,11 @@ int resnet_fusion_tests() {
     return 0;
   }
   const torch::Device dev(torch::kCUDA, 0);
-  // The engine's default (cs_create's apply_cudnn_tuning): autotuning, 10 candidates.
-  at::globalContext().setBenchmarkCuDNN(true);
-  at::globalContext().setBenchmarkLimitCuDNN(10);
   // A stage-1 block (identity residual), a strided stage-2 first block, a stage-4 block.
   if (int rc = run_case("resnet_fusion", "block 1", [&] { return block_case(16, 256, 64, 56, 1, dev); })) return rc;
   if (int rc = run_case("resnet_fusion", "block 2", [&] { return block_case(16, 256, 128, 56, 2, dev); })) return rc;
   if (int rc = run_case("resnet_fusion", "block 3", [&] { return block_case(32, 2048, 512, 7, 1, dev); })) return rc;
   if (int rc = run_case("resnet_fusion", "model", [&] { return model_case(dev); })) return rc;
-  if (int rc = run_case("resnet_fusion", "tuned plans", [&] { return tuned_case(dev); })) return rc;
   for (const auto& p : fused_conv_plans()) std::cout << "  plan " << p << "\n";
 #else
   std::cout << "  resnet.fusion: not in this build (" << cudnn_fusion_missing() << ")\n";
