@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 PYFLAKES  ?= /usr/bin/python3 -m pyflakes # Debian's python3-pyflakes (scripts/install-deps.sh)
 export CASESTUDY_ENGINE_LIB ?= $(abspath $(ENGINE_LIB))
 
-.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests predict-check install install-check clean cudnn-fusion-probe kernel-probe
+.PHONY: all cli engine engine-tests deps run test lint fmt gpu-tests gpu-carry predict-check install install-check clean cudnn-fusion-probe kernel-probe
 
 all: cli engine
 
@@ -118,6 +118,17 @@ gpu-tests: cli
 	$(GO) test -c -o $(BUILD)/gpu/engine.test ./engine/binding
 	$(GO) test -c -o $(BUILD)/gpu/nvmlgpu.test ./provenance/nvmlgpu
 	echo "$(shell git rev-parse HEAD)$(shell git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')" > $(BUILD)/gpu/COMMIT
+
+# The same, stripped, with Debian's Gloo headers (.gloo: the GPU machine's
+# torch wheel ships none), in one archive: the device tool carries at most
+# 64 MiB with the tracked tree (38 MB since 2026-12-07i), which bin, build/gpu
+# and .gloo as they are (32 MB) exceed. Carry build/gpu-carry.tar.xz (~9 MB)
+# and start the command with `tar xJf build/gpu-carry.tar.xz &&`
+# (scripts/gpu-next/README.md).
+gpu-carry: gpu-tests
+	strip bin/casestudy $(BUILD)/gpu/*.test
+	mkdir -p .gloo/include && cp -r /usr/include/gloo .gloo/include/
+	tar cJf $(BUILD)/gpu-carry.tar.xz bin $(BUILD)/gpu .gloo
 
 # Issue 41's probe of cuDNN's ConvBNfprop fusion (docs/resnet-fusion.md): a
 # standalone program against cuDNN 9's backend API, never linked into the
