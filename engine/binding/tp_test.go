@@ -270,25 +270,28 @@ func TestTPRefused(t *testing.T) {
 		})
 	}
 	// Heads that do not split: gpt tiny has 4, bert tiny 2. Every rank
-	// fails, and the refusal is said: each rank checks the split after its
-	// process groups exist, so a rank still setting up a group when a peer
-	// has refused and exited fails with that peer's closed connection instead
-	// (seen once in make test, 2026-12-07); the runner reports the first
-	// failing rank's error, the refusal.
+	// refuses, saying why, before it joins any process group (trainer.cpp
+	// build_mesh): when the split was checked only after the groups existed,
+	// a rank still joining one when its peer had refused and exited failed
+	// with the peer's closed connection instead (seen once in make test,
+	// 2026-12-07).
 	for name, cfg := range map[string]engine.Config{"heads": tpGPT(3, false), "bert heads": tpBERT(4, false)} {
 		t.Run(name, func(t *testing.T) {
 			_, errs := startRanks(t, lib, cfg, cfg.TP.Degree, 1, rankOpts{})
-			said := 0
 			for r, err := range errs {
 				require.Error(t, err, "rank %d", r)
-				if strings.Contains(err.Error(), "must divide the attention heads") {
-					said++
-				} else {
-					assert.Contains(t, err.Error(), "communication error", "rank %d: neither the refusal nor a peer gone", r)
-				}
+				assert.Contains(t, err.Error(), "must divide the attention heads", "rank %d", r)
 			}
-			assert.Positive(t, said, "no rank said why: %v", errs)
 		})
+	}
+	// Sequence parallelism over a sequence the degree does not divide:
+	// refused alike on every rank.
+	odd := tpGPT(2, true)
+	odd.SeqLen = 15
+	_, errs := startRanks(t, lib, odd, 2, 1, rankOpts{})
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		assert.Contains(t, err.Error(), "seq_len (15) must be a multiple of tp.degree 2", "rank %d", r)
 	}
 }
 

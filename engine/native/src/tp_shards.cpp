@@ -48,12 +48,16 @@ std::vector<torch::Tensor> Shards::gathered(const std::vector<torch::Tensor>& pa
 
 int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, const Context& c,
                     const std::string& model) {
-  const int64_t n = c.size();
+  return check_split(heads, seq_len, vocab, c.size(), c.sequence_parallel, model);
+}
+
+int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, int64_t n, bool sequence_parallel,
+                    const std::string& model) {
   const std::string what = "tp.degree " + std::to_string(n);
   if (heads % n != 0)
     throw ConfigError(what + " must divide the attention heads (" + std::to_string(heads) + " in " +
                       model + ")");
-  if (c.sequence_parallel && seq_len % n != 0)
+  if (sequence_parallel && seq_len % n != 0)
     throw ConfigError("tp.sequence_parallel splits the sequence over the tensor group: seq_len (" +
                       std::to_string(seq_len) + ") must be a multiple of " + what);
   return (n - vocab % n) % n;

@@ -49,6 +49,12 @@ class Shards {
 // the rows that make vocab a multiple of the degree.
 int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, const Context& c,
                     const std::string& model);
+// The same for a degree and sequence parallelism given as numbers, before any
+// group exists (the trainer checks it so, on every rank alike, before it
+// joins the groups: a rank refusing later left a peer that was still joining
+// one to fail on its closed connection).
+int64_t check_split(int64_t heads, int64_t seq_len, int64_t vocab, int64_t degree, bool sequence_parallel,
+                    const std::string& model);
 
 // Rows of zeros (or zero entries) appended to master along dim 0, pad of them.
 torch::Tensor pad_rows(const torch::Tensor& master, int64_t pad);

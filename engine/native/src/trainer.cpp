@@ -26,6 +26,7 @@
 #include "row_random.h"
 #include "timed_group.h"
 #include "tp_model.h"
+#include "tp_shards.h"
 #include "zero.h"
 
 #ifdef CS_WITH_CUDA
@@ -285,6 +286,11 @@ void Trainer::build_mesh() {
     throw ConfigError(e.what());
   }
   tp_->at = tp_->mesh.coords(cfg_.dist.rank);
+  // The model's split, refused before any group exists and so on every rank
+  // alike (the model checks it again when it shards itself).
+  const auto& sh = facts_.shapes;
+  tp::check_split(sh.at("heads"), sh.at("seq_len"), sh.at("vocab"), cfg_.tp.degree, cfg_.tp.sequence_parallel,
+                  cfg_.model.family + " " + cfg_.model.preset + " at hidden " + std::to_string(sh.at("hidden")));
   comm_ = make_communicator(cfg_.dist, device_);
   tp_->groups = tp::make_mesh_groups(cfg_.dist, device_, *comm_, tp_->mesh);
   tp_->tensor_timer = time_group(tp_->groups.tensor, device_);
