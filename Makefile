@@ -126,9 +126,11 @@ gpu-tests: cli
 # and start the command with `tar xJf build/gpu-carry.tar.xz &&`
 # (scripts/gpu-next/README.md).
 gpu-carry: gpu-tests
-	strip bin/casestudy $(BUILD)/gpu/*.test
-	mkdir -p .gloo/include && cp -r /usr/include/gloo .gloo/include/
-	tar cJf $(BUILD)/gpu-carry.tar.xz bin $(BUILD)/gpu .gloo
+	rm -rf $(BUILD)/carry && mkdir -p $(BUILD)/carry/bin $(BUILD)/carry/$(BUILD) $(BUILD)/carry/.gloo/include
+	cp bin/casestudy $(BUILD)/carry/bin/ && cp -r $(BUILD)/gpu $(BUILD)/carry/$(BUILD)/
+	strip $(BUILD)/carry/bin/casestudy $(BUILD)/carry/$(BUILD)/gpu/*.test
+	cp -r /usr/include/gloo $(BUILD)/carry/.gloo/include/
+	tar cJf $(BUILD)/gpu-carry.tar.xz -C $(BUILD)/carry bin $(BUILD) .gloo
 
 # Issue 41's probe of cuDNN's ConvBNfprop fusion (docs/resnet-fusion.md): a
 # standalone program against cuDNN 9's backend API, never linked into the
