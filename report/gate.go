@@ -67,6 +67,15 @@ func (c *Comparison) gate(pairs [][2]*Trial, history []*Summary, missing []strin
 		}
 	}
 	c.Gate, c.Verdict = res.Outcome, res.Line
+	if c.Old.RunID != "" && c.Old.RunID == c.New.RunID && c.Gate == stats.GatePassed {
+		// OLD and NEW are one run (a run against itself, or against a
+		// baseline written from it): nothing was measured twice, so nothing
+		// can show a regression.
+		c.Gate = stats.GateInconclusive
+		c.Verdict = fmt.Sprintf("INCONCLUSIVE: OLD and NEW are the same run (%s): nothing measured twice can show a regression. "+
+			"Compare a later run against it, or pass --inconclusive=pass to accept it", c.New.RunID)
+		return
+	}
 	if len(missing) == 0 {
 		return
 	}

@@ -115,3 +115,21 @@ func TestGateHistoryCopies(t *testing.T) {
 	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
 	assert.Contains(t, c.Rows[0].Gate.Method, "no between-run spread")
 }
+
+// A run compared with itself (one run ID on both sides: the run, or a
+// baseline written from it) cannot pass: nothing was measured twice.
+// (Read-only audit, 2026-12-07: compare RUN COPY_OF_RUN printed PASS.)
+func TestGateSameRunInconclusive(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 2))
+	s := synthRun(r, []synth.Model{synth.H100, synth.H100.Scaled(1.2)}, 5)
+	s.Schema, s.Kind, s.RunID, s.Study = SchemaVersion, KindSummary, "run-a", "gate"
+	c, err := Compare(s, s, "a", "a-copy", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GateInconclusive, c.Gate, c.Verdict)
+	assert.Contains(t, c.Verdict, "OLD and NEW are the same run (run-a)")
+	other := *s
+	other.RunID = "run-b"
+	c, err = Compare(s, &other, "a", "b", 0.05)
+	require.NoError(t, err)
+	assert.Equal(t, stats.GatePassed, c.Gate, "two runs with the same values pass: %s", c.Verdict)
+}

@@ -39,7 +39,7 @@ func TestReplayH200(t *testing.T) {
 	require.NotNil(t, graphs.VsBaseline)
 	c := graphs.VsBaseline
 	assert.Equal(t, stats.Undecided, c.Verdict)
-	assert.Equal(t, "1.15× [0.95, 1.38] undecided (needs ~1 more launch)", c.Text())
+	assert.Equal(t, "1.146× [0.953, 1.378] undecided (needs ~1 more launch)", c.Text())
 	assert.InDelta(t, 0.067, c.P, 0.001)
 	assert.Greater(t, c.MannWhitneyP, 0.3) // 2 vs 2: testable, if weakly
 

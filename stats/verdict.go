@@ -71,6 +71,10 @@ func (c Comparison) Direction() Verdict {
 //	undecided (needs ~12 more launches)  /  undecided (one launch: estimate only)
 //
 // For memory, "less memory" and "more memory" replace faster and slower.
+// Percentages are symmetric as the band is: "faster (slower) by p%" means
+// the better side's rate is 1+p times the other's, so "slower by 5%" is a
+// ratio of 1/1.05 (a 5% longer step, 4.8% less throughput), the band's lower
+// edge, and "slower, by 4.0–6.2%" reads against "more than 5%" in one unit.
 func (c Comparison) VerdictText() string {
 	better, worse := "faster", "slower"
 	if !c.Metric.Speed() {
@@ -84,7 +88,7 @@ func (c Comparison) VerdictText() string {
 		case c.Bounded() && c.Lo > 1:
 			t += fmt.Sprintf(" (measurably %s, +%s to +%s%%)", better, pct1(c.Lo-1), pct1(c.Hi-1))
 		case c.Bounded() && c.Hi < 1:
-			t += fmt.Sprintf(" (measurably %s, −%s to −%s%%)", worse, pct1(1-c.Hi), pct1(1-c.Lo))
+			t += fmt.Sprintf(" (measurably %s, −%s to −%s%%)", worse, pct1(1/c.Hi-1), pct1(1/c.Lo-1))
 		}
 		return t
 	case c.Verdict == Better && c.Practical == Beyond:
@@ -92,9 +96,9 @@ func (c Comparison) VerdictText() string {
 	case c.Verdict == Worse && c.Practical == Beyond:
 		return worse + " by more than " + band
 	case c.Verdict == Better:
-		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s)", better, pct1(c.Lo-1), pct1(c.Hi-1), band, c.needs("; "))
+		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s%s)", better, pct1(c.Lo-1), pct1(c.Hi-1), band, c.holm(), c.needs("; "))
 	case c.Verdict == Worse:
-		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s)", worse, pct1(1-c.Hi), pct1(1-c.Lo), band, c.needs("; "))
+		return fmt.Sprintf("%s, by %s–%s%% (more than %s not shown%s%s)", worse, pct1(1/c.Hi-1), pct1(1/c.Lo-1), band, c.holm(), c.needs("; "))
 	}
 	switch {
 	case c.NTrial == 0 || c.NBase == 0:
@@ -105,6 +109,20 @@ func (c Comparison) VerdictText() string {
 		return "undecided (" + c.needs("") + ")"
 	}
 	return "undecided"
+}
+
+// holm is "after correcting for the number of comparisons" where the
+// interval shown lies beyond the band and yet Holm's correction over the
+// rows left "by more than δ" unresolved (CorrectedBeyond): the interval
+// printed is each row's own, at the uncorrected level.
+func (c Comparison) holm() string {
+	if c.Practical != Unresolved || !c.Bounded() {
+		return ""
+	}
+	if u := 1 + c.Threshold; c.Lo > u || c.Hi < 1/u {
+		return " after correcting for the number of comparisons (Holm)"
+	}
+	return ""
 }
 
 // needs is "needs ~N more launches" after sep, or "" when there is no estimate.
@@ -127,13 +145,34 @@ func pct1(f float64) string { return fmt.Sprintf("%.1f", 100*math.Abs(f)) }
 // alone when there is no interval. It prints as many decimals (2 to 4) as
 // keep the three numbers apart: "1.086× [1.085, 1.086]" rather than
 // "1.09× [1.09, 1.09]".
+//
+// It also keeps each printed bound on its own side of 1 and of the band's
+// edges 1/(1+δ) and 1+δ: a lower bound of 0.9540 against the edge 0.9524
+// prints "0.954", not "0.95", which would read as outside the band.
 func (c Comparison) RatioText() string {
 	if !c.Bounded() {
 		return RatioText(c.Ratio)
 	}
+	edges := []float64{1}
+	if c.Threshold > 0 {
+		edges = append(edges, 1/(1+c.Threshold), 1+c.Threshold)
+	}
+	sameSide := func(v float64, printed string) bool {
+		p, err := strconv.ParseFloat(printed, 64)
+		if err != nil {
+			return true
+		}
+		for _, e := range edges {
+			if (v < e) != (p < e) || (v > e) != (p > e) {
+				return false
+			}
+		}
+		return true
+	}
 	for dec := 2; dec <= 4; dec++ {
 		lo, r, hi := ratioDec(c.Lo, dec), ratioDec(c.Ratio, dec), ratioDec(c.Hi, dec)
-		if (lo != r || c.Lo == c.Ratio) && (hi != r || c.Hi == c.Ratio) || dec == 4 {
+		apart := (lo != r || c.Lo == c.Ratio) && (hi != r || c.Hi == c.Ratio)
+		if apart && sameSide(c.Lo, lo) && sameSide(c.Hi, hi) || dec == 4 {
 			return fmt.Sprintf("%s× [%s, %s]", r, lo, hi)
 		}
 	}

@@ -23,13 +23,13 @@ func TestEquivalenceFirstRows(t *testing.T) {
 		winner, loser bool
 	}{
 		{"grad_accum=4: inside, excludes 1", 1.025, 1.020, 1.030, NoDifference, Within, "within ±5% (measurably faster, +2.0 to +3.0%)", false, false},
-		{"graphs=false: inside, below 1", 0.975, 0.969, 0.980, NoDifference, Within, "within ±5% (measurably slower, −2.0 to −3.1%)", false, false},
+		{"graphs=false: inside, below 1", 0.975, 0.969, 0.980, NoDifference, Within, "within ±5% (measurably slower, −2.0 to −3.2%)", false, false},
 		{"inside, below 1", 0.998, 0.9968, 0.9994, NoDifference, Within, "within ±5% (measurably slower, −0.1 to −0.3%)", false, false},
 		{"inside, straddles 1", 1.0, 0.99, 1.01, NoDifference, Within, "within ±5%", false, false},
 		{"micro_batch=32: beyond", 1.147, 1.139, 1.155, Better, Beyond, "faster by more than 5%", true, false},
 		{"fp32: beyond below", 0.12, 0.11, 0.13, Worse, Beyond, "slower by more than 5%", false, true},
 		{"faster, edge inside", 1.05, 1.02, 1.08, Better, Unresolved, "faster, by 2.0–8.0% (more than 5% not shown", false, false},
-		{"slower, edge inside", 0.95, 0.92, 0.98, Worse, Unresolved, "slower, by 2.0–8.0% (more than 5% not shown", false, false},
+		{"slower, edge inside", 0.95, 0.92, 0.98, Worse, Unresolved, "slower, by 2.0–8.7% (more than 5% not shown", false, false},
 		{"straddles 1 and an edge", 1.02, 0.98, 1.07, Undecided, "", "undecided", false, false},
 		{"exactly on the edges", 1.0, 1 / 1.05, 1.05, NoDifference, Within, "within ±5%", false, false},
 	}
@@ -158,4 +158,40 @@ func TestCorrectedBeyond(t *testing.T) {
 	one := Compare([]float64{110}, []float64{100}, throughputMetric, Level{Confidence: 0.9, Threshold: 0.05, Pooled: true})
 	better, _ = one.BeyondP()
 	assert.True(t, math.IsNaN(better), "one launch: no test")
+}
+
+// "slower by p%" is in the band's unit: the faster side's rate 1+p times the
+// slower's, so the slower range's top reaches past 5% exactly where the
+// interval's lower bound passes the band's edge 1/1.05.
+func TestSlowerPercentInTheBandsUnit(t *testing.T) {
+	c := Comparison{Metric: throughputMetric, Ratio: 0.9506, Lo: 0.9502, Hi: 0.9510, Threshold: 0.05, NTrial: 5, NBase: 5}
+	c.Verdict, c.Practical = verdictOf(c.Lo, c.Hi, c.Threshold)
+	assert.Equal(t, "slower by more than 5%", c.VerdictText())
+	c = Comparison{Metric: throughputMetric, Ratio: 0.95, Lo: 0.9530, Hi: 0.9615, Threshold: 0.05, NTrial: 5, NBase: 5}
+	c.Verdict, c.Practical = verdictOf(c.Lo, c.Hi, c.Threshold)
+	assert.Equal(t, "within ±5% (measurably slower, −4.0 to −4.9%)", c.VerdictText(), "1/0.9530 is 4.9% more time: inside the band")
+}
+
+// A row whose own interval lies beyond the band while Holm's correction over
+// the rows left "by more than δ" unresolved says so, instead of quoting an
+// interval past the edge with "more than 5% not shown" alone.
+func TestVerdictTextNamesHolmWhereTheIntervalIsBeyond(t *testing.T) {
+	c := Comparison{Metric: throughputMetric, Ratio: 1.13, Lo: 1.06, Hi: 1.21, Threshold: 0.05, NTrial: 3, NBase: 3}
+	c.Verdict, c.Practical = verdictOf(c.Lo, c.Hi, c.Threshold)
+	c = CorrectedBeyond(c, false, false)
+	assert.Equal(t, "faster, by 6.0–21.0% (more than 5% not shown after correcting for the number of comparisons (Holm))", c.VerdictText())
+	c = Comparison{Metric: throughputMetric, Ratio: 1.05, Lo: 1.02, Hi: 1.08, Threshold: 0.05, NTrial: 3, NBase: 3}
+	c.Verdict, c.Practical = verdictOf(c.Lo, c.Hi, c.Threshold)
+	assert.Equal(t, "faster, by 2.0–8.0% (more than 5% not shown)", c.VerdictText(), "an interval holding the edge needs no Holm")
+}
+
+// The interval's decimals keep each bound on its side of 1 and the band's
+// edges: 0.9540 against the edge 0.9524 prints 0.954, not 0.95.
+func TestRatioTextKeepsBoundsOnTheirSideOfTheEdges(t *testing.T) {
+	c := Comparison{Metric: throughputMetric, Ratio: 0.9612, Lo: 0.9540, Hi: 0.9685, Threshold: 0.05, NTrial: 5, NBase: 5}
+	assert.Equal(t, "0.961× [0.954, 0.969]", c.RatioText())
+	c = Comparison{Metric: throughputMetric, Ratio: 1.0, Lo: 0.9980, Hi: 1.0021, Threshold: 0.05, NTrial: 5, NBase: 5}
+	assert.Equal(t, "1.000× [0.998, 1.002]", c.RatioText(), "1.00 for 0.998 would put a bound on 1")
+	c = Comparison{Metric: throughputMetric, Ratio: 1.24, Lo: 1.13, Hi: 1.38, Threshold: 0.05, NTrial: 5, NBase: 5}
+	assert.Equal(t, "1.24× [1.13, 1.38]", c.RatioText())
 }
