@@ -430,13 +430,13 @@ func vsBaseline(c stats.Comparison, m stats.Metric) string {
 // headlineQualifier says what the headline's interval is.
 func headlineQualifier(c stats.Comparison, k int) string {
 	if !c.Bounded() {
-		return fmt.Sprintf("%d vs %d launches", c.NTrial, c.NBase)
+		return vsLaunches(c.NTrial, c.NBase)
 	}
 	q := fmt.Sprintf("%s interval", PercentConf(c.Confidence))
 	if k > 1 {
 		q += fmt.Sprintf(", corrected for picking the best of %d trials", k)
 	}
-	return q + fmt.Sprintf("; %d vs %d launches", c.NTrial, c.NBase)
+	return q + "; " + vsLaunches(c.NTrial, c.NBase)
 }
 
 // PercentConf is a confidence level as "95%" or "99.5%".

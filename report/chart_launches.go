@@ -60,7 +60,7 @@ func launchStripChart(s *Summary, ok []*Trial) (*Chart, error) {
 		if t.Value.N > 0 {
 			f.marks = append(f.marks, mark{shape: shapeDiamond, class: "mark value", x: t.Value.Center, y: y, r: vg.Points(4.5),
 				fill: colOrange, stroke: colDark, width: vg.Points(0.6), attrs: trialAttrs(t),
-				title: fmt.Sprintf("%s (%s): %s %s over %d launches", labelOf(t), t.ID, Num(t.Value.Center), unit, t.Value.N)})
+				title: fmt.Sprintf("%s (%s): %s %s over %s", labelOf(t), t.ID, Num(t.Value.Center), unit, nLaunches(t.Value.N))})
 		}
 		k := len(t.LaunchDetail)
 		for j, d := range t.LaunchDetail {

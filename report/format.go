@@ -84,25 +84,44 @@ func launchesText(t *Trial) string {
 // MethodText says how the trials' numbers and verdicts are computed.
 func MethodText(s *Summary) string {
 	d := s.Design
+	// rate is each comparison's false-positive rate: the design's α, which
+	// repeats: auto splits over its looks (d.LookAlpha per look, the level of
+	// the intervals, s.Confidence) so that the comparison as a whole keeps it.
+	rate := d.Alpha
+	if rate <= 0 {
+		rate = stats.Alpha
+	}
 	var design string
 	if d.Auto {
 		design = fmt.Sprintf("repeats: auto (%d to %d launches a trial, looks at rounds %s; %s per look, so that "+
 			"peeking keeps the false-positive rate of each comparison at %s; a trial stops once it is within δ or "+
 			"beyond it)", d.MinRepeats, d.MaxRepeats, intsText(d.Looks),
-			stats.PercentText(d.LookAlpha), stats.PercentText(d.Alpha))
+			stats.PercentText(d.LookAlpha), stats.PercentText(rate))
 	} else {
-		design = fmt.Sprintf("%d %s a trial", d.Repeats, launchesWord(d.Repeats))
+		design = fmt.Sprintf("%s a trial", nLaunches(d.Repeats))
 	}
-	k := 0
+	// Only a comparison with an interval can give a false verdict: one with
+	// a single launch on a side is an estimate, undecided whatever it shows.
+	k, all := 0, 0
 	for i := range s.Trials {
-		if s.Trials[i].VsBaseline != nil {
-			k++
+		if c := s.Trials[i].VsBaseline; c != nil {
+			all++
+			if c.Bounded() {
+				k++
+			}
 		}
 	}
 	family := ""
 	if k > 1 {
-		family = fmt.Sprintf(" The rate holds per comparison: with %d comparisons expect up to %.2g false verdicts when nothing changed.",
-			k, float64(k)*(1-s.Confidence))
+		which := fmt.Sprintf("%d comparisons", k)
+		if k < all {
+			which += " that can reach a verdict (the others have one launch on a side)"
+		}
+		rule := "The rate holds per comparison"
+		if !d.Auto {
+			rule = fmt.Sprintf("The false-positive rate of each comparison is %s, and it holds per comparison", stats.PercentText(rate))
+		}
+		family = fmt.Sprintf(" %s: with %s expect up to %.2g false verdicts when nothing changed.", rule, which, float64(k)*rate)
 	}
 	delta := s.Threshold()
 	return fmt.Sprintf("Each launch (a separate process) gives one value of %s; a trial's number is the geometric mean "+
@@ -126,6 +145,14 @@ func launchesWord(n int) string {
 		return "launch"
 	}
 	return "launches"
+}
+
+// nLaunches is a count of launches: "1 launch", "5 launches".
+func nLaunches(n int) string { return fmt.Sprintf("%d %s", n, launchesWord(n)) }
+
+// vsLaunches is a comparison's launch counts: "5 vs 6 launches", "1 vs 1 launch".
+func vsLaunches(trial, base int) string {
+	return fmt.Sprintf("%d vs %d %s", trial, base, launchesWord(max(trial, base)))
 }
 
 func intsText(xs []int) string {

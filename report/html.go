@@ -35,6 +35,7 @@ var funcs = template.FuncMap{
 	"cite":     course.Cite,
 	"conf":     PercentConf,
 	"launches": launchesText,
+	"nLaunch":  nLaunches, // "1 launch", "5 launches"
 	"memHeld":  memHeldText,
 	"memTip":   memTip,
 	"memNote":  func() string { return memoryNote },

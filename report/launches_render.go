@@ -80,7 +80,7 @@ func launchesHTML(s *Summary) (template.HTML, error) {
 			lv.Figs = figs
 			v.Launches = append(v.Launches, lv)
 		}
-		v.Summary = fmt.Sprintf("%d launch(es)", len(t.LaunchDetail))
+		v.Summary = nLaunches(len(t.LaunchDetail))
 		if capHi > 0 || clkHi > 0 {
 			v.Summary += fmt.Sprintf(" · power-capped %s of the window", rangeText(Percent(capLo), Percent(capHi)))
 		}
@@ -118,7 +118,7 @@ func writeLaunchesMD(b *strings.Builder, s *Summary) {
 	if rows == 0 {
 		return
 	}
-	b.WriteString("## Every launch\n\n<details><summary>" + fmt.Sprint(rows) + " launches: value, power cap, SM clock, drift</summary>\n\n")
+	b.WriteString("## Every launch\n\n<details><summary>" + nLaunches(rows) + ": value, power cap, SM clock, drift</summary>\n\n")
 	mdRow(b, []string{"trial", "launch", s.Metric.Unit, "power-capped", "SM clock MHz", "drift", "note"})
 	mdRow(b, []string{"---", "---", "---", "---", "---", "---", "---"})
 	for _, t := range ok {

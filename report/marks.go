@@ -134,7 +134,7 @@ func trialTip(t *Trial, m measure, v value, vs versus) string {
 		tip += fmt.Sprintf(", %s interval %s–%s", m.conf, Num(v.lo), Num(v.hi))
 	}
 	if v.n > 0 {
-		tip += fmt.Sprintf(", %d launch(es)", v.n)
+		tip += ", " + nLaunches(v.n)
 	}
 	if vs.Ratio > 0 {
 		tip += fmt.Sprintf("; %s vs baseline", Ratio(vs.Ratio))

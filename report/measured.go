@@ -141,16 +141,24 @@ func launchPlan(d stats.Design) string {
 		return out
 	}
 	if d.Repeats > 0 {
-		return fmt.Sprintf("%d launch(es) a trial", d.Repeats)
+		return nLaunches(d.Repeats) + " a trial"
 	}
 	return "launches a trial not recorded"
+}
+
+// modelName is the family and its preset, "bert large", the preset left out
+// where the family's name already ends in it: "resnet50", not "resnet50 50".
+func (w *Measured) modelName() string {
+	if w.Preset != "" && strings.HasSuffix(w.Family, w.Preset) {
+		return w.Family
+	}
+	return strings.TrimSpace(w.Family + " " + w.Preset)
 }
 
 // modelText is "bert large, 336.2M parameters, layers 24, hidden 1024, ...".
 func (w *Measured) modelText() string {
 	var parts []string
-	name := strings.TrimSpace(w.Family + " " + w.Preset)
-	if name != "" {
+	if name := w.modelName(); name != "" {
 		parts = append(parts, name)
 	}
 	if w.Params > 0 {
@@ -188,7 +196,7 @@ func (w *Measured) measurementText() string {
 
 func (w *Measured) subtitle() string {
 	var parts []string
-	name := strings.TrimSpace(w.Family + " " + w.Preset)
+	name := w.modelName()
 	if w.Params > 0 {
 		name += " (" + paramsText(w.Params) + ")"
 	}
@@ -214,7 +222,7 @@ func (w *Measured) subtitle() string {
 	parts = append(parts, fmt.Sprintf("%d warm-up + %d steps", w.Warmup, w.Steps))
 	if w.LaunchesMax > 0 {
 		if w.LaunchesMin == w.LaunchesMax {
-			parts = append(parts, fmt.Sprintf("%d launches", w.LaunchesMax))
+			parts = append(parts, nLaunches(w.LaunchesMax))
 		} else {
 			parts = append(parts, fmt.Sprintf("%d to %d launches", w.LaunchesMin, w.LaunchesMax))
 		}

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/store"
 )
 
 // The Predicted section: trials predicted on N ranks from a one-rank run
@@ -22,27 +23,87 @@ import (
 // summary.json, so no verdict, baseline, compare or history ever sees a
 // prediction; the section says so.
 
-// LoadPredicted reads dir's predicted.json: nil without one.
+// predictedLimit caps predicted.json (a few hundred trials' predictions are
+// well under a MiB).
+const predictedLimit = 64 << 20
+
+// LoadPredicted reads dir's predicted.json: nil without one. It reads only
+// a regular file (a FIFO there would hang the report), and only the
+// predictions of the run in dir: predicted.json records the run ID it was
+// predicted from (run_id), which must be the one dir's manifest.json
+// records. A file written before run_id was recorded is taken when it can
+// only be this run's: the run ran one rank (predictions start from a
+// one-rank run) and every predicted trial is a trial of its plan, by ID and
+// knob values. Any file it cannot take is an input error (exit status 2)
+// that names the file and says what to do.
 func LoadPredicted(dir string) (*predict.File, error) {
 	if dir == "" {
 		return nil, nil
 	}
 	p := filepath.Join(dir, predict.JSONFile)
-	b, err := os.ReadFile(p)
+	b, err := store.ReadRegular(p, predictedLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	again := fmt.Sprintf("predict again (casestudy predict %s --gpus N --topology T|--fit F) or remove it", dir)
 	if err != nil {
-		return nil, err
+		return nil, exitcode.Usage(fmt.Errorf("%w: %s", err, again))
 	}
-	var f predict.File
+	var f struct {
+		RunID string `json:"run_id"`
+		predict.File
+	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a prediction file (%v): write it again with casestudy predict, or remove it", p, err)
+		return nil, exitcode.Usage(fmt.Errorf("%s: not a prediction file (%v; cut short by a crash?): %s", p, err, again))
 	}
 	if len(f.Predictions) == 0 {
-		return nil, fmt.Errorf("%s: no predictions: write it again with casestudy predict, or remove it", p)
+		return nil, exitcode.Usage(fmt.Errorf("%s: no predictions: %s", p, again))
 	}
-	return &f, nil
+	if err := predictedBelongs(dir, f.RunID, f.Predictions); err != nil {
+		return nil, exitcode.Usage(fmt.Errorf("%s: %w; a report shows only the predictions of its own run: "+
+			"move the file to the run it was predicted from, or remove it (casestudy predict RUN_DIR writes a run's own)", p, err))
+	}
+	return &f.File, nil
+}
+
+// predictedBelongs checks that predictions recorded as predicted from run
+// ID id ("" in files written before it was recorded) are those of the run
+// in dir.
+func predictedBelongs(dir, id string, preds []predict.Prediction) error {
+	b, err := store.ReadRegular(filepath.Join(dir, "manifest.json"), store.ManifestLimit)
+	if err != nil {
+		return fmt.Errorf("cannot tell which run it belongs to (%v)", err)
+	}
+	var m store.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("cannot tell which run it belongs to (%s: %v)", filepath.Join(dir, "manifest.json"), err)
+	}
+	if id != "" {
+		if id != m.RunID {
+			return fmt.Errorf("it was predicted from the run %s, not from this run (%s)", id, m.RunID)
+		}
+		return nil
+	}
+	// An older file without run_id: only a one-rank run whose plan holds
+	// every predicted trial.
+	for _, k := range []string{"ranks", "gpus"} {
+		if v, ok := m.Workload[k].(float64); ok {
+			if v != 1 {
+				return fmt.Errorf("it records no run ID, and this run ran %g %s: predictions come from a one-rank run", v, k)
+			}
+			break
+		}
+	}
+	plan := map[string]map[string]string{}
+	for _, t := range m.Plan {
+		plan[t.ID] = t.Knobs
+	}
+	for _, pr := range preds {
+		if k, ok := plan[pr.ID]; !ok || !sameKnobs(k, pr.Knobs) {
+			return fmt.Errorf("it records no run ID, and its trial %s is not a trial of this run", pr.ID)
+		}
+	}
+	return nil
 }
 
 // predictedLabel names a prediction the way the report names the trial with
@@ -81,8 +142,8 @@ func predictedIntro(f *predict.File) string {
 // predictedInputs describes the inputs one prediction used.
 func predictedInputs(p predict.Prediction) string {
 	in := p.Inputs
-	s := fmt.Sprintf("forward %.2f ms, backward %.2f ms, tail %.2f ms, optimizer %.2f ms, %d buckets (medians over %d launch(es)); κ %.3g, compute scale %.3g, cost model error ±%.1f%%",
-		in.ForwardMS, in.BackwardMS, in.TailMS, in.OptimizerMS, len(in.Buckets), p.Launches, p.Kappa, p.ComputeScale, 100*p.CostError)
+	s := fmt.Sprintf("forward %.2f ms, backward %.2f ms, tail %.2f ms, optimizer %.2f ms, %d buckets (medians over %s); κ %.3g, compute scale %.3g, cost model error ±%.1f%%",
+		in.ForwardMS, in.BackwardMS, in.TailMS, in.OptimizerMS, len(in.Buckets), nLaunches(p.Launches), p.Kappa, p.ComputeScale, 100*p.CostError)
 	if c := p.Calibration; c != nil && c.ShadowRanks > 0 {
 		s += fmt.Sprintf(" (the trial's stretch calibration: each loaded step's backward over the clean steps beside it, median ratio %.3f over %d steps; backward %.2f ms clean, %.2f ms beside its own collectives on a Gloo group of %d)",
 			c.Ratio, c.Steps, c.BackwardMS, c.LoadedBackwardMS, c.ShadowRanks)

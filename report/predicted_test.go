@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
 )
 
@@ -45,9 +48,7 @@ func TestPredictedSectionApartFromMeasurements(t *testing.T) {
 	_, err := Write(run, nil, without, formats)
 	require.NoError(t, err)
 
-	b, err := json.Marshal(predictedFile())
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), b, 0o644))
+	writePredicted(t, dir, run.Manifest.RunID, predictedFile())
 	with := t.TempDir()
 	_, err = Write(run, nil, with, formats)
 	require.NoError(t, err)
@@ -103,4 +104,106 @@ func TestLoadPredictedErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), []byte(`{"ranks": 8, "predictions": []}`), 0o644))
 	_, err = LoadPredicted(dir)
 	require.ErrorContains(t, err, "no predictions")
+}
+
+// writePredicted writes f as dir's predicted.json, recording the run ID it
+// was predicted from ("": a file written before run_id was recorded).
+func writePredicted(t *testing.T, dir, runID string, f predict.File) {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		RunID string `json:"run_id,omitempty"`
+		predict.File
+	}{runID, f})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), b, 0o644))
+}
+
+// A predicted.json that cannot be read is bad input (exit status 2) that
+// names the file and says to predict again: cut short by a crash, or a FIFO
+// (read without blocking: it used to hang the report).
+func TestLoadPredictedUnreadableIsInputError(t *testing.T) {
+	run := readFixture(t, "runs/gpt-oat")
+	dir := t.TempDir()
+	writeRun(t, dir, run)
+	writePredicted(t, dir, run.Manifest.RunID, predictedFile())
+	whole, err := os.ReadFile(filepath.Join(dir, predict.JSONFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), whole[:len(whole)/2], 0o644))
+	_, err = LoadPredicted(dir)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Input, exitcode.Of(err), err.Error())
+	assert.Contains(t, err.Error(), filepath.Join(dir, predict.JSONFile))
+	assert.Contains(t, err.Error(), "casestudy predict "+dir)
+	run.Dir = dir
+	_, err = Write(run, nil, t.TempDir(), []string{"md"})
+	assert.Equal(t, exitcode.Input, exitcode.Of(err), "the report too: %v", err)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, predict.JSONFile)))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, predict.JSONFile), 0o644))
+	done := make(chan error, 1)
+	go func() { _, err := LoadPredicted(dir); done <- err }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Equal(t, exitcode.Input, exitcode.Of(err), err.Error())
+		assert.Contains(t, err.Error(), "a FIFO")
+	case <-time.After(5 * time.Second):
+		t.Fatal("LoadPredicted blocks on a FIFO named predicted.json")
+	}
+}
+
+// A report shows only its own run's predictions: predicted.json records
+// the run it was predicted from (run_id), and one of another run (casestudy
+// predict A --out B wrote it there) is refused with exit status 2. A file
+// without run_id (written before it was recorded) is taken only from a
+// one-rank run whose plan holds every predicted trial.
+func TestLoadPredictedOnlyTheRunsOwn(t *testing.T) {
+	run := readFixture(t, "runs/gpt-oat")
+	dir := t.TempDir()
+	writeRun(t, dir, run)
+
+	writePredicted(t, dir, "20990101T000000Z-other", predictedFile())
+	_, err := LoadPredicted(dir)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Input, exitcode.Of(err), err.Error())
+	assert.Contains(t, err.Error(), filepath.Join(dir, predict.JSONFile)+": it was predicted from the run 20990101T000000Z-other, not from this run ("+run.Manifest.RunID+")")
+	run.Dir = dir
+	_, err = Write(run, nil, t.TempDir(), []string{"md"})
+	assert.Equal(t, exitcode.Input, exitcode.Of(err), "the report is refused, not written with another run's predictions: %v", err)
+
+	writePredicted(t, dir, run.Manifest.RunID, predictedFile())
+	f, err := LoadPredicted(dir)
+	require.NoError(t, err)
+	assert.Len(t, f.Predictions, 2)
+
+	// An older file: its trials (p1, p2) are not this run's.
+	writePredicted(t, dir, "", predictedFile())
+	_, err = LoadPredicted(dir)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Input, exitcode.Of(err))
+	assert.Contains(t, err.Error(), "it records no run ID")
+
+	// An older file whose trials are the plan's, by ID and knobs, in a
+	// one-rank run: taken; the same in a run of several ranks: refused.
+	old := predictedFile()
+	for i := range old.Predictions {
+		old.Predictions[i].ID, old.Predictions[i].Knobs = run.Manifest.Plan[i].ID, run.Manifest.Plan[i].Knobs
+	}
+	one := *run
+	one.Manifest.Workload = map[string]any{"ranks": 1, "gpus": 1, "world_of_one": true}
+	oneDir := t.TempDir()
+	writeRun(t, oneDir, &one)
+	writePredicted(t, oneDir, "", old)
+	f, err = LoadPredicted(oneDir)
+	require.NoError(t, err)
+	assert.Len(t, f.Predictions, 2)
+	eight := *run
+	eight.Manifest.Workload = map[string]any{"ranks": 8, "gpus": 8}
+	eightDir := t.TempDir()
+	writeRun(t, eightDir, &eight)
+	writePredicted(t, eightDir, "", old)
+	_, err = LoadPredicted(eightDir)
+	require.Error(t, err)
+	assert.Equal(t, exitcode.Input, exitcode.Of(err))
+	assert.Contains(t, err.Error(), "this run ran 8 ranks")
 }

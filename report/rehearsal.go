@@ -41,7 +41,26 @@ type RehearsalSection struct {
 	GPU     string           `json:"gpu,omitempty"`
 	GPUMem  int64            `json:"gpu_memory_bytes,omitempty"` // each rank's own on the real machine
 	Trials  []RehearsalTrial `json:"trials"`
+	// NotRehearsed are the planned trials that have no rehearsal of their
+	// own (skipped: covered by another trial's, or refused at plan time; not
+	// run: no record), grouped by outcome and reason.
+	NotRehearsed []RehearsalSkip `json:"not_rehearsed,omitempty"`
 }
+
+// RehearsalSkip is a group of planned trials not rehearsed for one reason.
+type RehearsalSkip struct {
+	Outcome store.Outcome `json:"outcome"` // skipped | not_run
+	Reason  string        `json:"reason"`  // as recorded; a group's own IDs read "each trial"
+	Trials  []string      `json:"trials"`  // IDs, in plan order
+	// Baseline is the baseline's ID where it is one of Trials.
+	Baseline string `json:"baseline,omitempty"`
+}
+
+// The reason of a planned trial without a record, of one and of several.
+const (
+	rehearsalNotRunReason  = "no record in trials.jsonl: the rehearsal stopped before this trial (rehearse again for it)"
+	rehearsalNotRunReasons = "no record in trials.jsonl: the rehearsal stopped before these trials (rehearse again for them)"
+)
 
 // RehearsalTrial is what the rehearsal of one trial found.
 type RehearsalTrial struct {
@@ -150,6 +169,14 @@ func buildRehearsal(run *store.Run) *Summary {
 	for i := range run.Trials {
 		byID[run.Trials[i].ID] = &run.Trials[i]
 	}
+	// Every planned trial counts: one without a record did not run (the
+	// rehearsal stopped before it), as Build says of a measurement's.
+	for _, p := range m.Plan {
+		if _, ok := byID[p.ID]; !ok {
+			byID[p.ID] = &store.TrialRecord{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed, Outcome: NotRun,
+				Error: rehearsalNotRunReason, FailedRank: -1}
+		}
+	}
 	ids := make([]string, 0, len(byID))
 	for id := range byID {
 		ids = append(ids, id)
@@ -162,12 +189,14 @@ func buildRehearsal(run *store.Run) *Summary {
 		return a.ID < b.ID
 	})
 	ran, wrong, notChecked := 0, 0, 0
+	var skipped []*store.TrialRecord
 	for _, id := range ids {
 		rec := byID[id]
 		s.Counts[string(rec.Outcome)]++
 		s.Trials = append(s.Trials, Trial{ID: rec.ID, Index: rec.Index, Knobs: rec.Knobs, Changed: rhNonNil(rec.Changed),
 			Outcome: rec.Outcome, Error: rec.Error, Command: rec.Command, Baseline: len(rec.Changed) == 0})
-		if rec.Outcome == store.Skipped {
+		if rec.Outcome == store.Skipped || rec.Outcome == NotRun {
+			skipped = append(skipped, rec)
 			continue
 		}
 		t := rehearseTrial(rec, rh)
@@ -190,8 +219,9 @@ func buildRehearsal(run *store.Run) *Summary {
 			}
 		}
 	}
+	sec.NotRehearsed = rehearsalSkips(skipped)
 	s.Rehearsal = sec
-	s.Headline.Text = fmt.Sprintf("%s: %d of %d trials ran", store.RehearsalNote, ran, len(sec.Trials))
+	s.Headline.Text = fmt.Sprintf("%s: %d of %d trials ran", store.RehearsalNote, ran, len(s.Trials))
 	if wrong > 0 {
 		s.Headline.Text += fmt.Sprintf("; %d disagree (checksums, losses or fault handling)", wrong)
 	}
@@ -199,6 +229,52 @@ func buildRehearsal(run *store.Run) *Summary {
 		s.Headline.Text += fmt.Sprintf("; %d not checked (a tensor-parallel layout whose fp32 twin did not run or failed: fails closed)", notChecked)
 	}
 	return s
+}
+
+// rehearsalSkips groups the trials not rehearsed by outcome and reason, in
+// the order of each group's first trial. A reason that names its own trial
+// ("refused at plan time, not rehearsed: trial 03a150f9 (8 ranks ...") is
+// grouped with the same reason of other trials, the ID read "each trial"
+// where the group holds several.
+func rehearsalSkips(recs []*store.TrialRecord) []RehearsalSkip {
+	const self = "\x00"
+	var out []RehearsalSkip
+	at := map[[2]string]int{}
+	for _, rec := range recs {
+		reason := rec.Error
+		if i := strings.IndexByte(reason, '\n'); i >= 0 {
+			reason = reason[:i]
+		}
+		if len(reason) > 1000 {
+			reason = reason[:1000] + "..."
+		}
+		if reason == "" {
+			reason = "no reason recorded"
+		}
+		key := [2]string{string(rec.Outcome), strings.ReplaceAll(reason, "trial "+rec.ID, self)}
+		i, ok := at[key]
+		if !ok {
+			i = len(out)
+			at[key] = i
+			out = append(out, RehearsalSkip{Outcome: rec.Outcome, Reason: key[1]})
+		}
+		out[i].Trials = append(out[i].Trials, rec.ID)
+		if len(rec.Changed) == 0 {
+			out[i].Baseline = rec.ID
+		}
+	}
+	for i := range out {
+		g := &out[i]
+		who := "each trial"
+		if len(g.Trials) == 1 {
+			who = "trial " + g.Trials[0]
+		}
+		g.Reason = strings.ReplaceAll(g.Reason, self, who)
+		if g.Reason == rehearsalNotRunReason && len(g.Trials) > 1 {
+			g.Reason = rehearsalNotRunReasons
+		}
+	}
+	return out
 }
 
 func rhNonNil(xs []string) []string {
@@ -257,7 +333,7 @@ func rehearseTrial(rec *store.TrialRecord, rh *store.Rehearsal) RehearsalTrial {
 	if len(ranks) == 0 {
 		return t
 	}
-	t.Memory = rehearsalMemory(ranks, info, rh)
+	t.Memory = rehearsalMemory(ranks, info, rh, rec.Outcome)
 	t.Buckets = rehearsalBuckets(ranks[0])
 	t.Pipeline = rehearsalPipeline(ranks, rec.Knobs)
 	if rec.Outcome == store.OK {
@@ -311,7 +387,11 @@ func rehearsalProcessBytes(info *store.RehearsalTrial) int64 {
 	return store.LegacyProcessBytes
 }
 
-func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal) *RehearsalMemory {
+// rehearsalMemory is the ranks' peak against one GPU's capacity; without a
+// peak, Method says why: the trial did not finish (its outcome), or finished
+// on CPU ranks (the engine reports allocator peaks on CUDA devices only), or
+// finished on CUDA with no peak recorded.
+func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *store.Rehearsal, outcome store.Outcome) *RehearsalMemory {
 	m := &RehearsalMemory{EstimateBytes: info.EstimateBytes, CapacityBytes: rh.GPUMemoryBytes, PeakRank: -1}
 	for _, r := range ranks {
 		for _, s := range r.Steps {
@@ -322,7 +402,14 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 		}
 	}
 	if m.PeakBytes == 0 {
-		m.Method = "no memory statistics: the engine reports allocator peaks on CUDA devices only"
+		switch {
+		case outcome != store.OK:
+			m.Method = fmt.Sprintf("no memory statistics: the trial did not finish (%s)", outcome)
+		case rhOnCPU(ranks, rh):
+			m.Method = "no memory statistics: the ranks ran on CPU, and the engine reports allocator peaks on CUDA devices only"
+		default:
+			m.Method = "no memory statistics: no rank recorded an allocator peak"
+		}
 		return m
 	}
 	if m.CapacityBytes <= 0 {
@@ -334,6 +421,17 @@ func rehearsalMemory(ranks []store.RankRecord, info *store.RehearsalTrial, rh *s
 	m.Fits = &fits
 	rehearsalLargestMicroBatch(m, info, process)
 	return m
+}
+
+// rhOnCPU says whether the ranks ran on CPU: as their engines said, else as
+// the rehearsal's device.
+func rhOnCPU(ranks []store.RankRecord, rh *store.Rehearsal) bool {
+	for _, r := range ranks {
+		if r.Info != nil && r.Info.Device != "" {
+			return r.Info.Device == "cpu"
+		}
+	}
+	return rh.Device == "cpu"
 }
 
 func rehearsalBuckets(r store.RankRecord) *RehearsalBuckets {
@@ -454,7 +552,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 		for i := 0; i < n; i++ {
 			l.MaxRel = max(l.MaxRel, rhRelDiff(l.Trial[i], ref.Losses[i]))
 		}
-		l.Detail = fmt.Sprintf("shown, not judged: compression %s changes the gradients by design (largest difference %.2g)", c, l.MaxRel)
+		l.Detail = fmt.Sprintf("shown, not judged: compression %s changes the gradients by design (largest relative difference %.2g)", c, l.MaxRel)
 		return l
 	}
 	if dp > 1 && familyHasBatchNorm(ranks) {
@@ -501,7 +599,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 	if !agree {
 		verb = "outside"
 	}
-	l.Detail = fmt.Sprintf("the first %d steps follow one rank training the same global batch %s the tolerance (%s): largest difference %.2g",
+	l.Detail = fmt.Sprintf("the first %d steps follow one rank training the same global batch %s the tolerance (%s): largest relative difference %.2g",
 		n, verb, what, l.MaxRel)
 	return l
 }
@@ -522,7 +620,7 @@ func rehearsalLosses(ranks []store.RankRecord, info *store.RehearsalTrial, knobs
 // it, so neither "ok" nor "DISAGREE" from it.
 func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n int) *RehearsalLosses {
 	notChecked := func(why string) *RehearsalLosses {
-		l.Detail = fmt.Sprintf("tensor parallel in %s: %s, so the layout is not checked (fails closed; in %s, shown, not judged: %.2g from one rank in %s, "+
+		l.Detail = fmt.Sprintf("tensor parallel in %s: %s, so the layout is not checked (fails closed; in %s, shown, not judged: relative difference %.2g from one rank in %s, "+
 			"row-parallel partial sums round in %s)", p, why, p, l.MaxRel, p, p)
 		l.Agree, l.NotChecked = new(bool), true
 		return l
@@ -567,8 +665,8 @@ func tpTwinLosses(l *RehearsalLosses, info *store.RehearsalTrial, p string, n in
 	if !agree {
 		verb = "outside"
 	}
-	l.Detail = fmt.Sprintf("tensor parallel: the trial's layout in fp32%s follows one rank in fp32 %s 1e-5 relative over %d steps (largest difference %.2g); "+
-		"in %s, shown, not judged: %.2g from one rank in %s (row-parallel partial sums round in %s)", at, verb, m, twinRel, p, l.MaxRel, p, p)
+	l.Detail = fmt.Sprintf("tensor parallel: the trial's layout in fp32%s follows one rank in fp32 %s 1e-5 relative over %d steps (largest relative difference %.2g); "+
+		"in %s, shown, not judged: relative difference %.2g from one rank in %s (row-parallel partial sums round in %s)", at, verb, m, twinRel, p, l.MaxRel, p, p)
 	return l
 }
 

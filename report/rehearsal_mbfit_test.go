@@ -220,10 +220,10 @@ func TestRehearsalLargestMicroBatchCases(t *testing.T) {
 	model := *info.EstimateModel
 	memory := func(peak int64, info *store.RehearsalTrial) *RehearsalMemory {
 		ranks := []store.RankRecord{{Rank: 0, Steps: []engine.StepMetrics{{MemPeakBytes: peak, MemReservedBytes: peak}}}}
-		return rehearsalMemory(ranks, info, run.Manifest.Rehearsal)
+		return rehearsalMemory(ranks, info, run.Manifest.Rehearsal, store.OK)
 	}
 
-	measured := rehearsalMemory(rec.Repeats[0].Ranks, info, run.Manifest.Rehearsal)
+	measured := rehearsalMemory(rec.Repeats[0].Ranks, info, run.Manifest.Rehearsal, store.OK)
 	require.Positive(t, measured.LargestMicroBatch, measured.Method)
 	over := memory(model.At(mb)*5/4, info) // 25% above the plan's estimate at the trial's micro-batch
 	require.Positive(t, over.LargestMicroBatch, over.Method)
@@ -270,7 +270,7 @@ func TestRehearsalFitsIsTheLargestMicroBatchRule(t *testing.T) {
 	at := func(share float64) *RehearsalMemory { // the peak (and reserved) with the process at share of the GPU
 		peak := int64(share*float64(capacity)) - process
 		ranks := []store.RankRecord{{Rank: 0, Steps: []engine.StepMetrics{{MemPeakBytes: peak, MemReservedBytes: peak}}}}
-		m := rehearsalMemory(ranks, info, run.Manifest.Rehearsal)
+		m := rehearsalMemory(ranks, info, run.Manifest.Rehearsal, store.OK)
 		require.NotNil(t, m.Fits)
 		return m
 	}
@@ -299,10 +299,10 @@ func TestRehearsalFitsIsTheLargestMicroBatchRule(t *testing.T) {
 	}
 	// At the budget to the byte: fits, and the largest is the trial's own.
 	budget := mbfitBudget(over, info) // 90% of the GPU less the process
-	edge := rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget, MemReservedBytes: budget}}}}, info, run.Manifest.Rehearsal)
+	edge := rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget, MemReservedBytes: budget}}}}, info, run.Manifest.Rehearsal, store.OK)
 	assert.True(t, *edge.Fits)
 	assert.Equal(t, mb, edge.LargestMicroBatch, edge.Method)
-	edge = rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget + 1, MemReservedBytes: budget + 1}}}}, info, run.Manifest.Rehearsal)
+	edge = rehearsalMemory([]store.RankRecord{{Steps: []engine.StepMetrics{{MemPeakBytes: budget + 1, MemReservedBytes: budget + 1}}}}, info, run.Manifest.Rehearsal, store.OK)
 	assert.False(t, *edge.Fits)
 	assert.Equal(t, mb-1, edge.LargestMicroBatch, edge.Method)
 }

@@ -111,6 +111,33 @@ func rehearsalLines(t *RehearsalTrial) [][2]string {
 	return out
 }
 
+// rehearsalSkipLines are the trials not rehearsed, a line per group of one
+// outcome and reason: "12 skipped": "2575ec65, d7adfae6, ...: covered by ...".
+func rehearsalSkipLines(r *RehearsalSection) [][2]string {
+	var out [][2]string
+	for _, g := range r.NotRehearsed {
+		ids := make([]string, len(g.Trials))
+		for i, id := range g.Trials {
+			ids[i] = id
+			if id == g.Baseline {
+				ids[i] += " (baseline)"
+			}
+		}
+		out = append(out, [2]string{fmt.Sprintf("%d %s", len(g.Trials), strings.ReplaceAll(string(g.Outcome), "_", " ")),
+			strings.Join(ids, ", ") + ": " + g.Reason})
+	}
+	return out
+}
+
+// rehearsalSkipCount is how many trials were not rehearsed.
+func rehearsalSkipCount(r *RehearsalSection) int {
+	n := 0
+	for _, g := range r.NotRehearsed {
+		n += len(g.Trials)
+	}
+	return n
+}
+
 // rhLossVerdict is rhVerdict for the losses, "NOT CHECKED: " where the check
 // could not run (it fails closed all the same).
 func rhLossVerdict(l *RehearsalLosses) string {
@@ -172,6 +199,12 @@ func WriteRehearsalMarkdown(w io.Writer, s *Summary) error {
 		dev = fmt.Sprintf("%s: GPUs %s (%s, %s each)", r.Device, strings.Join(r.GPUs, ","), r.GPU, rhGiB(r.GPUMem))
 	}
 	fmt.Fprintf(&b, "Backend %s on %s. Run %s.\n\n## Rehearsal\n", r.Backend, dev, s.RunID)
+	if skips := rehearsalSkipLines(r); len(skips) > 0 {
+		fmt.Fprintf(&b, "\n### Not rehearsed: %d of %d trials\n\n", rehearsalSkipCount(r), len(s.Trials))
+		for _, kv := range skips {
+			fmt.Fprintf(&b, "- **%s**: %s\n", kv[0], kv[1])
+		}
+	}
 	for i := range r.Trials {
 		t := &r.Trials[i]
 		fmt.Fprintf(&b, "\n### %s\n\n", rehearsalTitle(t))
@@ -193,7 +226,8 @@ td:first-child{white-space:nowrap;font-weight:600;width:11rem}</style></head><bo
 <p class="label"><strong>{{.S.Rehearsal.Note}}.</strong> {{.Counts}}: {{.S.Rehearsal.Why}}.</p>
 <p>Backend {{.S.Rehearsal.Backend}} on {{.S.Rehearsal.Device}}{{if .S.Rehearsal.GPUs}} ({{.S.Rehearsal.GPU}}){{end}}. Run {{.S.RunID}}.</p>
 <h2 id="rehearsal">Rehearsal</h2>
-{{range .Trials}}<h3>{{.Title}}</h3><table>{{range .Lines}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>
+{{if .Skips}}<h3>Not rehearsed: {{.SkipCount}} of {{len .S.Trials}} trials</h3><table>{{range .Skips}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>
+{{end}}{{range .Trials}}<h3>{{.Title}}</h3><table>{{range .Lines}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>{{end}}</table>
 {{end}}</body></html>
 `))
 
@@ -209,10 +243,12 @@ func WriteRehearsalHTML(w io.Writer, s *Summary) error {
 		rows = append(rows, row{rehearsalTitle(t), rehearsalLines(t)})
 	}
 	return rehearsalHTML.Execute(w, struct {
-		S      *Summary
-		Counts string
-		Trials []row
-	}{s, rehearsalCounts(s), rows})
+		S         *Summary
+		Counts    string
+		Trials    []row
+		Skips     [][2]string
+		SkipCount int
+	}{s, rehearsalCounts(s), rows, rehearsalSkipLines(s.Rehearsal), rehearsalSkipCount(s.Rehearsal)})
 }
 
 // WriteRehearsalLines prints a rehearsal's trials at the end of `casestudy
@@ -246,7 +282,13 @@ func WriteRehearsalLines(w io.Writer, s *Summary) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s mb %d\t%s\t%s\t%s\t%s\n", rehearsalTitle(t), grid, t.MicroBatch, ran, rhOrDash(sums), rhOrDash(losses), faults)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, kv := range rehearsalSkipLines(s.Rehearsal) {
+		fmt.Fprintf(w, "not rehearsed, %s: %s\n", kv[0], kv[1])
+	}
+	return nil
 }
 
 func renderRehearsal(w io.Writer, s *Summary, format string) error {

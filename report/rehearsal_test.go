@@ -76,6 +76,7 @@ func TestBuildRehearsal(t *testing.T) {
 	require.NotNil(t, g.Losses.Agree, g.Losses.Detail)
 	assert.True(t, *g.Losses.Agree, g.Losses.Detail)
 	assert.Equal(t, RehearsalFP32Tol, g.Losses.Tolerance)
+	assert.Contains(t, g.Losses.Detail, "largest relative difference 1.2e-06", "the difference is relative: so labelled")
 	assert.Equal(t, int64(6<<30), g.Memory.PeakBytes)
 	assert.Equal(t, 1, g.Memory.PeakRank)
 	require.NotNil(t, g.Memory.Fits)
@@ -174,4 +175,93 @@ func TestRehearsalLossesSameSteps(t *testing.T) {
 	l = rehearsalLosses(ranks, tight, map[string]string{}, 2)
 	require.NotNil(t, l.Agree)
 	assert.False(t, *l.Agree, "%s (tolerance %g)", l.Detail, l.Tolerance)
+}
+
+// TestRehearsalCountsEveryPlannedTrial: the counts are over every planned
+// trial, and the trials without a rehearsal of their own (covered by
+// another's, refused at plan time, or without a record) are listed with
+// their recorded reasons, identical reasons once, in Markdown, HTML and the
+// lines of casestudy run alike.
+func TestRehearsalCountsEveryPlannedTrial(t *testing.T) {
+	losses := []float64{10, 9, 8}
+	ok := store.TrialRecord{ID: "aaaa0001", Index: 0, Outcome: store.OK, FailedRank: -1, Changed: []string{"ddp.bucket_mb"},
+		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 4,
+			Reference: &store.RehearsalLaunch{Outcome: store.OK, Losses: losses}},
+		Repeats: []store.RepeatRecord{{Outcome: store.OK, Ranks: []store.RankRecord{
+			rehearsalRank(0, "a", losses, 1<<30, nil, "fp32"), rehearsalRank(1, "a", losses, 1<<30, nil, "fp32")}}}}
+	covered := func(id string, i int) store.TrialRecord {
+		return store.TrialRecord{ID: id, Index: i, Outcome: store.Skipped, FailedRank: -1, Changed: []string{"ddp.overlap"},
+			Error: "covered by the rehearsal of trial aaaa0001: the same layout and paths (ranks 2, dp 2 x pp 1, micro-batch 4)"}
+	}
+	refused := func(id string, i int, changed []string) store.TrialRecord {
+		return store.TrialRecord{ID: id, Index: i, Outcome: store.Skipped, FailedRank: -1, Changed: changed,
+			Error: "refused at plan time, not rehearsed: trial " + id + " (8 ranks: data parallel 8 x 1 stages, micro-batch 32): " +
+				"8 ranks share one GPU, about 9.4 GiB each (estimate), 75.6 GiB in all against 71.7 GiB of one H100's memory"}
+	}
+	run := rehearsalRun(ok, covered("aaaa0002", 1), covered("aaaa0003", 2), refused("bbbb0001", 3, []string{}),
+		refused("bbbb0002", 4, []string{"zero.stage"}))
+	for i, id := range []string{"aaaa0001", "aaaa0002", "aaaa0003", "bbbb0001", "bbbb0002", "cccc0001"} {
+		run.Manifest.Plan = append(run.Manifest.Plan, store.PlannedTrial{ID: id, Index: i, Changed: []string{"x"}})
+	}
+	s := Build(run, nil)
+	assert.Contains(t, s.Headline.Text, "1 of 6 trials ran")
+	assert.Equal(t, 1, s.Counts[string(NotRun)])
+	require.Len(t, s.Rehearsal.NotRehearsed, 3)
+	g := s.Rehearsal.NotRehearsed
+	assert.Equal(t, []string{"aaaa0002", "aaaa0003"}, g[0].Trials)
+	assert.Equal(t, []string{"bbbb0001", "bbbb0002"}, g[1].Trials)
+	assert.Equal(t, "bbbb0001", g[1].Baseline)
+	assert.Equal(t, "refused at plan time, not rehearsed: each trial (8 ranks: data parallel 8 x 1 stages, micro-batch 32): "+
+		"8 ranks share one GPU, about 9.4 GiB each (estimate), 75.6 GiB in all against 71.7 GiB of one H100's memory", g[1].Reason)
+	assert.Equal(t, NotRun, g[2].Outcome)
+	assert.Equal(t, []string{"cccc0001"}, g[2].Trials)
+
+	var md, html, lines bytes.Buffer
+	require.NoError(t, Render(&md, s, "md"))
+	require.NoError(t, Render(&html, s, "html"))
+	require.NoError(t, WriteRehearsalLines(&lines, s))
+	assert.Contains(t, md.String(), "1 of 6 trials ran")
+	assert.Contains(t, md.String(), "### Not rehearsed: 5 of 6 trials")
+	assert.Contains(t, md.String(), "- **2 skipped**: aaaa0002, aaaa0003: covered by the rehearsal of trial aaaa0001: the same layout and paths")
+	assert.Contains(t, md.String(), "- **2 skipped**: bbbb0001 (baseline), bbbb0002: refused at plan time, not rehearsed: each trial (8 ranks")
+	assert.Contains(t, md.String(), "- **1 not run**: cccc0001: no record in trials.jsonl: the rehearsal stopped before this trial")
+	assert.Equal(t, 1, strings.Count(md.String(), "75.6 GiB in all against 71.7 GiB"), "identical reasons once")
+	h := html.String()
+	assert.Contains(t, h, "1 of 6 trials ran")
+	assert.Contains(t, h, "Not rehearsed: 5 of 6 trials")
+	assert.Contains(t, h, "<td>2 skipped</td><td>bbbb0001 (baseline), bbbb0002: refused at plan time, not rehearsed: each trial (8 ranks")
+	assert.Contains(t, h, "covered by the rehearsal of trial aaaa0001")
+	assert.Contains(t, h, "<td>1 not run</td><td>cccc0001: no record in trials.jsonl")
+	assert.Contains(t, lines.String(), "1 of 6 trials ran")
+	assert.Contains(t, lines.String(), "not rehearsed, 2 skipped: bbbb0001 (baseline), bbbb0002: refused at plan time")
+}
+
+// TestRehearsalMemoryReason: a trial without an allocator peak says why:
+// it did not finish (its outcome); the CUDA-only reason is for a finished
+// trial on CPU ranks alone.
+func TestRehearsalMemoryReason(t *testing.T) {
+	noSteps := []store.RankRecord{{Rank: 0, Info: &engine.Info{Device: "cuda"}}, {Rank: 1, Info: &engine.Info{Device: "cuda"}}}
+	rh := &store.Rehearsal{Device: "cuda", GPUMemoryBytes: 80 << 30}
+	m := rehearsalMemory(noSteps, &store.RehearsalTrial{}, rh, store.Interrupted)
+	assert.Equal(t, "no memory statistics: the trial did not finish (interrupted)", m.Method)
+
+	cpu := rehearsalRank(0, "a", []float64{10, 9}, 0, nil, "fp32")
+	cpu.Info.Device = "cpu"
+	m = rehearsalMemory([]store.RankRecord{cpu}, &store.RehearsalTrial{}, &store.Rehearsal{Device: "cpu"}, store.OK)
+	assert.Equal(t, "no memory statistics: the ranks ran on CPU, and the engine reports allocator peaks on CUDA devices only", m.Method)
+
+	gpu := rehearsalRank(0, "a", []float64{10, 9}, 0, nil, "fp32")
+	gpu.Info.Device = "cuda"
+	m = rehearsalMemory([]store.RankRecord{gpu}, &store.RehearsalTrial{}, rh, store.OK)
+	assert.Equal(t, "no memory statistics: no rank recorded an allocator peak", m.Method)
+
+	// Through Build and the renderer: an interrupted trial on a GPU.
+	rec := store.TrialRecord{ID: "int", Outcome: store.Interrupted, FailedRank: -1, Error: "stopped by a signal",
+		Rehearsal: &store.RehearsalTrial{Ranks: 2, DataPar: 2, Stages: 1, MicroBatch: 32, EstimateBytes: 7 << 30},
+		Repeats:   []store.RepeatRecord{{Outcome: store.Interrupted, Ranks: noSteps}}}
+	s := Build(rehearsalRun(rec), nil)
+	var md bytes.Buffer
+	require.NoError(t, Render(&md, s, "md"))
+	assert.Contains(t, md.String(), "- **memory per rank**: no memory statistics: the trial did not finish (interrupted); plan-time estimate 7.00 GiB")
+	assert.NotContains(t, md.String(), "CUDA devices only")
 }

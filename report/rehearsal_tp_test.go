@@ -78,7 +78,8 @@ func TestRehearsalTPTwinFP32(t *testing.T) {
 	require.NotNil(t, l.Agree)
 	assert.True(t, *l.Agree, l.Detail)
 	assert.Contains(t, l.Detail, "in fp32 follows one rank in fp32 within 1e-5")
-	assert.Contains(t, l.Detail, "in bf16, shown, not judged: 0.0001 from one rank in bf16")
+	assert.Contains(t, l.Detail, "(largest relative difference ")
+	assert.Contains(t, l.Detail, "in bf16, shown, not judged: relative difference 0.0001 from one rank in bf16")
 	assert.Equal(t, RehearsalFP32Tol, l.Tolerance)
 
 	l = rehearsalLosses(ranks, info(&store.RehearsalLaunch{Outcome: store.OK, Losses: []float64{10.8, 9.776830, 9.252170}, Steps: steps}), knobs, 1)

@@ -32,7 +32,7 @@ func tableRows(s *Summary) (rows []tableRow, versusShown bool, versusTip string)
 		if c := t.VsBaseline; c != nil && c.Ratio > 0 {
 			vs := versusBaseline(t)
 			r.VsText, r.VsKey = c.RatioText(), strconv.FormatFloat(c.Ratio, 'g', 6, 64)
-			r.VsTip = fmt.Sprintf("%s, %d vs %d launches", c.PText(), c.NTrial, c.NBase)
+			r.VsTip = fmt.Sprintf("%s, %s", c.PText(), vsLaunches(c.NTrial, c.NBase))
 			r.Verdict, r.VerdictClass = vs.Text, vs.Verdict
 		} else if t.Baseline && t.OK() {
 			r.VsText, r.VsKey = "baseline", "1"

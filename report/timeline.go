@@ -103,11 +103,19 @@ func shareText(part, whole float64) string {
 	return fmt.Sprintf("%.0f%%", 100*part/whole)
 }
 
+// theirOrIts is the possessive of n launches.
+func theirOrIts(n int) string {
+	if n == 1 {
+		return "its"
+	}
+	return "their"
+}
+
 // timelineLines are the section's sentences: the run's wall time and measured
 // share, what was hidden by overlap, when steps settled, the A/A verdict.
 func timelineLines(t *TimelineSection) []string {
-	lines := []string{fmt.Sprintf("%d launches took %s of wall time; their measured steps %s: %s of it.",
-		t.Launches, timeline.Seconds(t.WallMS), timeline.Seconds(t.MeasuredMS), shareText(t.MeasuredMS, t.WallMS))}
+	lines := []string{fmt.Sprintf("%s took %s of wall time; %s measured steps %s: %s of it.",
+		nLaunches(t.Launches), timeline.Seconds(t.WallMS), theirOrIts(t.Launches), timeline.Seconds(t.MeasuredMS), shareText(t.MeasuredMS, t.WallMS))}
 	if t.HiddenMS >= 1 {
 		lines = append(lines, fmt.Sprintf("Launches prepared ahead ran %s alongside their predecessors (not counted twice in the wall time).",
 			timeline.Seconds(t.HiddenMS)))
@@ -115,15 +123,17 @@ func timelineLines(t *TimelineSection) []string {
 	if st := t.Settle; st != nil {
 		s := fmt.Sprintf("Step times settled by step %d at the latest (median %d) with %d warm-up steps", st.Max, st.Median, st.WarmupSteps)
 		if st.Late > 0 {
-			s += fmt.Sprintf("; %d of %d launches settled only after the warm-up: their first measured steps were still warming up", st.Late, st.Launches)
+			s += fmt.Sprintf("; %d of %s settled only after the warm-up: their first measured steps were still warming up", st.Late, nLaunches(st.Launches))
+		} else if st.Launches == 1 {
+			s += ": the one launch settled within the warm-up"
 		} else {
 			s += fmt.Sprintf(": every one of %d launches settled within the warm-up", st.Launches)
 		}
 		lines = append(lines, s+".")
 		if st.SlowedLater > 0 { // after settling: not warm-up
-			l := fmt.Sprintf("%d of %d launches slowed down later in their measured window, after settling", st.SlowedLater, st.Launches)
+			l := fmt.Sprintf("%d of %s slowed down later in their measured window, after settling", st.SlowedLater, nLaunches(st.Launches))
 			if st.PowerLimited > 0 {
-				l += fmt.Sprintf(": power limit engaged, SM clock −%.1f%% (mean of the %d power-capped launches)", 100*st.ClockDeficit, st.PowerLimited)
+				l += fmt.Sprintf(": power limit engaged, SM clock −%.1f%% (mean of the %d power-capped %s)", 100*st.ClockDeficit, st.PowerLimited, launchesWord(st.PowerLimited))
 			} else {
 				l += " (no power-cap counters recorded: the cause is not known)"
 			}

@@ -36,6 +36,9 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	if output == "" {
 		return exitcode.Usage(fmt.Errorf("--output (-o) is required: the baseline file to write, e.g. studies/bert/nccl.baseline.json next to studies/bert/nccl.yaml (- for standard output)"))
 	}
+	if err := store.CheckOutputFile("--output (-o)", output); err != nil {
+		return err
+	}
 	run, err := store.ReadRun(dir)
 	if err != nil {
 		return exitcode.Usage(err)
@@ -69,7 +72,7 @@ func runBaseline(stdout, stderr io.Writer, dir, output string) error {
 	}
 	if len(unmeasured) > 0 {
 		return exitcode.With(exitcode.Failure, fmt.Errorf("%s did not measure %d planned trial(s): %s; a baseline without them could not show their regressions: "+
-			"finish the run (casestudy run STUDY --resume) and write the baseline from it (nothing written)", dir, len(unmeasured), strings.Join(unmeasured, ", ")))
+			"finish the run (casestudy run --resume %s) and write the baseline from it (nothing written)", dir, len(unmeasured), strings.Join(unmeasured, ", "), dir))
 	}
 	var buf bytes.Buffer
 	if err := report.WriteJSON(&buf, s); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/report"
 	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/store"
 )
 
 func init() { register(newCompareCommand) }
@@ -83,6 +84,9 @@ func runCompare(stdout io.Writer, oldPath, newPath string, opts compareOptions, 
 	}
 	if opts.inconclusive != "fail" && opts.inconclusive != "pass" {
 		return exitcode.Usage(fmt.Errorf("--inconclusive %q: use fail (exit 4, the default) or pass (exit 0)", opts.inconclusive))
+	}
+	if err := store.CheckOutputFile("--output (-o)", opts.output); err != nil {
+		return err
 	}
 	var threshold float64
 	if thresholdSet {

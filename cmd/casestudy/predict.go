@@ -311,19 +311,25 @@ func runPredict(w io.Writer, dirs []string, o predictFlags) error {
 	out := o.out
 	if out == "" {
 		out = dirs[0]
-	} else if err := os.MkdirAll(out, 0o755); err != nil { // a new folder is made; a path that cannot be one is refused first
-		return exitcode.Usage(fmt.Errorf("--out %s: %w", out, err))
+	} else {
+		// Not another run's directory: its report would show these
+		// predictions as its own (the first RUN_DIR's, or a copy of it, is fine).
+		if _, err := store.CheckOutputDir("--out", out, run); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil { // a new folder is made; a path that cannot be one is refused first
+			return exitcode.Usage(fmt.Errorf("--out %s: %w", out, err))
+		}
 	}
 	preds, v, err := predictRun(o, rs...)
 	if err != nil {
 		return err
 	}
 	if err := runs.Write(out, run, preds, v); err != nil {
-		return err
+		return outputErr(err)
 	}
 	if o.json {
-		return writeJSON(w, runs.File{Note: predict.Note, Ranks: o.gpus,
-			Model: preds[0].Model, Predictions: preds, Validation: v})
+		return writeJSON(w, runs.NewFile(run, preds, v))
 	}
 	fmt.Fprint(w, predict.Markdown(preds, runs.Changed(run), v))
 	fmt.Fprintf(w, "\nwrote %s and %s in %s\n", runs.JSONFile, runs.MarkdownFile, absPath(out))
@@ -572,7 +578,7 @@ func predictAfterRun(cmd *cobra.Command, w io.Writer, dir, studyPath string, o p
 		return err
 	}
 	if err := runs.Write(dir, run, preds, nil); err != nil {
-		return err
+		return outputErr(err)
 	}
 	fmt.Fprintf(w, "predicted %d trials on %d ranks (%s): %s\n", len(preds), o.gpus, preds[0].Model,
 		filepath.Join(absPath(dir), runs.MarkdownFile))

@@ -59,10 +59,23 @@ func runReport(stdout, stderr io.Writer, dir string, opts reportOptions) error {
 	if err != nil {
 		return exitcode.Usage(err)
 	}
-	if opts.out == "" && !opts.force {
-		if have := existingReports(dir, formats); len(have) > 0 {
+	target := dir // the run directory the reports go into, if they do
+	if opts.out != "" {
+		// Not a file, and not another run's directory (its reports would be
+		// replaced by this run's); the run's own directory, or a copy of it,
+		// is the run directory again.
+		own, err := store.CheckOutputDir("--out", opts.out, run)
+		if err != nil {
+			return err
+		}
+		if target = ""; own {
+			target = opts.out
+		}
+	}
+	if target != "" && !opts.force {
+		if have := existingReports(target, formats); len(have) > 0 {
 			return exitcode.Usage(fmt.Errorf("%s already has %s: a finished run's reports are not rewritten silently; "+
-				"write new ones elsewhere with --out DIR, or replace them with --force", dir, strings.Join(have, ", ")))
+				"write new ones elsewhere with --out DIR, or replace them with --force", target, strings.Join(have, ", ")))
 		}
 	}
 	cfg, from, err := studyChecklist(run, opts.study, opts.allowOutside)

@@ -8,7 +8,6 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -145,30 +144,48 @@ func Changed(run *store.Run) func(predict.Prediction) string {
 	}
 }
 
-// File is predicted.json.
-type File = predict.File
+// File is predicted.json: the predictions with the ID of the run they were
+// predicted from (its manifest's run_id; the first RUN_DIR's when several
+// pool their launches), so that a report reads them only beside that run
+// (report.LoadPredicted). Files written before RunID was recorded lack it.
+type File struct {
+	RunID string `json:"run_id,omitempty"`
+	predict.File
+}
 
-// Write writes predicted.json, predicted.md and its chart predicted.svg into dir.
+// NewFile is the predicted.json of preds, predicted from run.
+func NewFile(run *store.Run, preds []predict.Prediction, v *predict.Validation) File {
+	f := File{File: predict.File{Note: predict.Note, Model: preds[0].Model, Ranks: preds[0].Ranks, Predictions: preds, Validation: v}}
+	if run != nil {
+		f.RunID = run.Manifest.RunID
+	}
+	return f
+}
+
+// Write writes predicted.json, predicted.md and its chart predicted.svg into
+// dir, each whole (store.WriteFileAtomic: a kill leaves the old file or the
+// new one, never half of one). Everything is rendered before anything is
+// written, and predicted.json, the file the report reads, is written last.
 func Write(dir string, run *store.Run, preds []predict.Prediction, v *predict.Validation) error {
 	if len(preds) == 0 {
 		return fmt.Errorf("no predictions to write")
 	}
-	f := File{Note: predict.Note, Ranks: preds[0].Ranks, Model: preds[0].Model,
-		Predictions: preds, Validation: v}
-	b, err := json.MarshalIndent(f, "", "  ")
+	b, err := json.MarshalIndent(NewFile(run, preds, v), "", "  ")
 	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	svg, err := predict.Chart(preds, Changed(run), v)
 	if err != nil {
 		return fmt.Errorf("the predictions' chart: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ChartFile), svg, 0o644); err != nil {
-		return err
-	}
 	md := predict.Markdown(preds, Changed(run), v) + "\n![predicted step times](" + ChartFile + ")\n"
-	return os.WriteFile(filepath.Join(dir, MarkdownFile), []byte(md), 0o644)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{ChartFile, svg}, {MarkdownFile, []byte(md)}, {JSONFile, append(b, '\n')}} {
+		if err := store.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -390,3 +390,64 @@ func TestValidationFromRuns(t *testing.T) {
 		t.Errorf("a one-rank run checked as one: %v", err)
 	}
 }
+
+// predictedPair is two predictions of a one-rank run's trials.
+func predictedPair(t *testing.T, run *store.Run) []predict.Prediction {
+	t.Helper()
+	ins, err := Inputs(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preds []predict.Prediction
+	for _, in := range ins {
+		p, err := predict.PredictTrial(in, predict.Setup{Ranks: 2, Cost: predict.AlphaBeta{AlphaMS: 0.01, BetaMSPerB: 1e-6, Source: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		preds = append(preds, p)
+	}
+	return preds
+}
+
+// Write replaces predicted.* whole (a temporary file renamed over each: a
+// kill leaves the old file or the new one), never writing through the old
+// file: a predicted.json hard-linked elsewhere keeps the other name's
+// content; and predicted.json records the run it was predicted from, which
+// the report checks.
+func TestWriteIsAtomicAndNamesTheRun(t *testing.T) {
+	dir := writeRun(t, oneRankTrial("aaaa0001", "true", 70), oneRankTrial("aaaa0002", "false", 70))
+	run, err := store.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "kept.json")
+	if err := os.WriteFile(elsewhere, []byte("not yours\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(elsewhere, filepath.Join(dir, JSONFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, run, predictedPair(t, run), nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(elsewhere); string(b) != "not yours\n" {
+		t.Errorf("Write wrote through the old predicted.json (not a rename over it): the other name now holds %d bytes of predictions", len(b))
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+	js, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(js, &f); err != nil || f.RunID != "r1" || len(f.Predictions) != 2 || f.Ranks != 2 {
+		t.Fatalf("predicted.json: %v, run_id %q, %d predictions on %d ranks", err, f.RunID, len(f.Predictions), f.Ranks)
+	}
+	if got, err := report.LoadPredicted(dir); err != nil || got == nil || len(got.Predictions) != 2 {
+		t.Errorf("the report does not read the run's own predictions: %v", err)
+	}
+}
