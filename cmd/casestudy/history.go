@@ -63,6 +63,9 @@ func runHistory(stdout io.Writer, dir string, opts historyOptions) error {
 	if opts.last < 0 {
 		return exitcode.Usage(fmt.Errorf("--last %d: give a number of runs, 1 or more (0: all)", opts.last))
 	}
+	if err := store.CheckOutputFile("--output (-o)", opts.output); err != nil {
+		return err
+	}
 	h, err := report.LoadHistory(dir)
 	if err != nil {
 		return exitcode.Usage(err)

@@ -158,6 +158,7 @@ func TestOutputFlagRefusesRunReportsAndFolders(t *testing.T) {
 			{"export", a, "-o", filepath.Join(b, name)},
 			{"compare", a, b, "-o", filepath.Join(b, name)},
 			{"baseline", a, "-o", filepath.Join(b, name)},
+			{"history", filepath.Dir(a), "-o", filepath.Join(b, name)},
 		} {
 			code, _, stderr := runCLI(t, args...)
 			assert.Equal(t, exitcode.Input, code, "%v: %s", args, stderr)
@@ -167,6 +168,7 @@ func TestOutputFlagRefusesRunReportsAndFolders(t *testing.T) {
 	assert.Equal(t, before, snapshot(t, b))
 	for _, args := range [][]string{
 		{"export", a, "-o", folder}, {"compare", a, b, "-o", folder}, {"baseline", a, "-o", folder},
+		{"history", filepath.Dir(a), "-o", folder},
 	} {
 		code, _, stderr := runCLI(t, args...)
 		assert.Equal(t, exitcode.Input, code, "%v: %s", args, stderr)
