@@ -87,7 +87,8 @@ func (r *Rule) threshold(name string) (Threshold, bool) {
 }
 
 // ConfigProblem is one wrong entry of a study's checklist section: an unknown
-// rule under disable (Disable) or thresholds, or an unknown threshold name.
+// rule under disable (Disable) or thresholds, an unknown threshold name, or a
+// threshold value outside the range its rule can use (bounds.go).
 type ConfigProblem struct {
 	Rule      string // the rule ID as written
 	Threshold string // the threshold name as written; "" for a rule
@@ -96,8 +97,9 @@ type ConfigProblem struct {
 }
 
 // Validate checks that every rule ID and threshold name of the config exists,
-// naming the closest valid one, so a typo in a study is an input error rather
-// than a silently ignored override.
+// naming the closest valid one, and that every threshold value is in its range,
+// so a typo in a study is an input error rather than a silently ignored (or
+// silently wrong) override.
 func (cfg Config) Validate() error {
 	ps := cfg.Problems()
 	if len(ps) == 0 {
@@ -138,7 +140,14 @@ func (cfg Config) Problems() []ConfigProblem {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			if _, ok := r.threshold(n); ok {
+			if t, ok := r.threshold(n); ok {
+				if b, ok := r.boundOf(t); ok {
+					if why := b.check(cfg.Thresholds[id][n]); why != "" {
+						out = append(out, ConfigProblem{Rule: id, Threshold: n,
+							Msg: fmt.Sprintf("checklist.thresholds.%s.%s: %s: %s takes %s in %s, e.g. its default %s (%s)",
+								id, n, why, n, b.What, b, boundNum(t.Default), t.Doc)})
+					}
+				}
 				continue
 			}
 			var valid []string

@@ -100,6 +100,20 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown threshold lists the valid ones", Config{Thresholds: map[string]map[string]float64{"precision": {"speedup": 1}}},
 			[]string{`checklist.thresholds.precision: unknown threshold "speedup"`, "min_speedup, loss_tolerance"}},
 		{"rule without thresholds", Config{Thresholds: map[string]map[string]float64{"topology": {"x": 1}}}, []string{"rule topology has no thresholds"}},
+		// audit C2: values are checked against the range the rule can use
+		{"negative fraction", th("measurement-hygiene", "max_cv", -3),
+			[]string{"checklist.thresholds.measurement-hygiene.max_cv: -3 is outside (0, 1): max_cv takes a fraction in (0, 1), e.g. its default 0.05"}},
+		{"fraction of 1", th("memory-headroom", "max_frac", 1), []string{"memory-headroom.max_frac: 1 is outside (0, 1)"}},
+		{"negative count", th("measurement-hygiene", "min_steps", -1),
+			[]string{"measurement-hygiene.min_steps: -1 is outside 1..1000000: min_steps takes a number of steps in 1..1000000"}},
+		{"zero count", th("measurement-hygiene", "min_repeats", 0), []string{"min_repeats: 0 is outside 1..1000"}},
+		{"fractional count", th("measurement-hygiene", "min_steps", 2.5), []string{"min_steps: 2.5 is not a whole number"}},
+		{"negative warm-up floor", th("measurement-hygiene", "min_warmup_steps", -1), []string{"min_warmup_steps: -1 is outside 0..100000"}},
+		{"speed-up below 1", th("precision", "min_speedup", 0.5), []string{"precision.min_speedup: 0.5 is outside [1, 100]: min_speedup takes a speed-up ratio"}},
+		{"zero milliseconds", th("cuda-graphs", "small_step_ms", 0), []string{"cuda-graphs.small_step_ms: 0 is outside (0, 3600000]"}},
+		{"negative link bandwidth", th("busbw-vs-link", "link_gbs", -1), []string{"busbw-vs-link.link_gbs: -1 is outside [0, 100000]"}},
+		{"NaN", th("measurement-hygiene", "max_cv", math.NaN()), []string{"max_cv: NaN is not a finite number: NaN and infinity are not allowed"}},
+		{"infinity", th("straggler", "max_spread", math.Inf(1)), []string{"max_spread: +Inf is not a finite number"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {
@@ -110,6 +124,41 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// th is a Config overriding one threshold.
+func th(rule, name string, v float64) Config {
+	return Config{Thresholds: map[string]map[string]float64{rule: {name: v}}}
+}
+
+// TestThresholdBounds (audit C2): every threshold has a range, its default is
+// in it, and the edges of each range are accepted or refused as documented.
+func TestThresholdBounds(t *testing.T) {
+	for _, r := range Rules() {
+		for _, tt := range r.Thresholds {
+			b, ok := r.boundOf(tt)
+			if !assert.True(t, ok, "%s.%s: unit %q has no range in bounds.go", r.ID, tt.Name, tt.Unit) {
+				continue
+			}
+			assert.Empty(t, b.check(tt.Default), "%s.%s: the default is outside its own range", r.ID, tt.Name)
+			assert.NoError(t, th(r.ID, tt.Name, tt.Default).Validate(), "%s.%s", r.ID, tt.Name)
+			assert.NotEmpty(t, b.What, "%s.%s", r.ID, tt.Name)
+			assert.Equal(t, !b.MinOpen, b.check(b.Min) == "", "%s.%s at its minimum %v", r.ID, tt.Name, b.Min)
+			assert.Equal(t, !b.MaxOpen, b.check(b.Max) == "", "%s.%s at its maximum %v", r.ID, tt.Name, b.Max)
+			assert.NotEmpty(t, b.check(b.Max+1), "%s.%s above its maximum", r.ID, tt.Name)
+		}
+	}
+	// in range: no problem
+	require.NoError(t, Config{Thresholds: map[string]map[string]float64{
+		"measurement-hygiene": {"max_cv": 0.1, "min_steps": 5, "min_repeats": 2, "min_warmup_steps": 0},
+		"busbw-vs-link":       {"link_gbs": 0},
+		"precision":           {"min_speedup": 1},
+	}}.Validate())
+	// each problem names the rule and the threshold, for the caller to place
+	ps := Config{Thresholds: map[string]map[string]float64{"measurement-hygiene": {"max_cv": -3, "min_steps": -1}}}.Problems()
+	require.Len(t, ps, 2)
+	assert.Equal(t, []string{"max_cv", "min_steps"}, []string{ps[0].Threshold, ps[1].Threshold})
+	assert.Equal(t, "measurement-hygiene", ps[0].Rule)
 }
 
 func TestWriteText(t *testing.T) {

@@ -1,6 +1,7 @@
 package knobs
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -76,19 +77,25 @@ func (k *Knob) canonical(s string) (string, error) {
 		return "", fmt.Errorf("%q is not a boolean (true | false)", s)
 	case Int:
 		n, err := strconv.ParseInt(s, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return "", fmt.Errorf("%s is out of range (%s)", s, k.Domain())
+		}
 		if err != nil {
 			return "", fmt.Errorf("%q is not an integer (%s)", s, k.Domain())
 		}
-		if err := k.inRange(float64(n)); err != nil {
+		if err := k.inRange(float64(n), strconv.FormatInt(n, 10)); err != nil {
 			return "", err
 		}
 		return strconv.FormatInt(n, 10), nil
 	case Float:
 		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) || errors.Is(err, strconv.ErrRange) {
+			return "", fmt.Errorf("%s is not a finite number: NaN and infinity are not allowed (%s)", s, k.Domain())
+		}
+		if err != nil {
 			return "", fmt.Errorf("%q is not a number (%s)", s, k.Domain())
 		}
-		if err := k.inRange(f); err != nil {
+		if err := k.inRange(f, fmtNum(f)); err != nil {
 			return "", err
 		}
 		return strconv.FormatFloat(f, 'g', -1, 64), nil
@@ -97,7 +104,7 @@ func (k *Knob) canonical(s string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := k.inRange(float64(n)); err != nil {
+		if err := k.inRange(float64(n), strconv.FormatInt(n, 10)); err != nil {
 			return "", err
 		}
 		return strconv.FormatInt(n, 10), nil
@@ -127,17 +134,18 @@ func (k *Knob) inValues(v string) bool {
 	return false
 }
 
-func (k *Knob) inRange(f float64) error {
+// inRange checks f against the knob's bounds; shown is f as the message writes it.
+func (k *Knob) inRange(f float64, shown string) error {
 	if k.Min != "" {
 		lo, _ := parseBound(k.Min)
 		if f < lo {
-			return fmt.Errorf("%s is below the minimum %s", fmtNum(f), k.Min)
+			return fmt.Errorf("%s is below the minimum %s (%s)", shown, k.Min, k.Domain())
 		}
 	}
 	if k.Max != "" {
 		hi, _ := parseBound(k.Max)
 		if f > hi {
-			return fmt.Errorf("%s is above the maximum %s", fmtNum(f), k.Max)
+			return fmt.Errorf("%s is above the maximum %s (%s)", shown, k.Max, k.Domain())
 		}
 	}
 	return nil

@@ -45,6 +45,31 @@ func TestRegistryEntriesAreComplete(t *testing.T) {
 	assert.Equal(t, []string{"Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "auto"}, nccl.Values)
 }
 
+// TestNumericKnobsAreBounded (audit C1): a value no study could need
+// (grad_accum: 4294967297) is refused when the study is validated instead of
+// spending a trial's whole timeout, so every int, float and size knob has both
+// bounds, and the domain the errors and docs/knobs.md print names them.
+func TestNumericKnobsAreBounded(t *testing.T) {
+	for _, k := range All() {
+		if k.Type != Int && k.Type != Float && k.Type != Size {
+			continue
+		}
+		if assert.NotEmpty(t, k.Min, "%s has no lower bound", k.Name) && assert.NotEmpty(t, k.Max, "%s has no upper bound", k.Name) {
+			lo, err1 := parseBound(k.Min)
+			hi, err2 := parseBound(k.Max)
+			require.NoError(t, err1, k.Name)
+			require.NoError(t, err2, k.Name)
+			assert.Less(t, lo, hi, k.Name)
+			assert.Contains(t, k.Domain(), k.Min+".."+k.Max, k.Name)
+		}
+	}
+}
+
+func TestRegistryAlgoValues(t *testing.T) {
+	nccl, _ := Lookup("nccl.algo")
+	assert.Equal(t, []string{"Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT", "auto"}, nccl.Values)
+}
+
 func TestCanonical(t *testing.T) {
 	tests := []struct {
 		knob string
@@ -73,7 +98,18 @@ func TestCanonical(t *testing.T) {
 		{knob: "grad_accum", raw: "1.5", err: "not an integer"},
 		{knob: "ddp.bucket_mb", raw: "1.50", want: "1.5"},
 		{knob: "ddp.bucket_mb", raw: 25.0, want: "25"},
-		{knob: "ddp.bucket_mb", raw: "NaN", err: "not a number"},
+		{knob: "ddp.bucket_mb", raw: "NaN", err: "NaN and infinity are not allowed"},
+		{knob: "ddp.bucket_mb", raw: "-Inf", err: "NaN and infinity are not allowed"},
+		{knob: "ddp.bucket_mb", raw: "1e999", err: "NaN and infinity are not allowed"},
+		// audit C1: every integer knob has an upper bound, named in the error
+		{knob: "grad_accum", raw: "4294967297", err: "4294967297 is above the maximum 4096 (integer 1..4096)"},
+		{knob: "grad_accum", raw: "4096", want: "4096"},
+		{knob: "grad_accum", raw: "99999999999999999999", err: "99999999999999999999 is out of range (integer 1..4096)"},
+		{knob: "micro_batch", raw: "65537", err: "above the maximum 65536"},
+		{knob: "seq_len", raw: "1048577", err: "above the maximum 1048576"},
+		{knob: "image_size", raw: "8193", err: "above the maximum 8192"},
+		{knob: "pipeline.microbatches", raw: "1025", err: "above the maximum 1024"},
+		{knob: "fault.at_step", raw: "1100001", err: "above the maximum 1100000"},
 		{knob: "nccl.buffsize", raw: "4MiB", want: "4194304"},
 		{knob: "nccl.buffsize", raw: "4194304", want: "4194304"},
 		{knob: "nccl.buffsize", raw: "1KiB", err: "below the minimum"},

@@ -106,15 +106,15 @@ func knobList() []*Knob {
 			Doc: "Captures the whole training step (forward, backward, gradient all-reduce, optimizer) in a CUDA " +
 				"Graph after warm-up and replays it, removing per-kernel launch overhead. Helps small, " +
 				"launch-bound steps most."},
-		{Name: "grad_accum", Type: Int, Min: "1", Apply: Engine, Chapter: 13, Default: "1",
+		{Name: "grad_accum", Type: Int, Min: "1", Max: "4096", Apply: Engine, Chapter: 13, Default: "1",
 			Doc: "Micro-batches accumulated per optimizer step. Gradients are all-reduced once per step (DDP's " +
 				"no_sync on the others), so accumulation trades memory for fewer collectives."},
-		{Name: "micro_batch", Type: Int, Min: "1", Apply: Engine, Chapter: 29, Default: "8",
+		{Name: "micro_batch", Type: Int, Min: "1", Max: "65536", Apply: Engine, Chapter: 29, Default: "8",
 			Doc: "Samples per micro-batch per rank (model.micro_batch sets it for a study). The global batch is " +
 				"micro_batch x grad_accum x data-parallel ranks (x pipeline micro-batches)."},
-		{Name: "seq_len", Type: Int, Min: "1", AutoOK: true, Apply: Engine, Chapter: 29, Default: Auto, Families: []string{"gpt", "bert"},
+		{Name: "seq_len", Type: Int, Min: "1", Max: "1048576", AutoOK: true, Apply: Engine, Chapter: 29, Default: Auto, Families: []string{"gpt", "bert"},
 			Doc: "Tokens per sample (gpt, bert); auto keeps the preset's. Attention cost grows with its square."},
-		{Name: "image_size", Type: Int, Min: "16", AutoOK: true, Apply: Engine, Chapter: 29, Default: Auto, Families: []string{"resnet50"},
+		{Name: "image_size", Type: Int, Min: "16", Max: "8192", AutoOK: true, Apply: Engine, Chapter: 29, Default: Auto, Families: []string{"resnet50"},
 			Doc: "Pixels per image side (resnet50); auto is 224 (32 for the tiny preset)."},
 		{Name: "activation_checkpointing", Type: Bool, Apply: Engine, Chapter: 29, Default: "false",
 			Doc: "Recomputes each layer's activations in the backward pass instead of keeping them: about a " +
@@ -214,11 +214,11 @@ func knobList() []*Knob {
 				"does slow, oom, error and stall (the rank's stream sleeps fault.slow_ms before its first DDP bucket, so its " +
 				"peers' collective outlives the deadline: a communication fault) and overflow (precision fp16: an inf in one gradient of " +
 				"the rank at that step, which every rank of every group must skip)."},
-		{Name: "fault.rank", Type: Int, Min: "0", Apply: Engine, Default: "0", Chapter: 19, Hidden: true,
+		{Name: "fault.rank", Type: Int, Min: "0", Max: "65535", Apply: Engine, Default: "0", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the rank that injects the fault."},
-		{Name: "fault.at_step", Type: Int, Min: "0", Apply: Engine, Default: "1", Chapter: 19, Hidden: true,
+		{Name: "fault.at_step", Type: Int, Min: "0", Max: "1100000", Apply: Engine, Default: "1", Chapter: 19, Hidden: true,
 			Doc: "Test-only: the step (counting warm-up from 0) at which the fault fires."},
-		{Name: "fault.slow_ms", Type: Int, Min: "0", Apply: Engine, Default: "0", Chapter: 20, Hidden: true,
+		{Name: "fault.slow_ms", Type: Int, Min: "0", Max: "3600000", Apply: Engine, Default: "0", Chapter: 20, Hidden: true,
 			Doc: "Test-only: extra milliseconds per step on the faulty rank (fault.kind slow)."},
 
 		// ---- launcher ----

@@ -1,7 +1,10 @@
 package study
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -195,6 +198,13 @@ func (d *decoder) str(n *yaml.Node, field string) val[string] {
 	return val[string]{V: s, Pos: d.pos(n), Set: true, Bad: !ok}
 }
 
+// decimalDigits is an integer as written, however long; nonFinite is YAML's
+// spelling of NaN and the infinities (.nan, .inf, -.Inf, ...).
+var (
+	decimalDigits = regexp.MustCompile(`^[-+]?[0-9]+$`)
+	nonFinite     = regexp.MustCompile(`^[-+]?\.(?i:nan|inf)$`)
+)
+
 func (d *decoder) integer(n *yaml.Node, field string, min, max int) val[int] {
 	s, ok := d.scalar(n, field)
 	v := val[int]{Pos: d.pos(n), Set: true, Bad: true}
@@ -203,6 +213,9 @@ func (d *decoder) integer(n *yaml.Node, field string, min, max int) val[int] {
 	}
 	i, err := strconv.Atoi(s)
 	switch {
+	case (err != nil || deref(n).Tag != "!!int") && decimalDigits.MatchString(s):
+		// too long for an integer: YAML reads 99999999999999999999 as a float
+		d.ps.add(d.pos(n), "%s: %s is out of range: expected an integer in %d..%d", field, s, min, max)
 	case err != nil || deref(n).Tag != "!!int":
 		d.ps.add(d.pos(n), "%s: expected an integer, got %s", field, kindName(deref(n)))
 	case i < min || i > max:
@@ -237,8 +250,21 @@ func (d *decoder) number(n *yaml.Node, field string) val[float64] {
 		return v
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if t := deref(n).Tag; err != nil || (t != "!!int" && t != "!!float") {
+	t := deref(n).Tag
+	if errors.Is(err, strconv.ErrRange) && !math.IsInf(f, 0) {
+		err = nil // too small to hold: it reads as 0, as YAML reads it
+	}
+	if errors.Is(err, strconv.ErrRange) || (t == "!!int" || t == "!!float") && (nonFinite.MatchString(s) || err == nil && (math.IsNaN(f) || math.IsInf(f, 0))) {
+		// YAML reads 1e999 as text: say what is wrong with it
+		d.ps.add(d.pos(n), "%s: %s is not a finite number: NaN and infinity are not allowed (write a plain number such as 0.05)", field, s)
+		return v
+	}
+	if t != "!!int" && t != "!!float" {
 		d.ps.add(d.pos(n), "%s: expected a number, got %s", field, kindName(deref(n)))
+		return v
+	}
+	if err != nil {
+		d.ps.add(d.pos(n), "%s: %q is not a number (write a plain number such as 0.05)", field, s)
 		return v
 	}
 	v.V, v.Bad = f, false

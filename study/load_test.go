@@ -138,6 +138,33 @@ func TestLoadErrors(t *testing.T) {
 		{"min_repeats of one", head + "workload: {repeats: auto, min_repeats: 1}\n", []string{`workload.min_repeats: 1 is outside 2..1000`}},
 		{"auto without interleaving", head + "workload: {repeats: auto, interleave: false}\n", []string{`workload.interleave: false contradicts repeats: auto`}},
 		{"bad max_time", head + "workload: {max_time: soon}\n", []string{`workload.max_time: "soon" is not a duration`}},
+		// audit C1: integer knobs have an upper bound, and the error says it
+		{"grad_accum past its bound", head + "sweep: {strategy: grid, knobs: {grad_accum: [4294967297]}}\n",
+			[]string{`bert.yaml:3:46: grad_accum: 4294967297 is above the maximum 4096 (integer 1..4096)`}},
+		{"micro_batch past its bound", "name: x\nmodel: {family: bert, preset: tiny, micro_batch: 100000}\n",
+			[]string{`bert.yaml:2:50: micro_batch: 100000 is above the maximum 65536 (integer 1..65536)`}},
+		{"seq_len past its bound", head + "baseline: {seq_len: 2000000}\n", []string{`3:21: seq_len: 2000000 is above the maximum 1048576`}},
+		{"knob integer beyond int64", head + "baseline: {grad_accum: 99999999999999999999}\n",
+			[]string{`3:24: grad_accum: 99999999999999999999 is out of range (integer 1..4096)`}},
+		// audit C3: messages that say what is wrong
+		{"seed beyond int64", head + "workload: {seed: 99999999999999999999}\n",
+			[]string{`3:18: workload.seed: 99999999999999999999 is out of range: expected an integer in 0..2147483647`}},
+		{"seed beyond its range", head + "workload: {seed: 4294967296}\n", []string{`workload.seed: 4294967296 is outside 0..2147483647`}},
+		{"steps beyond int64", head + "workload: {steps: -99999999999999999999}\n",
+			[]string{`workload.steps: -99999999999999999999 is out of range: expected an integer in 1..1000000`}},
+		{"NaN threshold", head + "checklist: {thresholds: {measurement-hygiene: {max_cv: .nan}}}\n",
+			[]string{`3:56: checklist.thresholds.measurement-hygiene.max_cv: .nan is not a finite number: NaN and infinity are not allowed`}},
+		{"infinite threshold", head + "checklist: {thresholds: {straggler: {max_spread: -.Inf}}}\n",
+			[]string{`checklist.thresholds.straggler.max_spread: -.Inf is not a finite number: NaN and infinity are not allowed`}},
+		{"threshold overflowing a float", head + "checklist: {thresholds: {straggler: {max_spread: 1e999}}}\n",
+			[]string{`max_spread: 1e999 is not a finite number`}},
+		{"NaN window", head + "workload: {measure_seconds: .NaN}\n", []string{`workload.measure_seconds: .NaN is not a finite number`}},
+		{"tab before the first key", "\t" + head, []string{`bert.yaml:1:1: invalid YAML: found character that cannot start any token (YAML indents with spaces, not tabs: replace the tab with spaces)`}},
+		{"tab after spaces on the first line", "  \tname: x\n", []string{`bert.yaml:1:3: invalid YAML: found character that cannot start any token (YAML indents`}},
+		{"@ on the first line", "name: @x\n", []string{"bert.yaml:1:7: invalid YAML: found character that cannot start any token (quote a value that begins with @ or `)"}},
+		{"unclosed quote on the first line", "name: 'x", []string{`bert.yaml:1:1: invalid YAML: found unexpected end of stream`}},
+		{"tab on a later line", head + "\tbaseline: {}\n", []string{`bert.yaml:3:1: invalid YAML: found character that cannot start any token (YAML indents with spaces, not tabs`}},
+		{"tab indenting a later line", "name: x\n\tmodel: {}\n", []string{`bert.yaml:2:1: invalid YAML: found a tab character that violates indentation (YAML indents with spaces`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

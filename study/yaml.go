@@ -61,12 +61,12 @@ func parseYAML(file string, data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("empty file: a study needs at least name and model")
 		}
-		return nil, fmt.Errorf("invalid YAML: %v", trimYAMLError(err))
+		return nil, yamlError(data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, fmt.Errorf("invalid YAML: %v", trimYAMLError(err))
+			return nil, yamlError(data, err)
 		}
 		return nil, fmt.Errorf("line %d: more than one YAML document (---); a study file holds one", extra.Line)
 	}
@@ -108,6 +108,70 @@ func checkText(data []byte) error {
 		i += size
 	}
 	return nil
+}
+
+// yamlError words a parse error of yaml.v3 as "invalid YAML: line N: column
+// C: ...", for problemAt to place. yaml.v3 leaves the line out when the error
+// is on the first line (its marks count from 0 and 0 reads as unknown), so such
+// an error is placed on line 1; where the message is about a character that
+// cannot start a token, the column is that character's on the line. A tab gets
+// the fix: indent with spaces.
+func yamlError(data []byte, err error) error {
+	msg := trimYAMLError(err)
+	line := 1
+	m := yamlLine.FindStringSubmatch(msg)
+	if m != nil {
+		line, _ = strconv.Atoi(m[1])
+	}
+	text := lineOf(data, line)
+	if strings.Contains(msg, "cannot start any token") && (m == nil || m[2] == "") {
+		if col := badTokenColumn(text); col > 0 {
+			msg = fmt.Sprintf("line %d: column %d: %s", line, col, yamlLine.ReplaceAllString(msg, ""))
+		}
+	}
+	if !yamlLine.MatchString(msg) {
+		msg = "line 1: " + msg
+	}
+	switch {
+	case strings.Contains(msg, "tab character"), strings.Contains(msg, "cannot start any token") && bytes.IndexByte(text, '\t') >= 0:
+		msg += " (YAML indents with spaces, not tabs: replace the tab with spaces)"
+	case strings.Contains(msg, "cannot start any token"):
+		msg += " (quote a value that begins with @ or `)"
+	}
+	return fmt.Errorf("invalid YAML: %s", msg)
+}
+
+// lineOf is the text of data's 1-based line n (nil for UTF-16/32 text, whose
+// columns are not bytes, and past the end).
+func lineOf(data []byte, n int) []byte {
+	if bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0, 0}) {
+		return nil
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	for ; n > 1; n-- {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil
+		}
+		data = data[i+1:]
+	}
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	}
+	return data
+}
+
+// badTokenColumn is the 1-based column of the first character of line that
+// YAML cannot start a token with (a tab, @ or `), 0 if none.
+func badTokenColumn(line []byte) int {
+	col := 0
+	for _, r := range string(line) {
+		col++
+		if r == '\t' || r == '@' || r == '`' {
+			return col
+		}
+	}
+	return 0
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (?:column (\d+): )?`)
