@@ -67,7 +67,7 @@ func ApplyOverrides(s *Study, o map[string]string) error {
 			w.Steps = n
 		case "gpus":
 			if w.Device == "cpu" {
-				return bad("the study runs on the CPU (workload.device: cpu); set CPU ranks with --ranks")
+				return bad("the study runs on the CPU (workload.device: cpu); CPU ranks are workload.ranks in the study (run also takes --ranks)")
 			}
 			n, err := intIn(1, 1024)
 			if err != nil {
