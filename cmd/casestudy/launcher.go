@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,21 +47,68 @@ func addLauncherFlags(f *pflag.FlagSet, o *launcherOptions) {
 	_ = f.MarkHidden("run-id")
 }
 
-// setupLauncher puts the rendezvous address and, inside a Slurm allocation,
-// the slurm launcher into the runner's options (runner.UseSlurm).
-func setupLauncher(o *launcherOptions, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, man *store.Manifest, out io.Writer) error {
+// rendezvous is where a run's rendezvous listens, resolved from the flags
+// before anything is written (resolveRendezvous).
+type rendezvous struct {
+	host, port string // host "": the runner's default (loopback)
+}
+
+// resolveRendezvous checks --rdzv-addr and --rdzv-interface and resolves the
+// rendezvous address, before the run directory exists: bad input ends the
+// command with exit status 2 and nothing written. The port must be 0 (any
+// free port) to 65535; a host given must be one this machine can listen on.
+func resolveRendezvous(o *launcherOptions, kind string, s *study.Study) (rendezvous, error) {
+	if err := checkRdzvPort(o.rdzvAddr); err != nil {
+		return rendezvous{}, err
+	}
 	host, port, err := launch.RendezvousHost(o.rdzvAddr, o.rdzvIface, kind, s)
 	if err != nil {
-		return err
+		return rendezvous{}, err
 	}
-	if host != "" {
-		ropts.RendezvousAddr = net.JoinHostPort(host, port)
-		ropts.AdvertiseHost = host
+	if host != "" && o.rdzvAddr != "" {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return rendezvous{}, exitcode.Usage(fmt.Errorf("--rdzv-addr %s: this machine cannot listen on %s (%v): give HOST or HOST:PORT of this machine, like 127.0.0.1:29500", o.rdzvAddr, host, err))
+		}
+		l.Close()
+	}
+	return rendezvous{host: host, port: port}, nil
+}
+
+// checkRdzvPort refuses a --rdzv-addr whose port is not a number from 0 (any
+// free port) to 65535.
+func checkRdzvPort(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Count(addr, ":") == 1 { // HOST:PORT that does not parse
+			return exitcode.Usage(fmt.Errorf("--rdzv-addr %s: %v: give HOST or HOST:PORT, like 127.0.0.1:29500", addr, err))
+		}
+		return nil // HOST alone (an IPv6 address too)
+	}
+	if host == "" {
+		return exitcode.Usage(fmt.Errorf("--rdzv-addr %s: no host: give HOST or HOST:PORT, like 127.0.0.1:29500", addr))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return exitcode.Usage(fmt.Errorf("--rdzv-addr %s: port %q is not a port number: give 1 to 65535 (or leave the port out: any free port)", addr, port))
+	}
+	return nil
+}
+
+// setupLauncher puts the rendezvous address (resolveRendezvous) and, inside
+// a Slurm allocation, the slurm launcher into the runner's options
+// (runner.UseSlurm).
+func setupLauncher(rv rendezvous, kind string, s *study.Study, env []string, ropts *runner.Options, w *store.Writer, man *store.Manifest, out io.Writer) error {
+	if rv.host != "" {
+		ropts.RendezvousAddr = net.JoinHostPort(rv.host, rv.port)
+		ropts.AdvertiseHost = rv.host
 	}
 	if kind != "slurm" {
 		return nil
 	}
-	return runner.UseSlurm(ropts, host, env, strings.Fields(s.Launcher["srun_args"]), w, man, out)
+	return runner.UseSlurm(ropts, rv.host, env, strings.Fields(s.Launcher["srun_args"]), w, man, out)
 }
 
 // submitOwnFlags are run's flags that --submit does not pass to the job's own

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,24 @@ func withPlanRehearse(cmd *cobra.Command, o *planRehearseOptions) {
 	f.BoolVar(&o.distinct, "rehearse-distinct", false, "with --rehearse: one trial per distinct layout and path, as run --rehearse-distinct")
 	f.IntVar(&o.gpus, "rehearse-gpus", 1, "with --rehearse: GPUs the rehearsal's ranks share")
 	f.Float64Var(&o.gib, "rehearse-gpu-gib", 80, "with --rehearse: memory of one GPU in GiB (the H100's 80 GB are 79.6 GiB)")
+	// Without --rehearse plan makes no memory check: the flags would be ignored.
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if o.on {
+			return nil
+		}
+		var given []string
+		for _, n := range []string{"rehearse-distinct", "rehearse-gpus", "rehearse-gpu-gib"} {
+			if cmd.Flags().Changed(n) {
+				given = append(given, "--"+n)
+			}
+		}
+		if len(given) == 0 {
+			return nil
+		}
+		return exitcode.Usage(fmt.Errorf("%s %s with --rehearse (the rehearsal's memory check); without it plan makes no memory check "+
+			"and would ignore %s: add --rehearse or leave %s out", strings.Join(given, ", "), oneOrMore(len(given), "goes", "go"),
+			oneOrMore(len(given), "it", "them"), oneOrMore(len(given), "it", "them")))
+	}
 }
 
 // writeRehearsalFit prints the check and returns run --rehearse's refusal.

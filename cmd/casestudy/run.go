@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -119,6 +120,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	case o.maxTrials < 0:
 		return exitcode.Usage(fmt.Errorf("--max-trials %d: give 1 or more (0: the default, %d)", o.maxTrials, study.DefaultMaxTrials))
 	}
+	if err := checkRunFlags(cmd, o); err != nil { // runflags.go
+		return err
+	}
+	if o.resume == "" {
+		if err := checkOutFolder(o.out, o.out); err != nil {
+			return err
+		}
+	}
 
 	var w *store.Writer
 	var prev *store.Run
@@ -147,6 +156,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	s, err := loadStudy(studyPath, o.allowOutside) // as validate and plan: the checklist section too
 	if err != nil {
 		return err
+	}
+	if prev == nil { // the study's folder under --out, where the run directory goes
+		if err := checkOutFolder(o.out, filepath.Join(o.out, store.SafeName(s.Name))); err != nil {
+			return err
+		}
 	}
 	overrides, err := overridesOf(cmd, prev)
 	if err != nil {
@@ -189,6 +203,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	kind := "local" // a rehearsal runs every rank here
 	if !s.Workload.Rehearse {
 		if kind, err = launch.Kind(o.launcher.kind, o.launcher.submit, s, os.Environ()); err != nil {
+			return err
+		}
+	}
+	// The rendezvous address, checked before anything is written (a bad
+	// --rdzv-addr left a run directory of not_run trials behind).
+	var rv rendezvous
+	if !o.launcher.submit { // the job's own run checks it where it runs
+		if rv, err = resolveRendezvous(&o.launcher, kind, s); err != nil {
 			return err
 		}
 	}
@@ -266,7 +288,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 	if prev != nil {
 		ropts.Previous = runner.Committed(prev)
 	}
-	if err := setupLauncher(&o.launcher, kind, s, os.Environ(), &ropts, w, man, text); err != nil {
+	if err := setupLauncher(rv, kind, s, os.Environ(), &ropts, w, man, text); err != nil {
 		return err
 	}
 	r, err := runner.New(ropts)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
@@ -31,9 +33,17 @@ type runStatus struct {
 	Done     int            `json:"done"`                // trials with a committed record
 	Skipped  int            `json:"skipped"`             // combinations the planner dropped, recorded
 	Outcomes map[string]int `json:"outcomes"`            // committed records by outcome
-	InFlight string         `json:"in_flight,omitempty"` // a trial with logs but no record yet
-	Last     *lastTrial     `json:"last,omitempty"`
-	Resume   string         `json:"resume,omitempty"` // the command that finishes an interrupted run
+	InFlight string         `json:"in_flight,omitempty"` // running: the trial with logs but no record yet
+	// State: running (a live process holds the run's writer lock), stopped
+	// (nobody holds it and trials are missing: killed or crashed),
+	// interrupted (stopped by a signal, records of interrupted trials),
+	// finished; "" when status cannot tell (a Slurm job Slurm says runs, or
+	// a lock it cannot try).
+	State      string     `json:"state,omitempty"`
+	Writer     string     `json:"writer,omitempty"`     // running: the lock's holder, as it wrote itself
+	Unfinished string     `json:"unfinished,omitempty"` // not running: the trial that started and has no record
+	Last       *lastTrial `json:"last,omitempty"`
+	Resume     string     `json:"resume,omitempty"` // the command that finishes an interrupted or stopped run
 	// Progress counts launches (one log per launch): started of planned,
 	// elapsed time and the ETA at the pace of the finished ones.
 	Progress *timeline.Progress `json:"progress,omitempty"`
@@ -43,6 +53,8 @@ type runStatus struct {
 	StateFrom string `json:"state_from,omitempty"` // squeue | scontrol | sacct
 	StateErr  string `json:"state_error,omitempty"`
 	JobOutput string `json:"job_output,omitempty"` // the job's own output file
+
+	studyPath string // the manifest's, for the resume command
 }
 
 type lastTrial struct {
@@ -57,9 +69,12 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status RUN_DIR",
 		Short: "Tell how far a run got: trials done of planned, outcomes, launches, elapsed time and ETA, its Slurm job's state",
 		Long: `status reads a run directory (trials.jsonl, manifest.json) and says how many
-trials have finished of those planned, with their outcomes and the trial in
-flight, and how many launches have started (one log each), the time elapsed
-and the time left at the pace of the finished launches. For a run submitted with 'casestudy run --submit' it also asks Slurm
+trials have finished of those planned, with their outcomes, and how many
+launches have started (one log each) and the time elapsed. While a process
+holds the run's writer lock it shows the trial in flight and the time left
+at the pace of the finished launches; once none does, whether the run
+finished, was interrupted or stopped (killed or crashed), with the command
+that finishes it. For a run submitted with 'casestudy run --submit' it also asks Slurm
 for the job's state (squeue, scontrol, sacct, whichever knows), also before
 the job has started and created the run directory.`,
 		Example: `  casestudy status results/gpt-smoke/20260102T030405Z-ab12cd
@@ -86,6 +101,7 @@ the job has started and created the run directory.`,
 func readStatus(ctx context.Context, dir string, env []string) (*runStatus, error) {
 	dir = strings.TrimSuffix(filepath.Clean(dir), ".slurm")
 	st := &runStatus{RunDir: dir, Outcomes: map[string]int{}}
+	held, holder := writerUnknown, ""
 	sub, err := launch.ReadSubmission(dir)
 	if err != nil {
 		return nil, exitcode.Usage(err)
@@ -105,6 +121,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 		fillRunStatus(st, run)
 		p := timeline.RunProgress(run, time.Now())
 		st.Progress = &p
+		held, holder = probeWriter(dir)
 	} else if st.JobID == "" {
 		return nil, exitcode.Usage(fmt.Errorf("%s is not a run directory (no manifest.json) nor a submitted one (no %s): give a folder under results/<study>/",
 			dir, launch.SubmissionFile(dir)))
@@ -117,7 +134,115 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 			st.StateErr = err.Error()
 		}
 	}
+	if st.Started {
+		settleState(st, held, holder)
+	}
 	return st, nil
+}
+
+// writerHeld is whether a live process holds a run's writer lock.
+type writerHeld int
+
+const (
+	writerUnknown writerHeld = iota // the lock could not be tried
+	writerLive                      // a process holds it: the run is running
+	writerNone                      // nobody holds it: the run is not running
+)
+
+// probeWriter tries the run's writer lock (store/lock.go: an flock on the
+// run directory and on its writer.lock) without taking it for long and
+// without writing anything: a shared lock, released at once, fails while a
+// writer holds the exclusive one. The kernel releases a writer's lock when
+// its process ends, however it ends (kill -9 too). A run being created is
+// locked under its temporary name, and a resume that meets this probe's
+// moment of holding waits for it (the holder it names has ended). holder is
+// writer.lock's line naming the writer, when a writer holds the lock.
+func probeWriter(dir string) (state writerHeld, holder string) {
+	state = writerNone
+	for _, p := range []string{dir, filepath.Join(dir, store.LockName)} {
+		// O_NONBLOCK: a FIFO in writer.lock's place does not hang status
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			if p != dir && os.IsNotExist(err) { // a run without the file (copied)
+				continue
+			}
+			return writerUnknown, ""
+		}
+		if st, err := f.Stat(); err != nil || !st.IsDir() && !st.Mode().IsRegular() {
+			f.Close()
+			return writerUnknown, ""
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		}
+		f.Close()
+		switch {
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return writerLive, lockHolder(dir)
+		case err != nil:
+			state = writerUnknown
+		}
+	}
+	return state, ""
+}
+
+// lockHolder is the first line of the run's writer.lock (at most 200 bytes):
+// "casestudy pid N on HOST since TIME".
+func lockHolder(dir string) string {
+	f, err := os.OpenFile(filepath.Join(dir, store.LockName), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	b := make([]byte, 200)
+	n, _ := f.Read(b)
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	return strings.TrimSpace(line)
+}
+
+// settleState decides whether the run is running from its writer lock (and
+// for a Slurm job, Slurm's word): only a running run has a trial in flight
+// and an ETA; one that is not running and is not done says so and gives the
+// command that finishes it.
+func settleState(st *runStatus, held writerHeld, holder string) {
+	if held == writerLive {
+		st.State, st.Writer = "running", holder
+		return
+	}
+	// A Slurm job's writer may run on another node, whose lock this one may
+	// not see (NFS): only the job's end says it stopped.
+	if held == writerUnknown || st.JobID != "" && (st.JobState == "" || !jobOver(st.JobState)) {
+		return // cannot tell: as before, from the logs
+	}
+	st.Unfinished, st.InFlight = st.InFlight, ""
+	interrupted := st.Outcomes[string(store.Interrupted)]
+	switch {
+	case interrupted > 0:
+		st.State = "interrupted"
+	case st.Done < st.Planned || st.Unfinished != "":
+		st.State = "stopped"
+		st.Resume = resumeCommand(st.studyPath, st.RunDir)
+	default:
+		st.State = "finished"
+		st.Unfinished = ""
+	}
+	if st.Progress != nil {
+		st.Progress.ETA, st.Progress.AtMost = 0, false
+	}
+}
+
+// resumeCommand is the command that finishes the run in dir; without a
+// study path (a manifest that has none) --resume reads the study the
+// manifest recorded.
+func resumeCommand(studyPath, dir string) string {
+	if studyPath == "" {
+		return commandLine("run", "--resume", absPath(dir))
+	}
+	return commandLine("run", absPath(studyPath), "--resume", absPath(dir))
 }
 
 func fillRunStatus(st *runStatus, run *store.Run) {
@@ -131,16 +256,16 @@ func fillRunStatus(st *runStatus, run *store.Run) {
 			st.Skipped++
 			continue
 		}
-		st.Done++
 		st.Last = &lastTrial{ID: t.ID, Outcome: string(t.Outcome), Error: t.Error}
+		if t.Outcome == store.Interrupted { // not done: --resume runs it again
+			continue
+		}
+		st.Done++
 	}
 	st.Planned = max(st.Planned, st.Done) // greedy rounds plan more as they go
+	st.studyPath = resumeStudyPath(run)   // as run --resume finds it
 	if st.Outcomes[string(store.Interrupted)] > 0 {
-		study := m.StudyPath
-		if study != "" {
-			study = absPath(study)
-		}
-		st.Resume = commandLine("run", study, "--resume", absPath(run.Dir))
+		st.Resume = resumeCommand(st.studyPath, run.Dir)
 	}
 	// the trial in flight: the newest log folder without a record
 	entries, err := os.ReadDir(filepath.Join(run.Dir, "logs"))
@@ -185,9 +310,12 @@ func printStatus(w io.Writer, st *runStatus) {
 		if st.InFlight != "" && (st.JobID == "" || !jobOver(st.JobState)) {
 			fmt.Fprintf(w, "in flight: trial %s\n", st.InFlight)
 		}
+		if st.Unfinished != "" {
+			fmt.Fprintf(w, "unfinished: trial %s started and has no record (--resume runs it again)\n", st.Unfinished)
+		}
 		if p := st.Progress; p != nil {
 			fmt.Fprintf(w, "launches: %d of %d started, elapsed %s", p.Started, p.Planned, p.Elapsed)
-			if p.ETA > 0 && (st.JobID == "" || !jobOver(st.JobState)) {
+			if p.ETA > 0 && st.State != "stopped" && st.State != "interrupted" && (st.JobID == "" || !jobOver(st.JobState)) {
 				eta := "ETA"
 				if p.AtMost {
 					eta = "ETA at most" // repeats: auto stops trials early; a time budget ends the run
@@ -211,6 +339,15 @@ func printStatus(w io.Writer, st *runStatus) {
 		}
 	}
 	switch {
+	case st.State == "running":
+		if st.Writer != "" {
+			fmt.Fprintf(w, "running: %s\n", st.Writer)
+		} else {
+			fmt.Fprintln(w, "running")
+		}
+	case st.State == "stopped":
+		fmt.Fprintf(w, "stopped: no process holds the run's writer lock (killed or crashed) with %d of %d trials done; resume with: %s\n",
+			st.Done, st.Planned, st.Resume)
 	case st.Resume != "":
 		fmt.Fprintf(w, "interrupted (%d trial(s)); resume with: %s\n", st.Outcomes[string(store.Interrupted)], st.Resume)
 	case st.Started && st.Done >= st.Planned && (st.JobID == "" || jobOver(st.JobState)):
