@@ -16,7 +16,9 @@ import (
 // ranks that issued as many, the one that completed the fewest is the one
 // whose collective is stuck. It answers -1 and "" when fewer than two ranks
 // reported progress, and a sentence saying no rank is behind when every rank
-// issued and completed as many.
+// issued and completed as many; ranks that reported no progress are named as
+// such (one of them may be the rank behind: "every rank" is said only when
+// all reported).
 func behind(ranks []store.RankRecord) (int, string) {
 	var have []store.RankRecord
 	for _, r := range ranks {
@@ -38,14 +40,28 @@ func behind(ranks []store.RankRecord) (int, string) {
 			low = r
 		}
 	}
+	var silent []string
+	for _, r := range ranks {
+		if r.Comm == nil {
+			silent = append(silent, fmt.Sprintf("%d", r.Rank))
+		}
+	}
 	if same {
 		p := low.Comm
+		if len(silent) > 0 { // a rank that sent no progress may be the one behind: no "every rank"
+			return -1, fmt.Sprintf("the %d ranks that reported issued %d collectives and completed %d (step %d, %s); "+
+				"rank %s reported no communication progress", len(have), p.Issued, p.Completed, p.Step, bucketText(p),
+				strings.Join(silent, ", "))
+		}
 		return -1, fmt.Sprintf("no rank is behind: every rank issued %d collectives and completed %d (step %d, %s)",
 			p.Issued, p.Completed, p.Step, bucketText(p))
 	}
 	parts := make([]string, 0, len(have))
 	for _, r := range have {
 		parts = append(parts, fmt.Sprintf("rank%d=%d/%d", r.Rank, r.Comm.Completed, r.Comm.Issued))
+	}
+	for _, r := range silent {
+		parts = append(parts, "rank"+r+"=no progress reported")
 	}
 	p := low.Comm
 	return low.Rank, fmt.Sprintf("rank %d is behind: it issued %d collectives and completed %d, at step %d, %s "+

@@ -31,6 +31,11 @@ func TestBehindNamesTheRankOthersWaitFor(t *testing.T) {
 		{"every rank alike", []store.RankRecord{rec(0, 7, 6, 1), rec(1, 7, 6, 1)}, -1,
 			"no rank is behind: every rank issued 7 collectives and completed 6"},
 		{"one rank reported", []store.RankRecord{rec(0, 7, 6, 1), {Rank: 1}}, -1, ""},
+		{"two alike and one silent: not 'every rank' (audit, 2026-12-07: a hung rank 2 with no progress read 'no rank is behind: every rank issued 5')",
+			[]store.RankRecord{rec(0, 5, 4, 1), rec(1, 5, 4, 1), {Rank: 2}}, -1,
+			"the 2 ranks that reported issued 5 collectives and completed 4 (step 3, last bucket launched 1); rank 2 reported no communication progress"},
+		{"one behind and one silent", []store.RankRecord{rec(0, 7, 6, 1), rec(1, 6, 6, 0), {Rank: 2}}, 1,
+			"(completed/issued per rank: rank0=6/7 rank1=6/6 rank2=no progress reported)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.description, func(t *testing.T) {

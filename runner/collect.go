@@ -65,7 +65,11 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 }
 
 // measuredWindow is the first rank's start of its measured steps to the last
-// rank's end of them (zero when a rank did not finish them).
+// rank's end of them (zero when a rank did not finish them), on the runner's
+// clock: each rank's marks are its own host's times, moved by its clock
+// offset (rankState.clockOff), so that ranks on nodes whose clocks differ
+// give the window their steps took, not the clocks' difference. Within a
+// rank the two marks keep their own clock's distance.
 func measuredWindow(ranks []*rankState) (from, to time.Time) {
 	for _, st := range ranks {
 		w, ok1 := st.marks[timeline.MarkWarm]
@@ -73,6 +77,7 @@ func measuredWindow(ranks []*rankState) (from, to time.Time) {
 		if !ok1 || !ok2 {
 			return time.Time{}, time.Time{}
 		}
+		w, m = w.Add(st.clockOff), m.Add(st.clockOff)
 		if from.IsZero() || w.Before(from) {
 			from = w
 		}

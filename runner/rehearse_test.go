@@ -298,3 +298,24 @@ func TestCheckRehearsalFitTwin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, fit.NoTwin, "fp32: the trial is its own twin")
 }
+
+// TestCPUThreadsPerNode: CPU ranks share their own node's cores, not the
+// whole world's (audit, 2026-12-07: 2 nodes x 4 ranks gave each rank an
+// eighth of its node); a rehearsal's ranks all share this host's.
+func TestCPUThreadsPerNode(t *testing.T) {
+	defer func(f func() int) { hostCPUs = f }(hostCPUs)
+	hostCPUs = func() int { return 16 }
+	s, p := loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 8, nodes: 2}\n")
+	sp, err := buildSpec(s, p.Trials[0], &Machine{Device: "cpu"})
+	require.NoError(t, err)
+	require.Equal(t, 8, sp.Ranks)
+	assert.Equal(t, 4, sp.Configs[0].Threads, "16 cores for the node's 4 ranks")
+	s, p = loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu, ranks: 4}\n")
+	sp, err = buildSpec(s, p.Trials[0], &Machine{Device: "cpu"})
+	require.NoError(t, err)
+	assert.Equal(t, 4, sp.Configs[0].Threads, "one node: its 4 ranks")
+	s, p = loadStudy(t, "name: s\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cuda, gpus: 4, nodes: 2}\n")
+	sp, err = buildSpec(s, p.Trials[0], &Machine{Device: "cuda", GPUs: []string{"0"}, Rehearse: true})
+	require.NoError(t, err)
+	assert.Equal(t, 2, sp.Configs[0].Threads, "a rehearsal: all 8 ranks on this host")
+}

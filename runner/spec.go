@@ -37,6 +37,9 @@ type trialSpec struct {
 }
 
 // buildSpec resolves a trial against the study and the machine.
+// hostCPUs is this host's core count (a variable: tests set a larger host).
+var hostCPUs = runtime.NumCPU
+
 func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	ls, err := knobs.LaunchSettings(t.Knobs)
 	if err != nil {
@@ -63,8 +66,16 @@ func buildSpec(s *study.Study, t study.Trial, m *Machine) (*trialSpec, error) {
 	// reduce on the CPU (8 ranks of 16 threads each on 16 cores took 43 s for
 	// one BERT-large ZeRO-1 step on an H100 host, 2026-12-06). torchrun does
 	// the same with OMP_NUM_THREADS=1 for several processes a node.
+	// A node's cores are shared by the ranks on that node: with several
+	// nodes (Slurm; the local launcher refuses them, launch/kind.go)
+	// place.RanksPerNode, as srun's --cpus-per-task does (launch/slurm.go),
+	// not the whole world; a rehearsal runs every rank on this host.
 	if base.Threads == 0 && (m.Device == "cpu" || m.Rehearse) {
-		base.Threads = max(1, runtime.NumCPU()/sp.Ranks)
+		onHost := sp.Ranks
+		if !m.Rehearse && place.Nodes > 1 {
+			onHost = min(sp.Ranks, place.RanksPerNode)
+		}
+		base.Threads = max(1, hostCPUs()/max(1, onHost))
 	}
 	// procs_per_gpu > 1: independent replicas sharing a GPU (the MPS case),
 	// each its own world of one; otherwise one data-parallel world.

@@ -36,8 +36,15 @@ type cause struct {
 }
 
 type rankState struct {
-	marks     map[string]time.Time // timeline marks the worker sent
-	exit      time.Time            // when the launcher saw it end
+	marks map[string]time.Time // timeline marks the worker sent, on its host's clock
+	// clockOff is the smallest (runner's receive time - the rank's send
+	// time) over its marks: its host clock's offset from the runner's plus
+	// the least message latency. Added to a mark, it puts the mark on the
+	// runner's clock, so that marks of ranks on different hosts compare
+	// (measuredWindow); haveOff says whether a mark has been seen.
+	clockOff  time.Duration
+	haveOff   bool
+	exit      time.Time // when the launcher saw it end
 	lastSeen  time.Time
 	lastStep  int
 	done      bool
@@ -143,6 +150,9 @@ func (w *watcher) event(ev rendezvous.Event) {
 		}
 	case rendezvous.TypeMark:
 		st.marks[m.Name] = time.Unix(0, m.At)
+		if d := ev.At.Sub(st.marks[m.Name]); !st.haveOff || d < st.clockOff {
+			st.clockOff, st.haveOff = d, true
+		}
 		w.window(m.Name)
 		w.steps(m.Name)
 	case rendezvous.TypeInfo:

@@ -10,6 +10,7 @@ import (
 	"github.com/casestudy/casestudy/runner/rendezvous"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
+	"github.com/casestudy/casestudy/timeline"
 )
 
 // TestOwnEnd: which ends after the runner's stop are a rank's own (and so
@@ -73,4 +74,39 @@ func TestCauseOrder(t *testing.T) {
 	w.event(ev(rendezvous.Message{Type: rendezvous.TypeSignal, Rank: 0, Signal: "SIGTERM"}))
 	w.exit(launch.Exit{Rank: 0, Code: -1, Signal: "SIGKILL", At: time.Now()})
 	assert.Equal(t, store.OOM, w.first.outcome, "a rank's own error stays the cause")
+}
+
+// TestMeasuredWindowAcrossClocks: ranks on hosts whose clocks differ give the
+// launch's window as their steps took it, on the runner's clock: each rank's
+// marks move by its offset, the least receive-minus-send over its marks
+// (audit, 2026-12-07: the window was the earliest rank's warm mark to the
+// latest's measured mark, each on its own host's clock, so a node 5 s ahead
+// added 5 s to every multi-node launch's window).
+func TestMeasuredWindowAcrossClocks(t *testing.T) {
+	w := &watcher{o: &Options{Launcher: launch.Local{}}, sp: &trialSpec{Trial: study.Trial{ID: "t"}}, group: nopGroup{}, start: time.Now()}
+	for k := 0; k < 2; k++ {
+		w.ranks = append(w.ranks, &rankState{lastStep: -1, marks: map[string]time.Time{}})
+	}
+	runner0 := time.Unix(1000, 0)
+	ahead := 5 * time.Second // rank 1's host clock
+	mark := func(rank int, name string, at time.Time, latency time.Duration) {
+		own := at
+		if rank == 1 {
+			own = at.Add(ahead)
+		}
+		w.event(rendezvous.Event{At: at.Add(latency), Msg: rendezvous.Message{Type: rendezvous.TypeMark, Rank: rank, Name: name, At: own.UnixNano()}})
+	}
+	mark(0, timeline.MarkStarted, runner0, 300*time.Microsecond)
+	mark(1, timeline.MarkStarted, runner0, 2*time.Millisecond)
+	mark(1, timeline.MarkJoined, runner0.Add(time.Second), 200*time.Microsecond) // the least latency: the offset's estimate
+	assert.Equal(t, -ahead+200*time.Microsecond, w.ranks[1].clockOff)
+	assert.Equal(t, 300*time.Microsecond, w.ranks[0].clockOff)
+
+	// The window's marks (set as the watcher keeps them, on each rank's clock).
+	w.ranks[0].marks[timeline.MarkWarm] = runner0.Add(10 * time.Second)
+	w.ranks[0].marks[timeline.MarkMeasured] = runner0.Add(12 * time.Second)
+	w.ranks[1].marks[timeline.MarkWarm] = runner0.Add(10*time.Second + ahead)
+	w.ranks[1].marks[timeline.MarkMeasured] = runner0.Add(12*time.Second + 100*time.Millisecond + ahead)
+	from, to := measuredWindow(w.ranks)
+	assert.InDelta(t, 2.1, to.Sub(from).Seconds(), 0.001, "the steps' 2.1 s, not 7.1 s")
 }
