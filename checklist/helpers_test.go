@@ -132,6 +132,23 @@ func onGPUs(n int, name string, mem uint64, nvlinks int, topo string) func(*stor
 	}
 }
 
+// withPlan gives the run the manifest plan casestudy writes: every recorded
+// trial (the dropped combinations, outcome skipped, aside) and, after them,
+// the trials of unrecorded, planned but without a record (the run stopped
+// before them).
+func withPlan(run *store.Run, unrecorded ...spec) *store.Run {
+	for _, t := range run.Trials {
+		if t.Outcome != store.Skipped {
+			run.Manifest.Plan = append(run.Manifest.Plan, store.PlannedTrial{ID: t.ID, Index: t.Index, Knobs: t.Knobs, Changed: t.Changed})
+		}
+	}
+	for i, sp := range unrecorded {
+		t := mkTrial(len(run.Trials)+i, sp)
+		run.Manifest.Plan = append(run.Manifest.Plan, store.PlannedTrial{ID: t.ID, Index: t.Index, Knobs: t.Knobs, Changed: t.Changed})
+	}
+	return run
+}
+
 func withBaseline(k, v string) func(*store.Manifest) {
 	return func(m *store.Manifest) {
 		b := map[string]string{}
@@ -160,6 +177,7 @@ type ruleCase struct {
 	status   Status
 	severity Severity // checked when set
 	contains []string // in message, evidence or recommendation
+	absent   []string // in none of them
 	trials   []string // must be among the result's trials
 }
 
@@ -179,6 +197,9 @@ func runCases(t *testing.T, rule string, cases []ruleCase) {
 			}
 			for _, c := range tc.contains {
 				assert.Contains(t, text, c)
+			}
+			for _, c := range tc.absent {
+				assert.NotContains(t, text, c)
 			}
 			for _, id := range tc.trials {
 				assert.Contains(t, res.Trials, id)

@@ -192,7 +192,7 @@ func Evaluate(run *store.Run, cfg Config) []Result {
 			out = append(out, res)
 			continue
 		}
-		v := r.check(&evalContext{run: view, th: th})
+		v := r.check(&evalContext{run: view, th: th, cfg: cfg})
 		res.Status = v.Status
 		if v.Severity != "" {
 			res.Severity = v.Severity
@@ -227,6 +227,22 @@ func (r *Rule) resolve(cfg Config) map[string]float64 {
 type evalContext struct {
 	run *runView
 	th  map[string]float64
+	cfg Config
+}
+
+// of returns another rule's resolved threshold, for a rule that must judge a
+// measurement as that rule does (the same study override applies to both);
+// asking for an undeclared one is a bug.
+func (c *evalContext) of(rule, name string) float64 {
+	r, ok := byID[rule]
+	if !ok {
+		panic("checklist: unknown rule " + rule)
+	}
+	v, ok := r.resolve(c.cfg)[name]
+	if !ok {
+		panic("checklist: undeclared threshold " + rule + "." + name)
+	}
+	return v
 }
 
 // t returns a resolved threshold; asking for an undeclared one is a bug.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/casestudy/casestudy/profile"
 	"github.com/casestudy/casestudy/stats"
 )
 
@@ -40,8 +41,10 @@ var computeRules = []*Rule{
 		ID: "cuda-graphs", Title: "CUDA Graphs for launch-bound steps", Chapter: 27, Severity: Warning,
 		Rationale: "Short steps made of many small kernels are bound by CPU launch overhead; capturing the step in " +
 			"a CUDA Graph replays it with one launch. Judged from a graphs on/off pair when the study swept it, " +
-			"else from short steps at low MFU (a hint, reported as info).",
-		Needs: []string{"knob graphs", "samples_per_s", "step_ms", "mfu"},
+			"else from the best trial's kernel profile when it has one (its GPU idle share against " +
+			"profile-launch-bound's max_idle_share, so the two rules agree), else from short steps at low MFU " +
+			"(a hint, reported as info).",
+		Needs: []string{"knob graphs", "samples_per_s", "step_ms", "mfu", "profile.idle_share (when profiled)"},
 		Thresholds: []Threshold{
 			{Name: "min_speedup", Default: 1.05, Unit: "x", Doc: "speed-up of graphs: true that makes a recommendation (decided faster too)"},
 			{Name: "small_step_ms", Default: 50, Unit: "ms", Doc: "steps shorter than this may be launch-bound"},
@@ -309,6 +312,24 @@ func checkGraphs(c *evalContext) verdict {
 	}
 	if t.knob("graphs") == "true" {
 		return pass("the best trial %s already captures CUDA Graphs", t.ID)
+	}
+	// A kernel profile measures what the step length and MFU only hint at:
+	// how long the GPU waited for the host. Judged as profile-launch-bound
+	// judges it (its max_idle_share), so the two rules agree.
+	if p := profile.Mean(t.rec.Profiles(0)); p != nil && p.Device == "cuda" {
+		limitShare := c.of("profile-launch-bound", "max_idle_share")
+		if p.IdleShare > limitShare {
+			return verdict{
+				Status:   Finding,
+				Severity: Info,
+				Message: fmt.Sprintf("the best trial %s runs eager and its profile shows the GPU idle %s of its %s step (above %s): launch-bound",
+					t.ID, pct(p.IdleShare), ms(profileStep(p)), pct(limitShare)),
+				Trials:         ids(t),
+				Recommendation: "sweep graphs: [false, true] to measure CUDA Graphs on this workload",
+			}
+		}
+		return pass("the best trial %s steps in %s at %s MFU, but its profile shows the GPU idle only %s of the step (at most %s): not launch-bound",
+			t.ID, ms(t.StepMS), pct(t.MFU), pct(p.IdleShare), pct(limitShare))
 	}
 	if !c.run.onGPU() || t.MFU <= 0 {
 		return na("no graphs on/off pair, and no MFU to judge launch overhead (CPU run or unknown peak)")

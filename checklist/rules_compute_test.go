@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/profile"
 )
 
 func TestPrecision(t *testing.T) {
@@ -85,6 +86,23 @@ func TestCUDAGraphs(t *testing.T) {
 		{name: "short steps at low MFU hint", status: Finding, severity: Info,
 			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 8, mfu: 0.12}}, gpu),
 			contains: []string{"8 ms at 12.0% MFU", "sweep graphs"}},
+		// ResNet-50 on the H200 (results/reference/resnet50-h200-kernel-mix):
+		// a 39.3 ms step at 16% MFU, but the profile shows the GPU idle 2.3%
+		// of it; profile-launch-bound passes, and so must this rule.
+		{name: "short step at low MFU, but its profile shows a busy GPU", status: Pass,
+			run: mkRun([]spec{{id: "a", thr: 6521, stepMS: 39.3, mfu: 0.162,
+				prof: gpuProfile(39.3, 38.4, map[string]float64{profile.BatchNorm: 19, profile.Convolution: 19.4}, 0)}}, gpu),
+			contains: []string{"its profile shows the GPU idle only 2.29% of the step (at most 20.0%): not launch-bound"},
+			absent:   []string{"sweep graphs"}},
+		{name: "a profile with the GPU idle: launch-bound", status: Finding, severity: Info,
+			run: mkRun([]spec{{id: "a", thr: 640, stepMS: 50, mfu: 0.2,
+				prof: gpuProfile(50, 26, map[string]float64{profile.GEMM: 20, profile.Elementwise: 6}, 0)}}, gpu),
+			contains: []string{"GPU idle 48.0% of its 50 ms step (above 20.0%)", "sweep graphs: [false, true]"}},
+		{name: "the profile is judged at profile-launch-bound's threshold", status: Pass,
+			run: mkRun([]spec{{id: "a", thr: 640, stepMS: 50, mfu: 0.2,
+				prof: gpuProfile(50, 26, map[string]float64{profile.GEMM: 20, profile.Elementwise: 6}, 0)}}, gpu),
+			cfg:      Config{Thresholds: map[string]map[string]float64{"profile-launch-bound": {"max_idle_share": 0.5}}},
+			contains: []string{"at most 50.0%"}},
 		{name: "long steps at high MFU", status: Pass,
 			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 300, mfu: 0.45}}, gpu)},
 		{name: "cpu run without pair", status: NotApplicable,

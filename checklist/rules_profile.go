@@ -2,9 +2,11 @@ package checklist
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/casestudy/casestudy/profile"
+	"github.com/casestudy/casestudy/stats"
 )
 
 // Rules that read the kernel profiles (knob profile): where a step's time
@@ -19,7 +21,9 @@ var profileRules = []*Rule{
 			"the GPU sat idle, waiting for the host to launch the next kernel. A large idle share means the step is " +
 			"launch-bound: many short kernels issued one by one from the CPU. Source: the kernel profile of each " +
 			"trial (rank 0, mean over launches); BERT-large at 128 tokens in eager on the H200 idles about half of its " +
-			"step (50 ms eager against 25.5 ms replayed as a CUDA Graph).",
+			"step (50 ms eager against 25.5 ms replayed as a CUDA Graph). Where the run measured the graphed twin " +
+			"of an eager trial, its verdict decides: graphs: true is recommended only when it was decided faster by " +
+			"more than the study's compare.threshold, and the finding cites the verdict either way.",
 		Needs: []string{"profile.idle_share (GPU idle against the measured step)", "profile.busy_ms", "profile.kernels_per_step",
 			"knob graphs", "knob micro_batch"},
 		Thresholds: []Threshold{
@@ -32,8 +36,10 @@ var profileRules = []*Rule{
 		ID: "profile-normalisation", Title: "Normalisation kernels dominate the step", Chapter: 29, Severity: Warning,
 		Rationale: "Batch norm and layer norm are memory-bound: each reads and writes the activations once or twice " +
 			"for a few FLOPs. When they take a large share of the kernel time, the layout, the precision and fusion " +
-			"decide the step: channels_last for convolutions, fp16 where bf16 runs PyTorch's own batch norm (fp16 " +
-			"runs cuDNN's, 25% faster for ResNet-50 on the H200), fused normalisation kernels. Source: the kernel " +
+			"decide the step: channels_last for convolutions, fp16 where bf16 runs PyTorch's own batch norm (PyTorch " +
+			"sends fp16, not bf16, to cuDNN's; the engine's own kernels run both), fused normalisation kernels. fp16 is " +
+			"recommended only when the run measured the fp16 twin faster by more than the study's compare.threshold; " +
+			"the finding cites that verdict, whichever it is. Source: the kernel " +
 			"profile's categories batchnorm and layernorm and its top kernels; ResNet-50 bf16 on the H200 spends 45% " +
 			"of its kernel time in batch norm.",
 		Needs: []string{"profile.categories (batchnorm, layernorm)", "profile.top", "knob precision", "knob channels_last"},
@@ -136,34 +142,64 @@ func checkLaunchBound(c *evalContext) verdict {
 	if len(bad) == 0 {
 		return pass("the GPU idled at most %s of the step (trial %s), below %s", pct(worst.p.IdleShare), worst.t.ID, pct(limitShare))
 	}
-	var ev []string
-	eager := false
+	isBad := map[*trial]bool{}
+	for _, pt := range bad {
+		isBad[pt.t] = true
+	}
+	var ev, twins []string
+	eager, untried := false, false
+	var graphed []string // the measured verdicts of the eager trials' graphed twins
+	win := ""
 	for _, pt := range bad {
 		ev = append(ev, fmt.Sprintf("%s: GPU idle %s of a %s step (busy %s), %.0f kernels per step",
 			pt.t.label(), pct(pt.p.IdleShare), ms(profileStep(pt.p)), ms(pt.p.BusyMS), pt.p.KernelsPerStep))
-		eager = eager || pt.t.knob("graphs") != "true"
-	}
-	for _, pt := range gpu { // the graphed twin, when measured
 		if pt.t.knob("graphs") == "true" {
-			for _, b := range bad {
-				if c.run.twin(b.t, "graphs", "true") == pt.t {
-					ev = append(ev, fmt.Sprintf("%s: GPU idle %s with graphs (step %s)", pt.t.label(), pct(pt.p.IdleShare), ms(profileStep(pt.p))))
-				}
-			}
+			continue
+		}
+		eager = true
+		// The graphed twin, when measured: its verdict against the eager
+		// trial (δ, the study's threshold) decides, not the idle share.
+		tw := c.run.twin(pt.t, "graphs", "true")
+		if tw == nil || !slices.Contains(c.run.ok, tw) {
+			untried = true
+			continue
+		}
+		line := tw.label() + ":"
+		if tp := profile.Mean(tw.rec.Profiles(0)); tp != nil && !isBad[tw] { // a bad twin has its own line
+			line += fmt.Sprintf(" GPU idle %s with graphs (step %s);", pct(tp.IdleShare), ms(profileStep(tp)))
+		}
+		cmp := c.run.compare(tw, pt.t)
+		line += fmt.Sprintf(" against %s: %s (%s, %d vs %d launches)", pt.t.ID, cmp.Text(), cmp.PText(), cmp.NTrial, cmp.NBase)
+		ev = append(ev, line)
+		graphed = append(graphed, fmt.Sprintf("trial %s against %s: %s", tw.ID, pt.t.ID, cmp.Text()))
+		twins = append(twins, tw.ID)
+		if cmp.Winner() && win == "" {
+			win = fmt.Sprintf("use graphs: true (trial %s: %s against eager %s)", tw.ID, cmp.Text(), pt.t.ID)
 		}
 	}
-	rec := "raise micro_batch so that each launch carries more work"
-	if eager {
-		rec = "capture the step in a CUDA Graph (graphs: true) so that it is launched once, or " + rec
-	} else {
-		rec += "; the steps are graphed already: look for host synchronisation inside the step"
+	var recs []string
+	switch {
+	case win != "":
+		recs = append(recs, win)
+	case len(graphed) > 0:
+		recs = append(recs, "graphs: true was measured and not decided faster by more than "+stats.PercentText(c.run.level.Threshold)+
+			" ("+strings.Join(limit(graphed, 3), "; ")+"): no recommendation to use it; measure again with more launches if an effect is expected")
 	}
+	if untried && win == "" {
+		recs = append(recs, "sweep graphs: [false, true] to measure CUDA Graphs (one launch for the step)")
+	}
+	if eager {
+		recs = append(recs, "raise micro_batch so that each launch carries more work")
+	} else {
+		recs = append(recs, "raise micro_batch so that each launch carries more work; the steps are graphed already: look for host synchronisation inside the step")
+	}
+	rec := strings.Join(recs, "; ")
 	return verdict{
 		Status: Finding,
 		Message: fmt.Sprintf("the GPU idled %s of trial %s's %s step waiting for the host (launch-bound; %d trial(s) above %s)",
 			pct(bad[0].p.IdleShare), bad[0].t.ID, ms(profileStep(bad[0].p)), len(bad), pct(limitShare)),
 		Evidence:       limit(ev, 8),
-		Trials:         profiledIDs(bad),
+		Trials:         append(profiledIDs(bad), twins...),
 		Recommendation: rec,
 	}
 }
@@ -198,39 +234,77 @@ func checkNormalisation(c *evalContext) verdict {
 		}
 		recs = append(recs, r)
 	}
+	var verdicts, twins []string // the fp16 twins' measured verdicts, after the profiles
+	isBad := map[*trial]bool{}
+	for _, pt := range bad {
+		isBad[pt.t] = true
+	}
 	for _, pt := range bad {
 		p := pt.p
 		line := fmt.Sprintf("%s: batch norm %s, layer norm %s per step, %s of the kernel time", pt.t.label(),
 			ms(p.MS(profile.BatchNorm)), ms(p.MS(profile.LayerNorm)), pct(share(p)))
 		if k := topKernel(p, profile.BatchNorm, profile.LayerNorm); k != "" {
 			line += "; largest: " + shortKernel(k)
+			if who := kernelSource(k); who != "" {
+				line += " (" + who + ")"
+			}
 		}
 		ev = append(ev, line)
 		bn := p.MS(profile.BatchNorm) >= p.MS(profile.LayerNorm)
 		if bn && pt.t.knob("channels_last") == "false" {
 			addRec("channels_last: true (NHWC batch norm and convolutions, no layout copies)")
 		}
-		if bn && pt.t.knob("precision") == "bf16" && !strings.Contains(topKernel(p, profile.BatchNorm), "cudnn") {
-			r := "precision: fp16: bf16 batch norm runs PyTorch's own kernels, fp16 runs cuDNN's (ResNet-50 on the H200: 25% faster)"
-			if tw := c.run.twin(pt.t, "precision", "fp16"); tw != nil {
+		bnKernel := topKernel(p, profile.BatchNorm)
+		if bn && pt.t.knob("precision") == "bf16" && !strings.Contains(strings.ToLower(bnKernel), "cudnn") {
+			// fp16 may run another batch norm (PyTorch's cuDNN path takes
+			// fp16, not bf16): only the run's own fp16 twin says whether
+			// that is faster, by its verdict against δ.
+			tw := c.run.twin(pt.t, "precision", "fp16")
+			switch {
+			case tw != nil && slices.Contains(c.run.ok, tw):
+				cmp := c.run.compare(tw, pt.t)
+				twK := ""
 				if tp := profile.Mean(tw.rec.Profiles(0)); tp != nil {
-					ev = append(ev, fmt.Sprintf("%s: batch norm %s per step (%s of the kernel time); largest: %s", tw.label(),
-						ms(tp.MS(profile.BatchNorm)), pct(tp.Share(profile.BatchNorm)), shortKernel(topKernel(tp, profile.BatchNorm))))
+					twK = topKernel(tp, profile.BatchNorm)
+					if !isBad[tw] { // its own line is there already
+						line := fmt.Sprintf("%s: batch norm %s per step (%s of the kernel time); largest: %s", tw.label(),
+							ms(tp.MS(profile.BatchNorm)), pct(tp.Share(profile.BatchNorm)), shortKernel(twK))
+						if who := kernelSource(twK); who != "" {
+							line += " (" + who + ")"
+						}
+						ev = append(ev, line)
+					}
 				}
+				vline := fmt.Sprintf("precision: fp16 against bf16 (trials %s, %s): %s (%s, %d vs %d launches)",
+					tw.ID, pt.t.ID, cmp.Text(), cmp.PText(), cmp.NTrial, cmp.NBase)
+				if a, b := kernelSource(bnKernel), kernelSource(twK); a != "" && b != "" {
+					if a == b {
+						vline += "; batch norm runs " + a + " kernels in both"
+					} else {
+						vline += fmt.Sprintf("; batch norm runs %s kernels in bf16, %s in fp16", a, b)
+					}
+				}
+				verdicts, twins = append(verdicts, vline), append(twins, tw.ID)
+				if cmp.Winner() {
+					addRec(fmt.Sprintf("precision: fp16 (trial %s: %s against bf16)", tw.ID, cmp.Text()))
+				}
+			case tw == nil && kernelSource(bnKernel) == pytorchOwn:
+				addRec("sweep precision: [bf16, fp16] to measure fp16: bf16 batch norm runs " + pytorchOwn +
+					" kernels here, fp16 may take cuDNN's")
 			}
-			addRec(r)
 		}
 		if !bn {
 			addRec("fuse layer norm with the residual add and casts around it (one kernel forward, one backward)")
 		}
 	}
+	ev = append(limit(ev, 8), limit(verdicts, 4)...)
 	addRec("fuse normalisation with its neighbours (BN+ReLU(+add), compiled kernels)")
 	return verdict{
 		Status: Finding,
 		Message: fmt.Sprintf("normalisation took %s of trial %s's kernel time (%d trial(s) above %s)",
 			pct(share(bad[0].p)), bad[0].t.ID, len(bad), pct(limitShare)),
-		Evidence:       limit(ev, 8),
-		Trials:         profiledIDs(bad),
+		Evidence:       ev,
+		Trials:         append(profiledIDs(bad), twins...),
 		Recommendation: strings.Join(recs, "; "),
 	}
 }
@@ -350,11 +424,45 @@ func profiledIDs(ps []profiled) []string {
 	return out
 }
 
-// shortKernel is a kernel name without "void " and template arguments.
+const pytorchOwn = "PyTorch's own"
+
+// kernelSource says whose kernel a name is, for the attribution of a
+// normalisation kernel: cuDNN's, PyTorch's own, the engine's own; "" unknown.
+func kernelSource(name string) string {
+	switch {
+	case name == "":
+		return ""
+	case strings.Contains(strings.ToLower(name), "cudnn"):
+		return "cuDNN's"
+	case strings.Contains(name, "cs::cuda::"):
+		return "the engine's own"
+	case strings.Contains(name, "at::native::"):
+		return pytorchOwn
+	}
+	return ""
+}
+
+// shortKernel is a kernel name without "void ", template arguments and
+// parameters; a namespace's "(anonymous namespace)::" is part of the name, so
+// the function name after it stays ("cs::cuda::(anonymous
+// namespace)::bn_bwd_apply_kernel", not "cs::cuda::").
 func shortKernel(name string) string {
+	const anon = "(anonymous namespace)::"
 	name = strings.TrimPrefix(name, "void ")
-	if i := strings.IndexAny(name, "<("); i > 0 {
-		name = name[:i]
+	from := 0
+	for {
+		i := strings.IndexAny(name[from:], "<(")
+		if i < 0 {
+			break
+		}
+		if strings.HasPrefix(name[from+i:], anon) {
+			from += i + len(anon)
+			continue
+		}
+		if from+i > 0 {
+			name = name[:from+i]
+		}
+		break
 	}
 	if r := []rune(name); len(r) > 80 {
 		name = string(r[:79]) + "…"

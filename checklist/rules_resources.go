@@ -90,8 +90,8 @@ func checkMPS(c *evalContext) verdict {
 		return na("no mps on/off pair, and no MFU to judge how much of the GPU one process uses")
 	}
 	if t.MFU < c.t("small_work_mfu") && t.StepMS >= c.t("small_step_ms") {
-		return pass("the best trial %s reaches %s MFU, but its steps take %s ms: the work per step is not small; the low MFU "+
-			"comes from the model's arithmetic intensity (memory-bound layers), which MPS does not change", t.ID, pct(t.MFU), num(t.StepMS))
+		return pass("the best trial %s reaches %s MFU, but its steps take %s: the work per step is not small; the low MFU "+
+			"comes from the model's arithmetic intensity (memory-bound layers), which MPS does not change", t.ID, pct(t.MFU), ms(t.StepMS))
 	}
 	if t.MFU < c.t("small_work_mfu") && t.knobInt("procs_per_gpu", 1) == 1 {
 		return verdict{

@@ -28,6 +28,10 @@ func TestMPS(t *testing.T) {
 		{name: "low MFU over long steps: not small work", status: Pass,
 			run:      mkRun([]spec{{id: "a", set: set("micro_batch", "256"), thr: 3000, stepMS: 85, mfu: 0.16}}, gpu),
 			contains: []string{"steps take 85 ms: the work per step is not small"}},
+		// The H100 ResNet-50 run printed "39.14059257507324 ms": rounded now.
+		{name: "a measured step is printed rounded", status: Pass,
+			run:      mkRun([]spec{{id: "a", set: set("micro_batch", "256"), thr: 6541, stepMS: 39.14059257507324, mfu: 0.162}}, gpu),
+			contains: []string{"steps take 39.1 ms: the work"}, absent: []string{"39.14"}},
 		{name: "GPU well used", status: Pass, run: mkRun([]spec{{id: "a", thr: 100, stepMS: 20, mfu: 0.5}}, gpu)},
 		{name: "CPU run", status: NotApplicable, run: mkRun([]spec{{id: "a", thr: 100, stepMS: 20}})},
 	})

@@ -38,7 +38,9 @@ var runRules = []*Rule{
 			"(the study's compare.threshold; Welch interval over launches inside [1/(1+δ), 1+δ], even when it " +
 			"excludes 1) had no effect larger than δ, and should not be credited for a speed-up. A pair that is still undecided does " +
 			"not count as no effect. For nccl.algo/nccl.proto, NCCL's own tuning log shows when auto already " +
-			"chose the forced value.",
+			"chose the forced value. Which value to keep follows the measurement, not the knob's default: the value " +
+			"measurably faster (its interval excludes 1, if by less than δ) in some pair and slower in none, else " +
+			"either, as both are within ±δ.",
 		Needs: []string{"pairs of trials differing in one knob", "samples_per_s of each launch", "NCCL tuning log lines (optional)"},
 		check: checkNoEffect,
 	},
@@ -46,8 +48,11 @@ var runRules = []*Rule{
 		ID: "failed-trials", Title: "Failed trials that may hide the best configuration", Chapter: 19, Severity: Warning,
 		Rationale: "A trial that failed, ran out of memory or timed out is missing from the comparison. When it " +
 			"differs from the best trial in a direction that usually helps (reduced precision, CUDA Graphs, a larger " +
-			"micro-batch, overlap, more micro-batches ...), the real best configuration may be the one that failed.",
-		Needs: []string{"trial outcomes and errors", "knobs"},
+			"micro-batch, overlap, more micro-batches ...), the real best configuration may be the one that failed. " +
+			"A planned trial without a record never ran (the run stopped before it; the report lists it not_run): the " +
+			"run did not measure its plan, which is a finding of severity error whatever its knobs, as is a run " +
+			"without a single trial.",
+		Needs: []string{"trial outcomes and errors", "knobs", "manifest plan (planned trials without a record)"},
 		check: checkFailedTrials,
 	},
 }
@@ -197,11 +202,12 @@ func checkNoEffect(c *evalContext) verdict {
 	if len(knobs) == 0 {
 		return na("no two completed trials differ in exactly one knob")
 	}
-	var lines, trials, names []string
+	var lines, trials, names, advice []string
 	for _, k := range knobs {
 		ps := c.run.pairs(k)
 		var widest stats.Comparison
 		var wa, wb *trial
+		var cmps []pairCmp
 		same := true
 		for _, p := range ps {
 			cmp := c.run.compare(p.A, p.B)
@@ -209,6 +215,7 @@ func checkNoEffect(c *evalContext) verdict {
 				same = false // an effect, or not decided: no claim of "no effect"
 				break
 			}
+			cmps = append(cmps, pairCmp{p.A, p.B, cmp})
 			if wa == nil || math.Abs(math.Log(cmp.Ratio)) > math.Abs(math.Log(widest.Ratio)) {
 				widest, wa, wb = cmp, p.A, p.B
 			}
@@ -222,20 +229,98 @@ func checkNoEffect(c *evalContext) verdict {
 		lines = append(lines, line)
 		names = append(names, k)
 		trials = append(trials, wa.ID, wb.ID)
+		advice = append(advice, keepAdvice(k, cmps, c.run.level.Threshold))
 	}
 	if len(lines) == 0 {
 		return pass("no swept knob (%s) was decided \"within ±%s\" (no effect larger than %s) in every clean pair", strings.Join(knobs, ", "),
 			stats.PercentText(c.run.level.Threshold), stats.PercentText(c.run.level.Threshold))
 	}
 	sort.Strings(names)
+	band := stats.PercentText(c.run.level.Threshold)
 	return verdict{
 		Status: Finding,
 		Message: fmt.Sprintf("%d knob(s) had no effect larger than %s: %s", len(names),
-			stats.PercentText(c.run.level.Threshold), strings.Join(names, ", ")),
-		Evidence:       lines,
-		Trials:         trials,
-		Recommendation: "do not credit these knobs for a speed-up; leave them at their defaults, or measure again with more repeats if an effect is expected",
+			band, strings.Join(names, ", ")),
+		Evidence: lines,
+		Trials:   trials,
+		Recommendation: fmt.Sprintf("do not credit these knobs for a speed-up larger than %s; %s; measure again with more repeats if a larger effect is expected",
+			band, strings.Join(advice, "; ")),
 	}
+}
+
+// pairCmp is a pair of trials with its comparison (A against B).
+type pairCmp struct {
+	A, B *trial
+	Cmp  stats.Comparison
+}
+
+// keepAdvice says, for a knob whose every pair lies within ±δ, which value to
+// keep by the measurement: the value that was measurably faster (its
+// interval excludes 1) in some pair and slower in none, or, when no pair
+// tells the values apart, that either is within ±δ. The knob registry's
+// default plays no part: a baseline away from it may be the faster side.
+func keepAdvice(knob string, cs []pairCmp, threshold float64) string {
+	band := stats.PercentText(threshold)
+	wins, losses := map[string]int{}, map[string]bool{}
+	var order []string
+	lo, hi := math.Inf(1), 0.0 // the measurable gains, as fractions of the slower side's speed
+	for _, pc := range cs {
+		var fast, slow string
+		var gainLo, gainHi float64
+		switch pc.Cmp.Direction() {
+		case stats.Better:
+			fast, slow = pc.A.knob(knob), pc.B.knob(knob)
+			gainLo, gainHi = pc.Cmp.Lo-1, pc.Cmp.Hi-1
+		case stats.Worse:
+			fast, slow = pc.B.knob(knob), pc.A.knob(knob)
+			gainLo, gainHi = 1/pc.Cmp.Hi-1, 1/pc.Cmp.Lo-1
+		default:
+			continue
+		}
+		if _, seen := wins[fast]; !seen {
+			order = append(order, fast)
+		}
+		wins[fast]++
+		losses[slow] = true
+		lo, hi = min(lo, gainLo), max(hi, gainHi)
+	}
+	var keep []string
+	for _, v := range order {
+		if !losses[v] {
+			keep = append(keep, v)
+		}
+	}
+	switch {
+	case len(wins) == 0:
+		return fmt.Sprintf("%s: no value was measurably faster, every pair is within ±%s: choose by memory or simplicity", knob, band)
+	case len(keep) == 1:
+		return fmt.Sprintf("%s: keep %s, measurably faster (+%.1f to +%.1f%%, less than %s) than %s", knob, keep[0],
+			100*lo, 100*hi, band, strings.Join(loserValues(knob, cs, keep[0]), ", "))
+	}
+	return fmt.Sprintf("%s: no single value was measurably fastest in every pair (all within ±%s): choose by memory or simplicity", knob, band)
+}
+
+// loserValues are the values of knob measurably slower than keep.
+func loserValues(knob string, cs []pairCmp, keep string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, pc := range cs {
+		a, b := pc.A.knob(knob), pc.B.knob(knob)
+		var slow string
+		switch {
+		case pc.Cmp.Direction() == stats.Better && a == keep:
+			slow = b
+		case pc.Cmp.Direction() == stats.Worse && b == keep:
+			slow = a
+		default:
+			continue
+		}
+		if !seen[slow] {
+			seen[slow] = true
+			out = append(out, slow)
+		}
+	}
+	return out
 }
 
 // ncclSameChoice notes, for a forced NCCL knob, when NCCL's log shows that auto
@@ -295,8 +380,8 @@ var failedOutcomes = map[store.Outcome]string{
 }
 
 func checkFailedTrials(c *evalContext) verdict {
-	if len(c.run.all) == 0 {
-		return na("the run has no trial records")
+	if len(c.run.trials()) == 0 && len(c.run.notRun) == 0 {
+		return nothingMeasured()
 	}
 	var failed []*trial
 	for _, t := range c.run.all {
@@ -304,46 +389,83 @@ func checkFailedTrials(c *evalContext) verdict {
 			failed = append(failed, t)
 		}
 	}
-	if len(failed) == 0 {
-		return pass("no trial failed, ran out of memory, timed out or was interrupted (%d trials)", len(c.run.all))
+	// Planned trials without a record never ran: the run did not measure its
+	// plan, and its best trial is the best of what it measured (an error,
+	// whatever the missing trials' knobs).
+	var notRun, notRunIDs []string
+	for _, p := range c.run.notRun {
+		notRun, notRunIDs = append(notRun, notRunLine(p)), append(notRunIDs, p.ID)
+	}
+	if len(failed) == 0 && len(notRun) == 0 {
+		return pass("no trial failed, ran out of memory, timed out or was interrupted (%s)", c.run.measuredOf())
 	}
 	best := c.run.best
-	if best == nil {
-		f := failed[0]
-		return verdict{
-			Status:         Finding,
-			Severity:       Error,
-			Message:        fmt.Sprintf("no trial completed; %d ended badly, e.g. %s: %s %s", len(failed), f.label(), f.rec.Outcome, firstLine(f.rec.Error)),
-			Trials:         ids(failed...),
-			Recommendation: failedOutcomes[f.rec.Outcome],
-		}
-	}
 	var lines, trials []string
 	var recs []string
 	seenRec := map[string]bool{}
+	addRec := func(r string) {
+		if !seenRec[r] {
+			seenRec[r] = true
+			recs = append(recs, r)
+		}
+	}
+	if len(notRun) > 0 {
+		addRec("not run: " + notRunAdvice)
+	}
 	for _, f := range failed {
 		var dirs []string
-		for _, k := range sortedKeys(f.Knobs) {
-			if bv := best.knob(k); f.knob(k) != bv && helps(k, bv, f.knob(k)) {
-				dirs = append(dirs, fmt.Sprintf("%s: %s→%s", k, bv, f.knob(k)))
+		if best != nil {
+			for _, k := range sortedKeys(f.Knobs) {
+				if bv := best.knob(k); f.knob(k) != bv && helps(k, bv, f.knob(k)) {
+					dirs = append(dirs, fmt.Sprintf("%s: %s→%s", k, bv, f.knob(k)))
+				}
 			}
-		}
-		if len(dirs) == 0 {
-			continue
+			if len(dirs) == 0 {
+				continue
+			}
 		}
 		line := fmt.Sprintf("%s ended %s", f.ID, f.rec.Outcome)
 		if e := firstLine(f.rec.Error); e != "" {
 			line += " (" + e + ")"
 		}
-		lines = append(lines, line+"; differs from the best trial in "+strings.Join(dirs, ", "))
-		trials = append(trials, f.ID)
-		if r := failedOutcomes[f.rec.Outcome]; !seenRec[r] {
-			seenRec[r] = true
-			recs = append(recs, string(f.rec.Outcome)+": "+r)
+		if len(dirs) > 0 {
+			line += "; differs from the best trial in " + strings.Join(dirs, ", ")
 		}
+		lines = append(lines, line)
+		trials = append(trials, f.ID)
+		addRec(string(f.rec.Outcome) + ": " + failedOutcomes[f.rec.Outcome])
 	}
-	if len(lines) == 0 {
-		return pass("%d trial(s) ended badly, none in a direction from the best trial %s that usually helps", len(failed), best.ID)
+	switch {
+	case len(notRun) > 0:
+		msg := fmt.Sprintf("%d of %d planned trial(s) never ran (no record in trials.jsonl), e.g. %s", len(notRun), c.run.planned(), plannedLabel(c.run.notRun[0]))
+		if best == nil {
+			msg = "no trial completed; " + msg
+		} else {
+			msg += fmt.Sprintf("; the best trial %s is the best of the %d measured", best.ID, len(c.run.ok))
+		}
+		if len(failed) > 0 {
+			msg += fmt.Sprintf("; %d more ended badly", len(failed))
+		}
+		return verdict{
+			Status:         Finding,
+			Severity:       Error,
+			Message:        msg,
+			Evidence:       limit(append(notRun, lines...), 10),
+			Trials:         append(notRunIDs, trials...),
+			Recommendation: strings.Join(recs, "; "),
+		}
+	case best == nil:
+		f := failed[0]
+		return verdict{
+			Status:         Finding,
+			Severity:       Error,
+			Message:        fmt.Sprintf("no trial completed; %d ended badly, e.g. %s: %s %s", len(failed), f.label(), f.rec.Outcome, firstLine(f.rec.Error)),
+			Evidence:       limit(lines, 10),
+			Trials:         ids(failed...),
+			Recommendation: strings.Join(recs, "; "),
+		}
+	case len(lines) == 0:
+		return pass("%d trial(s) ended badly, none in a direction from the best trial %s that usually helps (%s)", len(failed), best.ID, c.run.measuredOf())
 	}
 	return verdict{
 		Status:         Finding,

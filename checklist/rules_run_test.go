@@ -59,6 +59,20 @@ func TestNoEffectKnob(t *testing.T) {
 			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.05}, {id: "b", set: set("graphs", "true"), thr: 108, stepMS: 9.3, noise: 0.04}},
 				func(m *store.Manifest) { m.CompareThreshold = 0.5 }),
 			contains: []string{"no effect larger than 50%"}},
+		// The H100 ResNet-50 run: the baseline captures graphs (away from the
+		// registry's default false) and eager is measurably 3.5-4.8% slower,
+		// inside ±5%: keep the faster value, never "leave it at its default".
+		{name: "keep the measurably faster value, not the default", status: Finding,
+			run: mkRun([]spec{{id: "a", set: set("graphs", "true"), thr: 6026, stepMS: 21.2, noise: 0.002},
+				{id: "b", set: set("graphs", "false"), thr: 5785, stepMS: 22.1, noise: 0.002}}, withBaseline("graphs", "true")),
+			contains: []string{"graphs: keep true, measurably faster (+", "than false", "speed-up larger than 5%"},
+			absent:   []string{"default"}},
+		{name: "the measurably faster value against the baseline's", status: Finding,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.001}, {id: "b", set: set("nccl.algo", "Ring"), thr: 102, stepMS: 9.8, noise: 0.001}}),
+			contains: []string{"nccl.algo: keep Ring, measurably faster (+", "than auto"}, absent: []string{"default"}},
+		{name: "neither measurably faster", status: Finding,
+			run:      mkRun([]spec{{id: "a", thr: 100, stepMS: 10, noise: 0.01}, {id: "b", set: set("nccl.algo", "Ring"), thr: 100.2, stepMS: 9.98, noise: 0.01}}),
+			contains: []string{"nccl.algo: no value was measurably faster, every pair is within ±5%"}, absent: []string{"default", "keep"}},
 		{name: "no clean pair", status: NotApplicable,
 			run: mkRun([]spec{{id: "a", thr: 100, stepMS: 10}, {id: "b", set: set("graphs", "true", "precision", "bf16"), thr: 150, stepMS: 7}})},
 	})
@@ -83,7 +97,26 @@ func TestFailedTrials(t *testing.T) {
 		{name: "nothing completed", status: Finding, severity: Error,
 			run:      mkRun([]spec{{id: "x", outcome: store.Crashed, err: "rank 1 killed by SIGSEGV"}}),
 			contains: []string{"no trial completed", "SIGSEGV"}},
-		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
+		// Planned trials without a record never ran: the run did not measure
+		// its plan, an error whatever their knobs (audit: 0 findings before).
+		{name: "planned trials never ran", status: Finding, severity: Error,
+			run: withPlan(mkRun([]spec{best, {id: "mb4", set: set("micro_batch", "4"), thr: 90, stepMS: 11}}),
+				spec{id: "late", set: set("micro_batch", "2")}, spec{id: "later", set: set("precision", "bf16")}),
+			contains: []string{"2 of 4 planned trial(s) never ran (no record in trials.jsonl), e.g. late (micro_batch=2)",
+				"the best trial best is the best of the 2 measured", "later (precision=bf16) was planned and never ran",
+				"casestudy run --resume"},
+			trials: []string{"late", "later"}},
+		{name: "planned, not one record (the audit's aa run)", status: Finding, severity: Error,
+			run:      withPlan(mkRun(nil), best, spec{id: "fault", set: set("micro_batch", "4")}),
+			contains: []string{"no trial completed; 2 of 2 planned trial(s) never ran", "best (baseline) was planned and never ran"},
+			trials:   []string{"best", "fault"}},
+		{name: "counts leave the dropped combinations out", status: Pass,
+			run: withPlan(mkRun([]spec{best, {id: "mb4", set: set("micro_batch", "4"), thr: 90, stepMS: 11},
+				{id: "skipped-1", set: set("mps", "true"), outcome: store.Skipped}, {id: "skipped-2", set: set("mps", "true", "micro_batch", "4"), outcome: store.Skipped}})),
+			contains: []string{"(2 of 2 planned trial(s) measured; 2 combination(s) dropped before running, not counted)"},
+			absent:   []string{"4 trials"}},
+		{name: "no trials: nothing measured is an error", status: Finding, severity: Error, run: mkRun(nil),
+			contains: []string{"measured nothing"}},
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -16,9 +17,10 @@ var trustRules = []*Rule{
 		Rationale: "A trial that failed, crashed, timed out or was interrupted has no numbers, and a launch tainted " +
 			"during its measured window (a throttled GPU, ...) is left out of the statistics: unless the runner launched " +
 			"it again (at most measurement.max_relaunches times a trial), the study compares fewer launches than it " +
-			"planned, or misses configurations. Out-of-memory trials and combinations skipped by a constraint are " +
-			"outcomes of the configuration, not faults of the measurement.",
-		Needs: []string{"trial outcomes and errors", "repeats[].tainted", "manifest measurement.max_relaunches"},
+			"planned, or misses configurations. A planned trial without a record (the run stopped before it) has no " +
+			"numbers either, and a run without a single trial measured nothing. Out-of-memory trials and combinations " +
+			"skipped by a constraint are outcomes of the configuration, not faults of the measurement.",
+		Needs: []string{"trial outcomes and errors", "repeats[].tainted", "manifest measurement.max_relaunches", "manifest plan"},
 		check: checkUntrustedLaunches,
 	},
 }
@@ -32,9 +34,36 @@ var lostOutcomes = map[store.Outcome]string{
 	store.Interrupted: "finish the run with casestudy run --resume RUN_DIR",
 }
 
+// notRunAdvice is what to do about planned trials without a record.
+const notRunAdvice = "finish the run with casestudy run --resume RUN_DIR (it runs the planned trials that have no record)"
+
+// nothingMeasured is the finding of a run without a single trial record or
+// planned trial: it measured nothing, which a gate must not pass.
+func nothingMeasured() verdict {
+	return verdict{
+		Status:         Finding,
+		Severity:       Error,
+		Message:        "the run has no trial records and plans no trial: it measured nothing",
+		Recommendation: "check that RUN_DIR is the run's directory (manifest.json and trials.jsonl), or run the study again",
+	}
+}
+
+// plannedLabel is a planned trial's "ID (knob=value, ...)", as trial.label.
+func plannedLabel(p store.PlannedTrial) string {
+	if len(p.Changed) == 0 {
+		return p.ID + " (baseline)"
+	}
+	return p.ID + " (" + knobs.Join(p.Knobs, p.Changed, ", ") + ")"
+}
+
+// notRunLine is the evidence line of a planned trial without a record.
+func notRunLine(p store.PlannedTrial) string {
+	return plannedLabel(p) + " was planned and never ran (no record in trials.jsonl)"
+}
+
 func checkUntrustedLaunches(c *evalContext) verdict {
-	if len(c.run.all) == 0 {
-		return na("the run has no trial records")
+	if len(c.run.trials()) == 0 && len(c.run.notRun) == 0 {
+		return nothingMeasured()
 	}
 	var lines, trials, recs []string
 	seen := map[string]bool{}
@@ -48,7 +77,13 @@ func checkUntrustedLaunches(c *evalContext) verdict {
 	if m := c.run.run.Manifest.Measurement; m != nil {
 		relaunches = m.MaxRelaunches
 	}
-	lost, tainted, replaced := 0, 0, 0
+	// Planned trials without a record have no numbers either (the report
+	// lists them not_run): the study measured less than it planned.
+	for _, p := range c.run.notRun {
+		lines, trials = append(lines, notRunLine(p)), append(trials, p.ID)
+		advise("not run: " + notRunAdvice)
+	}
+	lost, tainted, replaced := len(c.run.notRun), 0, 0
 	for _, t := range c.run.all {
 		if r, ok := lostOutcomes[t.rec.Outcome]; ok {
 			lost++
@@ -77,13 +112,13 @@ func checkUntrustedLaunches(c *evalContext) verdict {
 	}
 	if len(lines) == 0 {
 		if replaced > 0 {
-			return pass("every trial of the %d finished with its launches; %d tainted launch(es) were launched again", len(c.run.all), replaced)
+			return pass("every trial finished with its launches (%s); %d tainted launch(es) were launched again", c.run.measuredOf(), replaced)
 		}
-		return pass("every launch of the %d trial(s) finished and measured cleanly", len(c.run.all))
+		return pass("every launch finished and measured cleanly (%s)", c.run.measuredOf())
 	}
 	var what []string
 	if lost > 0 {
-		what = append(what, fmt.Sprintf("%d trial(s) without numbers", lost))
+		what = append(what, fmt.Sprintf("%d of %d planned trial(s) without numbers", lost, c.run.planned()))
 	}
 	if tainted > 0 {
 		what = append(what, fmt.Sprintf("%d tainted launch(es)", tainted))

@@ -18,15 +18,15 @@ func TestUntrustedLaunches(t *testing.T) {
 	exhausted.Trials[1].Repeats[1].Tainted = "GPU 0 thermally throttled for 40% of the measured window"
 	exhausted.Trials[1].Repeats[2].Tainted = "GPU 0 thermally throttled for 30% of the measured window"
 	runCases(t, "untrusted-launches", []ruleCase{
-		{name: "every launch clean", status: Pass, run: mkRun(good), contains: []string{"every launch of the 2 trial(s)"}},
+		{name: "every launch clean", status: Pass, run: mkRun(good), contains: []string{"every launch finished and measured cleanly (2 of 2 planned trial(s) measured)"}},
 		{name: "a crashed trial", status: Finding, severity: Error,
 			run:      mkRun(append(good, spec{id: "c", set: set("precision", "bf16"), outcome: store.Crashed, err: "rank 1 was killed by SIGSEGV\nstack"})),
-			contains: []string{"1 trial(s) without numbers: c ended crashed: rank 1 was killed by SIGSEGV", "crashed: read the failing rank's log"},
+			contains: []string{"1 of 3 planned trial(s) without numbers: c ended crashed: rank 1 was killed by SIGSEGV", "crashed: read the failing rank's log"},
 			trials:   []string{"c"}},
 		{name: "a timeout and an interrupted trial", status: Finding, severity: Error,
 			run: mkRun(append(good, spec{id: "t", set: set("micro_batch", "32"), outcome: store.Timeout},
 				spec{id: "i", set: set("micro_batch", "4"), outcome: store.Interrupted})),
-			contains: []string{"2 trial(s) without numbers", "i ended interrupted", "casestudy run --resume"}, trials: []string{"t", "i"}},
+			contains: []string{"2 of 4 planned trial(s) without numbers", "i ended interrupted", "casestudy run --resume"}, trials: []string{"t", "i"}},
 		{name: "a tainted launch", status: Finding, severity: Error, run: tainted,
 			contains: []string{"1 tainted launch(es): b launch 2 tainted (left out of the statistics, not launched again): GPU 0 thermally throttled"},
 			trials:   []string{"b"}},
@@ -37,6 +37,19 @@ func TestUntrustedLaunches(t *testing.T) {
 		{name: "out of memory and skipped are outcomes, not faults", status: Pass,
 			run: mkRun(append(good, spec{id: "o", set: set("micro_batch", "64"), outcome: store.OOM},
 				spec{id: "s", set: set("mps", "true"), outcome: store.Skipped}, spec{id: "u", set: set("mps", "true"), outcome: store.Unsupported}))},
-		{name: "no trials", status: NotApplicable, run: mkRun(nil)},
+		// A run that did not measure its plan fails `check --fail-on error`
+		// (audit: a run whose last trials never ran passed with 0 findings).
+		{name: "planned trials without a record never ran", status: Finding, severity: Error,
+			run: withPlan(mkRun(good), spec{id: "late", set: set("micro_batch", "32")}),
+			contains: []string{"1 of 3 planned trial(s) without numbers: late (micro_batch=32) was planned and never ran (no record in trials.jsonl)",
+				"not run: finish the run with casestudy run --resume RUN_DIR"},
+			trials: []string{"late"}},
+		{name: "planned, not one record", status: Finding, severity: Error, run: withPlan(mkRun(nil), good...),
+			contains: []string{"2 of 2 planned trial(s) without numbers: a (baseline) was planned and never ran"}, trials: []string{"a", "b"}},
+		{name: "dropped combinations are no trials", status: Pass,
+			run:      withPlan(mkRun(append(good, spec{id: "skipped-1", set: set("mps", "true"), outcome: store.Skipped}))),
+			contains: []string{"(2 of 2 planned trial(s) measured; 1 combination(s) dropped before running, not counted)"}},
+		{name: "no trials: nothing measured is an error", status: Finding, severity: Error, run: mkRun(nil),
+			contains: []string{"measured nothing"}},
 	})
 }

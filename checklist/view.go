@@ -1,6 +1,7 @@
 package checklist
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -57,6 +58,13 @@ type runView struct {
 	// (the checklist's faster/slower claims).
 	level stats.Level
 	holm  map[[2]string]bool
+
+	// notRun are the planned trials without a record (the run stopped
+	// before them: `casestudy run --resume` finishes them), in plan order;
+	// dropped counts the records of combinations the planner dropped
+	// (outcome skipped): not trials, and in no count of trials.
+	notRun  []store.PlannedTrial
+	dropped int
 }
 
 func newRunView(run *store.Run) *runView {
@@ -70,12 +78,24 @@ func newRunView(run *store.Run) *runView {
 		recs[i] = &run.Trials[i]
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
+	recorded := map[string]bool{}
 	for _, rec := range recs {
 		t := newTrial(rec)
 		v.all = append(v.all, t)
 		v.byID[t.ID] = t
+		recorded[t.ID] = true
+		if rec.Outcome == store.Skipped {
+			v.dropped++
+		}
 		if rec.Outcome == store.OK && (t.Throughput > 0 || t.StepMS > 0) {
 			v.ok = append(v.ok, t)
+		}
+	}
+	plan := slices.Clone(run.Manifest.Plan)
+	sort.SliceStable(plan, func(i, j int) bool { return plan[i].Index < plan[j].Index })
+	for _, p := range plan { // as the report counts them (report.NotRun)
+		if !recorded[p.ID] {
+			v.notRun = append(v.notRun, p)
 		}
 	}
 	v.best = v.pickBest(v.ok)
@@ -86,6 +106,32 @@ func newRunView(run *store.Run) *runView {
 	v.level = stats.DesignOf(&run.Manifest).Level(threshold)
 	v.holm = v.correct()
 	return v
+}
+
+// trials returns the recorded trials, the dropped combinations (outcome
+// skipped) left out: what counts of trials count.
+func (v *runView) trials() []*trial {
+	var out []*trial
+	for _, t := range v.all {
+		if t.rec.Outcome != store.Skipped {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// planned is the number of trials the run set out to measure: its recorded
+// trials and the planned ones without a record.
+func (v *runView) planned() int { return len(v.trials()) + len(v.notRun) }
+
+// measuredOf is "N of M planned trial(s) measured" (completed with numbers),
+// with the dropped combinations said apart.
+func (v *runView) measuredOf() string {
+	s := fmt.Sprintf("%d of %d planned trial(s) measured", len(v.ok), v.planned())
+	if v.dropped > 0 {
+		s += fmt.Sprintf("; %d combination(s) dropped before running, not counted", v.dropped)
+	}
+	return s
 }
 
 // defaultThreshold is δ when the study sets no compare.threshold (the
