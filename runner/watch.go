@@ -340,10 +340,19 @@ func (w *watcher) result() *repeatResult {
 	return res
 }
 
+// lastSteps is each rank's last completed step, for the timeout messages.
+// A rank reports a completed step after a whole engine call, which runs all
+// its measured steps at once, so its count lags while it trains; the step
+// its trainer is in, from the communication progress of its last heartbeat
+// (ranks that communicate), is added where it is further on: "rank0=1 (in
+// step 5)".
 func (w *watcher) lastSteps() string {
 	parts := make([]string, len(w.ranks))
 	for k, st := range w.ranks {
 		parts[k] = fmt.Sprintf("rank%d=%d", k, st.lastStep)
+		if p := st.rec.Comm; p != nil && p.Step > int64(st.lastStep) {
+			parts[k] += fmt.Sprintf(" (in step %d)", p.Step)
+		}
 	}
 	return strings.Join(parts, " ")
 }

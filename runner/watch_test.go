@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/launch"
 	"github.com/casestudy/casestudy/runner/rendezvous"
 	"github.com/casestudy/casestudy/store"
@@ -109,4 +110,15 @@ func TestMeasuredWindowAcrossClocks(t *testing.T) {
 	w.ranks[1].marks[timeline.MarkMeasured] = runner0.Add(12*time.Second + 100*time.Millisecond + ahead)
 	from, to := measuredWindow(w.ranks)
 	assert.InDelta(t, 2.1, to.Sub(from).Seconds(), 0.001, "the steps' 2.1 s, not 7.1 s")
+}
+
+// TestLastStepsAddsTheStepInProgress: a rank's completed-step count lags
+// while one engine call runs all its measured steps; the step its trainer
+// is in (its heartbeats' communication progress) is said beside it (audit,
+// 2026-12-07: a hung rank 1 read ahead of the healthy rank 0, "rank0=1 rank1=2").
+func TestLastStepsAddsTheStepInProgress(t *testing.T) {
+	w := &watcher{ranks: []*rankState{{lastStep: 1}, {lastStep: 2}, {lastStep: 3}}}
+	w.ranks[0].rec.Comm = &engine.CommProgress{Step: 5}
+	w.ranks[1].rec.Comm = &engine.CommProgress{Step: 2}
+	assert.Equal(t, "rank0=1 (in step 5) rank1=2 rank2=3", w.lastSteps())
 }
