@@ -248,6 +248,11 @@ func DroppedID(knobs map[string]string) string {
 
 func (r *Runner) commit(rec *store.TrialRecord, res *Result) error {
 	start := time.Now()
+	if r.opts.Machine != nil && r.opts.Machine.Rehearse && rec.Outcome == store.Interrupted {
+		// A rehearsal does not resume (run --rehearse refuses --resume): its
+		// interrupted trials are rehearsed again by a new rehearsal.
+		rec.Error = strings.ReplaceAll(rec.Error, "--resume runs it again", "a new rehearsal runs it again (a rehearsal does not resume)")
+	}
 	err := r.opts.Writer.Append(rec)
 	r.commitMS += float64(time.Since(start)) / float64(time.Millisecond)
 	if err != nil {

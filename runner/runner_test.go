@@ -591,3 +591,24 @@ sweep: {strategy: list, trials: [{precision: fp32}, {precision: bf16}]}
 		}
 	}
 }
+
+// TestRehearsalInterruptedHint: a rehearsal does not resume (run --rehearse
+// refuses --resume), so its interrupted trials' records say a new rehearsal
+// runs them again, not "--resume" (audit, 2026-12-07); a measured run's keep
+// the resume hint.
+func TestRehearsalInterruptedHint(t *testing.T) {
+	for _, rehearse := range []bool{true, false} {
+		f := newFixture(t, "name: hint\nmodel: {family: gpt, preset: tiny}\nworkload: {device: cpu}\n")
+		o := f.options()
+		o.Machine.Rehearse = rehearse
+		r, err := New(o)
+		require.NoError(t, err)
+		rec := &store.TrialRecord{ID: "t1", Outcome: store.Interrupted, FailedRank: -1, Error: "stopped by a signal; --resume runs it again"}
+		require.NoError(t, r.commit(rec, &Result{Outcomes: map[store.Outcome]int{}}))
+		if rehearse {
+			assert.Equal(t, "stopped by a signal; a new rehearsal runs it again (a rehearsal does not resume)", rec.Error)
+		} else {
+			assert.Equal(t, "stopped by a signal; --resume runs it again", rec.Error)
+		}
+	}
+}
