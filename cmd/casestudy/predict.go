@@ -116,6 +116,9 @@ func newPredictCommand() *cobra.Command {
 			if len(args) == 0 {
 				return exitcode.Usage(errors.New("predict needs RUN_DIR (or --published)"))
 			}
+			if err := checkModelFlags(cmd, &o); err != nil {
+				return err
+			}
 			return runPredict(cmd.OutOrStdout(), args, o)
 		},
 	}

@@ -52,15 +52,33 @@ func checkRunFlags(cmd *cobra.Command, o *runOptions) error {
 	if cmd.Flags().Changed("predict") && p.gpus == 0 {
 		return exitcode.Usage(errors.New("--predict 0: give the GPUs to predict for, 2 or more (or leave --predict out)"))
 	}
-	if cmd.Flags().Changed("cores") && p.cores < 1 {
-		return exitcode.Usage(fmt.Errorf("--cores %d: give the cores the CPU ranks share, 1 or more (or leave --cores out: this machine's)", p.cores))
-	}
 	if p.gpus == 0 {
 		if given := changed(predictModelFlags); len(given) > 0 {
 			return exitcode.Usage(fmt.Errorf("%s %s with --predict N (the prediction's cost model); "+
 				"without --predict the run predicts nothing and would ignore %s: add --predict N or leave %s out",
 				strings.Join(given, ", "), oneOrMore(len(given), "goes", "go"), oneOrMore(len(given), "it", "them"), oneOrMore(len(given), "it", "them")))
 		}
+	}
+	if err := checkModelFlags(cmd, p); err != nil {
+		return err
+	}
+	if !o.launcher.submit {
+		if given := changed(submitFlags); len(given) > 0 {
+			return exitcode.Usage(fmt.Errorf("%s %s with --launcher slurm --submit (the batch job's request to Slurm); "+
+				"this run submits no job and would ignore %s: add --submit or leave %s out",
+				strings.Join(given, ", "), oneOrMore(len(given), "goes", "go"), oneOrMore(len(given), "it", "them"), oneOrMore(len(given), "it", "them")))
+		}
+	}
+	return checkRdzvPort(o.launcher.rdzvAddr)
+}
+
+// checkModelFlags refuses cost-model flags of run --predict and predict
+// that the model would misread: --cores below 1, an NCCL algorithm or
+// protocol it does not have, --nccl-algo/--nccl-proto without --topology
+// (the --fit line has none).
+func checkModelFlags(cmd *cobra.Command, p *predictFlags) error {
+	if cmd.Flags().Changed("cores") && p.cores < 1 {
+		return exitcode.Usage(fmt.Errorf("--cores %d: give the cores the CPU ranks share, 1 or more (or leave --cores out: this machine's)", p.cores))
 	}
 	for _, f := range []struct {
 		name, value string
@@ -78,14 +96,7 @@ func checkRunFlags(cmd *cobra.Command, o *runOptions) error {
 				"or protocols: give --topology NAME, or leave --%s out", f.name, f.name))
 		}
 	}
-	if !o.launcher.submit {
-		if given := changed(submitFlags); len(given) > 0 {
-			return exitcode.Usage(fmt.Errorf("%s %s with --launcher slurm --submit (the batch job's request to Slurm); "+
-				"this run submits no job and would ignore %s: add --submit or leave %s out",
-				strings.Join(given, ", "), oneOrMore(len(given), "goes", "go"), oneOrMore(len(given), "it", "them"), oneOrMore(len(given), "it", "them")))
-		}
-	}
-	return checkRdzvPort(o.launcher.rdzvAddr)
+	return nil
 }
 
 func oneOrMore(n int, one, more string) string {
