@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sort"
 
@@ -48,6 +49,16 @@ func (r *Runner) runRepeat(ctx context.Context, sp *trialSpec, rep int) (*repeat
 		}
 	}
 	defer l.close()
+	if next != nil && r.fixedRendezvousPort() {
+		// Two launches cannot listen on one fixed port at once: none is
+		// prepared ahead (each launch's record says so: prepared_ahead false).
+		if !r.saidFixedPort {
+			r.logf("the rendezvous listens on the fixed port of %s: no launch is prepared ahead of the one before it ends "+
+				"(--overlap needs a second listener; give --rdzv-addr without a port for it)", r.opts.RendezvousAddr)
+			r.saidFixedPort = true
+		}
+		next = nil
+	}
 	if next != nil {
 		prepare := func() {
 			nl, err := r.startLaunch(ctx, next.spec, next.rep, false)
@@ -216,4 +227,12 @@ func uniqueNonEmpty(xs []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// fixedRendezvousPort says whether the rendezvous listens on a fixed port
+// (--rdzv-addr HOST:PORT with PORT > 0), where a launch prepared ahead could
+// not listen beside the running one.
+func (r *Runner) fixedRendezvousPort() bool {
+	_, port, err := net.SplitHostPort(r.opts.RendezvousAddr)
+	return err == nil && port != "" && port != "0"
 }

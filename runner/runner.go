@@ -94,17 +94,20 @@ type Options struct {
 
 // Runner runs one sweep.
 type Runner struct {
-	opts      Options
-	metric    stats.Metric                  // the objective: what the schedule and greedy compare
-	launches  int                           // launches started so far (progress)
-	records   map[string]*store.TrialRecord // committed (or reused) in this run
-	start     time.Time                     // of the sweep: the time budget counts from here
-	spent     time.Duration                 // wall time of the launches so far
-	preheated bool
-	prepared  *launchRun  // the next launch, prepared while the current one runs
-	upcoming  *nextLaunch // the launch to prepare during the next one (overlap), set by the batch
-	lastEnd   time.Time   // when the last launch ended (its timeline's end), or the run began
-	commitMS  float64     // record commits since lastEnd
+	opts     Options
+	metric   stats.Metric                  // the objective: what the schedule and greedy compare
+	launches int                           // launches started so far (progress)
+	records  map[string]*store.TrialRecord // committed (or reused) in this run
+	// saidFixedPort: the fixed rendezvous port's note (no launch prepared
+	// ahead) was logged
+	saidFixedPort bool
+	start         time.Time     // of the sweep: the time budget counts from here
+	spent         time.Duration // wall time of the launches so far
+	preheated     bool
+	prepared      *launchRun  // the next launch, prepared while the current one runs
+	upcoming      *nextLaunch // the launch to prepare during the next one (overlap), set by the batch
+	lastEnd       time.Time   // when the last launch ended (its timeline's end), or the run began
+	commitMS      float64     // record commits since lastEnd
 
 	halt context.CancelCauseFunc // stops the sweep on an environment fault (stopEnvironment)
 }

@@ -122,3 +122,14 @@ func TestLastStepsAddsTheStepInProgress(t *testing.T) {
 	w.ranks[1].rec.Comm = &engine.CommProgress{Step: 2}
 	assert.Equal(t, "rank0=1 (in step 5) rank1=2 rank2=3", w.lastSteps())
 }
+
+// TestFixedRendezvousPort: with a fixed rendezvous port (--rdzv-addr
+// HOST:PORT) no launch is prepared ahead, where a second listener would fail
+// on every launch (audit, 2026-12-07: "bind: address already in use" for
+// each launch under --overlap tail, before it fell back).
+func TestFixedRendezvousPort(t *testing.T) {
+	for addr, fixed := range map[string]bool{"127.0.0.1:29517": true, "127.0.0.1:0": false, "10.0.0.5:": false, "[::1]:29500": true, "": false} {
+		r := &Runner{opts: Options{RendezvousAddr: addr}}
+		assert.Equal(t, fixed, r.fixedRendezvousPort(), addr)
+	}
+}
