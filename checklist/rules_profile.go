@@ -142,10 +142,7 @@ func checkLaunchBound(c *evalContext) verdict {
 	if len(bad) == 0 {
 		return pass("the GPU idled at most %s of the step (trial %s), below %s", pct(worst.p.IdleShare), worst.t.ID, pct(limitShare))
 	}
-	isBad := map[*trial]bool{}
-	for _, pt := range bad {
-		isBad[pt.t] = true
-	}
+	isBad := profiledSet(bad)
 	var ev, twins []string
 	eager, untried := false, false
 	var graphed []string // the measured verdicts of the eager trials' graphed twins
@@ -235,10 +232,7 @@ func checkNormalisation(c *evalContext) verdict {
 		recs = append(recs, r)
 	}
 	var verdicts, twins []string // the fp16 twins' measured verdicts, after the profiles
-	isBad := map[*trial]bool{}
-	for _, pt := range bad {
-		isBad[pt.t] = true
-	}
+	isBad := profiledSet(bad)
 	for _, pt := range bad {
 		p := pt.p
 		line := fmt.Sprintf("%s: batch norm %s, layer norm %s per step, %s of the kernel time", pt.t.label(),
@@ -414,6 +408,15 @@ func checkProfileExposedComm(c *evalContext) verdict {
 		Trials:         profiledIDs(bad),
 		Recommendation: rec,
 	}
+}
+
+// profiledSet is the set of ps's trials.
+func profiledSet(ps []profiled) map[*trial]bool {
+	out := make(map[*trial]bool, len(ps))
+	for _, p := range ps {
+		out[p.t] = true
+	}
+	return out
 }
 
 func profiledIDs(ps []profiled) []string {

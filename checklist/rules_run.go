@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -261,7 +262,8 @@ type pairCmp struct {
 // default plays no part: a baseline away from it may be the faster side.
 func keepAdvice(knob string, cs []pairCmp, threshold float64) string {
 	band := stats.PercentText(threshold)
-	wins, losses := map[string]int{}, map[string]bool{}
+	beats := map[string][]string{} // a value -> the values it was measurably faster than
+	losses := map[string]bool{}
 	var order []string
 	lo, hi := math.Inf(1), 0.0 // the measurable gains, as fractions of the slower side's speed
 	for _, pc := range cs {
@@ -277,10 +279,12 @@ func keepAdvice(knob string, cs []pairCmp, threshold float64) string {
 		default:
 			continue
 		}
-		if _, seen := wins[fast]; !seen {
+		if _, seen := beats[fast]; !seen {
 			order = append(order, fast)
 		}
-		wins[fast]++
+		if !slices.Contains(beats[fast], slow) {
+			beats[fast] = append(beats[fast], slow)
+		}
 		losses[slow] = true
 		lo, hi = min(lo, gainLo), max(hi, gainHi)
 	}
@@ -291,36 +295,13 @@ func keepAdvice(knob string, cs []pairCmp, threshold float64) string {
 		}
 	}
 	switch {
-	case len(wins) == 0:
+	case len(beats) == 0:
 		return fmt.Sprintf("%s: no value was measurably faster, every pair is within ±%s: choose by memory or simplicity", knob, band)
 	case len(keep) == 1:
 		return fmt.Sprintf("%s: keep %s, measurably faster (+%.1f to +%.1f%%, less than %s) than %s", knob, keep[0],
-			100*lo, 100*hi, band, strings.Join(loserValues(knob, cs, keep[0]), ", "))
+			100*lo, 100*hi, band, strings.Join(beats[keep[0]], ", "))
 	}
 	return fmt.Sprintf("%s: no single value was measurably fastest in every pair (all within ±%s): choose by memory or simplicity", knob, band)
-}
-
-// loserValues are the values of knob measurably slower than keep.
-func loserValues(knob string, cs []pairCmp, keep string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, pc := range cs {
-		a, b := pc.A.knob(knob), pc.B.knob(knob)
-		var slow string
-		switch {
-		case pc.Cmp.Direction() == stats.Better && a == keep:
-			slow = b
-		case pc.Cmp.Direction() == stats.Worse && b == keep:
-			slow = a
-		default:
-			continue
-		}
-		if !seen[slow] {
-			seen[slow] = true
-			out = append(out, slow)
-		}
-	}
-	return out
 }
 
 // ncclSameChoice notes, for a forced NCCL knob, when NCCL's log shows that auto

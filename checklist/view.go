@@ -78,12 +78,10 @@ func newRunView(run *store.Run) *runView {
 		recs[i] = &run.Trials[i]
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
-	recorded := map[string]bool{}
 	for _, rec := range recs {
 		t := newTrial(rec)
 		v.all = append(v.all, t)
 		v.byID[t.ID] = t
-		recorded[t.ID] = true
 		if rec.Outcome == store.Skipped {
 			v.dropped++
 		}
@@ -91,13 +89,7 @@ func newRunView(run *store.Run) *runView {
 			v.ok = append(v.ok, t)
 		}
 	}
-	plan := slices.Clone(run.Manifest.Plan)
-	sort.SliceStable(plan, func(i, j int) bool { return plan[i].Index < plan[j].Index })
-	for _, p := range plan { // as the report counts them (report.NotRun)
-		if !recorded[p.ID] {
-			v.notRun = append(v.notRun, p)
-		}
-	}
+	v.notRun = run.Unrecorded() // as the report counts them (report.NotRun)
 	v.best = v.pickBest(v.ok)
 	threshold := run.Manifest.CompareThreshold
 	if threshold <= 0 {

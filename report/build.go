@@ -61,11 +61,9 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		byID[run.Trials[i].ID] = &run.Trials[i]
 	}
 	s.Dropped = droppedCombinations(m, byID)
-	for _, p := range m.Plan {
-		if _, ok := byID[p.ID]; !ok {
-			s.Trials = append(s.Trials, Trial{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed,
-				Outcome: NotRun, Error: "no record in trials.jsonl: the run stopped before this trial (finish it with casestudy run --resume)"})
-		}
+	for _, p := range run.Unrecorded() {
+		s.Trials = append(s.Trials, Trial{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed,
+			Outcome: NotRun, Error: "no record in trials.jsonl: the run stopped before this trial (finish it with casestudy run --resume)"})
 	}
 	for _, rec := range byID {
 		s.Trials = append(s.Trials, buildTrial(rec, metric, level.Confidence))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -27,19 +28,19 @@ import (
 // well under a MiB).
 const predictedLimit = 64 << 20
 
-// LoadPredicted reads dir's predicted.json: nil without one. It reads only
-// a regular file (a FIFO there would hang the report), and only the
-// predictions of the run in dir: predicted.json records the run ID it was
-// predicted from (run_id), which must be the one dir's manifest.json
-// records. A file written before run_id was recorded is taken when it can
+// LoadPredicted reads the predicted.json in run's directory: nil without
+// one. It reads only a regular file (a FIFO there would hang the report),
+// and only run's own predictions: predicted.json records the run ID it was
+// predicted from (run_id), which must be the one run's manifest records. A file written before run_id was recorded is taken when it can
 // only be this run's: the run ran one rank (predictions start from a
 // one-rank run) and every predicted trial is a trial of its plan, by ID and
 // knob values. Any file it cannot take is an input error (exit status 2)
 // that names the file and says what to do.
-func LoadPredicted(dir string) (*predict.File, error) {
-	if dir == "" {
+func LoadPredicted(run *store.Run) (*predict.File, error) {
+	if run == nil || run.Dir == "" {
 		return nil, nil
 	}
+	dir := run.Dir
 	p := filepath.Join(dir, predict.JSONFile)
 	b, err := store.ReadRegular(p, predictedLimit)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -59,7 +60,7 @@ func LoadPredicted(dir string) (*predict.File, error) {
 	if len(f.Predictions) == 0 {
 		return nil, exitcode.Usage(fmt.Errorf("%s: no predictions: %s", p, again))
 	}
-	if err := predictedBelongs(dir, f.RunID, f.Predictions); err != nil {
+	if err := predictedBelongs(&run.Manifest, f.RunID, f.Predictions); err != nil {
 		return nil, exitcode.Usage(fmt.Errorf("%s: %w; a report shows only the predictions of its own run: "+
 			"move the file to the run it was predicted from, or remove it (casestudy predict RUN_DIR writes a run's own)", p, err))
 	}
@@ -68,16 +69,8 @@ func LoadPredicted(dir string) (*predict.File, error) {
 
 // predictedBelongs checks that predictions recorded as predicted from run
 // ID id ("" in files written before it was recorded) are those of the run
-// in dir.
-func predictedBelongs(dir, id string, preds []predict.Prediction) error {
-	b, err := store.ReadRegular(filepath.Join(dir, "manifest.json"), store.ManifestLimit)
-	if err != nil {
-		return fmt.Errorf("cannot tell which run it belongs to (%v)", err)
-	}
-	var m store.Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("cannot tell which run it belongs to (%s: %v)", filepath.Join(dir, "manifest.json"), err)
-	}
+// whose manifest is m.
+func predictedBelongs(m *store.Manifest, id string, preds []predict.Prediction) error {
 	if id != "" {
 		if id != m.RunID {
 			return fmt.Errorf("it was predicted from the run %s, not from this run (%s)", id, m.RunID)
@@ -87,8 +80,8 @@ func predictedBelongs(dir, id string, preds []predict.Prediction) error {
 	// An older file without run_id: only a one-rank run whose plan holds
 	// every predicted trial.
 	for _, k := range []string{"ranks", "gpus"} {
-		if v, ok := m.Workload[k].(float64); ok {
-			if v != 1 {
+		if w, ok := m.Workload[k]; ok && w != nil {
+			if v := stats.Number(w); v != 1 {
 				return fmt.Errorf("it records no run ID, and this run ran %g %s: predictions come from a one-rank run", v, k)
 			}
 			break

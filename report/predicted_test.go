@@ -14,6 +14,7 @@ import (
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/predict"
+	"github.com/casestudy/casestudy/store"
 )
 
 // predictedFile is two predicted trials with the knobs of the oat fixture's
@@ -94,15 +95,15 @@ func TestPredictedSectionApartFromMeasurements(t *testing.T) {
 
 func TestLoadPredictedErrors(t *testing.T) {
 	dir := t.TempDir()
-	f, err := LoadPredicted(dir)
+	f, err := LoadPredicted(&store.Run{Dir: dir})
 	require.NoError(t, err)
 	assert.Nil(t, f, "no predicted.json: no section")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), []byte("{not json"), 0o644))
-	_, err = LoadPredicted(dir)
+	_, err = LoadPredicted(&store.Run{Dir: dir})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), predict.JSONFile)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), []byte(`{"ranks": 8, "predictions": []}`), 0o644))
-	_, err = LoadPredicted(dir)
+	_, err = LoadPredicted(&store.Run{Dir: dir})
 	require.ErrorContains(t, err, "no predictions")
 }
 
@@ -125,23 +126,23 @@ func TestLoadPredictedUnreadableIsInputError(t *testing.T) {
 	run := readFixture(t, "runs/gpt-oat")
 	dir := t.TempDir()
 	writeRun(t, dir, run)
+	run.Dir = dir
 	writePredicted(t, dir, run.Manifest.RunID, predictedFile())
 	whole, err := os.ReadFile(filepath.Join(dir, predict.JSONFile))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, predict.JSONFile), whole[:len(whole)/2], 0o644))
-	_, err = LoadPredicted(dir)
+	_, err = LoadPredicted(run)
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Input, exitcode.Of(err), err.Error())
 	assert.Contains(t, err.Error(), filepath.Join(dir, predict.JSONFile))
 	assert.Contains(t, err.Error(), "casestudy predict "+dir)
-	run.Dir = dir
 	_, err = Write(run, nil, t.TempDir(), []string{"md"})
 	assert.Equal(t, exitcode.Input, exitcode.Of(err), "the report too: %v", err)
 
 	require.NoError(t, os.Remove(filepath.Join(dir, predict.JSONFile)))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, predict.JSONFile), 0o644))
 	done := make(chan error, 1)
-	go func() { _, err := LoadPredicted(dir); done <- err }()
+	go func() { _, err := LoadPredicted(run); done <- err }()
 	select {
 	case err := <-done:
 		require.Error(t, err)
@@ -161,24 +162,24 @@ func TestLoadPredictedOnlyTheRunsOwn(t *testing.T) {
 	run := readFixture(t, "runs/gpt-oat")
 	dir := t.TempDir()
 	writeRun(t, dir, run)
+	run.Dir = dir
 
 	writePredicted(t, dir, "20990101T000000Z-other", predictedFile())
-	_, err := LoadPredicted(dir)
+	_, err := LoadPredicted(run)
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Input, exitcode.Of(err), err.Error())
 	assert.Contains(t, err.Error(), filepath.Join(dir, predict.JSONFile)+": it was predicted from the run 20990101T000000Z-other, not from this run ("+run.Manifest.RunID+")")
-	run.Dir = dir
 	_, err = Write(run, nil, t.TempDir(), []string{"md"})
 	assert.Equal(t, exitcode.Input, exitcode.Of(err), "the report is refused, not written with another run's predictions: %v", err)
 
 	writePredicted(t, dir, run.Manifest.RunID, predictedFile())
-	f, err := LoadPredicted(dir)
+	f, err := LoadPredicted(run)
 	require.NoError(t, err)
 	assert.Len(t, f.Predictions, 2)
 
 	// An older file: its trials (p1, p2) are not this run's.
 	writePredicted(t, dir, "", predictedFile())
-	_, err = LoadPredicted(dir)
+	_, err = LoadPredicted(run)
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Input, exitcode.Of(err))
 	assert.Contains(t, err.Error(), "it records no run ID")
@@ -193,16 +194,18 @@ func TestLoadPredictedOnlyTheRunsOwn(t *testing.T) {
 	one.Manifest.Workload = map[string]any{"ranks": 1, "gpus": 1, "world_of_one": true}
 	oneDir := t.TempDir()
 	writeRun(t, oneDir, &one)
+	one.Dir = oneDir
 	writePredicted(t, oneDir, "", old)
-	f, err = LoadPredicted(oneDir)
+	f, err = LoadPredicted(&one)
 	require.NoError(t, err)
 	assert.Len(t, f.Predictions, 2)
 	eight := *run
 	eight.Manifest.Workload = map[string]any{"ranks": 8, "gpus": 8}
 	eightDir := t.TempDir()
 	writeRun(t, eightDir, &eight)
+	eight.Dir = eightDir
 	writePredicted(t, eightDir, "", old)
-	_, err = LoadPredicted(eightDir)
+	_, err = LoadPredicted(&eight)
 	require.Error(t, err)
 	assert.Equal(t, exitcode.Input, exitcode.Of(err))
 	assert.Contains(t, err.Error(), "this run ran 8 ranks")

@@ -171,11 +171,9 @@ func buildRehearsal(run *store.Run) *Summary {
 	}
 	// Every planned trial counts: one without a record did not run (the
 	// rehearsal stopped before it), as Build says of a measurement's.
-	for _, p := range m.Plan {
-		if _, ok := byID[p.ID]; !ok {
-			byID[p.ID] = &store.TrialRecord{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed, Outcome: NotRun,
-				Error: rehearsalNotRunReason, FailedRank: -1}
-		}
+	for _, p := range run.Unrecorded() {
+		byID[p.ID] = &store.TrialRecord{ID: p.ID, Index: p.Index, Knobs: p.Knobs, Changed: p.Changed, Outcome: NotRun,
+			Error: rehearsalNotRunReason, FailedRank: -1}
 	}
 	ids := make([]string, 0, len(byID))
 	for id := range byID {

@@ -66,7 +66,7 @@ func Write(run *store.Run, findings []checklist.Result, outDir string, formats [
 		return nil, fmt.Errorf("creating the report folder: %w", err)
 	}
 	s := Build(run, findings)
-	pred, err := LoadPredicted(run.Dir)
+	pred, err := LoadPredicted(run)
 	if err != nil {
 		return nil, err
 	}

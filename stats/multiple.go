@@ -90,8 +90,7 @@ func CorrectedBeyond(c Comparison, betterRejected, worseRejected bool) Compariso
 		return c
 	}
 	if c.Verdict == Better || c.Verdict == Worse {
-		c.Practical = Unresolved
-		c.Note = "more than " + PercentText(c.Threshold) + " not shown after correcting for the number of comparisons (Holm)"
+		c.Practical = Unresolved // VerdictText says why (holm)
 	}
 	return c
 }

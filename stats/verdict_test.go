@@ -150,7 +150,7 @@ func TestCorrectedBeyond(t *testing.T) {
 	assert.Equal(t, Better, kept.Verdict)
 	assert.Contains(t, kept.VerdictText(), "faster, by ")
 	assert.Contains(t, kept.VerdictText(), "(more than 5% not shown")
-	assert.Contains(t, kept.Note, "Holm")
+	assert.Contains(t, kept.VerdictText(), "Holm")
 
 	exact := Compare([]float64{2, 2}, []float64{1, 1}, Metrics["memory"], Level{Confidence: 0.9, Threshold: 0.05, Pooled: true})
 	better, worse = exact.BeyondP()

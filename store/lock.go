@@ -142,3 +142,68 @@ func (l *RunLock) Close() error {
 	l.f, l.d = nil, nil
 	return err
 }
+
+// WriterState is whether a live process holds a run's writer lock
+// (ProbeWriter).
+type WriterState int
+
+const (
+	WriterUnknown WriterState = iota // the lock could not be tried
+	WriterLive                       // a process holds it: the run is running
+	WriterNone                       // nobody holds it: the run is not running
+)
+
+// ProbeWriter tries the run's writer lock (LockRun: an flock on the
+// run directory and on its writer.lock) without taking it for long and
+// without writing anything: a shared lock, released at once, fails while a
+// writer holds the exclusive one. The kernel releases a writer's lock when
+// its process ends, however it ends (kill -9 too). A run being created is
+// locked under its temporary name, and a resume that meets this probe's
+// moment of holding waits for it (the holder it names has ended). holder is
+// writer.lock's line naming the writer, when a writer holds the lock.
+func ProbeWriter(dir string) (state WriterState, holder string) {
+	state = WriterNone
+	for _, p := range []string{dir, filepath.Join(dir, LockName)} {
+		// O_NONBLOCK: a FIFO in writer.lock's place does not hang status
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			if p != dir && os.IsNotExist(err) { // a run without the file (copied)
+				continue
+			}
+			return WriterUnknown, ""
+		}
+		if st, err := f.Stat(); err != nil || !st.IsDir() && !st.Mode().IsRegular() {
+			f.Close()
+			return WriterUnknown, ""
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		}
+		f.Close()
+		switch {
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return WriterLive, lockHolder(dir)
+		case err != nil:
+			state = WriterUnknown
+		}
+	}
+	return state, ""
+}
+
+// lockHolder is the first line of the run's writer.lock (at most 200 bytes):
+// "casestudy pid N on HOST since TIME".
+func lockHolder(dir string) string {
+	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	b := make([]byte, 200)
+	n, _ := f.Read(b)
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	return strings.TrimSpace(line)
+}

@@ -86,3 +86,26 @@ func TestLockOfALiveOrRemoteHolderIsRefusedAtOnce(t *testing.T) {
 		assert.NotContains(t, err.Error(), "which has ended", holder)
 	}
 }
+
+// TestProbeWriter: a run whose writer holds LockRun's lock probes live, with
+// the holder's line; once the lock is released (as the kernel releases it
+// when the writer dies, kill -9 too), nobody; the probe takes no lock that
+// outlives it (a writer can lock after it).
+func TestProbeWriter(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("{}"), 0o644))
+	l, err := LockRun(dir)
+	require.NoError(t, err)
+	state, holder := ProbeWriter(dir)
+	assert.Equal(t, WriterLive, state)
+	assert.Contains(t, holder, fmt.Sprintf("casestudy pid %d on ", os.Getpid()))
+	require.NoError(t, l.Close())
+	state, holder = ProbeWriter(dir)
+	assert.Equal(t, WriterNone, state)
+	assert.Empty(t, holder)
+	l, err = LockRun(dir)
+	require.NoError(t, err, "the probe left no lock behind")
+	require.NoError(t, l.Close())
+	state, _ = ProbeWriter(filepath.Join(dir, "no-such-run"))
+	assert.Equal(t, WriterUnknown, state)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 )
 
 // Run is a run directory read back: the manifest and every committed trial.
@@ -82,4 +83,22 @@ func ReadTrials(path string) ([]TrialRecord, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return out, nil
+}
+
+// Unrecorded are the planned trials that have no record in trials.jsonl (the
+// run stopped before them; run --resume runs them), in plan order: the
+// report's not_run trials, the checklist's and a rehearsal's alike.
+func (r *Run) Unrecorded() []PlannedTrial {
+	recorded := make(map[string]bool, len(r.Trials))
+	for i := range r.Trials {
+		recorded[r.Trials[i].ID] = true
+	}
+	var out []PlannedTrial
+	for _, p := range r.Manifest.Plan {
+		if !recorded[p.ID] {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/launch"
@@ -101,7 +99,7 @@ the job has started and created the run directory.`,
 func readStatus(ctx context.Context, dir string, env []string) (*runStatus, error) {
 	dir = strings.TrimSuffix(filepath.Clean(dir), ".slurm")
 	st := &runStatus{RunDir: dir, Outcomes: map[string]int{}}
-	held, holder := writerUnknown, ""
+	held, holder := store.WriterUnknown, ""
 	sub, err := launch.ReadSubmission(dir)
 	if err != nil {
 		return nil, exitcode.Usage(err)
@@ -121,7 +119,7 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 		fillRunStatus(st, run)
 		p := timeline.RunProgress(run, time.Now())
 		st.Progress = &p
-		held, holder = probeWriter(dir)
+		held, holder = store.ProbeWriter(dir)
 	} else if st.JobID == "" {
 		return nil, exitcode.Usage(fmt.Errorf("%s is not a run directory (no manifest.json) nor a submitted one (no %s): give a folder under results/<study>/",
 			dir, launch.SubmissionFile(dir)))
@@ -140,82 +138,18 @@ func readStatus(ctx context.Context, dir string, env []string) (*runStatus, erro
 	return st, nil
 }
 
-// writerHeld is whether a live process holds a run's writer lock.
-type writerHeld int
-
-const (
-	writerUnknown writerHeld = iota // the lock could not be tried
-	writerLive                      // a process holds it: the run is running
-	writerNone                      // nobody holds it: the run is not running
-)
-
-// probeWriter tries the run's writer lock (store/lock.go: an flock on the
-// run directory and on its writer.lock) without taking it for long and
-// without writing anything: a shared lock, released at once, fails while a
-// writer holds the exclusive one. The kernel releases a writer's lock when
-// its process ends, however it ends (kill -9 too). A run being created is
-// locked under its temporary name, and a resume that meets this probe's
-// moment of holding waits for it (the holder it names has ended). holder is
-// writer.lock's line naming the writer, when a writer holds the lock.
-func probeWriter(dir string) (state writerHeld, holder string) {
-	state = writerNone
-	for _, p := range []string{dir, filepath.Join(dir, store.LockName)} {
-		// O_NONBLOCK: a FIFO in writer.lock's place does not hang status
-		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
-		if err != nil {
-			if p != dir && os.IsNotExist(err) { // a run without the file (copied)
-				continue
-			}
-			return writerUnknown, ""
-		}
-		if st, err := f.Stat(); err != nil || !st.IsDir() && !st.Mode().IsRegular() {
-			f.Close()
-			return writerUnknown, ""
-		}
-		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-		if err == nil {
-			_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		}
-		f.Close()
-		switch {
-		case errors.Is(err, unix.EWOULDBLOCK):
-			return writerLive, lockHolder(dir)
-		case err != nil:
-			state = writerUnknown
-		}
-	}
-	return state, ""
-}
-
-// lockHolder is the first line of the run's writer.lock (at most 200 bytes):
-// "casestudy pid N on HOST since TIME".
-func lockHolder(dir string) string {
-	f, err := os.OpenFile(filepath.Join(dir, store.LockName), os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return ""
-	}
-	b := make([]byte, 200)
-	n, _ := f.Read(b)
-	line, _, _ := strings.Cut(string(b[:n]), "\n")
-	return strings.TrimSpace(line)
-}
-
 // settleState decides whether the run is running from its writer lock (and
 // for a Slurm job, Slurm's word): only a running run has a trial in flight
 // and an ETA; one that is not running and is not done says so and gives the
 // command that finishes it.
-func settleState(st *runStatus, held writerHeld, holder string) {
-	if held == writerLive {
+func settleState(st *runStatus, held store.WriterState, holder string) {
+	if held == store.WriterLive {
 		st.State, st.Writer = "running", holder
 		return
 	}
 	// A Slurm job's writer may run on another node, whose lock this one may
 	// not see (NFS): only the job's end says it stopped.
-	if held == writerUnknown || st.JobID != "" && (st.JobState == "" || !jobOver(st.JobState)) {
+	if held == store.WriterUnknown || st.JobID != "" && (st.JobState == "" || !jobOver(st.JobState)) {
 		return // cannot tell: as before, from the logs
 	}
 	st.Unfinished, st.InFlight = st.InFlight, ""

@@ -447,7 +447,7 @@ func TestWriteIsAtomicAndNamesTheRun(t *testing.T) {
 	if err := json.Unmarshal(js, &f); err != nil || f.RunID != "r1" || len(f.Predictions) != 2 || f.Ranks != 2 {
 		t.Fatalf("predicted.json: %v, run_id %q, %d predictions on %d ranks", err, f.RunID, len(f.Predictions), f.Ranks)
 	}
-	if got, err := report.LoadPredicted(dir); err != nil || got == nil || len(got.Predictions) != 2 {
+	if got, err := report.LoadPredicted(run); err != nil || got == nil || len(got.Predictions) != 2 {
 		t.Errorf("the report does not read the run's own predictions: %v", err)
 	}
 }
