@@ -83,7 +83,10 @@
 #             and beside the engine without each kernel in RESNET_BATCH_OFF,
 #             default none;
 #             RESNET_BATCH_FUSED=1: the engine in fp16 with graphs and
-#             resnet.fusion cudnn, docs/resnet-fusion.md section 6)
+#             resnet.fusion cudnn, docs/resnet-fusion.md section 6;
+#             RESNET_BATCH_FUSED_WGRAD="off on ...": after it, the fused run
+#             again with CASESTUDY_RESNET_FUSION_WGRAD at each value in turn,
+#             conv3's ConvBNwgrad off or on, section 9)
 #   bert512   BERT-large, 32 x 512 tokens, as bert128 (BERT_OFF's entries may
 #             join kernels with '+': "lnb+adamc" leaves both out in one run;
 #             BERT_HF=0 leaves Hugging Face's reference out of both BERT stages:
@@ -709,6 +712,13 @@ stage_resnet50_batch() { # issue 41 allows any micro-batch up to 400: bf16 + gra
     # (resnet.fusion cudnn; docs/resnet-fusion.md section 6 predicts ~7,290 img/s at 384)
     [[ ${RESNET_BATCH_FUSED:-0} == 1 ]] &&
       engine "$g" "engine-fp16-fused-graphs-b$b" 15 "${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}"
+    local i=0 a
+    for a in ${RESNET_BATCH_FUSED_WGRAD:-}; do # the same, conv3's ConvBNwgrad off or on, in turn
+      [[ $a == on || $a == off ]] || { log_status "resnet50-batch: RESNET_BATCH_FUSED_WGRAD entry '$a' is not on or off"; status=1; return; }
+      i=$((i + 1))
+      run_env=CASESTUDY_RESNET_FUSION_WGRAD=$a engine "$g" "engine-fp16-fused-graphs-b$b-wgrad-$a-$i" 15 \
+        "${c/\"bf16\"/\"fp16\"},\"graphs\":true,\"resnet\":{\"fusion\":\"cudnn\"}}"
+    done
     for k in ${RESNET_BATCH_OFF:-}; do # the same without kernel k, beside it
       run_env=CASESTUDY_KERNELS=$(kernels_without "$k") engine "$g" "engine-bf16-graphs-b$b-no$k" 15 "$c,\"graphs\":true}"
     done

@@ -22,14 +22,14 @@
 namespace cs {
 
 bool FusedConvShape::operator<(const FusedConvShape& o) const {
-  return std::tie(N, C, H, W, K, R, stride, prologue) <
-         std::tie(o.N, o.C, o.H, o.W, o.K, o.R, o.stride, o.prologue);
+  return std::tie(N, C, H, W, K, R, stride, prologue, wgrad) <
+         std::tie(o.N, o.C, o.H, o.W, o.K, o.R, o.stride, o.prologue, o.wgrad);
 }
 
 std::string FusedConvShape::str() const {
   std::ostringstream s;
   s << (prologue ? "scale-bias-relu + " : "") << R << "x" << R << " conv " << C << "->" << K
-    << " stride " << stride << " on " << N << "x" << H << "x" << W << " + genstats";
+    << " stride " << stride << " on " << N << "x" << H << "x" << W << (wgrad ? ": weight gradient" : " + genstats");
   return s.str();
 }
 
@@ -55,6 +55,10 @@ std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor&
   throw std::runtime_error("resnet.fusion: " + cudnn_fusion_missing());
 }
 
+torch::Tensor fused_conv_wgrad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, int64_t, int64_t) {
+  throw std::runtime_error("resnet.fusion: " + cudnn_fusion_missing());
+}
+
 std::vector<std::string> fused_conv_plans() { return {}; }
 
 #else
@@ -67,12 +71,14 @@ std::string cudnn_fusion_missing() { return ""; }
 namespace {
 
 // Tensor uids of the graph (the probe's layout).
+// (A weight gradient's graph: kX, kY for dy, kW for dw, kScale, kBias.)
 enum : int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSqSum = 5, kScale = 6, kBias = 7, kVirtual = 8 };
 
 struct Entry {
   std::unique_ptr<fe::Graph> graph;
   std::shared_ptr<fe::Plan> plan;
   cudnnHandle_t handle = nullptr;
+  std::string intermediates;  // the prologue's virtual tensors' type
 };
 
 struct Cache {
@@ -99,31 +105,50 @@ bool capturing(cudaStream_t s) {
   return cudaStreamIsCapturing(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
 }
 
-std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
-  auto e = std::make_shared<Entry>();
-  e->handle = h;
-  e->graph = std::make_unique<fe::Graph>(h);
-  fe::Graph& g = *e->graph;
+// The graph of s with the prologue's intermediates of type inter: ConvBNfprop
+// (conv + GenStats) or ConvBNwgrad.
+void build_graph(fe::Graph& g, const FusedConvShape& s, cudnnDataType_t inter) {
   const cudnnDataType_t half = CUDNN_DATA_HALF, f32 = CUDNN_DATA_FLOAT;
   auto& X = g.tensor(kX, half, s.N, s.C, s.H, s.W, false);
   auto& W = g.tensor(kW, half, s.K, s.C, s.R, s.R, false);
   auto& Y = g.tensor(kY, half, s.N, s.K, s.Ho(), s.Wo(), false);
-  auto& SUM = g.tensor(kSum, f32, 1, s.K, 1, 1, false);
-  auto& SQ = g.tensor(kSqSum, f32, 1, s.K, 1, 1, false);
-  if (s.prologue)
-    g.conv_fwd(g.scale_bias_relu(X, kScale, kVirtual, half, f32, s.N, s.C, s.H, s.W), W, Y, s.R / 2,
-               s.stride);
-  else
-    g.conv_fwd(X, W, Y, s.R / 2, s.stride);
-  g.genstats(Y, SUM, SQ, f32);
+  const fe::Desc& in = s.prologue ? g.scale_bias_relu(X, kScale, kVirtual, half, inter, s.N, s.C, s.H, s.W) : X;
+  if (s.wgrad) {
+    g.conv_wgrad(in, Y, W, s.R / 2, s.stride);
+  } else {
+    auto& SUM = g.tensor(kSum, f32, 1, s.K, 1, 1, false);
+    auto& SQ = g.tensor(kSqSum, f32, 1, s.K, 1, 1, false);
+    g.conv_fwd(in, W, Y, s.R / 2, s.stride);
+    g.genstats(Y, SUM, SQ, f32);
+  }
   g.finalize();
+}
+
+// The first plan heuristic A (then FALLBACK) proposes that finalizes, with
+// the prologue's intermediates in fp32, else (a weight gradient's: NVIDIA's
+// ConvBNwgrad sample declares them fp16) in fp16.
+std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
   std::string why;
-  for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (auto& cfg : fe::engine_configs(g, mode)) {
-      e->plan = fe::make_plan(g, cfg, &why);
-      if (e->plan) {
-        e->plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
-        return e;
+  std::vector<cudnnDataType_t> inters{CUDNN_DATA_FLOAT};
+  if (s.wgrad && s.prologue) inters.push_back(CUDNN_DATA_HALF);
+  for (auto inter : inters) {
+    auto e = std::make_shared<Entry>();
+    e->handle = h;
+    e->graph = std::make_unique<fe::Graph>(h);
+    e->intermediates = inter == CUDNN_DATA_FLOAT ? "fp32" : "fp16";
+    try {
+      build_graph(*e->graph, s, inter);
+    } catch (const fe::CudnnError& err) {
+      why = err.what();
+      continue;
+    }
+    for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      for (auto& cfg : fe::engine_configs(*e->graph, mode)) {
+        e->plan = fe::make_plan(*e->graph, cfg, &why);
+        if (e->plan) {
+          e->plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
+          return e;
+        }
       }
     }
   }
@@ -189,6 +214,38 @@ std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor&
   return {y, sums};
 }
 
+torch::Tensor fused_conv_wgrad(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& scale_bias,
+                               int64_t R, int64_t stride) {
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kHalf && x.dim() == 4 && x.is_contiguous(cl),
+              "fused wgrad: x must be CUDA fp16 channels_last");
+  const bool prologue = scale_bias.defined();
+  TORCH_CHECK(!prologue || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
+                            scale_bias.numel() == 2 * x.size(1)),
+              "fused wgrad: scale_bias must be fp16 [2, C]");
+  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), dy.size(1), R, stride, prologue, true};
+  TORCH_CHECK(dy.is_cuda() && dy.scalar_type() == torch::kHalf && dy.dim() == 4 && dy.is_contiguous(cl) &&
+                  dy.size(0) == s.N && dy.size(2) == s.Ho() && dy.size(3) == s.Wo(),
+              "fused wgrad: dy must be CUDA fp16 channels_last [N, K, Ho, Wo]");
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  auto e = entry(s, x.get_device(), stream);
+  auto dw = torch::empty({s.K, s.C, R, R}, x.options().memory_format(cl));
+  auto ws = torch::empty({std::max<int64_t>(e->plan->workspace, 1)}, x.options().dtype(torch::kUInt8));
+  std::vector<int64_t> uids{kX, kY, kW};
+  std::vector<void*> ptrs{x.data_ptr(), dy.data_ptr(), dw.data_ptr()};
+  if (prologue) {
+    uids.insert(uids.end(), {kScale, kBias});
+    auto* sb = static_cast<at::Half*>(scale_bias.data_ptr());
+    ptrs.insert(ptrs.end(), {static_cast<void*>(sb), static_cast<void*>(sb + s.C)});
+  }
+  for (void* p : ptrs)
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0, "fused wgrad: a tensor is not 16-byte aligned");
+  auto pack = fe::variant_pack(uids, ptrs, ws.data_ptr());
+  CK(cudnnSetStream(e->handle, stream));
+  fe::execute(e->handle, *e->plan, *pack);
+  return dw;
+}
+
 std::vector<std::string> fused_conv_plans() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -197,7 +254,8 @@ std::vector<std::string> fused_conv_plans() {
     const auto& p = *kv.second->plan;
     out.push_back("cuda:" + std::to_string(kv.first.first) + " " + kv.first.second.str() + ": engine " +
                   std::to_string(p.engine) + (p.runtime_compiled ? " (runtime-compiled)" : "") +
-                  ", workspace " + std::to_string(p.workspace) + " bytes, heuristic " + p.mode);
+                  ", workspace " + std::to_string(p.workspace) + " bytes, heuristic " + p.mode +
+                  (kv.first.second.prologue ? ", intermediates " + kv.second->intermediates : ""));
   }
   return out;
 }

@@ -18,11 +18,14 @@ namespace cs {
 bool cudnn_fusion_built();
 std::string cudnn_fusion_missing();
 
-// One ConvBNfprop graph's shape: input [N, C, H, W], filter [K, C, R, R],
-// stride, padding R / 2; prologue: relu(x * scale + bias) on the input.
+// One graph's shape: input [N, C, H, W], filter [K, C, R, R], stride,
+// padding R / 2; prologue: relu(x * scale + bias) on the input. wgrad false:
+// ConvBNfprop (the convolution and GenStats of its output); true:
+// ConvBNwgrad (the convolution's weight gradient from its output's gradient).
 struct FusedConvShape {
   int64_t N, C, H, W, K, R, stride;
   bool prologue;
+  bool wgrad = false;
   int64_t Ho() const { return (H + 2 * (R / 2) - R) / stride + 1; }
   int64_t Wo() const { return (W + 2 * (R / 2) - R) / stride + 1; }
   bool operator<(const FusedConvShape& o) const;
@@ -44,6 +47,16 @@ std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor&
                                                             const torch::Tensor& w,
                                                             const torch::Tensor& scale_bias,
                                                             int64_t stride);
+
+// dw = the weight gradient of y = conv(relu(x * scale + bias), w) from dy
+// (cuDNN's ConvBNwgrad: the prologue recomputed inside the weight gradient's
+// kernel, the activation never written), fp16 channels_last [K, C, R, R].
+// x: as fused_conv_genstats; dy: CUDA fp16 channels_last [N, K, Ho, Wo];
+// scale_bias: fp16 [2, C], as the forward's prologue took it. Through the
+// cached plan of the shape with wgrad (fused_conv_prepare); on the current
+// stream.
+torch::Tensor fused_conv_wgrad(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& scale_bias,
+                               int64_t R, int64_t stride);
 
 // The cached plans, one line each ("<shape>: engine E, workspace B bytes,
 // heuristic H"), for tests and diagnostics.

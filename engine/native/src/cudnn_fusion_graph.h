@@ -132,12 +132,12 @@ class Graph {
     }
 
     // The weight gradient of the same convolution: dw = sum over pixels of x (shifted) * dy.
-    void conv_wgrad(const Desc& x, const Desc& dy, const Desc& dw, int64_t pad) {
+    void conv_wgrad(const Desc& x, const Desc& dy, const Desc& dw, int64_t pad, int64_t stride = 1) {
         conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
                 {{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, &x}, {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, &dy},
                  {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, &dw}},
                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, pad);
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, pad, stride);
     }
 
     // The data gradient of the same convolution: dx = dy convolved back with W.

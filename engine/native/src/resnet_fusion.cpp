@@ -3,7 +3,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <stdexcept>
+#include <tuple>
 
 #include "bn_relu.h"
 #include "cudnn_fusion.h"
@@ -40,10 +43,21 @@ void check_resnet_fusion(const std::string& fusion, const std::string& family,
 }
 
 namespace {
-std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0};
+std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0}, g_wgrad_refused{0};
 }  // namespace
 
-BottleneckFusion::BottleneckFusion(std::string name) : name_(std::move(name)) { g_live++; }
+bool resnet_fusion_wgrad_from_env() {
+  const char* v = std::getenv("CASESTUDY_RESNET_FUSION_WGRAD");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "on") return true;
+  if (s == "off") return false;
+  throw std::invalid_argument("CASESTUDY_RESNET_FUSION_WGRAD: \"" + s + "\" is not on or off (unset: on)");
+}
+
+BottleneckFusion::BottleneckFusion(std::string name)
+    : name_(std::move(name)), wgrad_(resnet_fusion_wgrad_from_env()) {
+  g_live++;
+}
 
 BottleneckFusion::~BottleneckFusion() {
   g_live--;
@@ -57,6 +71,7 @@ BottleneckFusion::~BottleneckFusion() {
 int64_t BottleneckFusion::refused() { return g_refused.load(); }
 int64_t BottleneckFusion::fused_forwards() { return g_fused.load(); }
 int64_t BottleneckFusion::live_blocks() { return g_live.load(); }
+int64_t BottleneckFusion::wgrad_refused() { return g_wgrad_refused.load(); }
 
 #ifndef CS_WITH_CUDNN_FUSION
 
@@ -73,12 +88,14 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 constexpr auto kCL = at::MemoryFormat::ChannelsLast;
 
-// The plain gradients of y = conv(x, w) (no bias, padding R / 2), through ATen.
+// The plain gradients of y = conv(x, w) (no bias, padding R / 2), through ATen;
+// without need_dw x only gives the input's shape and type.
 std::tuple<torch::Tensor, torch::Tensor> conv_grads(const torch::Tensor& dy, const torch::Tensor& x,
-                                                    const torch::Tensor& w, int64_t stride, bool need_dx) {
+                                                    const torch::Tensor& w, int64_t stride, bool need_dx,
+                                                    bool need_dw = true) {
   const int64_t pad = w.size(2) / 2;
   auto g = at::convolution_backward(dy.contiguous(kCL), x, w, at::OptionalIntArrayRef(), {stride, stride}, {pad, pad},
-                                    {1, 1}, false, {0, 0}, 1, {need_dx, true, false});
+                                    {1, 1}, false, {0, 0}, 1, {need_dx, need_dw, false});
   return {std::get<0>(g), std::get<1>(g)};
 }
 
@@ -102,21 +119,25 @@ struct ConvGenStats : torch::autograd::Function<ConvGenStats> {
 };
 
 // bn2 then conv3: bn2's finalize from its sums (running statistics updated),
-// then y3, sums3 = ConvBNfprop(relu(y2 scale + shift), w3). Backward: bn2's
-// activation recomputed from the same fp16 scale and shift by the engine's
-// apply kernel (its ReLU mask with it), conv3's plain gradients, bn2's backward
-// kernels.
+// then y3, sums3 = ConvBNfprop(relu(y2 scale + shift), w3). Backward with
+// fused_wgrad: conv3's weight gradient through ConvBNwgrad (bn2's activation
+// recomputed inside cuDNN's kernel from y2 and the same fp16 scale and shift),
+// its data gradient through ATen, bn2's backward kernels recomputing the
+// ReLU's mask from y2 (bn_act_bwd_remask): bn2's activation never written.
+// Without: bn2's activation and mask recomputed by the engine's apply kernel,
+// conv3's plain gradients, bn2's backward kernels.
 struct BnConvGenStats : torch::autograd::Function<BnConvGenStats> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& y2, const torch::Tensor& bn_w,
                                const torch::Tensor& bn_b, const torch::Tensor& sums2,
                                torch::Tensor running_mean, torch::Tensor running_var, double eps,
-                               double momentum, const torch::Tensor& w3) {
+                               double momentum, const torch::Tensor& w3, bool fused_wgrad) {
     const int64_t M = y2.numel() / y2.size(1);
     auto fin = batch_norm_finalize_sums(sums2, bn_w, bn_b, running_mean, running_var, M, eps, momentum, true,
                                         "resnet.fusion: bn2 finalize");
     const auto &mean = fin.mean, &invstd = fin.invstd, &coef16 = fin.coef16;
     auto [y3, sums3] = fused_conv_genstats(y2, w3, coef16, 1);
     ctx->save_for_backward({y2, bn_w, mean, invstd, coef16, w3});
+    ctx->saved_data["fused_wgrad"] = fused_wgrad;
     ctx->mark_non_differentiable({sums3});
     return {y3, sums3};
   }
@@ -126,23 +147,37 @@ struct BnConvGenStats : torch::autograd::Function<BnConvGenStats> {
     const int64_t C = y2.size(1), M = y2.numel() / C;
     auto f32 = y2.options().dtype(torch::kFloat32);
     auto coef = coef16.to(torch::kFloat32).contiguous();
+    auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
+    auto scratch = torch::empty({cuda::bn_act_bwd_scratch(M, C)}, f32);
+    auto dy2 = torch::empty_like(y2, kCL);
+    torch::Tensor dw3;
+    if (ctx->saved_data["fused_wgrad"].toBool()) {
+      auto dy3 = grads[0].contiguous(kCL);
+      dw3 = fused_conv_wgrad(y2, dy3, coef16, 1, 1);
+      auto da2 = std::get<0>(conv_grads(dy3, y2, w3, 1, true, false)).contiguous(kCL);
+      glue::check(cuda::bn_act_bwd_remask(da2.data_ptr(), y2.data_ptr(), coef.data_ptr<float>(),
+                                          bn_w.data_ptr<float>(), mean.data_ptr<float>(), invstd.data_ptr<float>(),
+                                          dy2.data_ptr(), dw.data_ptr<float>(), db.data_ptr<float>(),
+                                          scratch.data_ptr<float>(), kern::DType::F16, M, C, glue::stream()),
+                  "resnet.fusion: bn2 backward");
+      return {dy2, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+              torch::Tensor(), dw3, torch::Tensor()};
+    }
     auto a2 = torch::empty_like(y2, kCL);
     auto mask = torch::empty({M * C / 8}, y2.options().dtype(torch::kUInt8));
     glue::check(cuda::bn_act_apply(y2.data_ptr(), nullptr, coef.data_ptr<float>(), a2.data_ptr(),
                                    mask.data_ptr<uint8_t>(), kern::DType::F16, M, C, true, glue::stream()),
                 "resnet.fusion: bn2 recompute");
-    auto [da2, dw3] = conv_grads(grads[0], a2, w3, 1, true);
+    torch::Tensor da2;
+    std::tie(da2, dw3) = conv_grads(grads[0], a2, w3, 1, true);
     da2 = da2.contiguous(kCL);
-    auto dy2 = torch::empty_like(y2, kCL);
-    auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
-    auto scratch = torch::empty({cuda::bn_act_bwd_scratch(M, C)}, f32);
     glue::check(cuda::bn_act_bwd(da2.data_ptr(), nullptr, mask.data_ptr<uint8_t>(), y2.data_ptr(),
                                  bn_w.data_ptr<float>(), mean.data_ptr<float>(), invstd.data_ptr<float>(),
                                  dy2.data_ptr(), nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
                                  scratch.data_ptr<float>(), kern::DType::F16, M, C, true, glue::stream()),
                 "resnet.fusion: bn2 backward");
     return {dy2, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), dw3};
+            torch::Tensor(), dw3, torch::Tensor()};
   }
 };
 
@@ -192,6 +227,18 @@ bool BottleneckFusion::fused_forward(const BottleneckParts& p, const torch::Tens
       g_refused++;
       return false;
     }
+    if (wgrad_) {
+      FusedConvShape s3w = s3;
+      s3w.wgrad = true;
+      try {
+        fused_conv_prepare(s3w, x.device());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "resnet.fusion: %s: conv3's weight gradient runs unfused: %s\n", name_.c_str(),
+                     e.what());
+        wgrad_ = false;
+        g_wgrad_refused++;
+      }
+    }
   }
   auto c1 = ConvGenStats::apply(x, half_cl(p.w1), 1);
   auto a1 = batch_norm_act_from_sums(*p.bn1, c1[0], c1[1], torch::Tensor(), true, false).first;
@@ -202,7 +249,7 @@ bool BottleneckFusion::fused_forward(const BottleneckParts& p, const torch::Tens
   }
   auto c3 = BnConvGenStats::apply(c2[0], p.bn2->weight, p.bn2->bias, c2[1], p.bn2->running_mean,
                                   p.bn2->running_var, p.bn2->options.eps(), *p.bn2->options.momentum(),
-                                  half_cl(p.w3));
+                                  half_cl(p.w3), wgrad_);
   *out = batch_norm_act_from_sums(*p.bn3, c3[0], c3[1], identity, true, true);
   return true;
 }

@@ -8,9 +8,14 @@
 //   scale-bias-ReLU in its prologue (bn2's activation never written) and bn3's
 //   statistics in its epilogue
 //   bn3 finalize + apply + residual + ReLU (the engine's kernels)
-// Backward: the convolutions' data and weight gradients through ATen (cuDNN),
-// bn2's activation recomputed by the engine's apply kernel for conv3's weight
-// gradient, every batch norm's backward the engine's kernels as unfused.
+// Backward: conv3's weight gradient through cuDNN's ConvBNwgrad (bn2's
+// scale-bias-ReLU recomputed inside it from y2), the other convolutions' data
+// and weight gradients through ATen (cuDNN), every batch norm's backward the
+// engine's kernels as unfused, bn2's recomputing its ReLU mask from y2 (so
+// bn2's activation is never written, forward or backward). With
+// CASESTUDY_RESNET_FUSION_WGRAD=off (a measurement switch), or where cuDNN
+// refuses the ConvBNwgrad graph: bn2's activation recomputed by the engine's
+// apply kernel for conv3's plain weight gradient (docs/resnet-fusion.md 9).
 #pragma once
 
 #include <torch/torch.h>
@@ -41,6 +46,11 @@ struct BottleneckParts {
 // counts the bn kernels take) builds the block's three cuDNN plans; where
 // cuDNN refuses one, it says so once on stderr ("resnet.fusion: <name> runs
 // unfused: <reason>") and the block stays unfused.
+// CASESTUDY_RESNET_FUSION_WGRAD: unset, "" or "on": conv3's weight gradient
+// through ConvBNwgrad; "off": as before it (a measurement switch for the same
+// call's comparison); std::invalid_argument naming the variable otherwise.
+bool resnet_fusion_wgrad_from_env();
+
 class BottleneckFusion {
  public:
   explicit BottleneckFusion(std::string name);
@@ -60,10 +70,14 @@ class BottleneckFusion {
   // asserts that every block of a fused model ran fused at every step.
   static int64_t fused_forwards();
   static int64_t live_blocks();
+  // Blocks whose ConvBNwgrad graph cuDNN refused (their backward as with
+  // CASESTUDY_RESNET_FUSION_WGRAD=off; the tests require none).
+  static int64_t wgrad_refused();
 
  private:
   std::string name_;
   int state_ = 0;  // 0: not tried, 1: fused, -1: cuDNN refused a graph
+  bool wgrad_;     // conv3's weight gradient through ConvBNwgrad
   int64_t fused_ = 0, unfused_ = 0;  // this block's forwards
   // forward's work, counted by forward (CUDA builds with the fused path only).
   bool fused_forward(const BottleneckParts& p, const torch::Tensor& x, const torch::Tensor& identity,

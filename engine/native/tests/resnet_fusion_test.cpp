@@ -16,7 +16,13 @@
 // unfused in fp16 and in fp32 from one seed on the same batches: the fused
 // losses within three times the unfused fp16 losses' distance to fp32 (at
 // least one fp16 rounding of the loss), and no block refused by cuDNN.
+// conv3's weight gradient through ConvBNwgrad and bn2's backward with its ReLU
+// mask recomputed (the default) and, with CASESTUDY_RESNET_FUSION_WGRAD=off,
+// through the apply kernel's recompute: the block cases run both, and
+// bn_act_bwd_remask must equal the apply kernel's mask given to bn_act_bwd
+// bit for bit. Everywhere: the variable's bad value refused by name.
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -28,6 +34,10 @@
 #include "native_test.h"
 #include "precision.h"
 #include "resnet_fusion.h"
+
+#ifdef CS_WITH_CUDNN_FUSION
+#include "kernels_glue.h"
+#endif
 
 using namespace cs;
 
@@ -94,9 +104,119 @@ int config_refusals() {
   return 0;
 }
 
+// Sets CASESTUDY_RESNET_FUSION_WGRAD for its lifetime (unset: nullptr), then
+// restores it.
+class WgradEnv {
+ public:
+  explicit WgradEnv(const char* v) {
+    const char* old = std::getenv(kName);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (v)
+      setenv(kName, v, 1);
+    else
+      unsetenv(kName);
+  }
+  ~WgradEnv() {
+    if (had_)
+      setenv(kName, old_.c_str(), 1);
+    else
+      unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "CASESTUDY_RESNET_FUSION_WGRAD";
+  bool had_ = false;
+  std::string old_;
+};
+
+int wgrad_switch() {
+  for (const char* v : {"", "on"}) {
+    WgradEnv e(v);
+    CS_CHECK(resnet_fusion_wgrad_from_env());
+  }
+  {
+    WgradEnv e(nullptr);
+    CS_CHECK(resnet_fusion_wgrad_from_env());
+  }
+  {
+    WgradEnv e("off");
+    CS_CHECK(!resnet_fusion_wgrad_from_env());
+  }
+  WgradEnv e("yes");
+  try {
+    resnet_fusion_wgrad_from_env();
+  } catch (const std::invalid_argument& err) {
+    const std::string w = err.what();
+    CS_CHECK(w.find("CASESTUDY_RESNET_FUSION_WGRAD") != std::string::npos && w.find("\"yes\"") != std::string::npos);
+    std::cout << "  CASESTUDY_RESNET_FUSION_WGRAD: on by default, off, a bad value refused\n";
+    return 0;
+  }
+  std::cerr << "FAIL CASESTUDY_RESNET_FUSION_WGRAD=yes accepted\n";
+  return 1;
+}
+
 #ifdef CS_WITH_CUDNN_FUSION
 
 constexpr auto kCL = at::MemoryFormat::ChannelsLast;
+
+// bn_act_bwd_remask (the mask recomputed from x and the apply's coefficients)
+// against bn_act_apply's mask given to bn_act_bwd: dx, dweight and dbias equal
+// bit for bit. Inputs where x scale + shift is exactly 0 (x = 0 with shift 0,
+// both sides must drop them) and a few NaNs (both keep them) included.
+int remask_case(int64_t N, int64_t C, int64_t H, int64_t W, at::ScalarType t, const torch::Device& dev) {
+  auto o = torch::TensorOptions().device(dev);
+  torch::manual_seed(11);
+  const int64_t M = N * H * W;
+  auto x = torch::randn({N, C, H, W}, o);
+  x.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, 8)}, 0.0);  // with shift 0 below: exactly 0
+  auto flat = x.view(-1);
+  flat.index_put_({torch::indexing::Slice(5, 40, 7)}, std::nan(""));
+  x = x.to(t).contiguous(kCL);
+  auto coef = torch::stack({torch::rand({C}, o) + 0.5, torch::rand({C}, o) - 0.5}).contiguous();
+  coef.index_put_({1, torch::indexing::Slice(0, 8)}, 0.0);
+  auto dy = torch::randn({N, C, H, W}, o).to(t).contiguous(kCL);
+  auto w = torch::rand({C}, o) + 0.5, mean = torch::randn({C}, o) * 0.1, invstd = torch::rand({C}, o) + 0.5;
+  const auto dt = glue::dtype(t);
+  auto f32 = o.dtype(torch::kFloat32);
+  auto a = torch::empty_like(x, kCL), dxa = torch::empty_like(x, kCL), dxb = torch::empty_like(x, kCL);
+  auto mask = torch::empty({M * C / 8}, o.dtype(torch::kUInt8));
+  auto dwa = torch::empty({C}, f32), dba = torch::empty({C}, f32), dwb = torch::empty({C}, f32),
+       dbb = torch::empty({C}, f32);
+  auto scratch = torch::empty({cuda::bn_act_bwd_scratch(M, C)}, f32);
+  glue::check(cuda::bn_act_apply(x.data_ptr(), nullptr, coef.data_ptr<float>(), a.data_ptr(), mask.data_ptr<uint8_t>(),
+                                 dt, M, C, true, glue::stream()),
+              "remask test: apply");
+  glue::check(cuda::bn_act_bwd(dy.data_ptr(), nullptr, mask.data_ptr<uint8_t>(), x.data_ptr(), w.data_ptr<float>(),
+                               mean.data_ptr<float>(), invstd.data_ptr<float>(), dxa.data_ptr(), nullptr,
+                               dwa.data_ptr<float>(), dba.data_ptr<float>(), scratch.data_ptr<float>(), dt, M, C, true,
+                               glue::stream()),
+              "remask test: bwd");
+  glue::check(cuda::bn_act_bwd_remask(dy.data_ptr(), x.data_ptr(), coef.data_ptr<float>(), w.data_ptr<float>(),
+                                      mean.data_ptr<float>(), invstd.data_ptr<float>(), dxb.data_ptr(),
+                                      dwb.data_ptr<float>(), dbb.data_ptr<float>(), scratch.data_ptr<float>(), dt, M,
+                                      C, glue::stream()),
+              "remask test: remask");
+  // A dropped element's gradient is 0 on both sides; NaN compares by bits.
+  auto bits_equal = [](const torch::Tensor& p, const torch::Tensor& q) {
+    auto pb = p.contiguous().view(p.scalar_type() == torch::kFloat32 ? torch::kInt32 : torch::kInt16);
+    auto qb = q.contiguous().view(q.scalar_type() == torch::kFloat32 ? torch::kInt32 : torch::kInt16);
+    return torch::equal(pb, qb);
+  };
+  const std::string what = std::to_string(N) + "x" + std::to_string(C) + "x" + std::to_string(H) + "x" +
+                           std::to_string(W) + " " + c10::toString(t);
+  // The mask must drop some elements and keep some, or the comparison says little.
+  const double kept = a.gt(0).to(torch::kFloat64).mean().item<double>();
+  CS_CHECK(kept > 0.2 && kept < 0.8);
+  if (!bits_equal(dxa, dxb) || !bits_equal(dwa, dwb) || !bits_equal(dba, dbb)) {
+    std::cerr << "FAIL bn_act_bwd_remask " << what << ": differs from the apply's mask (dx max diff "
+              << (dxa.to(torch::kFloat32) - dxb.to(torch::kFloat32)).abs().nan_to_num(0).max().item<float>()
+              << ", dweight " << (dwa - dwb).abs().nan_to_num(0).max().item<float>() << ")\n";
+    return 1;
+  }
+  std::cout << "  bn_act_bwd_remask " << what << ": equal to the apply's mask, bit for bit\n";
+  return 0;
+}
 constexpr double kHalfUnit = 1.0 / 2048;  // fp16's unit roundoff, 2^-11
 
 struct BlockIn {
@@ -196,25 +316,34 @@ int block_case(int64_t N, int64_t in_c, int64_t width, int64_t H, int64_t stride
     b.bn_w.push_back(torch::rand({c}, o) + 0.5);
     b.bn_b.push_back(torch::rand({c}, o) - 0.5);
   }
-  const BlockOut fused = run_block(b, 0), plain = run_block(b, 1), ref = run_block(b, 2);
+  const BlockOut plain = run_block(b, 1), ref = run_block(b, 2);
   const std::string what = std::to_string(N) + "x" + std::to_string(in_c) + "x" + std::to_string(H) + "x" +
                            std::to_string(H) + " width " + std::to_string(width) + " stride " +
                            std::to_string(stride);
-  double worst = 0;
-  for (size_t i = 0; i < ref.t.size(); ++i) {
-    const auto& name = ref.t[i].first;
-    const double ef = rel_err(fused.t[i].second, ref.t[i].second);
-    const double eu = rel_err(plain.t[i].second, ref.t[i].second);
-    const double bound = 2 * eu + kHalfUnit;
-    worst = std::max(worst, ef / bound);
-    if (!(ef <= bound)) {
-      std::cerr << "FAIL fused block " << what << ": " << name << " error " << ef << " against float64, unfused fp16 "
-                << eu << " (bound " << bound << ")\n";
-      return 1;
+  for (const char* wgrad : {"on", "off"}) {
+    const int64_t refused_before = BottleneckFusion::wgrad_refused();
+    BlockOut fused;
+    {
+      WgradEnv env(wgrad);
+      fused = run_block(b, 0);
     }
+    CS_CHECK(BottleneckFusion::wgrad_refused() == refused_before);
+    double worst = 0;
+    for (size_t i = 0; i < ref.t.size(); ++i) {
+      const auto& name = ref.t[i].first;
+      const double ef = rel_err(fused.t[i].second, ref.t[i].second);
+      const double eu = rel_err(plain.t[i].second, ref.t[i].second);
+      const double bound = 2 * eu + kHalfUnit;
+      worst = std::max(worst, ef / bound);
+      if (!(ef <= bound)) {
+        std::cerr << "FAIL fused block " << what << " (ConvBNwgrad " << wgrad << "): " << name << " error " << ef
+                  << " against float64, unfused fp16 " << eu << " (bound " << bound << ")\n";
+        return 1;
+      }
+    }
+    std::cout << "  fused block " << what << " (ConvBNwgrad " << wgrad << "): " << ref.t.size()
+              << " tensors within bound (worst " << worst << " of it)\n";
   }
-  std::cout << "  fused block " << what << ": " << ref.t.size() << " tensors within bound (worst " << worst
-            << " of it)\n";
   return 0;
 }
 
@@ -270,9 +399,14 @@ int model_case(const torch::Device& dev) {
     }
   }
   CS_CHECK(BottleneckFusion::refused() == refused_before);
+  CS_CHECK(BottleneckFusion::wgrad_refused() == 0);
   std::cout << "  tiny: " << blocks << " blocks, " << BottleneckFusion::fused_forwards() - fused_before
             << " fused forwards in 3 steps\n";
   CS_CHECK(BottleneckFusion::fused_forwards() - fused_before == 3 * blocks);
+  // conv3's weight gradients went through ConvBNwgrad plans.
+  int wgrad_plans = 0;
+  for (const auto& p : fused_conv_plans()) wgrad_plans += p.find(": weight gradient") != std::string::npos;
+  CS_CHECK(wgrad_plans > 0);
   return 0;
 }
 
@@ -282,12 +416,22 @@ int model_case(const torch::Device& dev) {
 
 int resnet_fusion_tests() {
   if (int rc = run_case("resnet_fusion", "config refusals", config_refusals)) return rc;
+  if (int rc = run_case("resnet_fusion", "ConvBNwgrad switch", wgrad_switch)) return rc;
 #ifdef CS_WITH_CUDNN_FUSION
   if (!torch::cuda::is_available()) {
     std::cout << "  resnet.fusion: no CUDA device\n";
     return 0;
   }
   const torch::Device dev(torch::kCUDA, 0);
+  // bn2's shapes at 384 x 224 (stage 1 and 3), odd rows, bf16 too.
+  if (int rc = run_case("resnet_fusion", "remask 1", [&] { return remask_case(384, 64, 56, 56, torch::kHalf, dev); }))
+    return rc;
+  if (int rc = run_case("resnet_fusion", "remask 2", [&] { return remask_case(384, 256, 14, 14, torch::kHalf, dev); }))
+    return rc;
+  if (int rc = run_case("resnet_fusion", "remask 3", [&] { return remask_case(7, 40, 47, 47, torch::kHalf, dev); }))
+    return rc;
+  if (int rc = run_case("resnet_fusion", "remask 4", [&] { return remask_case(5, 512, 7, 7, torch::kBFloat16, dev); }))
+    return rc;
   // A stage-1 block (identity residual), a strided stage-2 first block, a stage-4 block.
   if (int rc = run_case("resnet_fusion", "block 1", [&] { return block_case(16, 256, 64, 56, 1, dev); })) return rc;
   if (int rc = run_case("resnet_fusion", "block 2", [&] { return block_case(16, 256, 128, 56, 2, dev); })) return rc;

@@ -6,7 +6,8 @@
 // added over the block's threads and turned into (count, mean, m2) per block,
 // then combined exactly over the blocks, all in a fixed order
 // (deterministic). The ReLU's backward reads a bit mask (1 bit per element)
-// written by the forward pass.
+// written by the forward pass, or recomputes it from the batch norm's input
+// and the forward's scale and shift (bn_act_bwd_remask).
 #include <type_traits>
 
 #include "common.cuh"
@@ -333,13 +334,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Where the backward's ReLU mask comes from: none (no ReLU), the forward's
+// bits (mask), or recomputed from x and the forward's apply coefficients
+// relu_coef [2][C] (scale, shift) as bn_fwd_apply_kernel computed its bits:
+// the same expression on the same values, the same bits.
+enum : int { kNoRelu = 0, kMaskBits = 1, kMaskCoef = 2 };
+
+// Whether the ReLU passed x scale + shift (as bn_fwd_apply_kernel without a
+// residual: NaN passes).
+__device__ __forceinline__ bool relu_keeps(float x, float scale, float shift) { return !(x * scale + shift <= 0.f); }
+
 // Per block: sums over its rows of g and g xhat per channel (g = dy, plus dy2
 // with DY2, masked by the ReLU), -> part [block][2][C]; with DRES also writes
-// g as the residual's gradient (DY2 only with DRES).
-template <typename T, bool RELU, bool DRES, bool DY2>
+// g as the residual's gradient (DY2 only with DRES). RELU: kNoRelu,
+// kMaskBits or kMaskCoef (then neither DRES nor DY2).
+template <typename T, int RELU, bool DRES, bool DY2>
 __global__ void __launch_bounds__(kThreads, kBwdBlocks)
     bn_bwd_reduce_kernel(const T* __restrict__ dy, const T* __restrict__ dy2,
-                      const uint8_t* __restrict__ mask,
+                      const uint8_t* __restrict__ mask, const float* __restrict__ relu_coef,
                       const T* __restrict__ x, const float* __restrict__ save_mean,
                       const float* __restrict__ save_invstd, T* __restrict__ dres, int64_t M, int C,
                       int64_t rows_per_block, float* __restrict__ part) {
@@ -353,9 +365,10 @@ __global__ void __launch_bounds__(kThreads, kBwdBlocks)
 #pragma unroll
   for (int k = 0; k < kV; k++) sg[k] = sgx[k] = 0.f;
   if (rl < R) {
-    float mu[kV], is[kV];
+    float mu[kV], is[kV], rc[2][kV];
     load_f<float, kV>(save_mean + cg * kV, mu);
     load_f<float, kV>(save_invstd + cg * kV, is);
+    if (RELU == kMaskCoef) load_coefs<2>(relu_coef, C, cg * kV, rc);
     for (int64_t r = r0 + rl; r < r1; r += kRows * R) {
       Pack<T, kV> pg[kRows], px[kRows], pg2[kRows];
       uint8_t pm[kRows];
@@ -364,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, kBwdBlocks)
         pg[u] = load_pack<T>(dy + off);
         px[u] = load_pack<T>(x + off);
         if (DY2) pg2[u] = load_pack<T>(dy2 + off);
-        if (RELU) pm[u] = mask[off / kV];
+        if (RELU == kMaskBits) pm[u] = mask[off / kV];
       });
 #pragma unroll
       for (int u = 0; u < kRows; u++) {  // in row order, as one row at a time
@@ -379,10 +392,13 @@ __global__ void __launch_bounds__(kThreads, kBwdBlocks)
 #pragma unroll
           for (int k = 0; k < kV; k++) g[k] = to_f<T>(from_f<T>(g[k] + g2[k]));
         }
-        if (RELU) {
+        if (RELU == kMaskBits) {
           const unsigned bits = pm[u];
 #pragma unroll
           for (int k = 0; k < kV; k++) g[k] = (bits >> k) & 1u ? g[k] : 0.f;
+        } else if (RELU == kMaskCoef) {
+#pragma unroll
+          for (int k = 0; k < kV; k++) g[k] = relu_keeps(v[k], rc[0][k], rc[1][k]) ? g[k] : 0.f;
         }
         if (DRES) store_f<T, kV>(dres + off, g);
 #pragma unroll
@@ -445,26 +461,29 @@ __global__ void __launch_bounds__(32 * kSumLanes)
   coef[2 * C + c] = kx * save_mean[c] - kb;
 }
 
-// dx = k1 g - kx x + k0 (g masked by the ReLU where RELU), coef [3][C] =
-// (k1, kx, k0); FIXED as for the forward's apply.
-template <typename T, bool RELU, bool FIXED>
+// dx = k1 g - kx x + k0 (g masked by the ReLU: RELU as for the reduction),
+// coef [3][C] = (k1, kx, k0); FIXED as for the forward's apply.
+template <typename T, int RELU, bool FIXED>
 __global__ void __launch_bounds__(kThreads)
     bn_bwd_apply_kernel(const T* __restrict__ dy, const uint8_t* __restrict__ mask,
-                     const T* __restrict__ x, const float* __restrict__ coef, T* __restrict__ dx,
-                     int64_t vecs, int C) {
+                     const float* __restrict__ relu_coef, const T* __restrict__ x,
+                     const float* __restrict__ coef, T* __restrict__ dx, int64_t vecs, int C) {
   const int L = C / kV;
   int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  float k[3][kV];
+  float k[3][kV], rc[2][kV];
   if (FIXED) load_coefs<3>(coef, C, int(i % L) * kV, k);
+  if (FIXED && RELU == kMaskCoef) load_coefs<2>(relu_coef, C, int(i % L) * kV, rc);
   for (; i < vecs; i += int64_t(gridDim.x) * kThreads) {
     if (!FIXED) load_coefs<3>(coef, C, int(i % L) * kV, k);
+    if (!FIXED && RELU == kMaskCoef) load_coefs<2>(relu_coef, C, int(i % L) * kV, rc);
     float g[kV], v[kV];
     load_f<T, kV>(dy + i * kV, g);
     load_f<T, kV>(x + i * kV, v);
-    const unsigned bits = RELU ? mask[i] : 0xffu;
+    const unsigned bits = RELU == kMaskBits ? mask[i] : 0xffu;
 #pragma unroll
     for (int e = 0; e < kV; e++) {
-      const float ge = (bits >> e) & 1u ? g[e] : 0.f;
+      const bool keep = RELU == kMaskCoef ? relu_keeps(v[e], rc[0][e], rc[1][e]) : ((bits >> e) & 1u) != 0;
+      const float ge = keep ? g[e] : 0.f;
       v[e] = k[0][e] * ge - k[1][e] * v[e] + k[2][e];
     }
     store_f<T, kV>(dx + i * kV, v);
@@ -514,10 +533,12 @@ cudaError_t fwd(const void* x, const void* res, const float* w, const float* b, 
   return cudaGetLastError();
 }
 
+// relu_coef (not null: relu without dres or dy2): the mask recomputed from x
+// (kMaskCoef), mask unused.
 template <typename T>
-cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void* x, const float* w,
-                const float* save_mean, const float* save_invstd, void* dx, void* dres, float* dw,
-                float* db, float* scratch, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
+cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const float* relu_coef, const void* x,
+                const float* w, const float* save_mean, const float* save_invstd, void* dx, void* dres,
+                float* dw, float* db, float* scratch, int64_t M, int64_t C, bool relu, cudaStream_t stream) {
   float* part = scratch;                             // [blocks][2][C]
   float* coef = scratch + split(M).blocks * 2 * C;   // [3][C]: k1, kx, k0
   const T* dyt = static_cast<const T*>(dy);
@@ -529,23 +550,33 @@ cudaError_t bwd(const void* dy, const void* dy2, const uint8_t* mask, const void
   // dres), as compile-time flags.
   auto reduce = [&](auto relu_flag, auto dres_flag, auto dy2_flag) {
     constexpr bool kDres = decltype(dres_flag)::value, kDy2 = decltype(dy2_flag)::value;
-    constexpr auto kernel = bn_bwd_reduce_kernel<T, decltype(relu_flag)::value, kDres, kDy2 && kDres>;
+    constexpr auto kernel =
+        bn_bwd_reduce_kernel<T, decltype(relu_flag)::value ? kMaskBits : kNoRelu, kDres, kDy2 && kDres>;
     // Every variant split alike (kBwdBlocks a multiprocessor, which each
     // holds by its launch bounds): a gradient given twice sums as the same
     // gradient added first (batch_norm_act_twin, bit for bit).
-    return over_rows<kernel>(M, kBwdBlocks, part, stream, dyt, dy2t, mask, xt, save_mean, save_invstd, dr, M, c);
+    return over_rows<kernel>(M, kBwdBlocks, part, stream, dyt, dy2t, mask, relu_coef, xt, save_mean, save_invstd,
+                             dr, M, c);
   };
-  const Split s = with_flags(relu, dres != nullptr, dy2 != nullptr, reduce);
+  const Split s = relu_coef ? over_rows<bn_bwd_reduce_kernel<T, kMaskCoef, false, false>>(
+                                  M, kBwdBlocks, part, stream, dyt, dy2t, mask, relu_coef, xt, save_mean,
+                                  save_invstd, dr, M, c)
+                            : with_flags(relu, dres != nullptr, dy2 != nullptr, reduce);
   bn_bwd_finalize_kernel<<<unsigned((C + 31) / 32), dim3(32, kSumLanes), 0, stream>>>(
       part, s.blocks, c, M, w, save_mean, save_invstd, dw, db, coef);
   const int64_t vecs = M * C / kV;
   T* dxt = static_cast<T*>(dx);
   // With a second gradient the second pass reads the masked sum the first
   // wrote as the residual's gradient: one tensor, no mask.
-  if (relu && !dy2)
-    over_items<bn_bwd_apply_kernel<T, true, true>, bn_bwd_apply_kernel<T, true, false>>(vecs, c, stream, dyt, mask, xt, coef, dxt);
+  if (relu_coef)
+    over_items<bn_bwd_apply_kernel<T, kMaskCoef, true>, bn_bwd_apply_kernel<T, kMaskCoef, false>>(
+        vecs, c, stream, dyt, mask, relu_coef, xt, coef, dxt);
+  else if (relu && !dy2)
+    over_items<bn_bwd_apply_kernel<T, kMaskBits, true>, bn_bwd_apply_kernel<T, kMaskBits, false>>(
+        vecs, c, stream, dyt, mask, relu_coef, xt, coef, dxt);
   else
-    over_items<bn_bwd_apply_kernel<T, false, true>, bn_bwd_apply_kernel<T, false, false>>(vecs, c, stream, dy2 ? dr : dyt, mask, xt, coef, dxt);
+    over_items<bn_bwd_apply_kernel<T, kNoRelu, true>, bn_bwd_apply_kernel<T, kNoRelu, false>>(
+        vecs, c, stream, dy2 ? dr : dyt, mask, relu_coef, xt, coef, dxt);
   return cudaGetLastError();
 }
 
@@ -587,10 +618,22 @@ cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, con
   if (!ok_ptrs({dy, dy2, x, dx, dresidual}, {w, save_mean, save_invstd, scratch}))
     return cudaErrorMisalignedAddress;
   if (t == DType::BF16)
-    return bwd<__nv_bfloat16>(dy, dy2, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db,
+    return bwd<__nv_bfloat16>(dy, dy2, mask, nullptr, x, w, save_mean, save_invstd, dx, dresidual, dw, db,
                               scratch, M, C, relu, stream);
-  return bwd<__half>(dy, dy2, mask, x, w, save_mean, save_invstd, dx, dresidual, dw, db, scratch, M,
+  return bwd<__half>(dy, dy2, mask, nullptr, x, w, save_mean, save_invstd, dx, dresidual, dw, db, scratch, M,
                      C, relu, stream);
+}
+
+cudaError_t bn_act_bwd_remask(const void* dy, const void* x, const float* relu_coef, const float* w,
+                              const float* save_mean, const float* save_invstd, void* dx, float* dw, float* db,
+                              float* scratch, DType t, int64_t M, int64_t C, cudaStream_t stream) {
+  if (M <= 0 || !bn_act_supports(C) || !relu_coef || t == DType::F32) return cudaErrorInvalidValue;
+  if (!ok_ptrs({dy, x, dx}, {relu_coef, w, save_mean, save_invstd, scratch})) return cudaErrorMisalignedAddress;
+  if (t == DType::BF16)
+    return bwd<__nv_bfloat16>(dy, nullptr, nullptr, relu_coef, x, w, save_mean, save_invstd, dx, nullptr, dw,
+                              db, scratch, M, C, true, stream);
+  return bwd<__half>(dy, nullptr, nullptr, relu_coef, x, w, save_mean, save_invstd, dx, nullptr, dw, db, scratch,
+                     M, C, true, stream);
 }
 
 cudaError_t bn_sums_finalize(const float* sum, const float* sqsum, const float* w, const float* b,

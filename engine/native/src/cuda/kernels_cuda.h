@@ -87,6 +87,15 @@ cudaError_t bn_act_bwd(const void* dy, const void* dy2, const uint8_t* mask, con
                        float* dw, float* db, float* scratch, DType t, int64_t M, int64_t C, bool relu,
                        cudaStream_t stream);
 
+// bn_act_bwd with relu and neither a residual nor dy2, where no mask was
+// kept: the ReLU's mask recomputed from x and relu_coef [2][C] (scale,
+// shift; fp32, 32-byte aligned), the forward's apply coefficients: the bits
+// bn_act_apply(x, null, relu_coef, ...) writes, so the same results as that
+// mask given to bn_act_bwd, without the apply pass (resnet_fusion.cpp's bn2).
+cudaError_t bn_act_bwd_remask(const void* dy, const void* x, const float* relu_coef, const float* w,
+                              const float* save_mean, const float* save_invstd, void* dx, float* dw, float* db,
+                              float* scratch, DType t, int64_t M, int64_t C, cudaStream_t stream);
+
 // The same batch norm's passes apart, for statistics that come as sums (a
 // fused convolution's GenStats, resnet_fusion.h): bn_sums_finalize turns
 // sum, sqsum (fp32, C, over M rows) into save_mean, save_invstd, the running
