@@ -75,7 +75,7 @@ namespace {
 enum : int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSqSum = 5, kScale = 6, kBias = 7, kVirtual = 8 };
 
 struct Entry {
-  std::unique_ptr<fe::Graph> graph;
+  std::shared_ptr<fe::Graph> graph;
   std::shared_ptr<fe::Plan> plan;
   cudnnHandle_t handle = nullptr;
   std::string intermediates;  // the prologue's virtual tensors' type
@@ -124,17 +124,21 @@ void build_graph(fe::Graph& g, const FusedConvShape& s, cudnnDataType_t inter) {
   g.finalize();
 }
 
-// The first plan heuristic A (then FALLBACK) proposes that finalizes, with
-// the prologue's intermediates in fp32, else (a weight gradient's: NVIDIA's
+// The first plan heuristic A (then FALLBACK) proposes that finalizes and is
+// deterministic (cuDNN's numerical notes; a weight gradient's split
+// reductions may not be: docs/resnet-fusion.md section 8 saw eager and graphed
+// runs part on such plans), else the first that finalizes; with the
+// prologue's intermediates in fp32, else (a weight gradient's: NVIDIA's
 // ConvBNwgrad sample declares them fp16) in fp16.
 std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
   std::string why;
+  std::shared_ptr<Entry> nondeterministic;
   std::vector<cudnnDataType_t> inters{CUDNN_DATA_FLOAT};
   if (s.wgrad && s.prologue) inters.push_back(CUDNN_DATA_HALF);
   for (auto inter : inters) {
     auto e = std::make_shared<Entry>();
     e->handle = h;
-    e->graph = std::make_unique<fe::Graph>(h);
+    e->graph = std::make_shared<fe::Graph>(h);
     e->intermediates = inter == CUDNN_DATA_FLOAT ? "fp32" : "fp16";
     try {
       build_graph(*e->graph, s, inter);
@@ -144,14 +148,25 @@ std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
     }
     for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       for (auto& cfg : fe::engine_configs(*e->graph, mode)) {
-        e->plan = fe::make_plan(*e->graph, cfg, &why);
-        if (e->plan) {
-          e->plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
-          return e;
+        auto plan = fe::make_plan(*e->graph, cfg, &why);
+        if (!plan) continue;
+        plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
+        if (plan->nondeterministic) {
+          if (!nondeterministic) {
+            nondeterministic = std::make_shared<Entry>();
+            nondeterministic->handle = h;
+            nondeterministic->graph = e->graph;  // shared: the plans of one graph
+            nondeterministic->plan = plan;
+            nondeterministic->intermediates = e->intermediates;
+          }
+          continue;
         }
+        e->plan = plan;
+        return e;
       }
     }
   }
+  if (nondeterministic) return nondeterministic;
   throw std::runtime_error("resnet.fusion: cuDNN has no engine for " + s.str() +
                            (why.empty() ? std::string(" (no engine config proposed)") : " (last refusal: " + why + ")"));
 }
@@ -255,6 +270,7 @@ std::vector<std::string> fused_conv_plans() {
     out.push_back("cuda:" + std::to_string(kv.first.first) + " " + kv.first.second.str() + ": engine " +
                   std::to_string(p.engine) + (p.runtime_compiled ? " (runtime-compiled)" : "") +
                   ", workspace " + std::to_string(p.workspace) + " bytes, heuristic " + p.mode +
+                  (p.nondeterministic ? ", nondeterministic (no deterministic plan finalized)" : "") +
                   (kv.first.second.prologue ? ", intermediates " + kv.second->intermediates : ""));
   }
   return out;

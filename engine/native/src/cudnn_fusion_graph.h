@@ -271,6 +271,7 @@ struct Plan {
     int64_t engine = -1;        // CUDNN_ATTR_ENGINE_GLOBAL_INDEX
     bool runtime_compiled = false;  // CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
     bool tensor_core = false;   // CUDNN_NUMERICAL_NOTE_TENSOR_CORE
+    bool nondeterministic = false;  // CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
     int64_t workspace = 0;
     std::string mode;           // the heuristic that proposed it
 };
@@ -322,7 +323,10 @@ inline std::shared_ptr<Plan> make_plan(const Graph& g, const DescP& cfg, std::st
         cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
         if (cudnnBackendGetAttribute(eng.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, nn) == CUDNN_STATUS_SUCCESS)
-            for (int64_t i = 0; i < n; i++) p->tensor_core |= nn[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+            for (int64_t i = 0; i < n; i++) {
+                p->tensor_core |= nn[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+                p->nondeterministic |= nn[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+            }
     } catch (const CudnnError& e) {
         if (why) *why = e.what();
         return nullptr;
