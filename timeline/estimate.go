@@ -219,7 +219,7 @@ type Progress struct {
 	// AtMost: the ETA is an upper bound (repeats: auto stops each trial when
 	// it is decided, at most at max_repeats; a time budget ends the run).
 	AtMost bool `json:"eta_at_most,omitempty"`
-	Done   bool `json:"done"` // every planned trial has a record
+	Done   bool `json:"done"` // every planned trial has a record, none interrupted
 }
 
 // RunProgress reads a run directory's progress at now: the launches started
@@ -231,7 +231,8 @@ func RunProgress(run *store.Run, now time.Time) Progress {
 	var last time.Time
 	launches := 0 // recorded in trials.jsonl: counts where the logs are gone (a copied run)
 	for _, t := range run.Trials {
-		recorded[t.ID] = true
+		// An interrupted trial's record says where it stopped: --resume runs it again.
+		recorded[t.ID] = t.Outcome != store.Interrupted
 		launches += len(t.Repeats)
 		if t.Finished.After(last) {
 			last = t.Finished

@@ -248,6 +248,12 @@ func TestRunProgress(t *testing.T) {
 	assert.Equal(t, 50*time.Second, p.Elapsed, "a finished run's elapsed time ends at its last record")
 	assert.Zero(t, p.ETA)
 
+	// an interrupted record is not done: --resume runs that trial again
+	r.Trials[2].Outcome = store.Interrupted
+	p = RunProgress(r, at(90000))
+	assert.False(t, p.Done, "an interrupted trial is not done")
+	r.Trials[2].Outcome = store.OK
+
 	// repeats: auto (manifest.json's measurement): planned at its maximum,
 	// so the ETA is an upper bound, and the time budget caps it
 	r.Trials = r.Trials[:1]
