@@ -13,9 +13,10 @@
 // fp16 block's error (the measured floor, as bn_relu_test.cpp holds the bn
 // kernels) plus one fp16 rounding (2^-11) of the compared quantity. Then
 // ResNet-50's tiny preset (64 pixels) trained three SGD steps fused and
-// unfused in fp16 and in fp32 from one seed on the same batches: the fused
-// losses within three times the unfused fp16 losses' distance to fp32 (at
-// least one fp16 rounding of the loss), and no block refused by cuDNN.
+// unfused in fp16 and in fp32 from three seeds on the same batches: at each
+// step the fused losses' mean distance to fp32 over the seeds within three
+// times the unfused fp16 losses' (each at least one fp16 rounding of the
+// loss), every forward fused, and no block refused by cuDNN.
 // conv3's weight gradient through ConvBNwgrad and bn2's backward with its ReLU
 // mask recomputed (the default) and, with CASESTUDY_RESNET_FUSION_WGRAD=off,
 // through the apply kernel's recompute: the block cases run both, and
@@ -347,14 +348,22 @@ int block_case(int64_t N, int64_t in_c, int64_t width, int64_t H, int64_t stride
   return 0;
 }
 
-// Three SGD steps of ResNet-50 tiny: the losses, fused vs unfused fp16 vs fp32.
-int model_case(const torch::Device& dev) {
+// Three SGD steps of ResNet-50 tiny from each of kSeeds seeds: the losses,
+// fused vs unfused fp16 vs fp32. One seed's fp16 trajectory is one draw (its
+// distance to fp32 at a step varied 0.002-0.02 between runs, section 8 of
+// docs/resnet-fusion.md): the bound is over the seeds, per step, the fused
+// arm's mean distance to fp32 within three times the unfused fp16 arm's
+// (each at least one fp16 rounding of the loss).
+constexpr int kSeeds = 3, kSteps = 3;
+
+// The losses of the three arms (fused, unfused fp16, fp32) at each step from seed.
+int model_seed(const torch::Device& dev, int64_t seed, double (&loss)[kSteps][3], int64_t* blocks_out) {
   const Family& fam = family("resnet50");
   ModelConfig c;
   c.family = "resnet50";
   c.preset = "tiny";
   c.image_size = 64;
-  c.seed = 3;
+  c.seed = seed;
   c.micro_batch = 8;
   c.channels_last = true;
   std::vector<std::shared_ptr<Model>> models;
@@ -370,9 +379,8 @@ int model_case(const torch::Device& dev) {
   CS_CHECK(blocks > 0);
   auto data = fam.data(c, dev, 0, 1);
   const int64_t refused_before = BottleneckFusion::refused(), fused_before = BottleneckFusion::fused_forwards();
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < kSteps; ++step) {
     const Batch b = data->next();
-    double loss[3];
     for (int m = 0; m < 3; ++m) {
       torch::Tensor l;
       {
@@ -381,7 +389,7 @@ int model_case(const torch::Device& dev) {
         l = models[m]->forward_loss(b);
       }
       l.backward();
-      loss[m] = l.item<double>();
+      loss[step][m] = l.item<double>();
       torch::NoGradGuard ng;
       for (auto& p : models[m]->parameters()) {
         if (!p.grad().defined()) continue;
@@ -389,20 +397,39 @@ int model_case(const torch::Device& dev) {
         p.grad().zero_();
       }
     }
-    const double floor = std::max(std::abs(loss[1] - loss[2]), kHalfUnit * std::abs(loss[2]));
-    std::cout << "  tiny step " << step << ": loss fused " << loss[0] << ", unfused fp16 " << loss[1] << ", fp32 "
-              << loss[2] << "\n";
-    if (!(std::abs(loss[0] - loss[1]) <= 3 * floor)) {
-      std::cerr << "FAIL fused ResNet-50 tiny step " << step << ": loss " << loss[0] << " fused, " << loss[1]
-                << " unfused (bound " << 3 * floor << ")\n";
+    std::cout << "  tiny seed " << seed << " step " << step << ": loss fused " << loss[step][0] << ", unfused fp16 "
+              << loss[step][1] << ", fp32 " << loss[step][2] << "\n";
+  }
+  CS_CHECK(BottleneckFusion::refused() == refused_before);
+  CS_CHECK(BottleneckFusion::fused_forwards() - fused_before == kSteps * blocks);
+  *blocks_out = blocks;
+  return 0;
+}
+
+int model_case(const torch::Device& dev) {
+  double loss[kSeeds][kSteps][3];
+  int64_t blocks = 0;
+  for (int i = 0; i < kSeeds; ++i)
+    if (int rc = model_seed(dev, 3 + i, loss[i], &blocks)) return rc;
+  for (int step = 0; step < kSteps; ++step) {
+    double fused = 0, unfused = 0;
+    for (int i = 0; i < kSeeds; ++i) {
+      const double* l = loss[i][step];
+      const double floor = kHalfUnit * std::abs(l[2]);
+      fused += std::max(std::abs(l[0] - l[2]), floor) / kSeeds;
+      unfused += std::max(std::abs(l[1] - l[2]), floor) / kSeeds;
+    }
+    std::cout << "  tiny step " << step << " over " << kSeeds << " seeds: mean distance to fp32 fused " << fused
+              << ", unfused fp16 " << unfused << "\n";
+    if (!(fused <= 3 * unfused)) {
+      std::cerr << "FAIL fused ResNet-50 tiny step " << step << ": mean distance to fp32 over " << kSeeds
+                << " seeds " << fused << " fused, " << unfused << " unfused fp16 (bound " << 3 * unfused << ")\n";
       return 1;
     }
   }
-  CS_CHECK(BottleneckFusion::refused() == refused_before);
   CS_CHECK(BottleneckFusion::wgrad_refused() == 0);
-  std::cout << "  tiny: " << blocks << " blocks, " << BottleneckFusion::fused_forwards() - fused_before
-            << " fused forwards in 3 steps\n";
-  CS_CHECK(BottleneckFusion::fused_forwards() - fused_before == 3 * blocks);
+  std::cout << "  tiny: " << blocks << " blocks a model, every forward fused, " << kSeeds << " seeds x " << kSteps
+            << " steps\n";
   // conv3's weight gradients went through ConvBNwgrad plans.
   int wgrad_plans = 0;
   for (const auto& p : fused_conv_plans()) wgrad_plans += p.find(": weight gradient") != std::string::npos;
