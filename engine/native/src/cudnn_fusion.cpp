@@ -147,7 +147,14 @@ std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
       continue;
     }
     for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      for (auto& cfg : fe::engine_configs(*e->graph, mode)) {
+      std::vector<fe::DescP> cfgs;
+      try {
+        cfgs = fe::engine_configs(*e->graph, mode);
+      } catch (const fe::CudnnError& err) {  // this heuristic refused the graph: the next one
+        why = err.what();
+        continue;
+      }
+      for (auto& cfg : cfgs) {
         auto plan = fe::make_plan(*e->graph, cfg, &why);
         if (!plan) continue;
         plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
@@ -238,10 +245,11 @@ torch::Tensor fused_conv_wgrad(const torch::Tensor& x, const torch::Tensor& dy, 
   TORCH_CHECK(!prologue || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
                             scale_bias.numel() == 2 * x.size(1)),
               "fused wgrad: scale_bias must be fp16 [2, C]");
-  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), dy.size(1), R, stride, prologue, true};
-  TORCH_CHECK(dy.is_cuda() && dy.scalar_type() == torch::kHalf && dy.dim() == 4 && dy.is_contiguous(cl) &&
-                  dy.size(0) == s.N && dy.size(2) == s.Ho() && dy.size(3) == s.Wo(),
+  TORCH_CHECK(dy.is_cuda() && dy.scalar_type() == torch::kHalf && dy.dim() == 4 && dy.is_contiguous(cl),
               "fused wgrad: dy must be CUDA fp16 channels_last [N, K, Ho, Wo]");
+  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), dy.size(1), R, stride, prologue, true};
+  TORCH_CHECK(dy.size(0) == s.N && dy.size(2) == s.Ho() && dy.size(3) == s.Wo(),
+              "fused wgrad: dy's shape is not the convolution's output's");
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   auto e = entry(s, x.get_device(), stream);
   auto dw = torch::empty({s.K, s.C, R, R}, x.options().memory_format(cl));

@@ -43,7 +43,7 @@ void check_resnet_fusion(const std::string& fusion, const std::string& family,
 }
 
 namespace {
-std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0}, g_wgrad_refused{0};
+std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0}, g_wgrad_refused{0}, g_wgrads{0};
 }  // namespace
 
 bool resnet_fusion_wgrad_from_env() {
@@ -72,6 +72,7 @@ int64_t BottleneckFusion::refused() { return g_refused.load(); }
 int64_t BottleneckFusion::fused_forwards() { return g_fused.load(); }
 int64_t BottleneckFusion::live_blocks() { return g_live.load(); }
 int64_t BottleneckFusion::wgrad_refused() { return g_wgrad_refused.load(); }
+int64_t BottleneckFusion::fused_wgrads() { return g_wgrads.load(); }
 
 #ifndef CS_WITH_CUDNN_FUSION
 
@@ -154,6 +155,7 @@ struct BnConvGenStats : torch::autograd::Function<BnConvGenStats> {
     if (ctx->saved_data["fused_wgrad"].toBool()) {
       auto dy3 = grads[0].contiguous(kCL);
       dw3 = fused_conv_wgrad(y2, dy3, coef16, 1, 1);
+      g_wgrads++;
       auto da2 = std::get<0>(conv_grads(dy3, y2, w3, 1, true, false)).contiguous(kCL);
       glue::check(cuda::bn_act_bwd_remask(da2.data_ptr(), y2.data_ptr(), coef.data_ptr<float>(),
                                           bn_w.data_ptr<float>(), mean.data_ptr<float>(), invstd.data_ptr<float>(),

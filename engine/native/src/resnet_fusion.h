@@ -73,6 +73,9 @@ class BottleneckFusion {
   // Blocks whose ConvBNwgrad graph cuDNN refused (their backward as with
   // CASESTUDY_RESNET_FUSION_WGRAD=off; the tests require none).
   static int64_t wgrad_refused();
+  // This process's backward passes of blocks whose conv3 weight gradient ran
+  // through ConvBNwgrad (the tests count them).
+  static int64_t fused_wgrads();
 
  private:
   std::string name_;

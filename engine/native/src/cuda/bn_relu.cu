@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads)
     float v[kV];
     load_f<T, kV>(x + i * kV, v);
 #pragma unroll
-    for (int k = 0; k < kV; k++) v[k] = v[k] * sc[0][k] + sc[1][k];
+    for (int k = 0; k < kV; k++) v[k] = __fmaf_rn(v[k], sc[0][k], sc[1][k]);  // as relu_keeps
     if (RES) {
       float r[kV];
       load_f<T, kV>(res + i * kV, r);
@@ -341,8 +341,11 @@ __global__ void __launch_bounds__(kThreads)
 enum : int { kNoRelu = 0, kMaskBits = 1, kMaskCoef = 2 };
 
 // Whether the ReLU passed x scale + shift (as bn_fwd_apply_kernel without a
-// residual: NaN passes).
-__device__ __forceinline__ bool relu_keeps(float x, float scale, float shift) { return !(x * scale + shift <= 0.f); }
+// residual: NaN passes). One explicit fused multiply-add on both sides, so
+// the bits agree whatever the compiler contracts.
+__device__ __forceinline__ bool relu_keeps(float x, float scale, float shift) {
+  return !(__fmaf_rn(x, scale, shift) <= 0.f);
+}
 
 // Per block: sums over its rows of g and g xhat per channel (g = dy, plus dy2
 // with DY2, masked by the ReLU), -> part [block][2][C]; with DRES also writes
