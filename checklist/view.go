@@ -10,6 +10,7 @@ import (
 
 	"github.com/casestudy/casestudy/engine"
 	"github.com/casestudy/casestudy/knobs"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -95,7 +96,7 @@ func newRunView(run *store.Run) *runView {
 	if threshold <= 0 {
 		threshold = defaultThreshold
 	}
-	v.level = stats.DesignOf(&run.Manifest).Level(threshold)
+	v.level = measure.DesignOf(&run.Manifest).Level(threshold)
 	v.holm = v.correct()
 	return v
 }
@@ -179,7 +180,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 	var steps, comm, exposed, gather, mfu []float64
 	var lastLoss = math.NaN()
 	if rec.Outcome == store.OK {
-		t.launches = stats.TrialLaunches(rec, throughput).Values
+		t.launches = measure.TrialLaunches(rec, throughput).Values
 	}
 	for _, rp := range rec.Repeats {
 		if (rp.Outcome != store.OK && rp.Outcome != "") || rp.Tainted != "" {
@@ -216,7 +217,7 @@ func newTrial(rec *store.TrialRecord) *trial {
 		}
 	}
 	t.Loss = lastLoss
-	// The stored summary (stats.Summarize) has the medians and the noise; the
+	// The stored summary (measure.SummarizeTrial) has the medians and the noise; the
 	// raw steps are summarised only for what it lacks (or when it is absent).
 	s := rec.Summary
 	if s == nil {
@@ -465,15 +466,15 @@ func (v *runView) baseline(knob string) string {
 	return ""
 }
 
-// pickBest returns the best of ts by the study's objective (stats.Best, the
+// pickBest returns the best of ts by the study's objective (measure.Best, the
 // definition the report and greedy search use); nil for none.
 func (v *runView) pickBest(ts []*trial) *trial {
-	metric, _ := stats.MetricFor(v.run.Manifest.Objective)
+	metric, _ := measure.MetricFor(v.run.Manifest.Objective)
 	recs := make([]*store.TrialRecord, len(ts))
 	for i, t := range ts {
 		recs[i] = t.rec
 	}
-	if i := stats.Best(recs, metric); i >= 0 {
+	if i := measure.Best(recs, metric); i >= 0 {
 		return ts[i]
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/casestudy/casestudy/internal/ansi"
 	"github.com/casestudy/casestudy/internal/units"
 	knobreg "github.com/casestudy/casestudy/knobs" // the tests have a helper named knobs
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -36,14 +37,14 @@ func Build(run *store.Run, findings []checklist.Result) *Summary {
 		RunID:     m.RunID,
 		Created:   m.Created.UTC(),
 		Objective: m.Objective,
-		Design:    stats.DesignOf(m),
+		Design:    meas.DesignOf(m),
 		Counts:    map[string]int{},
 		Findings:  findings,
 	}
 	if s.Findings == nil {
 		s.Findings = []checklist.Result{}
 	}
-	metric, warn := stats.MetricFor(m.Objective)
+	metric, warn := meas.MetricFor(m.Objective)
 	s.Metric = metric
 	if warn != "" {
 		s.Warnings = append(s.Warnings, warn)
@@ -120,7 +121,7 @@ func (s *Summary) noteLaunches(rec *store.TrialRecord) {
 		if r.Tainted != "" {
 			s.Excluded = append(s.Excluded, LaunchNote{Trial: rec.ID, Repeat: r.Repeat, Reason: r.Tainted})
 		}
-		if d, bad := stats.Unsteady(r); bad {
+		if d, bad := meas.Unsteady(r); bad {
 			s.Unsteady = append(s.Unsteady, LaunchNote{Trial: rec.ID, Repeat: r.Repeat,
 				Reason: fmt.Sprintf("not steady: the last third of its steps ran %+.1f%% against the first third", 100*d)})
 		}
@@ -134,7 +135,7 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 		t.Changed = []string{}
 	}
 	t.Baseline = len(rec.Changed) == 0
-	t.Launches = stats.TrialLaunches(rec, metric)
+	t.Launches = meas.TrialLaunches(rec, metric)
 	for _, e := range t.Launches.Excluded {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("launch %d left out: %s", e.Repeat, e.Reason))
 	}
@@ -164,12 +165,12 @@ func buildTrial(rec *store.TrialRecord, metric stats.Metric, confidence float64)
 	if rec.Stopped == stats.StopBudget {
 		t.Warnings = append(t.Warnings, "stopped by the time budget (workload.max_time) before all its launches ran")
 	}
-	if tok := stats.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
+	if tok := meas.TrialLaunches(rec, stats.Metrics["tokens_per_s"]); tok.N() > 0 {
 		t.TokensPerS = stats.ValueOf(tok.Values, confidence).Center
 	}
 	sum := rec.Summary
 	if sum == nil {
-		sum = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{})
+		sum = meas.SummarizeTrial(rec.Repeats, meas.SummaryOptions{})
 	}
 	if sum == nil {
 		t.Warnings = append(t.Warnings, "no measured steps recorded")
@@ -313,7 +314,7 @@ func headline(s *Summary, recs map[string]*store.TrialRecord) Headline {
 			ordered = append(ordered, nil)
 		}
 	}
-	bi := stats.Best(withIntervals(s, ordered), s.Metric)
+	bi := meas.Best(withIntervals(s, ordered), s.Metric)
 	if bi < 0 {
 		h.Status = HeadlineNoTrials
 		h.Text = fmt.Sprintf("No trial finished: %s.", CountsText(s.Counts))

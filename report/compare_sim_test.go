@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/stats/synth"
 	"github.com/casestudy/casestudy/store"
@@ -20,7 +21,7 @@ func synthRun(r *rand.Rand, models []synth.Model, n int) *Summary {
 		GPU: "NVIDIA H200", Metric: "throughput"}}
 	for i, m := range models {
 		v := m.Launches(r, n)
-		s.Trials = append(s.Trials, Trial{ID: strconv.Itoa(i), Outcome: store.OK, Launches: stats.Launches{Values: v},
+		s.Trials = append(s.Trials, Trial{ID: strconv.Itoa(i), Outcome: store.OK, Launches: meas.Launches{Values: v},
 			Value: stats.ValueOf(v, 0.95)})
 	}
 	return s

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/engine"
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/runner"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -140,7 +140,7 @@ func (f fixRun) run() *store.Run {
 			for rep := range f.repeats {
 				rec.Repeats = append(rec.Repeats, f.repeat(r, rep, ft))
 			}
-			rec.Summary = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{})
+			rec.Summary = meas.SummarizeTrial(rec.Repeats, meas.SummaryOptions{})
 		} else if ft.outcome != store.Skipped && ft.outcome != store.Unsupported {
 			rec.Repeats = []store.RepeatRecord{{Repeat: 0, Outcome: ft.outcome, Error: ft.err}}
 		}
@@ -184,8 +184,8 @@ func (f fixRun) repeat(r *rand.Rand, rep int, ft fixTrial) store.RepeatRecord {
 		}
 		out.Ranks = append(out.Ranks, rr)
 	}
-	out.SamplesPerS, out.TokensPerS = stats.Throughput(out.Ranks)
-	out.Summary = stats.SummarizeRepeat(&out)
+	out.SamplesPerS, out.TokensPerS = meas.Throughput(out.Ranks)
+	out.Summary = meas.SummarizeRepeat(&out)
 	return out
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/casestudy/casestudy/checklist"
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -75,7 +76,7 @@ func TestH100MemoryUnderGraphs(t *testing.T) {
 	assert.Contains(t, string(c.SVG), `data-trial="`+tr.ID+`"`)
 	assert.Contains(t, string(c.SVG), "graph pool and cache")
 	rec := recordOf(t, "h100/bert", tr.ID)
-	v, ok := stats.Metrics["memory"].LaunchValue(&rec.Repeats[0])
+	v, ok := meas.LaunchValue(stats.Metrics["memory"], &rec.Repeats[0])
 	require.True(t, ok)
 	assert.Equal(t, float64(tr.Held()), v, "objective: memory ranks on what a launch holds")
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 
+	meas "github.com/casestudy/casestudy/measure"
 	gpuprov "github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -36,7 +37,7 @@ type LaunchDetail struct {
 	PowerCapped float64 `json:"power_capped"`
 	SMClockMean float64 `json:"sm_mhz_mean,omitempty"`
 	// Drift is the last third of the measured steps against the first
-	// (stats.Unsteady): +0.04 = 4% slower at the end.
+	// (measure.Unsteady): +0.04 = 4% slower at the end.
 	Drift float64 `json:"drift"`
 }
 
@@ -54,7 +55,7 @@ func launchDetails(rec *store.TrialRecord, metric stats.Metric) []LaunchDetail {
 	for i := range rec.Repeats {
 		r := &rec.Repeats[i]
 		d := LaunchDetail{Repeat: r.Repeat, Outcome: r.Outcome}
-		if v, ok := metric.LaunchValue(r); ok {
+		if v, ok := meas.LaunchValue(metric, r); ok {
 			d.Value = v
 		}
 		switch {
@@ -72,7 +73,7 @@ func launchDetails(rec *store.TrialRecord, metric stats.Metric) []LaunchDetail {
 				d.StepMS = append(d.StepMS, s.StepMS)
 			}
 		}
-		if dr, _ := stats.Unsteady(r); !math.IsNaN(dr) {
+		if dr, _ := meas.Unsteady(r); !math.IsNaN(dr) {
 			d.Drift = dr
 		}
 		gpu := -1

@@ -8,7 +8,8 @@ import (
 
 // measure is what the sweep charts plot for each trial: the study's
 // objective (Summary.Metric), in its unit, as package stats computed it: the
-// trial's one number (Trial.Value) with its interval.
+// trial's one number (Trial.Value) with its interval. (This package imports
+// package measure as meas.)
 type measure struct {
 	name   string // "throughput"
 	unit   string // "samples/s"
@@ -49,7 +50,7 @@ func objectiveMeasure(s *Summary) measure {
 	case "tflops":
 		name = "achieved TFLOP/s"
 	case "mfu":
-		// The value is already against the one bf16 peak (stats.Metric.LaunchValue).
+		// The value is already against the one bf16 peak (measure.LaunchValue).
 		name, unit = "MFU", "% of "+MFUBasis
 		scale = 100
 	}

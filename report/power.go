@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/casestudy/casestudy/stats"
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -27,7 +27,7 @@ func powerOf(rec *store.TrialRecord) *Power {
 		if r.Outcome != store.OK || r.Tainted != "" {
 			continue
 		}
-		if d, c, ok := stats.ClockDeficit(r.Throttle); ok {
+		if d, c, ok := meas.ClockDeficit(r.Throttle); ok {
 			p.ClockDeficit += d
 			p.PowerCapShare += c
 			p.Launches++
@@ -42,7 +42,7 @@ func powerOf(rec *store.TrialRecord) *Power {
 }
 
 // basisOf is what every clean launch's throughput divides by:
-// stats.WindowBasis, "steps" (summed step times, older runs) or "mixed".
+// measure.WindowBasis, "steps" (summed step times, older runs) or "mixed".
 func basisOf(recs []store.TrialRecord) string {
 	seen := map[string]bool{}
 	for i := range recs {
@@ -59,8 +59,8 @@ func basisOf(recs []store.TrialRecord) string {
 	switch {
 	case len(seen) > 1:
 		return "mixed"
-	case seen[stats.WindowBasis]:
-		return stats.WindowBasis
+	case seen[meas.WindowBasis]:
+		return meas.WindowBasis
 	case seen["steps"]:
 		return "steps"
 	}
@@ -71,7 +71,7 @@ func basisOf(recs []store.TrialRecord) string {
 // throughput divides by.
 func basisText(basis string) string {
 	switch basis {
-	case stats.WindowBasis:
+	case meas.WindowBasis:
 		return " A launch's samples/s (and tokens/s) is its samples over the measured window's wall clock, from the first rank's first measured step to the last rank's last, gaps between the engine's calls included."
 	case "steps":
 		return " A launch's samples/s (and tokens/s) is its samples over the slowest rank's summed step times (the run predates the wall-clock window; gaps between the engine's calls are left out)."

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casestudy/casestudy/stats"
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -18,9 +18,9 @@ func TestPowerAndBasis(t *testing.T) {
 		return &store.Throttle{GPUs: []store.GPUThrottle{{ClockDeficit: d, PowerCap: c}}}
 	}
 	rec := &store.TrialRecord{ID: "a", Outcome: store.OK, Repeats: []store.RepeatRecord{
-		{Outcome: store.OK, Throttle: th(0.10, 0.9), Basis: stats.WindowBasis},
-		{Outcome: store.OK, Throttle: th(0.14, 1.0), Basis: stats.WindowBasis},
-		{Outcome: store.OK, Throttle: th(0.5, 1.0), Tainted: "thermal", Basis: stats.WindowBasis},
+		{Outcome: store.OK, Throttle: th(0.10, 0.9), Basis: meas.WindowBasis},
+		{Outcome: store.OK, Throttle: th(0.14, 1.0), Basis: meas.WindowBasis},
+		{Outcome: store.OK, Throttle: th(0.5, 1.0), Tainted: "thermal", Basis: meas.WindowBasis},
 	}}
 	p := powerOf(rec)
 	require.NotNil(t, p)
@@ -37,9 +37,9 @@ func TestPowerAndBasis(t *testing.T) {
 	assert.NotContains(t, PowerText(s), "baseline", "a trial that was not capped is not listed")
 	assert.Equal(t, "Power limit: no trial's GPU was capped by power in its measured windows.", PowerText(&Summary{Trials: s.Trials[1:]}))
 
-	assert.Equal(t, stats.WindowBasis, basisOf([]store.TrialRecord{*rec}))
+	assert.Equal(t, meas.WindowBasis, basisOf([]store.TrialRecord{*rec}))
 	old := store.TrialRecord{Repeats: []store.RepeatRecord{{Outcome: store.OK}}}
 	assert.Equal(t, "steps", basisOf([]store.TrialRecord{old}))
 	assert.Equal(t, "mixed", basisOf([]store.TrialRecord{*rec, old}))
-	assert.Contains(t, basisText(stats.WindowBasis), "over the measured window's wall clock")
+	assert.Contains(t, basisText(meas.WindowBasis), "over the measured window's wall clock")
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -161,7 +162,7 @@ func buildRehearsal(run *store.Run) *Summary {
 	rh := m.Rehearsal
 	s := &Summary{Schema: SchemaVersion, Kind: KindRehearsal, Study: m.Study, RunID: m.RunID, Created: m.Created.UTC(),
 		Objective: m.Objective, Counts: map[string]int{}, Findings: nil, Provenance: provenance(run)}
-	s.Metric, _ = stats.MetricFor(m.Objective)
+	s.Metric, _ = meas.MetricFor(m.Objective)
 	s.Headline = Headline{Status: HeadlineRehearsal, Metric: s.Metric.Name, Unit: s.Metric.Unit}
 	sec := &RehearsalSection{Note: store.RehearsalNote, Why: rehearsalWhy, Backend: rh.Backend, Device: rh.Device,
 		GPUs: rh.GPUs, GPU: rh.GPUName, GPUMem: rh.GPUMemoryBytes}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/checklist"
+	meas "github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -90,7 +91,7 @@ type Summary struct {
 	studyText   string              // the study file as run (not in JSON: the manifest has it)
 }
 
-// Headline is the one-line answer: the best trial (stats.Best) against the
+// Headline is the one-line answer: the best trial (measure.Best) against the
 // baseline. Picking the best of K trials inflates its chance of looking
 // faster, so the headline's interval and verdict are corrected for the K
 // comparisons with the baseline (Bonferroni: confidence 1 - LookAlpha/K).
@@ -132,7 +133,7 @@ type Trial struct {
 
 	// Launches are the clean launches the statistics use (one value each)
 	// and those left out, with why.
-	Launches stats.Launches `json:"launches"`
+	Launches meas.Launches `json:"launches"`
 	// Value is the trial's one number: the objective (Summary.Metric) as the
 	// geometric mean over clean launches, with its interval (none with one
 	// launch). The terminal, report, compare, history and exports all show it.

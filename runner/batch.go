@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -28,7 +29,7 @@ func (r *Runner) runBatch(ctx context.Context, trials []study.Trial, res *Result
 	finish := func(p *pending) error {
 		p.over = true
 		p.rec.Finished = time.Now().UTC()
-		p.rec.Summary = stats.SummarizeTrial(p.rec.Repeats, stats.SummaryOptions{NoisyCV: o.NoisyCV, Metric: r.metric})
+		p.rec.Summary = measure.SummarizeTrial(p.rec.Repeats, measure.SummaryOptions{NoisyCV: o.NoisyCV, Metric: r.metric})
 		out = append(out, p.rec)
 		return r.commit(p.rec, res)
 	}
@@ -141,7 +142,7 @@ func (r *Runner) schedule(ids []string) *stats.Schedule {
 	base := o.Plan.BaselineID
 	var frozen []float64
 	if rec := r.record(base); rec != nil && rec.Outcome == store.OK {
-		frozen = stats.TrialLaunches(rec, r.metric).Values
+		frozen = measure.TrialLaunches(rec, r.metric).Values
 	}
 	threshold := o.Study.Compare.Threshold
 	if threshold <= 0 {
@@ -271,7 +272,7 @@ func (r *Runner) launchCounted(ctx context.Context, p *pending, sched *stats.Sch
 			sched.Stop(p.rec.ID, stats.StopFailed)
 			return
 		}
-		if d, bad := stats.Unsteady(&rr.Rec); bad {
+		if d, bad := measure.Unsteady(&rr.Rec); bad {
 			r.logf("trial %s launch %d is not steady: its last third of steps ran %+.1f%% against the first (kept)", p.rec.ID, rep, 100*d)
 		}
 		if rr.Rec.Tainted != "" {
@@ -285,7 +286,7 @@ func (r *Runner) launchCounted(ctx context.Context, p *pending, sched *stats.Sch
 			sched.Add(p.rec.ID, 0, false)
 			return
 		}
-		v, ok := r.metric.LaunchValue(&rr.Rec)
+		v, ok := measure.LaunchValue(r.metric, &rr.Rec)
 		sched.Add(p.rec.ID, v, ok)
 		return
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/provenance"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
 )
@@ -37,8 +37,8 @@ func (r *Runner) collect(l *launchRun, res *repeatResult, next *launchRun) {
 	}
 	res.Rec.SettleStep = settleStep(res.Rec.Ranks)
 	if res.Rec.Outcome == store.OK { // the launch's value: samples over the window's wall clock
-		if sps, tps, ok := stats.WindowThroughput(res.Rec.Ranks, to.Sub(from)); ok {
-			res.Rec.SamplesPerS, res.Rec.TokensPerS, res.Rec.Basis = sps, tps, stats.WindowBasis
+		if sps, tps, ok := measure.WindowThroughput(res.Rec.Ranks, to.Sub(from)); ok {
+			res.Rec.SamplesPerS, res.Rec.TokensPerS, res.Rec.Basis = sps, tps, measure.WindowBasis
 		}
 	}
 	now := time.Now()

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
 
 // runGreedy drives coordinate descent: each round tunes one knob, runs its
 // trials (reusing any already measured) and carries the best value forward
-// (stats.Best: the report's and the checklist's definition of best).
+// (measure.Best: the report's and the checklist's definition of best).
 func (r *Runner) runGreedy(ctx context.Context, res *Result) error {
 	g, err := study.NewGreedy(r.opts.Study)
 	if err != nil {
@@ -41,7 +41,7 @@ func (r *Runner) runGreedy(ctx context.Context, res *Result) error {
 			recs[i] = r.record(t.ID)
 		}
 		best := ""
-		if i := stats.Best(recs, r.metric); i < 0 {
+		if i := measure.Best(recs, r.metric); i < 0 {
 			r.logf("greedy round %d (%s): no trial succeeded; keeping the current value", round, knob)
 			best = trials[0].ID
 		} else {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/internal/version"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/provenance"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -37,7 +38,7 @@ func NewManifest(runID string, s *study.Study, plan *study.Plan, m *Machine, arg
 			"layers": s.Model.Layers, "hidden": s.Model.Hidden},
 		Host:        provenance.ReadHost(m.NVML),
 		Env:         provenance.RelevantEnv(env),
-		Measurement: DesignFor(s, m.Device).Record(),
+		Measurement: measure.DesignRecord(DesignFor(s, m.Device)),
 	}
 	man.InheritedEnv = InheritedEnv(env, plan)
 	if s.Workload.GPUsAll {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
@@ -169,7 +170,7 @@ func New(o Options) (*Runner, error) {
 	if o.TrialCommand == nil {
 		o.TrialCommand = func(id string) string { return "casestudy run " + o.Study.Path + " --trial " + id }
 	}
-	m, _ := stats.MetricFor(store.Objective{Metric: o.Study.Objective.Metric, Goal: o.Study.Objective.Goal})
+	m, _ := measure.MetricFor(store.Objective{Metric: o.Study.Objective.Metric, Goal: o.Study.Objective.Goal})
 	return &Runner{opts: o, metric: m, records: map[string]*store.TrialRecord{}}, nil
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/study"
 )
@@ -153,9 +153,9 @@ func TestFaultOutcomes(t *testing.T) {
 	// by summed step times: 2 ranks x 2 samples per 5 ms step; the launch's
 	// value is over the window's wall clock, which also holds the time
 	// between the engine's calls, so it is lower
-	bySteps, _ := stats.Throughput(ok.Repeats[0].Ranks)
+	bySteps, _ := measure.Throughput(ok.Repeats[0].Ranks)
 	assert.InDelta(t, 2*2/0.005, bySteps, 2*2/0.005*0.01, "2 ranks x 2 samples per 5 ms step")
-	assert.Equal(t, stats.WindowBasis, ok.Repeats[0].Basis)
+	assert.Equal(t, measure.WindowBasis, ok.Repeats[0].Basis)
 	assert.LessOrEqual(t, ok.Repeats[0].SamplesPerS, bySteps*1.001)
 	assert.Greater(t, ok.Repeats[0].SamplesPerS, bySteps/4)
 	rank0 := ok.Repeats[0].Ranks[0]
@@ -194,7 +194,7 @@ func TestFaultOutcomes(t *testing.T) {
 	assert.Equal(t, store.OK, slow.Outcome)
 	// throughput follows the slowest rank: 4 samples per 25 ms step (by step
 	// times; the window's wall clock is at least the slowest rank's steps)
-	slowBySteps, _ := stats.Throughput(slow.Repeats[0].Ranks)
+	slowBySteps, _ := measure.Throughput(slow.Repeats[0].Ranks)
 	assert.InDelta(t, 4/0.025, slowBySteps, 4/0.025*0.01)
 	assert.LessOrEqual(t, slow.Repeats[0].SamplesPerS, slowBySteps*1.001)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
@@ -36,7 +37,7 @@ func TestAutoStopsWhenDecided(t *testing.T) {
 	o := f.options()
 	o.measured = func(r *store.RepeatRecord) {
 		if r.Outcome == store.OK {
-			r.SamplesPerS, r.TokensPerS = stats.Throughput(r.Ranks)
+			r.SamplesPerS, r.TokensPerS = measure.Throughput(r.Ranks)
 		}
 	}
 	run, err := f.run(t, context.Background(), o)
@@ -82,7 +83,7 @@ func TestTaintedLaunchesRelaunched(t *testing.T) {
 			for _, tr := range run.Trials {
 				assert.Equal(t, store.OK, tr.Outcome)
 				assert.Len(t, tr.Repeats, tc.repeats)
-				assert.Equal(t, tc.want, stats.CleanLaunches(tr.Repeats))
+				assert.Equal(t, tc.want, measure.CleanLaunches(tr.Repeats))
 				if tc.want > 0 {
 					assert.Equal(t, tc.want, tr.Summary.Launches)
 				}
@@ -156,7 +157,7 @@ func TestPreheat(t *testing.T) {
 			assert.Equal(t, preheat[0], tr.ID, "the trial that was pre-heated")
 			pre = tr.Preheat
 		}
-		assert.Equal(t, 2, stats.CleanLaunches(tr.Repeats))
+		assert.Equal(t, 2, measure.CleanLaunches(tr.Repeats))
 		for _, rp := range tr.Repeats {
 			if first.IsZero() || rp.Timeline.Start.Before(first) {
 				first = rp.Timeline.Start

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/runner/rendezvous"
-	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 	"github.com/casestudy/casestudy/timeline"
 )
@@ -333,8 +333,8 @@ func (w *watcher) result() *repeatResult {
 	}
 	if res.Rec.Outcome == store.OK {
 		splitBucketSkew(res.Rec.Ranks)
-		res.Rec.SamplesPerS, res.Rec.TokensPerS = stats.Throughput(res.Rec.Ranks)
-		res.Rec.Summary = stats.SummarizeRepeat(&res.Rec)
+		res.Rec.SamplesPerS, res.Rec.TokensPerS = measure.Throughput(res.Rec.Ranks)
+		res.Rec.Summary = measure.SummarizeRepeat(&res.Rec)
 	}
 	res.ranks = w.ranks
 	return res

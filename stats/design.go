@@ -1,11 +1,10 @@
 package stats
 
-import (
-	"github.com/casestudy/casestudy/store"
-)
-
-// Design is a run's launch schedule and statistical design, as recorded in
-// manifest.json (store.Measurement).
+// Design is a run's launch schedule and statistical design. manifest.json
+// records it as store.Measurement, which has the same fields: measure's
+// DesignOf, DesignFromRecord and DesignRecord convert between the two (the
+// conversion stops compiling if the fields part, and a test compares their
+// JSON).
 //
 // Fixed repeats: every trial gets Repeats clean launches and comparisons are
 // decided once, at confidence 1-Alpha.
@@ -17,7 +16,31 @@ import (
 // (Bonferroni over looks: the overall false-positive rate of a comparison is
 // at most Alpha whatever the stopping rule; simulated rates in
 // docs/reports.md).
-type Design store.Measurement
+type Design struct {
+	// Repeats is the fixed number of clean launches per trial; 0 with Auto.
+	Repeats int `json:"repeats,omitempty"`
+	// Auto: repeats: auto, a sequential design that launches until each
+	// trial's comparison with the baseline is decided.
+	Auto       bool  `json:"auto,omitempty"`
+	MinRepeats int   `json:"min_repeats,omitempty"` // auto: launches every trial gets
+	MaxRepeats int   `json:"max_repeats,omitempty"` // auto: launches no trial exceeds
+	Looks      []int `json:"looks,omitempty"`       // auto: the rounds after which comparisons are decided
+	// Alpha is the overall two-sided false-positive rate of one comparison;
+	// LookAlpha the rate of each look (Alpha with a fixed number of repeats):
+	// every interval of the run is at confidence 1-LookAlpha.
+	Alpha     float64 `json:"alpha"`
+	LookAlpha float64 `json:"look_alpha"`
+	MaxTimeS  float64 `json:"max_time_s,omitempty"` // time budget for launches (0: none)
+	// Interleave: launches run in rounds, one per trial, in a fresh random
+	// order each round drawn from OrderSeed.
+	Interleave bool   `json:"interleave"`
+	OrderSeed  uint64 `json:"order_seed,omitempty"`
+	// Preheat: one unmeasured launch warmed the GPU before the first measured one.
+	Preheat bool `json:"preheat,omitempty"`
+	// MaxRelaunches is how many extra launches a trial may get to replace
+	// tainted ones.
+	MaxRelaunches int `json:"max_relaunches,omitempty"`
+}
 
 // Defaults of repeats: auto.
 const (
@@ -58,16 +81,6 @@ func FixedDesign(repeats int, interleave bool) Design {
 		MaxRelaunches: DefaultMaxRelaunches}
 }
 
-// DesignOf is the design a run recorded; runs made before it was recorded
-// had a fixed number of repeats.
-func DesignOf(m *store.Manifest) Design {
-	if m.Measurement != nil && m.Measurement.LookAlpha > 0 {
-		return Design(*m.Measurement)
-	}
-	il, _ := m.Workload["interleave"].(bool)
-	return FixedDesign(int(Number(m.Workload["repeats"])), il)
-}
-
 // Number reads a number from a manifest map: float64 once read back from
 // JSON, an int or int64 when the manifest was built in memory; 0 otherwise.
 func Number(v any) float64 {
@@ -92,12 +105,6 @@ func (d Design) Level(threshold float64) Level {
 // picking the luckiest trial does not inflate its chance of a verdict.
 func (d Design) SelectionLevel(threshold float64, k int) Level {
 	return Level{Confidence: 1 - d.LookAlpha/float64(max(1, k)), Threshold: threshold}
-}
-
-// Record is the design as manifest.json stores it.
-func (d Design) Record() *store.Measurement {
-	m := store.Measurement(d)
-	return &m
 }
 
 // IsLook reports whether comparisons are decided after round r (1-based).

@@ -1,12 +1,14 @@
 // Package stats turns a run's launches into verdicts. The launch (a separate
 // process) is the replicate: one value per launch of the study's objective
-// (Metric.LaunchValue), never one per step. A trial's number is the geometric
+// (measure.LaunchValue), never one per step. A trial's number is the geometric
 // mean over its clean launches (Value); a trial against the baseline is the
 // ratio of geometric means with Welch's t interval on log values and a
 // verdict against the study's threshold δ (Compare). The sequential design of
 // repeats: auto (Design, Schedule) decides how many launches that takes.
 // benchmath's median and Mann-Whitney U stay as secondary numbers, as
-// benchstat shows them. The package computes; it never writes.
+// benchstat shows them. The package computes; it never writes. It works on
+// plain Go values and knows no storage type: package measure reads the
+// values it needs (launch values, designs, summaries) from stored records.
 package stats
 
 import (

@@ -1,10 +1,6 @@
 package stats
 
-import (
-	"math"
-
-	"github.com/casestudy/casestudy/store"
-)
+import "math"
 
 // DriftLimit is the steady-state check's limit: a launch whose last third of
 // measured steps is on average more than 2% slower or faster than its first
@@ -17,26 +13,27 @@ const DriftLimit = 0.02
 // minDriftSteps is the fewest measured steps the check judges (two per third).
 const minDriftSteps = 6
 
-// Drift is the relative change of mean step time (the slowest rank's, step by
-// step) from the first third of a launch's measured steps to the last third:
-// +0.03 is 3% slower at the end. ok is false with fewer than 6 steps.
-func Drift(r *store.RepeatRecord) (drift float64, ok bool) {
-	st := stepTimes(r)
-	n := len(st)
+// Drift is the relative change of mean step time over a launch's measured
+// steps, stepMS in step order (one value a step: the slowest rank's, as
+// measure.Drift takes them from a record), from the first third to the last
+// third: +0.03 is 3% slower at the end. ok is false with fewer than 6 steps.
+func Drift(stepMS []float64) (drift float64, ok bool) {
+	n := len(stepMS)
 	if n < minDriftSteps {
 		return 0, false
 	}
 	third := n / 3
-	first, last := mean(st[:third]), mean(st[n-third:])
+	first, last := mean(stepMS[:third]), mean(stepMS[n-third:])
 	if first <= 0 {
 		return 0, false
 	}
 	return last/first - 1, true
 }
 
-// Unsteady reports whether a launch failed the steady-state check.
-func Unsteady(r *store.RepeatRecord) (float64, bool) {
-	d, ok := Drift(r)
+// Unsteady reports whether a launch's measured steps (as Drift takes them)
+// failed the steady-state check.
+func Unsteady(stepMS []float64) (float64, bool) {
+	d, ok := Drift(stepMS)
 	return d, ok && math.Abs(d) > DriftLimit
 }
 
@@ -46,23 +43,4 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-// stepTimes is, per measured step, the slowest rank's step time.
-func stepTimes(r *store.RepeatRecord) []float64 {
-	var out []float64
-	for i := 0; ; i++ {
-		var worst float64
-		seen := false
-		for _, rk := range r.Ranks {
-			if i < len(rk.Steps) {
-				seen = true
-				worst = max(worst, rk.Steps[i].StepMS)
-			}
-		}
-		if !seen {
-			return out
-		}
-		out = append(out, worst)
-	}
 }

@@ -87,7 +87,7 @@ type RepeatRecord struct {
 	Overlap    *Overlap `json:"overlap,omitempty"`
 
 	// Basis says what SamplesPerS and TokensPerS divide by: "window" (the
-	// measured window's wall clock, stats.WindowThroughput) or "" (the
+	// measured window's wall clock, measure.WindowThroughput) or "" (the
 	// slowest rank's summed step times: runs recorded before the window
 	// basis).
 	Basis string `json:"basis,omitempty"`

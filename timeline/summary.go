@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/casestudy/casestudy/stats"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/store"
 )
 
@@ -91,7 +91,7 @@ func Summarize(run *store.Run) *Study {
 				settles = append(settles, at)
 				if late {
 					slowed++
-					if d, c, ok := stats.ClockDeficit(rp.Throttle); ok && c > 0 {
+					if d, c, ok := measure.ClockDeficit(rp.Throttle); ok && c > 0 {
 						powered++
 						deficit += d
 					}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/casestudy/casestudy/engine"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
@@ -80,11 +81,11 @@ func write(dir string, n, repeats, steps int) error {
 					StepMS: ms, Samples: 2, Tokens: 32, SamplesPerS: 2000 / ms, TokensPerS: 32000 / ms})
 			}
 			rep := store.RepeatRecord{Repeat: r, Outcome: store.OK, Ranks: []store.RankRecord{rank}}
-			rep.SamplesPerS, rep.TokensPerS = stats.Throughput(rep.Ranks)
-			rep.Summary = stats.SummarizeRepeat(&rep)
+			rep.SamplesPerS, rep.TokensPerS = measure.Throughput(rep.Ranks)
+			rep.Summary = measure.SummarizeRepeat(&rep)
 			rec.Repeats = append(rec.Repeats, rep)
 		}
-		rec.Summary = stats.SummarizeTrial(rec.Repeats, stats.SummaryOptions{Metric: stats.Metrics["throughput"]})
+		rec.Summary = measure.SummarizeTrial(rec.Repeats, measure.SummaryOptions{Metric: stats.Metrics["throughput"]})
 		line, err := json.Marshal(&rec)
 		if err != nil {
 			return err

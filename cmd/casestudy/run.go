@@ -16,6 +16,7 @@ import (
 	"github.com/casestudy/casestudy/internal/exitcode"
 	"github.com/casestudy/casestudy/knobs"
 	"github.com/casestudy/casestudy/launch"
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/provenance/nvmlgpu"
 	"github.com/casestudy/casestudy/runner"
 	"github.com/casestudy/casestudy/stats"
@@ -282,7 +283,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, o *runOptions, args []strin
 		Progress: progress, TrialCommand: trialCommand, RehearsalEstimates: fit.Estimates, RehearsalModels: fit.Models, RehearsalUnfit: fit.Unfit, RehearsalNoReference: fit.NoReference, RehearsalNoTwin: fit.NoTwin, RehearsalTwinMicroBatch: fit.TwinMicroBatch, RehearseDistinct: o.rehearseDistinct,
 		RehearseNoFaults: !o.rehearseFaults}
 	if man.Measurement != nil {
-		d := stats.Design(*man.Measurement)
+		d := measure.DesignFromRecord(*man.Measurement)
 		ropts.Design = &d
 	}
 	if prev != nil {

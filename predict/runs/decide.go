@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/casestudy/casestudy/measure"
 	"github.com/casestudy/casestudy/predict"
 	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
@@ -11,7 +12,7 @@ import (
 
 // MeasuredLaunches is Measured before the median: per trial key, each ok
 // launch's slowest rank's mean step time, in the runs' order, as every
-// verdict counts launches (stats.TrialLaunches): a tainted launch (a
+// verdict counts launches (measure.TrialLaunches): a tainted launch (a
 // throttled GPU, NCCL on another transport; the runner launches it again) is
 // left out, as it is of every statistic.
 func MeasuredLaunches(rs ...*store.Run) map[string][]float64 {
@@ -19,7 +20,7 @@ func MeasuredLaunches(rs ...*store.Run) map[string][]float64 {
 	for _, run := range rs {
 		for i := range run.Trials {
 			t := &run.Trials[i]
-			if v := stats.TrialLaunches(t, stats.Metrics["step_time"]).Values; len(v) > 0 {
+			if v := measure.TrialLaunches(t, stats.Metrics["step_time"]).Values; len(v) > 0 {
 				per[Key(t.Knobs)] = append(per[Key(t.Knobs)], v...)
 			}
 		}

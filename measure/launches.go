@@ -1,14 +1,15 @@
-package stats
+package measure
 
 import (
 	"fmt"
 
+	"github.com/casestudy/casestudy/stats"
 	"github.com/casestudy/casestudy/store"
 )
 
 // Launches are a trial's replicates: one value per clean launch (a separate
 // process), in launch order. Steps are never replicates: they are averaged
-// inside their launch (Metric.LaunchValue).
+// inside their launch (LaunchValue).
 type Launches struct {
 	Values      []float64  `json:"values"`        // the metric, one per clean launch
 	SamplesPerS []float64  `json:"samples_per_s"` // the same launches' samples/s
@@ -28,7 +29,7 @@ func (l Launches) N() int { return len(l.Values) }
 
 // TrialLaunches picks a trial's clean launches: ok repeats that are not
 // tainted (store.RepeatRecord.Tainted) and measured the metric.
-func TrialLaunches(t *store.TrialRecord, m Metric) Launches {
+func TrialLaunches(t *store.TrialRecord, m stats.Metric) Launches {
 	var l Launches
 	for i := range t.Repeats {
 		r := &t.Repeats[i]
@@ -39,7 +40,7 @@ func TrialLaunches(t *store.TrialRecord, m Metric) Launches {
 			l.Excluded = append(l.Excluded, Excluded{Repeat: r.Repeat, Reason: "tainted: " + r.Tainted})
 			continue
 		}
-		v, ok := m.LaunchValue(r)
+		v, ok := LaunchValue(m, r)
 		if !ok {
 			l.Excluded = append(l.Excluded, Excluded{Repeat: r.Repeat, Reason: fmt.Sprintf("no %s measured", m.Name)})
 			continue
