@@ -49,9 +49,9 @@ std::atomic<int64_t> g_refused{0}, g_fused{0}, g_live{0}, g_wgrad_refused{0}, g_
 bool resnet_fusion_wgrad_from_env() {
   const char* v = std::getenv("CASESTUDY_RESNET_FUSION_WGRAD");
   const std::string s = v ? v : "";
-  if (s.empty() || s == "on") return true;
-  if (s == "off") return false;
-  throw std::invalid_argument("CASESTUDY_RESNET_FUSION_WGRAD: \"" + s + "\" is not on or off (unset: on)");
+  if (s == "on") return true;
+  if (s.empty() || s == "off") return false;
+  throw std::invalid_argument("CASESTUDY_RESNET_FUSION_WGRAD: \"" + s + "\" is not on or off (unset: off)");
 }
 
 BottleneckFusion::BottleneckFusion(std::string name)

@@ -8,14 +8,14 @@
 //   scale-bias-ReLU in its prologue (bn2's activation never written) and bn3's
 //   statistics in its epilogue
 //   bn3 finalize + apply + residual + ReLU (the engine's kernels)
-// Backward: conv3's weight gradient through cuDNN's ConvBNwgrad (bn2's
-// scale-bias-ReLU recomputed inside it from y2), the other convolutions' data
-// and weight gradients through ATen (cuDNN), every batch norm's backward the
-// engine's kernels as unfused, bn2's recomputing its ReLU mask from y2 (so
-// bn2's activation is never written, forward or backward). With
-// CASESTUDY_RESNET_FUSION_WGRAD=off (a measurement switch), or where cuDNN
-// refuses the ConvBNwgrad graph: bn2's activation recomputed by the engine's
-// apply kernel for conv3's plain weight gradient (docs/resnet-fusion.md 9).
+// Backward: the convolutions' data and weight gradients through ATen (cuDNN),
+// bn2's activation recomputed by the engine's apply kernel for conv3's weight
+// gradient, every batch norm's backward the engine's kernels as unfused. With
+// CASESTUDY_RESNET_FUSION_WGRAD=on (not yet run on a GPU, so not the default:
+// docs/resnet-fusion.md section 9): conv3's weight gradient through cuDNN's
+// ConvBNwgrad (bn2's scale-bias-ReLU recomputed inside it from y2) and bn2's
+// backward recomputing its ReLU mask from y2, so bn2's activation is never
+// written; where cuDNN refuses the ConvBNwgrad graph, as without it.
 #pragma once
 
 #include <torch/torch.h>
@@ -46,9 +46,10 @@ struct BottleneckParts {
 // counts the bn kernels take) builds the block's three cuDNN plans; where
 // cuDNN refuses one, it says so once on stderr ("resnet.fusion: <name> runs
 // unfused: <reason>") and the block stays unfused.
-// CASESTUDY_RESNET_FUSION_WGRAD: unset, "" or "on": conv3's weight gradient
-// through ConvBNwgrad; "off": as before it (a measurement switch for the same
-// call's comparison); std::invalid_argument naming the variable otherwise.
+// CASESTUDY_RESNET_FUSION_WGRAD: "on": conv3's weight gradient through
+// ConvBNwgrad; unset, "" or "off": the apply kernel's recompute (the default
+// until "on" has run on a GPU); std::invalid_argument naming the variable
+// otherwise.
 bool resnet_fusion_wgrad_from_env();
 
 class BottleneckFusion {
@@ -70,8 +71,9 @@ class BottleneckFusion {
   // asserts that every block of a fused model ran fused at every step.
   static int64_t fused_forwards();
   static int64_t live_blocks();
-  // Blocks whose ConvBNwgrad graph cuDNN refused (their backward as with
-  // CASESTUDY_RESNET_FUSION_WGRAD=off; the tests require none).
+  // Blocks whose ConvBNwgrad graph cuDNN refused under
+  // CASESTUDY_RESNET_FUSION_WGRAD=on (their backward as without it; the
+  // tests require none).
   static int64_t wgrad_refused();
   // This process's backward passes of blocks whose conv3 weight gradient ran
   // through ConvBNwgrad (the tests count them).

@@ -18,8 +18,9 @@
 // times the unfused fp16 losses' (each at least one fp16 rounding of the
 // loss), every forward fused, and no block refused by cuDNN.
 // conv3's weight gradient through ConvBNwgrad and bn2's backward with its ReLU
-// mask recomputed (the default) and, with CASESTUDY_RESNET_FUSION_WGRAD=off,
-// through the apply kernel's recompute: the block cases run both, and
+// mask recomputed (CASESTUDY_RESNET_FUSION_WGRAD=on) and through the apply
+// kernel's recompute (off, the default): the block cases run both, the model
+// case runs on, and
 // bn_act_bwd_remask must equal the apply kernel's mask given to bn_act_bwd
 // bit for bit. Everywhere: the variable's bad value refused by name.
 #include <cmath>
@@ -132,17 +133,17 @@ class WgradEnv {
 };
 
 int wgrad_switch() {
-  for (const char* v : {"", "on"}) {
+  for (const char* v : {"", "off"}) {
     WgradEnv e(v);
-    CS_CHECK(resnet_fusion_wgrad_from_env());
+    CS_CHECK(!resnet_fusion_wgrad_from_env());
   }
   {
     WgradEnv e(nullptr);
-    CS_CHECK(resnet_fusion_wgrad_from_env());
+    CS_CHECK(!resnet_fusion_wgrad_from_env());
   }
   {
-    WgradEnv e("off");
-    CS_CHECK(!resnet_fusion_wgrad_from_env());
+    WgradEnv e("on");
+    CS_CHECK(resnet_fusion_wgrad_from_env());
   }
   WgradEnv e("yes");
   try {
@@ -150,7 +151,7 @@ int wgrad_switch() {
   } catch (const std::invalid_argument& err) {
     const std::string w = err.what();
     CS_CHECK(w.find("CASESTUDY_RESNET_FUSION_WGRAD") != std::string::npos && w.find("\"yes\"") != std::string::npos);
-    std::cout << "  CASESTUDY_RESNET_FUSION_WGRAD: on by default, off, a bad value refused\n";
+    std::cout << "  CASESTUDY_RESNET_FUSION_WGRAD: off by default, on, a bad value refused\n";
     return 0;
   }
   std::cerr << "FAIL CASESTUDY_RESNET_FUSION_WGRAD=yes accepted\n";
@@ -405,7 +406,7 @@ int model_seed(const torch::Device& dev, int64_t seed, double (&loss)[kSteps][3]
   }
   CS_CHECK(BottleneckFusion::refused() == refused_before);
   CS_CHECK(BottleneckFusion::fused_forwards() - fused_before == kSteps * blocks);
-  // Every block's every backward through ConvBNwgrad (the default).
+  // Every block's every backward through ConvBNwgrad (model_case sets it on).
   CS_CHECK(BottleneckFusion::fused_wgrads() - wgrads_before == kSteps * blocks);
   *blocks_out = blocks;
   return 0;
@@ -414,7 +415,7 @@ int model_seed(const torch::Device& dev, int64_t seed, double (&loss)[kSteps][3]
 int model_case(const torch::Device& dev) {
   double loss[kSeeds][kSteps][3];
   int64_t blocks = 0;
-  WgradEnv env(nullptr);  // the default, whatever the caller's environment says
+  WgradEnv env("on");  // the new path, whatever the caller's environment says
   for (int i = 0; i < kSeeds; ++i)
     if (int rc = model_seed(dev, 3 + i, loss[i], &blocks)) return rc;
   for (int step = 0; step < kSteps; ++step) {
