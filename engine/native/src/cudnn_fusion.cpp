@@ -194,6 +194,34 @@ std::shared_ptr<Entry> entry(const FusedConvShape& s, int device, cudaStream_t s
   return e;
 }
 
+// x: CUDA fp16 channels_last 4-d; scale_bias: undefined, or fp16 [2, C].
+void check_inputs(const char* what, const torch::Tensor& x, const torch::Tensor& scale_bias) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kHalf && x.dim() == 4 &&
+                  x.is_contiguous(at::MemoryFormat::ChannelsLast),
+              what, ": x must be CUDA fp16 channels_last");
+  TORCH_CHECK(!scale_bias.defined() || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
+                                        scale_bias.numel() == 2 * x.size(1)),
+              what, ": scale_bias must be fp16 [2, C]");
+}
+
+// Runs e's plan on the current stream with the tensors uids -> ptrs and, with
+// a prologue, its scale and bias (the halves of scale_bias); the workspace
+// from torch's allocator.
+void run_plan(const char* what, const Entry& e, std::vector<int64_t> uids, std::vector<void*> ptrs,
+              const torch::Tensor& scale_bias, const torch::Tensor& x, cudaStream_t stream) {
+  if (scale_bias.defined()) {
+    uids.insert(uids.end(), {kScale, kBias});
+    auto* sb = static_cast<at::Half*>(scale_bias.data_ptr());
+    ptrs.insert(ptrs.end(), {static_cast<void*>(sb), static_cast<void*>(sb + x.size(1))});
+  }
+  for (void* p : ptrs)
+    TORCH_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0, what, ": a tensor is not 16-byte aligned");
+  auto ws = torch::empty({std::max<int64_t>(e.plan->workspace, 1)}, x.options().dtype(torch::kUInt8));
+  auto pack = fe::variant_pack(uids, ptrs, ws.data_ptr());
+  CK(cudnnSetStream(e.handle, stream));
+  fe::execute(e.handle, *e.plan, *pack);
+}
+
 }  // namespace
 
 void fused_conv_prepare(const FusedConvShape& s, const torch::Device& device) {
@@ -207,67 +235,36 @@ std::pair<torch::Tensor, torch::Tensor> fused_conv_genstats(const torch::Tensor&
                                                             const torch::Tensor& scale_bias,
                                                             int64_t stride) {
   const auto cl = at::MemoryFormat::ChannelsLast;
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kHalf && x.dim() == 4 && x.is_contiguous(cl),
-              "fused conv: x must be CUDA fp16 channels_last");
+  check_inputs("fused conv", x, scale_bias);
   TORCH_CHECK(w.is_cuda() && w.scalar_type() == torch::kHalf && w.dim() == 4 && w.is_contiguous(cl) &&
                   w.size(1) == x.size(1) && w.size(2) == w.size(3),
               "fused conv: w must be CUDA fp16 channels_last [K, C, R, R]");
-  const bool prologue = scale_bias.defined();
-  TORCH_CHECK(!prologue || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
-                            scale_bias.numel() == 2 * x.size(1)),
-              "fused conv: scale_bias must be fp16 [2, C]");
-  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), stride, prologue};
+  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), stride,
+                         scale_bias.defined()};
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   auto e = entry(s, x.get_device(), stream);
   auto y = torch::empty({s.N, s.K, s.Ho(), s.Wo()}, x.options().memory_format(cl));
   auto sums = torch::empty({2, s.K}, x.options().dtype(torch::kFloat32));  // GenStats overwrites
-  auto ws = torch::empty({std::max<int64_t>(e->plan->workspace, 1)}, x.options().dtype(torch::kUInt8));
-  std::vector<int64_t> uids{kX, kW, kY, kSum, kSqSum};
-  std::vector<void*> ptrs{x.data_ptr(), w.data_ptr(), y.data_ptr(), sums.data_ptr<float>(),
-                          sums.data_ptr<float>() + s.K};
-  if (prologue) {
-    uids.insert(uids.end(), {kScale, kBias});
-    auto* sb = static_cast<at::Half*>(scale_bias.data_ptr());
-    ptrs.insert(ptrs.end(), {static_cast<void*>(sb), static_cast<void*>(sb + s.C)});
-  }
-  for (void* p : ptrs)
-    TORCH_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0, "fused conv: a tensor is not 16-byte aligned");
-  auto pack = fe::variant_pack(uids, ptrs, ws.data_ptr());
-  CK(cudnnSetStream(e->handle, stream));
-  fe::execute(e->handle, *e->plan, *pack);
+  run_plan("fused conv", *e, {kX, kW, kY, kSum, kSqSum},
+           {x.data_ptr(), w.data_ptr(), y.data_ptr(), sums.data_ptr<float>(), sums.data_ptr<float>() + s.K},
+           scale_bias, x, stream);
   return {y, sums};
 }
 
 torch::Tensor fused_conv_wgrad(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& scale_bias,
                                int64_t R, int64_t stride) {
   const auto cl = at::MemoryFormat::ChannelsLast;
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kHalf && x.dim() == 4 && x.is_contiguous(cl),
-              "fused wgrad: x must be CUDA fp16 channels_last");
-  const bool prologue = scale_bias.defined();
-  TORCH_CHECK(!prologue || (scale_bias.scalar_type() == torch::kHalf && scale_bias.is_contiguous() &&
-                            scale_bias.numel() == 2 * x.size(1)),
-              "fused wgrad: scale_bias must be fp16 [2, C]");
+  check_inputs("fused wgrad", x, scale_bias);
   TORCH_CHECK(dy.is_cuda() && dy.scalar_type() == torch::kHalf && dy.dim() == 4 && dy.is_contiguous(cl),
               "fused wgrad: dy must be CUDA fp16 channels_last [N, K, Ho, Wo]");
-  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), dy.size(1), R, stride, prologue, true};
+  const FusedConvShape s{x.size(0), x.size(1), x.size(2), x.size(3), dy.size(1), R, stride, scale_bias.defined(),
+                         true};
   TORCH_CHECK(dy.size(0) == s.N && dy.size(2) == s.Ho() && dy.size(3) == s.Wo(),
               "fused wgrad: dy's shape is not the convolution's output's");
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   auto e = entry(s, x.get_device(), stream);
   auto dw = torch::empty({s.K, s.C, R, R}, x.options().memory_format(cl));
-  auto ws = torch::empty({std::max<int64_t>(e->plan->workspace, 1)}, x.options().dtype(torch::kUInt8));
-  std::vector<int64_t> uids{kX, kY, kW};
-  std::vector<void*> ptrs{x.data_ptr(), dy.data_ptr(), dw.data_ptr()};
-  if (prologue) {
-    uids.insert(uids.end(), {kScale, kBias});
-    auto* sb = static_cast<at::Half*>(scale_bias.data_ptr());
-    ptrs.insert(ptrs.end(), {static_cast<void*>(sb), static_cast<void*>(sb + s.C)});
-  }
-  for (void* p : ptrs)
-    TORCH_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0, "fused wgrad: a tensor is not 16-byte aligned");
-  auto pack = fe::variant_pack(uids, ptrs, ws.data_ptr());
-  CK(cudnnSetStream(e->handle, stream));
-  fe::execute(e->handle, *e->plan, *pack);
+  run_plan("fused wgrad", *e, {kX, kY, kW}, {x.data_ptr(), dy.data_ptr(), dw.data_ptr()}, scale_bias, x, stream);
   return dw;
 }
 
