@@ -103,10 +103,16 @@ func TestBatchFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, b.Exclusive, "a GPU job holds whole nodes: every core for the steps to split")
 
-	b, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: 4, TimeLimit: "90m"})
+	b, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: 16, TimeLimit: "90m"})
 	require.NoError(t, err)
-	assert.Equal(t, 4, b.GPUsPerNode)
+	assert.Equal(t, 16, b.GPUsPerNode)
 	assert.Equal(t, 90, b.TimeMinutes)
+	// fewer GPUs a node than the plan's trials need: every trial would be
+	// unsupported inside the job, after its queue wait
+	_, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: 4})
+	require.Error(t, err)
+	assert.Equal(t, 2, exitcode.Of(err))
+	assert.ErrorContains(t, err, "--gpus-per-node 4: the study's largest trial needs 8 GPUs a node")
 
 	_, err = BatchFor(s, plan, SubmitOptions{GPUsPerNode: -1, TimeLimit: "soon"})
 	assert.ErrorContains(t, err, `--time: time limit "soon"`)

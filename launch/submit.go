@@ -143,6 +143,11 @@ func BatchFor(s *study.Study, plan *study.Plan, o SubmitOptions) (Batch, error) 
 		p := s.PlacementFor(t.Knobs, s.Workload.Device)
 		nodes, perNode, gpus = p.Nodes, max(perNode, p.RanksPerNode), max(gpus, p.GPUsPerNode)
 	}
+	if o.GPUsPerNode > 0 && o.GPUsPerNode < gpus {
+		// Every trial needing more would be unsupported inside the job, after its queue wait.
+		return Batch{}, exitcode.Usage(fmt.Errorf("--gpus-per-node %d: the study's largest trial needs %d GPUs a node; "+
+			"ask for at least %d (or leave the flag out: the plan's count)", o.GPUsPerNode, gpus, gpus))
+	}
 	if o.GPUsPerNode >= 0 {
 		gpus = o.GPUsPerNode
 	}
