@@ -161,12 +161,9 @@ std::shared_ptr<Entry> build(const FusedConvShape& s, cudnnHandle_t h) {
         if (!plan) continue;
         plan->mode = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
         if (plan->nondeterministic && s.wgrad) {
-          if (!nondeterministic) {
-            nondeterministic = std::make_shared<Entry>();
-            nondeterministic->handle = h;
-            nondeterministic->graph = e->graph;  // shared: the plans of one graph
+          if (!nondeterministic) {  // e's graph shared: the plans of one graph
+            nondeterministic = std::make_shared<Entry>(*e);
             nondeterministic->plan = plan;
-            nondeterministic->intermediates = e->intermediates;
           }
           continue;
         }

@@ -148,36 +148,35 @@ struct BnConvGenStats : torch::autograd::Function<BnConvGenStats> {
     const int64_t C = y2.size(1), M = y2.numel() / C;
     auto f32 = y2.options().dtype(torch::kFloat32);
     auto coef = coef16.to(torch::kFloat32).contiguous();
-    auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
-    auto scratch = torch::empty({cuda::bn_act_bwd_scratch(M, C)}, f32);
-    auto dy2 = torch::empty_like(y2, kCL);
-    torch::Tensor dw3;
-    if (ctx->saved_data["fused_wgrad"].toBool()) {
+    const bool fused = ctx->saved_data["fused_wgrad"].toBool();
+    torch::Tensor dw3, da2, mask;
+    if (fused) {  // conv3's weight gradient from y2 inside cuDNN; bn2's mask recomputed below
       auto dy3 = grads[0].contiguous(kCL);
       dw3 = fused_conv_wgrad(y2, dy3, coef16, 1, 1);
       g_wgrads++;
-      auto da2 = std::get<0>(conv_grads(dy3, y2, w3, 1, true, false)).contiguous(kCL);
-      glue::check(cuda::bn_act_bwd_remask(da2.data_ptr(), y2.data_ptr(), coef.data_ptr<float>(),
-                                          bn_w.data_ptr<float>(), mean.data_ptr<float>(), invstd.data_ptr<float>(),
-                                          dy2.data_ptr(), dw.data_ptr<float>(), db.data_ptr<float>(),
-                                          scratch.data_ptr<float>(), kern::DType::F16, M, C, glue::stream()),
-                  "resnet.fusion: bn2 backward");
-      return {dy2, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-              torch::Tensor(), dw3, torch::Tensor()};
+      da2 = std::get<0>(conv_grads(dy3, y2, w3, 1, true, false));
+    } else {  // bn2's activation and mask written again for conv3's plain weight gradient
+      auto a2 = torch::empty_like(y2, kCL);
+      mask = torch::empty({M * C / 8}, y2.options().dtype(torch::kUInt8));
+      glue::check(cuda::bn_act_apply(y2.data_ptr(), nullptr, coef.data_ptr<float>(), a2.data_ptr(),
+                                     mask.data_ptr<uint8_t>(), kern::DType::F16, M, C, true, glue::stream()),
+                  "resnet.fusion: bn2 recompute");
+      std::tie(da2, dw3) = conv_grads(grads[0], a2, w3, 1, true);
     }
-    auto a2 = torch::empty_like(y2, kCL);
-    auto mask = torch::empty({M * C / 8}, y2.options().dtype(torch::kUInt8));
-    glue::check(cuda::bn_act_apply(y2.data_ptr(), nullptr, coef.data_ptr<float>(), a2.data_ptr(),
-                                   mask.data_ptr<uint8_t>(), kern::DType::F16, M, C, true, glue::stream()),
-                "resnet.fusion: bn2 recompute");
-    torch::Tensor da2;
-    std::tie(da2, dw3) = conv_grads(grads[0], a2, w3, 1, true);
     da2 = da2.contiguous(kCL);
-    glue::check(cuda::bn_act_bwd(da2.data_ptr(), nullptr, mask.data_ptr<uint8_t>(), y2.data_ptr(),
+    auto dy2 = torch::empty_like(y2, kCL);
+    auto dw = torch::empty({C}, f32), db = torch::empty({C}, f32);
+    auto scratch = torch::empty({cuda::bn_act_bwd_scratch(M, C)}, f32);
+    const auto err =
+        fused ? cuda::bn_act_bwd_remask(da2.data_ptr(), y2.data_ptr(), coef.data_ptr<float>(), bn_w.data_ptr<float>(),
+                                        mean.data_ptr<float>(), invstd.data_ptr<float>(), dy2.data_ptr(),
+                                        dw.data_ptr<float>(), db.data_ptr<float>(), scratch.data_ptr<float>(),
+                                        kern::DType::F16, M, C, glue::stream())
+              : cuda::bn_act_bwd(da2.data_ptr(), nullptr, mask.data_ptr<uint8_t>(), y2.data_ptr(),
                                  bn_w.data_ptr<float>(), mean.data_ptr<float>(), invstd.data_ptr<float>(),
                                  dy2.data_ptr(), nullptr, dw.data_ptr<float>(), db.data_ptr<float>(),
-                                 scratch.data_ptr<float>(), kern::DType::F16, M, C, true, glue::stream()),
-                "resnet.fusion: bn2 backward");
+                                 scratch.data_ptr<float>(), kern::DType::F16, M, C, true, glue::stream());
+    glue::check(err, "resnet.fusion: bn2 backward");
     return {dy2, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
             torch::Tensor(), dw3, torch::Tensor()};
   }
